@@ -1,0 +1,67 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'retry'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'retry' {
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Maximum number of tries, the first included; 0 means no limit')
+            [CompletionResult]::new('--tries', '--tries', [CompletionResultType]::ParameterName, 'Maximum number of tries, the first included; 0 means no limit')
+            [CompletionResult]::new('-B', '-B ', [CompletionResultType]::ParameterName, 'Wall-clock budget for the whole run, tries and waits together')
+            [CompletionResult]::new('--budget', '--budget', [CompletionResultType]::ParameterName, 'Wall-clock budget for the whole run, tries and waits together')
+            [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Stop a try that runs longer than this')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Stop a try that runs longer than this')
+            [CompletionResult]::new('-s', '-s', [CompletionResultType]::ParameterName, 'Signal sent to the try''s process group on timeout: a name, with or without SIG, or a number')
+            [CompletionResult]::new('--signal', '--signal', [CompletionResultType]::ParameterName, 'Signal sent to the try''s process group on timeout: a name, with or without SIG, or a number')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Grace period between that signal and SIGKILL; 0 kills at once')
+            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace period between that signal and SIGKILL; 0 kills at once')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Base wait before the first retry')
+            [CompletionResult]::new('--delay', '--delay', [CompletionResultType]::ParameterName, 'Base wait before the first retry')
+            [CompletionResult]::new('--backoff', '--backoff', [CompletionResultType]::ParameterName, 'How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant')
+            [CompletionResult]::new('--factor', '--factor', [CompletionResultType]::ParameterName, 'Growth factor of exponential backoff, a number of at least 1')
+            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'Cap on any single wait, jitter included')
+            [CompletionResult]::new('--max-delay', '--max-delay', [CompletionResultType]::ParameterName, 'Cap on any single wait, jitter included')
+            [CompletionResult]::new('--delays', '--delays', [CompletionResultType]::ParameterName, 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats')
+            [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none')
+            [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the jitter''s random source: the same seed gives the same waits')
+            [CompletionResult]::new('--retry-on', '--retry-on', [CompletionResultType]::ParameterName, 'Only these outcomes are transient; every other failure is permanent')
+            [CompletionResult]::new('--stop-on', '--stop-on', [CompletionResultType]::ParameterName, 'These outcomes are permanent, even where --retry-on matches')
+            [CompletionResult]::new('--success-on', '--success-on', [CompletionResultType]::ParameterName, 'Exit codes that count as success besides 0 (codes and ranges)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of the log: human, or json (one JSON object per line)')
+            [CompletionResult]::new('--log-file', '--log-file', [CompletionResultType]::ParameterName, 'Append the log to this file instead of standard error')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never')
+            [CompletionResult]::new('--foreground', '--foreground', [CompletionResultType]::ParameterName, 'Keep the command in retry''s own process group')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the final line when giving up, and nothing on success')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the final line when giving up, and nothing on success')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Add the command line, the policy, the seed and timestamps to the log')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Add the command line, the policy, the seed and timestamps to the log')
+            [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Print the schedule the options give, and run nothing')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

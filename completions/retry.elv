@@ -1,0 +1,61 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[retry] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'retry'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'retry'= {
+            cand -n 'Maximum number of tries, the first included; 0 means no limit'
+            cand --tries 'Maximum number of tries, the first included; 0 means no limit'
+            cand -B 'Wall-clock budget for the whole run, tries and waits together'
+            cand --budget 'Wall-clock budget for the whole run, tries and waits together'
+            cand --deadline 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)'
+            cand -t 'Stop a try that runs longer than this'
+            cand --timeout 'Stop a try that runs longer than this'
+            cand -s 'Signal sent to the try''s process group on timeout: a name, with or without SIG, or a number'
+            cand --signal 'Signal sent to the try''s process group on timeout: a name, with or without SIG, or a number'
+            cand -k 'Grace period between that signal and SIGKILL; 0 kills at once'
+            cand --kill-after 'Grace period between that signal and SIGKILL; 0 kills at once'
+            cand -d 'Base wait before the first retry'
+            cand --delay 'Base wait before the first retry'
+            cand --backoff 'How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant'
+            cand --factor 'Growth factor of exponential backoff, a number of at least 1'
+            cand -m 'Cap on any single wait, jitter included'
+            cand --max-delay 'Cap on any single wait, jitter included'
+            cand --delays 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats'
+            cand -j 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none'
+            cand --jitter 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none'
+            cand --seed 'Seed of the jitter''s random source: the same seed gives the same waits'
+            cand --retry-on 'Only these outcomes are transient; every other failure is permanent'
+            cand --stop-on 'These outcomes are permanent, even where --retry-on matches'
+            cand --success-on 'Exit codes that count as success besides 0 (codes and ranges)'
+            cand --log-format 'Format of the log: human, or json (one JSON object per line)'
+            cand --log-file 'Append the log to this file instead of standard error'
+            cand --color 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
+            cand --foreground 'Keep the command in retry''s own process group'
+            cand -q 'Print only the final line when giving up, and nothing on success'
+            cand --quiet 'Print only the final line when giving up, and nothing on success'
+            cand -v 'Add the command line, the policy, the seed and timestamps to the log'
+            cand --verbose 'Add the command line, the policy, the seed and timestamps to the log'
+            cand --dry-run 'Print the schedule the options give, and run nothing'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,269 @@
+//! From parsed flags to one validated `Config`: the cross-field checks and the usage errors.
+//! Pure apart from the time of day it is handed.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::Parser;
+
+use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat};
+use crate::policy::{Backoff, Classifier, Jitter, Limit, Policy, Signal, WaitPolicy};
+
+/// A usage error: one line for the user, exit status 125.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// What the parser did instead of producing a `Config`.
+#[derive(Debug)]
+pub enum ParseOutcome {
+    Run(Box<Config>),
+    /// `--help` or `--version`: print it (`clap::Error::print`) and exit 0.
+    Info(clap::Error),
+    Usage(UsageError),
+}
+
+/// How the log is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub quiet: bool,
+    pub verbose: bool,
+    pub format: LogFormat,
+    pub file: Option<PathBuf>,
+    pub color: ColorWhen,
+}
+
+/// Everything a run needs, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub policy: Policy,
+    /// `--deadline` as given, for the child's `RETRY_DEADLINE_MS` and the log.
+    pub deadline: Option<SystemTime>,
+    pub budget: Option<Duration>,
+    pub signal: Signal,
+    pub kill_after: Duration,
+    pub foreground: bool,
+    pub seed: Option<u64>,
+    pub log: LogConfig,
+    pub dry_run: bool,
+    pub command: Vec<OsString>,
+}
+
+/// Parses the arguments (the program name first). `now` is the time the run starts, used to
+/// turn `--deadline` into time since start.
+pub fn parse<I, T>(args: I, now: SystemTime) -> ParseOutcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => match Config::from_cli(cli, now) {
+            Ok(config) => ParseOutcome::Run(Box::new(config)),
+            Err(e) => ParseOutcome::Usage(e),
+        },
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                ParseOutcome::Info(e)
+            }
+            _ => ParseOutcome::Usage(UsageError(one_line(&e))),
+        },
+    }
+}
+
+/// Clap's error as one line: what is wrong, the option and the value, and the valid values.
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(values)) if !values.is_empty() => {
+            format!("{first} (expected one of: {})", values.join(", "))
+        }
+        _ => first,
+    }
+}
+
+impl Config {
+    pub fn from_cli(cli: Cli, now: SystemTime) -> Result<Config, UsageError> {
+        if cli.command.is_empty() && !cli.dry_run {
+            return Err(UsageError(
+                "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)"
+                    .into(),
+            ));
+        }
+        let jitter = match cli.jitter {
+            JitterKind::None => Jitter::None,
+            JitterKind::Full => Jitter::Full,
+            JitterKind::Equal => Jitter::Equal,
+            JitterKind::Decorrelated => Jitter::Decorrelated,
+        };
+        let backoff = match (cli.delays, cli.backoff) {
+            (Some(_), _) if jitter == Jitter::Decorrelated => {
+                return Err(UsageError(
+                    "--jitter decorrelated cannot be used with --delays: decorrelated jitter computes its own waits".into(),
+                ));
+            }
+            (Some(list), _) => Backoff::List(list.0),
+            (None, BackoffKind::Exponential) => Backoff::Exponential { factor: cli.factor },
+            (None, BackoffKind::Linear) => Backoff::Linear,
+            (None, BackoffKind::Constant) => Backoff::Constant,
+        };
+        let success_on = cli.success_on.unwrap_or_default();
+        if let Err(item) = success_on.codes_only() {
+            return Err(UsageError(format!(
+                "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
+            )));
+        }
+        let deadline_in = match cli.deadline {
+            None => None,
+            Some(at) => match at.duration_since(now) {
+                Ok(left) if !left.is_zero() => Some(left),
+                _ => {
+                    return Err(UsageError(format!(
+                        "invalid value '{}' for '--deadline <TIME>': that time has already passed",
+                        humantime::format_rfc3339_seconds(at)
+                    )));
+                }
+            },
+        };
+        let policy = Policy {
+            max_tries: (cli.tries > 0).then_some(cli.tries),
+            waits: WaitPolicy {
+                backoff,
+                delay: cli.delay,
+                max_delay: cli.max_delay,
+                jitter,
+            },
+            classifier: Classifier {
+                retry_on: cli.retry_on,
+                stop_on: cli.stop_on.unwrap_or_default(),
+                success_on,
+            },
+            timeout: cli.timeout,
+            limit: Limit::earliest(cli.budget, deadline_in),
+        };
+        Ok(Config {
+            policy,
+            deadline: cli.deadline,
+            budget: cli.budget,
+            signal: cli.signal,
+            kill_after: cli.kill_after,
+            foreground: cli.foreground,
+            seed: cli.seed,
+            log: LogConfig {
+                quiet: cli.quiet,
+                verbose: cli.verbose,
+                format: cli.log_format,
+                file: cli.log_file,
+                color: cli.color,
+            },
+            dry_run: cli.dry_run,
+            command: cli.command,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Result<Config, String> {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        match parse(std::iter::once("retry").chain(args.iter().copied()), now) {
+            ParseOutcome::Run(c) => Ok(*c),
+            ParseOutcome::Usage(e) => Err(e.0),
+            ParseOutcome::Info(_) => Err("info".into()),
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let c = config(&["--", "true"]).unwrap();
+        assert_eq!(c.policy.max_tries, Some(3));
+        assert_eq!(c.policy.waits.delay, Duration::from_secs(1));
+        assert_eq!(c.policy.waits.max_delay, Duration::from_secs(60));
+        assert_eq!(c.policy.waits.backoff, Backoff::Exponential { factor: 2.0 });
+        assert_eq!(c.policy.waits.jitter, Jitter::Full);
+        assert_eq!(c.kill_after, Duration::from_secs(10));
+        assert_eq!(c.signal, Signal::TERM);
+        assert_eq!(c.policy.timeout, None);
+        assert_eq!(c.policy.limit, None);
+    }
+
+    #[test]
+    fn the_first_non_option_word_starts_the_command() {
+        let c = config(&["-n", "2", "ls", "-l", "--tries", "9"]).unwrap();
+        assert_eq!(c.command, ["ls", "-l", "--tries", "9"]);
+        assert_eq!(c.policy.max_tries, Some(2));
+        let c = config(&["--", "-weird-name", "--help"]).unwrap();
+        assert_eq!(c.command, ["-weird-name", "--help"]);
+    }
+
+    #[test]
+    fn zero_tries_means_no_limit() {
+        assert_eq!(config(&["-n", "0", "x"]).unwrap().policy.max_tries, None);
+    }
+
+    #[test]
+    fn deadline_becomes_time_since_start_and_the_earlier_limit_wins() {
+        let c = config(&["--deadline", "2023-11-14T22:13:27Z", "-B", "1h", "x"]).unwrap();
+        let limit = c.policy.limit.unwrap();
+        assert_eq!(limit.at, Duration::from_secs(7));
+        assert_eq!(limit.source, crate::policy::LimitSource::Deadline);
+        let err = config(&["--deadline", "2020-01-01T00:00:00Z", "x"]).unwrap_err();
+        assert!(
+            err.contains("--deadline") && err.contains("already passed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn usage_errors_are_one_line_naming_the_option_and_value() {
+        for (args, option, value) in [
+            (&["-d", "-1s", "x"][..], "--delay", "-1s"),
+            (&["-d", "abc", "x"], "--delay", "abc"),
+            (&["--factor", "0.5", "x"], "--factor", "0.5"),
+            (&["--factor", "NaN", "x"], "--factor", "NaN"),
+            (&["-n", "x", "x"], "--tries", "x"),
+            (&["--retry-on", "1-", "x"], "--retry-on", "1-"),
+            (&["--retry-on", "300", "x"], "--retry-on", "300"),
+            (&["--retry-on", "5-2", "x"], "--retry-on", "5-2"),
+            (&["-s", "SIGFOO", "x"], "--signal", "SIGFOO"),
+            (&["-j", "fancy", "x"], "--jitter", "fancy"),
+            (&["--backoff", "zigzag", "x"], "--backoff", "zigzag"),
+            (&["--delays", "2s,x", "x"], "--delays", "2s,x"),
+            (
+                &["--delays", "1s", "-j", "decorrelated", "x"],
+                "--delays",
+                "decorrelated",
+            ),
+            (&["--deadline", "yesterday", "x"], "--deadline", "yesterday"),
+            (&["--success-on", "TERM", "x"], "--success-on", "TERM"),
+            (
+                &["--delays", "1s", "--factor", "3", "x"],
+                "--delays",
+                "--factor",
+            ),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(!err.contains('\n'), "{args:?}: {err}");
+            assert!(
+                err.contains(option) && err.contains(value),
+                "{args:?}: {err}"
+            );
+        }
+        let err = config(&[]).unwrap_err();
+        assert!(err.contains("no command"), "{err}");
+    }
+
+    #[test]
+    fn dry_run_needs_no_command() {
+        assert!(config(&["--dry-run"]).unwrap().command.is_empty());
+    }
+}

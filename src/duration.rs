@@ -1,0 +1,147 @@
+//! Durations and times as people write and read them.
+
+use std::time::{Duration, SystemTime};
+
+/// Parses a DURATION: a humantime form (`250ms`, `2s`, `1m30s`, `2h`) or a bare non-negative
+/// decimal number of seconds (`2`, `0.25`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if s.starts_with('-') {
+        return Err("a duration cannot be negative".into());
+    }
+    if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs: f64 = s
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+        return Duration::try_from_secs_f64(secs).map_err(|_| "the duration is too large".into());
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        format!("{e}; expected a duration such as 250ms, 2s, 1m30s or a number of seconds")
+    })
+}
+
+/// Parses an RFC 3339 time such as `2026-01-15T08:05:00Z` or `2026-01-15T08:05:00+07:00`.
+pub fn parse_time(s: &str) -> Result<SystemTime, String> {
+    let s = s.trim();
+    let bad = || format!("'{s}' is not an RFC 3339 time such as 2026-01-15T08:05:00+07:00");
+    // humantime reads UTC times only; an offset is applied here.
+    let (utc, offset_secs) = match s
+        .len()
+        .checked_sub(6)
+        .and_then(|i| s.get(i..).map(|o| (i, o)))
+    {
+        Some((i, off))
+            if (off.starts_with('+') || off.starts_with('-')) && off.as_bytes()[3] == b':' =>
+        {
+            let hours: i64 = off[1..3].parse().map_err(|_| bad())?;
+            let minutes: i64 = off[4..6].parse().map_err(|_| bad())?;
+            if hours > 23 || minutes > 59 {
+                return Err(bad());
+            }
+            let sign = if off.starts_with('-') { -1 } else { 1 };
+            (
+                format!("{}Z", &s[..i]),
+                sign * (hours * 3600 + minutes * 60),
+            )
+        }
+        _ => (s.to_string(), 0),
+    };
+    let time =
+        humantime::parse_rfc3339_weak(utc.trim_end_matches(['Z', 'z'])).map_err(|_| bad())?;
+    let shift = Duration::from_secs(offset_secs.unsigned_abs());
+    let shifted = if offset_secs >= 0 {
+        time.checked_sub(shift)
+    } else {
+        time.checked_add(shift)
+    };
+    shifted.ok_or_else(bad)
+}
+
+/// Formats a duration for the log: `412ms`, `1.204s`, `122s`, `12m05s`, `1h02m`.
+/// Seconds are kept up to ten minutes, so that waits and totals read in one unit.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if d.is_zero() {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        if d > Duration::ZERO && ms == 0 {
+            return format!("{}µs", d.as_micros());
+        }
+        return format!("{ms}ms");
+    }
+    if ms < 600_000 {
+        let secs = format!("{:.3}", d.as_secs_f64());
+        let secs = secs.trim_end_matches('0').trim_end_matches('.');
+        return format!("{secs}s");
+    }
+    let total = d.as_secs();
+    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
+    if h == 0 {
+        format!("{m}m{s:02}s")
+    } else if h < 48 {
+        format!("{h}h{m:02}m")
+    } else {
+        format!("{}d{:02}h", h / 24, h % 24)
+    }
+}
+
+/// Whole milliseconds, saturating, for JSON fields.
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_humantime_forms_and_bare_seconds() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn rejects_negative_and_unparsable_durations() {
+        for s in [
+            "-1s", "-1", "abc", "", "1.2.3", ".", "1e3", "NaN", "inf", "1x",
+        ] {
+            assert!(parse_duration(s).is_err(), "{s}");
+        }
+        assert!(parse_duration("99999999999999999999999").is_err());
+    }
+
+    #[test]
+    fn parses_rfc3339_with_offsets() {
+        let utc = parse_time("2026-01-15T01:05:00Z").unwrap();
+        assert_eq!(parse_time("2026-01-15T08:05:00+07:00"), Ok(utc));
+        assert_eq!(parse_time("2026-01-14T20:05:00-05:00"), Ok(utc));
+        assert!(parse_time("yesterday").is_err());
+        assert!(parse_time("2026-01-15T08:05:00+99:00").is_err());
+        assert!(parse_time("2026-13-15T08:05:00Z").is_err());
+    }
+
+    #[test]
+    fn formats_for_people() {
+        assert_eq!(human(Duration::from_millis(412)), "412ms");
+        assert_eq!(human(Duration::from_millis(1204)), "1.204s");
+        assert_eq!(human(Duration::from_millis(1370)), "1.37s");
+        assert_eq!(human(Duration::from_secs(30)), "30s");
+        assert_eq!(human(Duration::from_secs(122)), "122s");
+        assert_eq!(human(Duration::from_secs(725)), "12m05s");
+        assert_eq!(human(Duration::from_secs(3720)), "1h02m");
+        assert_eq!(human(Duration::ZERO), "0s");
+        assert_eq!(
+            human(Duration::MAX),
+            format!("{}d{:02}h", u64::MAX / 86400, u64::MAX / 3600 % 24)
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! The exit-status contract (spec section 11), in one type.
+
+use crate::policy::{Outcome, Signal};
+
+/// How `retry` ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// A try succeeded: 0.
+    Success,
+    /// Gave up; the last try exited with this code.
+    LastExit(u8),
+    /// Gave up; the last try timed out: 124.
+    Timeout,
+    /// `retry`'s own error (usage, invalid value, internal failure): 125.
+    Usage,
+    /// The command exists but cannot be executed: 126.
+    CannotExecute,
+    /// The command was not found: 127.
+    NotFound,
+    /// Gave up; the last try was killed by a signal `retry` did not send: 128+N.
+    KilledBy(Signal),
+    /// `retry` was interrupted by this signal, or a try died of SIGINT: die of it too.
+    Reraise(Signal),
+}
+
+impl ExitStatus {
+    pub const TIMEOUT: i32 = 124;
+    pub const USAGE: i32 = 125;
+    pub const CANNOT_EXECUTE: i32 = 126;
+    pub const NOT_FOUND: i32 = 127;
+
+    /// The status that gives up after a try ended with `outcome`.
+    pub fn from_last_try(outcome: Outcome) -> ExitStatus {
+        match outcome {
+            Outcome::Exit(0) => ExitStatus::Success,
+            Outcome::Exit(code) => ExitStatus::LastExit(code),
+            Outcome::Signal(s) if s == Signal::INT => ExitStatus::Reraise(s),
+            Outcome::Signal(s) => ExitStatus::KilledBy(s),
+            Outcome::Timeout => ExitStatus::Timeout,
+            Outcome::NotFound => ExitStatus::NotFound,
+            Outcome::NotExecutable => ExitStatus::CannotExecute,
+        }
+    }
+
+    /// The numeric exit code; for `Reraise`, what a shell would show (128+N), used only if the
+    /// signal fails to end the process.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::LastExit(code) => i32::from(code),
+            ExitStatus::Timeout => Self::TIMEOUT,
+            ExitStatus::Usage => Self::USAGE,
+            ExitStatus::CannotExecute => Self::CANNOT_EXECUTE,
+            ExitStatus::NotFound => Self::NOT_FOUND,
+            ExitStatus::KilledBy(s) | ExitStatus::Reraise(s) => 128 + s.number(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_section_11() {
+        assert_eq!(ExitStatus::from_last_try(Outcome::Exit(0)).code(), 0);
+        assert_eq!(ExitStatus::from_last_try(Outcome::Exit(7)).code(), 7);
+        assert_eq!(ExitStatus::from_last_try(Outcome::Timeout).code(), 124);
+        assert_eq!(ExitStatus::Usage.code(), 125);
+        assert_eq!(
+            ExitStatus::from_last_try(Outcome::NotExecutable).code(),
+            126
+        );
+        assert_eq!(ExitStatus::from_last_try(Outcome::NotFound).code(), 127);
+        assert_eq!(
+            ExitStatus::from_last_try(Outcome::Signal(Signal::KILL)).code(),
+            137
+        );
+        assert_eq!(
+            ExitStatus::from_last_try(Outcome::Signal(Signal::INT)),
+            ExitStatus::Reraise(Signal::INT)
+        );
+    }
+}

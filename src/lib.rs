@@ -1,0 +1,13 @@
+//! `retry`: run a command again when it fails.
+//!
+//! The crate is a pure core (`policy`) inside a thin imperative shell: the command line is
+//! parsed into a validated [`config::Config`], the policy decides, `report` writes what people
+//! read, and [`exit::ExitStatus`] is the exit-status contract.
+
+pub mod cli;
+pub mod config;
+pub mod duration;
+pub mod exit;
+pub mod policy;
+pub mod report;
+pub mod run;

@@ -1,0 +1,413 @@
+//! Classification (spec section 5): how an ended try's outcome becomes a verdict.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::signal::Signal;
+
+/// How one try ended (spec 5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command exited with this status.
+    Exit(u8),
+    /// The command was killed by a signal that `retry` did not send.
+    Signal(Signal),
+    /// `retry` stopped the try on its per-try timeout or the run's deadline.
+    Timeout,
+    /// The command does not exist.
+    NotFound,
+    /// The command exists but cannot be executed.
+    NotExecutable,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Exit(code) => write!(f, "exit {code}"),
+            Outcome::Signal(sig) => write!(f, "signal {}", sig.name()),
+            Outcome::Timeout => f.write_str("timeout"),
+            Outcome::NotFound => f.write_str("not found"),
+            Outcome::NotExecutable => f.write_str("not executable"),
+        }
+    }
+}
+
+/// Why a failure got the verdict it did; shown in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The built-in table of spec 5.2 decided.
+    Default,
+    /// `--success-on` listed the exit code.
+    SuccessOn,
+    /// `--retry-on` matched.
+    RetryOn,
+    /// `--retry-on` was given and did not match.
+    NotInRetryOn,
+    /// `--stop-on` matched this item.
+    StopOn(Item),
+    /// The command was not found or cannot be executed.
+    Spawn,
+    /// Exit 126 or 127: the shell's "cannot execute" and "not found".
+    ShellSpawn,
+    /// SIGPIPE: the reader of the output has gone.
+    BrokenPipe,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Default => Ok(()),
+            Reason::SuccessOn => f.write_str("--success-on"),
+            Reason::RetryOn => f.write_str("--retry-on"),
+            Reason::NotInRetryOn => f.write_str("not in --retry-on"),
+            Reason::StopOn(item) => write!(f, "--stop-on {item}"),
+            Reason::Spawn => f.write_str("cannot run the command"),
+            Reason::ShellSpawn => f.write_str("126 and 127 mean the command could not run"),
+            Reason::BrokenPipe => f.write_str("the reader of its output is gone"),
+        }
+    }
+}
+
+/// What the run does about an ended try.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Success(Reason),
+    /// May pass: try again if the tries and the budget allow.
+    Transient(Reason),
+    /// Will not pass: give up now.
+    Permanent(Reason),
+    /// Ctrl-C reached the command (signal INT or exit 130): stop at once.
+    Interrupted,
+}
+
+impl Verdict {
+    /// The word used in logs: `success`, `transient`, `permanent`, `interrupted`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Success(_) => "success",
+            Verdict::Transient(_) => "transient",
+            Verdict::Permanent(_) => "permanent",
+            Verdict::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&Reason> {
+        match self {
+            Verdict::Success(r) | Verdict::Transient(r) | Verdict::Permanent(r) => {
+                (*r != Reason::Default).then_some(r)
+            }
+            Verdict::Interrupted => None,
+        }
+    }
+}
+
+/// One item of a LIST (spec 5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Item {
+    Code(u8),
+    /// An inclusive range of exit codes, low ≤ high.
+    Range(u8, u8),
+    Signal(Signal),
+    Timeout,
+}
+
+impl Item {
+    fn matches(self, outcome: Outcome) -> bool {
+        match (self, outcome) {
+            (Item::Code(c), Outcome::Exit(e)) => c == e,
+            (Item::Range(lo, hi), Outcome::Exit(e)) => (lo..=hi).contains(&e),
+            (Item::Signal(s), Outcome::Signal(t)) => s == t,
+            (Item::Timeout, Outcome::Timeout) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Item::Code(c) => write!(f, "{c}"),
+            Item::Range(lo, hi) => write!(f, "{lo}-{hi}"),
+            Item::Signal(s) => f.write_str(&s.name()),
+            Item::Timeout => f.write_str("timeout"),
+        }
+    }
+}
+
+/// A comma-separated LIST of outcomes: `75`, `1-5`, `SIGKILL`, `timeout`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct List(Vec<Item>);
+
+impl List {
+    pub fn items(&self) -> &[Item] {
+        &self.0
+    }
+
+    /// The first item that matches, if any.
+    pub fn find(&self, outcome: Outcome) -> Option<Item> {
+        self.0.iter().copied().find(|item| item.matches(outcome))
+    }
+
+    /// True when the list has only exit codes and ranges, as `--success-on` needs.
+    pub fn codes_only(&self) -> Result<(), Item> {
+        match self
+            .0
+            .iter()
+            .find(|i| matches!(i, Item::Signal(_) | Item::Timeout))
+        {
+            Some(item) => Err(*item),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for List {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{item}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for List {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<List, String> {
+        let mut items = Vec::new();
+        for raw in s.split(',') {
+            let item = raw.trim();
+            if item.is_empty() {
+                return Err(format!("empty item in '{s}'"));
+            }
+            items.push(parse_item(item)?);
+        }
+        Ok(List(items))
+    }
+}
+
+fn parse_code(s: &str, item: &str) -> Result<u8, String> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "item '{item}' is not an exit code, a range, a signal name or 'timeout'"
+        ));
+    }
+    s.parse::<u8>()
+        .map_err(|_| format!("item '{item}': exit codes are 0 to 255"))
+}
+
+fn parse_item(item: &str) -> Result<Item, String> {
+    if item.eq_ignore_ascii_case("timeout") {
+        return Ok(Item::Timeout);
+    }
+    let starts_with_digit = item.as_bytes()[0].is_ascii_digit();
+    if let Some((lo, hi)) = item.split_once('-').filter(|_| starts_with_digit) {
+        let (lo, hi) = (parse_code(lo, item)?, parse_code(hi, item)?);
+        if lo > hi {
+            return Err(format!("item '{item}': the range runs backwards"));
+        }
+        return Ok(Item::Range(lo, hi));
+    }
+    if starts_with_digit || item.starts_with('-') {
+        return parse_code(item, item).map(Item::Code);
+    }
+    Signal::from_name(item).map(Item::Signal).ok_or_else(|| {
+        format!("item '{item}' is not an exit code, a range, a signal name or 'timeout'")
+    })
+}
+
+/// The classification rules of a run: the defaults of spec 5.2 with the three lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Classifier {
+    pub retry_on: Option<List>,
+    pub stop_on: List,
+    pub success_on: List,
+}
+
+impl Classifier {
+    pub fn verdict(&self, outcome: Outcome) -> Verdict {
+        // Order matters: success, then what no list can change, then the lists, then defaults.
+        match outcome {
+            Outcome::Exit(0) => return Verdict::Success(Reason::Default),
+            Outcome::Exit(130) => return Verdict::Interrupted,
+            Outcome::Signal(s) if s == Signal::INT => return Verdict::Interrupted,
+            Outcome::NotFound | Outcome::NotExecutable => {
+                return Verdict::Permanent(Reason::Spawn);
+            }
+            _ => {}
+        }
+        if self.success_on.find(outcome).is_some() {
+            return Verdict::Success(Reason::SuccessOn);
+        }
+        if let Some(item) = self.stop_on.find(outcome) {
+            return Verdict::Permanent(Reason::StopOn(item));
+        }
+        if let Some(retry_on) = &self.retry_on {
+            return match retry_on.find(outcome) {
+                Some(_) => Verdict::Transient(Reason::RetryOn),
+                None => Verdict::Permanent(Reason::NotInRetryOn),
+            };
+        }
+        match outcome {
+            Outcome::Exit(126 | 127) => Verdict::Permanent(Reason::ShellSpawn),
+            Outcome::Signal(s) if s == Signal::PIPE => Verdict::Permanent(Reason::BrokenPipe),
+            _ => Verdict::Transient(Reason::Default),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(s: &str) -> List {
+        s.parse().unwrap()
+    }
+
+    fn classifier(retry_on: Option<&str>, stop_on: &str, success_on: &str) -> Classifier {
+        Classifier {
+            retry_on: retry_on.map(list),
+            stop_on: if stop_on.is_empty() {
+                List::default()
+            } else {
+                list(stop_on)
+            },
+            success_on: if success_on.is_empty() {
+                List::default()
+            } else {
+                list(success_on)
+            },
+        }
+    }
+
+    const TERM: Outcome = Outcome::Signal(Signal::TERM);
+
+    #[test]
+    fn default_table_of_spec_5_2() {
+        let c = Classifier::default();
+        let rows = [
+            (Outcome::Exit(0), "success"),
+            (Outcome::NotFound, "permanent"),
+            (Outcome::NotExecutable, "permanent"),
+            (Outcome::Exit(126), "permanent"),
+            (Outcome::Exit(127), "permanent"),
+            (Outcome::Signal(Signal::INT), "interrupted"),
+            (Outcome::Exit(130), "interrupted"),
+            (Outcome::Signal(Signal::PIPE), "permanent"),
+            (Outcome::Timeout, "transient"),
+            (Outcome::Exit(1), "transient"),
+            (Outcome::Exit(7), "transient"),
+            (Outcome::Exit(255), "transient"),
+            (TERM, "transient"),
+            (Outcome::Signal(Signal::KILL), "transient"),
+        ];
+        for (outcome, want) in rows {
+            assert_eq!(c.verdict(outcome).word(), want, "{outcome}");
+        }
+    }
+
+    #[test]
+    fn success_on_adds_success_codes() {
+        let c = classifier(None, "", "3,10-12");
+        assert_eq!(
+            c.verdict(Outcome::Exit(3)),
+            Verdict::Success(Reason::SuccessOn)
+        );
+        assert_eq!(c.verdict(Outcome::Exit(11)).word(), "success");
+        assert_eq!(c.verdict(Outcome::Exit(4)).word(), "transient");
+    }
+
+    #[test]
+    fn retry_on_makes_everything_else_permanent() {
+        let c = classifier(Some("75,timeout,TERM"), "", "");
+        assert_eq!(
+            c.verdict(Outcome::Exit(75)),
+            Verdict::Transient(Reason::RetryOn)
+        );
+        assert_eq!(c.verdict(Outcome::Timeout).word(), "transient");
+        assert_eq!(c.verdict(TERM).word(), "transient");
+        assert_eq!(
+            c.verdict(Outcome::Exit(1)),
+            Verdict::Permanent(Reason::NotInRetryOn)
+        );
+        assert_eq!(c.verdict(Outcome::Signal(Signal::KILL)).word(), "permanent");
+    }
+
+    #[test]
+    fn stop_on_wins_over_retry_on() {
+        let c = classifier(Some("1-10"), "2", "");
+        assert_eq!(
+            c.verdict(Outcome::Exit(2)),
+            Verdict::Permanent(Reason::StopOn(Item::Code(2)))
+        );
+        assert_eq!(c.verdict(Outcome::Exit(3)).word(), "transient");
+        let c = classifier(None, "timeout", "");
+        assert_eq!(c.verdict(Outcome::Timeout).word(), "permanent");
+    }
+
+    #[test]
+    fn lists_may_retry_the_default_permanent_exit_codes_and_pipe() {
+        let c = classifier(Some("127,PIPE"), "", "");
+        assert_eq!(c.verdict(Outcome::Exit(127)).word(), "transient");
+        assert_eq!(c.verdict(Outcome::Signal(Signal::PIPE)).word(), "transient");
+    }
+
+    #[test]
+    fn no_list_changes_interrupts_or_spawn_failures() {
+        let c = classifier(Some("130,INT,0-255"), "", "130");
+        assert_eq!(c.verdict(Outcome::Exit(130)), Verdict::Interrupted);
+        assert_eq!(
+            c.verdict(Outcome::Signal(Signal::INT)),
+            Verdict::Interrupted
+        );
+        assert_eq!(c.verdict(Outcome::NotFound).word(), "permanent");
+        assert_eq!(c.verdict(Outcome::NotExecutable).word(), "permanent");
+        // And exit 0 is a success whatever --stop-on says.
+        let c = classifier(None, "0", "");
+        assert_eq!(c.verdict(Outcome::Exit(0)).word(), "success");
+    }
+
+    #[test]
+    fn list_grammar_accepts_codes_ranges_signals_and_timeout() {
+        assert_eq!(
+            list("75, 1-5,SIGKILL,kill,Timeout").items(),
+            &[
+                Item::Code(75),
+                Item::Range(1, 5),
+                Item::Signal(Signal::KILL),
+                Item::Signal(Signal::KILL),
+                Item::Timeout
+            ]
+        );
+        assert_eq!(list("0-255").items(), &[Item::Range(0, 255)]);
+        assert_eq!(list("7-7").items(), &[Item::Range(7, 7)]);
+    }
+
+    #[test]
+    fn list_grammar_rejects_malformed_items_naming_them() {
+        for (input, needle) in [
+            ("1-", "'1-'"),
+            ("300", "'300'"),
+            ("5-2", "'5-2'"),
+            ("-1", "'-1'"),
+            ("SIGFOO", "'SIGFOO'"),
+            ("1,,2", "empty"),
+            ("", "empty"),
+            ("1-2-3", "'1-2-3'"),
+            ("0x10", "'0x10'"),
+        ] {
+            let err = input.parse::<List>().unwrap_err();
+            assert!(err.contains(needle), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn success_on_takes_codes_and_ranges_only() {
+        assert!(list("0-3,9").codes_only().is_ok());
+        assert_eq!(list("1,timeout").codes_only(), Err(Item::Timeout));
+        assert_eq!(list("TERM").codes_only(), Err(Item::Signal(Signal::TERM)));
+    }
+}

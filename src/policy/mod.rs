@@ -1,0 +1,14 @@
+//! The functional core: the retry policy as pure code. No clock reads, no I/O, no processes;
+//! time and randomness are passed in, so that every decision can be tested without waiting.
+
+pub mod backoff;
+pub mod budget;
+pub mod classify;
+pub mod schedule;
+pub mod signal;
+
+pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
+pub use budget::{BudgetExceeded, Limit, LimitSource, TryLimit};
+pub use classify::{Classifier, Item, List, Outcome, Reason, Verdict};
+pub use schedule::{Decision, GiveUp, Policy, Schedule};
+pub use signal::Signal;

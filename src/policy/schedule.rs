@@ -1,0 +1,253 @@
+//! The decision after each try (spec 4): retry after a wait, or finish. The dry run and the real
+//! run drive this same state machine, so with the same seed they choose the same waits.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+use super::backoff::{Wait, WaitPolicy};
+use super::budget::{self, BudgetExceeded, Limit, TryLimit};
+use super::classify::{Classifier, Outcome, Verdict};
+
+/// The whole retry policy: everything a decision depends on, except time and randomness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// `None` means no limit.
+    pub max_tries: Option<u64>,
+    pub waits: WaitPolicy,
+    pub classifier: Classifier,
+    pub timeout: Option<Duration>,
+    pub limit: Option<Limit>,
+}
+
+/// Why the run gave up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GiveUp {
+    /// The last failure will not pass.
+    Permanent,
+    /// The tries ran out.
+    Tries,
+    /// One more try does not fit in the budget or before the deadline.
+    Budget(BudgetExceeded),
+    /// Ctrl-C reached the command.
+    Interrupted,
+}
+
+impl GiveUp {
+    /// The `reason` field of the JSON log.
+    pub fn word(&self) -> &'static str {
+        match self {
+            GiveUp::Permanent => "permanent",
+            GiveUp::Tries => "tries",
+            GiveUp::Budget(_) => "budget",
+            GiveUp::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What to do after a try.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Wait, then run the next try.
+    Retry(Wait),
+    Succeed,
+    GiveUp(GiveUp),
+}
+
+/// The state of one run: how many tries ran, the previous wait, the time spent waiting.
+#[derive(Clone, Debug)]
+pub struct Schedule<'p> {
+    policy: &'p Policy,
+    tries: u64,
+    previous_wait: Option<Duration>,
+    waited: Duration,
+}
+
+impl<'p> Schedule<'p> {
+    pub fn new(policy: &'p Policy) -> Self {
+        Schedule {
+            policy,
+            tries: 0,
+            previous_wait: None,
+            waited: Duration::ZERO,
+        }
+    }
+
+    pub fn policy(&self) -> &'p Policy {
+        self.policy
+    }
+
+    /// Tries started so far.
+    pub fn tries(&self) -> u64 {
+        self.tries
+    }
+
+    /// Time spent in waits so far.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// Starts the next try at `now`; returns how long it may run, if it is bounded.
+    pub fn start_try(&mut self, now: Duration) -> Option<TryLimit> {
+        self.tries = self.tries.saturating_add(1);
+        budget::try_limit(self.policy.limit, now, self.policy.timeout)
+    }
+
+    /// Decides what follows the try that ended at `now` with `outcome`.
+    pub fn after_try<R: Rng + ?Sized>(
+        &mut self,
+        outcome: Outcome,
+        now: Duration,
+        rng: &mut R,
+    ) -> (Verdict, Decision) {
+        let verdict = self.policy.classifier.verdict(outcome);
+        let decision = match verdict {
+            Verdict::Success(_) => Decision::Succeed,
+            Verdict::Interrupted => Decision::GiveUp(GiveUp::Interrupted),
+            Verdict::Permanent(_) => Decision::GiveUp(GiveUp::Permanent),
+            Verdict::Transient(_) => self.after_transient_failure(now, rng),
+        };
+        (verdict, decision)
+    }
+
+    /// Decides what follows a transient failure that ended at `now`: a wait, or giving up when
+    /// the tries or the budget run out. The dry run calls this directly, since it assumes every
+    /// try fails.
+    pub fn after_transient_failure<R: Rng + ?Sized>(
+        &mut self,
+        now: Duration,
+        rng: &mut R,
+    ) -> Decision {
+        if self.policy.max_tries.is_some_and(|max| self.tries >= max) {
+            return Decision::GiveUp(GiveUp::Tries);
+        }
+        let wait = self.policy.waits.wait(self.tries, self.previous_wait, rng);
+        if let Err(exceeded) =
+            budget::check_retry(self.policy.limit, now, wait.delay, self.policy.timeout)
+        {
+            return Decision::GiveUp(GiveUp::Budget(exceeded));
+        }
+        self.previous_wait = Some(wait.delay);
+        self.waited = self.waited.saturating_add(wait.delay);
+        Decision::Retry(wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::backoff::{Backoff, Jitter};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn policy(
+        max_tries: Option<u64>,
+        timeout: Option<Duration>,
+        budget: Option<Duration>,
+    ) -> Policy {
+        Policy {
+            max_tries,
+            waits: WaitPolicy {
+                backoff: Backoff::Constant,
+                delay: s(1),
+                max_delay: s(60),
+                jitter: Jitter::None,
+            },
+            classifier: Classifier::default(),
+            timeout,
+            limit: Limit::earliest(budget, None),
+        }
+    }
+
+    #[test]
+    fn gives_up_when_the_tries_run_out_with_no_wait_after_the_last() {
+        let p = policy(Some(3), None, None);
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut decisions = Vec::new();
+        for _ in 0..3 {
+            sched.start_try(Duration::ZERO);
+            decisions.push(
+                sched
+                    .after_try(Outcome::Exit(7), Duration::ZERO, &mut rng)
+                    .1,
+            );
+        }
+        let wait = Decision::Retry(Wait {
+            base: s(1),
+            delay: s(1),
+        });
+        assert_eq!(
+            decisions,
+            [wait.clone(), wait, Decision::GiveUp(GiveUp::Tries)]
+        );
+        assert_eq!(sched.waited(), s(2));
+    }
+
+    #[test]
+    fn success_and_permanent_failures_finish_at_once() {
+        let p = policy(Some(5), None, None);
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut sched = Schedule::new(&p);
+        sched.start_try(Duration::ZERO);
+        assert_eq!(
+            sched.after_try(Outcome::Exit(0), s(1), &mut rng).1,
+            Decision::Succeed
+        );
+        let mut sched = Schedule::new(&p);
+        sched.start_try(Duration::ZERO);
+        assert_eq!(
+            sched.after_try(Outcome::NotFound, s(1), &mut rng).1,
+            Decision::GiveUp(GiveUp::Permanent)
+        );
+        assert_eq!(
+            sched.after_try(Outcome::Exit(130), s(1), &mut rng).1,
+            Decision::GiveUp(GiveUp::Interrupted)
+        );
+    }
+
+    #[test]
+    fn the_budget_stops_a_run_that_would_not_fit_another_full_try() {
+        // -n 10 -d 1s --backoff constant -j none -t 8s -B 30s, every try taking its timeout.
+        let p = policy(Some(10), Some(s(8)), Some(s(30)));
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut now = Duration::ZERO;
+        loop {
+            let limit = sched.start_try(now).unwrap();
+            now += limit.duration;
+            match sched.after_try(Outcome::Timeout, now, &mut rng).1 {
+                Decision::Retry(w) => now += w.delay,
+                Decision::GiveUp(GiveUp::Budget(e)) => {
+                    assert_eq!(sched.tries(), 3);
+                    assert_eq!(
+                        e.to_string(),
+                        "budget: 26s used + 1s wait + 8s timeout > 30s"
+                    );
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unlimited_tries_go_on() {
+        let p = policy(None, None, None);
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(0);
+        for _ in 0..1000 {
+            sched.start_try(Duration::ZERO);
+            assert!(matches!(
+                sched
+                    .after_try(Outcome::Exit(1), Duration::ZERO, &mut rng)
+                    .1,
+                Decision::Retry(_)
+            ));
+        }
+    }
+}

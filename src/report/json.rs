@@ -1,0 +1,143 @@
+//! A small writer of JSON objects whose fields keep the order they are written in, which the
+//! log format promises (spec 8.2).
+
+use std::fmt::Write as _;
+
+/// One JSON object, built field by field.
+#[derive(Debug)]
+pub struct Obj {
+    buf: String,
+}
+
+impl Default for Obj {
+    fn default() -> Self {
+        Obj::new()
+    }
+}
+
+impl Obj {
+    pub fn new() -> Obj {
+        Obj {
+            buf: String::from("{"),
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.buf.len() > 1 {
+            self.buf.push(',');
+        }
+        escape_into(&mut self.buf, key);
+        self.buf.push(':');
+    }
+
+    pub fn str(mut self, key: &str, value: &str) -> Obj {
+        self.key(key);
+        escape_into(&mut self.buf, value);
+        self
+    }
+
+    pub fn num(mut self, key: &str, value: impl Into<u64>) -> Obj {
+        self.key(key);
+        let _ = write!(self.buf, "{}", value.into());
+        self
+    }
+
+    pub fn float(mut self, key: &str, value: f64) -> Obj {
+        self.key(key);
+        if value.is_finite() {
+            let _ = write!(self.buf, "{value}");
+        } else {
+            self.buf.push_str("null");
+        }
+        self
+    }
+
+    pub fn bool(mut self, key: &str, value: bool) -> Obj {
+        self.key(key);
+        self.buf.push_str(if value { "true" } else { "false" });
+        self
+    }
+
+    /// A number, or `null` for `None`.
+    pub fn opt_num(mut self, key: &str, value: Option<u64>) -> Obj {
+        self.key(key);
+        match value {
+            Some(v) => {
+                let _ = write!(self.buf, "{v}");
+            }
+            None => self.buf.push_str("null"),
+        }
+        self
+    }
+
+    /// A value already in JSON.
+    pub fn raw(mut self, key: &str, json: &str) -> Obj {
+        self.key(key);
+        self.buf.push_str(json);
+        self
+    }
+
+    pub fn obj(mut self, key: &str, value: Obj) -> Obj {
+        self.key(key);
+        self.buf.push_str(&value.finish());
+        self
+    }
+
+    pub fn strs<'a>(mut self, key: &str, values: impl IntoIterator<Item = &'a str>) -> Obj {
+        self.key(key);
+        self.buf.push('[');
+        for (i, v) in values.into_iter().enumerate() {
+            if i > 0 {
+                self.buf.push(',');
+            }
+            escape_into(&mut self.buf, v);
+        }
+        self.buf.push(']');
+        self
+    }
+
+    pub fn finish(mut self) -> String {
+        self.buf.push('}');
+        self.buf
+    }
+}
+
+fn escape_into(buf: &mut String, s: &str) {
+    buf.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => buf.push_str("\\\""),
+            '\\' => buf.push_str("\\\\"),
+            '\n' => buf.push_str("\\n"),
+            '\r' => buf.push_str("\\r"),
+            '\t' => buf.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(buf, "\\u{:04x}", c as u32);
+            }
+            c => buf.push(c),
+        }
+    }
+    buf.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_keep_their_order_and_strings_are_escaped() {
+        let s = Obj::new()
+            .str("event", "try")
+            .num("attempt", 2u64)
+            .opt_num("timeout_ms", None)
+            .float("factor", 1.5)
+            .bool("ok", false)
+            .strs("command", ["sh", "-c", "echo \"hi\"\n\u{1}"])
+            .obj("outcome", Obj::new().num("exit", 7u8))
+            .finish();
+        assert_eq!(
+            s,
+            r#"{"event":"try","attempt":2,"timeout_ms":null,"factor":1.5,"ok":false,"command":["sh","-c","echo \"hi\"\n\u0001"],"outcome":{"exit":7}}"#
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! The schedule log (spec 8.1, 8.2): one line per event, human or JSON, to standard error or
+//! `--log-file`. Writing the log never fails the run: a closed stderr loses the log, not the
+//! command's result.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use crate::cli::{ColorWhen, LogFormat};
+use crate::config::Config;
+use crate::duration::{human, millis};
+use crate::exit::ExitStatus;
+use crate::policy::{Decision, GiveUp, Outcome, Signal, Verdict, Wait};
+use crate::report::json::Obj;
+use crate::report::{command_line, describe_policy, policy_json};
+
+#[derive(Clone, Copy)]
+enum Paint {
+    Good,
+    Warn,
+    Bad,
+}
+
+/// Where the log goes and how it looks.
+pub struct Log {
+    out: Box<dyn Write>,
+    json: bool,
+    quiet: bool,
+    verbose: bool,
+    color: bool,
+    run_id: String,
+    max_tries: Option<u64>,
+}
+
+/// Decides whether `--color` means colour for a log written to a terminal or not.
+pub fn use_color(when: ColorWhen, is_terminal: bool, no_color: bool) -> bool {
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => is_terminal && !no_color,
+    }
+}
+
+/// How a try ended, as words: `exited 7`, `timed out`, `was killed by SIGKILL`.
+fn outcome_words(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Exit(code) => format!("exited {code}"),
+        Outcome::Signal(s) => format!("was killed by {s}"),
+        Outcome::Timeout => "timed out".into(),
+        Outcome::NotFound => "could not start: command not found".into(),
+        Outcome::NotExecutable => "could not start: command cannot be executed".into(),
+    }
+}
+
+fn outcome_json(outcome: Outcome) -> Obj {
+    match outcome {
+        Outcome::Exit(code) => Obj::new().num("exit", code),
+        Outcome::Signal(s) => Obj::new().str("signal", &s.name()),
+        Outcome::Timeout => Obj::new().bool("timeout", true),
+        Outcome::NotFound => Obj::new().bool("not_found", true),
+        Outcome::NotExecutable => Obj::new().bool("not_executable", true),
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The local wall-clock time of day, `14:03:07.123`, for `-v`.
+fn local_time(now: SystemTime) -> String {
+    let since = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs() as nix::libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`.
+    let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !nix::libc::localtime_r(&secs, &mut tm).is_null() };
+    if !ok {
+        return humantime::format_rfc3339_millis(now).to_string();
+    }
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since.subsec_millis()
+    )
+}
+
+impl Log {
+    pub fn new(out: Box<dyn Write>, config: &Config, color: bool, run_id: String) -> Log {
+        Log {
+            out,
+            json: config.log.format == LogFormat::Json,
+            quiet: config.log.quiet,
+            verbose: config.log.verbose,
+            color,
+            run_id,
+            max_tries: config.policy.max_tries,
+        }
+    }
+
+    fn label(&self, attempt: u64) -> String {
+        match self.max_tries {
+            Some(n) => format!("{attempt}/{n}"),
+            None => attempt.to_string(),
+        }
+    }
+
+    fn paint(&self, text: &str, paint: Paint) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        let code = match paint {
+            Paint::Good => "32",
+            Paint::Warn => "33",
+            Paint::Bad => "31",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+
+    fn human(&mut self, line: &str) {
+        let mut text = String::from("retry: ");
+        if self.verbose {
+            text += &format!("[{}] ", local_time(SystemTime::now()));
+        }
+        text += line;
+        text.push('\n');
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    fn event(&mut self, event: &str) -> Obj {
+        Obj::new()
+            .str("event", event)
+            .str(
+                "ts",
+                &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            )
+            .str("run_id", &self.run_id)
+    }
+
+    fn emit(&mut self, obj: Obj) {
+        let mut line = obj.finish();
+        line.push('\n');
+        let _ = self.out.write_all(line.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// The start of a run: with `-v`, the command, the policy and the seed.
+    pub fn start(&mut self, config: &Config, seed: u64) {
+        if self.json {
+            let command: Vec<String> = config
+                .command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
+            let obj = self
+                .event("start")
+                .strs("command", command.iter().map(String::as_str))
+                .obj("policy", policy_json(config, seed));
+            self.emit(obj);
+        } else if self.verbose {
+            self.human(&format!("command: {}", command_line(&config.command)));
+            self.human(&format!("policy: {}", describe_policy(config)));
+            self.human(&format!(
+                "seed: {seed} (pass --seed {seed} to get the same waits)"
+            ));
+        }
+    }
+
+    /// A try ended. `detail` explains a failure to start.
+    pub fn try_ended(
+        &mut self,
+        attempt: u64,
+        outcome: Outcome,
+        took: Duration,
+        verdict: &Verdict,
+        decision: &Decision,
+        detail: Option<&str>,
+    ) {
+        if self.json {
+            let mut obj = self
+                .event("try")
+                .num("attempt", attempt)
+                .num("duration_ms", millis(took))
+                .obj("outcome", outcome_json(outcome))
+                .str("verdict", verdict.word());
+            if let Some(reason) = verdict.reason() {
+                obj = obj.str("reason", &reason.to_string());
+            }
+            if let Some(detail) = detail {
+                obj = obj.str("error", detail);
+            }
+            self.emit(obj);
+            return;
+        }
+        let first_success = attempt == 1 && matches!(decision, Decision::Succeed);
+        if self.quiet || (first_success && !self.verbose) {
+            return;
+        }
+        let label = self.label(attempt);
+        let mut line = match (verdict, detail) {
+            (Verdict::Success(_), _) => {
+                let what = match outcome {
+                    Outcome::Exit(0) => self.paint("succeeded", Paint::Good),
+                    other => format!(
+                        "{} ({}, --success-on)",
+                        self.paint("succeeded", Paint::Good),
+                        outcome_words(other)
+                    ),
+                };
+                format!("try {label} {what} after {}", human(took))
+            }
+            (_, Some(detail)) => format!("try {label} could not start: {detail}"),
+            _ => format!(
+                "try {label} {} after {}",
+                outcome_words(outcome),
+                human(took)
+            ),
+        };
+        if !matches!(verdict, Verdict::Success(_)) {
+            let word = match verdict {
+                Verdict::Transient(_) => self.paint("transient", Paint::Warn),
+                _ => self.paint(verdict.word(), Paint::Bad),
+            };
+            match verdict.reason().filter(|_| detail.is_none()) {
+                Some(reason) => line += &format!(" ({word}: {reason})"),
+                None => line += &format!(" ({word})"),
+            }
+        }
+        match decision {
+            Decision::Retry(wait) => line += &format!("; next try in {}", human(wait.delay)),
+            Decision::Succeed => {}
+            Decision::GiveUp(GiveUp::Tries) => line += "; giving up: no tries left",
+            Decision::GiveUp(GiveUp::Budget(exceeded)) => {
+                line += &format!("; giving up: {exceeded}")
+            }
+            Decision::GiveUp(_) => line += "; giving up",
+        }
+        self.human(&line);
+    }
+
+    /// The wait before the next try (JSON only: the human try line already says it).
+    pub fn wait(&mut self, attempt: u64, wait: Wait) {
+        if self.json {
+            let obj = self
+                .event("wait")
+                .num("attempt", attempt)
+                .num("base_ms", millis(wait.base))
+                .num("delay_ms", millis(wait.delay));
+            self.emit(obj);
+        }
+    }
+
+    /// What a failed try left running was stopped.
+    pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool) {
+        if self.json || self.quiet {
+            return;
+        }
+        let label = self.label(attempt);
+        let how = if killed {
+            format!("{signal}, then SIGKILL")
+        } else {
+            signal.to_string()
+        };
+        self.human(&format!(
+            "try {label} left processes running in its group; stopped them ({how})"
+        ));
+    }
+
+    pub fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
+        if self.json {
+            let obj = self
+                .event("success")
+                .num("attempt", attempt)
+                .num("elapsed_ms", millis(elapsed))
+                .num("waited_ms", millis(waited));
+            self.emit(obj);
+            return;
+        }
+        if self.quiet || (attempt == 1 && !self.verbose) {
+            return;
+        }
+        let retries = attempt.saturating_sub(1);
+        let line = format!(
+            "{} on try {} in {} ({}, {} waiting)",
+            self.paint("succeeded", Paint::Good),
+            self.label(attempt),
+            human(elapsed),
+            plural(retries, "retry", "retries"),
+            human(waited)
+        );
+        self.human(&line);
+    }
+
+    /// A stopping signal reached `retry` during try `attempt` or the wait after it.
+    pub fn received(&mut self, signal: Signal, attempt: u64, in_wait: bool) {
+        if self.json || self.quiet {
+            return;
+        }
+        let label = self.label(attempt);
+        let during = if in_wait {
+            format!("the wait after try {label}")
+        } else {
+            format!("try {label}")
+        };
+        let action = if in_wait {
+            "no further try"
+        } else {
+            "stopped the try; no further try"
+        };
+        self.human(&format!("received {signal} during {during}: {action}"));
+    }
+
+    /// The run gave up. `last` is how the last try ended; `signal` the signal that stopped
+    /// `retry`, if one did.
+    pub fn gave_up(
+        &mut self,
+        tries: u64,
+        elapsed: Duration,
+        why: &GiveUp,
+        status: ExitStatus,
+        last: Option<Outcome>,
+        signal: Option<Signal>,
+    ) {
+        let cause = match (signal, last) {
+            (Some(s), _) => format!("interrupted by {s}"),
+            (None, Some(outcome)) => outcome.to_string(),
+            (None, None) => "no try ran".into(),
+        };
+        if self.json {
+            let mut obj = self
+                .event("give_up")
+                .str("reason", why.word())
+                .num("exit_code", status.code() as u64)
+                .num("tries", tries)
+                .num("elapsed_ms", millis(elapsed));
+            if let Some(s) = signal {
+                obj = obj.str("signal", &s.name());
+            }
+            if let GiveUp::Budget(exceeded) = why {
+                obj = obj.str("detail", &exceeded.to_string());
+            }
+            self.emit(obj);
+            return;
+        }
+        let line = format!(
+            "{} after {} in {}: {cause}",
+            self.paint("gave up", Paint::Bad),
+            plural(tries, "try", "tries"),
+            human(elapsed)
+        );
+        self.human(&line);
+    }
+
+    /// A problem that does not change the run.
+    pub fn warn(&mut self, message: &str) {
+        if self.json {
+            let obj = self.event("warning").str("message", message);
+            self.emit(obj);
+        } else {
+            self.human(&format!("warning: {message}"));
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! One try's processes: spawned in a process group of its own, given the terminal when `retry`
+//! has it, signalled as a group, and reaped.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::errno::Errno;
+use nix::libc;
+use nix::sys::signal::{SigSet, SigmaskHow, killpg, pthread_sigmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
+
+use crate::policy::{Outcome, Signal};
+
+/// Makes `retry` the parent of every orphan its tries leave (Linux): their deaths then wake the
+/// runner, so it knows at once when a try's whole process group is gone.
+pub fn become_subreaper() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// The controlling terminal on standard input, when `retry` is in its foreground group: then
+/// each try's group is made the foreground group for the duration of the try, as a shell does
+/// for a job.
+#[derive(Clone, Copy, Debug)]
+pub struct Terminal {
+    own_group: Pid,
+}
+
+impl Terminal {
+    pub fn detect() -> Option<Terminal> {
+        let stdin = io::stdin();
+        if !isatty(&stdin).unwrap_or(false) {
+            return None;
+        }
+        let own_group = getpgrp();
+        (tcgetpgrp(&stdin).ok()? == own_group).then_some(Terminal { own_group })
+    }
+
+    /// Gives the terminal back to `retry`'s group.
+    pub fn take_back(&self) {
+        hand_terminal_to(self.own_group);
+    }
+}
+
+/// `tcsetpgrp` with SIGTTOU blocked, so that a process outside the foreground group may call it.
+/// Async-signal-safe: it runs in the child between fork and exec too.
+fn hand_terminal_to(group: Pid) {
+    let mut ttou = SigSet::empty();
+    ttou.add(nix::sys::signal::Signal::SIGTTOU);
+    let mut old = SigSet::empty();
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old));
+    // SAFETY: fd 0 is open for the life of the process.
+    let stdin = unsafe { std::os::fd::BorrowedFd::borrow_raw(libc::STDIN_FILENO) };
+    let _ = tcsetpgrp(stdin, group);
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+}
+
+/// How the command is started.
+pub struct SpawnOptions<'a> {
+    pub command: &'a [OsString],
+    pub env: &'a [(&'static str, String)],
+    /// Keep the command in `retry`'s own process group (`--foreground`).
+    pub foreground: bool,
+    pub terminal: Option<Terminal>,
+}
+
+/// The command could not be started.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub outcome: Outcome,
+    pub error: io::Error,
+}
+
+/// A running (or ended, not yet cleaned up) try.
+#[derive(Debug)]
+pub struct Child {
+    pid: Pid,
+    /// The try's own process group; `None` with `--foreground`.
+    group: Option<Pid>,
+    status: Option<Outcome>,
+    has_terminal: bool,
+}
+
+impl Child {
+    pub fn spawn(opts: &SpawnOptions<'_>) -> Result<Child, SpawnError> {
+        let Some((program, args)) = opts.command.split_first() else {
+            return Err(SpawnError {
+                outcome: Outcome::NotFound,
+                error: io::Error::new(io::ErrorKind::NotFound, "empty command"),
+            });
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+        let terminal = opts.terminal.filter(|_| !opts.foreground);
+        if !opts.foreground {
+            cmd.process_group(0);
+        }
+        if terminal.is_some() {
+            // The child takes the terminal itself, before exec, so that it cannot read from
+            // the terminal before it is in the foreground (and be stopped by SIGTTIN).
+            // SAFETY: the closure only calls async-signal-safe functions.
+            unsafe {
+                cmd.pre_exec(|| {
+                    hand_terminal_to(Pid::from_raw(libc::getpid()));
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().map_err(|error| SpawnError {
+            outcome: match error.kind() {
+                io::ErrorKind::NotFound => Outcome::NotFound,
+                _ => Outcome::NotExecutable,
+            },
+            error,
+        })?;
+        let pid = Pid::from_raw(child.id() as i32);
+        // The parent hands the terminal over too, as shells do: whichever runs first wins the
+        // race, and both leave the same state.
+        if terminal.is_some() {
+            hand_terminal_to(pid);
+        }
+        // `child` is dropped without waiting: the runner reaps every child itself.
+        drop(child);
+        Ok(Child {
+            pid,
+            group: (!opts.foreground).then_some(pid),
+            status: None,
+            has_terminal: terminal.is_some(),
+        })
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    pub fn has_terminal(&self) -> bool {
+        self.has_terminal
+    }
+
+    /// How the command ended, once it has been reaped.
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.status
+    }
+
+    /// Reaps every child that has ended: the try's leader (whose status is kept) and any orphan
+    /// handed to `retry` as subreaper.
+    pub fn reap(&mut self) {
+        reap_all(|pid, status| {
+            if pid == self.pid {
+                self.status = Some(status);
+            }
+        });
+    }
+
+    /// Sends `signal` to the try's process group (or, with `--foreground`, to the command).
+    pub fn signal(&self, signal: Signal) {
+        let Ok(sig) = nix::sys::signal::Signal::try_from(signal.number()) else {
+            return;
+        };
+        match self.group {
+            Some(group) => {
+                let _ = killpg(group, sig);
+            }
+            None if self.status.is_none() => {
+                let _ = nix::sys::signal::kill(self.pid, sig);
+            }
+            None => {}
+        }
+    }
+
+    /// True while any process of the try remains: a member of its group, or, with
+    /// `--foreground`, the command itself.
+    pub fn alive(&self) -> bool {
+        match self.group {
+            Some(group) => !matches!(killpg(group, None), Err(Errno::ESRCH)),
+            None => self.status.is_none(),
+        }
+    }
+}
+
+/// Reaps every ended child without blocking, calling `seen` for each.
+pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => seen(pid, Outcome::Exit(code as u8)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => match Signal::from_number(sig as i32) {
+                Some(s) => seen(pid, Outcome::Signal(s)),
+                None => seen(pid, Outcome::Exit(255)),
+            },
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
+            Ok(_) => continue,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The command line: usage errors, help and version, through the real binary.
+
+mod common;
+
+use common::{retry, stderr_of};
+
+#[test]
+fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["-d", "-1s", "--", "true"], "--delay", "-1s"),
+        (&["-d", "abc", "--", "true"], "--delay", "abc"),
+        (&["--factor", "0.5", "--", "true"], "--factor", "0.5"),
+        (&["--factor", "NaN", "--", "true"], "--factor", "NaN"),
+        (&["-n", "x", "--", "true"], "--tries", "x"),
+        (&["--retry-on", "1-", "--", "true"], "--retry-on", "1-"),
+        (&["--retry-on", "300", "--", "true"], "--retry-on", "300"),
+        (&["--retry-on", "5-2", "--", "true"], "--retry-on", "5-2"),
+        (&["-s", "SIGFOO", "--", "true"], "--signal", "SIGFOO"),
+        (&["-j", "fancy", "--", "true"], "--jitter", "fancy"),
+        (
+            &["--backoff", "zigzag", "--", "true"],
+            "--backoff",
+            "zigzag",
+        ),
+        (&["--delays", "2s,x", "--", "true"], "--delays", "2s,x"),
+        (
+            &["--delays", "1s", "-j", "decorrelated", "--", "true"],
+            "--delays",
+            "decorrelated",
+        ),
+        (
+            &["--deadline", "yesterday", "--", "true"],
+            "--deadline",
+            "yesterday",
+        ),
+        (
+            &["--no-such-flag", "--", "true"],
+            "--no-such-flag",
+            "--no-such-flag",
+        ),
+        (&["-t", "1x", "--dry-run"], "--timeout", "1x"),
+    ];
+    for (args, option, value) in cases {
+        let out = retry().args(*args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("retry: "), "{args:?}: {err}");
+        assert!(
+            err.contains(option) && err.contains(value),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn no_command_and_no_dry_run_is_a_usage_error() {
+    let out = retry().output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no command"), "{err}");
+    // Options alone are not a command either.
+    let out = retry().args(["-n", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
+fn help_groups_the_options_and_exits_0() {
+    let out = retry().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for heading in [
+        "Tries and time:",
+        "Timeouts and signals:",
+        "Waits between tries:",
+        "Which failures to retry:",
+        "Log and output:",
+    ] {
+        assert!(help.contains(heading), "missing {heading}");
+    }
+    for flag in [
+        "--tries",
+        "--budget",
+        "--deadline",
+        "--timeout",
+        "--kill-after",
+        "--jitter",
+        "--stop-on",
+        "--dry-run",
+    ] {
+        assert!(help.contains(flag), "missing {flag}");
+    }
+}
+
+#[test]
+fn version_prints_the_package_version() {
+    let out = retry().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("retry {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn words_after_the_command_belong_to_it() {
+    // `--help` after the command goes to the command, not to retry.
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "echo \"$@\"",
+            "sh",
+            "--help",
+            "-n",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(out.stdout, b"--help -n 5\n");
+}

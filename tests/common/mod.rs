@@ -1,0 +1,116 @@
+//! Helpers shared by the end-to-end tests: the real binary, bounded in time, and checks on
+//! the processes it leaves.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// No test may run longer than this, whatever goes wrong.
+pub const TEST_LIMIT: Duration = Duration::from_secs(30);
+
+/// `retry` through assert_cmd, killed if it runs past `TEST_LIMIT`.
+pub fn retry() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("retry").expect("the retry binary is built");
+    cmd.timeout(TEST_LIMIT);
+    cmd.env_remove("RETRY_RUN_ID");
+    cmd.env_remove("GITHUB_ACTIONS");
+    cmd.env_remove("NO_COLOR");
+    cmd
+}
+
+/// `retry` as a plain std command, for tests that signal it while it runs.
+pub fn retry_std() -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env_remove("RETRY_RUN_ID");
+    cmd
+}
+
+/// Waits for `child` with a bound; kills it and fails the test past the bound.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("retry did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A fresh directory for one test under cargo's target tmp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// True if `pid` is a live process (a zombie counts as gone: it runs nothing).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pids written one per line to `file`.
+pub fn pids_in(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Waits up to `limit` for every pid to be gone; returns those still alive.
+pub fn survivors(pids: &[i32], limit: Duration) -> Vec<i32> {
+    let until = Instant::now() + limit;
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() || Instant::now() > until {
+            for &p in &left {
+                // Clean up so that a failing test leaves nothing behind either.
+                unsafe { nix::libc::kill(p, nix::libc::SIGKILL) };
+            }
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until `file` holds at least `n` lines, or panics after `limit`.
+pub fn wait_for_lines(file: &Path, n: usize, limit: Duration) {
+    let until = Instant::now() + limit;
+    while pids_in(file).len() < n {
+        assert!(
+            Instant::now() < until,
+            "{} never got {n} lines",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
