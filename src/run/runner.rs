@@ -143,6 +143,10 @@ impl<'c> Runner<'c> {
     /// Runs one try to its end, stopping it on its timeout, and stopping what a failed try
     /// left in its group.
     fn run_try(&mut self, attempt: u64, limit: Option<TryLimit>) -> TryEnd {
+        // A signal that came while retry was busy (logging, deciding) means no further try.
+        if let Some(signal) = self.signals.pending_stop() {
+            return TryEnd::Interrupted(signal);
+        }
         self.env[0].1 = attempt.to_string();
         let opts = SpawnOptions {
             command: &self.config.command,

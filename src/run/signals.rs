@@ -137,10 +137,18 @@ impl Signals {
         }
     }
 
-    /// Events already pending, without waiting: a signal that arrived while the runner was busy.
-    pub fn poll(&mut self) -> Option<Event> {
+    /// A stopping signal that arrived while the runner was busy, if any, without waiting.
+    /// Other pending events stay queued.
+    pub fn pending_stop(&mut self) -> Option<Signal> {
         self.drain();
-        self.pending.pop_front()
+        let i = self
+            .pending
+            .iter()
+            .position(|e| matches!(e, Event::Stop(_)))?;
+        match self.pending.remove(i) {
+            Some(Event::Stop(signal)) => Some(signal),
+            _ => None,
+        }
     }
 }
 

@@ -1,0 +1,154 @@
+//! Under a terminal (spec 6.1): the try's group gets the terminal, so it can read from it and
+//! Ctrl-C reaches it; a Ctrl-C stops the run.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::libc;
+use nix::pty::openpty;
+
+/// retry run as the session leader of a new pseudo-terminal, as a shell would start it.
+struct Pty {
+    master: std::fs::File,
+    child: Child,
+    seen: String,
+}
+
+impl Pty {
+    fn spawn(args: &[&str]) -> Pty {
+        let pty = openpty(None, None).expect("openpty");
+        // Other tests spawn processes concurrently: they must not inherit this terminal.
+        for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+        let slave: OwnedFd = pty.slave;
+        let mut cmd = common::retry_std();
+        cmd.args(args)
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: setsid and ioctl are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn retry on a pty");
+        drop(cmd);
+        Pty {
+            master: std::fs::File::from(pty.master),
+            child,
+            seen: String::new(),
+        }
+    }
+
+    fn type_bytes(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
+    /// Reads the terminal until `needle` shows, or fails after 10 seconds.
+    fn expect(&mut self, needle: &str) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.seen.contains(needle) {
+            assert!(
+                Instant::now() < until,
+                "never saw {needle:?} in {:?}",
+                self.seen
+            );
+            let mut fds = [libc::pollfd {
+                fd: self.master.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            if unsafe { libc::poll(fds.as_mut_ptr(), 1, 100) } <= 0 {
+                continue;
+            }
+            let mut buf = [0u8; 4096];
+            match self.master.read(&mut buf) {
+                Ok(n) if n > 0 => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        panic!("retry did not end; the terminal showed {:?}", self.seen);
+    }
+}
+
+#[test]
+fn a_try_reads_a_line_typed_at_the_terminal() {
+    let mut pty = Pty::spawn(&[
+        "-n",
+        "3",
+        "-d",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "read x; echo got:$x",
+    ]);
+    pty.type_bytes(b"hello\n");
+    pty.expect("got:hello");
+    let status = pty.wait();
+    assert_eq!(status.code(), Some(0), "{}", pty.seen);
+}
+
+/// Waits until retry's child runs `comm` in the terminal's foreground group.
+fn wait_for_foreground_child(retry_pid: u32, comm: &str) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < until, "{comm} never held the terminal");
+        let children =
+            std::fs::read_to_string(format!("/proc/{retry_pid}/task/{retry_pid}/children"))
+                .unwrap_or_default();
+        for child in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // pid (comm) state ppid pgrp session tty_nr tpgid ...
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if head.ends_with(&format!("({comm}")) && fields.len() > 5 && fields[2] == fields[5] {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn ctrl_c_at_the_terminal_stops_the_run_with_no_further_try() {
+    // The command is a plain program, so that nothing but the try itself handles Ctrl-C (a
+    // shell script would bring a shell's own race between fork and exec into the test).
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "5", "-d", "0", "--", "sleep", "30",
+    ]);
+    wait_for_foreground_child(pty.child.id(), "sleep");
+    pty.type_bytes(b"\x03");
+    let status = pty.wait();
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{}", pty.seen);
+    pty.expect("gave up after 1 try");
+    assert!(
+        pty.seen.contains("try 1/5 was killed by SIGINT"),
+        "{}",
+        pty.seen
+    );
+    assert!(!pty.seen.contains("try 2/5"), "{}", pty.seen);
+}
