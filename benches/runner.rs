@@ -1,0 +1,232 @@
+//! Figures for the runner, measured side by side in one run (not a timed test: the machines are
+//! shared and noisy, so compare the ratios, not the absolute numbers).
+//!
+//!     cargo bench --bench runner
+//!
+//! It prints: the cost of one `retry -n 1 -- true` against bare `true` and `timeout 10 true`
+//! (wall time and peak memory); how late after its child's exit `retry` itself exits; how far
+//! real waits overshoot the planned ones; the CPU `retry` uses while it waits.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::libc;
+
+const RETRY: &str = env!("CARGO_BIN_EXE_retry");
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs a command to its end; returns its wall time, and its CPU time and peak memory from
+/// wait4.
+// The child is reaped by wait4, which std's Child does not know of.
+#[allow(clippy::zombie_processes)]
+fn run(argv: &[&str]) -> (Duration, Duration, u64) {
+    let started = Instant::now();
+    let child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    let cpu = Duration::from_micros(
+        (usage.ru_utime.tv_sec as u64 + usage.ru_stime.tv_sec as u64) * 1_000_000
+            + usage.ru_utime.tv_usec as u64
+            + usage.ru_stime.tv_usec as u64,
+    );
+    (wall, cpu, usage.ru_maxrss as u64)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn overhead() {
+    const ROUNDS: usize = 300;
+    let commands: [(&str, Vec<&str>); 3] = [
+        ("true", vec!["true"]),
+        ("timeout 10 true", vec!["timeout", "10", "true"]),
+        ("retry -n 1 -- true", vec![RETRY, "-n", "1", "--", "true"]),
+    ];
+    let mut walls = vec![Vec::new(); commands.len()];
+    let mut rss = vec![0u64; commands.len()];
+    // Round-robin, so that a noisy moment hits every command alike.
+    for _ in 0..ROUNDS {
+        for (i, (_, argv)) in commands.iter().enumerate() {
+            let (wall, _, maxrss) = run(argv);
+            walls[i].push(wall.as_secs_f64() * 1e6);
+            rss[i] = rss[i].max(maxrss);
+        }
+    }
+    let base = median(walls[0].clone());
+    let timeout = median(walls[1].clone());
+    println!("per invocation, median of {ROUNDS} interleaved runs:");
+    for (i, (name, _)) in commands.iter().enumerate() {
+        let m = median(walls[i].clone());
+        println!(
+            "  {name:<22} {m:>8.0} µs   ×{:.2} of true   ×{:.2} of timeout   peak RSS {} KiB",
+            m / base,
+            m / timeout,
+            rss[i]
+        );
+    }
+}
+
+/// The time from the helper's last instruction to the parent seeing the command end, for the
+/// helper run directly and under retry.
+fn exit_latency() {
+    const ROUNDS: usize = 200;
+    let me = std::env::current_exe().expect("the bench binary");
+    let me = me.to_str().expect("a UTF-8 path");
+    let measure = |argv: &[&str]| -> f64 {
+        let child = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let out = child.wait_with_output().expect("wait");
+        let seen = monotonic_ns();
+        let exited: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the helper prints a time");
+        (seen - exited) as f64 / 1000.0
+    };
+    let mut direct = Vec::new();
+    let mut wrapped = Vec::new();
+    for _ in 0..ROUNDS {
+        direct.push(measure(&[me, "--print-time-and-exit"]));
+        wrapped.push(measure(&[
+            RETRY,
+            "-n",
+            "1",
+            "--",
+            me,
+            "--print-time-and-exit",
+        ]));
+    }
+    let (d, w) = (median(direct), median(wrapped));
+    println!("from the child's exit to the caller seeing the end, median of {ROUNDS}:");
+    println!("  child run directly      {d:>8.0} µs");
+    println!(
+        "  child run under retry   {w:>8.0} µs   (retry adds {:.0} µs)",
+        w - d
+    );
+}
+
+/// Gaps between one try's exit and the next try's start, against the planned wait.
+fn wait_overshoot() {
+    const WAIT_MS: u64 = 100;
+    const TRIES: usize = 11;
+    let me = std::env::current_exe().expect("the bench binary");
+    let out = Command::new(RETRY)
+        .args([
+            "-n",
+            &TRIES.to_string(),
+            "-j",
+            "none",
+            "--backoff",
+            "constant",
+            "-q",
+        ])
+        .args(["-d", &format!("{WAIT_MS}ms"), "--"])
+        .arg(&me)
+        .arg("--print-times-and-fail")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("run retry");
+    let times: Vec<(u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (a, b) = l.split_once(' ')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    let gaps: Vec<f64> = times
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].1) as f64 / 1000.0 - (WAIT_MS * 1000) as f64)
+        .collect();
+    // What a spawn alone costs: from asking for the helper to its first instruction.
+    let spawn: Vec<f64> = (0..50)
+        .map(|_| {
+            let before = monotonic_ns();
+            let out = Command::new(&me)
+                .arg("--print-times-and-fail")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run the helper");
+            let started: u64 = String::from_utf8_lossy(&out.stdout)
+                .split(' ')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .expect("a time");
+            (started - before) as f64 / 1000.0
+        })
+        .collect();
+    let spawn = median(spawn);
+    let max = gaps.iter().cloned().fold(f64::MIN, f64::max);
+    let med = median(gaps.clone());
+    println!(
+        "wait overshoot over {} waits of {WAIT_MS}ms, from a try's exit to the next try's start:",
+        gaps.len()
+    );
+    println!("  gap beyond the planned wait: median {med:.0} µs, max {max:.0} µs");
+    println!(
+        "  a bare spawn of the same helper takes {spawn:.0} µs, so the wait itself overshoots by about {:.0} µs",
+        (med - spawn).max(0.0)
+    );
+}
+
+fn idle_cpu() {
+    let (wall, cpu, _) = run(&[
+        RETRY, "-n", "2", "-d", "3s", "-j", "none", "-q", "--", "false",
+    ]);
+    println!("CPU used by retry over a run with one 3s wait:");
+    println!(
+        "  {:.2} ms of CPU in {:.2} s of wall time (two tries included)",
+        cpu.as_secs_f64() * 1000.0,
+        wall.as_secs_f64()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--print-time-and-exit") {
+        println!("{}", monotonic_ns());
+        unsafe { libc::_exit(0) };
+    }
+    if args.iter().any(|a| a == "--print-times-and-fail") {
+        let start = monotonic_ns();
+        println!("{start} {}", monotonic_ns());
+        unsafe { libc::_exit(1) };
+    }
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    println!(
+        "retry runner benchmark ({} cores)\n",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    overhead();
+    println!();
+    exit_latency();
+    println!();
+    wait_overshoot();
+    println!();
+    idle_cpu();
+}
