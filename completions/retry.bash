@@ -23,7 +23,7 @@ _retry() {
 
     case "${cmd}" in
         retry)
-            opts="-n -B -t -s -k -d -m -j -q -v -h -V --tries --budget --deadline --timeout --signal --kill-after --foreground --delay --backoff --factor --max-delay --delays --jitter --seed --retry-on --stop-on --success-on --quiet --verbose --log-format --log-file --color --dry-run --help --version"
+            opts="-n -B -t -s -k -d -m -j -q -v -h -V --tries --budget --deadline --timeout --signal --kill-after --foreground --delay --backoff --factor --max-delay --delays --jitter --seed --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --buffer-stdout --quiet --verbose --log-format --log-file --color --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,6 +123,18 @@ _retry() {
                     ;;
                 --success-on)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-if-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stop-if-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stdin)
+                    COMPREPLY=($(compgen -W "auto replay inherit null" -- "${cur}"))
                     return 0
                     ;;
                 --log-format)

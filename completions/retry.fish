@@ -19,6 +19,12 @@ complete -c retry -l seed -d 'Seed of the jitter\'s random source: the same seed
 complete -c retry -l retry-on -d 'Only these outcomes are transient; every other failure is permanent' -r
 complete -c retry -l stop-on -d 'These outcomes are permanent, even where --retry-on matches' -r
 complete -c retry -l success-on -d 'Exit codes that count as success besides 0 (codes and ranges)' -r
+complete -c retry -l retry-if-output -d 'A failed try is transient only if its stdout or stderr matched this regular expression' -r
+complete -c retry -l stop-if-output -d 'A failed try is permanent if its stdout or stderr matched this regular expression' -r
+complete -c retry -l stdin -d 'Standard input of the tries: auto, replay, inherit or null' -r -f -a "auto\t''
+replay\t''
+inherit\t''
+null\t''"
 complete -c retry -l log-format -d 'Format of the log: human, or json (one JSON object per line)' -r -f -a "human\t''
 json\t''"
 complete -c retry -l log-file -d 'Append the log to this file instead of standard error' -r -F
@@ -26,6 +32,7 @@ complete -c retry -l color -d 'Colour the log: auto (when stderr is a terminal a
 always\t''
 never\t''"
 complete -c retry -l foreground -d 'Keep the command in retry\'s own process group'
+complete -c retry -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
 complete -c retry -s q -l quiet -d 'Print only the final line when giving up, and nothing on success'
 complete -c retry -s v -l verbose -d 'Add the command line, the policy, the seed and timestamps to the log'
 complete -c retry -l dry-run -d 'Print the schedule the options give, and run nothing'

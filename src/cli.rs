@@ -8,13 +8,14 @@ use std::time::{Duration, SystemTime};
 use clap::{Parser, ValueEnum};
 
 use crate::duration::{parse_duration, parse_time};
-use crate::policy::{List, Signal};
+use crate::policy::{List, Pattern, Signal};
 
 const TRIES: &str = "Tries and time";
 const TIMEOUTS: &str = "Timeouts and signals";
 const WAITS: &str = "Waits between tries";
 const CLASSIFY: &str = "Which failures to retry";
-const OUTPUT: &str = "Log and output";
+const IO: &str = "Input and output";
+const OUTPUT: &str = "Log and dry run";
 
 /// Run a command again when it fails, with capped, jittered exponential backoff.
 ///
@@ -120,6 +121,32 @@ pub struct Cli {
     #[arg(long, value_name = "LIST", value_parser = parse_list, allow_hyphen_values = true, help_heading = CLASSIFY)]
     pub success_on: Option<List>,
 
+    /// A failed try is transient only if its stdout or stderr matched this regular expression
+    ///
+    /// Matching is on bytes, line by line, while the output streams to its destination.
+    #[arg(long, value_name = "REGEX", value_parser = parse_pattern, allow_hyphen_values = true, help_heading = CLASSIFY)]
+    pub retry_if_output: Option<Pattern>,
+
+    /// A failed try is permanent if its stdout or stderr matched this regular expression
+    #[arg(long, value_name = "REGEX", value_parser = parse_pattern, allow_hyphen_values = true, help_heading = CLASSIFY)]
+    pub stop_if_output: Option<Pattern>,
+
+    /// Standard input of the tries: auto, replay, inherit or null
+    ///
+    /// auto: a terminal is inherited, a regular file is read again from its start by every try,
+    /// and a pipe is recorded as the first try reads it and replayed to every later try (the
+    /// recorded part first, then whatever the pipe still holds). replay forces recording,
+    /// inherit passes standard input untouched, null gives /dev/null.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = StdinMode::Auto, help_heading = IO)]
+    pub stdin: StdinMode,
+
+    /// Hold each try's standard output; only the successful try's reaches stdout, once
+    ///
+    /// A failed try's output goes to standard error instead. Output past 64 MiB is held in a
+    /// temporary file.
+    #[arg(long, help_heading = IO)]
+    pub buffer_stdout: bool,
+
     /// Print only the final line when giving up, and nothing on success
     #[arg(short = 'q', long, conflicts_with = "verbose", help_heading = OUTPUT)]
     pub quiet: bool,
@@ -165,6 +192,14 @@ pub enum JitterKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StdinMode {
+    Auto,
+    Replay,
+    Inherit,
+    Null,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Human,
     Json,
@@ -202,6 +237,10 @@ fn parse_factor(s: &str) -> Result<f64, String> {
 
 fn parse_signal(s: &str) -> Result<Signal, String> {
     s.parse()
+}
+
+fn parse_pattern(s: &str) -> Result<Pattern, String> {
+    Pattern::new(s)
 }
 
 fn parse_list(s: &str) -> Result<List, String> {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 
-use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat};
+use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat, StdinMode};
 use crate::policy::{Backoff, Classifier, Jitter, Limit, Policy, Signal, WaitPolicy};
 
 /// A usage error: one line for the user, exit status 125.
@@ -47,6 +47,8 @@ pub struct Config {
     pub seed: Option<u64>,
     pub log: LogConfig,
     pub dry_run: bool,
+    pub stdin: StdinMode,
+    pub buffer_stdout: bool,
     pub command: Vec<OsString>,
 }
 
@@ -144,6 +146,8 @@ impl Config {
                 retry_on: cli.retry_on,
                 stop_on: cli.stop_on.unwrap_or_default(),
                 success_on,
+                retry_if_output: cli.retry_if_output,
+                stop_if_output: cli.stop_if_output,
             },
             timeout: cli.timeout,
             limit: Limit::earliest(cli.budget, deadline_in),
@@ -164,6 +168,8 @@ impl Config {
                 color: cli.color,
             },
             dry_run: cli.dry_run,
+            stdin: cli.stdin,
+            buffer_stdout: cli.buffer_stdout,
             command: cli.command,
         })
     }

@@ -77,7 +77,8 @@ fn help_groups_the_options_and_exits_0() {
         "Timeouts and signals:",
         "Waits between tries:",
         "Which failures to retry:",
-        "Log and output:",
+        "Input and output:",
+        "Log and dry run:",
     ] {
         assert!(help.contains(heading), "missing {heading}");
     }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::output::Pattern;
 use super::signal::Signal;
 
 /// How one try ended (spec 5.1).
@@ -51,6 +52,12 @@ pub enum Reason {
     ShellSpawn,
     /// SIGPIPE: the reader of the output has gone.
     BrokenPipe,
+    /// `--stop-if-output` matched the try's output.
+    StopIfOutput(String),
+    /// `--retry-if-output` matched the try's output.
+    RetryIfOutput(String),
+    /// `--retry-if-output` was given and did not match.
+    NoRetryIfOutput(String),
 }
 
 impl fmt::Display for Reason {
@@ -64,6 +71,11 @@ impl fmt::Display for Reason {
             Reason::Spawn => f.write_str("cannot run the command"),
             Reason::ShellSpawn => f.write_str("126 and 127 mean the command could not run"),
             Reason::BrokenPipe => f.write_str("the reader of its output is gone"),
+            Reason::StopIfOutput(p) => write!(f, "output matched --stop-if-output '{p}'"),
+            Reason::RetryIfOutput(p) => write!(f, "output matched --retry-if-output '{p}'"),
+            Reason::NoRetryIfOutput(p) => {
+                write!(f, "output did not match --retry-if-output '{p}'")
+            }
         }
     }
 }
@@ -219,16 +231,50 @@ fn parse_item(item: &str) -> Result<Item, String> {
     })
 }
 
-/// The classification rules of a run: the defaults of spec 5.2 with the three lists.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Whether a try's output matched the output patterns (spec 7.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputMatch {
+    pub retry_if: bool,
+    pub stop_if: bool,
+}
+
+/// The classification rules of a run: the defaults of spec 5.2 with the three lists, and the
+/// output patterns of spec 7.3.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Classifier {
     pub retry_on: Option<List>,
     pub stop_on: List,
     pub success_on: List,
+    pub retry_if_output: Option<Pattern>,
+    pub stop_if_output: Option<Pattern>,
 }
 
 impl Classifier {
+    /// The verdict on a try whose output was not looked at.
     pub fn verdict(&self, outcome: Outcome) -> Verdict {
+        self.verdict_with_output(outcome, OutputMatch::default())
+    }
+
+    /// The verdict on a try. A failure that the lists leave transient becomes permanent when
+    /// `--stop-if-output` matched, or when `--retry-if-output` is given and did not match.
+    pub fn verdict_with_output(&self, outcome: Outcome, output: OutputMatch) -> Verdict {
+        let verdict = self.verdict_by_status(outcome);
+        if !matches!(verdict, Verdict::Transient(_)) {
+            return verdict;
+        }
+        if let Some(p) = self.stop_if_output.as_ref().filter(|_| output.stop_if) {
+            return Verdict::Permanent(Reason::StopIfOutput(p.text().to_string()));
+        }
+        match &self.retry_if_output {
+            Some(p) if output.retry_if => {
+                Verdict::Transient(Reason::RetryIfOutput(p.text().to_string()))
+            }
+            Some(p) => Verdict::Permanent(Reason::NoRetryIfOutput(p.text().to_string())),
+            None => verdict,
+        }
+    }
+
+    fn verdict_by_status(&self, outcome: Outcome) -> Verdict {
         // Order matters: success, then what no list can change, then the lists, then defaults.
         match outcome {
             Outcome::Exit(0) => return Verdict::Success(Reason::Default),
@@ -269,6 +315,8 @@ mod tests {
 
     fn classifier(retry_on: Option<&str>, stop_on: &str, success_on: &str) -> Classifier {
         Classifier {
+            retry_if_output: None,
+            stop_if_output: None,
             retry_on: retry_on.map(list),
             stop_on: if stop_on.is_empty() {
                 List::default()
@@ -368,6 +416,58 @@ mod tests {
         // And exit 0 is a success whatever --stop-on says.
         let c = classifier(None, "0", "");
         assert_eq!(c.verdict(Outcome::Exit(0)).word(), "success");
+    }
+
+    #[test]
+    fn output_patterns_decide_failures_the_lists_leave_transient() {
+        let c = Classifier {
+            retry_if_output: Some(Pattern::new("reset").unwrap()),
+            ..Classifier::default()
+        };
+        let matched = OutputMatch {
+            retry_if: true,
+            stop_if: false,
+        };
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(1), matched),
+            Verdict::Transient(Reason::RetryIfOutput("reset".into()))
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(1), OutputMatch::default()),
+            Verdict::Permanent(Reason::NoRetryIfOutput("reset".into()))
+        );
+        // Success and permanent verdicts are not changed by output.
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), OutputMatch::default())
+                .word(),
+            "success"
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(127), matched).word(),
+            "permanent"
+        );
+
+        let c = Classifier {
+            stop_if_output: Some(Pattern::new("fatal").unwrap()),
+            ..Classifier::default()
+        };
+        let stop = OutputMatch {
+            retry_if: false,
+            stop_if: true,
+        };
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(1), stop),
+            Verdict::Permanent(Reason::StopIfOutput("fatal".into()))
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(1), OutputMatch::default())
+                .word(),
+            "transient"
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Timeout, stop).word(),
+            "permanent"
+        );
     }
 
     #[test]

@@ -4,11 +4,13 @@
 pub mod backoff;
 pub mod budget;
 pub mod classify;
+pub mod output;
 pub mod schedule;
 pub mod signal;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
 pub use budget::{BudgetExceeded, Limit, LimitSource, TryLimit};
-pub use classify::{Classifier, Item, List, Outcome, Reason, Verdict};
+pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict};
+pub use output::{LineMatcher, Pattern};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;

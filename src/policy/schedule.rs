@@ -7,7 +7,7 @@ use rand::Rng;
 
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit, TryLimit};
-use super::classify::{Classifier, Outcome, Verdict};
+use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,7 +100,18 @@ impl<'p> Schedule<'p> {
         now: Duration,
         rng: &mut R,
     ) -> (Verdict, Decision) {
-        let verdict = self.policy.classifier.verdict(outcome);
+        self.after_try_with_output(outcome, OutputMatch::default(), now, rng)
+    }
+
+    /// `after_try` for a try whose output was matched against the output patterns.
+    pub fn after_try_with_output<R: Rng + ?Sized>(
+        &mut self,
+        outcome: Outcome,
+        output: OutputMatch,
+        now: Duration,
+        rng: &mut R,
+    ) -> (Verdict, Decision) {
+        let verdict = self.policy.classifier.verdict_with_output(outcome, output);
         let decision = match verdict {
             Verdict::Success(_) => Decision::Succeed,
             Verdict::Interrupted => Decision::GiveUp(GiveUp::Interrupted),

@@ -3,6 +3,8 @@
 pub mod process;
 pub mod runner;
 pub mod signals;
+pub mod spool;
+pub mod stdio;
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -94,10 +96,11 @@ fn real_run(
             )
         }
     };
+    let stdio = stdio::RunIo::new(config)?;
     let signals = signals::Signals::install().context("cannot install signal handlers")?;
     process::become_subreaper();
     let run_id = run_id();
     let log = Log::new(out, config, color, run_id.clone());
-    let runner = runner::Runner::new(config, log, signals, run_id, start, wall_start);
+    let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start);
     Ok(runner.run(seed))
 }

@@ -63,6 +63,7 @@ fn hand_terminal_to(group: Pid) {
 
 /// How the command is started.
 pub struct SpawnOptions<'a> {
+    pub stdio: crate::run::stdio::ChildStdio,
     pub command: &'a [OsString],
     pub env: &'a [(&'static str, String)],
     /// Keep the command in `retry`'s own process group (`--foreground`).
@@ -88,7 +89,7 @@ pub struct Child {
 }
 
 impl Child {
-    pub fn spawn(opts: &SpawnOptions<'_>) -> Result<Child, SpawnError> {
+    pub fn spawn(opts: SpawnOptions<'_>) -> Result<Child, SpawnError> {
         let Some((program, args)) = opts.command.split_first() else {
             return Err(SpawnError {
                 outcome: Outcome::NotFound,
@@ -96,7 +97,10 @@ impl Child {
             });
         };
         let mut cmd = Command::new(program);
-        cmd.args(args);
+        cmd.args(args)
+            .stdin(opts.stdio.stdin)
+            .stdout(opts.stdio.stdout)
+            .stderr(opts.stdio.stderr);
         cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         let terminal = opts.terminal.filter(|_| !opts.foreground);
         if !opts.foreground {
@@ -126,8 +130,10 @@ impl Child {
         if terminal.is_some() {
             hand_terminal_to(pid);
         }
-        // `child` is dropped without waiting: the runner reaps every child itself.
+        // `child` is dropped without waiting: the runner reaps every child itself. Dropping
+        // `cmd` closes retry's copies of the child's ends of its pipes.
         drop(child);
+        drop(cmd);
         Ok(Child {
             pid,
             group: (!opts.foreground).then_some(pid),

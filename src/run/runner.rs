@@ -13,6 +13,7 @@ use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, TryLimit, Verdi
 use crate::report::log::Log;
 use crate::run::process::{Child, SpawnOptions, Terminal, reap_all};
 use crate::run::signals::{Event, Signals};
+use crate::run::stdio::{RunIo, TryIo};
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
@@ -31,6 +32,7 @@ pub struct Runner<'c> {
     config: &'c Config,
     log: Log,
     signals: Signals,
+    stdio: RunIo,
     terminal: Option<Terminal>,
     start: Instant,
     env: Vec<(&'static str, String)>,
@@ -42,6 +44,7 @@ impl<'c> Runner<'c> {
         config: &'c Config,
         log: Log,
         signals: Signals,
+        stdio: RunIo,
         run_id: String,
         start: Instant,
         wall_start: SystemTime,
@@ -66,6 +69,7 @@ impl<'c> Runner<'c> {
             config,
             log,
             signals,
+            stdio,
             terminal: Terminal::detect(),
             start,
             env,
@@ -81,15 +85,28 @@ impl<'c> Runner<'c> {
             let limit = schedule.start_try(self.start.elapsed());
             let attempt = schedule.tries();
             let try_start = Instant::now();
-            let (outcome, detail) = match self.run_try(attempt, limit) {
+            let mut io = TryIo::default();
+            let end = match self.run_try(attempt, limit, &mut io) {
+                Ok(end) => end,
+                Err(e) => {
+                    self.log.warn(&format!("{e:#}"));
+                    return ExitStatus::Usage;
+                }
+            };
+            let output = self.stdio.finish_try(&mut io);
+            let (outcome, detail) = match end {
                 TryEnd::Ended(outcome) => (outcome, None),
                 TryEnd::NotStarted(outcome, detail) => (outcome, Some(detail)),
                 TryEnd::Interrupted(signal) => {
+                    self.stdio.deliver(&mut io, false);
                     return self.interrupted(attempt, signal, false);
                 }
             };
             let took = try_start.elapsed();
-            let (verdict, decision) = schedule.after_try(outcome, self.start.elapsed(), &mut rng);
+            let (verdict, decision) =
+                schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
+            self.stdio
+                .deliver(&mut io, matches!(decision, Decision::Succeed));
             self.log.try_ended(
                 attempt,
                 outcome,
@@ -142,19 +159,27 @@ impl<'c> Runner<'c> {
 
     /// Runs one try to its end, stopping it on its timeout, and stopping what a failed try
     /// left in its group.
-    fn run_try(&mut self, attempt: u64, limit: Option<TryLimit>) -> TryEnd {
+    fn run_try(
+        &mut self,
+        attempt: u64,
+        limit: Option<TryLimit>,
+        io: &mut TryIo,
+    ) -> anyhow::Result<TryEnd> {
         // A signal that came while retry was busy (logging, deciding) means no further try.
         if let Some(signal) = self.signals.pending_stop() {
-            return TryEnd::Interrupted(signal);
+            return Ok(TryEnd::Interrupted(signal));
         }
         self.env[0].1 = attempt.to_string();
+        let (stdio, try_io) = self.stdio.start_try()?;
+        *io = try_io;
         let opts = SpawnOptions {
+            stdio,
             command: &self.config.command,
             env: &self.env,
             foreground: self.config.foreground,
             terminal: self.terminal,
         };
-        let mut child = match Child::spawn(&opts) {
+        let mut child = match Child::spawn(opts) {
             Ok(child) => child,
             Err(e) => {
                 let name = self.config.command[0].to_string_lossy().into_owned();
@@ -166,12 +191,12 @@ impl<'c> Runner<'c> {
                     Outcome::NotFound => format!("'{name}' was not found"),
                     _ => format!("'{name}' cannot be executed: {reason}"),
                 };
-                return TryEnd::NotStarted(e.outcome, detail);
+                return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
         let deadline = limit.map(|l| Instant::now() + l.duration);
         let end = loop {
-            match self.signals.next(deadline) {
+            match self.next_event(Some(io), deadline) {
                 Event::Child => {
                     child.reap();
                     if let Some(outcome) = child.outcome() {
@@ -179,13 +204,15 @@ impl<'c> Runner<'c> {
                     }
                 }
                 Event::Stop(signal) => {
-                    self.stop(&mut child, signal, false);
+                    self.stop(&mut child, signal, false, io);
                     break TryEnd::Interrupted(signal);
                 }
-                Event::Timeout => match self.stop(&mut child, self.config.signal, true) {
-                    Some(signal) => break TryEnd::Interrupted(signal),
-                    None => break TryEnd::Ended(Outcome::Timeout),
-                },
+                Event::Timeout | Event::Io => {
+                    match self.stop(&mut child, self.config.signal, true, io) {
+                        Some(signal) => break TryEnd::Interrupted(signal),
+                        None => break TryEnd::Ended(Outcome::Timeout),
+                    }
+                }
             }
         };
         if let TryEnd::Ended(outcome) = end {
@@ -198,16 +225,38 @@ impl<'c> Runner<'c> {
                 // never overlap (spec 6.3).
                 let signal = self.config.signal;
                 let before = Instant::now();
-                if let Some(received) = self.stop(&mut child, signal, true) {
+                if let Some(received) = self.stop(&mut child, signal, true, io) {
                     self.give_back_terminal(&child);
-                    return TryEnd::Interrupted(received);
+                    return Ok(TryEnd::Interrupted(received));
                 }
                 let killed = before.elapsed() >= self.config.kill_after;
                 self.log.leftovers(attempt, signal, killed);
             }
         }
         self.give_back_terminal(&child);
-        end
+        Ok(end)
+    }
+
+    /// Waits for the next event, moving the try's input and output meanwhile; never returns
+    /// `Event::Io`.
+    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Instant>) -> Event {
+        let mut fds = Vec::new();
+        let mut tokens = Vec::new();
+        loop {
+            fds.clear();
+            tokens.clear();
+            if let Some(io) = io.as_deref_mut() {
+                self.stdio.interest(io, &mut fds, &mut tokens);
+            }
+            match self.signals.next_with(&mut fds, until) {
+                Event::Io => {
+                    if let Some(io) = io.as_deref_mut() {
+                        self.stdio.on_ready(io, &fds, &tokens);
+                    }
+                }
+                event => return event,
+            }
+        }
     }
 
     fn give_back_terminal(&self, child: &Child) {
@@ -219,7 +268,13 @@ impl<'c> Runner<'c> {
     /// Stops the try's group: `signal` (with SIGCONT when `cont`, so that a stopped process can
     /// act on it), then SIGKILL after `--kill-after`, or at once on a further stopping signal.
     /// Returns the stopping signal received meanwhile, if any.
-    fn stop(&mut self, child: &mut Child, signal: Signal, cont: bool) -> Option<Signal> {
+    fn stop(
+        &mut self,
+        child: &mut Child,
+        signal: Signal,
+        cont: bool,
+        io: &mut TryIo,
+    ) -> Option<Signal> {
         let mut received = None;
         child.signal(signal);
         if cont {
@@ -227,9 +282,9 @@ impl<'c> Runner<'c> {
         }
         let kill_at = Instant::now() + self.config.kill_after;
         while child.alive() {
-            match self.signals.next(Some(kill_at)) {
+            match self.next_event(Some(io), Some(kill_at)) {
                 Event::Child => child.reap(),
-                Event::Timeout => break,
+                Event::Timeout | Event::Io => break,
                 Event::Stop(s) => {
                     // A first signal to retry during the grace period is the one retry will die
                     // of; any signal now means SIGKILL at once.
@@ -242,9 +297,9 @@ impl<'c> Runner<'c> {
             child.signal(Signal::KILL);
             let settle = Instant::now() + KILL_SETTLE;
             while child.alive() {
-                match self.signals.next(Some(settle)) {
+                match self.next_event(Some(io), Some(settle)) {
                     Event::Child => child.reap(),
-                    Event::Timeout => {
+                    Event::Timeout | Event::Io => {
                         self.log.warn(&format!(
                             "processes of pid {} still exist {:?} after SIGKILL",
                             child.pid(),
@@ -266,8 +321,8 @@ impl<'c> Runner<'c> {
     fn sleep(&mut self, delay: Duration) -> Option<Signal> {
         let until = Instant::now() + delay;
         loop {
-            match self.signals.next(Some(until)) {
-                Event::Timeout => return None,
+            match self.next_event(None, Some(until)) {
+                Event::Timeout | Event::Io => return None,
                 Event::Child => reap_all(|_, _| {}),
                 Event::Stop(signal) => return Some(signal),
             }

@@ -42,6 +42,8 @@ pub enum Event {
     Stop(Signal),
     /// The time given to `next` has come.
     Timeout,
+    /// One of the extra descriptors given to `next_with` is ready.
+    Io,
 }
 
 /// The receiving end of the self-pipe. Create it once, before the first child is spawned.
@@ -117,6 +119,13 @@ impl Signals {
 
     /// Waits for the next event, or until `until` (forever when `None`).
     pub fn next(&mut self, until: Option<Instant>) -> Event {
+        self.next_with(&mut [], until)
+    }
+
+    /// Like `next`, and also wakes when one of `extra` is ready (`Event::Io`; the caller reads
+    /// their `revents`). Signals come first: a ready descriptor stays ready for the next call.
+    pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Instant>) -> Event {
+        let mut fds = Vec::with_capacity(extra.len() + 1);
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return event;
@@ -131,8 +140,22 @@ impl Signals {
                     Some(left)
                 }
             };
-            if wait_readable(&self.read, timeout) {
+            fds.clear();
+            fds.push(libc::pollfd {
+                fd: self.read.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            fds.extend(extra.iter().map(|p| libc::pollfd { revents: 0, ..*p }));
+            poll(&mut fds, timeout);
+            if fds[0].revents != 0 {
                 self.drain();
+            }
+            for (e, f) in extra.iter_mut().zip(&fds[1..]) {
+                e.revents = f.revents;
+            }
+            if self.pending.is_empty() && extra.iter().any(|p| p.revents != 0) {
+                return Event::Io;
             }
         }
     }
@@ -152,27 +175,37 @@ impl Signals {
     }
 }
 
-/// Waits until `fd` is readable or the timeout passes; true when readable.
-#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-fn wait_readable(fd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
-    use nix::poll::{PollFd, PollFlags, ppoll};
-    use nix::sys::time::TimeSpec;
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    // ppoll takes nanoseconds, so a wait ends when it should rather than up to 1ms late.
-    let ts = timeout.map(TimeSpec::from_duration);
-    matches!(ppoll(&mut fds, ts, None), Ok(n) if n > 0)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-fn wait_readable(fd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    // poll takes milliseconds: round up so that a wait never ends early.
-    let ms = timeout.map(|t| {
-        let ms = t.as_nanos().div_ceil(1_000_000);
-        PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
-    });
-    matches!(poll(&mut fds, ms.unwrap_or(PollTimeout::NONE)), Ok(n) if n > 0)
+/// Waits until one of `fds` is ready or the timeout passes.
+fn poll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    {
+        // ppoll takes nanoseconds, so a wait ends when it should rather than up to 1ms late.
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: fds and ts outlive the call.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                ts_ptr,
+                std::ptr::null(),
+            )
+        };
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    {
+        // poll takes milliseconds: round up so that a wait never ends early.
+        let ms = timeout.map_or(-1, |t| {
+            t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+        });
+        // SAFETY: fds outlives the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
 }
 
 /// Ends this process with `signal`, as if it had not been caught: the parent sees a signal

@@ -1,0 +1,101 @@
+//! Throughput of standard input replay and of output matching against plain `cat`, side by
+//! side in one run, and retry's peak memory for a 1 GiB input.
+//!
+//!     cargo bench --bench stdio
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use nix::libc;
+
+const RETRY: &str = env!("CARGO_BIN_EXE_retry");
+const SIZE: usize = 1 << 30;
+
+/// Pipes `SIZE` bytes through `argv` (stdin and stdout both pipes, as in a shell pipeline);
+/// returns MB/s and the command's peak RSS in KiB.
+// The child is reaped by wait4, which std's Child does not know of.
+#[allow(clippy::zombie_processes)]
+fn through(argv: &[&str]) -> (f64, u64) {
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let started = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let chunk: Vec<u8> = (0..1 << 20)
+            .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        for _ in 0..SIZE / chunk.len() {
+            if stdin.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 17];
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+    writer.join().unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(total, SIZE, "{argv:?} lost bytes");
+    (SIZE as f64 / secs / 1e6, usage.ru_maxrss as u64)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    println!("1 GiB through each command, stdin and stdout pipes, best of 3:");
+    let cases: [(&str, Vec<&str>); 4] = [
+        ("cat", vec!["cat"]),
+        ("retry -- cat (stdin replay)", vec![RETRY, "--", "cat"]),
+        (
+            "retry --retry-if-output (tee + match)",
+            vec![
+                RETRY,
+                "--stdin",
+                "inherit",
+                "--retry-if-output",
+                "zzz",
+                "--",
+                "cat",
+            ],
+        ),
+        (
+            "retry --buffer-stdout",
+            vec![RETRY, "--stdin", "inherit", "--buffer-stdout", "--", "cat"],
+        ),
+    ];
+    let mut results = Vec::new();
+    for (name, argv) in &cases {
+        let mut best = (0.0f64, 0u64);
+        for _ in 0..3 {
+            let (rate, rss) = through(argv);
+            if rate > best.0 {
+                best = (rate, rss);
+            }
+        }
+        results.push((name, best));
+    }
+    let base = results[0].1.0;
+    for (name, (rate, rss)) in results {
+        println!(
+            "  {name:<40} {rate:>7.0} MB/s  {:>5.0}% of cat   peak RSS {:>6} KiB",
+            rate / base * 100.0,
+            rss
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! Standard input and output of the tries (spec 7): stdin replayed to every try, stdout held
+//! until a try succeeds, and output watched for the patterns of `--retry-if-output` and
+//! `--stop-if-output`. Every descriptor here is driven by the runner's one poll, so a slow
+//! reader or writer never stops `retry` from seeing a timeout or a signal.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::Stdio;
+
+use anyhow::{Context as _, bail};
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::libc;
+use nix::sys::stat::{SFlag, fstat};
+
+use crate::cli::StdinMode;
+use crate::config::Config;
+use crate::policy::{LineMatcher, OutputMatch, Pattern};
+use crate::run::spool::Spool;
+
+const CHUNK: usize = 64 * 1024;
+
+/// What a descriptor is, for deciding how much can be written to it without blocking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Pipe,
+    Regular,
+    Other,
+}
+
+fn kind_of(fd: RawFd) -> Option<Kind> {
+    // SAFETY: fstat on a descriptor number; an unopened one is an error, not UB.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let st = fstat(fd).ok()?;
+    let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    Some(if fmt == SFlag::S_IFIFO {
+        Kind::Pipe
+    } else if fmt == SFlag::S_IFREG {
+        Kind::Regular
+    } else {
+        Kind::Other
+    })
+}
+
+fn is_socket(fd: RawFd) -> bool {
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    fstat(fd).is_ok_and(|st| {
+        SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFSOCK
+    })
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+/// A pipe whose ends are close-on-exec; the child's end is handed over through `Stdio`.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    Ok((r, w))
+}
+
+/// How many bytes fit into `fd` now without blocking: the free room of a pipe, everything for
+/// a regular file, `PIPE_BUF` for anything else that polled writable.
+fn writable_room(fd: RawFd, kind: Kind, want: usize) -> usize {
+    match kind {
+        Kind::Regular => want,
+        Kind::Other => want.min(libc::PIPE_BUF),
+        Kind::Pipe => {
+            // SAFETY: fcntl and ioctl with integer results on an open descriptor.
+            let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+            let mut queued: libc::c_int = 0;
+            let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) } == 0;
+            if size > 0 && ok {
+                want.min((size - queued).max(0) as usize)
+            } else {
+                want.min(libc::PIPE_BUF)
+            }
+        }
+    }
+}
+
+/// Writes to a descriptor retry does not own (its stdout or stderr), without taking it over.
+fn write_fd(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: the descriptor stays open; ManuallyDrop keeps File from closing it.
+    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    file.write(data)
+}
+
+fn write_all_fd(fd: RawFd, data: &[u8]) -> io::Result<()> {
+    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    file.write_all(data)
+}
+
+fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: reading into a buffer we own.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Standard input as recorded so far, shared by every try.
+#[derive(Debug, Default)]
+struct Recorder {
+    spool: Spool,
+    eof: bool,
+}
+
+#[derive(Debug)]
+enum Input {
+    Inherit,
+    Null,
+    /// A regular file, read again from this offset by every try.
+    Rewind(u64),
+    Replay(Recorder),
+}
+
+/// Where a try's output stream goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    Stdout,
+    Stderr,
+    /// Held until the try ends (`--buffer-stdout`).
+    Hold,
+}
+
+/// Feeding the recorded input to one try.
+#[derive(Debug)]
+struct Feed {
+    fd: OwnedFd,
+    pos: u64,
+}
+
+/// One of a try's output streams, read by retry.
+#[derive(Debug)]
+struct Stream {
+    fd: Option<OwnedFd>,
+    dest: Dest,
+    pending: Vec<u8>,
+    written: usize,
+    retry_if: Option<LineMatcher>,
+    stop_if: Option<LineMatcher>,
+    held: Spool,
+}
+
+/// What one read of a try's stream gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    Data(usize),
+    Nothing,
+    End,
+}
+
+/// A descriptor the runner polls for a try, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token {
+    FeedWrite,
+    StdinRead,
+    Read(usize),
+    Write(usize),
+}
+
+/// The plumbing of the whole run.
+#[derive(Debug)]
+pub struct RunIo {
+    input: Input,
+    buffer_stdout: bool,
+    retry_if: Option<Pattern>,
+    stop_if: Option<Pattern>,
+    stdout_kind: Kind,
+    stderr_kind: Kind,
+}
+
+/// The plumbing of one try.
+#[derive(Debug, Default)]
+pub struct TryIo {
+    feed: Option<Feed>,
+    streams: Vec<Stream>,
+    /// Output that could not reach its destination: the reader has gone.
+    pub broken: bool,
+}
+
+/// The child's ends, for spawning.
+pub struct ChildStdio {
+    pub stdin: Stdio,
+    pub stdout: Stdio,
+    pub stderr: Stdio,
+}
+
+impl RunIo {
+    pub fn new(config: &Config) -> anyhow::Result<RunIo> {
+        let stdin_kind = kind_of(libc::STDIN_FILENO);
+        let is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
+        let record = || Input::Replay(Recorder::default());
+        let input = match config.stdin {
+            StdinMode::Inherit => Input::Inherit,
+            StdinMode::Null => Input::Null,
+            StdinMode::Replay if is_tty => {
+                bail!("--stdin replay: standard input is a terminal, which cannot be replayed")
+            }
+            StdinMode::Replay if stdin_kind.is_none() => Input::Inherit,
+            StdinMode::Replay => record(),
+            StdinMode::Auto => match stdin_kind {
+                Some(Kind::Pipe) => record(),
+                Some(Kind::Other) if is_socket(libc::STDIN_FILENO) => record(),
+                Some(Kind::Regular) => {
+                    // SAFETY: lseek on fd 0 only reads its offset.
+                    let offset = unsafe { libc::lseek(libc::STDIN_FILENO, 0, libc::SEEK_CUR) };
+                    if offset >= 0 {
+                        Input::Rewind(offset as u64)
+                    } else {
+                        Input::Inherit
+                    }
+                }
+                _ => Input::Inherit,
+            },
+        };
+        let classifier = &config.policy.classifier;
+        Ok(RunIo {
+            input,
+            buffer_stdout: config.buffer_stdout,
+            retry_if: classifier.retry_if_output.clone(),
+            stop_if: classifier.stop_if_output.clone(),
+            stdout_kind: kind_of(libc::STDOUT_FILENO).unwrap_or(Kind::Other),
+            stderr_kind: kind_of(libc::STDERR_FILENO).unwrap_or(Kind::Other),
+        })
+    }
+
+    fn watching(&self) -> bool {
+        self.retry_if.is_some() || self.stop_if.is_some()
+    }
+
+    /// Sets up one try: the child's standard streams, and retry's ends of them.
+    pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
+        let mut io = TryIo::default();
+        let stdin = match &mut self.input {
+            Input::Inherit => Stdio::inherit(),
+            Input::Null => Stdio::null(),
+            Input::Rewind(offset) => {
+                // SAFETY: lseek on fd 0.
+                unsafe { libc::lseek(libc::STDIN_FILENO, *offset as libc::off_t, libc::SEEK_SET) };
+                Stdio::inherit()
+            }
+            Input::Replay(_) => {
+                let (r, w) = pipe().context("cannot create a pipe for standard input")?;
+                set_nonblocking(&w)?;
+                io.feed = Some(Feed { fd: w, pos: 0 });
+                Stdio::from(r)
+            }
+        };
+        let mut stream = |dest: Dest| -> anyhow::Result<Stdio> {
+            let (r, w) = pipe().context("cannot create a pipe for output")?;
+            set_nonblocking(&r)?;
+            io.streams.push(Stream {
+                fd: Some(r),
+                dest,
+                pending: Vec::new(),
+                written: 0,
+                retry_if: self.retry_if.clone().map(LineMatcher::new),
+                stop_if: self.stop_if.clone().map(LineMatcher::new),
+                held: Spool::new(),
+            });
+            Ok(Stdio::from(w))
+        };
+        let stdout = if self.buffer_stdout {
+            stream(Dest::Hold)?
+        } else if self.watching() {
+            stream(Dest::Stdout)?
+        } else {
+            Stdio::inherit()
+        };
+        let stderr = if self.watching() {
+            stream(Dest::Stderr)?
+        } else {
+            Stdio::inherit()
+        };
+        Ok((
+            ChildStdio {
+                stdin,
+                stdout,
+                stderr,
+            },
+            io,
+        ))
+    }
+
+    /// The descriptors to poll for this try, with what each is for.
+    pub fn interest(&self, io: &mut TryIo, fds: &mut Vec<libc::pollfd>, tokens: &mut Vec<Token>) {
+        let mut add = |fd: RawFd, events: libc::c_short, token: Token| {
+            fds.push(libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+            tokens.push(token);
+        };
+        if let (Some(feed), Input::Replay(rec)) = (&io.feed, &self.input) {
+            if feed.pos < rec.spool.len() {
+                add(feed.fd.as_raw_fd(), libc::POLLOUT, Token::FeedWrite);
+            } else if !rec.eof {
+                add(libc::STDIN_FILENO, libc::POLLIN, Token::StdinRead);
+            }
+        }
+        if let (Some(_), Input::Replay(rec)) = (&io.feed, &self.input) {
+            if io.feed.as_ref().is_some_and(|f| f.pos >= rec.spool.len()) && rec.eof {
+                // Everything recorded has been fed and the source is done: end of input.
+                io.feed = None;
+            }
+        }
+        for (i, s) in io.streams.iter().enumerate() {
+            let Some(fd) = &s.fd else { continue };
+            if s.written < s.pending.len() {
+                let out = if s.dest == Dest::Stdout {
+                    libc::STDOUT_FILENO
+                } else {
+                    libc::STDERR_FILENO
+                };
+                add(out, libc::POLLOUT, Token::Write(i));
+            } else {
+                add(fd.as_raw_fd(), libc::POLLIN, Token::Read(i));
+            }
+        }
+    }
+
+    /// Acts on the descriptors that poll reported ready.
+    pub fn on_ready(&mut self, io: &mut TryIo, fds: &[libc::pollfd], tokens: &[Token]) {
+        for (pfd, token) in fds.iter().zip(tokens) {
+            if pfd.revents == 0 {
+                continue;
+            }
+            match *token {
+                Token::FeedWrite => self.feed(io, pfd.revents),
+                Token::StdinRead => self.record(),
+                Token::Read(i) => {
+                    self.read_stream(io, i);
+                }
+
+                Token::Write(i) => self.flush_stream(io, i),
+            }
+        }
+    }
+
+    fn feed(&mut self, io: &mut TryIo, revents: libc::c_short) {
+        let (Some(feed), Input::Replay(rec)) = (&mut io.feed, &self.input) else {
+            return;
+        };
+        if revents & (libc::POLLERR | libc::POLLHUP) != 0 && revents & libc::POLLOUT == 0 {
+            // The try closed its standard input: it wants no more.
+            io.feed = None;
+            return;
+        }
+        let mut buf = vec![0u8; CHUNK];
+        let n = match rec.spool.read_at(feed.pos, &mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                io.feed = None;
+                return;
+            }
+        };
+        // SAFETY: writing from a buffer we own to our nonblocking end of the pipe.
+        let w = unsafe { libc::write(feed.fd.as_raw_fd(), buf.as_ptr().cast(), n) };
+        if w > 0 {
+            feed.pos += w as u64;
+        } else if w < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::WouldBlock && err.kind() != io::ErrorKind::Interrupted {
+                io.feed = None;
+            }
+        }
+    }
+
+    fn record(&mut self) {
+        let Input::Replay(rec) = &mut self.input else {
+            return;
+        };
+        let mut buf = vec![0u8; CHUNK];
+        match read_fd(libc::STDIN_FILENO, &mut buf) {
+            Ok(0) => rec.eof = true,
+            Ok(n) => {
+                if rec.spool.append(&buf[..n]).is_err() {
+                    // Nowhere to keep it: stop reading rather than lose bytes silently.
+                    rec.eof = true;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => rec.eof = true,
+        }
+    }
+
+    /// Reads what the stream has now.
+    fn read_stream(&mut self, io: &mut TryIo, i: usize) -> Read {
+        let s = &mut io.streams[i];
+        let Some(fd) = &s.fd else { return Read::End };
+        let mut buf = vec![0u8; CHUNK];
+        let n = match read_fd(fd.as_raw_fd(), &mut buf) {
+            Ok(0) => {
+                s.fd = None;
+                return Read::End;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Read::Nothing,
+            Err(_) => {
+                s.fd = None;
+                return Read::End;
+            }
+        };
+        let data = &buf[..n];
+        if let Some(m) = &mut s.retry_if {
+            m.feed(data);
+        }
+        if let Some(m) = &mut s.stop_if {
+            m.feed(data);
+        }
+        match s.dest {
+            Dest::Hold => {
+                if s.held.append(data).is_err() {
+                    // Cannot hold it: pass it on rather than lose it.
+                    let _ = write_all_fd(libc::STDOUT_FILENO, data);
+                }
+            }
+            Dest::Stdout | Dest::Stderr => {
+                s.pending.clear();
+                s.pending.extend_from_slice(data);
+                s.written = 0;
+                self.flush_stream(io, i);
+            }
+        }
+        Read::Data(n)
+    }
+
+    fn flush_stream(&mut self, io: &mut TryIo, i: usize) {
+        let s = &mut io.streams[i];
+        let (fd, kind) = match s.dest {
+            Dest::Stdout => (libc::STDOUT_FILENO, self.stdout_kind),
+            Dest::Stderr => (libc::STDERR_FILENO, self.stderr_kind),
+            Dest::Hold => return,
+        };
+        let rest = &s.pending[s.written..];
+        if rest.is_empty() {
+            return;
+        }
+        let room = writable_room(fd, kind, rest.len());
+        if room == 0 {
+            return;
+        }
+        match write_fd(fd, &rest[..room]) {
+            Ok(n) => s.written += n,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                // The reader of retry's output has gone: stop reading the try's stream, so that
+                // the try meets a closed pipe too, as it would without retry.
+                s.fd = None;
+                s.pending = Vec::new();
+                s.written = 0;
+                io.broken = true;
+            }
+        }
+    }
+
+    /// After the try: take what its streams still hold without waiting for an end that a
+    /// leftover process may never give, finish matching, and end its input.
+    pub fn finish_try(&mut self, io: &mut TryIo) -> OutputMatch {
+        io.feed = None;
+        for i in 0..io.streams.len() {
+            // Only what is in the pipe now: a process still writing must not keep retry here.
+            let mut queued: libc::c_int = 0;
+            if let Some(fd) = &io.streams[i].fd {
+                // SAFETY: FIONREAD into an int.
+                unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
+            }
+            let mut left = queued.max(0) as usize;
+            while left > 0 {
+                self.finish_pending(io, i);
+                match self.read_stream(io, i) {
+                    Read::Data(n) => left = left.saturating_sub(n),
+                    Read::Nothing | Read::End => break,
+                }
+            }
+            self.finish_pending(io, i);
+            io.streams[i].fd = None;
+        }
+        let mut matched = OutputMatch::default();
+        for s in &mut io.streams {
+            if let Some(m) = &mut s.retry_if {
+                m.finish();
+                matched.retry_if |= m.matched();
+            }
+            if let Some(m) = &mut s.stop_if {
+                m.finish();
+                matched.stop_if |= m.matched();
+            }
+        }
+        matched
+    }
+
+    /// Writes out what a stream has pending, waiting if it must: the try is over.
+    fn finish_pending(&mut self, io: &mut TryIo, i: usize) {
+        let s = &mut io.streams[i];
+        let fd = match s.dest {
+            Dest::Stdout => libc::STDOUT_FILENO,
+            Dest::Stderr => libc::STDERR_FILENO,
+            Dest::Hold => return,
+        };
+        if s.written < s.pending.len() && write_all_fd(fd, &s.pending[s.written..]).is_err() {
+            io.broken = true;
+        }
+        s.pending.clear();
+        s.written = 0;
+    }
+
+    /// Delivers held standard output: to stdout for the successful try, to stderr otherwise.
+    pub fn deliver(&mut self, io: &mut TryIo, success: bool) {
+        for s in &mut io.streams {
+            if s.dest != Dest::Hold || s.held.is_empty() {
+                continue;
+            }
+            let fd = if success {
+                libc::STDOUT_FILENO
+            } else {
+                libc::STDERR_FILENO
+            };
+            let mut out = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+            let _ = s.held.copy_to(&mut *out);
+            s.held.clear();
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Standard input replay, held standard output and classification by output (spec 7), through
+//! the real binary.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{retry, stderr_of, stdout_of};
+
+/// A file of `len` pseudo-random bytes (xorshift), made quickly without /dev/urandom.
+fn random_file(dir: &Path, len: usize) -> std::path::PathBuf {
+    let path = dir.join("input");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut left = len;
+    while left > 0 {
+        buf.clear();
+        while buf.len() < (1 << 16).min(left) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        buf.truncate((1 << 16).min(left));
+        out.write_all(&buf).unwrap();
+        left -= buf.len();
+    }
+    out.flush().unwrap();
+    path
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    stdout_of(&out)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn sh(script: &str) -> std::process::Output {
+    assert_cmd::Command::new("bash")
+        .args(["-c", script])
+        .env("RETRY", assert_cmd::cargo::cargo_bin("retry"))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_try_reads_the_same_piped_input_and_the_same_file() {
+    let dir = common::temp_dir("replay");
+    let file = random_file(&dir, 100_000_000);
+    let want = sha256(&file);
+    let piped = sh(&format!(
+        "cat '{}' | \"$RETRY\" -n 3 -d 0 -- sh -c 'sha256sum; exit 1'",
+        file.display()
+    ));
+    let redirected = sh(&format!(
+        "\"$RETRY\" -n 3 -d 0 -- sh -c 'sha256sum; exit 1' < '{}'",
+        file.display()
+    ));
+    for out in [piped, redirected] {
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        let digests: Vec<String> = stdout_of(&out)
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect();
+        assert_eq!(digests, [want.clone(), want.clone(), want.clone()]);
+    }
+}
+
+#[test]
+fn a_try_that_reads_nothing_leaves_all_input_to_the_next() {
+    let dir = common::temp_dir("unread");
+    let file = random_file(&dir, 1_000_000);
+    let out = sh(&format!(
+        "cat '{}' | \"$RETRY\" -n 2 -d 0 -- sh -c '[ $RETRY_ATTEMPT = 1 ] && exit 1; sha256sum'",
+        file.display()
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).starts_with(&sha256(&file)));
+    // One that reads part of it: the next still gets every byte.
+    let out = sh(&format!(
+        "cat '{}' | \"$RETRY\" -n 2 -d 0 -- sh -c '[ $RETRY_ATTEMPT = 1 ] && head -c 1000 >/dev/null && exit 1; sha256sum'",
+        file.display()
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).starts_with(&sha256(&file)));
+}
+
+#[test]
+// retry is reaped by wait4, which reports its peak memory; std's Child does not know of it.
+#[allow(clippy::zombie_processes)]
+fn an_endless_producer_is_read_only_as_the_try_needs() {
+    let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    let child = common::retry_std()
+        .args(["--", "head", "-1"])
+        .stdin(Stdio::from(yes.stdout.take().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // wait4 reports the peak memory of retry itself.
+    unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    let took = started.elapsed();
+    let _ = yes.kill();
+    let _ = yes.wait();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.unwrap(), &mut stdout).unwrap();
+    assert_eq!(stdout, "y\n");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(nix::libc::WEXITSTATUS(status), 0);
+    // ru_maxrss is in KiB: far less than the memory an endless read would take.
+    assert!(
+        usage.ru_maxrss < 32 * 1024,
+        "peak RSS {} KiB",
+        usage.ru_maxrss
+    );
+}
+
+#[test]
+fn stdin_null_and_inherit() {
+    let out = retry()
+        .args(["--stdin", "null", "--", "cat"])
+        .write_stdin("ignored")
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"");
+    let out = retry()
+        .args([
+            "--stdin",
+            "inherit",
+            "-n",
+            "2",
+            "-d",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "cat; exit 1",
+        ])
+        .write_stdin("once")
+        .output()
+        .unwrap();
+    // Without replay the second try finds the pipe empty.
+    assert_eq!(out.stdout, b"once");
+}
+
+#[test]
+fn buffer_stdout_passes_on_only_the_successful_output() {
+    let out = retry()
+        .args([
+            "--buffer-stdout",
+            "-n",
+            "3",
+            "-d",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "if [ $RETRY_ATTEMPT = 1 ]; then echo partial; exit 1; fi; echo whole",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"whole\n");
+    assert!(stderr_of(&out).contains("partial\n"), "{}", stderr_of(&out));
+    // When every try fails, nothing reaches stdout.
+    let out = retry()
+        .args([
+            "--buffer-stdout",
+            "-n",
+            "2",
+            "-d",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "echo no; exit 1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"");
+    assert_eq!(stderr_of(&out).matches("no\n").count(), 2);
+}
+
+#[test]
+fn retry_if_output_retries_only_failures_that_printed_it() {
+    let run = |script: &str| {
+        retry()
+            .args([
+                "-n",
+                "3",
+                "-d",
+                "0",
+                "--retry-if-output",
+                "connection reset",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("echo 'read: connection reset by peer' >&2; exit 1");
+    let log = stderr_of(&out);
+    assert_eq!(log.matches("retry: try ").count(), 3, "{log}");
+    assert!(
+        log.contains("transient: output matched --retry-if-output 'connection reset'"),
+        "{log}"
+    );
+    let out = run("echo 'no such host'; exit 1");
+    let log = stderr_of(&out);
+    assert_eq!(log.matches("retry: try ").count(), 1, "{log}");
+    assert!(
+        log.contains("permanent: output did not match --retry-if-output 'connection reset'"),
+        "{log}"
+    );
+    assert_eq!(out.stdout, b"no such host\n", "output still reaches stdout");
+    // Split across two writes.
+    let out = run("printf 'connection '; sleep 0.2; printf 'reset\\n'; exit 1");
+    assert_eq!(stderr_of(&out).matches("retry: try ").count(), 3);
+    assert_eq!(out.stdout, b"connection reset\n".repeat(3));
+}
+
+#[test]
+fn stop_if_output_makes_a_matching_failure_permanent() {
+    let run = |script: &str| {
+        retry()
+            .args([
+                "-n",
+                "3",
+                "-d",
+                "0",
+                "--stop-if-output",
+                "(?i)fatal",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let log = stderr_of(&run("echo FATAL: bad config; exit 1"));
+    assert_eq!(log.matches("retry: try ").count(), 1, "{log}");
+    assert!(
+        log.contains("permanent: output matched --stop-if-output '(?i)fatal'"),
+        "{log}"
+    );
+    let log = stderr_of(&run("echo busy; exit 1"));
+    assert_eq!(log.matches("retry: try ").count(), 3, "{log}");
+    // Bad patterns are usage errors.
+    let out = retry()
+        .args(["--stop-if-output", "(", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr_of(&out).contains("--stop-if-output"));
+}
+
+#[test]
+fn watched_output_still_streams_while_the_try_runs() {
+    let mut child = common::retry_std()
+        .args([
+            "-n",
+            "1",
+            "--retry-if-output",
+            "x",
+            "--",
+            "sh",
+            "-c",
+            "echo early; sleep 3; exit 1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let started = Instant::now();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "early\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "output came only at the end"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the try is still running"
+    );
+    common::wait_bounded(&mut child, Duration::from_secs(10));
+}
+
+#[test]
+fn a_timeout_does_not_wait_for_a_grandchild_holding_the_pipe() {
+    let dir = common::temp_dir("holder");
+    let pid_file = dir.join("pid");
+    // The grandchild leaves the try's group (setsid), so the group's kill does not reach it, and
+    // it keeps the output pipe open.
+    let script = format!(
+        "setsid sleep 30 & echo $! > '{}'; sleep 30",
+        pid_file.display()
+    );
+    let started = Instant::now();
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "300ms",
+            "-k",
+            "300ms",
+            "--retry-if-output",
+            "x",
+            "--buffer-stdout",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output();
+    let took = started.elapsed();
+    let holder = common::pids_in(&pid_file);
+    for pid in &holder {
+        unsafe { nix::libc::kill(*pid, nix::libc::SIGKILL) };
+    }
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn a_gibibyte_passes_byte_exact_with_replay_and_with_buffer_stdout() {
+    for flags in ["--stdin replay", "--buffer-stdout", "--retry-if-output zzz"] {
+        let out = sh(&format!(
+            "set -o pipefail; head -c 1073741824 /dev/urandom | tee >(sha256sum > \"$T/in\") \
+             | \"$RETRY\" {flags} -- cat | sha256sum > \"$T/out\"; wait; sleep 0.2; \
+             cmp \"$T/in\" \"$T/out\" && echo same"
+        )
+        .replace("$T", common::temp_dir("gib").to_str().unwrap()));
+        assert_eq!(
+            stdout_of(&out).trim(),
+            "same",
+            "{flags}: {}",
+            stderr_of(&out)
+        );
+    }
+}
