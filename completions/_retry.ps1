@@ -48,6 +48,8 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--retry-if-output', '--retry-if-output', [CompletionResultType]::ParameterName, 'A failed try is transient only if its stdout or stderr matched this regular expression')
             [CompletionResult]::new('--stop-if-output', '--stop-if-output', [CompletionResultType]::ParameterName, 'A failed try is permanent if its stdout or stderr matched this regular expression')
             [CompletionResult]::new('--stdin', '--stdin', [CompletionResultType]::ParameterName, 'Standard input of the tries: auto, replay, inherit or null')
+            [CompletionResult]::new('--on-retry', '--on-retry', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) before the wait that precedes each retry')
+            [CompletionResult]::new('--on-give-up', '--on-give-up', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) when the run gives up, as --on-retry')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of the log: human, or json (one JSON object per line)')
             [CompletionResult]::new('--log-file', '--log-file', [CompletionResultType]::ParameterName, 'Append the log to this file instead of standard error')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never')

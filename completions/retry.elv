@@ -45,6 +45,8 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --retry-if-output 'A failed try is transient only if its stdout or stderr matched this regular expression'
             cand --stop-if-output 'A failed try is permanent if its stdout or stderr matched this regular expression'
             cand --stdin 'Standard input of the tries: auto, replay, inherit or null'
+            cand --on-retry 'Shell command run (sh -c) before the wait that precedes each retry'
+            cand --on-give-up 'Shell command run (sh -c) when the run gives up, as --on-retry'
             cand --log-format 'Format of the log: human, or json (one JSON object per line)'
             cand --log-file 'Append the log to this file instead of standard error'
             cand --color 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'

@@ -25,6 +25,8 @@ complete -c retry -l stdin -d 'Standard input of the tries: auto, replay, inheri
 replay\t''
 inherit\t''
 null\t''"
+complete -c retry -l on-retry -d 'Shell command run (sh -c) before the wait that precedes each retry' -r
+complete -c retry -l on-give-up -d 'Shell command run (sh -c) when the run gives up, as --on-retry' -r
 complete -c retry -l log-format -d 'Format of the log: human, or json (one JSON object per line)' -r -f -a "human\t''
 json\t''"
 complete -c retry -l log-file -d 'Append the log to this file instead of standard error' -r -F

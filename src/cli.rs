@@ -15,6 +15,7 @@ const TIMEOUTS: &str = "Timeouts and signals";
 const WAITS: &str = "Waits between tries";
 const CLASSIFY: &str = "Which failures to retry";
 const IO: &str = "Input and output";
+const HOOKS: &str = "Hooks";
 const OUTPUT: &str = "Log and dry run";
 
 /// Run a command again when it fails, with capped, jittered exponential backoff.
@@ -146,6 +147,19 @@ pub struct Cli {
     /// temporary file.
     #[arg(long, help_heading = IO)]
     pub buffer_stdout: bool,
+
+    /// Shell command run (sh -c) before the wait that precedes each retry
+    ///
+    /// It sees the environment of the tries plus RETRY_EXIT_CODE (the status of the failed try)
+    /// and RETRY_DELAY_MS (the wait ahead); its output goes to standard error. Its failure is
+    /// logged and changes nothing else. It is bounded by --timeout and the budget, and stopped
+    /// as a try is.
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true, help_heading = HOOKS)]
+    pub on_retry: Option<String>,
+
+    /// Shell command run (sh -c) when the run gives up, as --on-retry
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true, help_heading = HOOKS)]
+    pub on_give_up: Option<String>,
 
     /// Print only the final line when giving up, and nothing on success
     #[arg(short = 'q', long, conflicts_with = "verbose", help_heading = OUTPUT)]

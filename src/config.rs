@@ -49,6 +49,8 @@ pub struct Config {
     pub dry_run: bool,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
+    pub on_retry: Option<String>,
+    pub on_give_up: Option<String>,
     pub command: Vec<OsString>,
 }
 
@@ -170,6 +172,8 @@ impl Config {
             dry_run: cli.dry_run,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
+            on_retry: cli.on_retry,
+            on_give_up: cli.on_give_up,
             command: cli.command,
         })
     }

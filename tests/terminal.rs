@@ -152,3 +152,32 @@ fn ctrl_c_at_the_terminal_stops_the_run_with_no_further_try() {
     );
     assert!(!pty.seen.contains("try 2/5"), "{}", pty.seen);
 }
+
+#[test]
+fn a_long_wait_counts_down_on_the_terminal_and_the_next_line_replaces_it() {
+    let started = Instant::now();
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "2", "-d", "3s", "-j", "none", "--", "false",
+    ]);
+    pty.expect("gave up after 2 tries");
+    let status = pty.wait();
+    assert_eq!(status.code(), Some(1));
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    let seen = &pty.seen;
+    for n in ["in 3s", "in 2s", "in 1s"] {
+        assert!(
+            seen.contains(&format!("retry: next try (2/2) {n}")),
+            "{seen:?}"
+        );
+    }
+    // The countdown is cleared, and the next log line takes its place.
+    let last = seen.rfind("next try (2/2) in").unwrap();
+    let rest = &seen[last..];
+    let clear = rest.find("\r\x1b[2K").expect("the countdown is cleared");
+    assert!(
+        rest[clear..]
+            .trim_start_matches("\r\x1b[2K")
+            .starts_with("retry: try 2/2 exited 1"),
+        "{rest:?}"
+    );
+}

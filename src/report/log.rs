@@ -29,6 +29,17 @@ pub struct Log {
     color: bool,
     run_id: String,
     max_tries: Option<u64>,
+    /// Under GitHub Actions: annotations and folded groups on standard error.
+    github: bool,
+    /// The last human line, for the annotations.
+    last_line: String,
+}
+
+/// Escapes the data of a GitHub Actions workflow command.
+fn github_escape(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// Decides whether `--color` means colour for a log written to a terminal or not.
@@ -96,6 +107,36 @@ impl Log {
             color,
             run_id,
             max_tries: config.policy.max_tries,
+            github: false,
+            last_line: String::new(),
+        }
+    }
+
+    /// Turns on GitHub Actions annotations and groups (when `GITHUB_ACTIONS=true`).
+    pub fn with_github(mut self, on: bool) -> Log {
+        self.github = on;
+        self
+    }
+
+    /// Workflow commands go to standard error whatever `--log-file` says: that is where the
+    /// runner reads them.
+    fn github_command(&self, line: &str) {
+        let mut text = line.to_string();
+        text.push('\n');
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+
+    /// Folds the output of try `attempt` in the CI log.
+    pub fn group_start(&mut self, attempt: u64) {
+        if self.github {
+            let label = self.label(attempt);
+            self.github_command(&format!("::group::try {label}"));
+        }
+    }
+
+    pub fn group_end(&mut self) {
+        if self.github {
+            self.github_command("::endgroup::");
         }
     }
 
@@ -119,6 +160,7 @@ impl Log {
     }
 
     fn human(&mut self, line: &str) {
+        self.last_line = line.to_string();
         let mut text = String::from("retry: ");
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
@@ -194,18 +236,47 @@ impl Log {
             self.emit(obj);
             return;
         }
+        if let Decision::Retry(_) = decision {
+            let plain = self.try_line(attempt, outcome, took, verdict, decision, detail, false);
+            self.annotate("warning", &plain);
+        }
         let first_success = attempt == 1 && matches!(decision, Decision::Succeed);
         if self.quiet || (first_success && !self.verbose) {
             return;
         }
+        let line = self.try_line(
+            attempt, outcome, took, verdict, decision, detail, self.color,
+        );
+        self.human(&line);
+    }
+
+    /// The human line about an ended try, coloured or not.
+    #[allow(clippy::too_many_arguments)]
+    fn try_line(
+        &self,
+        attempt: u64,
+        outcome: Outcome,
+        took: Duration,
+        verdict: &Verdict,
+        decision: &Decision,
+        detail: Option<&str>,
+        color: bool,
+    ) -> String {
+        let paint = |text: &str, p: Paint| {
+            if color {
+                self.paint(text, p)
+            } else {
+                text.to_string()
+            }
+        };
         let label = self.label(attempt);
         let mut line = match (verdict, detail) {
             (Verdict::Success(_), _) => {
                 let what = match outcome {
-                    Outcome::Exit(0) => self.paint("succeeded", Paint::Good),
+                    Outcome::Exit(0) => paint("succeeded", Paint::Good),
                     other => format!(
                         "{} ({}, --success-on)",
-                        self.paint("succeeded", Paint::Good),
+                        paint("succeeded", Paint::Good),
                         outcome_words(other)
                     ),
                 };
@@ -220,8 +291,8 @@ impl Log {
         };
         if !matches!(verdict, Verdict::Success(_)) {
             let word = match verdict {
-                Verdict::Transient(_) => self.paint("transient", Paint::Warn),
-                _ => self.paint(verdict.word(), Paint::Bad),
+                Verdict::Transient(_) => paint("transient", Paint::Warn),
+                _ => paint(verdict.word(), Paint::Bad),
             };
             match verdict.reason().filter(|_| detail.is_none()) {
                 Some(reason) => line += &format!(" ({word}: {reason})"),
@@ -237,7 +308,14 @@ impl Log {
             }
             Decision::GiveUp(_) => line += "; giving up",
         }
-        self.human(&line);
+        line
+    }
+
+    /// The annotation of a retry: the try line, uncoloured.
+    fn annotate(&self, level: &str, plain: &str) {
+        if self.github {
+            self.github_command(&format!("::{level} title=retry::{}", github_escape(plain)));
+        }
     }
 
     /// The wait before the next try (JSON only: the human try line already says it).
@@ -328,6 +406,14 @@ impl Log {
             (None, Some(outcome)) => outcome.to_string(),
             (None, None) => "no try ran".into(),
         };
+        self.annotate(
+            "error",
+            &format!(
+                "gave up after {} in {}: {cause}",
+                plural(tries, "try", "tries"),
+                human(elapsed)
+            ),
+        );
         if self.json {
             let mut obj = self
                 .event("give_up")
@@ -351,6 +437,37 @@ impl Log {
             human(elapsed)
         );
         self.human(&line);
+    }
+
+    /// A hook ended badly; the run goes on as if it had not run.
+    pub fn hook_failed(&mut self, which: &str, what: &str) {
+        if self.quiet {
+            return;
+        }
+        if self.json {
+            let obj = self.event("hook").str("hook", which).str("result", what);
+            self.emit(obj);
+        } else {
+            self.human(&format!("{which} hook {what}; going on"));
+        }
+    }
+
+    /// Replaces the status line at the bottom of a terminal with `text`.
+    pub fn status_line(&mut self, text: &str) {
+        let line = format!("\r\x1b[2Kretry: {text}");
+        let _ = self.out.write_all(line.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// Clears the status line, so that the next log line takes its place.
+    pub fn clear_status_line(&mut self) {
+        let _ = self.out.write_all(b"\r\x1b[2K");
+        let _ = self.out.flush();
+    }
+
+    /// The label of try `attempt`: `2/5`, or `2` without a try limit.
+    pub fn try_label(&self, attempt: u64) -> String {
+        self.label(attempt)
     }
 
     /// A problem that does not change the run.

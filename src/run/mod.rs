@@ -79,6 +79,12 @@ fn real_run(
 ) -> anyhow::Result<ExitStatus> {
     use anyhow::Context as _;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let stderr_tty = io::stderr().is_terminal();
+    let countdown = stderr_tty
+        && config.log.file.is_none()
+        && !config.log.quiet
+        && config.log.format == crate::cli::LogFormat::Human;
+    let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     let (out, color): (Box<dyn Write>, bool) = match &config.log.file {
         Some(path) => {
             let file = OpenOptions::new()
@@ -100,7 +106,8 @@ fn real_run(
     let signals = signals::Signals::install().context("cannot install signal handlers")?;
     process::become_subreaper();
     let run_id = run_id();
-    let log = Log::new(out, config, color, run_id.clone());
-    let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start);
+    let log = Log::new(out, config, color, run_id.clone()).with_github(github);
+    let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start)
+        .with_countdown(countdown);
     Ok(runner.run(seed))
 }

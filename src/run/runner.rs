@@ -1,13 +1,15 @@
 //! The loop of a real run: ask the schedule what to do, run the try, wait for the first of (the
 //! try ends, its time is up, a signal arrives), report, obey.
 
+use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::config::Config;
-use crate::duration::millis;
+use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, TryLimit, Verdict};
 use crate::report::log::Log;
@@ -30,6 +32,8 @@ enum TryEnd {
 
 pub struct Runner<'c> {
     config: &'c Config,
+    /// Count down long waits on the terminal (stderr is one, and the log is human and on it).
+    countdown: bool,
     log: Log,
     signals: Signals,
     stdio: RunIo,
@@ -67,6 +71,7 @@ impl<'c> Runner<'c> {
         }
         Runner {
             config,
+            countdown: false,
             log,
             signals,
             stdio,
@@ -76,16 +81,47 @@ impl<'c> Runner<'c> {
         }
     }
 
+    pub fn with_countdown(mut self, on: bool) -> Runner<'c> {
+        self.countdown = on;
+        self
+    }
+
+    /// Warns once (on the outer run's first try) when this run is nested in another retry.
+    fn warn_if_nested(&mut self) {
+        let Some(outer_id) = std::env::var_os("RETRY_RUN_ID") else {
+            return;
+        };
+        let outer_attempt = std::env::var("RETRY_ATTEMPT").unwrap_or_default();
+        if !outer_attempt.is_empty() && outer_attempt != "1" {
+            return;
+        }
+        let outer: u64 = std::env::var("RETRY_MAX_TRIES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let inner = self.config.policy.max_tries.unwrap_or(0);
+        let total = match (outer, inner) {
+            (0, _) | (_, 0) => "without limit".to_string(),
+            (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(i)),
+        };
+        self.log.warn(&format!(
+            "running inside another retry (run {}): the tries multiply, and the command may run {total}; nested retries are a classic cause of retry storms",
+            outer_id.to_string_lossy()
+        ));
+    }
+
     pub fn run(mut self, seed: u64) -> ExitStatus {
         let config = self.config;
         let mut rng = StdRng::seed_from_u64(seed);
         let mut schedule = Schedule::new(&config.policy);
         self.log.start(config, seed);
+        self.warn_if_nested();
         loop {
             let limit = schedule.start_try(self.start.elapsed());
             let attempt = schedule.tries();
             let try_start = Instant::now();
             let mut io = TryIo::default();
+            self.log.group_start(attempt);
             let end = match self.run_try(attempt, limit, &mut io) {
                 Ok(end) => end,
                 Err(e) => {
@@ -99,6 +135,7 @@ impl<'c> Runner<'c> {
                 TryEnd::NotStarted(outcome, detail) => (outcome, Some(detail)),
                 TryEnd::Interrupted(signal) => {
                     self.stdio.deliver(&mut io, false);
+                    self.log.group_end();
                     return self.interrupted(attempt, signal, false);
                 }
             };
@@ -107,6 +144,7 @@ impl<'c> Runner<'c> {
                 schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
             self.stdio
                 .deliver(&mut io, matches!(decision, Decision::Succeed));
+            self.log.group_end();
             self.log.try_ended(
                 attempt,
                 outcome,
@@ -131,11 +169,40 @@ impl<'c> Runner<'c> {
                         Some(outcome),
                         None,
                     );
+                    if let Some(hook) = &config.on_give_up {
+                        // The run may give up because its budget is spent: the hook still gets
+                        // the grace period.
+                        let bound = self.hook_bound().map(|b| b.max(config.kill_after));
+                        let code = status.code();
+                        if let Some(signal) = self.run_hook(
+                            "--on-give-up",
+                            hook,
+                            attempt,
+                            code,
+                            Duration::ZERO,
+                            bound,
+                        ) {
+                            return self.interrupted(attempt, signal, true);
+                        }
+                    }
                     return status;
                 }
                 Decision::Retry(wait) => {
                     self.log.wait(attempt, wait);
-                    if let Some(signal) = self.sleep(wait.delay) {
+                    let waiting = Instant::now();
+                    if let Some(hook) = &config.on_retry {
+                        let code = ExitStatus::from_last_try(outcome).code();
+                        let bound = self.hook_bound();
+                        if let Some(signal) =
+                            self.run_hook("--on-retry", hook, attempt, code, wait.delay, bound)
+                        {
+                            return self.interrupted(attempt, signal, true);
+                        }
+                    }
+                    // The hook's time is part of the wait: the next try starts as planned, or
+                    // when the hook is done if it took longer.
+                    let left = wait.delay.saturating_sub(waiting.elapsed());
+                    if let Some(signal) = self.sleep(left, attempt + 1) {
                         return self.interrupted(attempt, signal, true);
                     }
                 }
@@ -317,15 +384,131 @@ impl<'c> Runner<'c> {
         received
     }
 
-    /// Waits `delay` before the next try; a stopping signal ends the wait at once.
-    fn sleep(&mut self, delay: Duration) -> Option<Signal> {
-        let until = Instant::now() + delay;
+    /// How long a hook may run: `--timeout`, and what is left of the budget.
+    fn hook_bound(&self) -> Option<Duration> {
+        let left = self
+            .config
+            .policy
+            .limit
+            .map(|l| l.at.saturating_sub(self.start.elapsed()));
+        match (self.config.policy.timeout, left) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        }
+    }
+
+    /// Runs a hook (`sh -c CMD`) to its end or its bound; returns a stopping signal received
+    /// meanwhile. Its failure is logged and changes nothing else.
+    fn run_hook(
+        &mut self,
+        which: &str,
+        command: &str,
+        attempt: u64,
+        exit_code: i32,
+        delay: Duration,
+        bound: Option<Duration>,
+    ) -> Option<Signal> {
+        let mut env = self.env.clone();
+        env[0].1 = attempt.to_string();
+        env.push(("RETRY_EXIT_CODE", exit_code.to_string()));
+        env.push(("RETRY_DELAY_MS", millis(delay).to_string()));
+        // The hook's output goes to standard error: standard output belongs to the command.
+        let stdout = match std::io::stderr().as_fd().try_clone_to_owned() {
+            Ok(fd) => std::process::Stdio::from(fd),
+            Err(_) => std::process::Stdio::null(),
+        };
+        let sh_command = [
+            OsString::from("sh"),
+            OsString::from("-c"),
+            OsString::from(command),
+        ];
+        let opts = SpawnOptions {
+            stdio: crate::run::stdio::ChildStdio {
+                stdin: std::process::Stdio::null(),
+                stdout,
+                stderr: std::process::Stdio::inherit(),
+            },
+            command: &sh_command,
+            env: &env,
+            foreground: false,
+            terminal: None,
+        };
+        let mut child = match Child::spawn(opts) {
+            Ok(child) => child,
+            Err(e) => {
+                self.log
+                    .hook_failed(which, &format!("could not start: {}", e.error));
+                return None;
+            }
+        };
+        let until = bound.map(|b| Instant::now() + b);
+        let mut io = TryIo::default();
         loop {
-            match self.next_event(None, Some(until)) {
-                Event::Timeout | Event::Io => return None,
-                Event::Child => reap_all(|_, _| {}),
-                Event::Stop(signal) => return Some(signal),
+            match self.next_event(None, until) {
+                Event::Child => {
+                    child.reap();
+                    match child.outcome() {
+                        Some(Outcome::Exit(0)) => return None,
+                        Some(outcome) => {
+                            let what = match outcome {
+                                Outcome::Exit(code) => format!("exited {code}"),
+                                Outcome::Signal(s) => format!("was killed by {s}"),
+                                other => other.to_string(),
+                            };
+                            self.log.hook_failed(which, &what);
+                            return None;
+                        }
+                        None => {}
+                    }
+                }
+                Event::Stop(signal) => {
+                    self.stop(&mut child, signal, false, &mut io);
+                    return Some(signal);
+                }
+                Event::Timeout | Event::Io => {
+                    let received = self.stop(&mut child, self.config.signal, true, &mut io);
+                    let took = bound.unwrap_or_default();
+                    self.log.hook_failed(
+                        which,
+                        &format!("timed out after {}; stopped it", human(took)),
+                    );
+                    return received;
+                }
             }
         }
+    }
+
+    /// Waits `delay` before try `next`; a stopping signal ends the wait at once. On a terminal, a
+    /// wait longer than two seconds shows a countdown that the next log line replaces.
+    fn sleep(&mut self, delay: Duration, next: u64) -> Option<Signal> {
+        let until = Instant::now() + delay;
+        let countdown = self.countdown && delay > Duration::from_secs(2);
+        let label = self.log.try_label(next);
+        let result = loop {
+            let wake = if countdown {
+                let left = until.saturating_duration_since(Instant::now());
+                let secs = left.as_secs_f64().ceil() as u64;
+                self.log
+                    .status_line(&format!("next try ({label}) in {secs}s"));
+                // Wake when the shown number of seconds changes.
+                let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
+                Some((Instant::now() + tick).min(until))
+            } else {
+                Some(until)
+            };
+            match self.next_event(None, wake) {
+                Event::Timeout | Event::Io => {
+                    if Instant::now() >= until {
+                        break None;
+                    }
+                }
+                Event::Child => reap_all(|_, _| {}),
+                Event::Stop(signal) => break Some(signal),
+            }
+        };
+        if countdown {
+            self.log.clear_status_line();
+        }
+        result
     }
 }
