@@ -21,6 +21,12 @@ use crate::run::stdio::{RunIo, TryIo};
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
+/// The moment `d` from now, or `None` when that is past the end of the clock (a wait that
+/// never ends): durations come from the user and may be as long as `Duration::MAX`.
+fn after(d: Duration) -> Option<Instant> {
+    Instant::now().checked_add(d)
+}
+
 /// How a try ended, from the runner's point of view.
 enum TryEnd {
     Ended(Outcome),
@@ -62,11 +68,10 @@ impl<'c> Runner<'c> {
             ("RETRY_RUN_ID", run_id),
         ];
         if let Some(limit) = config.policy.limit {
-            let end = wall_start + limit.at;
-            let ms = end
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(millis)
-                .unwrap_or(0);
+            let ms = wall_start
+                .checked_add(limit.at)
+                .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(u64::MAX, millis);
             env.push(("RETRY_DEADLINE_MS", ms.to_string()));
         }
         Runner {
@@ -261,7 +266,7 @@ impl<'c> Runner<'c> {
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
-        let deadline = limit.map(|l| Instant::now() + l.duration);
+        let deadline = limit.and_then(|l| after(l.duration));
         let end = loop {
             match self.next_event(Some(io), deadline) {
                 Event::Child => {
@@ -347,9 +352,9 @@ impl<'c> Runner<'c> {
         if cont {
             child.signal(Signal::CONT);
         }
-        let kill_at = Instant::now() + self.config.kill_after;
+        let kill_at = after(self.config.kill_after);
         while child.alive() {
-            match self.next_event(Some(io), Some(kill_at)) {
+            match self.next_event(Some(io), kill_at) {
                 Event::Child => child.reap(),
                 Event::Timeout | Event::Io => break,
                 Event::Stop(s) => {
@@ -362,9 +367,9 @@ impl<'c> Runner<'c> {
         }
         if child.alive() {
             child.signal(Signal::KILL);
-            let settle = Instant::now() + KILL_SETTLE;
+            let settle = after(KILL_SETTLE);
             while child.alive() {
-                match self.next_event(Some(io), Some(settle)) {
+                match self.next_event(Some(io), settle) {
                     Event::Child => child.reap(),
                     Event::Timeout | Event::Io => {
                         self.log.warn(&format!(
@@ -441,7 +446,7 @@ impl<'c> Runner<'c> {
                 return None;
             }
         };
-        let until = bound.map(|b| Instant::now() + b);
+        let until = bound.and_then(after);
         let mut io = TryIo::default();
         loop {
             match self.next_event(None, until) {
@@ -481,24 +486,25 @@ impl<'c> Runner<'c> {
     /// Waits `delay` before try `next`; a stopping signal ends the wait at once. On a terminal, a
     /// wait longer than two seconds shows a countdown that the next log line replaces.
     fn sleep(&mut self, delay: Duration, next: u64) -> Option<Signal> {
-        let until = Instant::now() + delay;
-        let countdown = self.countdown && delay > Duration::from_secs(2);
+        let until = after(delay);
+        let countdown = self.countdown && delay > Duration::from_secs(2) && until.is_some();
         let label = self.log.try_label(next);
         let result = loop {
-            let wake = if countdown {
-                let left = until.saturating_duration_since(Instant::now());
-                let secs = left.as_secs_f64().ceil() as u64;
-                self.log
-                    .status_line(&format!("next try ({label}) in {secs}s"));
-                // Wake when the shown number of seconds changes.
-                let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
-                Some((Instant::now() + tick).min(until))
-            } else {
-                Some(until)
+            let wake = match until {
+                Some(until) if countdown => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let secs = left.as_secs_f64().ceil() as u64;
+                    self.log
+                        .status_line(&format!("next try ({label}) in {secs}s"));
+                    // Wake when the shown number of seconds changes.
+                    let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
+                    Some(Instant::now().checked_add(tick).unwrap_or(until).min(until))
+                }
+                other => other,
             };
             match self.next_event(None, wake) {
                 Event::Timeout | Event::Io => {
-                    if Instant::now() >= until {
+                    if until.is_some_and(|u| Instant::now() >= u) {
                         break None;
                     }
                 }
