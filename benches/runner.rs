@@ -7,6 +7,7 @@
 //! (wall time and peak memory); how late after its child's exit `retry` itself exits; how far
 //! real waits overshoot the planned ones; the CPU `retry` uses while it waits.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,35 +54,149 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Debian's `retry` (written in C), when it is installed.
+fn debian_retry() -> Option<&'static str> {
+    let path = "/usr/bin/retry";
+    let out = Command::new(path)
+        .arg("--help")
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .contains("--until")
+        .then_some(path)
+}
+
 fn overhead() {
     const ROUNDS: usize = 300;
-    let commands: [(&str, Vec<&str>); 3] = [
+    // A statically linked build, when scripts/bench.sh made one (RETRY_STATIC is its path).
+    let static_build = std::env::var("RETRY_STATIC").ok();
+    let mut commands: Vec<(&str, Vec<&str>)> = vec![
         ("true", vec!["true"]),
         ("timeout 10 true", vec!["timeout", "10", "true"]),
         ("retry -n 1 -- true", vec![RETRY, "-n", "1", "--", "true"]),
     ];
+    if let Some(path) = static_build.as_deref() {
+        commands.push((
+            "retry (static) -n 1 -- true",
+            vec![path, "-n", "1", "--", "true"],
+        ));
+    }
+    if let Some(debian) = debian_retry() {
+        commands.push(("Debian retry -t 1 true", vec![debian, "-t", "1", "true"]));
+    } else {
+        println!("(Debian's retry is not installed: scripts/bench.sh installs it)");
+    }
     let mut walls = vec![Vec::new(); commands.len()];
-    let mut rss = vec![0u64; commands.len()];
     // Round-robin, so that a noisy moment hits every command alike.
     for _ in 0..ROUNDS {
         for (i, (_, argv)) in commands.iter().enumerate() {
-            let (wall, _, maxrss) = run(argv);
+            let (wall, _, _) = run(argv);
             walls[i].push(wall.as_secs_f64() * 1e6);
-            rss[i] = rss[i].max(maxrss);
         }
     }
     let base = median(walls[0].clone());
     let timeout = median(walls[1].clone());
+    let ours = median(walls[2].clone());
     println!("per invocation, median of {ROUNDS} interleaved runs:");
     for (i, (name, _)) in commands.iter().enumerate() {
         let m = median(walls[i].clone());
         println!(
-            "  {name:<22} {m:>8.0} µs   ×{:.2} of true   ×{:.2} of timeout   peak RSS {} KiB",
+            "  {name:<29} {m:>7.0} µs   ×{:.2} of true   ×{:.2} of timeout   ×{:.2} of retry",
             m / base,
             m / timeout,
-            rss[i]
+            m / ours,
         );
     }
+    // wait4's peak RSS of a child spawned from this (large) harness counts the harness's pages
+    // shared before exec; GNU time, a small program, gives the command's own figure.
+    if Path::new("/usr/bin/time").exists() {
+        println!("peak memory (GNU time's maximum resident set, highest of 5 runs):");
+        for (name, argv) in &commands {
+            let peak = (0..5)
+                .filter_map(|_| {
+                    let out = Command::new("/usr/bin/time")
+                        .arg("-f")
+                        .arg("%M")
+                        .args(argv)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .output()
+                        .ok()?;
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .last()?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0);
+            println!("  {name:<29} {peak:>7} KiB");
+        }
+    }
+}
+
+/// From the end of a try's timeout to retry's exit, which comes after the whole tree is gone.
+fn timeout_to_tree_death() {
+    const ROUNDS: usize = 30;
+    let timeout = Duration::from_millis(100);
+    let lat: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let (wall, _, _) = run(&[
+                RETRY,
+                "-q",
+                "-n",
+                "1",
+                "-t",
+                "100ms",
+                "-k",
+                "5s",
+                "--",
+                "sh",
+                "-c",
+                "sleep 30 & sleep 30 & wait",
+            ]);
+            (wall.saturating_sub(timeout)).as_secs_f64() * 1e6
+        })
+        .collect();
+    println!(
+        "from a 100ms timeout to retry's exit with the tree (sh and two sleeps) gone, median of {ROUNDS}:"
+    );
+    println!(
+        "  {:.0} µs (this includes starting retry and the try)",
+        median(lat)
+    );
+}
+
+/// 1,000 failing tries at -d 0 against a shell loop that runs false 1,000 times.
+fn thousand_tries() {
+    let rounds = 5;
+    let mut ours = Vec::new();
+    let mut loop_ = Vec::new();
+    for _ in 0..rounds {
+        ours.push(
+            run(&[RETRY, "-q", "-n", "1000", "-d", "0", "--", "false"])
+                .0
+                .as_secs_f64(),
+        );
+        loop_.push(
+            run(&[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 1000 ]; do /bin/false; i=$((i+1)); done",
+            ])
+            .0
+            .as_secs_f64(),
+        );
+    }
+    let (o, l) = (median(ours), median(loop_));
+    println!("1,000 tries of false at -d 0, median of {rounds}:");
+    println!("  retry -n 1000 -d 0 -- false   {o:.3} s");
+    println!(
+        "  sh loop running /bin/false    {l:.3} s   (retry ×{:.2} of the loop)",
+        o / l
+    );
 }
 
 /// The time from the helper's last instruction to the parent seeing the command end, for the
@@ -226,7 +341,11 @@ fn main() {
     println!();
     exit_latency();
     println!();
+    timeout_to_tree_death();
+    println!();
     wait_overshoot();
+    println!();
+    thousand_tries();
     println!();
     idle_cpu();
 }

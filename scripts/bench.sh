@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The performance figures of BENCHMARKS.md, measured side by side in one run.
+#
+#   scripts/bench.sh            runner and stdio benchmarks
+#   scripts/bench.sh --stress   also the reliability stress run (about three minutes)
+#
+# Debian's `retry` (a C program) is installed for comparison when it is missing and apt-get is
+# there. Nothing else is needed: the harnesses time commands themselves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! /usr/bin/retry --help 2>/dev/null | grep -q -- --until; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -qq retry >/dev/null || echo "(could not install Debian's retry; going on without it)"
+  fi
+fi
+
+uname -srm
+nproc | sed 's/^/cores: /'
+# A statically linked build starts faster (no shared libraries to load): measure it too.
+host=$(rustc -vV | sed -n 's/^host: //p')
+if [ "$host" = x86_64-unknown-linux-gnu ]; then
+  RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --quiet \
+    --target "$host" --target-dir target/static
+  export RETRY_STATIC="$PWD/target/static/$host/release/retry"
+fi
+cargo bench --bench runner
+cargo bench --bench stdio
+if [ "${1:-}" = "--stress" ]; then
+  cargo bench --bench stress
+fi
