@@ -181,3 +181,64 @@ fn a_long_wait_counts_down_on_the_terminal_and_the_next_line_replaces_it() {
         "{rest:?}"
     );
 }
+
+/// The terminal's foreground process group, as retry's /proc entry shows it.
+fn foreground_group_of(pid: u32) -> (i32, i32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // state ppid pgrp session tty_nr tpgid
+    (fields[2].parse().unwrap(), fields[5].parse().unwrap())
+}
+
+#[test]
+fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
+    let mut pty = Pty::spawn(&[
+        "--color",
+        "never",
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "read x; echo got:$x",
+    ]);
+    let pid = pty.child.id();
+    wait_for_foreground_child(pid, "sh");
+    pty.type_bytes(b"\x1a");
+    // retry stops itself, as a job would, after taking the terminal back.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut status = 0;
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if r == pid as i32 && libc::WIFSTOPPED(status) {
+            break;
+        }
+        assert!(
+            r == 0,
+            "retry ended instead of stopping: {status:#x} {:?}",
+            pty.seen
+        );
+        assert!(
+            Instant::now() < until,
+            "retry never stopped: {:?}",
+            pty.seen
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (group, foreground) = foreground_group_of(pid);
+    assert_eq!(
+        group, foreground,
+        "retry took the terminal back before stopping"
+    );
+    // What a shell's `fg` does: continue retry, which hands the terminal on and continues the try.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    wait_for_foreground_child(pid, "sh");
+    pty.type_bytes(b"hello\n");
+    pty.expect("got:hello");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}

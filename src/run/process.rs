@@ -46,6 +46,16 @@ impl Terminal {
     pub fn take_back(&self) {
         hand_terminal_to(self.own_group);
     }
+
+    /// True when `retry`'s group has the terminal (it was not resumed in the background).
+    pub fn in_foreground(&self) -> bool {
+        tcgetpgrp(io::stdin()).is_ok_and(|g| g == self.own_group)
+    }
+
+    /// Hands the terminal to a try's group again.
+    pub fn give_to(&self, group: Pid) {
+        hand_terminal_to(group);
+    }
 }
 
 /// `tcsetpgrp` with SIGTTOU blocked, so that a process outside the foreground group may call it.
@@ -86,6 +96,8 @@ pub struct Child {
     group: Option<Pid>,
     status: Option<Outcome>,
     has_terminal: bool,
+    /// The command was stopped (Ctrl-Z at the terminal) and not yet dealt with.
+    stopped: bool,
 }
 
 impl Child {
@@ -139,6 +151,7 @@ impl Child {
             group: (!opts.foreground).then_some(pid),
             status: None,
             has_terminal: terminal.is_some(),
+            stopped: false,
         })
     }
 
@@ -156,13 +169,29 @@ impl Child {
     }
 
     /// Reaps every child that has ended: the try's leader (whose status is kept) and any orphan
-    /// handed to `retry` as subreaper.
+    /// handed to `retry` as subreaper. Notes when the leader has been stopped.
     pub fn reap(&mut self) {
-        reap_all(|pid, status| {
-            if pid == self.pid {
-                self.status = Some(status);
-            }
+        let (leader, mut status, mut stopped) = (self.pid, None, false);
+        reap_with_stops(|pid, event| match event {
+            Reaped::Ended(outcome) if pid == leader => status = Some(outcome),
+            Reaped::Stopped if pid == leader => stopped = true,
+            _ => {}
         });
+        if status.is_some() {
+            self.status = status;
+        } else if stopped {
+            self.stopped = true;
+        }
+    }
+
+    /// True once after the leader was stopped (by Ctrl-Z, SIGTTIN or SIGSTOP).
+    pub fn take_stopped(&mut self) -> bool {
+        std::mem::take(&mut self.stopped)
+    }
+
+    /// The try's process group, unless `--foreground`.
+    pub fn group(&self) -> Option<Pid> {
+        self.group
     }
 
     /// Sends `signal` to the try's process group (or, with `--foreground`, to the command).
@@ -191,15 +220,36 @@ impl Child {
     }
 }
 
+/// What `reap_with_stops` found about a child.
+enum Reaped {
+    Ended(Outcome),
+    Stopped,
+}
+
 /// Reaps every ended child without blocking, calling `seen` for each.
 pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
+    reap_with_stops(|pid, event| {
+        if let Reaped::Ended(outcome) = event {
+            seen(pid, outcome);
+        }
+    });
+}
+
+/// Reaps every ended child without blocking, and reports stopped ones.
+fn reap_with_stops(mut seen: impl FnMut(Pid, Reaped)) {
     loop {
-        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => seen(pid, Outcome::Exit(code as u8)),
+        match waitpid(
+            Pid::from_raw(-1),
+            Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
+        ) {
+            Ok(WaitStatus::Exited(pid, code)) => {
+                seen(pid, Reaped::Ended(Outcome::Exit(code as u8)))
+            }
             Ok(WaitStatus::Signaled(pid, sig, _)) => match Signal::from_number(sig as i32) {
-                Some(s) => seen(pid, Outcome::Signal(s)),
-                None => seen(pid, Outcome::Exit(255)),
+                Some(s) => seen(pid, Reaped::Ended(Outcome::Signal(s))),
+                None => seen(pid, Reaped::Ended(Outcome::Exit(255))),
             },
+            Ok(WaitStatus::Stopped(pid, _)) => seen(pid, Reaped::Stopped),
             Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
             Ok(_) => continue,
             Err(Errno::EINTR) => continue,

@@ -274,6 +274,9 @@ impl<'c> Runner<'c> {
                     if let Some(outcome) = child.outcome() {
                         break TryEnd::Ended(outcome);
                     }
+                    if child.take_stopped() {
+                        self.suspend_with(&child);
+                    }
                 }
                 Event::Stop(signal) => {
                     self.stop(&mut child, signal, false, io);
@@ -329,6 +332,25 @@ impl<'c> Runner<'c> {
                 event => return event,
             }
         }
+    }
+
+    /// Job control: the try was stopped at the terminal (Ctrl-Z). Stop retry too, so that the
+    /// shell sees its job stop and takes the terminal back; when the shell continues retry, give
+    /// the terminal back to the try (if retry is in the foreground again) and continue it.
+    fn suspend_with(&mut self, child: &Child) {
+        let (Some(terminal), true, Some(group)) =
+            (self.terminal, child.has_terminal(), child.group())
+        else {
+            return;
+        };
+        terminal.take_back();
+        // SIGSTOP rather than SIGTSTP: the kernel drops SIGTSTP for an orphaned process group.
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        // Continued (fg or bg).
+        if terminal.in_foreground() {
+            terminal.give_to(group);
+        }
+        child.signal(Signal::CONT);
     }
 
     fn give_back_terminal(&self, child: &Child) {

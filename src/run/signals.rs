@@ -72,7 +72,8 @@ impl Signals {
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
         let action = SigAction::new(
             SigHandler::Handler(on_signal),
-            SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
+            // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner too.
+            SaFlags::SA_RESTART,
             SigSet::empty(),
         );
         let mut signals = vec![nix::sys::signal::Signal::SIGCHLD];
