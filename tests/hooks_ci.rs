@@ -189,12 +189,13 @@ fn a_nested_retry_warns_once_and_the_tries_multiply() {
 fn stderr_in_a_file_has_no_control_characters() {
     let dir = common::temp_dir("no-ctl");
     let file = dir.join("err");
-    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"))
+    let mut child = common::retry_std()
         .args(["-n", "2", "-d", "2100ms", "-j", "none", "--", "false"])
         .stdin(std::process::Stdio::null())
         .stderr(std::fs::File::create(&file).unwrap())
-        .status()
+        .spawn()
         .unwrap();
+    let status = common::wait_bounded(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(1));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("retry: try 2/2"), "{text}");

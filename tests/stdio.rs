@@ -109,8 +109,19 @@ fn an_endless_producer_is_read_only_as_the_try_needs() {
     let pid = child.id() as i32;
     let mut status = 0;
     let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    // wait4 reports the peak memory of retry itself.
-    unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    // wait4 reports the peak memory of retry itself; polled, so that a hang fails the test.
+    loop {
+        let r = unsafe { nix::libc::wait4(pid, &mut status, nix::libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            unsafe { nix::libc::kill(pid, nix::libc::SIGKILL) };
+            let _ = yes.kill();
+            panic!("retry did not return");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let took = started.elapsed();
     let _ = yes.kill();
     let _ = yes.wait();

@@ -332,7 +332,16 @@ impl Log {
 
     /// What a failed try left running was stopped.
     pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool) {
-        if self.json || self.quiet {
+        if self.json {
+            let obj = self
+                .event("leftovers")
+                .num("attempt", attempt)
+                .str("signal", &signal.name())
+                .bool("killed", killed);
+            self.emit(obj);
+            return;
+        }
+        if self.quiet {
             return;
         }
         let label = self.label(attempt);
@@ -373,7 +382,16 @@ impl Log {
 
     /// A stopping signal reached `retry` during try `attempt` or the wait after it.
     pub fn received(&mut self, signal: Signal, attempt: u64, in_wait: bool) {
-        if self.json || self.quiet {
+        if self.json {
+            let obj = self
+                .event("signal")
+                .str("signal", &signal.name())
+                .num("attempt", attempt)
+                .str("during", if in_wait { "wait" } else { "try" });
+            self.emit(obj);
+            return;
+        }
+        if self.quiet {
             return;
         }
         let label = self.label(attempt);
