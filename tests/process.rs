@@ -164,3 +164,29 @@ fn foreground_keeps_the_command_in_retrys_group_and_still_times_it_out() {
         "each try leads a process group of its own"
     );
 }
+
+#[test]
+fn leftovers_that_ignore_the_signal_are_killed_after_the_grace_period() {
+    let dir = common::temp_dir("leftover-kill");
+    let bg = dir.join("bg");
+    // The leader exits only once its background process ignores TERM.
+    let script = format!(
+        "sh -c \"trap '' TERM; echo \\$\\$ > '{b}'; exec sleep 300\" >/dev/null 2>&1 &
+         while [ ! -s '{b}' ]; do sleep 0.01; done; exit 1",
+        b = bg.display()
+    );
+    let started = Instant::now();
+    let out = retry()
+        .args(["-n", "1", "-k", "300ms", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("stopped them (SIGTERM, then SIGKILL)"),
+        "{log}"
+    );
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(!alive(pids_in(&bg)[0]));
+}

@@ -27,6 +27,14 @@ fn after(d: Duration) -> Option<Instant> {
     Instant::now().checked_add(d)
 }
 
+/// What stopping a group came to.
+struct Stopped {
+    /// A stopping signal that reached `retry` meanwhile: `retry` will die of it.
+    received: Option<Signal>,
+    /// The group outlived the grace period and got SIGKILL.
+    killed: bool,
+}
+
 /// How a try ended, from the runner's point of view.
 enum TryEnd {
     Ended(Outcome),
@@ -282,8 +290,9 @@ impl<'c> Runner<'c> {
                     self.stop(&mut child, signal, false, io);
                     break TryEnd::Interrupted(signal);
                 }
+                // (next_event never returns Io.)
                 Event::Timeout | Event::Io => {
-                    match self.stop(&mut child, self.config.signal, true, io) {
+                    match self.stop(&mut child, self.config.signal, true, io).received {
                         Some(signal) => break TryEnd::Interrupted(signal),
                         None => break TryEnd::Ended(Outcome::Timeout),
                     }
@@ -299,13 +308,12 @@ impl<'c> Runner<'c> {
                 // Leftovers of a failed try are stopped before anything else happens, so tries
                 // never overlap (spec 6.3).
                 let signal = self.config.signal;
-                let before = Instant::now();
-                if let Some(received) = self.stop(&mut child, signal, true, io) {
+                let stopped = self.stop(&mut child, signal, true, io);
+                if let Some(received) = stopped.received {
                     self.give_back_terminal(&child);
                     return Ok(TryEnd::Interrupted(received));
                 }
-                let killed = before.elapsed() >= self.config.kill_after;
-                self.log.leftovers(attempt, signal, killed);
+                self.log.leftovers(attempt, signal, stopped.killed);
             }
         }
         self.give_back_terminal(&child);
@@ -361,15 +369,9 @@ impl<'c> Runner<'c> {
 
     /// Stops the try's group: `signal` (with SIGCONT when `cont`, so that a stopped process can
     /// act on it), then SIGKILL after `--kill-after`, or at once on a further stopping signal.
-    /// Returns the stopping signal received meanwhile, if any.
-    fn stop(
-        &mut self,
-        child: &mut Child,
-        signal: Signal,
-        cont: bool,
-        io: &mut TryIo,
-    ) -> Option<Signal> {
+    fn stop(&mut self, child: &mut Child, signal: Signal, cont: bool, io: &mut TryIo) -> Stopped {
         let mut received = None;
+        let mut killed = false;
         child.signal(signal);
         if cont {
             child.signal(Signal::CONT);
@@ -389,6 +391,7 @@ impl<'c> Runner<'c> {
         }
         if child.alive() {
             child.signal(Signal::KILL);
+            killed = true;
             let settle = after(KILL_SETTLE);
             while child.alive() {
                 match self.next_event(Some(io), settle) {
@@ -408,7 +411,7 @@ impl<'c> Runner<'c> {
             }
         }
         child.reap();
-        received
+        Stopped { received, killed }
     }
 
     /// How long a hook may run: `--timeout`, and what is left of the budget.
@@ -493,7 +496,9 @@ impl<'c> Runner<'c> {
                     return Some(signal);
                 }
                 Event::Timeout | Event::Io => {
-                    let received = self.stop(&mut child, self.config.signal, true, &mut io);
+                    let received = self
+                        .stop(&mut child, self.config.signal, true, &mut io)
+                        .received;
                     let took = bound.unwrap_or_default();
                     self.log.hook_failed(
                         which,
