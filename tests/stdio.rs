@@ -370,3 +370,26 @@ fn a_gibibyte_passes_byte_exact_with_replay_and_with_buffer_stdout() {
         );
     }
 }
+
+#[test]
+fn when_no_temporary_file_can_be_made_nothing_is_lost() {
+    // Past 64 MiB retry spills to a temporary file; with nowhere to put one, it keeps the rest
+    // in memory and says so.
+    let out = retry()
+        .env("TMPDIR", "/nonexistent-retry-dir")
+        .args([
+            "--buffer-stdout",
+            "--",
+            "head",
+            "-c",
+            "70000000",
+            "/dev/zero",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout.len(), 70_000_000);
+    assert!(out.stdout.iter().all(|&b| b == 0));
+    let log = stderr_of(&out);
+    assert!(log.contains("cannot spill held standard output"), "{log}");
+}

@@ -143,6 +143,9 @@ impl<'c> Runner<'c> {
                 }
             };
             let output = self.stdio.finish_try(&mut io);
+            if let Some(warning) = self.stdio.take_warning() {
+                self.log.warn(&warning);
+            }
             let (outcome, detail) = match end {
                 TryEnd::Ended(outcome) => (outcome, None),
                 TryEnd::NotStarted(outcome, detail) => (outcome, Some(detail)),

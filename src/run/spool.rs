@@ -9,11 +9,17 @@ use std::path::PathBuf;
 /// How much a spool keeps in memory before it spills to a temporary file.
 pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
 
+/// In memory up to the limit, then in a temporary file; should the file fail (a full disk),
+/// in memory again after it: a spool never drops a byte.
 #[derive(Debug)]
 pub struct Spool {
     memory: Vec<u8>,
     file: Option<File>,
     file_len: u64,
+    /// What came after the file failed.
+    tail: Vec<u8>,
+    /// Why the file failed, once.
+    failure: Option<io::Error>,
     limit: usize,
 }
 
@@ -51,12 +57,14 @@ impl Spool {
             memory: Vec::new(),
             file: None,
             file_len: 0,
+            tail: Vec::new(),
+            failure: None,
             limit,
         }
     }
 
     pub fn len(&self) -> u64 {
-        self.memory.len() as u64 + self.file_len
+        self.memory.len() as u64 + self.file_len + self.tail.len() as u64
     }
 
     pub fn is_empty(&self) -> bool {
@@ -68,23 +76,43 @@ impl Spool {
         self.file.is_some()
     }
 
-    pub fn append(&mut self, data: &[u8]) -> io::Result<()> {
+    /// Appends `data`. Never loses it: if the temporary file cannot be made or written, the
+    /// rest is kept in memory; the first such error is returned (once) for a warning.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), io::Error> {
         let room = self.limit.saturating_sub(self.memory.len());
-        let (now, rest) = if self.file.is_none() {
+        let (now, rest) = if self.file.is_none() && self.failure.is_none() {
             data.split_at(room.min(data.len()))
         } else {
             (&data[..0], data)
         };
         self.memory.extend_from_slice(now);
-        if !rest.is_empty() {
-            if self.file.is_none() {
-                self.file = Some(anonymous_file()?);
-            }
-            let file = self.file.as_ref().expect("created above");
-            file.write_all_at(rest, self.file_len)?;
-            self.file_len += rest.len() as u64;
+        if rest.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        if self.failure.is_some() {
+            self.tail.extend_from_slice(rest);
+            return Ok(());
+        }
+        let written = match &self.file {
+            Some(file) => file.write_all_at(rest, self.file_len),
+            None => anonymous_file().and_then(|file| {
+                let result = file.write_all_at(rest, 0);
+                self.file = Some(file);
+                result
+            }),
+        };
+        match written {
+            Ok(()) => {
+                self.file_len += rest.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // A partial write is overwritten by nothing: the file keeps only what counted.
+                self.tail.extend_from_slice(rest);
+                self.failure = Some(io::Error::new(e.kind(), e.to_string()));
+                Err(e)
+            }
+        }
     }
 
     /// Reads up to `buf.len()` bytes from `pos`; 0 at the end.
@@ -96,19 +124,26 @@ impl Spool {
             buf[..n].copy_from_slice(&self.memory[start..start + n]);
             return Ok(n);
         }
-        match &self.file {
-            Some(file) if pos < self.len() => {
-                let want = buf.len().min((self.len() - pos) as usize);
-                file.read_at(&mut buf[..want], pos - mem)
-            }
-            _ => Ok(0),
+        if pos < mem + self.file_len {
+            let file = self
+                .file
+                .as_ref()
+                .expect("file_len counts bytes in the file");
+            let want = buf.len().min((mem + self.file_len - pos) as usize);
+            return file.read_at(&mut buf[..want], pos - mem);
         }
+        let start = (pos - mem - self.file_len) as usize;
+        if start >= self.tail.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.tail.len() - start);
+        buf[..n].copy_from_slice(&self.tail[start..start + n]);
+        Ok(n)
     }
 
     /// Writes the whole spool to `out`.
     pub fn copy_to(&self, out: &mut impl Write) -> io::Result<()> {
-        out.write_all(&self.memory)?;
-        let mut pos = self.memory.len() as u64;
+        let mut pos = 0;
         let mut buf = vec![0u8; 256 * 1024];
         while pos < self.len() {
             let n = self.read_at(pos, &mut buf)?;
@@ -126,6 +161,7 @@ impl Spool {
         self.memory = Vec::new();
         self.file = None;
         self.file_len = 0;
+        self.tail = Vec::new();
     }
 }
 
@@ -165,6 +201,20 @@ mod tests {
         assert_eq!(out, data);
         spool.clear();
         assert!(spool.is_empty() && !spool.spilled());
+    }
+
+    #[test]
+    fn keeps_every_byte_in_memory_when_the_file_fails() {
+        let mut spool = Spool::with_limit(4);
+        spool.append(b"abcd").unwrap();
+        // A file that cannot be written, as on a full disk.
+        spool.file = Some(File::open("/dev/null").unwrap());
+        assert!(spool.append(b"ghij").is_err());
+        spool.append(b"kl").unwrap();
+        let mut out = Vec::new();
+        spool.copy_to(&mut out).unwrap();
+        assert_eq!(out, b"abcdghijkl");
+        assert_eq!(spool.len(), 10);
     }
 
     #[test]

@@ -178,6 +178,8 @@ pub struct RunIo {
     stop_if: Option<Pattern>,
     stdout_kind: Kind,
     stderr_kind: Kind,
+    /// A problem worth a line in the log, not yet logged.
+    warning: Option<String>,
 }
 
 /// The plumbing of one try.
@@ -232,7 +234,13 @@ impl RunIo {
             stop_if: classifier.stop_if_output.clone(),
             stdout_kind: kind_of(libc::STDOUT_FILENO).unwrap_or(Kind::Other),
             stderr_kind: kind_of(libc::STDERR_FILENO).unwrap_or(Kind::Other),
+            warning: None,
         })
+    }
+
+    /// A warning for the log, once.
+    pub fn take_warning(&mut self) -> Option<String> {
+        self.warning.take()
     }
 
     fn watching(&self) -> bool {
@@ -386,9 +394,10 @@ impl RunIo {
         match read_fd(libc::STDIN_FILENO, &mut buf) {
             Ok(0) => rec.eof = true,
             Ok(n) => {
-                if rec.spool.append(&buf[..n]).is_err() {
-                    // Nowhere to keep it: stop reading rather than lose bytes silently.
-                    rec.eof = true;
+                if let Err(e) = rec.spool.append(&buf[..n]) {
+                    self.warning = Some(format!(
+                        "cannot spill recorded standard input to a temporary file ({e}); holding it in memory"
+                    ));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -422,9 +431,10 @@ impl RunIo {
         }
         match s.dest {
             Dest::Hold => {
-                if s.held.append(data).is_err() {
-                    // Cannot hold it: pass it on rather than lose it.
-                    let _ = write_all_fd(libc::STDOUT_FILENO, data);
+                if let Err(e) = s.held.append(data) {
+                    self.warning = Some(format!(
+                        "cannot spill held standard output to a temporary file ({e}); holding it in memory"
+                    ));
                 }
             }
             Dest::Stdout | Dest::Stderr => {
