@@ -21,6 +21,10 @@ struct Pty {
 
 impl Pty {
     fn spawn(args: &[&str]) -> Pty {
+        Pty::spawn_with_env(args, &[])
+    }
+
+    fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Pty {
         let pty = openpty(None, None).expect("openpty");
         // Other tests spawn processes concurrently: they must not inherit this terminal.
         for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
@@ -28,6 +32,8 @@ impl Pty {
         }
         let slave: OwnedFd = pty.slave;
         let mut cmd = common::retry_std();
+        cmd.env_remove("NO_COLOR");
+        cmd.envs(env.iter().copied());
         cmd.args(args)
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
@@ -241,4 +247,20 @@ fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
     pty.type_bytes(b"hello\n");
     pty.expect("got:hello");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}
+
+#[test]
+fn colour_on_a_terminal_unless_no_color_is_set() {
+    let mut pty = Pty::spawn(&["-n", "2", "-d", "0", "--", "false"]);
+    pty.expect("gave up");
+    pty.wait();
+    assert!(
+        pty.seen.contains("\x1b[31mgave up\x1b[0m"),
+        "{:?}",
+        pty.seen
+    );
+    let mut pty = Pty::spawn_with_env(&["-n", "2", "-d", "0", "--", "false"], &[("NO_COLOR", "1")]);
+    pty.expect("gave up");
+    pty.wait();
+    assert!(!pty.seen.contains("\x1b["), "{:?}", pty.seen);
 }

@@ -57,8 +57,13 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
 }
 
 /// A pipe whose ends are close-on-exec; the child's end is handed over through `Stdio`.
+/// (pipe2 would do it in one call, but macOS has no pipe2; retry is single-threaded, so no other
+/// thread can spawn between the two calls.)
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let (r, w) = nix::unistd::pipe()?;
+    for fd in [&r, &w] {
+        fcntl(fd, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    }
     Ok((r, w))
 }
 
@@ -68,18 +73,28 @@ fn writable_room(fd: RawFd, kind: Kind, want: usize) -> usize {
     match kind {
         Kind::Regular => want,
         Kind::Other => want.min(libc::PIPE_BUF),
-        Kind::Pipe => {
-            // SAFETY: fcntl and ioctl with integer results on an open descriptor.
-            let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
-            let mut queued: libc::c_int = 0;
-            let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) } == 0;
-            if size > 0 && ok {
-                want.min((size - queued).max(0) as usize)
-            } else {
-                want.min(libc::PIPE_BUF)
-            }
-        }
+        Kind::Pipe => pipe_room(fd, want),
     }
+}
+
+/// The free room of a pipe: its size less what it holds (Linux can tell both).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn pipe_room(fd: RawFd, want: usize) -> usize {
+    // SAFETY: fcntl and ioctl with integer results on an open descriptor.
+    let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+    let mut queued: libc::c_int = 0;
+    let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) } == 0;
+    if size > 0 && ok {
+        want.min((size - queued).max(0) as usize)
+    } else {
+        want.min(libc::PIPE_BUF)
+    }
+}
+
+/// Elsewhere, what a pipe that polled writable always takes without blocking.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn pipe_room(_fd: RawFd, want: usize) -> usize {
+    want.min(libc::PIPE_BUF)
 }
 
 /// Writes to a descriptor retry does not own (its stdout or stderr), without taking it over.
