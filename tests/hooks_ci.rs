@@ -155,6 +155,21 @@ fn github_actions_gets_annotations_and_balanced_groups() {
     // stdout stays the command's.
     assert_eq!(out.stdout, b"output\n".repeat(3));
 
+    // With the JSON log in a file, the annotations still reach the runner on stderr.
+    let dir = common::temp_dir("gh-json");
+    let out = retry()
+        .env("GITHUB_ACTIONS", "true")
+        .args(["-n", "3", "-d", "0", "--log-format", "json", "--log-file"])
+        .arg(dir.join("log.jsonl"))
+        .args(["--", "sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(log.matches("::warning title=retry::").count(), 2, "{log}");
+    assert_eq!(log.matches("::error title=retry::").count(), 1, "{log}");
+    let json = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
+    assert!(json.lines().all(|l| l.starts_with('{')), "{json}");
+
     let out = retry()
         .args(["-n", "3", "-d", "0", "--", "sh", "-c", "exit 4"])
         .output()

@@ -20,6 +20,18 @@ enum Paint {
     Bad,
 }
 
+/// What the log says about an ended try.
+#[derive(Clone, Copy, Debug)]
+pub struct TryReport<'a> {
+    pub attempt: u64,
+    pub outcome: Outcome,
+    pub took: Duration,
+    pub verdict: &'a Verdict,
+    pub decision: &'a Decision,
+    /// Why the command could not start, if it could not.
+    pub detail: Option<&'a str>,
+}
+
 /// Where the log goes and how it looks.
 pub struct Log {
     out: Box<dyn Write>,
@@ -210,58 +222,46 @@ impl Log {
         }
     }
 
-    /// A try ended. `detail` explains a failure to start.
-    pub fn try_ended(
-        &mut self,
-        attempt: u64,
-        outcome: Outcome,
-        took: Duration,
-        verdict: &Verdict,
-        decision: &Decision,
-        detail: Option<&str>,
-    ) {
+    /// A try ended.
+    pub fn try_ended(&mut self, r: &TryReport<'_>) {
+        if let Decision::Retry(_) = r.decision {
+            let plain = self.try_line(r, false);
+            self.annotate("warning", &plain);
+        }
         if self.json {
             let mut obj = self
                 .event("try")
-                .num("attempt", attempt)
-                .num("duration_ms", millis(took))
-                .obj("outcome", outcome_json(outcome))
-                .str("verdict", verdict.word());
-            if let Some(reason) = verdict.reason() {
+                .num("attempt", r.attempt)
+                .num("duration_ms", millis(r.took))
+                .obj("outcome", outcome_json(r.outcome))
+                .str("verdict", r.verdict.word());
+            if let Some(reason) = r.verdict.reason() {
                 obj = obj.str("reason", &reason.to_string());
             }
-            if let Some(detail) = detail {
+            if let Some(detail) = r.detail {
                 obj = obj.str("error", detail);
             }
             self.emit(obj);
             return;
         }
-        if let Decision::Retry(_) = decision {
-            let plain = self.try_line(attempt, outcome, took, verdict, decision, detail, false);
-            self.annotate("warning", &plain);
-        }
-        let first_success = attempt == 1 && matches!(decision, Decision::Succeed);
+        let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
         if self.quiet || (first_success && !self.verbose) {
             return;
         }
-        let line = self.try_line(
-            attempt, outcome, took, verdict, decision, detail, self.color,
-        );
+        let line = self.try_line(r, self.color);
         self.human(&line);
     }
 
     /// The human line about an ended try, coloured or not.
-    #[allow(clippy::too_many_arguments)]
-    fn try_line(
-        &self,
-        attempt: u64,
-        outcome: Outcome,
-        took: Duration,
-        verdict: &Verdict,
-        decision: &Decision,
-        detail: Option<&str>,
-        color: bool,
-    ) -> String {
+    fn try_line(&self, r: &TryReport<'_>, color: bool) -> String {
+        let TryReport {
+            attempt,
+            outcome,
+            took,
+            verdict,
+            decision,
+            detail,
+        } = *r;
         let paint = |text: &str, p: Paint| {
             if color {
                 self.paint(text, p)

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, TryLimit, Verdict};
-use crate::report::log::Log;
+use crate::report::log::{Log, TryReport};
 use crate::run::process::{Child, SpawnOptions, Terminal, reap_all};
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{RunIo, TryIo};
@@ -161,14 +161,14 @@ impl<'c> Runner<'c> {
             self.stdio
                 .deliver(&mut io, matches!(decision, Decision::Succeed));
             self.log.group_end();
-            self.log.try_ended(
+            self.log.try_ended(&TryReport {
                 attempt,
                 outcome,
                 took,
-                &verdict,
-                &decision,
-                detail.as_deref(),
-            );
+                verdict: &verdict,
+                decision: &decision,
+                detail: detail.as_deref(),
+            });
             match decision {
                 Decision::Succeed => {
                     self.log
