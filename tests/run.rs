@@ -620,3 +620,31 @@ fn many_tries_leave_no_zombie_and_do_not_grow_memory() {
         "grew from {rss_10} KiB to {rss_200} KiB"
     );
 }
+
+#[test]
+fn a_script_without_a_shebang_runs_with_sh_as_execvp_would() {
+    let dir = common::temp_dir("noshebang");
+    let script = dir.join("job");
+    std::fs::write(&script, "echo ran-$RETRY_ATTEMPT \"$@\"\nexit 3\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = retry()
+        .args(["-n", "2", "-d", "0", "--"])
+        .arg(&script)
+        .args(["a", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "ran-1 a b\nran-2 a b\n");
+    // Found on PATH too.
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = retry()
+        .env("PATH", path)
+        .args(["-n", "1", "--", "job", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout_of(&out), "ran-1 x\n", "{}", stderr_of(&out));
+}

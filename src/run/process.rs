@@ -88,6 +88,30 @@ pub struct SpawnError {
     pub error: io::Error,
 }
 
+impl SpawnError {
+    /// The file exists and is executable but is not a binary the kernel can run, nor a script
+    /// with `#!`: execvp would run it with /bin/sh, and so does retry.
+    pub fn wants_shell(&self) -> bool {
+        self.error.raw_os_error() == Some(libc::ENOEXEC)
+    }
+}
+
+/// The file that execvp would have run for `program`: itself when it names a path, else the
+/// first executable file of that name in PATH.
+pub fn resolve(program: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_bytes().contains(&b'/') {
+        return Some(program.into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            nix::unistd::access(candidate, nix::unistd::AccessFlags::X_OK).is_ok()
+                && candidate.is_file()
+        })
+}
+
 /// A running (or ended, not yet cleaned up) try.
 #[derive(Debug)]
 pub struct Child {

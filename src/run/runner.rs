@@ -13,7 +13,7 @@ use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, TryLimit, Verdict};
 use crate::report::log::{Log, TryReport};
-use crate::run::process::{Child, SpawnOptions, Terminal, reap_all};
+use crate::run::process::{Child, SpawnError, SpawnOptions, Terminal, reap_all, resolve};
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{RunIo, TryIo};
 
@@ -253,16 +253,18 @@ impl<'c> Runner<'c> {
             return Ok(TryEnd::Interrupted(signal));
         }
         self.env[0].1 = attempt.to_string();
-        let (stdio, try_io) = self.stdio.start_try()?;
-        *io = try_io;
-        let opts = SpawnOptions {
-            stdio,
-            command: &self.config.command,
-            env: &self.env,
-            foreground: self.config.foreground,
-            terminal: self.terminal,
-        };
-        let mut child = match Child::spawn(opts) {
+        let mut spawned = self.spawn_try(&self.config.command, io)?;
+        if let Err(e) = &spawned {
+            if e.wants_shell() {
+                // execvp semantics: a file without `#!` that the kernel cannot run is a script.
+                if let Some(path) = resolve(&self.config.command[0]) {
+                    let mut command = vec![OsString::from("/bin/sh"), path.into_os_string()];
+                    command.extend(self.config.command[1..].iter().cloned());
+                    spawned = self.spawn_try(&command, io)?;
+                }
+            }
+        }
+        let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 let name = self.config.command[0].to_string_lossy().into_owned();
@@ -321,6 +323,23 @@ impl<'c> Runner<'c> {
         }
         self.give_back_terminal(&child);
         Ok(end)
+    }
+
+    /// Starts `command` as the try, with fresh plumbing in `io`.
+    fn spawn_try(
+        &mut self,
+        command: &[OsString],
+        io: &mut TryIo,
+    ) -> anyhow::Result<Result<Child, SpawnError>> {
+        let (stdio, try_io) = self.stdio.start_try()?;
+        *io = try_io;
+        Ok(Child::spawn(SpawnOptions {
+            stdio,
+            command,
+            env: &self.env,
+            foreground: self.config.foreground,
+            terminal: self.terminal,
+        }))
     }
 
     /// Waits for the next event, moving the try's input and output meanwhile; never returns
