@@ -314,11 +314,14 @@ impl<'c> Runner<'c> {
                 // never overlap (spec 6.3).
                 let signal = self.config.signal;
                 let stopped = self.stop(&mut child, signal, true, io);
+                // Take the terminal back before writing to it: with `stty tostop`, a write
+                // from outside the foreground group would stop retry.
+                self.give_back_terminal(&child);
                 if let Some(received) = stopped.received {
-                    self.give_back_terminal(&child);
                     return Ok(TryEnd::Interrupted(received));
                 }
                 self.log.leftovers(attempt, signal, stopped.killed);
+                return Ok(end);
             }
         }
         self.give_back_terminal(&child);
