@@ -4,7 +4,10 @@
 //!
 //!     cargo bench --bench stress
 //!
-//! It is bounded: about three minutes on a 2-core machine. The harness makes itself the
+//! It is bounded: about three minutes on a 2-core machine. `STRESS_RUNS=N` changes the number of
+//! signalled runs, and `STRESS_EXTRA_ARGS` adds options to them: with `--foreground` (only the
+//! command itself is stopped, not its tree) the leak counters must go up, which shows that they
+//! can. The harness makes itself the
 //! subreaper of everything below it, so a process that a run leaves behind comes back to it and
 //! is counted, instead of vanishing into init.
 
@@ -74,7 +77,7 @@ struct Counters {
     wrong_end: usize,
 }
 
-fn signals_at_random_moments(runs: usize, seed: u64) -> Counters {
+fn signals_at_random_moments(runs: usize, seed: u64, extra: &[String]) -> Counters {
     let counters = Mutex::new(Counters::default());
     let next = AtomicUsize::new(0);
     let live_retries = Mutex::new(Vec::<i32>::new());
@@ -104,6 +107,7 @@ fn signals_at_random_moments(runs: usize, seed: u64) -> Counters {
                     };
                     let delay = Duration::from_millis(rng.random_range(0..1500));
                     let child = Command::new(RETRY)
+                        .args(extra)
                         .args(["-q", "-n", "0", "-B", "5s", "-t", "300ms", "-k", "300ms"])
                         .args(["-d", "200ms", "-j", "none", "--backoff", "constant", "--"])
                         .args(["sh", "-c", &script])
@@ -235,9 +239,17 @@ fn main() {
         .unwrap_or_else(rand::random);
     println!("retry stress run (seed {seed}; STRESS_SEED={seed} repeats the moments)\n");
 
-    let runs = 500;
+    let runs: usize = std::env::var("STRESS_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    let extra: Vec<String> = std::env::var("STRESS_EXTRA_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
     let t = Instant::now();
-    let c = signals_at_random_moments(runs, seed);
+    let c = signals_at_random_moments(runs, seed, &extra);
     println!(
         "{runs} runs, SIGTERM or SIGINT at a random moment (try, wait, grace period), 4 at a time:"
     );
