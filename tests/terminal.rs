@@ -25,17 +25,21 @@ impl Pty {
     }
 
     fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Pty {
+        let mut cmd = common::retry_std();
+        cmd.args(args);
+        Pty::spawn_command(cmd, env)
+    }
+
+    fn spawn_command(mut cmd: std::process::Command, env: &[(&str, &str)]) -> Pty {
         let pty = openpty(None, None).expect("openpty");
         // Other tests spawn processes concurrently: they must not inherit this terminal.
         for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
             unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         }
         let slave: OwnedFd = pty.slave;
-        let mut cmd = common::retry_std();
         cmd.env_remove("NO_COLOR");
         cmd.envs(env.iter().copied());
-        cmd.args(args)
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
+        cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
             .stderr(Stdio::from(slave));
         // SAFETY: setsid and ioctl are async-signal-safe.
@@ -263,4 +267,30 @@ fn colour_on_a_terminal_unless_no_color_is_set() {
     pty.expect("gave up");
     pty.wait();
     assert!(!pty.seen.contains("\x1b["), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_background_job_stops_when_its_try_reads_the_terminal_and_fg_resumes_it() {
+    // An interactive shell with job control runs retry in the background.
+    let mut bash = std::process::Command::new("bash");
+    bash.args(["--norc", "--noprofile", "-i"]);
+    let mut pty = Pty::spawn_command(bash, &[("PS1", "$ "), ("TERM", "dumb")]);
+    let retry = assert_cmd::cargo::cargo_bin("retry");
+    pty.type_bytes(b"set -b\n");
+    pty.type_bytes(
+        format!(
+            "'{}' --color never -n 1 -- sh -c 'read x; echo got:$x' &\n",
+            retry.display()
+        )
+        .as_bytes(),
+    );
+    // The try reads the terminal from the background: it stops, and retry with it.
+    pty.expect("Stopped");
+    pty.type_bytes(b"fg\n");
+    std::thread::sleep(Duration::from_millis(300));
+    pty.type_bytes(b"hello\n");
+    pty.expect("got:hello");
+    pty.type_bytes(b"exit\n");
+    let status = pty.wait();
+    assert!(status.code().is_some(), "{:?}", pty.seen);
 }

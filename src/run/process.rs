@@ -24,22 +24,30 @@ pub fn become_subreaper() {
     }
 }
 
-/// The controlling terminal on standard input, when `retry` is in its foreground group: then
-/// each try's group is made the foreground group for the duration of the try, as a shell does
-/// for a job.
+/// The controlling terminal on standard input. While `retry` is in its foreground group, each
+/// try's group is made the foreground group for the duration of the try, as a shell does for a
+/// job.
 #[derive(Clone, Copy, Debug)]
 pub struct Terminal {
     own_group: Pid,
 }
 
 impl Terminal {
+    /// The terminal on standard input, if there is one, whether or not `retry` is in its
+    /// foreground now (a job can move between foreground and background).
     pub fn detect() -> Option<Terminal> {
         let stdin = io::stdin();
         if !isatty(&stdin).unwrap_or(false) {
             return None;
         }
-        let own_group = getpgrp();
-        (tcgetpgrp(&stdin).ok()? == own_group).then_some(Terminal { own_group })
+        Some(Terminal {
+            own_group: getpgrp(),
+        })
+    }
+
+    /// The terminal's foreground group, if it can be read.
+    pub fn foreground_group(&self) -> Option<Pid> {
+        tcgetpgrp(io::stdin()).ok()
     }
 
     /// Gives the terminal back to `retry`'s group.
@@ -185,6 +193,11 @@ impl Child {
 
     pub fn has_terminal(&self) -> bool {
         self.has_terminal
+    }
+
+    /// Records that the try's group was given the terminal after it started.
+    pub fn set_has_terminal(&mut self) {
+        self.has_terminal = true;
     }
 
     /// How the command ended, once it has been reaped.

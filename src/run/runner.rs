@@ -288,7 +288,7 @@ impl<'c> Runner<'c> {
                         break TryEnd::Ended(outcome);
                     }
                     if child.take_stopped() {
-                        self.suspend_with(&child);
+                        self.suspend_with(&mut child);
                     }
                 }
                 Event::Stop(signal) => {
@@ -341,7 +341,7 @@ impl<'c> Runner<'c> {
             command,
             env: &self.env,
             foreground: self.config.foreground,
-            terminal: self.terminal,
+            terminal: self.terminal.filter(|t| t.in_foreground()),
         }))
     }
 
@@ -367,28 +367,35 @@ impl<'c> Runner<'c> {
         }
     }
 
-    /// Job control: the try was stopped at the terminal (Ctrl-Z). Stop retry too, so that the
-    /// shell sees its job stop and takes the terminal back; when the shell continues retry, give
-    /// the terminal back to the try (if retry is in the foreground again) and continue it.
-    fn suspend_with(&mut self, child: &Child) {
-        let (Some(terminal), true, Some(group)) =
-            (self.terminal, child.has_terminal(), child.group())
-        else {
+    /// Job control: the try was stopped at the terminal (Ctrl-Z, or SIGTTIN when `retry` runs in
+    /// the background and the try reads the terminal). Stop retry too, so that the shell sees
+    /// its job stop and takes the terminal back; when the shell continues retry in the
+    /// foreground, give the terminal to the try, and continue it.
+    fn suspend_with(&mut self, child: &mut Child) {
+        let (Some(terminal), Some(group)) = (self.terminal, child.group()) else {
+            // Without a terminal nobody is there to continue a stopped job: leave it be.
             return;
         };
-        terminal.take_back();
+        if terminal.foreground_group() == Some(group) {
+            terminal.take_back();
+        }
         // SIGSTOP rather than SIGTSTP: the kernel drops SIGTSTP for an orphaned process group.
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
-        // Continued (fg or bg).
+        // Continued: by `fg` (retry has the terminal) or by `bg`.
         if terminal.in_foreground() {
             terminal.give_to(group);
+            child.set_has_terminal();
         }
         child.signal(Signal::CONT);
     }
 
+    /// Takes the terminal back from the try's group, if that group holds it (not after `bg`:
+    /// then the shell has it).
     fn give_back_terminal(&self, child: &Child) {
         if let (Some(terminal), true) = (self.terminal, child.has_terminal()) {
-            terminal.take_back();
+            if child.group().is_some() && terminal.foreground_group() == child.group() {
+                terminal.take_back();
+            }
         }
     }
 
