@@ -38,35 +38,17 @@ impl Limit {
     }
 }
 
-/// How long a try that starts now may run, and what stops it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TryLimit {
-    pub duration: Duration,
-    /// True when the run's end, not `--timeout`, cuts the try short.
-    pub by_deadline: bool,
-}
-
-/// The time a try starting at `now` may run: `min(timeout, what is left of the budget)`.
+/// The time a try starting at `now` may run: `min(timeout, what is left of the budget)`, or
+/// `None` when nothing bounds it.
 pub fn try_limit(
     limit: Option<Limit>,
     now: Duration,
     timeout: Option<Duration>,
-) -> Option<TryLimit> {
+) -> Option<Duration> {
     let left = limit.map(|l| l.at.saturating_sub(now));
     match (timeout, left) {
-        (None, None) => None,
-        (Some(t), None) => Some(TryLimit {
-            duration: t,
-            by_deadline: false,
-        }),
-        (None, Some(left)) => Some(TryLimit {
-            duration: left,
-            by_deadline: true,
-        }),
-        (Some(t), Some(left)) => Some(TryLimit {
-            duration: t.min(left),
-            by_deadline: left < t,
-        }),
+        (Some(t), Some(left)) => Some(t.min(left)),
+        (t, left) => t.or(left),
     }
 }
 
@@ -172,34 +154,11 @@ mod tests {
     #[test]
     fn a_try_runs_for_the_timeout_or_what_is_left() {
         assert_eq!(try_limit(None, s(5), None), None);
-        assert_eq!(
-            try_limit(budget(30), s(0), Some(s(60))),
-            Some(TryLimit {
-                duration: s(30),
-                by_deadline: true
-            })
-        );
-        assert_eq!(
-            try_limit(budget(30), s(20), Some(s(8))),
-            Some(TryLimit {
-                duration: s(8),
-                by_deadline: false
-            })
-        );
-        assert_eq!(
-            try_limit(budget(30), s(25), None),
-            Some(TryLimit {
-                duration: s(5),
-                by_deadline: true
-            })
-        );
-        assert_eq!(
-            try_limit(budget(30), s(40), None),
-            Some(TryLimit {
-                duration: Duration::ZERO,
-                by_deadline: true
-            })
-        );
+        assert_eq!(try_limit(None, s(5), Some(s(8))), Some(s(8)));
+        assert_eq!(try_limit(budget(30), s(0), Some(s(60))), Some(s(30)));
+        assert_eq!(try_limit(budget(30), s(20), Some(s(8))), Some(s(8)));
+        assert_eq!(try_limit(budget(30), s(25), None), Some(s(5)));
+        assert_eq!(try_limit(budget(30), s(40), None), Some(Duration::ZERO));
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod schedule;
 pub mod signal;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
-pub use budget::{BudgetExceeded, Limit, LimitSource, TryLimit};
+pub use budget::{BudgetExceeded, Limit, LimitSource};
 pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict};
 pub use output::{LineMatcher, Pattern};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::backoff::{Wait, WaitPolicy};
-use super::budget::{self, BudgetExceeded, Limit, TryLimit};
+use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
@@ -73,10 +73,6 @@ impl<'p> Schedule<'p> {
         }
     }
 
-    pub fn policy(&self) -> &'p Policy {
-        self.policy
-    }
-
     /// Tries started so far.
     pub fn tries(&self) -> u64 {
         self.tries
@@ -88,7 +84,7 @@ impl<'p> Schedule<'p> {
     }
 
     /// Starts the next try at `now`; returns how long it may run, if it is bounded.
-    pub fn start_try(&mut self, now: Duration) -> Option<TryLimit> {
+    pub fn start_try(&mut self, now: Duration) -> Option<Duration> {
         self.tries = self.tries.saturating_add(1);
         budget::try_limit(self.policy.limit, now, self.policy.timeout)
     }
@@ -230,7 +226,7 @@ mod tests {
         let mut now = Duration::ZERO;
         loop {
             let limit = sched.start_try(now).unwrap();
-            now += limit.duration;
+            now += limit;
             match sched.after_try(Outcome::Timeout, now, &mut rng).1 {
                 Decision::Retry(w) => now += w.delay,
                 Decision::GiveUp(GiveUp::Budget(e)) => {

@@ -79,7 +79,7 @@ pub fn plan(config: &Config, seed: u64) -> Plan {
         let start = now;
         let limit = schedule.start_try(now);
         if policy.timeout.is_some() {
-            now = now.saturating_add(limit.map_or(Duration::ZERO, |l| l.duration));
+            now = now.saturating_add(limit.unwrap_or(Duration::ZERO));
         }
         let decision = schedule.after_transient_failure(now, &mut rng);
         let wait = match decision {

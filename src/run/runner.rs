@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use crate::config::Config;
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, TryLimit, Verdict};
+use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
 use crate::report::log::{Log, TryReport};
 use crate::run::process::{Child, SpawnError, SpawnOptions, Terminal, reap_all, resolve};
 use crate::run::signals::{Event, Signals};
@@ -245,7 +245,7 @@ impl<'c> Runner<'c> {
     fn run_try(
         &mut self,
         attempt: u64,
-        limit: Option<TryLimit>,
+        limit: Option<Duration>,
         io: &mut TryIo,
     ) -> anyhow::Result<TryEnd> {
         // A signal that came while retry was busy (logging, deciding) means no further try.
@@ -279,7 +279,7 @@ impl<'c> Runner<'c> {
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
-        let deadline = limit.and_then(|l| after(l.duration));
+        let deadline = limit.and_then(after);
         let end = loop {
             match self.next_event(Some(io), deadline) {
                 Event::Child => {

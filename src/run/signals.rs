@@ -40,7 +40,7 @@ pub enum Event {
     Child,
     /// A stopping signal arrived.
     Stop(Signal),
-    /// The time given to `next` has come.
+    /// The time given to `next_with` has come.
     Timeout,
     /// One of the extra descriptors given to `next_with` is ready.
     Io,
@@ -118,13 +118,9 @@ impl Signals {
         }
     }
 
-    /// Waits for the next event, or until `until` (forever when `None`).
-    pub fn next(&mut self, until: Option<Instant>) -> Event {
-        self.next_with(&mut [], until)
-    }
-
-    /// Like `next`, and also wakes when one of `extra` is ready (`Event::Io`; the caller reads
-    /// their `revents`). Signals come first: a ready descriptor stays ready for the next call.
+    /// Waits for the next event, or until `until` (forever when `None`); also wakes when one of
+    /// `extra` is ready (`Event::Io`; the caller reads their `revents`). Signals come first: a
+    /// ready descriptor stays ready for the next call.
     pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Instant>) -> Event {
         let mut fds = Vec::with_capacity(extra.len() + 1);
         loop {
