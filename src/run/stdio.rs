@@ -195,6 +195,8 @@ pub struct RunIo {
     stderr_kind: Kind,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
+    /// The buffer reads go into, kept from one read to the next.
+    scratch: Vec<u8>,
 }
 
 /// The plumbing of one try.
@@ -250,6 +252,7 @@ impl RunIo {
             stdout_kind: kind_of(libc::STDOUT_FILENO).unwrap_or(Kind::Other),
             stderr_kind: kind_of(libc::STDERR_FILENO).unwrap_or(Kind::Other),
             warning: None,
+            scratch: Vec::new(),
         })
     }
 
@@ -381,8 +384,9 @@ impl RunIo {
             io.feed = None;
             return;
         }
-        let mut buf = vec![0u8; CHUNK];
-        let n = match rec.spool.read_at(feed.pos, &mut buf) {
+        let buf = &mut self.scratch;
+        buf.resize(CHUNK, 0);
+        let n = match rec.spool.read_at(feed.pos, buf) {
             Ok(n) => n,
             Err(_) => {
                 io.feed = None;
@@ -405,8 +409,9 @@ impl RunIo {
         let Input::Replay(rec) = &mut self.input else {
             return;
         };
-        let mut buf = vec![0u8; CHUNK];
-        match read_fd(libc::STDIN_FILENO, &mut buf) {
+        let buf = &mut self.scratch;
+        buf.resize(CHUNK, 0);
+        match read_fd(libc::STDIN_FILENO, buf) {
             Ok(0) => rec.eof = true,
             Ok(n) => {
                 if let Err(e) = rec.spool.append(&buf[..n]) {
@@ -420,41 +425,46 @@ impl RunIo {
         }
     }
 
-    /// Reads what the stream has now.
+    /// Reads what the stream has now. The read goes into a buffer kept between reads; for a
+    /// stream passed on, that buffer becomes the pending output, and the emptied pending buffer
+    /// becomes the next read's, so a byte is copied once, by the kernel.
     fn read_stream(&mut self, io: &mut TryIo, i: usize) -> Read {
         let s = &mut io.streams[i];
         let Some(fd) = &s.fd else { return Read::End };
-        let mut buf = vec![0u8; CHUNK];
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.resize(CHUNK, 0);
         let n = match read_fd(fd.as_raw_fd(), &mut buf) {
-            Ok(0) => {
-                s.fd = None;
-                return Read::End;
-            }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Read::Nothing,
-            Err(_) => {
-                s.fd = None;
-                return Read::End;
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.scratch = buf;
+                return Read::Nothing;
             }
+            Err(_) => 0,
         };
-        let data = &buf[..n];
+        if n == 0 {
+            s.fd = None;
+            self.scratch = buf;
+            return Read::End;
+        }
+        buf.truncate(n);
         if let Some(m) = &mut s.retry_if {
-            m.feed(data);
+            m.feed(&buf);
         }
         if let Some(m) = &mut s.stop_if {
-            m.feed(data);
+            m.feed(&buf);
         }
         match s.dest {
             Dest::Hold => {
-                if let Err(e) = s.held.append(data) {
+                if let Err(e) = s.held.append(&buf) {
                     self.warning = Some(format!(
                         "cannot spill held standard output to a temporary file ({e}); holding it in memory"
                     ));
                 }
+                self.scratch = buf;
             }
             Dest::Stdout | Dest::Stderr => {
-                s.pending.clear();
-                s.pending.extend_from_slice(data);
+                // Only an empty pending buffer is read into (see `interest`).
+                self.scratch = std::mem::replace(&mut s.pending, buf);
                 s.written = 0;
                 self.flush_stream(io, i);
             }
