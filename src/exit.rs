@@ -39,6 +39,8 @@ impl ExitStatus {
             Outcome::Timeout => ExitStatus::Timeout,
             Outcome::NotFound => ExitStatus::NotFound,
             Outcome::NotExecutable => ExitStatus::CannotExecute,
+            // retry could not start the command: its own failure, not a status of the command.
+            Outcome::NoResources => ExitStatus::Usage,
         }
     }
 
@@ -72,6 +74,7 @@ mod tests {
             126
         );
         assert_eq!(ExitStatus::from_last_try(Outcome::NotFound).code(), 127);
+        assert_eq!(ExitStatus::from_last_try(Outcome::NoResources).code(), 125);
         assert_eq!(
             ExitStatus::from_last_try(Outcome::Signal(Signal::KILL)).code(),
             137

@@ -52,6 +52,16 @@ pub fn try_limit(
     }
 }
 
+/// True when the end of the run, not the per-try timeout, is what bounds a try starting at
+/// `now`: a try stopped then was stopped by the budget or the deadline.
+pub fn limit_ends_try(limit: Option<Limit>, now: Duration, timeout: Option<Duration>) -> bool {
+    match (limit, timeout) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(l), Some(t)) => l.at.saturating_sub(now) < t,
+    }
+}
+
 /// Why one more try does not fit: the numbers of the rule, for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetExceeded {
@@ -159,6 +169,14 @@ mod tests {
         assert_eq!(try_limit(budget(30), s(20), Some(s(8))), Some(s(8)));
         assert_eq!(try_limit(budget(30), s(25), None), Some(s(5)));
         assert_eq!(try_limit(budget(30), s(40), None), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn the_limit_ends_a_try_only_when_it_comes_before_the_timeout() {
+        assert!(!limit_ends_try(None, s(5), Some(s(8))));
+        assert!(limit_ends_try(budget(30), s(5), None));
+        assert!(limit_ends_try(budget(30), s(25), Some(s(8))));
+        assert!(!limit_ends_try(budget(30), s(20), Some(s(8))));
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub enum Outcome {
     NotFound,
     /// The command exists but cannot be executed.
     NotExecutable,
+    /// The command could not be started for want of resources (`EAGAIN`, `ENOMEM` from fork or
+    /// exec): the machine may have room again soon, so this is transient.
+    NoResources,
 }
 
 impl fmt::Display for Outcome {
@@ -29,6 +32,7 @@ impl fmt::Display for Outcome {
             Outcome::Timeout => f.write_str("timeout"),
             Outcome::NotFound => f.write_str("not found"),
             Outcome::NotExecutable => f.write_str("not executable"),
+            Outcome::NoResources => f.write_str("no resources"),
         }
     }
 }
@@ -50,6 +54,8 @@ pub enum Reason {
     Spawn,
     /// Exit 126 or 127: the shell's "cannot execute" and "not found".
     ShellSpawn,
+    /// The command could not start for want of resources.
+    Resources,
     /// SIGPIPE: the reader of the output has gone.
     BrokenPipe,
     /// `--stop-if-output` matched the try's output.
@@ -70,6 +76,7 @@ impl fmt::Display for Reason {
             Reason::StopOn(item) => write!(f, "--stop-on {item}"),
             Reason::Spawn => f.write_str("cannot run the command"),
             Reason::ShellSpawn => f.write_str("126 and 127 mean the command could not run"),
+            Reason::Resources => f.write_str("resources may free up"),
             Reason::BrokenPipe => f.write_str("the reader of its output is gone"),
             Reason::StopIfOutput(p) => write!(f, "output matched --stop-if-output '{p}'"),
             Reason::RetryIfOutput(p) => write!(f, "output matched --retry-if-output '{p}'"),
@@ -283,6 +290,8 @@ impl Classifier {
             Outcome::NotFound | Outcome::NotExecutable => {
                 return Verdict::Permanent(Reason::Spawn);
             }
+            // No list item names it: a start that failed for want of resources may pass.
+            Outcome::NoResources => return Verdict::Transient(Reason::Resources),
             _ => {}
         }
         if self.success_on.find(outcome).is_some() {
@@ -354,6 +363,20 @@ mod tests {
         ];
         for (outcome, want) in rows {
             assert_eq!(c.verdict(outcome).word(), want, "{outcome}");
+        }
+    }
+
+    #[test]
+    fn a_start_without_resources_is_transient_whatever_the_lists_say() {
+        for c in [
+            classifier(None, "", ""),
+            classifier(Some("7"), "", ""),
+            classifier(None, "1-255", ""),
+        ] {
+            assert_eq!(
+                c.verdict(Outcome::NoResources),
+                Verdict::Transient(Reason::Resources)
+            );
         }
     }
 

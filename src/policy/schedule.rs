@@ -89,6 +89,18 @@ impl<'p> Schedule<'p> {
         budget::try_limit(self.policy.limit, now, self.policy.timeout)
     }
 
+    /// True when a try started at `now` is bounded by the end of the run rather than by its
+    /// timeout.
+    pub fn limit_ends_try(&self, now: Duration) -> bool {
+        budget::limit_ends_try(self.policy.limit, now, self.policy.timeout)
+    }
+
+    /// May the retry planned after the last try still start, `wait` from `now`? Asked again
+    /// when something (a hook) took time between the decision and the wait.
+    pub fn still_fits(&self, now: Duration, wait: Duration) -> Result<(), BudgetExceeded> {
+        budget::check_retry(self.policy.limit, now, wait, self.policy.timeout)
+    }
+
     /// Decides what follows the try that ended at `now` with `outcome`.
     pub fn after_try<R: Rng + ?Sized>(
         &mut self,

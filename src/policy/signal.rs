@@ -16,6 +16,9 @@ impl Signal {
     pub const HUP: Signal = Signal(nix::libc::SIGHUP);
     pub const QUIT: Signal = Signal(nix::libc::SIGQUIT);
     pub const CONT: Signal = Signal(nix::libc::SIGCONT);
+    pub const USR1: Signal = Signal(nix::libc::SIGUSR1);
+    pub const USR2: Signal = Signal(nix::libc::SIGUSR2);
+    pub const TSTP: Signal = Signal(nix::libc::SIGTSTP);
 
     /// The signal with this number, if the platform has one.
     pub fn from_number(n: i32) -> Option<Signal> {

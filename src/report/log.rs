@@ -71,6 +71,7 @@ fn outcome_words(outcome: Outcome) -> String {
         Outcome::Timeout => "timed out".into(),
         Outcome::NotFound => "could not start: command not found".into(),
         Outcome::NotExecutable => "could not start: command cannot be executed".into(),
+        Outcome::NoResources => "could not start: no resources".into(),
     }
 }
 
@@ -81,6 +82,7 @@ fn outcome_json(outcome: Outcome) -> Obj {
         Outcome::Timeout => Obj::new().bool("timeout", true),
         Outcome::NotFound => Obj::new().bool("not_found", true),
         Outcome::NotExecutable => Obj::new().bool("not_executable", true),
+        Outcome::NoResources => Obj::new().bool("no_resources", true),
     }
 }
 

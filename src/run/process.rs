@@ -9,7 +9,6 @@ use std::process::Command;
 use nix::errno::Errno;
 use nix::libc;
 use nix::sys::signal::{SigSet, SigmaskHow, killpg, pthread_sigmask};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
 
 use crate::policy::{Outcome, Signal};
@@ -87,6 +86,8 @@ pub struct SpawnOptions<'a> {
     /// Keep the command in `retry`'s own process group (`--foreground`).
     pub foreground: bool,
     pub terminal: Option<Terminal>,
+    /// The signal dispositions the command starts with.
+    pub dispositions: Dispositions,
 }
 
 /// The command could not be started.
@@ -150,20 +151,28 @@ impl Child {
         if !opts.foreground {
             cmd.process_group(0);
         }
-        if terminal.is_some() {
-            // The child takes the terminal itself, before exec, so that it cannot read from
-            // the terminal before it is in the foreground (and be stopped by SIGTTIN).
-            // SAFETY: the closure only calls async-signal-safe functions.
-            unsafe {
-                cmd.pre_exec(|| {
+        let dispositions = opts.dispositions;
+        let take_terminal = terminal.is_some();
+        // A closure also keeps std from using posix_spawn, whose glibc version leaves the
+        // signals glibc reserves (32 and 33) ignored in the new program.
+        // SAFETY: the closure only calls async-signal-safe functions (sigaction, getpid,
+        // tcsetpgrp, pthread_sigmask) and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                dispositions.apply();
+                if take_terminal {
+                    // The child takes the terminal itself, before exec, so that it cannot read
+                    // from the terminal before it is in the foreground (and be stopped by
+                    // SIGTTIN).
                     hand_terminal_to(Pid::from_raw(libc::getpid()));
-                    Ok(())
-                });
-            }
+                }
+                Ok(())
+            });
         }
         let child = cmd.spawn().map_err(|error| SpawnError {
-            outcome: match error.kind() {
-                io::ErrorKind::NotFound => Outcome::NotFound,
+            outcome: match error.raw_os_error() {
+                Some(libc::EAGAIN | libc::ENOMEM) => Outcome::NoResources,
+                _ if error.kind() == io::ErrorKind::NotFound => Outcome::NotFound,
                 _ => Outcome::NotExecutable,
             },
             error,
@@ -231,18 +240,20 @@ impl Child {
         self.group
     }
 
+    /// Where signals for this try go while it runs.
+    pub fn target(&self) -> Target {
+        Target {
+            pid: self.pid,
+            group: self.group,
+        }
+    }
+
     /// Sends `signal` to the try's process group (or, with `--foreground`, to the command).
+    /// Any signal number works, real-time ones included.
     pub fn signal(&self, signal: Signal) {
-        let Ok(sig) = nix::sys::signal::Signal::try_from(signal.number()) else {
-            return;
-        };
         match self.group {
-            Some(group) => {
-                let _ = killpg(group, sig);
-            }
-            None if self.status.is_none() => {
-                let _ = nix::sys::signal::kill(self.pid, sig);
-            }
+            Some(group) => send_group(group, signal),
+            None if self.status.is_none() => send(self.pid, signal),
             None => {}
         }
     }
@@ -255,6 +266,213 @@ impl Child {
             None => self.status.is_none(),
         }
     }
+}
+
+/// Where signals passed on to a running try (or hook) go: its group, or the command itself
+/// with `--foreground`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pid: Pid,
+    group: Option<Pid>,
+}
+
+impl Target {
+    pub fn signal(&self, signal: Signal) {
+        match self.group {
+            Some(group) => send_group(group, signal),
+            None => send(self.pid, signal),
+        }
+    }
+
+    pub fn group(&self) -> Option<Pid> {
+        self.group
+    }
+}
+
+/// Sends `signal` (by number: real-time signals have no `nix` name) to one process.
+pub fn send(pid: Pid, signal: Signal) {
+    // SAFETY: kill takes plain integers.
+    unsafe { libc::kill(pid.as_raw(), signal.number()) };
+}
+
+/// Sends `signal` to a process group.
+pub fn send_group(group: Pid, signal: Signal) {
+    // SAFETY: killpg takes plain integers.
+    unsafe { libc::killpg(group.as_raw(), signal.number()) };
+}
+
+/// The set of signals ignored when `retry` started, and so in every command it starts (spec
+/// 6.4): `nohup` ignores SIGHUP, a non-interactive shell starts background jobs with SIGINT and
+/// SIGQUIT ignored. Every other signal starts at its default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dispositions {
+    /// Bit `n` set: signal `n` is ignored.
+    ignored: u128,
+}
+
+impl Dispositions {
+    /// Reads which signals are ignored now; call it before installing any handler.
+    pub fn at_entry() -> Dispositions {
+        let mut ignored = 0u128;
+        for n in settable_signals() {
+            // SAFETY: a null new action only reads the current one into `old`.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            let read = unsafe { libc::sigaction(n, std::ptr::null(), &mut old) };
+            // Rust's runtime ignores SIGPIPE before main, so whether it was ignored on entry
+            // cannot be known: it starts at its default in the command, as with std's Command.
+            if read == 0 && old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE {
+                ignored |= 1 << n;
+            }
+        }
+        Dispositions { ignored }
+    }
+
+    pub fn is_ignored(&self, signal: Signal) -> bool {
+        let n = signal.number();
+        (0..128).contains(&n) && self.ignored & (1 << n) != 0
+    }
+
+    /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in the
+    /// child between fork and exec: async-signal-safe, no allocation.
+    fn apply(&self) {
+        for n in settable_signals() {
+            let handler = if self.ignored & (1 << n) != 0 {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: a zeroed sigaction with a plain handler and an empty mask is valid.
+            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+            action.sa_sigaction = handler;
+            unsafe {
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(n, &action, std::ptr::null_mut());
+            }
+        }
+        reset_reserved_signals();
+    }
+}
+
+/// The signals glibc keeps for itself (32 and 33) cannot be set through its `sigaction`, yet a
+/// caller started through `posix_spawn` hands them down ignored: set them to their default
+/// with the system call itself, so that the command starts as from a shell.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn reset_reserved_signals() {
+    /// The kernel's `struct sigaction` on these architectures.
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: libc::sighandler_t,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for n in 32..libc::SIGRTMIN() {
+        // SAFETY: rt_sigaction reads `default`, whose layout is the kernel's, and the size of
+        // the kernel's signal set (8 bytes).
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                n,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+    }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn reset_reserved_signals() {}
+
+/// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP and, on
+/// Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
+fn settable_signals() -> impl Iterator<Item = i32> {
+    #[cfg(target_os = "linux")]
+    let (reserved, max) = (32..libc::SIGRTMIN(), libc::SIGRTMAX());
+    #[cfg(not(target_os = "linux"))]
+    let (reserved, max) = (0..0, 31);
+    (1..=max.min(127))
+        .filter(move |n| *n != libc::SIGKILL && *n != libc::SIGSTOP && !reserved.contains(n))
+}
+
+/// True when `retry` has a child, ended or not: when it has none, nothing that a try started
+/// can be running, since every orphan of a try is handed to `retry` as subreaper.
+pub fn has_children() -> bool {
+    // SAFETY: waitid with WNOWAIT only looks; `info` is written by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    !(r == -1 && Errno::last() == Errno::ECHILD)
+}
+
+/// Every live process descended from `retry` (zombies excluded), read from /proc: the processes
+/// a try left behind, including those that left its process group (`setsid`, `setpgid`) or
+/// were orphaned (a double fork) and so were handed to `retry` as subreaper.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn descendants() -> Vec<Pid> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    // (pid, parent) of every live process.
+    let mut procs: Vec<(i32, i32)> = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The command name may hold spaces and parentheses: the fields start after the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let parent = fields.next().and_then(|p| p.parse::<i32>().ok());
+        if let (Some(state), Some(parent)) = (state, parent) {
+            if state != "Z" && state != "X" {
+                procs.push((pid, parent));
+            }
+        }
+    }
+    let mut found = vec![me];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            procs
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(pid, _)| *pid),
+        );
+        i += 1;
+    }
+    found.into_iter().skip(1).map(Pid::from_raw).collect()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn descendants() -> Vec<Pid> {
+    Vec::new()
 }
 
 /// What `reap_with_stops` found about a child.
@@ -272,25 +490,36 @@ pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
     });
 }
 
-/// Reaps every ended child without blocking, and reports stopped ones.
+/// Reaps every ended child without blocking, and reports stopped ones. The raw status is
+/// decoded here, so that a death by any signal (real-time ones included) is seen.
 fn reap_with_stops(mut seen: impl FnMut(Pid, Reaped)) {
     loop {
-        match waitpid(
-            Pid::from_raw(-1),
-            Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
-        ) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                seen(pid, Reaped::Ended(Outcome::Exit(code as u8)))
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid writes only `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if pid == 0 {
+            return;
+        }
+        if pid < 0 {
+            if Errno::last() == Errno::EINTR {
+                continue;
             }
-            Ok(WaitStatus::Signaled(pid, sig, _)) => match Signal::from_number(sig as i32) {
-                Some(s) => seen(pid, Reaped::Ended(Outcome::Signal(s))),
-                None => seen(pid, Reaped::Ended(Outcome::Exit(255))),
-            },
-            Ok(WaitStatus::Stopped(pid, _)) => seen(pid, Reaped::Stopped),
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
-            Ok(_) => continue,
-            Err(Errno::EINTR) => continue,
-            Err(_) => return,
+            return;
+        }
+        let pid = Pid::from_raw(pid);
+        if libc::WIFEXITED(status) {
+            seen(
+                pid,
+                Reaped::Ended(Outcome::Exit(libc::WEXITSTATUS(status) as u8)),
+            );
+        } else if libc::WIFSIGNALED(status) {
+            let outcome = match Signal::from_number(libc::WTERMSIG(status)) {
+                Some(s) => Outcome::Signal(s),
+                None => Outcome::Exit(255),
+            };
+            seen(pid, Reaped::Ended(outcome));
+        } else if libc::WIFSTOPPED(status) {
+            seen(pid, Reaped::Stopped);
         }
     }
 }

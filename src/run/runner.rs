@@ -13,7 +13,10 @@ use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
 use crate::report::log::{Log, TryReport};
-use crate::run::process::{Child, SpawnError, SpawnOptions, Terminal, reap_all, resolve};
+use crate::run::process::{
+    Child, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children, reap_all,
+    resolve, send,
+};
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{RunIo, TryIo};
 
@@ -27,21 +30,43 @@ fn after(d: Duration) -> Option<Instant> {
     Instant::now().checked_add(d)
 }
 
-/// What stopping a group came to.
+/// What stopping a try (or hook) came to.
 struct Stopped {
     /// A stopping signal that reached `retry` meanwhile: `retry` will die of it.
     received: Option<Signal>,
-    /// The group outlived the grace period and got SIGKILL.
+    /// Something outlived the grace period and got SIGKILL.
+    killed: bool,
+    /// How many processes were still running when the stop began.
+    count: usize,
+}
+
+/// How a try that ran to its end (or was stopped on its time) ended.
+#[derive(Clone, Copy, Debug)]
+struct Ended {
+    outcome: Outcome,
+    /// The try was stopped and needed SIGKILL after the grace period.
+    killed: bool,
+    /// The try was stopped by the end of the budget or the deadline, not by `--timeout`.
+    by_limit: bool,
+    /// What the failed try left running, and how stopping it went.
+    leftovers: Option<Leftovers>,
+}
+
+/// Processes a failed try left running, stopped before anything else happened.
+#[derive(Clone, Copy, Debug)]
+struct Leftovers {
+    count: usize,
     killed: bool,
 }
 
 /// How a try ended, from the runner's point of view.
 enum TryEnd {
-    Ended(Outcome),
+    Ended(Ended),
     /// The command could not be started.
     NotStarted(Outcome, String),
-    /// `retry` received a stopping signal during the try; the try has been stopped.
-    Interrupted(Signal),
+    /// `retry` received a stopping signal during the try; the try has been stopped. The
+    /// outcome is how it ended, if it had started and ended.
+    Interrupted(Signal, Option<Outcome>),
 }
 
 pub struct Runner<'c> {
@@ -54,6 +79,10 @@ pub struct Runner<'c> {
     terminal: Option<Terminal>,
     start: Instant,
     env: Vec<(&'static str, String)>,
+    /// The try or hook running now: where forwarded signals go.
+    current: Option<Target>,
+    /// The countdown line is on the terminal.
+    status_shown: bool,
 }
 
 impl<'c> Runner<'c> {
@@ -91,6 +120,8 @@ impl<'c> Runner<'c> {
             terminal: Terminal::detect(),
             start,
             env,
+            current: None,
+            status_shown: false,
         }
     }
 
@@ -130,12 +161,14 @@ impl<'c> Runner<'c> {
         self.log.start(config, seed);
         self.warn_if_nested();
         loop {
-            let limit = schedule.start_try(self.start.elapsed());
+            let now = self.start.elapsed();
+            let limit = schedule.start_try(now);
+            let by_limit = schedule.limit_ends_try(now);
             let attempt = schedule.tries();
             let try_start = Instant::now();
             let mut io = TryIo::default();
             self.log.group_start(attempt);
-            let end = match self.run_try(attempt, limit, &mut io) {
+            let end = match self.run_try(attempt, limit, by_limit, &mut io) {
                 Ok(end) => end,
                 Err(e) => {
                     self.log.warn(&format!("{e:#}"));
@@ -146,15 +179,24 @@ impl<'c> Runner<'c> {
             if let Some(warning) = self.stdio.take_warning() {
                 self.log.warn(&warning);
             }
-            let (outcome, detail) = match end {
-                TryEnd::Ended(outcome) => (outcome, None),
-                TryEnd::NotStarted(outcome, detail) => (outcome, Some(detail)),
-                TryEnd::Interrupted(signal) => {
+            let (ended, detail) = match end {
+                TryEnd::Ended(ended) => (ended, None),
+                TryEnd::NotStarted(outcome, detail) => (
+                    Ended {
+                        outcome,
+                        killed: false,
+                        by_limit: false,
+                        leftovers: None,
+                    },
+                    Some(detail),
+                ),
+                TryEnd::Interrupted(signal, _outcome) => {
                     self.stdio.deliver(&mut io, false);
                     self.log.group_end();
                     return self.interrupted(attempt, signal, false);
                 }
             };
+            let outcome = ended.outcome;
             let took = try_start.elapsed();
             let (verdict, decision) =
                 schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
@@ -169,40 +211,16 @@ impl<'c> Runner<'c> {
                 decision: &decision,
                 detail: detail.as_deref(),
             });
+            if let Some(left) = ended.leftovers {
+                self.log.leftovers(attempt, self.config.signal, left.killed);
+            }
             match decision {
                 Decision::Succeed => {
                     self.log
                         .succeeded(attempt, self.start.elapsed(), schedule.waited());
                     return ExitStatus::Success;
                 }
-                Decision::GiveUp(why) => {
-                    let status = ExitStatus::from_last_try(outcome);
-                    self.log.gave_up(
-                        attempt,
-                        self.start.elapsed(),
-                        &why,
-                        status,
-                        Some(outcome),
-                        None,
-                    );
-                    if let Some(hook) = &config.on_give_up {
-                        // The run may give up because its budget is spent: the hook still gets
-                        // the grace period.
-                        let bound = self.hook_bound().map(|b| b.max(config.kill_after));
-                        let code = status.code();
-                        if let Some(signal) = self.run_hook(
-                            "--on-give-up",
-                            hook,
-                            attempt,
-                            code,
-                            Duration::ZERO,
-                            bound,
-                        ) {
-                            return self.interrupted(attempt, signal, true);
-                        }
-                    }
-                    return status;
-                }
+                Decision::GiveUp(why) => return self.give_up(attempt, &why, outcome),
                 Decision::Retry(wait) => {
                     self.log.wait(attempt, wait);
                     let waiting = Instant::now();
@@ -216,14 +234,44 @@ impl<'c> Runner<'c> {
                         }
                     }
                     // The hook's time is part of the wait: the next try starts as planned, or
-                    // when the hook is done if it took longer.
+                    // when the hook is done if it took longer. A hook that took long may have
+                    // spent the budget the retry needed.
                     let left = wait.delay.saturating_sub(waiting.elapsed());
+                    if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
+                        return self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+                    }
                     if let Some(signal) = self.sleep(left, attempt + 1) {
                         return self.interrupted(attempt, signal, true);
                     }
                 }
             }
         }
+    }
+
+    /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
+    fn give_up(&mut self, attempt: u64, why: &GiveUp, outcome: Outcome) -> ExitStatus {
+        let config = self.config;
+        let status = ExitStatus::from_last_try(outcome);
+        self.log.gave_up(
+            attempt,
+            self.start.elapsed(),
+            why,
+            status,
+            Some(outcome),
+            None,
+        );
+        if let Some(hook) = &config.on_give_up {
+            // The run may give up because its budget is spent: the hook still gets the grace
+            // period.
+            let bound = self.hook_bound().map(|b| b.max(config.kill_after));
+            let code = status.code();
+            if let Some(signal) =
+                self.run_hook("--on-give-up", hook, attempt, code, Duration::ZERO, bound)
+            {
+                return self.interrupted(attempt, signal, true);
+            }
+        }
+        status
     }
 
     fn interrupted(&mut self, attempt: u64, signal: Signal, in_wait: bool) -> ExitStatus {
@@ -240,17 +288,18 @@ impl<'c> Runner<'c> {
         status
     }
 
-    /// Runs one try to its end, stopping it on its timeout, and stopping what a failed try
-    /// left in its group.
+    /// Runs one try to its end, stopping it on its timeout (`limit`, which is the end of the
+    /// run when `by_limit`), and stopping what a failed try left running.
     fn run_try(
         &mut self,
         attempt: u64,
         limit: Option<Duration>,
+        by_limit: bool,
         io: &mut TryIo,
     ) -> anyhow::Result<TryEnd> {
         // A signal that came while retry was busy (logging, deciding) means no further try.
         if let Some(signal) = self.signals.pending_stop() {
-            return Ok(TryEnd::Interrupted(signal));
+            return Ok(TryEnd::Interrupted(signal, None));
         }
         self.env[0].1 = attempt.to_string();
         let mut spawned = self.spawn_try(&self.config.command, io)?;
@@ -274,58 +323,105 @@ impl<'c> Runner<'c> {
                 };
                 let detail = match e.outcome {
                     Outcome::NotFound => format!("'{name}' was not found"),
+                    Outcome::NoResources => {
+                        let errno = e.error.raw_os_error().map(nix::errno::Errno::from_raw);
+                        match errno {
+                            Some(errno) => format!(
+                                "'{name}' could not be started: out of resources ({errno:?}: {reason})"
+                            ),
+                            None => format!("'{name}' could not be started: out of resources"),
+                        }
+                    }
                     _ => format!("'{name}' cannot be executed: {reason}"),
                 };
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
-        let deadline = limit.and_then(after);
-        let end = loop {
-            match self.next_event(Some(io), deadline) {
-                Event::Child => {
-                    child.reap();
-                    if let Some(outcome) = child.outcome() {
-                        break TryEnd::Ended(outcome);
-                    }
-                    if child.take_stopped() {
-                        self.suspend_with(&mut child);
-                    }
-                }
-                Event::Stop(signal) => {
-                    self.stop(&mut child, signal, false, io);
-                    break TryEnd::Interrupted(signal);
-                }
-                // (next_event never returns Io.)
-                Event::Timeout | Event::Io => {
-                    match self.stop(&mut child, self.config.signal, true, io).received {
-                        Some(signal) => break TryEnd::Interrupted(signal),
-                        None => break TryEnd::Ended(Outcome::Timeout),
-                    }
-                }
-            }
-        };
-        if let TryEnd::Ended(outcome) = end {
+        self.current = Some(child.target());
+        let end = self.wait_try(&mut child, limit, by_limit, io);
+        self.current = None;
+        if let TryEnd::Ended(mut ended) = end {
             let success = matches!(
-                self.config.policy.classifier.verdict(outcome),
+                self.config.policy.classifier.verdict(ended.outcome),
                 Verdict::Success(_)
             );
-            if !success && child.alive() {
+            if !success && self.left_running(&child) {
                 // Leftovers of a failed try are stopped before anything else happens, so tries
-                // never overlap (spec 6.3).
-                let signal = self.config.signal;
-                let stopped = self.stop(&mut child, signal, true, io);
+                // never overlap (spec 6.3): what stayed in its group, and on Linux what left it.
+                let stopped = self.stop(&mut child, self.config.signal, io);
                 // Take the terminal back before writing to it: with `stty tostop`, a write
                 // from outside the foreground group would stop retry.
                 self.give_back_terminal(&child);
                 if let Some(received) = stopped.received {
-                    return Ok(TryEnd::Interrupted(received));
+                    return Ok(TryEnd::Interrupted(received, Some(ended.outcome)));
                 }
-                self.log.leftovers(attempt, signal, stopped.killed);
-                return Ok(end);
+                ended.leftovers = Some(Leftovers {
+                    count: stopped.count,
+                    killed: stopped.killed,
+                });
+                return Ok(TryEnd::Ended(ended));
             }
         }
         self.give_back_terminal(&child);
         Ok(end)
+    }
+
+    /// Waits for a started try to end, stopping it when `limit` has passed.
+    fn wait_try(
+        &mut self,
+        child: &mut Child,
+        limit: Option<Duration>,
+        by_limit: bool,
+        io: &mut TryIo,
+    ) -> TryEnd {
+        let deadline = limit.and_then(after);
+        loop {
+            match self.next_event(Some(io), deadline) {
+                Event::Child => {
+                    child.reap();
+                    if let Some(outcome) = child.outcome() {
+                        return TryEnd::Ended(Ended {
+                            outcome,
+                            killed: false,
+                            by_limit: false,
+                            leftovers: None,
+                        });
+                    }
+                    if child.take_stopped() {
+                        self.suspend_with(child);
+                    }
+                }
+                Event::Stop(signal) => {
+                    self.stop(child, signal, io);
+                    return TryEnd::Interrupted(signal, child.outcome());
+                }
+                // (next_event handles the others.)
+                Event::Timeout | Event::Io | Event::Forward(_) | Event::Suspend => {
+                    let stopped = self.stop(child, self.config.signal, io);
+                    return match stopped.received {
+                        Some(signal) => TryEnd::Interrupted(signal, Some(Outcome::Timeout)),
+                        None => TryEnd::Ended(Ended {
+                            outcome: Outcome::Timeout,
+                            killed: stopped.killed,
+                            by_limit,
+                            leftovers: None,
+                        }),
+                    };
+                }
+            }
+        }
+    }
+
+    /// True when something of an ended try still runs: in its group, or (on Linux, where
+    /// `retry` is subreaper) anywhere below `retry`.
+    fn left_running(&self, child: &Child) -> bool {
+        child.alive() || (self.sweeps() && has_children() && !descendants().is_empty())
+    }
+
+    /// Whether stopping a try also stops the processes that left its group. Not with
+    /// `--foreground`, which promises to stop only the command itself.
+    fn sweeps(&self) -> bool {
+        !self.config.foreground
     }
 
     /// Starts `command` as the try, with fresh plumbing in `io`.
@@ -342,11 +438,12 @@ impl<'c> Runner<'c> {
             env: &self.env,
             foreground: self.config.foreground,
             terminal: self.terminal.filter(|t| t.in_foreground()),
+            dispositions: self.signals.dispositions(),
         }))
     }
 
-    /// Waits for the next event, moving the try's input and output meanwhile; never returns
-    /// `Event::Io`.
+    /// Waits for the next event, moving the try's input and output meanwhile. Passes forwarded
+    /// signals on and handles SIGTSTP itself: never returns `Io`, `Forward` or `Suspend`.
     fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Instant>) -> Event {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
@@ -362,6 +459,12 @@ impl<'c> Runner<'c> {
                         self.stdio.on_ready(io, &fds, &tokens);
                     }
                 }
+                Event::Forward(signal) => {
+                    if let Some(target) = self.current {
+                        target.signal(signal);
+                    }
+                }
+                Event::Suspend => self.suspend(),
                 event => return event,
             }
         }
@@ -389,6 +492,23 @@ impl<'c> Runner<'c> {
         child.signal(Signal::CONT);
     }
 
+    /// SIGTSTP reached `retry` (Ctrl-Z while it holds the terminal, or kill -TSTP): clear the
+    /// countdown, stop the running try as a shell stops a job, stop, and when continued,
+    /// continue the try.
+    fn suspend(&mut self) {
+        if self.status_shown {
+            self.log.clear_status_line();
+            self.status_shown = false;
+        }
+        if let Some(target) = self.current {
+            target.signal(Signal::TSTP);
+        }
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        if let Some(target) = self.current {
+            target.signal(Signal::CONT);
+        }
+    }
+
     /// Takes the terminal back from the try's group, if that group holds it (not after `bg`:
     /// then the shell has it).
     fn give_back_terminal(&self, child: &Child) {
@@ -399,36 +519,43 @@ impl<'c> Runner<'c> {
         }
     }
 
-    /// Stops the try's group: `signal` (with SIGCONT when `cont`, so that a stopped process can
-    /// act on it), then SIGKILL after `--kill-after`, or at once on a further stopping signal.
-    fn stop(&mut self, child: &mut Child, signal: Signal, cont: bool, io: &mut TryIo) -> Stopped {
+    /// Stops the try (or hook): `signal` then SIGCONT, so that a stopped process can act on it,
+    /// to its group and, unless `--foreground`, to every process below `retry` (those that left
+    /// the group); SIGKILL to all of them after `--kill-after`, or at once on a further stopping
+    /// signal.
+    fn stop(&mut self, child: &mut Child, signal: Signal, io: &mut TryIo) -> Stopped {
         let mut received = None;
         let mut killed = false;
-        child.signal(signal);
-        if cont {
-            child.signal(Signal::CONT);
-        }
+        let count = self.send_all(child, signal);
+        self.send_all(child, Signal::CONT);
         let kill_at = after(self.config.kill_after);
-        while child.alive() {
+        while self.left_running(child) {
             match self.next_event(Some(io), kill_at) {
                 Event::Child => child.reap(),
-                Event::Timeout | Event::Io => break,
                 Event::Stop(s) => {
                     // A first signal to retry during the grace period is the one retry will die
                     // of; any signal now means SIGKILL at once.
                     received.get_or_insert(s);
                     break;
                 }
+                _ => break,
             }
         }
-        if child.alive() {
-            child.signal(Signal::KILL);
+        if self.left_running(child) {
+            self.send_all(child, Signal::KILL);
             killed = true;
             let settle = after(KILL_SETTLE);
-            while child.alive() {
+            while self.left_running(child) {
                 match self.next_event(Some(io), settle) {
-                    Event::Child => child.reap(),
-                    Event::Timeout | Event::Io => {
+                    Event::Child => {
+                        child.reap();
+                        // A process forked just before the kill is killed too.
+                        self.send_all(child, Signal::KILL);
+                    }
+                    Event::Stop(s) => {
+                        received.get_or_insert(s);
+                    }
+                    _ => {
                         self.log.warn(&format!(
                             "processes of pid {} still exist {:?} after SIGKILL",
                             child.pid(),
@@ -436,14 +563,31 @@ impl<'c> Runner<'c> {
                         ));
                         break;
                     }
-                    Event::Stop(s) => {
-                        received.get_or_insert(s);
-                    }
                 }
             }
         }
         child.reap();
-        Stopped { received, killed }
+        Stopped {
+            received,
+            killed,
+            count,
+        }
+    }
+
+    /// Sends `signal` to the try's group and, when sweeping, to every process below `retry`;
+    /// returns how many processes that reached, as far as can be counted.
+    fn send_all(&self, child: &Child, signal: Signal) -> usize {
+        if !self.sweeps() {
+            child.signal(signal);
+            return usize::from(child.alive());
+        }
+        // Counted before anything is signalled, so that what dies at once is counted too.
+        let below = descendants();
+        child.signal(signal);
+        for pid in &below {
+            send(*pid, signal);
+        }
+        below.len()
     }
 
     /// How long a hook may run: `--timeout`, and what is left of the budget.
@@ -494,6 +638,7 @@ impl<'c> Runner<'c> {
             env: &env,
             foreground: false,
             terminal: None,
+            dispositions: self.signals.dispositions(),
         };
         let mut child = match Child::spawn(opts) {
             Ok(child) => child,
@@ -505,41 +650,51 @@ impl<'c> Runner<'c> {
         };
         let until = bound.and_then(after);
         let mut io = TryIo::default();
-        loop {
+        self.current = Some(child.target());
+        let (result, failure) = loop {
             match self.next_event(None, until) {
                 Event::Child => {
                     child.reap();
                     match child.outcome() {
-                        Some(Outcome::Exit(0)) => return None,
+                        Some(Outcome::Exit(0)) => break (None, None),
                         Some(outcome) => {
                             let what = match outcome {
                                 Outcome::Exit(code) => format!("exited {code}"),
                                 Outcome::Signal(s) => format!("was killed by {s}"),
                                 other => other.to_string(),
                             };
-                            self.log.hook_failed(which, &what);
-                            return None;
+                            break (None, Some(what));
                         }
                         None => {}
                     }
                 }
                 Event::Stop(signal) => {
-                    self.stop(&mut child, signal, false, &mut io);
-                    return Some(signal);
+                    self.stop(&mut child, signal, &mut io);
+                    break (Some(signal), None);
                 }
-                Event::Timeout | Event::Io => {
-                    let received = self
-                        .stop(&mut child, self.config.signal, true, &mut io)
-                        .received;
+                _ => {
+                    let received = self.stop(&mut child, self.config.signal, &mut io).received;
                     let took = bound.unwrap_or_default();
-                    self.log.hook_failed(
-                        which,
-                        &format!("timed out after {}; stopped it", human(took)),
-                    );
-                    return received;
+                    let what = format!("timed out after {}; stopped it", human(took));
+                    break (received, Some(what));
                 }
             }
+        };
+        self.current = None;
+        if let Some(what) = failure {
+            self.log.hook_failed(which, &what);
         }
+        if result.is_none() && self.left_running(&child) {
+            // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
+            let stopped = self.stop(&mut child, self.config.signal, &mut io);
+            self.log.warn(&format!(
+                "the {which} hook left {} running; stopped {}",
+                plural_processes(stopped.count),
+                if stopped.count == 1 { "it" } else { "them" }
+            ));
+            return stopped.received;
+        }
+        result
     }
 
     /// Waits `delay` before try `next`; a stopping signal ends the wait at once. On a terminal, a
@@ -555,6 +710,7 @@ impl<'c> Runner<'c> {
                     let secs = left.as_secs_f64().ceil() as u64;
                     self.log
                         .status_line(&format!("next try ({label}) in {secs}s"));
+                    self.status_shown = true;
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
                     Some(Instant::now().checked_add(tick).unwrap_or(until).min(until))
@@ -562,18 +718,28 @@ impl<'c> Runner<'c> {
                 other => other,
             };
             match self.next_event(None, wake) {
-                Event::Timeout | Event::Io => {
+                Event::Child => reap_all(|_, _| {}),
+                Event::Stop(signal) => break Some(signal),
+                _ => {
                     if until.is_some_and(|u| Instant::now() >= u) {
                         break None;
                     }
                 }
-                Event::Child => reap_all(|_, _| {}),
-                Event::Stop(signal) => break Some(signal),
             }
         };
-        if countdown {
+        if self.status_shown {
             self.log.clear_status_line();
+            self.status_shown = false;
         }
         result
+    }
+}
+
+/// `1 process`, `3 processes`.
+fn plural_processes(n: usize) -> String {
+    if n == 1 {
+        "1 process".into()
+    } else {
+        format!("{n} processes")
     }
 }

@@ -14,18 +14,58 @@ use nix::libc;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
 
 use crate::policy::Signal;
+use crate::run::process::Dispositions;
 
-/// The signals that stop a run (spec 6.4); they are forwarded to the try.
-pub const STOPPING: [Signal; 4] = [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT];
+/// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`
+/// take them as requests, not as an end.
+pub const FORWARDED: [Signal; 2] = [Signal::USR1, Signal::USR2];
+
+/// Signals whose default action ends a process, apart from the forwarded ones and SIGKILL: each
+/// stops the run as SIGTERM does, so that none ends `retry` silently and orphans its try.
+fn ending() -> Vec<i32> {
+    let mut ending = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGSYS,
+    ];
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    ending.extend([libc::SIGPWR, libc::SIGSTKFLT]);
+    #[cfg(target_os = "linux")]
+    ending.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    ending
+}
+
+/// Signals that report a fault when the kernel sends them but end the run like SIGTERM when
+/// someone sends them with kill(2). Their handler is reset after one delivery, so that a real
+/// fault in `retry` still ends it with a core dump.
+const FAULTS: [i32; 5] = [
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTRAP,
+];
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+/// The pid of `retry`: a child between fork and exec still runs the handler, and must not
+/// speak for `retry`.
+static OWNER: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signo: libc::c_int) {
     // Only async-signal-safe calls here. errno is saved because the handler may interrupt code
     // that is about to read it.
     let saved = nix::errno::Errno::last_raw();
     let fd = WRITE_FD.load(Ordering::Relaxed);
-    if fd >= 0 {
+    // SAFETY: getpid is async-signal-safe.
+    if fd >= 0 && unsafe { libc::getpid() } == OWNER.load(Ordering::Relaxed) {
         let byte = signo as u8;
         // A full pipe means the runner already has plenty of wake-ups pending.
         unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
@@ -40,6 +80,10 @@ pub enum Event {
     Child,
     /// A stopping signal arrived.
     Stop(Signal),
+    /// A signal to pass on to the try (SIGUSR1, SIGUSR2); the run goes on.
+    Forward(Signal),
+    /// SIGTSTP reached `retry` itself (Ctrl-Z while it holds the terminal, or kill -TSTP).
+    Suspend,
     /// The time given to `next_with` has come.
     Timeout,
     /// One of the extra descriptors given to `next_with` is ready.
@@ -51,6 +95,8 @@ pub struct Signals {
     read: OwnedFd,
     _write: OwnedFd,
     pending: VecDeque<Event>,
+    /// What was ignored when `retry` started: left ignored, in `retry` and in its tries.
+    entry: Dispositions,
 }
 
 fn set_flags(fd: &OwnedFd) -> io::Result<()> {
@@ -64,31 +110,43 @@ fn set_flags(fd: &OwnedFd) -> io::Result<()> {
 }
 
 impl Signals {
-    /// Installs the handlers for SIGCHLD and the stopping signals.
+    /// Installs the handlers: SIGCHLD, SIGTSTP, the forwarded signals and every signal that would
+    /// otherwise end `retry`, except those ignored when it started, which stay ignored.
     pub fn install() -> io::Result<Signals> {
+        let entry = Dispositions::at_entry();
         let (read, write) = nix::unistd::pipe()?;
         set_flags(&read)?;
         set_flags(&write)?;
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
-        let action = SigAction::new(
-            SigHandler::Handler(on_signal),
+        OWNER.store(std::process::id() as i32, Ordering::Relaxed);
+        let mut caught: Vec<i32> = vec![libc::SIGTSTP];
+        caught.extend(FORWARDED.iter().map(|s| s.number()));
+        caught.extend(ending());
+        caught.retain(|&n| Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)));
+        caught.sort_unstable();
+        caught.dedup();
+        // SIGCHLD always: retry must know when its children end, whatever it inherited.
+        caught.push(libc::SIGCHLD);
+        for n in caught {
             // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner too.
-            SaFlags::SA_RESTART,
-            SigSet::empty(),
-        );
-        let mut signals = vec![nix::sys::signal::Signal::SIGCHLD];
-        for s in STOPPING {
-            signals.push(nix::sys::signal::Signal::try_from(s.number()).map_err(io::Error::from)?);
+            install(n, libc::SA_RESTART)?;
         }
-        for s in signals {
-            // SAFETY: the handler only calls async-signal-safe functions.
-            unsafe { sigaction(s, &action) }?;
+        for n in FAULTS {
+            if Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)) {
+                install(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)?;
+            }
         }
         Ok(Signals {
             read,
             _write: write,
             pending: VecDeque::new(),
+            entry,
         })
+    }
+
+    /// The dispositions every command started by `retry` begins with.
+    pub fn dispositions(&self) -> Dispositions {
+        self.entry
     }
 
     fn drain(&mut self) {
@@ -98,13 +156,13 @@ impl Signals {
                 Ok(0) => break,
                 Ok(n) => {
                     for &b in &buf[..n] {
-                        let event = if i32::from(b) == libc::SIGCHLD {
-                            Event::Child
-                        } else {
-                            match Signal::from_number(i32::from(b)) {
-                                Some(s) => Event::Stop(s),
-                                None => continue,
-                            }
+                        let n = i32::from(b);
+                        let event = match Signal::from_number(n) {
+                            _ if n == libc::SIGCHLD => Event::Child,
+                            _ if n == libc::SIGTSTP => Event::Suspend,
+                            Some(s) if FORWARDED.contains(&s) => Event::Forward(s),
+                            Some(s) => Event::Stop(s),
+                            None => continue,
                         };
                         // Many SIGCHLDs in a row mean one reap.
                         if event != Event::Child || !self.pending.contains(&Event::Child) {
@@ -169,6 +227,21 @@ impl Signals {
             Some(Event::Stop(signal)) => Some(signal),
             _ => None,
         }
+    }
+}
+
+/// Catches signal `n` with `on_signal`.
+fn install(n: i32, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction with our handler, an empty mask and valid flags; the handler
+    // only calls async-signal-safe functions.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    action.sa_flags = flags;
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    if unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -1,0 +1,386 @@
+//! The edges of the contract (spec 6.2–6.4, 8.3, 11): signals of every number, signals that
+//! reach `retry` itself, dispositions inherited from the caller, processes that leave the try's
+//! group, hooks, and starts that fail for want of resources.
+
+mod common;
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{
+    alive, pids_in, retry, retry_std, stderr_of, survivors, wait_bounded, wait_for_lines,
+};
+
+fn send(pid: u32, signal: i32) {
+    unsafe { nix::libc::kill(pid as i32, signal) };
+}
+
+fn sigrtmin() -> i32 {
+    nix::libc::SIGRTMIN()
+}
+
+#[test]
+fn a_try_that_dies_of_a_real_time_signal_exits_128_plus_n_without_hanging() {
+    let n = sigrtmin();
+    let started = Instant::now();
+    let out = retry()
+        .args(["-n", "1", "--", "sh", "-c", &format!("kill -{n} $$")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + n), "{}", stderr_of(&out));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // With a timeout it is still that signal, not "timed out".
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "5",
+            "--",
+            "sh",
+            "-c",
+            &format!("kill -{n} $$"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + n), "{}", stderr_of(&out));
+    assert!(
+        !stderr_of(&out).contains("timed out"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_real_time_signal_given_by_number_is_sent_on_timeout() {
+    for n in [sigrtmin(), sigrtmin() + 2] {
+        let dir = common::temp_dir("rt-send");
+        let got = dir.join("got");
+        let script = format!(
+            "trap 'echo {n} > \"{g}\"; exit 5' {n}; sleep 30 & wait",
+            g = got.display()
+        );
+        let out = retry()
+            .args(["-n", "1", "-t", "300ms", "-k", "5s", "-s", &n.to_string()])
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+        assert_eq!(
+            std::fs::read_to_string(&got).unwrap_or_default().trim(),
+            n.to_string(),
+            "signal {n} reached the try"
+        );
+        assert!(
+            !stderr_of(&out).contains("SIGKILL"),
+            "no kill needed: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
+#[test]
+fn sigusr1_is_forwarded_to_the_try_and_the_run_goes_on() {
+    let dir = common::temp_dir("usr1");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'echo usr1' USR1; echo $$ > '{r}'; i=0; while [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; echo done",
+        r = ready.display()
+    );
+    let mut child = retry_std()
+        .args(["-n", "1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&ready, 1, Duration::from_secs(10));
+    send(child.id(), nix::libc::SIGUSR1);
+    let status = wait_bounded(&mut child, Duration::from_secs(15));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "usr1\ndone\n");
+}
+
+#[test]
+fn sigalrm_stops_the_run_as_sigterm_does_and_orphans_nothing() {
+    let dir = common::temp_dir("alrm");
+    let pids = dir.join("pids");
+    let script = format!(
+        "echo $$ >> '{p}'; sleep 300 & echo $! >> '{p}'; wait",
+        p = pids.display()
+    );
+    let mut child = retry_std()
+        .args([
+            "-n", "3", "-d", "0", "-k", "500ms", "--", "sh", "-c", &script,
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    send(child.id(), nix::libc::SIGALRM);
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert_eq!(status.signal(), Some(nix::libc::SIGALRM), "{status:?}");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 2, "no further try started");
+    assert_eq!(survivors(&pids, Duration::from_secs(2)), Vec::<i32>::new());
+}
+
+#[test]
+fn a_forwarded_signal_is_followed_by_sigcont_so_a_stopped_try_ends_at_once() {
+    let dir = common::temp_dir("cont");
+    let pids = dir.join("pids");
+    let script = format!("echo $$ >> '{p}'; kill -STOP $$", p = pids.display());
+    let mut child = retry_std()
+        .args(["-n", "1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    let pid = pids_in(&pids)[0];
+    // Wait until the try has stopped itself.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_default()
+        .contains(") T ")
+    {
+        assert!(Instant::now() < until, "the try never stopped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = Instant::now();
+    send(child.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut child, Duration::from_secs(15));
+    let took = sent.elapsed();
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+    // Without SIGCONT it would take the whole 10 s grace period.
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(!alive(pid));
+}
+
+/// The signals ignored in a process, from its /proc status.
+fn ignored_mask(status: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("SigIgn:"))
+        .expect("a SigIgn line");
+    u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).unwrap()
+}
+
+#[test]
+fn signals_ignored_on_entry_stay_ignored_in_the_try_and_no_others() {
+    let bit = |n: i32| 1u64 << (n - 1);
+    // As a non-interactive shell starts a background job: INT and QUIT ignored.
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env_remove("RETRY_RUN_ID")
+        .args(["-n", "1", "--", "cat", "/proc/self/status"]);
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::libc::signal(nix::libc::SIGINT, nix::libc::SIG_IGN);
+            nix::libc::signal(nix::libc::SIGQUIT, nix::libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let mask = ignored_mask(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        mask,
+        bit(nix::libc::SIGINT) | bit(nix::libc::SIGQUIT),
+        "{mask:#x}"
+    );
+    // Nothing ignored on entry: nothing ignored in the try, the signals glibc reserves (32,
+    // 33) included.
+    let out = retry()
+        .args(["-n", "1", "--", "cat", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let mask = ignored_mask(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(mask, 0, "{mask:#x}");
+}
+
+#[test]
+fn under_nohup_sighup_neither_ends_retry_nor_its_try() {
+    let dir = common::temp_dir("nohup");
+    let pids = dir.join("pids");
+    let script = format!("echo $$ >> '{p}'; sleep 1; echo done", p = pids.display());
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env_remove("RETRY_RUN_ID")
+        .args(["-n", "1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    send(child.id(), nix::libc::SIGHUP);
+    let pid = pids_in(&pids)[0];
+    unsafe { nix::libc::kill(pid, nix::libc::SIGHUP) };
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+}
+
+#[test]
+fn processes_that_leave_the_group_with_setsid_are_stopped_before_the_next_try() {
+    let dir = common::temp_dir("setsid");
+    let pids = dir.join("pids");
+    let script = format!(
+        "setsid sh -c 'echo $$ >> \"{p}\"; exec sleep 203' & sleep 0.2; exit 1",
+        p = pids.display()
+    );
+    let out = retry()
+        .args([
+            "-n", "2", "-d", "1ms", "-k", "2s", "--", "sh", "-c", &script,
+        ])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 2, "one escapee per try: {log}");
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    survivors(&left, Duration::ZERO);
+    assert!(
+        left.is_empty(),
+        "still running when retry returned: {left:?}"
+    );
+    assert_eq!(log.matches("left").count(), 2, "{log}");
+}
+
+#[test]
+fn a_process_that_leaves_the_group_with_setpgid_is_stopped_on_timeout() {
+    let dir = common::temp_dir("setpgid");
+    let pids = dir.join("pids");
+    let script = format!(
+        "perl -e 'setpgrp(0,0); open(F, \">>\", \"{p}\"); print F \"$$\\n\"; close F; sleep 30' & wait",
+        p = pids.display()
+    );
+    let started = Instant::now();
+    let out = retry()
+        .args([
+            "-n", "1", "-t", "500ms", "-k", "5s", "--", "sh", "-c", &script,
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 1);
+    let left = survivors(&pids, Duration::ZERO);
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn what_a_hook_leaves_running_is_stopped() {
+    let dir = common::temp_dir("hook-left");
+    let pids = dir.join("pids");
+    let hook = format!("sleep 77 & echo $! >> '{p}'", p = pids.display());
+    let out = retry()
+        .args(["-n", "2", "-d", "10ms", "--on-retry", &hook])
+        .args(["--on-give-up", &hook, "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 2, "both hooks ran: {log}");
+    let left = survivors(&pids, Duration::ZERO);
+    assert!(left.is_empty(), "hook leftovers still running: {left:?}");
+    assert!(
+        log.contains("--on-retry hook left 1 process running"),
+        "{log}"
+    );
+    assert!(
+        log.contains("--on-give-up hook left 1 process running"),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_budget_is_checked_again_after_the_hook() {
+    let started = Instant::now();
+    let out = retry()
+        .args(["-n", "3", "-B", "2s", "-d", "100ms", "-j", "none"])
+        .args([
+            "--log-format",
+            "json",
+            "--on-retry",
+            "sleep 5",
+            "--",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr_of(&out);
+    // The last try's status, not 124: no second try started past the deadline.
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert_eq!(log.matches(r#""event":"try""#).count(), 1, "{log}");
+    assert!(log.contains(r#""reason":"budget""#), "{log}");
+    assert!(took >= Duration::from_millis(1900), "{took:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
+
+/// `retry` with no room for one more process: as nobody (root is exempt from the limit) with
+/// RLIMIT_NPROC at 0, every fork fails with EAGAIN.
+fn retry_without_processes(args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env_remove("RETRY_RUN_ID").args(args);
+    unsafe {
+        cmd.pre_exec(|| {
+            if nix::libc::geteuid() == 0 {
+                if nix::libc::setgid(65534) != 0 || nix::libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let none = nix::libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if nix::libc::setrlimit(nix::libc::RLIMIT_NPROC, &none) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start retry as nobody");
+    wait_bounded(&mut child, Duration::from_secs(15));
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_start_that_fails_for_want_of_processes_is_transient_and_125_when_last() {
+    let out = retry_without_processes(&[
+        "-n",
+        "3",
+        "-d",
+        "10ms",
+        "--log-format",
+        "json",
+        "--",
+        "true",
+    ]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.matches(r#""event":"try""#).count(), 3, "retried: {log}");
+    assert_eq!(log.matches(r#""verdict":"transient""#).count(), 3, "{log}");
+    assert!(log.contains(r#""no_resources":true"#), "{log}");
+    assert!(log.contains("EAGAIN"), "{log}");
+    assert!(!log.contains("cannot be executed"), "{log}");
+}
