@@ -1,5 +1,6 @@
 //! The imperative shell: parse, then either print the dry run or run the command for real.
 
+pub mod clock;
 pub mod process;
 pub mod runner;
 pub mod signals;
@@ -9,7 +10,9 @@ pub mod stdio;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{self, IsTerminal, Write};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
+
+use clock::Moment;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
@@ -18,7 +21,7 @@ use crate::report::log::{Log, use_color};
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
-    let start = Instant::now();
+    let start = Moment::now();
     let wall_start = SystemTime::now();
     let config = match config::parse(args, wall_start) {
         ParseOutcome::Run(config) => config,
@@ -74,7 +77,7 @@ fn run_id() -> String {
 fn real_run(
     config: &Config,
     seed: u64,
-    start: Instant,
+    start: Moment,
     wall_start: SystemTime,
 ) -> anyhow::Result<ExitStatus> {
     use anyhow::Context as _;

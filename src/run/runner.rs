@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -13,6 +13,7 @@ use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
 use crate::report::log::{Log, TryReport};
+use crate::run::clock::{Moment, after};
 use crate::run::process::{
     Child, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children, reap_all,
     resolve, send,
@@ -23,12 +24,6 @@ use crate::run::stdio::{RunIo, TryIo};
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
 const KILL_SETTLE: Duration = Duration::from_secs(5);
-
-/// The moment `d` from now, or `None` when that is past the end of the clock (a wait that
-/// never ends): durations come from the user and may be as long as `Duration::MAX`.
-fn after(d: Duration) -> Option<Instant> {
-    Instant::now().checked_add(d)
-}
 
 /// What stopping a try (or hook) came to.
 struct Stopped {
@@ -77,7 +72,7 @@ pub struct Runner<'c> {
     signals: Signals,
     stdio: RunIo,
     terminal: Option<Terminal>,
-    start: Instant,
+    start: Moment,
     env: Vec<(&'static str, String)>,
     /// The try or hook running now: where forwarded signals go.
     current: Option<Target>,
@@ -93,7 +88,7 @@ impl<'c> Runner<'c> {
         signals: Signals,
         stdio: RunIo,
         run_id: String,
-        start: Instant,
+        start: Moment,
         wall_start: SystemTime,
     ) -> Runner<'c> {
         let mut env = vec![
@@ -165,7 +160,7 @@ impl<'c> Runner<'c> {
             let limit = schedule.start_try(now);
             let by_limit = schedule.limit_ends_try(now);
             let attempt = schedule.tries();
-            let try_start = Instant::now();
+            let try_start = Moment::now();
             let mut io = TryIo::default();
             self.log.group_start(attempt);
             let end = match self.run_try(attempt, limit, by_limit, &mut io) {
@@ -223,7 +218,7 @@ impl<'c> Runner<'c> {
                 Decision::GiveUp(why) => return self.give_up(attempt, &why, outcome),
                 Decision::Retry(wait) => {
                     self.log.wait(attempt, wait);
-                    let waiting = Instant::now();
+                    let waiting = Moment::now();
                     if let Some(hook) = &config.on_retry {
                         let code = ExitStatus::from_last_try(outcome).code();
                         let bound = self.hook_bound();
@@ -444,7 +439,7 @@ impl<'c> Runner<'c> {
 
     /// Waits for the next event, moving the try's input and output meanwhile. Passes forwarded
     /// signals on and handles SIGTSTP itself: never returns `Io`, `Forward` or `Suspend`.
-    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Instant>) -> Event {
+    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
         loop {
@@ -706,14 +701,14 @@ impl<'c> Runner<'c> {
         let result = loop {
             let wake = match until {
                 Some(until) if countdown => {
-                    let left = until.saturating_duration_since(Instant::now());
+                    let left = until.saturating_duration_since(Moment::now());
                     let secs = left.as_secs_f64().ceil() as u64;
                     self.log
                         .status_line(&format!("next try ({label}) in {secs}s"));
                     self.status_shown = true;
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
-                    Some(Instant::now().checked_add(tick).unwrap_or(until).min(until))
+                    Some(Moment::now().checked_add(tick).unwrap_or(until).min(until))
                 }
                 other => other,
             };
@@ -721,7 +716,7 @@ impl<'c> Runner<'c> {
                 Event::Child => reap_all(|_, _| {}),
                 Event::Stop(signal) => break Some(signal),
                 _ => {
-                    if until.is_some_and(|u| Instant::now() >= u) {
+                    if until.is_some_and(|u| Moment::now() >= u) {
                         break None;
                     }
                 }

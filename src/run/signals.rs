@@ -7,13 +7,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Instant;
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::libc;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
 
 use crate::policy::Signal;
+use crate::run::clock::{CLOCK, Moment};
 use crate::run::process::Dispositions;
 
 /// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`
@@ -97,6 +97,9 @@ pub struct Signals {
     pending: VecDeque<Event>,
     /// What was ignored when `retry` started: left ignored, in `retry` and in its tries.
     entry: Dispositions,
+    /// A timer on the run's clock (Linux): a wait that a suspend interrupts still ends on time,
+    /// where ppoll's own timeout would not count the suspended time.
+    timer: Option<OwnedFd>,
 }
 
 fn set_flags(fd: &OwnedFd) -> io::Result<()> {
@@ -141,6 +144,7 @@ impl Signals {
             _write: write,
             pending: VecDeque::new(),
             entry,
+            timer: timer(),
         })
     }
 
@@ -179,8 +183,8 @@ impl Signals {
     /// Waits for the next event, or until `until` (forever when `None`); also wakes when one of
     /// `extra` is ready (`Event::Io`; the caller reads their `revents`). Signals come first: a
     /// ready descriptor stays ready for the next call.
-    pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Instant>) -> Event {
-        let mut fds = Vec::with_capacity(extra.len() + 1);
+    pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Moment>) -> Event {
+        let mut fds = Vec::with_capacity(extra.len() + 2);
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return event;
@@ -188,7 +192,7 @@ impl Signals {
             let timeout = match until {
                 None => None,
                 Some(t) => {
-                    let left = t.saturating_duration_since(Instant::now());
+                    let left = t.saturating_duration_since(Moment::now());
                     if left.is_zero() {
                         return Event::Timeout;
                     }
@@ -202,7 +206,21 @@ impl Signals {
                 revents: 0,
             });
             fds.extend(extra.iter().map(|p| libc::pollfd { revents: 0, ..*p }));
-            poll(&mut fds, timeout);
+            // With the timer armed at the deadline, ppoll needs no timeout of its own.
+            let armed = match (until, &self.timer) {
+                (Some(t), Some(timer)) => arm(timer, t),
+                _ => false,
+            };
+            if armed {
+                if let Some(timer) = &self.timer {
+                    fds.push(libc::pollfd {
+                        fd: timer.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+            poll(&mut fds, if armed { None } else { timeout });
             if fds[0].revents != 0 {
                 self.drain();
             }
@@ -227,6 +245,52 @@ impl Signals {
             Some(Event::Stop(signal)) => Some(signal),
             _ => None,
         }
+    }
+}
+
+/// A timer on the run's clock, if the platform has timerfd.
+fn timer() -> Option<OwnedFd> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::os::fd::FromRawFd;
+        // SAFETY: timerfd_create returns a new descriptor or -1.
+        let fd = unsafe { libc::timerfd_create(CLOCK, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
+        // SAFETY: a descriptor just created and owned by nothing else.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = CLOCK;
+        None
+    }
+}
+
+/// Arms `timer` to fire at `at`; false if that failed (then ppoll's timeout serves).
+fn arm(timer: &OwnedFd, at: Moment) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: at.timespec(),
+        };
+        // SAFETY: `spec` outlives the call; setting the timer also clears a past expiry.
+        let r = unsafe {
+            libc::timerfd_settime(
+                timer.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+        r == 0
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = (timer, at);
+        false
     }
 }
 
