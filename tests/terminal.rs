@@ -294,3 +294,34 @@ fn a_background_job_stops_when_its_try_reads_the_terminal_and_fg_resumes_it() {
     let status = pty.wait();
     assert!(status.code().is_some(), "{:?}", pty.seen);
 }
+
+#[test]
+fn ctrl_z_during_the_countdown_clears_the_line_before_retry_stops() {
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "2", "-d", "4s", "-j", "none", "--", "false",
+    ]);
+    let pid = pty.child.id();
+    pty.expect("next try (2/2) in");
+    pty.type_bytes(b"\x1a");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut status = 0;
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if r == pid as i32 && libc::WIFSTOPPED(status) {
+            break;
+        }
+        assert!(r == 0, "retry ended instead of stopping: {:?}", pty.seen);
+        assert!(
+            Instant::now() < until,
+            "retry never stopped: {:?}",
+            pty.seen
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The terminal echoed ^Z after the countdown; retry cleared the line before stopping, so
+    // the shell's "Stopped" line does not follow a half-drawn countdown.
+    pty.expect("^Z\r\x1b[2K");
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    pty.expect("gave up after 2 tries");
+    assert_eq!(pty.wait().code(), Some(1), "{:?}", pty.seen);
+}
