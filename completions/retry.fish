@@ -1,7 +1,7 @@
 complete -c retry -s n -l tries -d 'Maximum number of tries, the first included; 0 means no limit' -r
-complete -c retry -s B -l budget -d 'Wall-clock budget for the whole run, tries and waits together' -r
+complete -c retry -s B -l budget -d 'Wall-clock budget for the whole run, tries and waits together; 0 means none' -r
 complete -c retry -l deadline -d 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)' -r
-complete -c retry -s t -l timeout -d 'Stop a try that runs longer than this' -r
+complete -c retry -s t -l timeout -d 'Stop a try that runs longer than this; 0 means no timeout' -r
 complete -c retry -s s -l signal -d 'Signal sent to the try\'s process group on timeout: a name, with or without SIG, or a number' -r
 complete -c retry -s k -l kill-after -d 'Grace period between that signal and SIGKILL; 0 kills at once' -r
 complete -c retry -s d -l delay -d 'Base wait before the first retry' -r

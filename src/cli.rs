@@ -44,7 +44,7 @@ pub struct Cli {
     #[arg(short = 'n', long, value_name = "N", default_value = "3", value_parser = parse_tries, help_heading = TRIES)]
     pub tries: u64,
 
-    /// Wall-clock budget for the whole run, tries and waits together
+    /// Wall-clock budget for the whole run, tries and waits together; 0 means none
     ///
     /// A retry starts only if it can start before the end of the budget and, with --timeout,
     /// its whole timeout fits in what is left. A try still running at the end is stopped as on
@@ -58,7 +58,7 @@ pub struct Cli {
     #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true, help_heading = TRIES)]
     pub deadline: Option<SystemTime>,
 
-    /// Stop a try that runs longer than this
+    /// Stop a try that runs longer than this; 0 means no timeout
     ///
     /// The try's whole process group gets --signal, then SIGKILL after --kill-after. A try
     /// stopped this way exits 124 and is retried unless --stop-on timeout.

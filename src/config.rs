@@ -136,6 +136,9 @@ impl Config {
                 }
             },
         };
+        // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
+        let timeout = cli.timeout.filter(|t| !t.is_zero());
+        let budget = cli.budget.filter(|b| !b.is_zero());
         let policy = Policy {
             max_tries: (cli.tries > 0).then_some(cli.tries),
             waits: WaitPolicy {
@@ -151,13 +154,13 @@ impl Config {
                 retry_if_output: cli.retry_if_output,
                 stop_if_output: cli.stop_if_output,
             },
-            timeout: cli.timeout,
-            limit: Limit::earliest(cli.budget, deadline_in),
+            timeout,
+            limit: Limit::earliest(budget, deadline_in),
         };
         Ok(Config {
             policy,
             deadline: cli.deadline,
-            budget: cli.budget,
+            budget,
             signal: cli.signal,
             kill_after: cli.kill_after,
             foreground: cli.foreground,
@@ -218,6 +221,19 @@ mod tests {
     #[test]
     fn zero_tries_means_no_limit() {
         assert_eq!(config(&["-n", "0", "x"]).unwrap().policy.max_tries, None);
+    }
+
+    #[test]
+    fn zero_timeout_and_zero_budget_mean_none() {
+        for zero in ["0", "0s", "0ms", "0.0"] {
+            let c = config(&["-t", zero, "-B", zero, "x"]).unwrap();
+            assert_eq!(c.policy.timeout, None, "-t {zero}");
+            assert_eq!(c.policy.limit, None, "-B {zero}");
+            assert_eq!(c.budget, None, "-B {zero}");
+        }
+        // A deadline still applies when the budget is 0.
+        let c = config(&["--deadline", "2023-11-14T22:13:27Z", "-B", "0", "x"]).unwrap();
+        assert_eq!(c.policy.limit.unwrap().at, Duration::from_secs(7));
     }
 
     #[test]

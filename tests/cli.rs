@@ -126,3 +126,25 @@ fn words_after_the_command_belong_to_it() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(out.stdout, b"--help -n 5\n");
 }
+
+#[test]
+fn a_zero_timeout_lets_the_try_run_to_its_end() {
+    // `-t 0` is no timeout, as with timeout(1): the try is not stopped at once.
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "0",
+            "-B",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.2; echo done",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(out.stdout, b"done\n");
+}

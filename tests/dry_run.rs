@@ -197,3 +197,34 @@ fn a_dry_run_runs_nothing() {
     assert!(!marker.exists());
     assert!(stdout_of(&out).contains("touch"));
 }
+
+#[test]
+fn a_zero_timeout_and_a_zero_budget_mean_none() {
+    let out = retry()
+        .args(["--dry-run", "-n", "4", "-t", "0", "-B", "0", "-j", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr_of(&out));
+    let table = stdout_of(&out);
+    let policy = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("policy:"))
+        .expect("a policy line");
+    assert!(
+        !policy.contains("timeout") && !policy.contains("budget"),
+        "{table}"
+    );
+    assert!(table.contains("no time (no --timeout)"), "{table}");
+    assert_eq!(table_rows(&table).len(), 4, "{table}");
+    assert!(
+        table.contains("stops after try 4: the tries run out"),
+        "{table}"
+    );
+
+    let plan = plan_json(&["-n", "4", "-t", "0", "-B", "0", "-j", "none"]);
+    let policy = &plan[0]["policy"];
+    assert!(policy["timeout_ms"].is_null(), "{policy}");
+    assert!(policy["budget_ms"].is_null(), "{policy}");
+    assert_eq!(end(&plan)["reason"], "tries");
+    assert_eq!(waits_ms(&plan), [1000, 2000, 4000]);
+}
