@@ -11,7 +11,7 @@ constant\t''"
 complete -c retry -l factor -d 'Growth factor of exponential backoff, a number of at least 1' -r
 complete -c retry -s m -l max-delay -d 'Cap on any single wait, jitter included' -r
 complete -c retry -l delays -d 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats' -r
-complete -c retry -s j -l jitter -d 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none' -r -f -a "full\t''
+complete -c retry -s j -l jitter -d 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]' -r -f -a "full\t''
 equal\t''
 decorrelated\t''
 none\t''"

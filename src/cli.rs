@@ -96,12 +96,18 @@ pub struct Cli {
     pub max_delay: Duration,
 
     /// Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats
+    ///
+    /// They are waited exactly as listed, unless --jitter is also given.
     #[arg(long, value_name = "LIST", value_parser = parse_delays, allow_hyphen_values = true, conflicts_with_all = ["backoff", "factor", "delay"], help_heading = WAITS)]
     pub delays: Option<DelayList>,
 
-    /// Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none
-    #[arg(short = 'j', long, value_name = "KIND", value_enum, default_value_t = JitterKind::Full, help_heading = WAITS)]
-    pub jitter: JitterKind,
+    /// Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]
+    ///
+    /// With d the capped base wait: full waits 0 to d, equal d/2 to d, none d; decorrelated
+    /// waits --delay to three times the previous wait, capped, and cannot be used with
+    /// --delays. The waits listed by --delays are waited exactly, unless --jitter is given.
+    #[arg(short = 'j', long, value_name = "KIND", value_enum, help_heading = WAITS)]
+    pub jitter: Option<JitterKind>,
 
     /// Seed of the jitter's random source: the same seed gives the same waits
     #[arg(long, value_name = "N", value_parser = parse_seed, help_heading = WAITS)]

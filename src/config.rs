@@ -101,7 +101,14 @@ impl Config {
                     .into(),
             ));
         }
-        let jitter = match cli.jitter {
+        // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
+        // waits are jittered unless asked not to be, so that clients failing together spread out.
+        let default_jitter = if cli.delays.is_some() {
+            JitterKind::None
+        } else {
+            JitterKind::Full
+        };
+        let jitter = match cli.jitter.unwrap_or(default_jitter) {
             JitterKind::None => Jitter::None,
             JitterKind::Full => Jitter::Full,
             JitterKind::Equal => Jitter::Equal,
@@ -234,6 +241,27 @@ mod tests {
         // A deadline still applies when the budget is 0.
         let c = config(&["--deadline", "2023-11-14T22:13:27Z", "-B", "0", "x"]).unwrap();
         assert_eq!(c.policy.limit.unwrap().at, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn explicit_delays_are_exact_unless_jitter_is_given() {
+        let waits = |args: &[&str]| config(args).unwrap().policy.waits;
+        let w = waits(&["--delays", "10s,20s", "x"]);
+        assert_eq!(w.jitter, Jitter::None);
+        assert_eq!(
+            w.backoff,
+            Backoff::List(vec![Duration::from_secs(10), Duration::from_secs(20)])
+        );
+        assert_eq!(
+            waits(&["--delays", "10s", "-j", "full", "x"]).jitter,
+            Jitter::Full
+        );
+        assert_eq!(
+            waits(&["--delays", "10s", "-j", "equal", "x"]).jitter,
+            Jitter::Equal
+        );
+        assert_eq!(waits(&["x"]).jitter, Jitter::Full);
+        assert_eq!(waits(&["-j", "none", "x"]).jitter, Jitter::None);
     }
 
     #[test]

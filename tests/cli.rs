@@ -82,6 +82,11 @@ fn help_groups_the_options_and_exits_0() {
     ] {
         assert!(help.contains(heading), "missing {heading}");
     }
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("[default: full; none with --delays]"),
+        "{help}"
+    );
     for flag in [
         "--tries",
         "--budget",

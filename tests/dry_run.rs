@@ -83,6 +83,26 @@ fn explicit_delays_repeat_the_last_value() {
 }
 
 #[test]
+fn explicit_delays_wait_exactly_unless_jitter_is_given() {
+    // Whatever the seed, the listed waits are the waits.
+    for seed in ["1", "2", "3"] {
+        let plan = plan_json(&["--delays", "10s,20s", "-n", "4", "--seed", seed]);
+        assert_eq!(waits_ms(&plan), [10_000, 20_000, 20_000]);
+        assert_eq!(plan[0]["policy"]["jitter"], "none");
+    }
+    let plan = plan_json(&[
+        "--delays", "10s,20s", "-n", "8", "-j", "full", "--seed", "1",
+    ]);
+    assert_eq!(plan[0]["policy"]["jitter"], "full");
+    let waits = waits_ms(&plan);
+    assert!(waits.iter().all(|&w| w <= 20_000), "{waits:?}");
+    assert!(
+        waits.iter().any(|&w| w != 10_000 && w != 20_000),
+        "{waits:?}"
+    );
+}
+
+#[test]
 fn the_same_seed_prints_the_same_schedule_and_another_seed_another() {
     let run = |seed: &str| {
         let out = retry()
