@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use clap::Parser;
 
 use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat, StdinMode};
-use crate::policy::{Backoff, Classifier, Jitter, Limit, Policy, Signal, WaitPolicy};
+use crate::policy::{Backoff, Classifier, Item, Jitter, Limit, List, Policy, Signal, WaitPolicy};
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -131,6 +131,8 @@ impl Config {
                 "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
             )));
         }
+        let stop_on = cli.stop_on.unwrap_or_default();
+        check_lists(cli.retry_on.as_ref(), &stop_on, &success_on)?;
         let deadline_in = match cli.deadline {
             None => None,
             Some(at) => match at.duration_since(now) {
@@ -156,7 +158,7 @@ impl Config {
             },
             classifier: Classifier {
                 retry_on: cli.retry_on,
-                stop_on: cli.stop_on.unwrap_or_default(),
+                stop_on,
                 success_on,
                 retry_if_output: cli.retry_if_output,
                 stop_if_output: cli.stop_if_output,
@@ -187,6 +189,33 @@ impl Config {
             command: cli.command,
         })
     }
+}
+
+/// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
+/// it cannot be retried or stopped on, and a code cannot be both a success and a failure.
+fn check_lists(
+    retry_on: Option<&List>,
+    stop_on: &List,
+    success_on: &List,
+) -> Result<(), UsageError> {
+    for (option, list) in [("--retry-on", retry_on), ("--stop-on", Some(stop_on))] {
+        let Some(list) = list else { continue };
+        if let Some(item) = list.find_code(0) {
+            let why = match item {
+                Item::Code(_) => "exit code 0 is always a success".to_string(),
+                _ => format!("item '{item}' includes exit code 0, which is always a success"),
+            };
+            return Err(UsageError(format!(
+                "invalid value '{list}' for '{option} <LIST>': {why}"
+            )));
+        }
+        if let Some(code) = list.shared_code(success_on) {
+            return Err(UsageError(format!(
+                "invalid value '{list}' for '{option} <LIST>': exit code {code} is also in --success-on '{success_on}', and cannot be both a success and a failure"
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -314,6 +343,66 @@ mod tests {
         }
         let err = config(&[]).unwrap_err();
         assert!(err.contains("no command"), "{err}");
+    }
+
+    #[test]
+    fn lists_that_contradict_each_other_are_usage_errors() {
+        for (args, needles) in [
+            (
+                &["--retry-on", "0", "x"][..],
+                &["--retry-on", "'0'", "exit code 0"][..],
+            ),
+            (
+                &["--retry-on", "0-3", "x"],
+                &["--retry-on", "'0-3'", "exit code 0"],
+            ),
+            (
+                &["--stop-on", "TERM,0", "x"],
+                &["--stop-on", "'TERM,0'", "exit code 0"],
+            ),
+            (
+                &["--success-on", "3", "--retry-on", "3", "x"],
+                &["--retry-on", "--success-on", "'3'", "exit code 3"],
+            ),
+            (
+                &["--success-on", "10-20", "--retry-on", "1-12", "x"],
+                &[
+                    "--retry-on",
+                    "--success-on",
+                    "'1-12'",
+                    "'10-20'",
+                    "exit code 10",
+                ],
+            ),
+            (
+                &["--success-on", "2,7", "--stop-on", "timeout,5-9", "x"],
+                &[
+                    "--stop-on",
+                    "--success-on",
+                    "'timeout,5-9'",
+                    "'2,7'",
+                    "exit code 7",
+                ],
+            ),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(!err.contains('\n'), "{args:?}: {err}");
+            for needle in needles {
+                assert!(err.contains(needle), "{args:?}: {needle} not in {err}");
+            }
+        }
+        // Lists that do not meet are fine, and --stop-on may narrow --retry-on.
+        let c = config(&[
+            "--success-on",
+            "3",
+            "--retry-on",
+            "1-2,4-9",
+            "--stop-on",
+            "5",
+            "x",
+        ]);
+        assert!(c.is_ok(), "{c:?}");
+        assert!(config(&["--success-on", "0", "x"]).is_ok());
     }
 
     #[test]

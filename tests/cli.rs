@@ -39,6 +39,13 @@ fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
             "--no-such-flag",
         ),
         (&["-t", "1x", "--dry-run"], "--timeout", "1x"),
+        (&["--retry-on", "0-3", "--", "true"], "--retry-on", "0-3"),
+        (&["--stop-on", "0", "--", "true"], "--stop-on", "0"),
+        (
+            &["--success-on", "3", "--retry-on", "1-5", "--", "true"],
+            "--retry-on",
+            "1-5",
+        ),
     ];
     for (args, option, value) in cases {
         let out = retry().args(*args).output().unwrap();
@@ -152,4 +159,20 @@ fn a_zero_timeout_lets_the_try_run_to_its_end() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(out.stdout, b"done\n");
+}
+
+#[test]
+fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
+    for (list, value) in [("--retry-on", "1-5"), ("--stop-on", "3")] {
+        let out = retry()
+            .args(["--success-on", "3", list, value, "--", "true"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for needle in [list, "--success-on", "exit code 3"] {
+            assert!(err.contains(needle), "{needle} not in {err}");
+        }
+    }
 }

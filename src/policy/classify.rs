@@ -160,6 +160,16 @@ impl List {
         self.0.iter().copied().find(|item| item.matches(outcome))
     }
 
+    /// The item that matches exit `code`, if any.
+    pub fn find_code(&self, code: u8) -> Option<Item> {
+        self.find(Outcome::Exit(code))
+    }
+
+    /// The lowest exit code that both lists match, if any.
+    pub fn shared_code(&self, other: &List) -> Option<u8> {
+        (0..=u8::MAX).find(|&c| self.find_code(c).is_some() && other.find_code(c).is_some())
+    }
+
     /// True when the list has only exit codes and ranges, as `--success-on` needs.
     pub fn codes_only(&self) -> Result<(), Item> {
         match self
@@ -502,6 +512,16 @@ mod tests {
             let err = input.parse::<List>().unwrap_err();
             assert!(err.contains(needle), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn lists_find_the_codes_they_share() {
+        assert_eq!(list("0-3").find_code(0), Some(Item::Range(0, 3)));
+        assert_eq!(list("TERM,timeout").find_code(0), None);
+        assert_eq!(list("10-20").shared_code(&list("1-12,15")), Some(10));
+        assert_eq!(list("2,7").shared_code(&list("timeout,5-9")), Some(7));
+        assert_eq!(list("1-5").shared_code(&list("6-255,KILL")), None);
+        assert_eq!(list("255").shared_code(&list("0-255")), Some(255));
     }
 
     #[test]
