@@ -41,7 +41,7 @@ const OUTPUT: &str = "Log and dry run";
 )]
 pub struct Cli {
     /// Maximum number of tries, the first included; 0 means no limit
-    #[arg(short = 'n', long, value_name = "N", default_value = "3", value_parser = parse_tries, help_heading = TRIES)]
+    #[arg(short = 'n', long, value_name = "N", default_value = "3", value_parser = parse_tries, allow_hyphen_values = true, help_heading = TRIES)]
     pub tries: u64,
 
     /// Wall-clock budget for the whole run, tries and waits together; 0 means none
@@ -84,7 +84,7 @@ pub struct Cli {
     pub delay: Duration,
 
     /// How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant
-    #[arg(long, value_name = "KIND", value_enum, default_value_t = BackoffKind::Exponential, help_heading = WAITS)]
+    #[arg(long, value_name = "KIND", value_enum, allow_hyphen_values = true, default_value_t = BackoffKind::Exponential, help_heading = WAITS)]
     pub backoff: BackoffKind,
 
     /// Growth factor of exponential backoff, a number of at least 1
@@ -106,11 +106,11 @@ pub struct Cli {
     /// With d the capped base wait: full waits 0 to d, equal d/2 to d, none d; decorrelated
     /// waits --delay to three times the previous wait, capped, and cannot be used with
     /// --delays. The waits listed by --delays are waited exactly, unless --jitter is given.
-    #[arg(short = 'j', long, value_name = "KIND", value_enum, help_heading = WAITS)]
+    #[arg(short = 'j', long, value_name = "KIND", value_enum, allow_hyphen_values = true, help_heading = WAITS)]
     pub jitter: Option<JitterKind>,
 
     /// Seed of the jitter's random source: the same seed gives the same waits
-    #[arg(long, value_name = "N", value_parser = parse_seed, help_heading = WAITS)]
+    #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true, help_heading = WAITS)]
     pub seed: Option<u64>,
 
     /// Only these outcomes are transient; every other failure is permanent
@@ -144,7 +144,7 @@ pub struct Cli {
     /// and a pipe is recorded as the first try reads it and replayed to every later try (the
     /// recorded part first, then whatever the pipe still holds). replay forces recording,
     /// inherit passes standard input untouched, null gives /dev/null.
-    #[arg(long, value_name = "MODE", value_enum, default_value_t = StdinMode::Auto, help_heading = IO)]
+    #[arg(long, value_name = "MODE", value_enum, allow_hyphen_values = true, default_value_t = StdinMode::Auto, help_heading = IO)]
     pub stdin: StdinMode,
 
     /// Hold each try's standard output; only the successful try's reaches stdout, once
@@ -176,7 +176,7 @@ pub struct Cli {
     pub verbose: bool,
 
     /// Format of the log: human, or json (one JSON object per line)
-    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Human, help_heading = OUTPUT)]
+    #[arg(long, value_name = "FORMAT", value_enum, allow_hyphen_values = true, default_value_t = LogFormat::Human, help_heading = OUTPUT)]
     pub log_format: LogFormat,
 
     /// Append the log to this file instead of standard error
@@ -184,7 +184,7 @@ pub struct Cli {
     pub log_file: Option<PathBuf>,
 
     /// Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorWhen::Auto, help_heading = OUTPUT)]
+    #[arg(long, value_name = "WHEN", value_enum, allow_hyphen_values = true, default_value_t = ColorWhen::Auto, help_heading = OUTPUT)]
     pub color: ColorWhen,
 
     /// Print the schedule the options give, and run nothing

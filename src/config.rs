@@ -75,22 +75,35 @@ where
     }
 }
 
-/// Clap's error as one line: what is wrong, the option and the value, and the valid values.
+/// Clap's error as one line: what is wrong, the option and the value, the valid values, and
+/// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let rendered = e.render().to_string();
-    let first = rendered
+    let mut line = rendered
         .lines()
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
-    match e.get(ContextKind::ValidValue) {
-        Some(ContextValue::Strings(values)) if !values.is_empty() => {
-            format!("{first} (expected one of: {})", values.join(", "))
+    if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
+        if !values.is_empty() {
+            line += &format!(" (expected one of: {})", values.join(", "));
         }
-        _ => first,
     }
+    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
+        let suggestions = match e.get(kind) {
+            Some(ContextValue::String(s)) => vec![s.clone()],
+            Some(ContextValue::Strings(v)) => v.clone(),
+            _ => Vec::new(),
+        };
+        if !suggestions.is_empty() {
+            line += &format!(" (did you mean {}?)", suggestions.join(" or "));
+        }
+    }
+    // Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make retry run `-x` as
+    // the command: left out.
+    line
 }
 
 impl Config {
@@ -403,6 +416,33 @@ mod tests {
         ]);
         assert!(c.is_ok(), "{c:?}");
         assert!(config(&["--success-on", "0", "x"]).is_ok());
+    }
+
+    #[test]
+    fn negative_numbers_are_values_of_their_option_not_unknown_flags() {
+        for (args, option) in [
+            (&["-n", "-1", "x"][..], "'--tries <N>'"),
+            (&["--seed", "-1", "x"], "'--seed <N>'"),
+            (&["--factor", "-2", "x"], "'--factor <F>'"),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(
+                err.starts_with("invalid value '-") && err.contains(option),
+                "{args:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn clap_suggestions_stay_on_the_one_line() {
+        let err = config(&["--timout", "1", "x"]).unwrap_err();
+        assert_eq!(
+            err,
+            "unexpected argument '--timout' found (did you mean --timeout?)"
+        );
+        let err = config(&["-j", "ful", "x"]).unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("did you mean full?"), "{err}");
     }
 
     #[test]

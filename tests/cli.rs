@@ -39,6 +39,11 @@ fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
             "--no-such-flag",
         ),
         (&["-t", "1x", "--dry-run"], "--timeout", "1x"),
+        (&["-n", "-1", "--", "true"], "--tries", "-1"),
+        (&["--tries", "-5", "--dry-run"], "--tries", "-5"),
+        (&["--factor", "-2", "--", "true"], "--factor", "-2"),
+        (&["--seed", "-1", "--", "true"], "--seed", "-1"),
+        (&["-d", "-1", "--", "true"], "--delay", "-1"),
         (&["--retry-on", "0-3", "--", "true"], "--retry-on", "0-3"),
         (&["--stop-on", "0", "--", "true"], "--stop-on", "0"),
         (
@@ -175,4 +180,17 @@ fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
             assert!(err.contains(needle), "{needle} not in {err}");
         }
     }
+}
+
+#[test]
+fn a_misspelt_option_gets_the_suggestion_on_its_one_line() {
+    let out = retry()
+        .args(["--timout", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("'--timout'"), "{err}");
+    assert!(err.contains("did you mean --timeout"), "{err}");
 }
