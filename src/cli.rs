@@ -66,6 +66,8 @@ pub struct Cli {
     pub timeout: Option<Duration>,
 
     /// Signal sent to the try's process group on timeout: a name, with or without SIG, or a number
+    ///
+    /// Real-time signals are named RTMIN, RTMIN+N, RTMAX-N and RTMAX, as by bash's kill -l.
     #[arg(short = 's', long, value_name = "SIGNAL", default_value = "TERM", value_parser = parse_signal, allow_hyphen_values = true, help_heading = TIMEOUTS)]
     pub signal: Signal,
 
@@ -115,8 +117,8 @@ pub struct Cli {
 
     /// Only these outcomes are transient; every other failure is permanent
     ///
-    /// A LIST is comma-separated: exit codes (75), ranges (1-5), signal names (KILL, SIGTERM)
-    /// and the word timeout.
+    /// A LIST is comma-separated: exit codes (75), ranges (1-5), signal names (KILL, SIGTERM,
+    /// RTMIN+2) and the word timeout. Exit 0 is always a success and cannot be listed.
     #[arg(long, value_name = "LIST", value_parser = parse_list, allow_hyphen_values = true, help_heading = CLASSIFY)]
     pub retry_on: Option<List>,
 

@@ -194,3 +194,55 @@ fn a_misspelt_option_gets_the_suggestion_on_its_one_line() {
     assert!(err.contains("'--timout'"), "{err}");
     assert!(err.contains("did you mean --timeout"), "{err}");
 }
+
+#[test]
+fn real_time_signals_are_accepted_by_name_and_shown_by_name() {
+    let out = retry()
+        .args([
+            "--dry-run",
+            "--log-format",
+            "json",
+            "-t",
+            "1s",
+            "-s",
+            "sigrtmin+2",
+            "--retry-on",
+            "RTMAX-1,rtmin,SIG32",
+            "--stop-on",
+            "SigRtMax",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let first = common::stdout_of(&out);
+    let first = first.lines().next().unwrap();
+    assert!(first.contains(r#""signal":"RTMIN+2""#), "{first}");
+
+    let out = retry()
+        .args(["--dry-run", "-t", "1s", "-s", "RTMAX"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout_of(&out).contains("(then SIGRTMAX, SIGKILL after 10s)"),
+        "{}",
+        common::stdout_of(&out)
+    );
+}
+
+#[test]
+fn out_of_range_real_time_signals_are_one_line_usage_errors() {
+    for (option, value) in [
+        ("--signal", "RTMIN+99"),
+        ("--retry-on", "1,RTMIN+99"),
+        ("--stop-on", "SIGRTMAX-99"),
+    ] {
+        let out = retry().args(["--dry-run", option, value]).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(option) && err.contains(value) && err.contains("RTMAX ("),
+            "{err}"
+        );
+    }
+}
