@@ -112,6 +112,8 @@ pub struct Cli {
     pub jitter: Option<JitterKind>,
 
     /// Seed of the jitter's random source: the same seed gives the same waits
+    ///
+    /// It may be given in double quotes, as the JSON log writes it.
     #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true, help_heading = WAITS)]
     pub seed: Option<u64>,
 
@@ -241,7 +243,14 @@ fn parse_tries(s: &str) -> Result<u64, String> {
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
-    s.trim()
+    // The JSON log writes the seed as a string ("seed":"9403994254451210427"), so that readers
+    // holding JSON numbers as doubles keep every digit; take it as copied, quotes included.
+    let s = s.trim();
+    let digits = s
+        .strip_prefix('"')
+        .and_then(|inner| inner.strip_suffix('"'))
+        .unwrap_or(s);
+    digits
         .parse::<u64>()
         .map_err(|_| "expected a whole number from 0 to 18446744073709551615".into())
 }

@@ -446,6 +446,23 @@ mod tests {
     }
 
     #[test]
+    fn the_seed_may_be_quoted_as_the_json_log_writes_it() {
+        for seed in ["42", "\"42\"", " \"42\" "] {
+            assert_eq!(
+                config(&["--seed", seed, "x"]).unwrap().seed,
+                Some(42),
+                "{seed}"
+            );
+        }
+        let max = "\"18446744073709551615\"";
+        assert_eq!(config(&["--seed", max, "x"]).unwrap().seed, Some(u64::MAX));
+        for bad in ["\"42", "42\"", "\"\"", "\"", "\"x\"", "'42'", "\"\"42\"\""] {
+            let err = config(&["--seed", bad, "x"]).unwrap_err();
+            assert!(err.contains("'--seed <N>'"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn dry_run_needs_no_command() {
         assert!(config(&["--dry-run"]).unwrap().command.is_empty());
     }

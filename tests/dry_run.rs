@@ -119,11 +119,22 @@ fn the_same_seed_prints_the_same_schedule_and_another_seed_another() {
 #[test]
 fn a_seed_from_the_os_is_shown_and_reproduces_the_schedule() {
     let first = plan_json(&["-n", "6"]);
-    let seed = first[0]["policy"]["seed"]
-        .as_u64()
-        .expect("the seed is shown");
+    let seed = &first[0]["policy"]["seed"];
+    assert!(
+        seed.is_u64() || seed.is_string(),
+        "the seed is shown: {seed}"
+    );
+    // As the JSON shows it, quotes included if it is a string.
     let again = plan_json(&["-n", "6", "--seed", &seed.to_string()]);
     assert_eq!(waits_ms(&first), waits_ms(&again));
+}
+
+#[test]
+fn a_seed_in_json_quotes_gives_the_same_schedule() {
+    let plain = plan_json(&["-n", "6", "--seed", "9403994254451210427"]);
+    let quoted = plan_json(&["-n", "6", "--seed", "\"9403994254451210427\""]);
+    assert_eq!(waits_ms(&plain), waits_ms(&quoted));
+    assert_eq!(plain[0]["policy"], quoted[0]["policy"]);
 }
 
 #[test]
