@@ -1,7 +1,7 @@
 complete -c retry -s n -l tries -d 'Maximum number of tries, the first included; 0 means no limit' -r
-complete -c retry -s B -l budget -d 'Wall-clock budget for the whole run, tries and waits together' -r
+complete -c retry -s B -l budget -d 'Wall-clock budget for the whole run, tries and waits together; 0 means none' -r
 complete -c retry -l deadline -d 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)' -r
-complete -c retry -s t -l timeout -d 'Stop a try that runs longer than this' -r
+complete -c retry -s t -l timeout -d 'Stop a try that runs longer than this; 0 means no timeout' -r
 complete -c retry -s s -l signal -d 'Signal sent to the try\'s process group on timeout: a name, with or without SIG, or a number' -r
 complete -c retry -s k -l kill-after -d 'Grace period between that signal and SIGKILL; 0 kills at once' -r
 complete -c retry -s d -l delay -d 'Base wait before the first retry' -r
@@ -11,7 +11,7 @@ constant\t''"
 complete -c retry -l factor -d 'Growth factor of exponential backoff, a number of at least 1' -r
 complete -c retry -s m -l max-delay -d 'Cap on any single wait, jitter included' -r
 complete -c retry -l delays -d 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats' -r
-complete -c retry -s j -l jitter -d 'Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none' -r -f -a "full\t''
+complete -c retry -s j -l jitter -d 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]' -r -f -a "full\t''
 equal\t''
 decorrelated\t''
 none\t''"

@@ -41,10 +41,10 @@ const OUTPUT: &str = "Log and dry run";
 )]
 pub struct Cli {
     /// Maximum number of tries, the first included; 0 means no limit
-    #[arg(short = 'n', long, value_name = "N", default_value = "3", value_parser = parse_tries, help_heading = TRIES)]
+    #[arg(short = 'n', long, value_name = "N", default_value = "3", value_parser = parse_tries, allow_hyphen_values = true, help_heading = TRIES)]
     pub tries: u64,
 
-    /// Wall-clock budget for the whole run, tries and waits together
+    /// Wall-clock budget for the whole run, tries and waits together; 0 means none
     ///
     /// A retry starts only if it can start before the end of the budget and, with --timeout,
     /// its whole timeout fits in what is left. A try still running at the end is stopped as on
@@ -58,7 +58,7 @@ pub struct Cli {
     #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true, help_heading = TRIES)]
     pub deadline: Option<SystemTime>,
 
-    /// Stop a try that runs longer than this
+    /// Stop a try that runs longer than this; 0 means no timeout
     ///
     /// The try's whole process group gets --signal, then SIGKILL after --kill-after. A try
     /// stopped this way exits 124 and is retried unless --stop-on timeout.
@@ -66,6 +66,8 @@ pub struct Cli {
     pub timeout: Option<Duration>,
 
     /// Signal sent to the try's process group on timeout: a name, with or without SIG, or a number
+    ///
+    /// Real-time signals are named RTMIN, RTMIN+N, RTMAX-N and RTMAX, as by bash's kill -l.
     #[arg(short = 's', long, value_name = "SIGNAL", default_value = "TERM", value_parser = parse_signal, allow_hyphen_values = true, help_heading = TIMEOUTS)]
     pub signal: Signal,
 
@@ -84,7 +86,7 @@ pub struct Cli {
     pub delay: Duration,
 
     /// How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant
-    #[arg(long, value_name = "KIND", value_enum, default_value_t = BackoffKind::Exponential, help_heading = WAITS)]
+    #[arg(long, value_name = "KIND", value_enum, allow_hyphen_values = true, default_value_t = BackoffKind::Exponential, help_heading = WAITS)]
     pub backoff: BackoffKind,
 
     /// Growth factor of exponential backoff, a number of at least 1
@@ -96,21 +98,29 @@ pub struct Cli {
     pub max_delay: Duration,
 
     /// Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats
+    ///
+    /// They are waited exactly as listed, unless --jitter is also given.
     #[arg(long, value_name = "LIST", value_parser = parse_delays, allow_hyphen_values = true, conflicts_with_all = ["backoff", "factor", "delay"], help_heading = WAITS)]
     pub delays: Option<DelayList>,
 
-    /// Randomise each wait: full (0 to d), equal (d/2 to d), decorrelated, or none
-    #[arg(short = 'j', long, value_name = "KIND", value_enum, default_value_t = JitterKind::Full, help_heading = WAITS)]
-    pub jitter: JitterKind,
+    /// Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]
+    ///
+    /// With d the capped base wait: full waits 0 to d, equal d/2 to d, none d; decorrelated
+    /// waits --delay to three times the previous wait, capped, and cannot be used with
+    /// --delays. The waits listed by --delays are waited exactly, unless --jitter is given.
+    #[arg(short = 'j', long, value_name = "KIND", value_enum, allow_hyphen_values = true, help_heading = WAITS)]
+    pub jitter: Option<JitterKind>,
 
     /// Seed of the jitter's random source: the same seed gives the same waits
-    #[arg(long, value_name = "N", value_parser = parse_seed, help_heading = WAITS)]
+    ///
+    /// It may be given in double quotes, as the JSON log writes it.
+    #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true, help_heading = WAITS)]
     pub seed: Option<u64>,
 
     /// Only these outcomes are transient; every other failure is permanent
     ///
-    /// A LIST is comma-separated: exit codes (75), ranges (1-5), signal names (KILL, SIGTERM)
-    /// and the word timeout.
+    /// A LIST is comma-separated: exit codes (75), ranges (1-5), signal names (KILL, SIGTERM,
+    /// RTMIN+2) and the word timeout. Exit 0 is always a success and cannot be listed.
     #[arg(long, value_name = "LIST", value_parser = parse_list, allow_hyphen_values = true, help_heading = CLASSIFY)]
     pub retry_on: Option<List>,
 
@@ -138,7 +148,7 @@ pub struct Cli {
     /// and a pipe is recorded as the first try reads it and replayed to every later try (the
     /// recorded part first, then whatever the pipe still holds). replay forces recording,
     /// inherit passes standard input untouched, null gives /dev/null.
-    #[arg(long, value_name = "MODE", value_enum, default_value_t = StdinMode::Auto, help_heading = IO)]
+    #[arg(long, value_name = "MODE", value_enum, allow_hyphen_values = true, default_value_t = StdinMode::Auto, help_heading = IO)]
     pub stdin: StdinMode,
 
     /// Hold each try's standard output; only the successful try's reaches stdout, once
@@ -170,7 +180,7 @@ pub struct Cli {
     pub verbose: bool,
 
     /// Format of the log: human, or json (one JSON object per line)
-    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Human, help_heading = OUTPUT)]
+    #[arg(long, value_name = "FORMAT", value_enum, allow_hyphen_values = true, default_value_t = LogFormat::Human, help_heading = OUTPUT)]
     pub log_format: LogFormat,
 
     /// Append the log to this file instead of standard error
@@ -178,7 +188,7 @@ pub struct Cli {
     pub log_file: Option<PathBuf>,
 
     /// Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorWhen::Auto, help_heading = OUTPUT)]
+    #[arg(long, value_name = "WHEN", value_enum, allow_hyphen_values = true, default_value_t = ColorWhen::Auto, help_heading = OUTPUT)]
     pub color: ColorWhen,
 
     /// Print the schedule the options give, and run nothing
@@ -233,7 +243,14 @@ fn parse_tries(s: &str) -> Result<u64, String> {
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
-    s.trim()
+    // The JSON log writes the seed as a string ("seed":"9403994254451210427"), so that readers
+    // holding JSON numbers as doubles keep every digit; take it as copied, quotes included.
+    let s = s.trim();
+    let digits = s
+        .strip_prefix('"')
+        .and_then(|inner| inner.strip_suffix('"'))
+        .unwrap_or(s);
+    digits
         .parse::<u64>()
         .map_err(|_| "expected a whole number from 0 to 18446744073709551615".into())
 }

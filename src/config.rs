@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use clap::Parser;
 
 use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat, StdinMode};
-use crate::policy::{Backoff, Classifier, Jitter, Limit, Policy, Signal, WaitPolicy};
+use crate::policy::{Backoff, Classifier, Item, Jitter, Limit, List, Policy, Signal, WaitPolicy};
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -75,22 +75,35 @@ where
     }
 }
 
-/// Clap's error as one line: what is wrong, the option and the value, and the valid values.
+/// Clap's error as one line: what is wrong, the option and the value, the valid values, and
+/// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let rendered = e.render().to_string();
-    let first = rendered
+    let mut line = rendered
         .lines()
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
-    match e.get(ContextKind::ValidValue) {
-        Some(ContextValue::Strings(values)) if !values.is_empty() => {
-            format!("{first} (expected one of: {})", values.join(", "))
+    if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
+        if !values.is_empty() {
+            line += &format!(" (expected one of: {})", values.join(", "));
         }
-        _ => first,
     }
+    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
+        let suggestions = match e.get(kind) {
+            Some(ContextValue::String(s)) => vec![s.clone()],
+            Some(ContextValue::Strings(v)) => v.clone(),
+            _ => Vec::new(),
+        };
+        if !suggestions.is_empty() {
+            line += &format!(" (did you mean {}?)", suggestions.join(" or "));
+        }
+    }
+    // Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make retry run `-x` as
+    // the command: left out.
+    line
 }
 
 impl Config {
@@ -101,7 +114,14 @@ impl Config {
                     .into(),
             ));
         }
-        let jitter = match cli.jitter {
+        // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
+        // waits are jittered unless asked not to be, so that clients failing together spread out.
+        let default_jitter = if cli.delays.is_some() {
+            JitterKind::None
+        } else {
+            JitterKind::Full
+        };
+        let jitter = match cli.jitter.unwrap_or(default_jitter) {
             JitterKind::None => Jitter::None,
             JitterKind::Full => Jitter::Full,
             JitterKind::Equal => Jitter::Equal,
@@ -124,6 +144,8 @@ impl Config {
                 "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
             )));
         }
+        let stop_on = cli.stop_on.unwrap_or_default();
+        check_lists(cli.retry_on.as_ref(), &stop_on, &success_on)?;
         let deadline_in = match cli.deadline {
             None => None,
             Some(at) => match at.duration_since(now) {
@@ -136,6 +158,9 @@ impl Config {
                 }
             },
         };
+        // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
+        let timeout = cli.timeout.filter(|t| !t.is_zero());
+        let budget = cli.budget.filter(|b| !b.is_zero());
         let policy = Policy {
             max_tries: (cli.tries > 0).then_some(cli.tries),
             waits: WaitPolicy {
@@ -146,18 +171,18 @@ impl Config {
             },
             classifier: Classifier {
                 retry_on: cli.retry_on,
-                stop_on: cli.stop_on.unwrap_or_default(),
+                stop_on,
                 success_on,
                 retry_if_output: cli.retry_if_output,
                 stop_if_output: cli.stop_if_output,
             },
-            timeout: cli.timeout,
-            limit: Limit::earliest(cli.budget, deadline_in),
+            timeout,
+            limit: Limit::earliest(budget, deadline_in),
         };
         Ok(Config {
             policy,
             deadline: cli.deadline,
-            budget: cli.budget,
+            budget,
             signal: cli.signal,
             kill_after: cli.kill_after,
             foreground: cli.foreground,
@@ -177,6 +202,33 @@ impl Config {
             command: cli.command,
         })
     }
+}
+
+/// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
+/// it cannot be retried or stopped on, and a code cannot be both a success and a failure.
+fn check_lists(
+    retry_on: Option<&List>,
+    stop_on: &List,
+    success_on: &List,
+) -> Result<(), UsageError> {
+    for (option, list) in [("--retry-on", retry_on), ("--stop-on", Some(stop_on))] {
+        let Some(list) = list else { continue };
+        if let Some(item) = list.find_code(0) {
+            let why = match item {
+                Item::Code(_) => "exit code 0 is always a success".to_string(),
+                _ => format!("item '{item}' includes exit code 0, which is always a success"),
+            };
+            return Err(UsageError(format!(
+                "invalid value '{list}' for '{option} <LIST>': {why}"
+            )));
+        }
+        if let Some(code) = list.shared_code(success_on) {
+            return Err(UsageError(format!(
+                "invalid value '{list}' for '{option} <LIST>': exit code {code} is also in --success-on '{success_on}', and cannot be both a success and a failure"
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -218,6 +270,40 @@ mod tests {
     #[test]
     fn zero_tries_means_no_limit() {
         assert_eq!(config(&["-n", "0", "x"]).unwrap().policy.max_tries, None);
+    }
+
+    #[test]
+    fn zero_timeout_and_zero_budget_mean_none() {
+        for zero in ["0", "0s", "0ms", "0.0"] {
+            let c = config(&["-t", zero, "-B", zero, "x"]).unwrap();
+            assert_eq!(c.policy.timeout, None, "-t {zero}");
+            assert_eq!(c.policy.limit, None, "-B {zero}");
+            assert_eq!(c.budget, None, "-B {zero}");
+        }
+        // A deadline still applies when the budget is 0.
+        let c = config(&["--deadline", "2023-11-14T22:13:27Z", "-B", "0", "x"]).unwrap();
+        assert_eq!(c.policy.limit.unwrap().at, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn explicit_delays_are_exact_unless_jitter_is_given() {
+        let waits = |args: &[&str]| config(args).unwrap().policy.waits;
+        let w = waits(&["--delays", "10s,20s", "x"]);
+        assert_eq!(w.jitter, Jitter::None);
+        assert_eq!(
+            w.backoff,
+            Backoff::List(vec![Duration::from_secs(10), Duration::from_secs(20)])
+        );
+        assert_eq!(
+            waits(&["--delays", "10s", "-j", "full", "x"]).jitter,
+            Jitter::Full
+        );
+        assert_eq!(
+            waits(&["--delays", "10s", "-j", "equal", "x"]).jitter,
+            Jitter::Equal
+        );
+        assert_eq!(waits(&["x"]).jitter, Jitter::Full);
+        assert_eq!(waits(&["-j", "none", "x"]).jitter, Jitter::None);
     }
 
     #[test]
@@ -270,6 +356,110 @@ mod tests {
         }
         let err = config(&[]).unwrap_err();
         assert!(err.contains("no command"), "{err}");
+    }
+
+    #[test]
+    fn lists_that_contradict_each_other_are_usage_errors() {
+        for (args, needles) in [
+            (
+                &["--retry-on", "0", "x"][..],
+                &["--retry-on", "'0'", "exit code 0"][..],
+            ),
+            (
+                &["--retry-on", "0-3", "x"],
+                &["--retry-on", "'0-3'", "exit code 0"],
+            ),
+            (
+                &["--stop-on", "TERM,0", "x"],
+                &["--stop-on", "'TERM,0'", "exit code 0"],
+            ),
+            (
+                &["--success-on", "3", "--retry-on", "3", "x"],
+                &["--retry-on", "--success-on", "'3'", "exit code 3"],
+            ),
+            (
+                &["--success-on", "10-20", "--retry-on", "1-12", "x"],
+                &[
+                    "--retry-on",
+                    "--success-on",
+                    "'1-12'",
+                    "'10-20'",
+                    "exit code 10",
+                ],
+            ),
+            (
+                &["--success-on", "2,7", "--stop-on", "timeout,5-9", "x"],
+                &[
+                    "--stop-on",
+                    "--success-on",
+                    "'timeout,5-9'",
+                    "'2,7'",
+                    "exit code 7",
+                ],
+            ),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(!err.contains('\n'), "{args:?}: {err}");
+            for needle in needles {
+                assert!(err.contains(needle), "{args:?}: {needle} not in {err}");
+            }
+        }
+        // Lists that do not meet are fine, and --stop-on may narrow --retry-on.
+        let c = config(&[
+            "--success-on",
+            "3",
+            "--retry-on",
+            "1-2,4-9",
+            "--stop-on",
+            "5",
+            "x",
+        ]);
+        assert!(c.is_ok(), "{c:?}");
+        assert!(config(&["--success-on", "0", "x"]).is_ok());
+    }
+
+    #[test]
+    fn negative_numbers_are_values_of_their_option_not_unknown_flags() {
+        for (args, option) in [
+            (&["-n", "-1", "x"][..], "'--tries <N>'"),
+            (&["--seed", "-1", "x"], "'--seed <N>'"),
+            (&["--factor", "-2", "x"], "'--factor <F>'"),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(
+                err.starts_with("invalid value '-") && err.contains(option),
+                "{args:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn clap_suggestions_stay_on_the_one_line() {
+        let err = config(&["--timout", "1", "x"]).unwrap_err();
+        assert_eq!(
+            err,
+            "unexpected argument '--timout' found (did you mean --timeout?)"
+        );
+        let err = config(&["-j", "ful", "x"]).unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("did you mean full?"), "{err}");
+    }
+
+    #[test]
+    fn the_seed_may_be_quoted_as_the_json_log_writes_it() {
+        for seed in ["42", "\"42\"", " \"42\" "] {
+            assert_eq!(
+                config(&["--seed", seed, "x"]).unwrap().seed,
+                Some(42),
+                "{seed}"
+            );
+        }
+        let max = "\"18446744073709551615\"";
+        assert_eq!(config(&["--seed", max, "x"]).unwrap().seed, Some(u64::MAX));
+        for bad in ["\"42", "42\"", "\"\"", "\"", "\"x\"", "'42'", "\"\"42\"\""] {
+            let err = config(&["--seed", bad, "x"]).unwrap_err();
+            assert!(err.contains("'--seed <N>'"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -39,6 +39,18 @@ fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
             "--no-such-flag",
         ),
         (&["-t", "1x", "--dry-run"], "--timeout", "1x"),
+        (&["-n", "-1", "--", "true"], "--tries", "-1"),
+        (&["--tries", "-5", "--dry-run"], "--tries", "-5"),
+        (&["--factor", "-2", "--", "true"], "--factor", "-2"),
+        (&["--seed", "-1", "--", "true"], "--seed", "-1"),
+        (&["-d", "-1", "--", "true"], "--delay", "-1"),
+        (&["--retry-on", "0-3", "--", "true"], "--retry-on", "0-3"),
+        (&["--stop-on", "0", "--", "true"], "--stop-on", "0"),
+        (
+            &["--success-on", "3", "--retry-on", "1-5", "--", "true"],
+            "--retry-on",
+            "1-5",
+        ),
     ];
     for (args, option, value) in cases {
         let out = retry().args(*args).output().unwrap();
@@ -82,6 +94,11 @@ fn help_groups_the_options_and_exits_0() {
     ] {
         assert!(help.contains(heading), "missing {heading}");
     }
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("[default: full; none with --delays]"),
+        "{help}"
+    );
     for flag in [
         "--tries",
         "--budget",
@@ -125,4 +142,107 @@ fn words_after_the_command_belong_to_it() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(out.stdout, b"--help -n 5\n");
+}
+
+#[test]
+fn a_zero_timeout_lets_the_try_run_to_its_end() {
+    // `-t 0` is no timeout, as with timeout(1): the try is not stopped at once.
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "0",
+            "-B",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.2; echo done",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(out.stdout, b"done\n");
+}
+
+#[test]
+fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
+    for (list, value) in [("--retry-on", "1-5"), ("--stop-on", "3")] {
+        let out = retry()
+            .args(["--success-on", "3", list, value, "--", "true"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for needle in [list, "--success-on", "exit code 3"] {
+            assert!(err.contains(needle), "{needle} not in {err}");
+        }
+    }
+}
+
+#[test]
+fn a_misspelt_option_gets_the_suggestion_on_its_one_line() {
+    let out = retry()
+        .args(["--timout", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("'--timout'"), "{err}");
+    assert!(err.contains("did you mean --timeout"), "{err}");
+}
+
+#[test]
+fn real_time_signals_are_accepted_by_name_and_shown_by_name() {
+    let out = retry()
+        .args([
+            "--dry-run",
+            "--log-format",
+            "json",
+            "-t",
+            "1s",
+            "-s",
+            "sigrtmin+2",
+            "--retry-on",
+            "RTMAX-1,rtmin,SIG32",
+            "--stop-on",
+            "SigRtMax",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let first = common::stdout_of(&out);
+    let first = first.lines().next().unwrap();
+    assert!(first.contains(r#""signal":"RTMIN+2""#), "{first}");
+
+    let out = retry()
+        .args(["--dry-run", "-t", "1s", "-s", "RTMAX"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout_of(&out).contains("(then SIGRTMAX, SIGKILL after 10s)"),
+        "{}",
+        common::stdout_of(&out)
+    );
+}
+
+#[test]
+fn out_of_range_real_time_signals_are_one_line_usage_errors() {
+    for (option, value) in [
+        ("--signal", "RTMIN+99"),
+        ("--retry-on", "1,RTMIN+99"),
+        ("--stop-on", "SIGRTMAX-99"),
+    ] {
+        let out = retry().args(["--dry-run", option, value]).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(option) && err.contains(value) && err.contains("RTMAX ("),
+            "{err}"
+        );
+    }
 }

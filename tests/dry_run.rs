@@ -83,6 +83,26 @@ fn explicit_delays_repeat_the_last_value() {
 }
 
 #[test]
+fn explicit_delays_wait_exactly_unless_jitter_is_given() {
+    // Whatever the seed, the listed waits are the waits.
+    for seed in ["1", "2", "3"] {
+        let plan = plan_json(&["--delays", "10s,20s", "-n", "4", "--seed", seed]);
+        assert_eq!(waits_ms(&plan), [10_000, 20_000, 20_000]);
+        assert_eq!(plan[0]["policy"]["jitter"], "none");
+    }
+    let plan = plan_json(&[
+        "--delays", "10s,20s", "-n", "8", "-j", "full", "--seed", "1",
+    ]);
+    assert_eq!(plan[0]["policy"]["jitter"], "full");
+    let waits = waits_ms(&plan);
+    assert!(waits.iter().all(|&w| w <= 20_000), "{waits:?}");
+    assert!(
+        waits.iter().any(|&w| w != 10_000 && w != 20_000),
+        "{waits:?}"
+    );
+}
+
+#[test]
 fn the_same_seed_prints_the_same_schedule_and_another_seed_another() {
     let run = |seed: &str| {
         let out = retry()
@@ -99,11 +119,22 @@ fn the_same_seed_prints_the_same_schedule_and_another_seed_another() {
 #[test]
 fn a_seed_from_the_os_is_shown_and_reproduces_the_schedule() {
     let first = plan_json(&["-n", "6"]);
-    let seed = first[0]["policy"]["seed"]
-        .as_u64()
-        .expect("the seed is shown");
+    let seed = &first[0]["policy"]["seed"];
+    assert!(
+        seed.is_u64() || seed.is_string(),
+        "the seed is shown: {seed}"
+    );
+    // As the JSON shows it, quotes included if it is a string.
     let again = plan_json(&["-n", "6", "--seed", &seed.to_string()]);
     assert_eq!(waits_ms(&first), waits_ms(&again));
+}
+
+#[test]
+fn a_seed_in_json_quotes_gives_the_same_schedule() {
+    let plain = plan_json(&["-n", "6", "--seed", "9403994254451210427"]);
+    let quoted = plan_json(&["-n", "6", "--seed", "\"9403994254451210427\""]);
+    assert_eq!(waits_ms(&plain), waits_ms(&quoted));
+    assert_eq!(plain[0]["policy"], quoted[0]["policy"]);
 }
 
 #[test]
@@ -196,4 +227,35 @@ fn a_dry_run_runs_nothing() {
     assert_eq!(out.status.code(), Some(0));
     assert!(!marker.exists());
     assert!(stdout_of(&out).contains("touch"));
+}
+
+#[test]
+fn a_zero_timeout_and_a_zero_budget_mean_none() {
+    let out = retry()
+        .args(["--dry-run", "-n", "4", "-t", "0", "-B", "0", "-j", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr_of(&out));
+    let table = stdout_of(&out);
+    let policy = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("policy:"))
+        .expect("a policy line");
+    assert!(
+        !policy.contains("timeout") && !policy.contains("budget"),
+        "{table}"
+    );
+    assert!(table.contains("no time (no --timeout)"), "{table}");
+    assert_eq!(table_rows(&table).len(), 4, "{table}");
+    assert!(
+        table.contains("stops after try 4: the tries run out"),
+        "{table}"
+    );
+
+    let plan = plan_json(&["-n", "4", "-t", "0", "-B", "0", "-j", "none"]);
+    let policy = &plan[0]["policy"];
+    assert!(policy["timeout_ms"].is_null(), "{policy}");
+    assert!(policy["budget_ms"].is_null(), "{policy}");
+    assert_eq!(end(&plan)["reason"], "tries");
+    assert_eq!(waits_ms(&plan), [1000, 2000, 4000]);
 }

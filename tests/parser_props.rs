@@ -127,6 +127,28 @@ proptest! {
 }
 
 #[test]
+fn a_value_that_starts_with_a_hyphen_belongs_to_its_option() {
+    // `-n -1` is a bad value of --tries, not an unknown flag `-1`.
+    for option in OPTIONS {
+        for value in ["-1", "-2.5", "-x", "-"] {
+            let args = vec![
+                "retry".to_string(),
+                "--dry-run".into(),
+                option.to_string(),
+                value.to_string(),
+            ];
+            if let ParseOutcome::Usage(e) = parse(args, now()) {
+                assert!(
+                    e.0.contains(option) && e.0.contains(&format!("'{value}'")),
+                    "{option} {value}: {}",
+                    e.0
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn the_binary_exits_0_or_125_and_never_panics_on_odd_values() {
     let odd = [
         "",

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::output::Pattern;
-use super::signal::Signal;
+use super::signal::{Signal, SignalError};
 
 /// How one try ended (spec 5.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +147,10 @@ impl fmt::Display for Item {
         match self {
             Item::Code(c) => write!(f, "{c}"),
             Item::Range(lo, hi) => write!(f, "{lo}-{hi}"),
+            // A bare number would read back as an exit code: a signal without a name is SIG32.
+            Item::Signal(s) if s.name().bytes().all(|b| b.is_ascii_digit()) => {
+                write!(f, "SIG{}", s.number())
+            }
             Item::Signal(s) => f.write_str(&s.name()),
             Item::Timeout => f.write_str("timeout"),
         }
@@ -165,6 +169,16 @@ impl List {
     /// The first item that matches, if any.
     pub fn find(&self, outcome: Outcome) -> Option<Item> {
         self.0.iter().copied().find(|item| item.matches(outcome))
+    }
+
+    /// The item that matches exit `code`, if any.
+    pub fn find_code(&self, code: u8) -> Option<Item> {
+        self.find(Outcome::Exit(code))
+    }
+
+    /// The lowest exit code that both lists match, if any.
+    pub fn shared_code(&self, other: &List) -> Option<u8> {
+        (0..=u8::MAX).find(|&c| self.find_code(c).is_some() && other.find_code(c).is_some())
     }
 
     /// True when the list has only exit codes and ranges, as `--success-on` needs.
@@ -233,9 +247,14 @@ fn parse_item(item: &str) -> Result<Item, String> {
     if starts_with_digit || item.starts_with('-') {
         return parse_code(item, item).map(Item::Code);
     }
-    Signal::from_name(item).map(Item::Signal).ok_or_else(|| {
-        format!("item '{item}' is not an exit code, a range, a signal name or 'timeout'")
-    })
+    match Signal::from_name(item) {
+        Ok(signal) => Ok(Item::Signal(signal)),
+        Err(SignalError::UnknownName(_)) => Err(format!(
+            "item '{item}' is not an exit code, a range, a signal name or 'timeout'"
+        )),
+        Err(e @ SignalError::OutOfRange(_)) => Err(e.to_string()),
+        Err(e) => Err(format!("item '{item}': {e}")),
+    }
 }
 
 /// Whether a try's output matched the output patterns (spec 7.3).
@@ -510,6 +529,40 @@ mod tests {
     }
 
     #[test]
+    fn every_signal_is_a_list_item_and_a_list_prints_back_as_it_parses() {
+        for s in Signal::all() {
+            let n = s.number();
+            let name = s.name();
+            if !name.bytes().all(|b| b.is_ascii_digit()) {
+                let lower = name.to_ascii_lowercase();
+                for form in [name.clone(), format!("SIG{name}"), lower] {
+                    assert_eq!(list(&form).items(), &[Item::Signal(s)], "{form}");
+                }
+            }
+            // A signal without a name is written SIG32: a bare number is an exit code.
+            assert_eq!(list(&format!("SIG{n}")).items(), &[Item::Signal(s)]);
+            let one = List(vec![Item::Signal(s), Item::Code(3)]);
+            assert_eq!(one.to_string().parse::<List>(), Ok(one.clone()), "{one}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn real_time_signals_in_a_list() {
+        let min = nix::libc::SIGRTMIN();
+        assert_eq!(
+            list("rtmin+2,SIGRTMAX,timeout").items(),
+            &[
+                Item::Signal(Signal::from_number(min + 2).unwrap()),
+                Item::Signal(Signal::from_number(nix::libc::SIGRTMAX()).unwrap()),
+                Item::Timeout
+            ]
+        );
+        let err = "1,RTMIN+99".parse::<List>().unwrap_err();
+        assert!(err.contains("'RTMIN+99'") && err.contains("RTMAX"), "{err}");
+    }
+
+    #[test]
     fn list_grammar_rejects_malformed_items_naming_them() {
         for (input, needle) in [
             ("1-", "'1-'"),
@@ -525,6 +578,16 @@ mod tests {
             let err = input.parse::<List>().unwrap_err();
             assert!(err.contains(needle), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn lists_find_the_codes_they_share() {
+        assert_eq!(list("0-3").find_code(0), Some(Item::Range(0, 3)));
+        assert_eq!(list("TERM,timeout").find_code(0), None);
+        assert_eq!(list("10-20").shared_code(&list("1-12,15")), Some(10));
+        assert_eq!(list("2,7").shared_code(&list("timeout,5-9")), Some(7));
+        assert_eq!(list("1-5").shared_code(&list("6-255,KILL")), None);
+        assert_eq!(list("255").shared_code(&list("0-255")), Some(255));
     }
 
     #[test]
