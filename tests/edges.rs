@@ -384,3 +384,50 @@ fn a_start_that_fails_for_want_of_processes_is_transient_and_125_when_last() {
     assert!(log.contains("EAGAIN"), "{log}");
     assert!(!log.contains("cannot be executed"), "{log}");
 }
+
+#[test]
+fn a_real_time_signal_to_retry_stops_the_run_and_retry_dies_of_it() {
+    let n = sigrtmin() + 3;
+    let dir = common::temp_dir("rt-stop");
+    let pids = dir.join("pids");
+    let script = format!(
+        "echo $$ >> '{p}'; sleep 300 & echo $! >> '{p}'; wait",
+        p = pids.display()
+    );
+    let mut child = retry_std()
+        .args([
+            "-n", "3", "-d", "0", "-k", "500ms", "--", "sh", "-c", &script,
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    send(child.id(), n);
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert_eq!(status.signal(), Some(n), "{status:?}");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 2, "no further try started");
+    assert_eq!(survivors(&pids, Duration::from_secs(2)), Vec::<i32>::new());
+}
+
+#[test]
+fn real_time_signals_by_name_are_sent_on_timeout() {
+    let dir = common::temp_dir("rt-name");
+    let got = dir.join("got");
+    let n = sigrtmin() + 2;
+    let script = format!(
+        "trap 'echo {n} > \"{g}\"; exit 5' {n}; sleep 30 & wait",
+        g = got.display()
+    );
+    let out = retry()
+        .args(["-n", "1", "-t", "300ms", "-k", "5s", "-s", "RTMIN+2"])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(&got).unwrap_or_default().trim(),
+        n.to_string()
+    );
+}

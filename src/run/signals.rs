@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::libc;
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
 
 use crate::policy::Signal;
 use crate::run::clock::{CLOCK, Moment};
@@ -345,16 +344,21 @@ fn poll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) {
 /// Ends this process with `signal`, as if it had not been caught: the parent sees a signal
 /// death (spec 6.4, 11). Returns only if the signal did not end the process.
 pub fn die_by(signal: Signal) {
-    let Ok(sig) = nix::sys::signal::Signal::try_from(signal.number()) else {
-        return;
-    };
+    let n = signal.number();
     // A re-raised SIGQUIT would otherwise leave a core file of retry, which is not what failed.
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
-    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-    // SAFETY: restoring the default disposition.
-    let _ = unsafe { sigaction(sig, &default) };
-    let mut set = SigSet::empty();
-    set.add(sig);
-    let _ = set.thread_unblock();
-    let _ = nix::sys::signal::raise(sig);
+    // By number: real-time signals have no `nix` name.
+    // SAFETY: a zeroed sigaction with SIG_DFL and an empty mask restores the default; the set
+    // operations and raise take plain integers.
+    unsafe {
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut default.sa_mask);
+        libc::sigaction(n, &default, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, n);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(n);
+    }
 }
