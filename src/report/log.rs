@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Signal, Verdict, Wait};
+use crate::report::charset;
 use crate::report::json::Obj;
 use crate::report::{command_line, describe_policy, policy_json};
 
@@ -39,6 +40,8 @@ pub struct Log {
     quiet: bool,
     verbose: bool,
     color: bool,
+    /// Write ASCII only (a locale whose character set is not UTF-8).
+    ascii: bool,
     run_id: String,
     max_tries: Option<u64>,
     /// Under GitHub Actions: annotations and folded groups on standard error.
@@ -117,11 +120,29 @@ impl Log {
             quiet: config.log.quiet,
             verbose: config.log.verbose,
             color,
+            ascii: charset::ascii(),
             run_id,
             max_tries: config.policy.max_tries,
             github: false,
             last_line: String::new(),
         }
+    }
+
+    /// Writes ASCII only, or UTF-8 (by default, what the locale says).
+    pub fn with_ascii(mut self, ascii: bool) -> Log {
+        self.ascii = ascii;
+        self
+    }
+
+    /// Writes `text` to the log, in ASCII if it must be, and flushes it.
+    fn put(&mut self, text: &str) {
+        let text = match (self.ascii, self.json) {
+            (false, _) => std::borrow::Cow::Borrowed(text),
+            (true, false) => charset::ascii_text(text).into(),
+            (true, true) => charset::ascii_json(text).into(),
+        };
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
     }
 
     /// Turns on GitHub Actions annotations and groups (when `GITHUB_ACTIONS=true`).
@@ -133,7 +154,11 @@ impl Log {
     /// Workflow commands go to standard error whatever `--log-file` says: that is where the
     /// runner reads them.
     fn github_command(&self, line: &str) {
-        let mut text = line.to_string();
+        let mut text = if self.ascii {
+            charset::ascii_text(line)
+        } else {
+            line.to_string()
+        };
         text.push('\n');
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
@@ -179,8 +204,7 @@ impl Log {
         }
         text += line;
         text.push('\n');
-        let _ = self.out.write_all(text.as_bytes());
-        let _ = self.out.flush();
+        self.put(&text);
     }
 
     fn event(&mut self, event: &str) -> Obj {
@@ -196,8 +220,7 @@ impl Log {
     fn emit(&mut self, obj: Obj) {
         let mut line = obj.finish();
         line.push('\n');
-        let _ = self.out.write_all(line.as_bytes());
-        let _ = self.out.flush();
+        self.put(&line);
     }
 
     /// The start of a run: with `-v`, the command, the policy and the seed.
@@ -472,15 +495,12 @@ impl Log {
 
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
-        let line = format!("\r\x1b[2Kretry: {text}");
-        let _ = self.out.write_all(line.as_bytes());
-        let _ = self.out.flush();
+        self.put(&format!("\r\x1b[2Kretry: {text}"));
     }
 
     /// Clears the status line, so that the next log line takes its place.
     pub fn clear_status_line(&mut self) {
-        let _ = self.out.write_all(b"\r\x1b[2K");
-        let _ = self.out.flush();
+        self.put("\r\x1b[2K");
     }
 
     /// The label of try `attempt`: `2/5`, or `2` without a try limit.

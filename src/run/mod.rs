@@ -20,6 +20,7 @@ use crate::report::log::{Log, use_color};
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     let start = Instant::now();
     let wall_start = SystemTime::now();
+    crate::report::charset::init_from_env();
     let config = match config::parse(args, wall_start) {
         ParseOutcome::Run(config) => config,
         ParseOutcome::Info(info) => {
@@ -46,7 +47,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::cli::LogFormat::Json;
-    let mut out = io::stdout().lock();
+    let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
     match dryrun::print(config, seed, json, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
         // A reader that has seen enough (`| head`) is not an error.
