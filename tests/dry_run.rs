@@ -100,9 +100,9 @@ fn the_same_seed_prints_the_same_schedule_and_another_seed_another() {
 fn a_seed_from_the_os_is_shown_and_reproduces_the_schedule() {
     let first = plan_json(&["-n", "6"]);
     let seed = first[0]["policy"]["seed"]
-        .as_u64()
-        .expect("the seed is shown");
-    let again = plan_json(&["-n", "6", "--seed", &seed.to_string()]);
+        .as_str()
+        .expect("the seed is shown, as a string");
+    let again = plan_json(&["-n", "6", "--seed", seed]);
     assert_eq!(waits_ms(&first), waits_ms(&again));
 }
 

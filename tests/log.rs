@@ -108,3 +108,21 @@ fn json_in_the_c_locale_is_ascii_and_reads_back_the_same() {
     let events = json_lines(&stderr_of(&out));
     assert_eq!(events[0]["command"][0], "retry-test-café");
 }
+
+#[test]
+fn the_seed_in_the_start_event_is_a_string_that_keeps_every_digit() {
+    let out = retry_in(UTF8)
+        .args([
+            "--log-format",
+            "json",
+            "--seed",
+            "18446744073709551615",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let events = json_lines(&stderr_of(&out));
+    assert_eq!(events[0]["event"], "start");
+    assert_eq!(events[0]["policy"]["seed"], "18446744073709551615");
+}

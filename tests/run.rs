@@ -464,7 +464,7 @@ fn json_log_lines_carry_the_fields_of_the_spec_in_order() {
     ] {
         assert!(policy_keys.contains(&k.to_string()), "{k}");
     }
-    assert_eq!(events[0]["policy"]["seed"], 7);
+    assert_eq!(events[0]["policy"]["seed"], "7");
     assert_eq!(
         events[0]["command"],
         serde_json::json!(["sh", "-c", "exit 7"])

@@ -87,7 +87,8 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
         .opt_num("timeout_ms", p.timeout.map(millis))
         .str("backoff", backoff)
         .str("jitter", p.waits.jitter.name())
-        .num("seed", seed)
+        // A u64 may exceed 2^53, past which many JSON readers round numbers (spec 8.2).
+        .str("seed", &seed.to_string())
         .num("delay_ms", millis(p.waits.delay))
         .num("max_delay_ms", millis(p.waits.max_delay));
     if let Some(f) = factor {
@@ -99,4 +100,27 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
     }
     obj.str("signal", &config.signal.name())
         .num("kill_after_ms", millis(config.kill_after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ParseOutcome, parse};
+    use std::time::SystemTime;
+
+    fn config(args: &[&str]) -> Config {
+        match parse(["retry"].iter().chain(args), SystemTime::UNIX_EPOCH) {
+            ParseOutcome::Run(c) => *c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_seed_is_a_string_so_that_no_json_reader_rounds_it() {
+        let policy = policy_json(&config(&["--", "true"]), 9_403_994_254_451_210_427).finish();
+        assert!(
+            policy.contains(r#""seed":"9403994254451210427""#),
+            "{policy}"
+        );
+    }
 }
