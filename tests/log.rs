@@ -126,3 +126,20 @@ fn the_seed_in_the_start_event_is_a_string_that_keeps_every_digit() {
     assert_eq!(events[0]["event"], "start");
     assert_eq!(events[0]["policy"]["seed"], "18446744073709551615");
 }
+
+#[test]
+fn an_argument_that_is_not_utf8_is_written_losslessly_as_base64() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = retry_in(UTF8)
+        .args(["--log-format", "json", "--", "sh", "-c", "exit 0", "sh"])
+        .arg(std::ffi::OsStr::from_bytes(b"x\xff"))
+        .arg("é\u{fffd}")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let events = json_lines(&stderr_of(&out));
+    assert_eq!(
+        events[0]["command"],
+        serde_json::json!(["sh", "-c", "exit 0", "sh", {"base64": "eP8="}, "é\u{fffd}"])
+    );
+}

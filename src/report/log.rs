@@ -2,6 +2,7 @@
 //! `--log-file`. Writing the log never fails the run: a closed stderr loses the log, not the
 //! command's result.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
@@ -226,14 +227,9 @@ impl Log {
     /// The start of a run: with `-v`, the command, the policy and the seed.
     pub fn start(&mut self, config: &Config, seed: u64) {
         if self.json {
-            let command: Vec<String> = config
-                .command
-                .iter()
-                .map(|w| w.to_string_lossy().into_owned())
-                .collect();
             let obj = self
                 .event("start")
-                .strs("command", command.iter().map(String::as_str))
+                .words("command", config.command.iter().map(OsString::as_os_str))
                 .obj("policy", policy_json(config, seed));
             self.emit(obj);
         } else if self.verbose {
