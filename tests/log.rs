@@ -143,3 +143,79 @@ fn an_argument_that_is_not_utf8_is_written_losslessly_as_base64() {
         serde_json::json!(["sh", "-c", "exit 0", "sh", {"base64": "eP8="}, "é\u{fffd}"])
     );
 }
+
+#[test]
+fn an_argument_cannot_forge_a_log_line() {
+    let out = retry_in(UTF8)
+        .args(["-n", "1", "--", "nope\nretry: succeeded on try 1/1"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(127), "{log}");
+    assert_eq!(log.lines().count(), 2, "{log}");
+    assert!(!log.contains("\nretry: succeeded"), "{log}");
+    assert!(
+        log.contains(r"could not start: $'nope\nretry: succeeded on try 1/1' was not found"),
+        "{log}"
+    );
+}
+
+#[test]
+fn control_characters_never_reach_the_terminal_raw() {
+    // A coloured log keeps its own colours and nothing else: the argument's escape and the
+    // pattern's are shown as `\e`.
+    let out = retry_in(UTF8)
+        .args(["-v", "--color", "always", "-n", "2", "-d", "0"])
+        .args(["--stop-if-output", "boom\x1b", "--", "sh", "-c"])
+        .args(["printf 'boom\\033' >&2; exit 3", "\x1b[31mred\x07"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    assert!(
+        log.contains(r"command: sh -c 'printf '\''boom\033'\'' >&2; exit 3' $'\e[31mred\x07'"),
+        "{log}"
+    );
+    assert!(log.contains(r"--stop-if-output 'boom\e'"), "{log}");
+    let log = log.replace("boom\x1b", "");
+    let colours = ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[0m"];
+    let bare = colours.iter().fold(log.clone(), |l, c| l.replace(c, ""));
+    assert!(!bare.contains('\x1b') && !bare.contains('\x07'), "{bare:?}");
+    assert!(log.contains("\x1b[31mpermanent\x1b[0m"), "{log:?}");
+}
+
+#[test]
+fn quoted_words_read_back_in_bash_as_the_same_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let words: [&[u8]; 10] = [
+        b"plain-word",
+        b"",
+        b"two words",
+        b"it's",
+        b"a\nb\tc\rd",
+        b"\x1b[2J\x07",
+        b"back\\slash 'and' quote\n",
+        b"bytes \xff\xfe\x80 end",
+        "caf\u{e9} \u{202e}rtl".as_bytes(),
+        b"\x01\x7f$HOME `x` \"q\"",
+    ];
+    for ascii in [false, true] {
+        for word in words {
+            let quoted = retry::report::quote_in(std::ffi::OsStr::from_bytes(word), ascii);
+            assert!(!quoted.chars().any(retry::report::unprintable), "{quoted}");
+            assert!(!ascii || quoted.is_ascii(), "{quoted}");
+            let out = assert_cmd::Command::new("bash")
+                .timeout(common::TEST_LIMIT)
+                .args(["-c", &format!("printf %s {quoted}")])
+                .output()
+                .unwrap();
+            assert_eq!(out.stdout, word, "{quoted}");
+        }
+    }
+    let q = |w: &str| retry::report::quote(std::ffi::OsStr::new(w));
+    assert_eq!(q("make"), "make");
+    assert_eq!(q("--jobs=4"), "--jobs=4");
+    assert_eq!(q("a b"), "'a b'");
+    assert_eq!(q("it's"), r"'it'\''s'");
+    assert_eq!(q("a\nb"), r"$'a\nb'");
+}

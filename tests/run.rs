@@ -113,7 +113,7 @@ fn a_missing_command_exits_127_and_a_non_executable_one_126_after_one_try() {
     assert_eq!(out.status.code(), Some(127), "{log}");
     assert_eq!(lines_with(&log, "retry: try "), 1, "{log}");
     assert!(
-        log.contains("'retry-test-no-such-command' was not found"),
+        log.contains("could not start: retry-test-no-such-command was not found"),
         "{log}"
     );
 

@@ -158,7 +158,9 @@ fn escape_into(buf: &mut String, s: &str) {
             '\n' => buf.push_str("\\n"),
             '\r' => buf.push_str("\\r"),
             '\t' => buf.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
+            // Every control character, and the invisible ones that reorder text, so that a
+            // JSON line shown on a terminal cannot act on it.
+            c if crate::report::unprintable(c) => {
                 let _ = write!(buf, "\\u{:04x}", c as u32);
             }
             c => buf.push(c),
@@ -186,6 +188,12 @@ mod tests {
             s,
             r#"{"event":"try","attempt":2,"timeout_ms":null,"factor":1.5,"ok":false,"command":["sh","-c","echo \"hi\"\n\u0001"],"outcome":{"exit":7}}"#
         );
+    }
+
+    #[test]
+    fn c1_controls_and_bidi_overrides_are_escaped_too() {
+        let s = Obj::new().str("a", "\u{7f}\u{9b}\u{202e}é").finish();
+        assert_eq!(s, r#"{"a":"\u007f\u009b\u202eé"}"#);
     }
 
     #[test]

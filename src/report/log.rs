@@ -13,13 +13,60 @@ use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Signal, Verdict, Wait};
 use crate::report::charset;
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::{command_line_in, describe_policy, policy_json, printable};
 
 #[derive(Clone, Copy)]
 enum Paint {
     Good,
     Warn,
     Bad,
+}
+
+impl Paint {
+    fn code(self) -> &'static str {
+        match self {
+            Paint::Good => "32",
+            Paint::Warn => "33",
+            Paint::Bad => "31",
+        }
+    }
+}
+
+/// A human log line: text, some of it to be coloured. Only `Log::human` turns it into bytes,
+/// and it escapes every part (`printable`), so that the colour codes it adds are the only
+/// escape sequences that can reach the log, whatever the user gave.
+#[derive(Default)]
+struct Line {
+    parts: Vec<(String, Option<Paint>)>,
+}
+
+impl Line {
+    fn push(&mut self, text: &str) {
+        self.parts.push((text.to_string(), None));
+    }
+
+    fn paint(&mut self, text: &str, paint: Paint) {
+        self.parts.push((text.to_string(), Some(paint)));
+    }
+
+    /// The line without colour, as a CI annotation shows it.
+    fn plain(&self) -> String {
+        self.parts.iter().map(|(text, _)| text.as_str()).collect()
+    }
+}
+
+impl From<String> for Line {
+    fn from(text: String) -> Line {
+        Line {
+            parts: vec![(text, None)],
+        }
+    }
+}
+
+impl From<&str> for Line {
+    fn from(text: &str) -> Line {
+        Line::from(text.to_string())
+    }
 }
 
 /// What the log says about an ended try.
@@ -47,8 +94,6 @@ pub struct Log {
     max_tries: Option<u64>,
     /// Under GitHub Actions: annotations and folded groups on standard error.
     github: bool,
-    /// The last human line, for the annotations.
-    last_line: String,
 }
 
 /// Escapes the data of a GitHub Actions workflow command.
@@ -125,7 +170,6 @@ impl Log {
             run_id,
             max_tries: config.policy.max_tries,
             github: false,
-            last_line: String::new(),
         }
     }
 
@@ -185,25 +229,19 @@ impl Log {
         }
     }
 
-    fn paint(&self, text: &str, paint: Paint) -> String {
-        if !self.color {
-            return text.to_string();
-        }
-        let code = match paint {
-            Paint::Good => "32",
-            Paint::Warn => "33",
-            Paint::Bad => "31",
-        };
-        format!("\x1b[{code}m{text}\x1b[0m")
-    }
-
-    fn human(&mut self, line: &str) {
-        self.last_line = line.to_string();
+    /// Writes one human line; every part of it is made `printable`, then coloured if asked.
+    fn human(&mut self, line: impl Into<Line>) {
         let mut text = String::from("retry: ");
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
         }
-        text += line;
+        for (part, paint) in &line.into().parts {
+            let part = printable(part);
+            match paint.filter(|_| self.color) {
+                Some(paint) => text += &format!("\x1b[{}m{part}\x1b[0m", paint.code()),
+                None => text += &part,
+            }
+        }
         text.push('\n');
         self.put(&text);
     }
@@ -233,9 +271,10 @@ impl Log {
                 .obj("policy", policy_json(config, seed));
             self.emit(obj);
         } else if self.verbose {
-            self.human(&format!("command: {}", command_line(&config.command)));
-            self.human(&format!("policy: {}", describe_policy(config)));
-            self.human(&format!(
+            let command = command_line_in(&config.command, self.ascii);
+            self.human(format!("command: {command}"));
+            self.human(format!("policy: {}", describe_policy(config)));
+            self.human(format!(
                 "seed: {seed} (pass --seed {seed} to get the same waits)"
             ));
         }
@@ -244,7 +283,7 @@ impl Log {
     /// A try ended.
     pub fn try_ended(&mut self, r: &TryReport<'_>) {
         if let Decision::Retry(_) = r.decision {
-            let plain = self.try_line(r, false);
+            let plain = self.try_line(r).plain();
             self.annotate("warning", &plain);
         }
         if self.json {
@@ -267,12 +306,12 @@ impl Log {
         if self.quiet || (first_success && !self.verbose) {
             return;
         }
-        let line = self.try_line(r, self.color);
-        self.human(&line);
+        let line = self.try_line(r);
+        self.human(line);
     }
 
-    /// The human line about an ended try, coloured or not.
-    fn try_line(&self, r: &TryReport<'_>, color: bool) -> String {
+    /// The human line about an ended try.
+    fn try_line(&self, r: &TryReport<'_>) -> Line {
         let TryReport {
             attempt,
             outcome,
@@ -281,51 +320,39 @@ impl Log {
             decision,
             detail,
         } = *r;
-        let paint = |text: &str, p: Paint| {
-            if color {
-                self.paint(text, p)
-            } else {
-                text.to_string()
-            }
-        };
         let label = self.label(attempt);
-        let mut line = match (verdict, detail) {
+        let mut line = Line::default();
+        line.push(&format!("try {label} "));
+        match (verdict, detail) {
             (Verdict::Success(_), _) => {
-                let what = match outcome {
-                    Outcome::Exit(0) => paint("succeeded", Paint::Good),
-                    other => format!(
-                        "{} ({}, --success-on)",
-                        paint("succeeded", Paint::Good),
-                        outcome_words(other)
-                    ),
-                };
-                format!("try {label} {what} after {}", human(took))
+                line.paint("succeeded", Paint::Good);
+                if outcome != Outcome::Exit(0) {
+                    line.push(&format!(" ({}, --success-on)", outcome_words(outcome)));
+                }
+                line.push(&format!(" after {}", human(took)));
             }
-            (_, Some(detail)) => format!("try {label} could not start: {detail}"),
-            _ => format!(
-                "try {label} {} after {}",
-                outcome_words(outcome),
-                human(took)
-            ),
-        };
+            (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
+            _ => line.push(&format!("{} after {}", outcome_words(outcome), human(took))),
+        }
         if !matches!(verdict, Verdict::Success(_)) {
-            let word = match verdict {
-                Verdict::Transient(_) => paint("transient", Paint::Warn),
-                _ => paint(verdict.word(), Paint::Bad),
-            };
-            match verdict.reason().filter(|_| detail.is_none()) {
-                Some(reason) => line += &format!(" ({word}: {reason})"),
-                None => line += &format!(" ({word})"),
+            line.push(" (");
+            match verdict {
+                Verdict::Transient(_) => line.paint("transient", Paint::Warn),
+                _ => line.paint(verdict.word(), Paint::Bad),
             }
+            if let Some(reason) = verdict.reason().filter(|_| detail.is_none()) {
+                line.push(&format!(": {reason}"));
+            }
+            line.push(")");
         }
         match decision {
-            Decision::Retry(wait) => line += &format!("; next try in {}", human(wait.delay)),
+            Decision::Retry(wait) => line.push(&format!("; next try in {}", human(wait.delay))),
             Decision::Succeed => {}
-            Decision::GiveUp(GiveUp::Tries) => line += "; giving up: no tries left",
+            Decision::GiveUp(GiveUp::Tries) => line.push("; giving up: no tries left"),
             Decision::GiveUp(GiveUp::Budget(exceeded)) => {
-                line += &format!("; giving up: {exceeded}")
+                line.push(&format!("; giving up: {exceeded}"))
             }
-            Decision::GiveUp(_) => line += "; giving up",
+            Decision::GiveUp(_) => line.push("; giving up"),
         }
         line
     }
@@ -333,7 +360,8 @@ impl Log {
     /// The annotation of a retry: the try line, uncoloured.
     fn annotate(&self, level: &str, plain: &str) {
         if self.github {
-            self.github_command(&format!("::{level} title=retry::{}", github_escape(plain)));
+            let text = github_escape(&printable(plain));
+            self.github_command(&format!("::{level} title=retry::{text}"));
         }
     }
 
@@ -369,7 +397,7 @@ impl Log {
         } else {
             signal.to_string()
         };
-        self.human(&format!(
+        self.human(format!(
             "try {label} left processes running in its group; stopped them ({how})"
         ));
     }
@@ -388,15 +416,16 @@ impl Log {
             return;
         }
         let retries = attempt.saturating_sub(1);
-        let line = format!(
-            "{} on try {} in {} ({}, {} waiting)",
-            self.paint("succeeded", Paint::Good),
+        let mut line = Line::default();
+        line.paint("succeeded", Paint::Good);
+        line.push(&format!(
+            " on try {} in {} ({}, {} waiting)",
             self.label(attempt),
             human(elapsed),
             plural(retries, "retry", "retries"),
             human(waited)
-        );
-        self.human(&line);
+        ));
+        self.human(line);
     }
 
     /// A stopping signal reached `retry` during try `attempt` or the wait after it.
@@ -424,7 +453,7 @@ impl Log {
         } else {
             "stopped the try; no further try"
         };
-        self.human(&format!("received {signal} during {during}: {action}"));
+        self.human(format!("received {signal} during {during}: {action}"));
     }
 
     /// The run gave up. `last` is how the last try ended; `signal` the signal that stopped
@@ -467,13 +496,14 @@ impl Log {
             self.emit(obj);
             return;
         }
-        let line = format!(
-            "{} after {} in {}: {cause}",
-            self.paint("gave up", Paint::Bad),
+        let mut line = Line::default();
+        line.paint("gave up", Paint::Bad);
+        line.push(&format!(
+            " after {} in {}: {cause}",
             plural(tries, "try", "tries"),
             human(elapsed)
-        );
-        self.human(&line);
+        ));
+        self.human(line);
     }
 
     /// A hook ended badly; the run goes on as if it had not run.
@@ -485,13 +515,13 @@ impl Log {
             let obj = self.event("hook").str("hook", which).str("result", what);
             self.emit(obj);
         } else {
-            self.human(&format!("{which} hook {what}; going on"));
+            self.human(format!("{which} hook {what}; going on"));
         }
     }
 
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
-        self.put(&format!("\r\x1b[2Kretry: {text}"));
+        self.put(&format!("\r\x1b[2Kretry: {}", printable(text)));
     }
 
     /// Clears the status line, so that the next log line takes its place.
@@ -510,7 +540,7 @@ impl Log {
             let obj = self.event("warning").str("message", message);
             self.emit(obj);
         } else {
-            self.human(&format!("warning: {message}"));
+            self.human(format!("warning: {message}"));
         }
     }
 }

@@ -267,14 +267,14 @@ impl<'c> Runner<'c> {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                let name = self.config.command[0].to_string_lossy().into_owned();
+                let name = crate::report::quote(&self.config.command[0]);
                 let reason = match e.error.raw_os_error() {
                     Some(errno) => nix::errno::Errno::from_raw(errno).desc().to_string(),
                     None => e.error.to_string(),
                 };
                 let detail = match e.outcome {
-                    Outcome::NotFound => format!("'{name}' was not found"),
-                    _ => format!("'{name}' cannot be executed: {reason}"),
+                    Outcome::NotFound => format!("{name} was not found"),
+                    _ => format!("{name} cannot be executed: {reason}"),
                 };
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
