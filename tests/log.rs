@@ -219,3 +219,44 @@ fn quoted_words_read_back_in_bash_as_the_same_bytes() {
     assert_eq!(q("it's"), r"'it'\''s'");
     assert_eq!(q("a\nb"), r"$'a\nb'");
 }
+
+/// The names of the events of a JSON run with a failing hook, leftovers and a warning.
+fn json_event_names(extra: &[&str]) -> Vec<String> {
+    let out = retry_in(UTF8)
+        .env("RETRY_RUN_ID", "outer")
+        .args(["--log-format", "json", "-n", "2", "-d", "0", "-k", "1s"])
+        .args(extra)
+        .args([
+            "--on-retry",
+            "exit 3",
+            "--",
+            "sh",
+            "-c",
+            "sleep 10 & exit 1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    json_lines(&stderr_of(&out))
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn quiet_and_verbose_shape_the_human_log_only() {
+    let all = json_event_names(&[]);
+    for name in [
+        "start",
+        "warning",
+        "leftovers",
+        "try",
+        "wait",
+        "hook",
+        "give_up",
+    ] {
+        assert!(all.iter().any(|e| e == name), "{name}: {all:?}");
+    }
+    assert_eq!(json_event_names(&["-q"]), all);
+    assert_eq!(json_event_names(&["-v"]), all);
+}

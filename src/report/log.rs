@@ -508,13 +508,10 @@ impl Log {
 
     /// A hook ended badly; the run goes on as if it had not run.
     pub fn hook_failed(&mut self, which: &str, what: &str) {
-        if self.quiet {
-            return;
-        }
         if self.json {
             let obj = self.event("hook").str("hook", which).str("result", what);
             self.emit(obj);
-        } else {
+        } else if !self.quiet {
             self.human(format!("{which} hook {what}; going on"));
         }
     }
@@ -541,6 +538,105 @@ impl Log {
             self.emit(obj);
         } else {
             self.human(format!("warning: {message}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ParseOutcome, parse};
+    use crate::policy::Reason;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A log sink that the test can read afterwards.
+    #[derive(Clone, Default)]
+    struct Sink(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.borrow().clone()).unwrap()
+        }
+    }
+
+    fn log(args: &[&str]) -> (Log, Sink) {
+        let config = match parse(
+            ["retry"].iter().chain(args).chain(&["--", "true"]),
+            SystemTime::UNIX_EPOCH,
+        ) {
+            ParseOutcome::Run(c) => *c,
+            other => panic!("{other:?}"),
+        };
+        let sink = Sink::default();
+        let log = Log::new(Box::new(sink.clone()), &config, false, "id".into()).with_ascii(false);
+        (log, sink)
+    }
+
+    const FAILED: Verdict = Verdict::Transient(Reason::Default);
+
+    fn report<'a>(decision: &'a Decision) -> TryReport<'a> {
+        TryReport {
+            attempt: 1,
+            outcome: Outcome::Exit(1),
+            took: Duration::from_millis(5),
+            verdict: &FAILED,
+            decision,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn quiet_and_verbose_never_remove_a_json_event() {
+        for flag in ["-q", "-v", "-n3"] {
+            let (mut log, sink) = log(&["--log-format", "json", flag]);
+            let wait = Wait {
+                base: Duration::from_secs(1),
+                delay: Duration::from_secs(1),
+            };
+            let retry = Decision::Retry(wait);
+            let give_up = Decision::GiveUp(GiveUp::Tries);
+            let elapsed = Duration::from_secs(1);
+            log.try_ended(&report(&retry));
+            log.wait(1, wait);
+            log.leftovers(1, Signal::TERM, false);
+            log.hook_failed("--on-retry", "exited 3");
+            log.warn("careful");
+            log.received(Signal::INT, 2, false);
+            log.try_ended(&report(&give_up));
+            let status = ExitStatus::from_last_try(Outcome::Exit(1));
+            log.gave_up(2, elapsed, &GiveUp::Tries, status, None, None);
+            log.succeeded(3, elapsed, elapsed);
+            let events: Vec<String> = sink
+                .text()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+                .collect();
+            assert_eq!(
+                events,
+                [
+                    "\"try\"",
+                    "\"wait\"",
+                    "\"leftovers\"",
+                    "\"hook\"",
+                    "\"warning\"",
+                    "\"signal\"",
+                    "\"try\"",
+                    "\"give_up\"",
+                    "\"success\""
+                ],
+                "{flag}"
+            );
         }
     }
 }
