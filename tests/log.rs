@@ -260,3 +260,36 @@ fn quiet_and_verbose_shape_the_human_log_only() {
     assert_eq!(json_event_names(&["-q"]), all);
     assert_eq!(json_event_names(&["-v"]), all);
 }
+
+#[test]
+fn a_hook_event_names_the_try_it_followed() {
+    let out = retry_in(UTF8)
+        .args(["--log-format", "json", "-n", "3", "-d", "0"])
+        .args([
+            "--on-retry",
+            "exit 3",
+            "--on-give-up",
+            "exit 4",
+            "--",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    let hooks: Vec<(String, u64, String)> = json_lines(&stderr_of(&out))
+        .iter()
+        .filter(|e| e["event"] == "hook")
+        .map(|e| {
+            let attempt = e["attempt"].as_u64().expect("a hook event has its attempt");
+            (e["hook"].to_string(), attempt, e["result"].to_string())
+        })
+        .collect();
+    let hook = |h: &str, attempt, r: &str| (format!("\"{h}\""), attempt, format!("\"{r}\""));
+    assert_eq!(
+        hooks,
+        [
+            hook("--on-retry", 1, "exited 3"),
+            hook("--on-retry", 2, "exited 3"),
+            hook("--on-give-up", 3, "exited 4"),
+        ]
+    );
+}

@@ -506,10 +506,15 @@ impl Log {
         self.human(line);
     }
 
-    /// A hook ended badly; the run goes on as if it had not run.
-    pub fn hook_failed(&mut self, which: &str, what: &str) {
+    /// A hook (`--on-retry`, `--on-give-up`) run after try `attempt` ended badly (`what`:
+    /// `exited 3`); the run goes on as if it had not run.
+    pub fn hook_failed(&mut self, which: &str, attempt: u64, what: &str) {
         if self.json {
-            let obj = self.event("hook").str("hook", which).str("result", what);
+            let obj = self
+                .event("hook")
+                .num("attempt", attempt)
+                .str("hook", which)
+                .str("result", what);
             self.emit(obj);
         } else if !self.quiet {
             self.human(format!("{which} hook {what}; going on"));
@@ -610,7 +615,7 @@ mod tests {
             log.try_ended(&report(&retry));
             log.wait(1, wait);
             log.leftovers(1, Signal::TERM, false);
-            log.hook_failed("--on-retry", "exited 3");
+            log.hook_failed("--on-retry", 1, "exited 3");
             log.warn("careful");
             log.received(Signal::INT, 2, false);
             log.try_ended(&report(&give_up));

@@ -499,7 +499,7 @@ impl<'c> Runner<'c> {
             Ok(child) => child,
             Err(e) => {
                 self.log
-                    .hook_failed(which, &format!("could not start: {}", e.error));
+                    .hook_failed(which, attempt, &format!("could not start: {}", e.error));
                 return None;
             }
         };
@@ -517,7 +517,7 @@ impl<'c> Runner<'c> {
                                 Outcome::Signal(s) => format!("was killed by {s}"),
                                 other => other.to_string(),
                             };
-                            self.log.hook_failed(which, &what);
+                            self.log.hook_failed(which, attempt, &what);
                             return None;
                         }
                         None => {}
@@ -534,6 +534,7 @@ impl<'c> Runner<'c> {
                     let took = bound.unwrap_or_default();
                     self.log.hook_failed(
                         which,
+                        attempt,
                         &format!("timed out after {}; stopped it", human(took)),
                     );
                     return received;
