@@ -536,6 +536,17 @@ impl Log {
         self.label(attempt)
     }
 
+    /// An internal failure of `retry` (spec 11: it exits 125 next): `retry: error: MESSAGE`, or
+    /// an `error` event; `-q` never hides it.
+    pub fn error(&mut self, message: &str) {
+        if self.json {
+            let obj = self.event("error").str("message", message);
+            self.emit(obj);
+        } else {
+            self.human(format!("error: {message}"));
+        }
+    }
+
     /// A problem that does not change the run.
     pub fn warn(&mut self, message: &str) {
         if self.json {
@@ -575,7 +586,7 @@ mod tests {
         }
     }
 
-    fn log(args: &[&str]) -> (Log, Sink) {
+    fn log_for(args: &[&str]) -> (Log, Sink) {
         let config = match parse(
             ["retry"].iter().chain(args).chain(&["--", "true"]),
             SystemTime::UNIX_EPOCH,
@@ -602,9 +613,22 @@ mod tests {
     }
 
     #[test]
+    fn an_internal_failure_has_its_own_event_even_under_quiet() {
+        let (mut log, sink) = log_for(&["--log-format", "json", "-q"]);
+        log.error("cannot read the\ninput");
+        let event: serde_json::Value = serde_json::from_str(&sink.text()).unwrap();
+        assert_eq!(event["event"], "error");
+        assert_eq!(event["run_id"], "id");
+        assert_eq!(event["message"], "cannot read the\ninput");
+        let (mut log, sink) = log_for(&["-q"]);
+        log.error("cannot read the\ninput");
+        assert_eq!(sink.text(), "retry: error: cannot read the\\ninput\n");
+    }
+
+    #[test]
     fn quiet_and_verbose_never_remove_a_json_event() {
         for flag in ["-q", "-v", "-n3"] {
-            let (mut log, sink) = log(&["--log-format", "json", flag]);
+            let (mut log, sink) = log_for(&["--log-format", "json", flag]);
             let wait = Wait {
                 base: Duration::from_secs(1),
                 delay: Duration::from_secs(1),
@@ -622,6 +646,7 @@ mod tests {
             let status = ExitStatus::from_last_try(Outcome::Exit(1));
             log.gave_up(2, elapsed, &GiveUp::Tries, status, None, None);
             log.succeeded(3, elapsed, elapsed);
+            log.error("broken");
             let events: Vec<String> = sink
                 .text()
                 .lines()
@@ -638,7 +663,8 @@ mod tests {
                     "\"signal\"",
                     "\"try\"",
                     "\"give_up\"",
-                    "\"success\""
+                    "\"success\"",
+                    "\"error\""
                 ],
                 "{flag}"
             );
