@@ -10,7 +10,7 @@ use crate::cli::{ColorWhen, LogFormat};
 use crate::config::Config;
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, GiveUp, Outcome, Signal, Verdict, Wait};
+use crate::policy::{Decision, GiveUp, LimitSource, Outcome, Signal, Verdict, Wait};
 use crate::report::charset;
 use crate::report::json::Obj;
 use crate::report::{command_line_in, describe_policy, policy_json, printable};
@@ -79,6 +79,11 @@ pub struct TryReport<'a> {
     pub decision: &'a Decision,
     /// Why the command could not start, if it could not.
     pub detail: Option<&'a str>,
+    /// The try was stopped (a timeout outcome) and its group outlived the grace period
+    /// (`--kill-after`), so it got SIGKILL.
+    pub killed: bool,
+    /// The try was stopped because the budget or the deadline ended, not by `--timeout`.
+    pub stopped_by_limit: bool,
 }
 
 /// Where the log goes and how it looks.
@@ -92,6 +97,10 @@ pub struct Log {
     ascii: bool,
     run_id: String,
     max_tries: Option<u64>,
+    /// The grace period between a stopping signal and SIGKILL.
+    kill_after: Duration,
+    /// What ends the run early, if anything: the budget or the deadline.
+    limit: Option<LimitSource>,
     /// Under GitHub Actions: annotations and folded groups on standard error.
     github: bool,
 }
@@ -169,6 +178,8 @@ impl Log {
             ascii: charset::ascii(),
             run_id,
             max_tries: config.policy.max_tries,
+            kill_after: config.kill_after,
+            limit: config.policy.limit.map(|l| l.source),
             github: false,
         }
     }
@@ -291,8 +302,14 @@ impl Log {
                 .event("try")
                 .num("attempt", r.attempt)
                 .num("duration_ms", millis(r.took))
-                .obj("outcome", outcome_json(r.outcome))
-                .str("verdict", r.verdict.word());
+                .obj("outcome", outcome_json(r.outcome));
+            if r.outcome == Outcome::Timeout {
+                obj = obj.bool("killed", r.killed);
+            }
+            if r.stopped_by_limit {
+                obj = obj.str("limit", self.limit_word());
+            }
+            obj = obj.str("verdict", r.verdict.word());
             if let Some(reason) = r.verdict.reason() {
                 obj = obj.str("reason", &reason.to_string());
             }
@@ -310,15 +327,41 @@ impl Log {
         self.human(line);
     }
 
+    /// `budget` or `deadline`: what stopped a try that `--timeout` did not.
+    fn limit_word(&self) -> &'static str {
+        match self.limit {
+            Some(LimitSource::Deadline) => "deadline",
+            Some(LimitSource::Budget) | None => "budget",
+        }
+    }
+
+    /// How a try ended, as words, with how it was stopped: `exited 7`, `timed out after 2s,
+    /// killed after the 1s grace period`, `stopped at the end of the budget after 2s`.
+    fn ended_words(&self, r: &TryReport<'_>) -> String {
+        if r.outcome != Outcome::Timeout {
+            return format!("{} after {}", outcome_words(r.outcome), human(r.took));
+        }
+        let stopped = match (r.stopped_by_limit, self.limit) {
+            (false, _) => "timed out",
+            (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
+            (true, _) => "stopped at the end of the budget",
+        };
+        let mut words = format!("{stopped} after {}", human(r.took));
+        if r.killed {
+            words += &format!(", killed after the {} grace period", human(self.kill_after));
+        }
+        words
+    }
+
     /// The human line about an ended try.
     fn try_line(&self, r: &TryReport<'_>) -> Line {
         let TryReport {
             attempt,
             outcome,
-            took,
             verdict,
             decision,
             detail,
+            ..
         } = *r;
         let label = self.label(attempt);
         let mut line = Line::default();
@@ -326,13 +369,14 @@ impl Log {
         match (verdict, detail) {
             (Verdict::Success(_), _) => {
                 line.paint("succeeded", Paint::Good);
-                if outcome != Outcome::Exit(0) {
-                    line.push(&format!(" ({}, --success-on)", outcome_words(outcome)));
+                if outcome == Outcome::Exit(0) {
+                    line.push(&format!(" after {}", human(r.took)));
+                } else {
+                    line.push(&format!(" ({}, --success-on)", self.ended_words(r)));
                 }
-                line.push(&format!(" after {}", human(took)));
             }
             (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
-            _ => line.push(&format!("{} after {}", outcome_words(outcome), human(took))),
+            _ => line.push(&self.ended_words(r)),
         }
         if !matches!(verdict, Verdict::Success(_)) {
             line.push(" (");
@@ -377,14 +421,18 @@ impl Log {
         }
     }
 
-    /// What a failed try left running was stopped.
-    pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool) {
+    /// What a failed try left running was stopped: `count` processes (0: not counted), with
+    /// `signal`, then SIGKILL if `killed`.
+    pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool, count: usize) {
         if self.json {
-            let obj = self
+            let mut obj = self
                 .event("leftovers")
                 .num("attempt", attempt)
                 .str("signal", &signal.name())
                 .bool("killed", killed);
+            if count > 0 {
+                obj = obj.num("count", count as u64);
+            }
             self.emit(obj);
             return;
         }
@@ -397,9 +445,12 @@ impl Log {
         } else {
             signal.to_string()
         };
-        self.human(format!(
-            "try {label} left processes running in its group; stopped them ({how})"
-        ));
+        let left = match count {
+            0 => "left processes running in its group; stopped them".to_string(),
+            1 => "left 1 process running; stopped it".to_string(),
+            n => format!("left {n} processes running; stopped them"),
+        };
+        self.human(format!("try {label} {left} ({how})"));
     }
 
     pub fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
@@ -609,7 +660,111 @@ mod tests {
             verdict: &FAILED,
             decision,
             detail: None,
+            killed: false,
+            stopped_by_limit: false,
         }
+    }
+
+    const TIMED_OUT: Verdict = Verdict::Transient(Reason::Default);
+
+    /// The human and JSON lines of a timed-out try 1 that the run retries, or gives up after.
+    fn stopped_try(args: &[&str], killed: bool, by_limit: bool, last: bool) -> (String, String) {
+        let wait = Wait {
+            base: Duration::from_secs(1),
+            delay: Duration::from_secs(1),
+        };
+        let decision = if last {
+            Decision::GiveUp(GiveUp::Tries)
+        } else {
+            Decision::Retry(wait)
+        };
+        let report = TryReport {
+            attempt: 1,
+            outcome: Outcome::Timeout,
+            took: Duration::from_millis(2003),
+            verdict: &TIMED_OUT,
+            decision: &decision,
+            detail: None,
+            killed,
+            stopped_by_limit: by_limit,
+        };
+        let (mut log, human) = log_for(args);
+        log.try_ended(&report);
+        let json_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--log-format", "json"])
+            .collect();
+        let (mut log, json) = log_for(&json_args);
+        log.try_ended(&report);
+        (human.text(), json.text())
+    }
+
+    #[test]
+    fn a_timed_out_try_says_whether_it_needed_sigkill() {
+        let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], true, false, false);
+        assert_eq!(
+            human,
+            "retry: try 1/3 timed out after 2.003s, killed after the 1s grace period (transient); next try in 1s\n"
+        );
+        assert!(
+            json.contains(r#""outcome":{"timeout":true},"killed":true,"#),
+            "{json}"
+        );
+        assert!(!json.contains("limit"), "{json}");
+        let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], false, false, false);
+        assert!(
+            human.contains("try 1/3 timed out after 2.003s (transient)"),
+            "{human}"
+        );
+        assert!(json.contains(r#""killed":false"#), "{json}");
+    }
+
+    #[test]
+    fn a_try_stopped_by_the_budget_or_the_deadline_says_so() {
+        let (human, json) = stopped_try(&["-n1", "-B2s"], false, true, true);
+        assert_eq!(
+            human,
+            "retry: try 1/1 stopped at the end of the budget after 2.003s (transient); giving up: no tries left\n"
+        );
+        assert!(
+            json.contains(r#""killed":false,"limit":"budget""#),
+            "{json}"
+        );
+        let deadline = ["-n1", "--deadline", "1970-01-01T00:00:02Z", "-k", "500ms"];
+        let (human, json) = stopped_try(&deadline, true, true, true);
+        assert!(
+            human.contains("try 1/1 stopped at the deadline after 2.003s, killed after the 500ms grace period (transient)"),
+            "{human}"
+        );
+        assert!(
+            json.contains(r#""killed":true,"limit":"deadline""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn leftovers_are_counted() {
+        let (mut log, sink) = log_for(&["-n3"]);
+        log.leftovers(2, Signal::TERM, false, 2);
+        log.leftovers(2, Signal::TERM, true, 1);
+        log.leftovers(2, Signal::TERM, false, 0);
+        assert_eq!(
+            sink.text(),
+            "retry: try 2/3 left 2 processes running; stopped them (SIGTERM)\n\
+             retry: try 2/3 left 1 process running; stopped it (SIGTERM, then SIGKILL)\n\
+             retry: try 2/3 left processes running in its group; stopped them (SIGTERM)\n"
+        );
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        log.leftovers(2, Signal::TERM, true, 3);
+        log.leftovers(2, Signal::TERM, false, 0);
+        let text = sink.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(r#""attempt":2,"signal":"TERM","killed":true,"count":3}"#),
+            "{text}"
+        );
+        assert!(lines[1].ends_with(r#""killed":false}"#), "{text}");
     }
 
     #[test]
@@ -638,7 +793,7 @@ mod tests {
             let elapsed = Duration::from_secs(1);
             log.try_ended(&report(&retry));
             log.wait(1, wait);
-            log.leftovers(1, Signal::TERM, false);
+            log.leftovers(1, Signal::TERM, false, 1);
             log.hook_failed("--on-retry", 1, "exited 3");
             log.warn("careful");
             log.received(Signal::INT, 2, false);

@@ -168,6 +168,8 @@ impl<'c> Runner<'c> {
                 verdict: &verdict,
                 decision: &decision,
                 detail: detail.as_deref(),
+                killed: false,
+                stopped_by_limit: false,
             });
             match decision {
                 Decision::Succeed => {
@@ -320,7 +322,7 @@ impl<'c> Runner<'c> {
                 if let Some(received) = stopped.received {
                     return Ok(TryEnd::Interrupted(received));
                 }
-                self.log.leftovers(attempt, signal, stopped.killed);
+                self.log.leftovers(attempt, signal, stopped.killed, 0);
                 return Ok(end);
             }
         }
