@@ -253,7 +253,11 @@ fn processes_that_leave_the_group_with_setsid_are_stopped_before_the_next_try() 
         left.is_empty(),
         "still running when retry returned: {left:?}"
     );
-    assert_eq!(log.matches("left").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("left 1 process running; stopped it").count(),
+        2,
+        "{log}"
+    );
 }
 
 #[test]
@@ -330,6 +334,17 @@ fn the_budget_is_checked_again_after_the_hook() {
     assert!(log.contains(r#""reason":"budget""#), "{log}");
     assert!(took >= Duration::from_millis(1900), "{took:?}");
     assert!(took < Duration::from_secs(6), "{took:?}");
+    let out = retry()
+        .args(["-n", "3", "-B", "1s", "-d", "100ms", "-j", "none"])
+        .args(["--on-retry", "sleep 5", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert!(
+        log.contains("no time left for try 2/3 after the --on-retry hook; giving up: budget: "),
+        "{log}"
+    );
+    assert!(!log.contains("retry: try 2/3"), "{log}");
 }
 
 /// `retry` with no room for one more process: as nobody (root is exempt from the limit) with
@@ -339,10 +354,10 @@ fn retry_without_processes(args: &[&str]) -> std::process::Output {
     cmd.env_remove("RETRY_RUN_ID").args(args);
     unsafe {
         cmd.pre_exec(|| {
-            if nix::libc::geteuid() == 0 {
-                if nix::libc::setgid(65534) != 0 || nix::libc::setuid(65534) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if nix::libc::geteuid() == 0
+                && (nix::libc::setgid(65534) != 0 || nix::libc::setuid(65534) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
             let none = nix::libc::rlimit {
                 rlim_cur: 0,
@@ -430,4 +445,160 @@ fn real_time_signals_by_name_are_sent_on_timeout() {
         std::fs::read_to_string(&got).unwrap_or_default().trim(),
         n.to_string()
     );
+}
+
+/// The JSON events of a log, in order.
+fn json_events(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn names(events: &[serde_json::Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_interrupted_try_has_its_try_event_before_the_signal_and_the_give_up() {
+    let dir = common::temp_dir("json-interrupted");
+    let pids = dir.join("pids");
+    let script = format!("echo $$ >> '{p}'; exec sleep 300", p = pids.display());
+    let mut child = retry_std()
+        .args(["--log-format", "json", "-n", "3", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    send(child.id(), nix::libc::SIGTERM);
+    wait_bounded(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    let log = stderr_of(&out);
+    let events = json_events(&log);
+    assert_eq!(
+        names(&events),
+        ["start", "try", "signal", "give_up"],
+        "{log}"
+    );
+    assert_eq!(events[1]["attempt"], 1);
+    assert_eq!(events[1]["verdict"], "interrupted");
+    assert_eq!(events[1]["outcome"]["signal"], "TERM");
+}
+
+#[test]
+fn leftovers_are_logged_after_their_try_with_their_count() {
+    let script = "sleep 300 >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 & exit 1";
+    let out = retry()
+        .args(["--log-format", "json", "-n", "1", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let events = json_events(&log);
+    assert_eq!(
+        names(&events),
+        ["start", "try", "leftovers", "give_up"],
+        "{log}"
+    );
+    assert_eq!(events[2]["attempt"], 1);
+    assert_eq!(events[2]["count"], 2);
+    assert_eq!(events[2]["killed"], false);
+}
+
+#[test]
+fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
+    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    let out = retry()
+        .args([
+            "-n", "1", "-t", "300ms", "-k", "300ms", "--", "sh", "-c", script,
+        ])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(124), "{log}");
+    assert!(log.contains("try 1/1 timed out after"), "{log}");
+    assert!(
+        log.contains(", killed after the 300ms grace period"),
+        "{log}"
+    );
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "300ms",
+            "-k",
+            "300ms",
+            "--log-format",
+            "json",
+        ])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    let events = json_events(&log);
+    let try_event = events.iter().find(|e| e["event"] == "try").unwrap();
+    assert_eq!(try_event["outcome"]["timeout"], true, "{log}");
+    assert_eq!(try_event["killed"], true, "{log}");
+    // A try that ends on the signal was not killed.
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "300ms",
+            "--log-format",
+            "json",
+            "--",
+            "sleep",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    let events = json_events(&log);
+    let try_event = events.iter().find(|e| e["event"] == "try").unwrap();
+    assert_eq!(try_event["killed"], false, "{log}");
+}
+
+#[test]
+fn an_internal_failure_has_an_error_event_and_status_125() {
+    // Too few descriptors for the pipes that watching the output needs.
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env_remove("RETRY_RUN_ID")
+        .args([
+            "--log-format",
+            "json",
+            "--retry-if-output",
+            "x",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    unsafe {
+        cmd.pre_exec(|| {
+            let few = nix::libc::rlimit {
+                rlim_cur: 6,
+                rlim_max: 6,
+            };
+            if nix::libc::setrlimit(nix::libc::RLIMIT_NOFILE, &few) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    wait_bounded(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    let events = json_events(&log);
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "error", "{log}");
+    assert!(last["message"].as_str().unwrap().contains("pipe"), "{log}");
 }

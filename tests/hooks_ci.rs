@@ -181,7 +181,9 @@ fn github_actions_gets_annotations_and_balanced_groups() {
 fn a_nested_retry_warns_once_and_the_tries_multiply() {
     // The command of the acceptance list, with the default waits.
     let retry_bin = assert_cmd::cargo::cargo_bin("retry");
+    // The log's `×` needs a UTF-8 locale (tests/log.rs has the ASCII one).
     let out = retry()
+        .env("LC_ALL", "C.UTF-8")
         .args(["-n", "2", "--"])
         .arg(&retry_bin)
         .args(["-n", "3", "--", "false"])

@@ -111,7 +111,7 @@ fn what_a_failed_try_leaves_running_is_stopped_before_the_next_try() {
         "{log}"
     );
     assert!(
-        log.contains("try 1/2 left processes running in its group; stopped them (SIGTERM)"),
+        log.contains("try 1/2 left 1 process running; stopped it (SIGTERM)"),
         "{log}"
     );
 }
@@ -184,7 +184,7 @@ fn leftovers_that_ignore_the_signal_are_killed_after_the_grace_period() {
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
     assert!(
-        log.contains("stopped them (SIGTERM, then SIGKILL)"),
+        log.contains("left 1 process running; stopped it (SIGTERM, then SIGKILL)"),
         "{log}"
     );
     assert!(took >= Duration::from_millis(300), "{took:?}");

@@ -62,17 +62,26 @@ pub fn limit_ends_try(limit: Option<Limit>, now: Duration, timeout: Option<Durat
     }
 }
 
-/// Why one more try does not fit: the numbers of the rule, for the log.
+/// Why one more try does not fit: the rule that failed, with its numbers, for the log.
+///
+/// A retry must pass two rules (spec 4.4), and each is printed with the one sign under which
+/// it fails, so that the message is exactly the comparison that was made:
+/// - with `--timeout T`, its whole timeout must fit: `used + wait + T <= end`, so it fails on
+///   `used + wait + T > end` (a timeout that ends at the very end still fits);
+/// - it must start before the end, `used + wait < end`, so it fails on `used + wait ≥ end` (a
+///   try that starts at the end would have no time at all to run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetExceeded {
     pub used: Duration,
     pub wait: Duration,
+    /// The per-try timeout when the rule that failed is the timeout rule; `None` when it is the
+    /// start rule.
     pub timeout: Option<Duration>,
     pub limit: Limit,
 }
 
 impl fmt::Display for BudgetExceeded {
-    /// `budget: 29s used + 800ms wait + 8s timeout > 30s`.
+    /// `budget: 29s used + 800ms wait + 8s timeout > 30s`, `budget: 9s used + 1s wait ≥ 10s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.limit.source {
             LimitSource::Budget => "budget",
@@ -91,8 +100,9 @@ impl fmt::Display for BudgetExceeded {
     }
 }
 
-/// May a retry after `wait` start? It must start before the end and, with a per-try timeout,
-/// its whole timeout must fit: `now + wait + timeout ≤ end`.
+/// May a retry after `wait` start? With a per-try timeout, its whole timeout must fit:
+/// `now + wait + timeout ≤ end`; and it must start before the end: `now + wait < end`. A sum
+/// past the largest duration is past any end.
 pub fn check_retry(
     limit: Option<Limit>,
     now: Duration,
@@ -100,21 +110,25 @@ pub fn check_retry(
     timeout: Option<Duration>,
 ) -> Result<(), BudgetExceeded> {
     let Some(limit) = limit else { return Ok(()) };
-    let start = now.saturating_add(wait);
-    let fits = match timeout {
-        Some(t) => start.saturating_add(t) <= limit.at,
-        None => start < limit.at,
+    let exceeded = |timeout| BudgetExceeded {
+        used: now,
+        wait,
+        timeout,
+        limit,
     };
-    if fits {
-        Ok(())
-    } else {
-        Err(BudgetExceeded {
-            used: now,
-            wait,
-            timeout,
-            limit,
-        })
+    let start = now.checked_add(wait);
+    if let Some(t) = timeout {
+        if start
+            .and_then(|s| s.checked_add(t))
+            .is_none_or(|end| end > limit.at)
+        {
+            return Err(exceeded(Some(t)));
+        }
     }
+    if start.is_none_or(|s| s >= limit.at) {
+        return Err(exceeded(None));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -146,6 +160,31 @@ mod tests {
         let err = check_retry(budget(10), s(9), s(1), None).unwrap_err();
         assert_eq!(err.to_string(), "budget: 9s used + 1s wait ≥ 10s");
         assert!(check_retry(None, Duration::MAX, Duration::MAX, Some(Duration::MAX)).is_ok());
+    }
+
+    #[test]
+    fn each_rule_gives_up_exactly_when_its_printed_comparison_holds() {
+        let ns = Duration::from_nanos(1);
+        // The timeout rule: `used + wait + timeout > end` gives up; equal fits.
+        assert!(check_retry(budget(30), s(21), s(1), Some(s(8))).is_ok());
+        let err = check_retry(budget(30), s(21) + ns, s(1), Some(s(8))).unwrap_err();
+        assert_eq!(err.timeout, Some(s(8)));
+        assert!(err.to_string().contains(" + 8s timeout > 30s"), "{err}");
+        // The start rule: `used + wait >= end` gives up; a try needs time to run.
+        assert!(check_retry(budget(10), s(9) - ns, s(1), None).is_ok());
+        let err = check_retry(budget(10), s(9), s(1), None).unwrap_err();
+        assert_eq!(err.to_string(), "budget: 9s used + 1s wait ≥ 10s");
+        // A zero timeout fits the timeout rule at the end, but not the start rule.
+        let err = check_retry(budget(10), s(9), s(1), Some(Duration::ZERO)).unwrap_err();
+        assert_eq!(err.to_string(), "budget: 9s used + 1s wait ≥ 10s");
+    }
+
+    #[test]
+    fn a_sum_past_the_largest_duration_is_past_any_end() {
+        let end = Limit::earliest(Some(Duration::MAX), None);
+        let err = check_retry(end, Duration::MAX - s(1), s(1), Some(s(1))).unwrap_err();
+        assert_eq!(err.timeout, Some(s(1)));
+        assert!(check_retry(end, Duration::MAX - s(2), s(1), None).is_ok());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A small writer of JSON objects whose fields keep the order they are written in, which the
 //! log format promises (spec 8.2).
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 
 /// One JSON object, built field by field.
 #[derive(Debug)]
@@ -96,10 +98,55 @@ impl Obj {
         self
     }
 
+    /// Command words (spec 8.2), losslessly: a word that is valid UTF-8 is a JSON string; a
+    /// word that is not (a file name in another encoding, binary data) is an object
+    /// `{"base64":"..."}` holding its bytes in standard, padded base64 (RFC 4648, section 4).
+    /// A reader tells the two apart by their JSON type, and gets back exactly the bytes that
+    /// were given, never a U+FFFD in their place.
+    pub fn words<'a>(mut self, key: &str, words: impl IntoIterator<Item = &'a OsStr>) -> Obj {
+        self.key(key);
+        self.buf.push('[');
+        for (i, word) in words.into_iter().enumerate() {
+            if i > 0 {
+                self.buf.push(',');
+            }
+            match std::str::from_utf8(word.as_bytes()) {
+                Ok(text) => escape_into(&mut self.buf, text),
+                Err(_) => self
+                    .buf
+                    .push_str(&Obj::new().str("base64", &base64(word.as_bytes())).finish()),
+            }
+        }
+        self.buf.push(']');
+        self
+    }
+
     pub fn finish(mut self) -> String {
         self.buf.push('}');
         self.buf
     }
+}
+
+/// Standard base64 with padding (RFC 4648, section 4).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn escape_into(buf: &mut String, s: &str) {
@@ -111,7 +158,9 @@ fn escape_into(buf: &mut String, s: &str) {
             '\n' => buf.push_str("\\n"),
             '\r' => buf.push_str("\\r"),
             '\t' => buf.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
+            // Every control character, and the invisible ones that reorder text, so that a
+            // JSON line shown on a terminal cannot act on it.
+            c if crate::report::unprintable(c) => {
                 let _ = write!(buf, "\\u{:04x}", c as u32);
             }
             c => buf.push(c),
@@ -138,6 +187,38 @@ mod tests {
         assert_eq!(
             s,
             r#"{"event":"try","attempt":2,"timeout_ms":null,"factor":1.5,"ok":false,"command":["sh","-c","echo \"hi\"\n\u0001"],"outcome":{"exit":7}}"#
+        );
+    }
+
+    #[test]
+    fn c1_controls_and_bidi_overrides_are_escaped_too() {
+        let s = Obj::new().str("a", "\u{7f}\u{9b}\u{202e}é").finish();
+        assert_eq!(s, r#"{"a":"\u007f\u009b\u202eé"}"#);
+    }
+
+    #[test]
+    fn base64_is_the_standard_padded_one() {
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (text, encoded) in vectors {
+            assert_eq!(base64(text.as_bytes()), encoded);
+        }
+        assert_eq!(base64(&[0xfb, 0xff, 0xbf]), "+/+/");
+    }
+
+    #[test]
+    fn words_that_are_not_utf8_become_base64_objects() {
+        let words = [OsStr::new("a b"), OsStr::from_bytes(b"x\xff")];
+        assert_eq!(
+            Obj::new().words("command", words).finish(),
+            r#"{"command":["a b",{"base64":"eP8="}]}"#
         );
     }
 }

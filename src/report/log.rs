@@ -2,6 +2,7 @@
 //! `--log-file`. Writing the log never fails the run: a closed stderr loses the log, not the
 //! command's result.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
@@ -9,15 +10,65 @@ use crate::cli::{ColorWhen, LogFormat};
 use crate::config::Config;
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, GiveUp, Outcome, Signal, Verdict, Wait};
+use crate::policy::{
+    BudgetExceeded, Decision, GiveUp, LimitSource, Outcome, Signal, Verdict, Wait,
+};
+use crate::report::charset;
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::{command_line_in, describe_policy, policy_json, printable};
 
 #[derive(Clone, Copy)]
 enum Paint {
     Good,
     Warn,
     Bad,
+}
+
+impl Paint {
+    fn code(self) -> &'static str {
+        match self {
+            Paint::Good => "32",
+            Paint::Warn => "33",
+            Paint::Bad => "31",
+        }
+    }
+}
+
+/// A human log line: text, some of it to be coloured. Only `Log::human` turns it into bytes,
+/// and it escapes every part (`printable`), so that the colour codes it adds are the only
+/// escape sequences that can reach the log, whatever the user gave.
+#[derive(Default)]
+struct Line {
+    parts: Vec<(String, Option<Paint>)>,
+}
+
+impl Line {
+    fn push(&mut self, text: &str) {
+        self.parts.push((text.to_string(), None));
+    }
+
+    fn paint(&mut self, text: &str, paint: Paint) {
+        self.parts.push((text.to_string(), Some(paint)));
+    }
+
+    /// The line without colour, as a CI annotation shows it.
+    fn plain(&self) -> String {
+        self.parts.iter().map(|(text, _)| text.as_str()).collect()
+    }
+}
+
+impl From<String> for Line {
+    fn from(text: String) -> Line {
+        Line {
+            parts: vec![(text, None)],
+        }
+    }
+}
+
+impl From<&str> for Line {
+    fn from(text: &str) -> Line {
+        Line::from(text.to_string())
+    }
 }
 
 /// What the log says about an ended try.
@@ -30,6 +81,11 @@ pub struct TryReport<'a> {
     pub decision: &'a Decision,
     /// Why the command could not start, if it could not.
     pub detail: Option<&'a str>,
+    /// The try was stopped (a timeout outcome) and its group outlived the grace period
+    /// (`--kill-after`), so it got SIGKILL.
+    pub killed: bool,
+    /// The try was stopped because the budget or the deadline ended, not by `--timeout`.
+    pub stopped_by_limit: bool,
 }
 
 /// Where the log goes and how it looks.
@@ -39,12 +95,16 @@ pub struct Log {
     quiet: bool,
     verbose: bool,
     color: bool,
+    /// Write ASCII only (a locale whose character set is not UTF-8).
+    ascii: bool,
     run_id: String,
     max_tries: Option<u64>,
+    /// The grace period between a stopping signal and SIGKILL.
+    kill_after: Duration,
+    /// What ends the run early, if anything: the budget or the deadline.
+    limit: Option<LimitSource>,
     /// Under GitHub Actions: annotations and folded groups on standard error.
     github: bool,
-    /// The last human line, for the annotations.
-    last_line: String,
 }
 
 /// Escapes the data of a GitHub Actions workflow command.
@@ -119,11 +179,30 @@ impl Log {
             quiet: config.log.quiet,
             verbose: config.log.verbose,
             color,
+            ascii: charset::ascii(),
             run_id,
             max_tries: config.policy.max_tries,
+            kill_after: config.kill_after,
+            limit: config.policy.limit.map(|l| l.source),
             github: false,
-            last_line: String::new(),
         }
+    }
+
+    /// Writes ASCII only, or UTF-8 (by default, what the locale says).
+    pub fn with_ascii(mut self, ascii: bool) -> Log {
+        self.ascii = ascii;
+        self
+    }
+
+    /// Writes `text` to the log, in ASCII if it must be, and flushes it.
+    fn put(&mut self, text: &str) {
+        let text = match (self.ascii, self.json) {
+            (false, _) => std::borrow::Cow::Borrowed(text),
+            (true, false) => charset::ascii_text(text).into(),
+            (true, true) => charset::ascii_json(text).into(),
+        };
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
     }
 
     /// Turns on GitHub Actions annotations and groups (when `GITHUB_ACTIONS=true`).
@@ -135,7 +214,11 @@ impl Log {
     /// Workflow commands go to standard error whatever `--log-file` says: that is where the
     /// runner reads them.
     fn github_command(&self, line: &str) {
-        let mut text = line.to_string();
+        let mut text = if self.ascii {
+            charset::ascii_text(line)
+        } else {
+            line.to_string()
+        };
         text.push('\n');
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
@@ -161,28 +244,21 @@ impl Log {
         }
     }
 
-    fn paint(&self, text: &str, paint: Paint) -> String {
-        if !self.color {
-            return text.to_string();
-        }
-        let code = match paint {
-            Paint::Good => "32",
-            Paint::Warn => "33",
-            Paint::Bad => "31",
-        };
-        format!("\x1b[{code}m{text}\x1b[0m")
-    }
-
-    fn human(&mut self, line: &str) {
-        self.last_line = line.to_string();
+    /// Writes one human line; every part of it is made `printable`, then coloured if asked.
+    fn human(&mut self, line: impl Into<Line>) {
         let mut text = String::from("retry: ");
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
         }
-        text += line;
+        for (part, paint) in &line.into().parts {
+            let part = printable(part);
+            match paint.filter(|_| self.color) {
+                Some(paint) => text += &format!("\x1b[{}m{part}\x1b[0m", paint.code()),
+                None => text += &part,
+            }
+        }
         text.push('\n');
-        let _ = self.out.write_all(text.as_bytes());
-        let _ = self.out.flush();
+        self.put(&text);
     }
 
     fn event(&mut self, event: &str) -> Obj {
@@ -198,27 +274,22 @@ impl Log {
     fn emit(&mut self, obj: Obj) {
         let mut line = obj.finish();
         line.push('\n');
-        let _ = self.out.write_all(line.as_bytes());
-        let _ = self.out.flush();
+        self.put(&line);
     }
 
     /// The start of a run: with `-v`, the command, the policy and the seed.
     pub fn start(&mut self, config: &Config, seed: u64) {
         if self.json {
-            let command: Vec<String> = config
-                .command
-                .iter()
-                .map(|w| w.to_string_lossy().into_owned())
-                .collect();
             let obj = self
                 .event("start")
-                .strs("command", command.iter().map(String::as_str))
+                .words("command", config.command.iter().map(OsString::as_os_str))
                 .obj("policy", policy_json(config, seed));
             self.emit(obj);
         } else if self.verbose {
-            self.human(&format!("command: {}", command_line(&config.command)));
-            self.human(&format!("policy: {}", describe_policy(config)));
-            self.human(&format!(
+            let command = command_line_in(&config.command, self.ascii);
+            self.human(format!("command: {command}"));
+            self.human(format!("policy: {}", describe_policy(config)));
+            self.human(format!(
                 "seed: {seed} (pass --seed {seed} to get the same waits)"
             ));
         }
@@ -227,16 +298,44 @@ impl Log {
     /// A try ended.
     pub fn try_ended(&mut self, r: &TryReport<'_>) {
         if let Decision::Retry(_) = r.decision {
-            let plain = self.try_line(r, false);
+            let plain = self.try_line(r).plain();
             self.annotate("warning", &plain);
         }
         if self.json {
+            self.try_event(r);
+            return;
+        }
+        let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
+        if self.quiet || (first_success && !self.verbose) {
+            return;
+        }
+        let line = self.try_line(r);
+        self.human(line);
+    }
+
+    /// A try that `retry` stopped because it received a stopping signal. The JSON log has its
+    /// `try` event like every try that started (spec 8.2); the human log says it in the
+    /// `received` line.
+    pub fn try_interrupted(&mut self, r: &TryReport<'_>) {
+        if self.json {
+            self.try_event(r);
+        }
+    }
+
+    fn try_event(&mut self, r: &TryReport<'_>) {
+        {
             let mut obj = self
                 .event("try")
                 .num("attempt", r.attempt)
                 .num("duration_ms", millis(r.took))
-                .obj("outcome", outcome_json(r.outcome))
-                .str("verdict", r.verdict.word());
+                .obj("outcome", outcome_json(r.outcome));
+            if r.outcome == Outcome::Timeout {
+                obj = obj.bool("killed", r.killed);
+            }
+            if r.stopped_by_limit {
+                obj = obj.str("limit", self.limit_word());
+            }
+            obj = obj.str("verdict", r.verdict.word());
             if let Some(reason) = r.verdict.reason() {
                 obj = obj.str("reason", &reason.to_string());
             }
@@ -244,71 +343,79 @@ impl Log {
                 obj = obj.str("error", detail);
             }
             self.emit(obj);
-            return;
         }
-        let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
-        if self.quiet || (first_success && !self.verbose) {
-            return;
-        }
-        let line = self.try_line(r, self.color);
-        self.human(&line);
     }
 
-    /// The human line about an ended try, coloured or not.
-    fn try_line(&self, r: &TryReport<'_>, color: bool) -> String {
+    /// `budget` or `deadline`: what stopped a try that `--timeout` did not.
+    fn limit_word(&self) -> &'static str {
+        match self.limit {
+            Some(LimitSource::Deadline) => "deadline",
+            Some(LimitSource::Budget) | None => "budget",
+        }
+    }
+
+    /// How a try ended, as words, with how it was stopped: `exited 7`, `timed out after 2s,
+    /// killed after the 1s grace period`, `stopped at the end of the budget after 2s`.
+    fn ended_words(&self, r: &TryReport<'_>) -> String {
+        if r.outcome != Outcome::Timeout {
+            return format!("{} after {}", outcome_words(r.outcome), human(r.took));
+        }
+        let stopped = match (r.stopped_by_limit, self.limit) {
+            (false, _) => "timed out",
+            (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
+            (true, _) => "stopped at the end of the budget",
+        };
+        let mut words = format!("{stopped} after {}", human(r.took));
+        if r.killed {
+            words += &format!(", killed after the {} grace period", human(self.kill_after));
+        }
+        words
+    }
+
+    /// The human line about an ended try.
+    fn try_line(&self, r: &TryReport<'_>) -> Line {
         let TryReport {
             attempt,
             outcome,
-            took,
             verdict,
             decision,
             detail,
+            ..
         } = *r;
-        let paint = |text: &str, p: Paint| {
-            if color {
-                self.paint(text, p)
-            } else {
-                text.to_string()
-            }
-        };
         let label = self.label(attempt);
-        let mut line = match (verdict, detail) {
+        let mut line = Line::default();
+        line.push(&format!("try {label} "));
+        match (verdict, detail) {
             (Verdict::Success(_), _) => {
-                let what = match outcome {
-                    Outcome::Exit(0) => paint("succeeded", Paint::Good),
-                    other => format!(
-                        "{} ({}, --success-on)",
-                        paint("succeeded", Paint::Good),
-                        outcome_words(other)
-                    ),
-                };
-                format!("try {label} {what} after {}", human(took))
+                line.paint("succeeded", Paint::Good);
+                if outcome == Outcome::Exit(0) {
+                    line.push(&format!(" after {}", human(r.took)));
+                } else {
+                    line.push(&format!(" ({}, --success-on)", self.ended_words(r)));
+                }
             }
-            (_, Some(detail)) => format!("try {label} could not start: {detail}"),
-            _ => format!(
-                "try {label} {} after {}",
-                outcome_words(outcome),
-                human(took)
-            ),
-        };
+            (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
+            _ => line.push(&self.ended_words(r)),
+        }
         if !matches!(verdict, Verdict::Success(_)) {
-            let word = match verdict {
-                Verdict::Transient(_) => paint("transient", Paint::Warn),
-                _ => paint(verdict.word(), Paint::Bad),
-            };
-            match verdict.reason().filter(|_| detail.is_none()) {
-                Some(reason) => line += &format!(" ({word}: {reason})"),
-                None => line += &format!(" ({word})"),
+            line.push(" (");
+            match verdict {
+                Verdict::Transient(_) => line.paint("transient", Paint::Warn),
+                _ => line.paint(verdict.word(), Paint::Bad),
             }
+            if let Some(reason) = verdict.reason().filter(|_| detail.is_none()) {
+                line.push(&format!(": {reason}"));
+            }
+            line.push(")");
         }
         match decision {
-            Decision::Retry(wait) => line += &format!("; next try in {}", human(wait.delay)),
+            Decision::Retry(wait) => line.push(&format!("; next try in {}", human(wait.delay))),
             Decision::Succeed => {}
-            Decision::GiveUp(GiveUp::Tries) => line += "; giving up: no tries left",
+            Decision::GiveUp(GiveUp::Tries) => line.push("; giving up: no tries left"),
             Decision::GiveUp(GiveUp::Budget(exceeded)) => {
-                line += &format!("; giving up: {exceeded}")
+                line.push(&format!("; giving up: {exceeded}"))
             }
-            Decision::GiveUp(_) => line += "; giving up",
+            Decision::GiveUp(_) => line.push("; giving up"),
         }
         line
     }
@@ -316,7 +423,8 @@ impl Log {
     /// The annotation of a retry: the try line, uncoloured.
     fn annotate(&self, level: &str, plain: &str) {
         if self.github {
-            self.github_command(&format!("::{level} title=retry::{}", github_escape(plain)));
+            let text = github_escape(&printable(plain));
+            self.github_command(&format!("::{level} title=retry::{text}"));
         }
     }
 
@@ -332,14 +440,18 @@ impl Log {
         }
     }
 
-    /// What a failed try left running was stopped.
-    pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool) {
+    /// What a failed try left running was stopped: `count` processes (0: not counted), with
+    /// `signal`, then SIGKILL if `killed`.
+    pub fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool, count: usize) {
         if self.json {
-            let obj = self
+            let mut obj = self
                 .event("leftovers")
                 .num("attempt", attempt)
                 .str("signal", &signal.name())
                 .bool("killed", killed);
+            if count > 0 {
+                obj = obj.num("count", count as u64);
+            }
             self.emit(obj);
             return;
         }
@@ -352,9 +464,12 @@ impl Log {
         } else {
             signal.to_string()
         };
-        self.human(&format!(
-            "try {label} left processes running in its group; stopped them ({how})"
-        ));
+        let left = match count {
+            0 => "left processes running in its group; stopped them".to_string(),
+            1 => "left 1 process running; stopped it".to_string(),
+            n => format!("left {n} processes running; stopped them"),
+        };
+        self.human(format!("try {label} {left} ({how})"));
     }
 
     pub fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
@@ -371,15 +486,16 @@ impl Log {
             return;
         }
         let retries = attempt.saturating_sub(1);
-        let line = format!(
-            "{} on try {} in {} ({}, {} waiting)",
-            self.paint("succeeded", Paint::Good),
+        let mut line = Line::default();
+        line.paint("succeeded", Paint::Good);
+        line.push(&format!(
+            " on try {} in {} ({}, {} waiting)",
             self.label(attempt),
             human(elapsed),
             plural(retries, "retry", "retries"),
             human(waited)
-        );
-        self.human(&line);
+        ));
+        self.human(line);
     }
 
     /// A stopping signal reached `retry` during try `attempt` or the wait after it.
@@ -407,7 +523,7 @@ impl Log {
         } else {
             "stopped the try; no further try"
         };
-        self.human(&format!("received {signal} during {during}: {action}"));
+        self.human(format!("received {signal} during {during}: {action}"));
     }
 
     /// The run gave up. `last` is how the last try ended; `signal` the signal that stopped
@@ -450,44 +566,67 @@ impl Log {
             self.emit(obj);
             return;
         }
-        let line = format!(
-            "{} after {} in {}: {cause}",
-            self.paint("gave up", Paint::Bad),
+        let mut line = Line::default();
+        line.paint("gave up", Paint::Bad);
+        line.push(&format!(
+            " after {} in {}: {cause}",
             plural(tries, "try", "tries"),
             human(elapsed)
-        );
-        self.human(&line);
+        ));
+        self.human(line);
     }
 
-    /// A hook ended badly; the run goes on as if it had not run.
-    pub fn hook_failed(&mut self, which: &str, what: &str) {
-        if self.quiet {
+    /// The `--on-retry` hook took so long that try `next` no longer fits in the budget: the
+    /// run gives up (the `give_up` event that follows carries the numbers in JSON).
+    pub fn no_time_after_hook(&mut self, next: u64, exceeded: &BudgetExceeded) {
+        if self.json || self.quiet {
             return;
         }
+        let label = self.label(next);
+        self.human(format!(
+            "no time left for try {label} after the --on-retry hook; giving up: {exceeded}"
+        ));
+    }
+
+    /// A hook (`--on-retry`, `--on-give-up`) run after try `attempt` ended badly (`what`:
+    /// `exited 3`); the run goes on as if it had not run.
+    pub fn hook_failed(&mut self, which: &str, attempt: u64, what: &str) {
         if self.json {
-            let obj = self.event("hook").str("hook", which).str("result", what);
+            let obj = self
+                .event("hook")
+                .num("attempt", attempt)
+                .str("hook", which)
+                .str("result", what);
             self.emit(obj);
-        } else {
-            self.human(&format!("{which} hook {what}; going on"));
+        } else if !self.quiet {
+            self.human(format!("{which} hook {what}; going on"));
         }
     }
 
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
-        let line = format!("\r\x1b[2Kretry: {text}");
-        let _ = self.out.write_all(line.as_bytes());
-        let _ = self.out.flush();
+        self.put(&format!("\r\x1b[2Kretry: {}", printable(text)));
     }
 
     /// Clears the status line, so that the next log line takes its place.
     pub fn clear_status_line(&mut self) {
-        let _ = self.out.write_all(b"\r\x1b[2K");
-        let _ = self.out.flush();
+        self.put("\r\x1b[2K");
     }
 
     /// The label of try `attempt`: `2/5`, or `2` without a try limit.
     pub fn try_label(&self, attempt: u64) -> String {
         self.label(attempt)
+    }
+
+    /// An internal failure of `retry` (spec 11: it exits 125 next): `retry: error: MESSAGE`, or
+    /// an `error` event; `-q` never hides it.
+    pub fn error(&mut self, message: &str) {
+        if self.json {
+            let obj = self.event("error").str("message", message);
+            self.emit(obj);
+        } else {
+            self.human(format!("error: {message}"));
+        }
     }
 
     /// A problem that does not change the run.
@@ -496,7 +635,225 @@ impl Log {
             let obj = self.event("warning").str("message", message);
             self.emit(obj);
         } else {
-            self.human(&format!("warning: {message}"));
+            self.human(format!("warning: {message}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ParseOutcome, parse};
+    use crate::policy::Reason;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A log sink that the test can read afterwards.
+    #[derive(Clone, Default)]
+    struct Sink(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.borrow().clone()).unwrap()
+        }
+    }
+
+    fn log_for(args: &[&str]) -> (Log, Sink) {
+        let config = match parse(
+            ["retry"].iter().chain(args).chain(&["--", "true"]),
+            SystemTime::UNIX_EPOCH,
+        ) {
+            ParseOutcome::Run(c) => *c,
+            other => panic!("{other:?}"),
+        };
+        let sink = Sink::default();
+        let log = Log::new(Box::new(sink.clone()), &config, false, "id".into()).with_ascii(false);
+        (log, sink)
+    }
+
+    const FAILED: Verdict = Verdict::Transient(Reason::Default);
+
+    fn report<'a>(decision: &'a Decision) -> TryReport<'a> {
+        TryReport {
+            attempt: 1,
+            outcome: Outcome::Exit(1),
+            took: Duration::from_millis(5),
+            verdict: &FAILED,
+            decision,
+            detail: None,
+            killed: false,
+            stopped_by_limit: false,
+        }
+    }
+
+    const TIMED_OUT: Verdict = Verdict::Transient(Reason::Default);
+
+    /// The human and JSON lines of a timed-out try 1 that the run retries, or gives up after.
+    fn stopped_try(args: &[&str], killed: bool, by_limit: bool, last: bool) -> (String, String) {
+        let wait = Wait {
+            base: Duration::from_secs(1),
+            delay: Duration::from_secs(1),
+        };
+        let decision = if last {
+            Decision::GiveUp(GiveUp::Tries)
+        } else {
+            Decision::Retry(wait)
+        };
+        let report = TryReport {
+            attempt: 1,
+            outcome: Outcome::Timeout,
+            took: Duration::from_millis(2003),
+            verdict: &TIMED_OUT,
+            decision: &decision,
+            detail: None,
+            killed,
+            stopped_by_limit: by_limit,
+        };
+        let (mut log, human) = log_for(args);
+        log.try_ended(&report);
+        let json_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--log-format", "json"])
+            .collect();
+        let (mut log, json) = log_for(&json_args);
+        log.try_ended(&report);
+        (human.text(), json.text())
+    }
+
+    #[test]
+    fn a_timed_out_try_says_whether_it_needed_sigkill() {
+        let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], true, false, false);
+        assert_eq!(
+            human,
+            "retry: try 1/3 timed out after 2.003s, killed after the 1s grace period (transient); next try in 1s\n"
+        );
+        assert!(
+            json.contains(r#""outcome":{"timeout":true},"killed":true,"#),
+            "{json}"
+        );
+        assert!(!json.contains("limit"), "{json}");
+        let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], false, false, false);
+        assert!(
+            human.contains("try 1/3 timed out after 2.003s (transient)"),
+            "{human}"
+        );
+        assert!(json.contains(r#""killed":false"#), "{json}");
+    }
+
+    #[test]
+    fn a_try_stopped_by_the_budget_or_the_deadline_says_so() {
+        let (human, json) = stopped_try(&["-n1", "-B2s"], false, true, true);
+        assert_eq!(
+            human,
+            "retry: try 1/1 stopped at the end of the budget after 2.003s (transient); giving up: no tries left\n"
+        );
+        assert!(
+            json.contains(r#""killed":false,"limit":"budget""#),
+            "{json}"
+        );
+        let deadline = ["-n1", "--deadline", "1970-01-01T00:00:02Z", "-k", "500ms"];
+        let (human, json) = stopped_try(&deadline, true, true, true);
+        assert!(
+            human.contains("try 1/1 stopped at the deadline after 2.003s, killed after the 500ms grace period (transient)"),
+            "{human}"
+        );
+        assert!(
+            json.contains(r#""killed":true,"limit":"deadline""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn leftovers_are_counted() {
+        let (mut log, sink) = log_for(&["-n3"]);
+        log.leftovers(2, Signal::TERM, false, 2);
+        log.leftovers(2, Signal::TERM, true, 1);
+        log.leftovers(2, Signal::TERM, false, 0);
+        assert_eq!(
+            sink.text(),
+            "retry: try 2/3 left 2 processes running; stopped them (SIGTERM)\n\
+             retry: try 2/3 left 1 process running; stopped it (SIGTERM, then SIGKILL)\n\
+             retry: try 2/3 left processes running in its group; stopped them (SIGTERM)\n"
+        );
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        log.leftovers(2, Signal::TERM, true, 3);
+        log.leftovers(2, Signal::TERM, false, 0);
+        let text = sink.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(r#""attempt":2,"signal":"TERM","killed":true,"count":3}"#),
+            "{text}"
+        );
+        assert!(lines[1].ends_with(r#""killed":false}"#), "{text}");
+    }
+
+    #[test]
+    fn an_internal_failure_has_its_own_event_even_under_quiet() {
+        let (mut log, sink) = log_for(&["--log-format", "json", "-q"]);
+        log.error("cannot read the\ninput");
+        let event: serde_json::Value = serde_json::from_str(&sink.text()).unwrap();
+        assert_eq!(event["event"], "error");
+        assert_eq!(event["run_id"], "id");
+        assert_eq!(event["message"], "cannot read the\ninput");
+        let (mut log, sink) = log_for(&["-q"]);
+        log.error("cannot read the\ninput");
+        assert_eq!(sink.text(), "retry: error: cannot read the\\ninput\n");
+    }
+
+    #[test]
+    fn quiet_and_verbose_never_remove_a_json_event() {
+        for flag in ["-q", "-v", "-n3"] {
+            let (mut log, sink) = log_for(&["--log-format", "json", flag]);
+            let wait = Wait {
+                base: Duration::from_secs(1),
+                delay: Duration::from_secs(1),
+            };
+            let retry = Decision::Retry(wait);
+            let give_up = Decision::GiveUp(GiveUp::Tries);
+            let elapsed = Duration::from_secs(1);
+            log.try_ended(&report(&retry));
+            log.wait(1, wait);
+            log.leftovers(1, Signal::TERM, false, 1);
+            log.hook_failed("--on-retry", 1, "exited 3");
+            log.warn("careful");
+            log.received(Signal::INT, 2, false);
+            log.try_ended(&report(&give_up));
+            let status = ExitStatus::from_last_try(Outcome::Exit(1));
+            log.gave_up(2, elapsed, &GiveUp::Tries, status, None, None);
+            log.succeeded(3, elapsed, elapsed);
+            log.error("broken");
+            let events: Vec<String> = sink
+                .text()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+                .collect();
+            assert_eq!(
+                events,
+                [
+                    "\"try\"",
+                    "\"wait\"",
+                    "\"leftovers\"",
+                    "\"hook\"",
+                    "\"warning\"",
+                    "\"signal\"",
+                    "\"try\"",
+                    "\"give_up\"",
+                    "\"success\"",
+                    "\"error\""
+                ],
+                "{flag}"
+            );
         }
     }
 }

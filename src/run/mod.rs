@@ -23,6 +23,7 @@ use crate::report::log::{Log, use_color};
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     let start = Moment::now();
     let wall_start = SystemTime::now();
+    crate::report::charset::init_from_env();
     let config = match config::parse(args, wall_start) {
         ParseOutcome::Run(config) => config,
         ParseOutcome::Info(info) => {
@@ -38,18 +39,12 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     if config.dry_run {
         return dry_run(&config, seed);
     }
-    match real_run(&config, seed, start, wall_start) {
-        Ok(status) => status,
-        Err(e) => {
-            eprintln!("retry: {e:#}");
-            ExitStatus::Usage
-        }
-    }
+    real_run(&config, seed, start, wall_start)
 }
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::cli::LogFormat::Json;
-    let mut out = io::stdout().lock();
+    let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
     match dryrun::print(config, seed, json, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
         // A reader that has seen enough (`| head`) is not an error.
@@ -74,13 +69,7 @@ fn run_id() -> String {
     )
 }
 
-fn real_run(
-    config: &Config,
-    seed: u64,
-    start: Moment,
-    wall_start: SystemTime,
-) -> anyhow::Result<ExitStatus> {
-    use anyhow::Context as _;
+fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -> ExitStatus {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let stderr_tty = io::stderr().is_terminal();
     let countdown = stderr_tty
@@ -88,29 +77,44 @@ fn real_run(
         && !config.log.quiet
         && config.log.format == crate::cli::LogFormat::Human;
     let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
-    let (out, color): (Box<dyn Write>, bool) = match &config.log.file {
-        Some(path) => {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open --log-file '{}'", path.display()))?;
-            (Box::new(file), use_color(config.log.color, false, no_color))
-        }
-        None => {
-            let tty = io::stderr().is_terminal();
-            (
-                Box::new(io::stderr()),
-                use_color(config.log.color, tty, no_color),
-            )
+    let run_id = run_id();
+    let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {
+        Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
+            Ok(file) => (
+                Box::new(file),
+                use_color(config.log.color, false, no_color),
+                Ok(()),
+            ),
+            // The failure is logged where the log would go without --log-file.
+            Err(e) => (Box::new(io::stderr()), false, Err(e)),
+        },
+        None => (
+            Box::new(io::stderr()),
+            use_color(config.log.color, stderr_tty, no_color),
+            Ok(()),
+        ),
+    };
+    let mut log = Log::new(out, config, color, run_id.clone()).with_github(github);
+    if let (Err(e), Some(path)) = (opened, &config.log.file) {
+        log.error(&format!("cannot open --log-file '{}': {e}", path.display()));
+        return ExitStatus::Usage;
+    }
+    let stdio = match stdio::RunIo::new(config) {
+        Ok(stdio) => stdio,
+        Err(e) => {
+            log.error(&format!("{e:#}"));
+            return ExitStatus::Usage;
         }
     };
-    let stdio = stdio::RunIo::new(config)?;
-    let signals = signals::Signals::install().context("cannot install signal handlers")?;
+    let signals = match signals::Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            log.error(&format!("cannot install signal handlers: {e}"));
+            return ExitStatus::Usage;
+        }
+    };
     process::become_subreaper();
-    let run_id = run_id();
-    let log = Log::new(out, config, color, run_id.clone()).with_github(github);
     let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start)
         .with_countdown(countdown);
-    Ok(runner.run(seed))
+    runner.run(seed)
 }

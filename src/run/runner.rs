@@ -60,8 +60,8 @@ enum TryEnd {
     /// The command could not be started.
     NotStarted(Outcome, String),
     /// `retry` received a stopping signal during the try; the try has been stopped. The
-    /// outcome is how it ended, if it had started and ended.
-    Interrupted(Signal, Option<Outcome>),
+    /// outcome is how it ended, if it had started.
+    Interrupted(Signal, Option<Ended>),
 }
 
 pub struct Runner<'c> {
@@ -166,7 +166,7 @@ impl<'c> Runner<'c> {
             let end = match self.run_try(attempt, limit, by_limit, &mut io) {
                 Ok(end) => end,
                 Err(e) => {
-                    self.log.warn(&format!("{e:#}"));
+                    self.log.error(&format!("{e:#}"));
                     return ExitStatus::Usage;
                 }
             };
@@ -185,9 +185,21 @@ impl<'c> Runner<'c> {
                     },
                     Some(detail),
                 ),
-                TryEnd::Interrupted(signal, _outcome) => {
+                TryEnd::Interrupted(signal, ended) => {
                     self.stdio.deliver(&mut io, false);
                     self.log.group_end();
+                    if let Some(ended) = ended {
+                        self.log.try_interrupted(&TryReport {
+                            attempt,
+                            outcome: ended.outcome,
+                            took: try_start.elapsed(),
+                            verdict: &Verdict::Interrupted,
+                            decision: &Decision::GiveUp(GiveUp::Interrupted),
+                            detail: None,
+                            killed: ended.killed,
+                            stopped_by_limit: ended.by_limit,
+                        });
+                    }
                     return self.interrupted(attempt, signal, false);
                 }
             };
@@ -205,9 +217,12 @@ impl<'c> Runner<'c> {
                 verdict: &verdict,
                 decision: &decision,
                 detail: detail.as_deref(),
+                killed: ended.killed,
+                stopped_by_limit: ended.by_limit,
             });
             if let Some(left) = ended.leftovers {
-                self.log.leftovers(attempt, self.config.signal, left.killed);
+                self.log
+                    .leftovers(attempt, self.config.signal, left.killed, left.count);
             }
             match decision {
                 Decision::Succeed => {
@@ -233,6 +248,7 @@ impl<'c> Runner<'c> {
                     // spent the budget the retry needed.
                     let left = wait.delay.saturating_sub(waiting.elapsed());
                     if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
+                        self.log.no_time_after_hook(attempt + 1, &exceeded);
                         return self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
                     }
                     if let Some(signal) = self.sleep(left, attempt + 1) {
@@ -311,23 +327,23 @@ impl<'c> Runner<'c> {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                let name = self.config.command[0].to_string_lossy().into_owned();
+                let name = crate::report::quote(&self.config.command[0]);
                 let reason = match e.error.raw_os_error() {
                     Some(errno) => nix::errno::Errno::from_raw(errno).desc().to_string(),
                     None => e.error.to_string(),
                 };
                 let detail = match e.outcome {
-                    Outcome::NotFound => format!("'{name}' was not found"),
+                    Outcome::NotFound => format!("{name} was not found"),
                     Outcome::NoResources => {
                         let errno = e.error.raw_os_error().map(nix::errno::Errno::from_raw);
                         match errno {
                             Some(errno) => format!(
-                                "'{name}' could not be started: out of resources ({errno:?}: {reason})"
+                                "{name} could not be started: out of resources ({errno:?}: {reason})"
                             ),
-                            None => format!("'{name}' could not be started: out of resources"),
+                            None => format!("{name} could not be started: out of resources"),
                         }
                     }
-                    _ => format!("'{name}' cannot be executed: {reason}"),
+                    _ => format!("{name} cannot be executed: {reason}"),
                 };
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
@@ -348,7 +364,7 @@ impl<'c> Runner<'c> {
                 // from outside the foreground group would stop retry.
                 self.give_back_terminal(&child);
                 if let Some(received) = stopped.received {
-                    return Ok(TryEnd::Interrupted(received, Some(ended.outcome)));
+                    return Ok(TryEnd::Interrupted(received, Some(ended)));
                 }
                 ended.leftovers = Some(Leftovers {
                     count: stopped.count,
@@ -387,20 +403,28 @@ impl<'c> Runner<'c> {
                     }
                 }
                 Event::Stop(signal) => {
-                    self.stop(child, signal, io);
-                    return TryEnd::Interrupted(signal, child.outcome());
+                    let stopped = self.stop(child, signal, io);
+                    let ended = Ended {
+                        // A leader that SIGKILL ended after the grace period may not be reaped.
+                        outcome: child.outcome().unwrap_or(Outcome::Signal(Signal::KILL)),
+                        killed: stopped.killed,
+                        by_limit: false,
+                        leftovers: None,
+                    };
+                    return TryEnd::Interrupted(signal, Some(ended));
                 }
                 // (next_event handles the others.)
                 Event::Timeout | Event::Io | Event::Forward(_) | Event::Suspend => {
                     let stopped = self.stop(child, self.config.signal, io);
+                    let ended = Ended {
+                        outcome: Outcome::Timeout,
+                        killed: stopped.killed,
+                        by_limit,
+                        leftovers: None,
+                    };
                     return match stopped.received {
-                        Some(signal) => TryEnd::Interrupted(signal, Some(Outcome::Timeout)),
-                        None => TryEnd::Ended(Ended {
-                            outcome: Outcome::Timeout,
-                            killed: stopped.killed,
-                            by_limit,
-                            leftovers: None,
-                        }),
+                        Some(signal) => TryEnd::Interrupted(signal, Some(ended)),
+                        None => TryEnd::Ended(ended),
                     };
                 }
             }
@@ -639,7 +663,7 @@ impl<'c> Runner<'c> {
             Ok(child) => child,
             Err(e) => {
                 self.log
-                    .hook_failed(which, &format!("could not start: {}", e.error));
+                    .hook_failed(which, attempt, &format!("could not start: {}", e.error));
                 return None;
             }
         };
@@ -677,7 +701,7 @@ impl<'c> Runner<'c> {
         };
         self.current = None;
         if let Some(what) = failure {
-            self.log.hook_failed(which, &what);
+            self.log.hook_failed(which, attempt, &what);
         }
         if result.is_none() && self.left_running(&child) {
             // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
