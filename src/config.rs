@@ -79,7 +79,13 @@ where
 /// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
-    let rendered = e.render().to_string();
+    let mut rendered = e.render().to_string();
+    // A value with a line break in it must not break the one line (nor forge another).
+    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue) {
+        if value.chars().any(crate::report::unprintable) {
+            rendered = rendered.replacen(value.as_str(), &crate::report::printable(value), 1);
+        }
+    }
     let mut line = rendered
         .lines()
         .next()
@@ -460,6 +466,16 @@ mod tests {
             let err = config(&["--seed", bad, "x"]).unwrap_err();
             assert!(err.contains("'--seed <N>'"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_value_with_a_line_break_stays_on_one_escaped_line() {
+        let err = config(&["-d", "1\nretry: succeeded", "x"]).unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(
+            err.contains("--delay") && err.contains("succeeded"),
+            "{err}"
+        );
     }
 
     #[test]

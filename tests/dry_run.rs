@@ -256,3 +256,17 @@ fn a_zero_timeout_and_a_zero_budget_mean_none() {
     assert_eq!(end(&plan)["reason"], "tries");
     assert_eq!(waits_ms(&plan), [1000, 2000, 4000]);
 }
+
+#[test]
+fn the_json_plan_keeps_an_argument_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let word = std::ffi::OsStr::from_bytes(b"a\xff");
+    let out = retry()
+        .args(["--dry-run", "--log-format", "json", "-n", "1", "--"])
+        .arg(word)
+        .output()
+        .unwrap();
+    let first = String::from_utf8(out.stdout).unwrap();
+    let header: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(header["command"][0]["base64"], "Yf8=", "{first}");
+}

@@ -249,14 +249,9 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
 }
 
 fn print_json(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
-    let command: Vec<String> = config
-        .command
-        .iter()
-        .map(|w| w.to_string_lossy().into_owned())
-        .collect();
     let header = Obj::new()
         .str("event", "plan_start")
-        .strs("command", command.iter().map(String::as_str))
+        .words("command", config.command.iter().map(|w| w.as_os_str()))
         .obj("policy", policy_json(config, seed));
     writeln!(out, "{}", header.finish())?;
     for row in &plan.rows {

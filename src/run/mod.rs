@@ -31,7 +31,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
             return ExitStatus::Success;
         }
         ParseOutcome::Usage(e) => {
-            eprintln!("retry: {e}");
+            eprintln!("retry: {}", crate::report::printable(&e.to_string()));
             return ExitStatus::Usage;
         }
     };
