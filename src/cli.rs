@@ -26,6 +26,11 @@ const OUTPUT: &str = "Log and dry run";
 /// everything the try started. The log on standard error says what happened and why; standard
 /// output belongs to the command.
 ///
+/// Signals: INT, TERM, HUP, QUIT and every other signal that would end retry are passed on to
+/// the try's group, followed by SIGCONT; no further try starts, and retry then dies of the same
+/// signal. USR1 and USR2 are passed on and the run goes on. Signals ignored when retry starts
+/// stay ignored, in retry and in every try.
+///
 /// Exit status: 0 when a try succeeded; the last try's status when giving up; 124 when the last
 /// try timed out; 125 for retry's own errors; 126 when the command cannot be executed; 127 when
 /// it is not found; 128+N when the last try was killed by signal N. When retry itself is
@@ -60,8 +65,9 @@ pub struct Cli {
 
     /// Stop a try that runs longer than this; 0 means no timeout
     ///
-    /// The try's whole process group gets --signal, then SIGKILL after --kill-after. A try
-    /// stopped this way exits 124 and is retried unless --stop-on timeout.
+    /// The try's whole process group gets --signal and SIGCONT, then SIGKILL after --kill-after;
+    /// on Linux so does every process the try started that left its group. A try stopped this
+    /// way exits 124 and is retried unless --stop-on timeout.
     #[arg(short = 't', long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true, help_heading = TIMEOUTS)]
     pub timeout: Option<Duration>,
 
