@@ -21,6 +21,8 @@ pub enum ExitStatus {
     KilledBy(Signal),
     /// `retry` was interrupted by this signal, or a try died of SIGINT: die of it too.
     Reraise(Signal),
+    /// A try's output could not be written (a full disk): 1, as `cat` ends.
+    OutputFailed,
 }
 
 impl ExitStatus {
@@ -55,6 +57,7 @@ impl ExitStatus {
             ExitStatus::CannotExecute => Self::CANNOT_EXECUTE,
             ExitStatus::NotFound => Self::NOT_FOUND,
             ExitStatus::KilledBy(s) | ExitStatus::Reraise(s) => 128 + s.number(),
+            ExitStatus::OutputFailed => 1,
         }
     }
 }

@@ -59,6 +59,9 @@ enum TryEnd {
     Ended(Ended),
     /// The command could not be started.
     NotStarted(Outcome, String),
+    /// The try's output could not be written (not for a closed pipe); the try has been
+    /// stopped, and the run ends.
+    OutputFailed,
     /// `retry` received a stopping signal during the try; the try has been stopped. The
     /// outcome is how it ended, if it had started.
     Interrupted(Signal, Option<Ended>),
@@ -78,6 +81,8 @@ pub struct Runner<'c> {
     current: Option<Target>,
     /// The countdown line is on the terminal.
     status_shown: bool,
+    /// The try has ended and its output is being written out.
+    draining: bool,
 }
 
 impl<'c> Runner<'c> {
@@ -117,6 +122,7 @@ impl<'c> Runner<'c> {
             env,
             current: None,
             status_shown: false,
+            draining: false,
         }
     }
 
@@ -185,8 +191,14 @@ impl<'c> Runner<'c> {
                     },
                     Some(detail),
                 ),
+                TryEnd::OutputFailed => {
+                    self.log.group_end();
+                    return self.output_failed(&io);
+                }
                 TryEnd::Interrupted(signal, ended) => {
+                    // What can be written at once is; a received signal waits for nothing.
                     self.stdio.deliver(&mut io, false);
+                    let _ = self.drain(&mut io, Some(Moment::now()));
                     self.log.group_end();
                     if let Some(ended) = ended {
                         self.log.try_interrupted(&TryReport {
@@ -207,10 +219,11 @@ impl<'c> Runner<'c> {
             let took = try_start.elapsed();
             let (verdict, decision) =
                 schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
-            self.stdio
-                .deliver(&mut io, matches!(decision, Decision::Succeed));
+            let success = matches!(decision, Decision::Succeed);
+            self.stdio.deliver(&mut io, success);
+            let drained = self.drain(&mut io, self.run_end());
             self.log.group_end();
-            self.log.try_ended(&TryReport {
+            let report = TryReport {
                 attempt,
                 outcome,
                 took,
@@ -219,7 +232,25 @@ impl<'c> Runner<'c> {
                 detail: detail.as_deref(),
                 killed: ended.killed,
                 stopped_by_limit: ended.by_limit,
-            });
+            };
+            if let Some(signal) = drained {
+                // A signal came while the try's output was being written out.
+                self.log.try_ended(&report);
+                return self.interrupted(attempt, signal, true);
+            }
+            if io.failed.is_some() {
+                self.log.try_ended(&report);
+                return self.output_failed(&io);
+            }
+            if io.broken && success {
+                // The output of the successful try did not all reach its reader: never 0
+                // after losing output. The command itself would have met SIGPIPE.
+                self.log.try_ended(&report);
+                self.log
+                    .warn("the reader of standard output is gone before all of it was written");
+                return ExitStatus::KilledBy(Signal::PIPE);
+            }
+            self.log.try_ended(&report);
             if let Some(left) = ended.leftovers {
                 self.log
                     .leftovers(attempt, self.config.signal, left.killed, left.count);
@@ -257,6 +288,48 @@ impl<'c> Runner<'c> {
                 }
             }
         }
+    }
+
+    /// The end of the run's budget or deadline, if it has one.
+    fn run_end(&self) -> Option<Moment> {
+        let limit = self.config.policy.limit?;
+        self.start.checked_add(limit.at)
+    }
+
+    /// Writes out what the try's streams still hold, without ever blocking: a stopping signal
+    /// ends it (and is returned), and so does `until`.
+    fn drain(&mut self, io: &mut TryIo, until: Option<Moment>) -> Option<Signal> {
+        self.draining = true;
+        let received = self.drain_until(io, until);
+        self.draining = false;
+        received
+    }
+
+    fn drain_until(&mut self, io: &mut TryIo, until: Option<Moment>) -> Option<Signal> {
+        while self.stdio.has_output(io) {
+            match self.next_event(Some(io), until) {
+                Event::Stop(signal) => return Some(signal),
+                Event::Timeout => {
+                    if self.stdio.has_output(io) {
+                        self.log.warn(
+                            "the reader of the output is too slow: what the try wrote last was not all passed on",
+                        );
+                    }
+                    break;
+                }
+                Event::Child => reap_all(|_, _| {}),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
+    fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
+        if let Some(failure) = &io.failed {
+            self.log.error(&failure.to_string());
+        }
+        ExitStatus::OutputFailed
     }
 
     /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
@@ -413,8 +486,13 @@ impl<'c> Runner<'c> {
                     };
                     return TryEnd::Interrupted(signal, Some(ended));
                 }
+                Event::Io => {
+                    // The output cannot be written: stop the try, the run ends.
+                    self.stop(child, self.config.signal, io);
+                    return TryEnd::OutputFailed;
+                }
                 // (next_event handles the others.)
-                Event::Timeout | Event::Io | Event::Forward(_) | Event::Suspend => {
+                Event::Timeout | Event::Forward(_) | Event::Suspend => {
                     let stopped = self.stop(child, self.config.signal, io);
                     let ended = Ended {
                         outcome: Outcome::Timeout,
@@ -462,7 +540,8 @@ impl<'c> Runner<'c> {
     }
 
     /// Waits for the next event, moving the try's input and output meanwhile. Passes forwarded
-    /// signals on and handles SIGTSTP itself: never returns `Io`, `Forward` or `Suspend`.
+    /// signals on and handles SIGTSTP itself: never returns `Forward` or `Suspend`, and returns
+    /// `Io` only when the try's output could not be written.
     fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
@@ -476,6 +555,10 @@ impl<'c> Runner<'c> {
                 Event::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);
+                        // A write failed, or (after the try) everything has been written.
+                        if io.failed.is_some() || (self.draining && !self.stdio.has_output(io)) {
+                            return Event::Io;
+                        }
                     }
                 }
                 Event::Forward(signal) => {

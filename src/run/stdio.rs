@@ -67,34 +67,81 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
-/// How many bytes fit into `fd` now without blocking: the free room of a pipe, everything for
-/// a regular file, `PIPE_BUF` for anything else that polled writable.
-fn writable_room(fd: RawFd, kind: Kind, want: usize) -> usize {
-    match kind {
-        Kind::Regular => want,
-        Kind::Other => want.min(libc::PIPE_BUF),
-        Kind::Pipe => pipe_room(fd, want),
+/// Where `retry` writes a try's output: its own standard output or error. A write never blocks,
+/// so that a slow reader cannot delay a timeout, the budget or a signal (spec 7.2): on Linux the
+/// descriptor is opened again, as a private description that can be made nonblocking without
+/// touching the one `retry` shares with other processes; where that fails, only what poll
+/// promises to take (`PIPE_BUF` bytes) is written at a time.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    fd: RawFd,
+    private: Option<OwnedFd>,
+    kind: Kind,
+}
+
+impl Sink {
+    fn new(fd: RawFd) -> Sink {
+        let kind = kind_of(fd).unwrap_or(Kind::Other);
+        // A regular file or /dev/null never makes a write wait, and a second description of a
+        // file would have an offset of its own: only pipes and terminals are opened again.
+        // SAFETY: isatty on a descriptor number.
+        let private = match kind {
+            Kind::Pipe => reopen_nonblocking(fd),
+            Kind::Other if unsafe { libc::isatty(fd) } == 1 => reopen_nonblocking(fd),
+            _ => None,
+        };
+        Sink { fd, private, kind }
+    }
+
+    /// The descriptor to poll for room.
+    fn poll_fd(&self) -> RawFd {
+        self.private.as_ref().map_or(self.fd, |p| p.as_raw_fd())
+    }
+
+    /// Writes what fits now, never waiting: `WouldBlock` when nothing does.
+    fn write(&self, data: &[u8]) -> io::Result<usize> {
+        if let Some(private) = &self.private {
+            return write_fd(private.as_raw_fd(), data);
+        }
+        match self.kind {
+            Kind::Regular => write_fd(self.fd, data),
+            _ => {
+                if !writable_now(self.fd) {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                write_fd(self.fd, &data[..data.len().min(libc::PIPE_BUF)])
+            }
+        }
     }
 }
 
-/// The free room of a pipe: its size less what it holds (Linux can tell both).
+/// A second, nonblocking open file description of `fd` (a pipe, a terminal), if the system
+/// gives one.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn pipe_room(fd: RawFd, want: usize) -> usize {
-    // SAFETY: fcntl and ioctl with integer results on an open descriptor.
-    let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
-    let mut queued: libc::c_int = 0;
-    let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) } == 0;
-    if size > 0 && ok {
-        want.min((size - queued).max(0) as usize)
-    } else {
-        want.min(libc::PIPE_BUF)
-    }
+fn reopen_nonblocking(fd: RawFd) -> Option<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()?;
+    Some(OwnedFd::from(file))
 }
 
-/// Elsewhere, what a pipe that polled writable always takes without blocking.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn pipe_room(_fd: RawFd, want: usize) -> usize {
-    want.min(libc::PIPE_BUF)
+fn reopen_nonblocking(_fd: RawFd) -> Option<OwnedFd> {
+    None
+}
+
+/// True when poll says `fd` takes a write now.
+fn writable_now(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that outlives the call, no waiting.
+    unsafe { libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLOUT != 0 }
 }
 
 /// Writes to a descriptor retry does not own (its stdout or stderr), without taking it over.
@@ -102,11 +149,6 @@ fn write_fd(fd: RawFd, data: &[u8]) -> io::Result<usize> {
     // SAFETY: the descriptor stays open; ManuallyDrop keeps File from closing it.
     let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
     file.write(data)
-}
-
-fn write_all_fd(fd: RawFd, data: &[u8]) -> io::Result<()> {
-    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-    file.write_all(data)
 }
 
 fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
@@ -165,6 +207,19 @@ struct Stream {
     retry_if: Option<LineMatcher>,
     stop_if: Option<LineMatcher>,
     held: Spool,
+    /// Held output on its way out after the try: where to (stdout or stderr), and how much of
+    /// the spool has been taken into `pending`.
+    delivering: Option<(Dest, u64)>,
+}
+
+impl Stream {
+    /// Where this stream's output goes now, if some waits to be written.
+    fn outgoing(&self) -> Option<Dest> {
+        if let Some((dest, _)) = self.delivering {
+            return Some(dest);
+        }
+        (self.dest != Dest::Hold && self.written < self.pending.len()).then_some(self.dest)
+    }
 }
 
 /// What one read of a try's stream gave.
@@ -191,8 +246,8 @@ pub struct RunIo {
     buffer_stdout: bool,
     retry_if: Option<Pattern>,
     stop_if: Option<Pattern>,
-    stdout_kind: Kind,
-    stderr_kind: Kind,
+    stdout: Sink,
+    stderr: Sink,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
     /// The buffer reads go into, kept from one read to the next.
@@ -206,6 +261,22 @@ pub struct TryIo {
     streams: Vec<Stream>,
     /// Output that could not reach its destination: the reader has gone.
     pub broken: bool,
+    /// Output that could not be written for another reason (a full disk): the run ends.
+    pub failed: Option<OutputError>,
+}
+
+/// Writing a try's output failed for a reason other than a closed pipe.
+#[derive(Debug)]
+pub struct OutputError {
+    /// `standard output` or `standard error`.
+    pub stream: &'static str,
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for OutputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write {}: {}", self.stream, self.error)
+    }
 }
 
 /// The child's ends, for spawning.
@@ -249,8 +320,8 @@ impl RunIo {
             buffer_stdout: config.buffer_stdout,
             retry_if: classifier.retry_if_output.clone(),
             stop_if: classifier.stop_if_output.clone(),
-            stdout_kind: kind_of(libc::STDOUT_FILENO).unwrap_or(Kind::Other),
-            stderr_kind: kind_of(libc::STDERR_FILENO).unwrap_or(Kind::Other),
+            stdout: Sink::new(libc::STDOUT_FILENO),
+            stderr: Sink::new(libc::STDERR_FILENO),
             warning: None,
             scratch: Vec::new(),
         })
@@ -294,6 +365,7 @@ impl RunIo {
                 retry_if: self.retry_if.clone().map(LineMatcher::new),
                 stop_if: self.stop_if.clone().map(LineMatcher::new),
                 held: Spool::new(),
+                delivering: None,
             });
             Ok(Stdio::from(w))
         };
@@ -342,16 +414,13 @@ impl RunIo {
                 io.feed = None;
             }
         }
+        if io.failed.is_some() {
+            return;
+        }
         for (i, s) in io.streams.iter().enumerate() {
-            let Some(fd) = &s.fd else { continue };
-            if s.written < s.pending.len() {
-                let out = if s.dest == Dest::Stdout {
-                    libc::STDOUT_FILENO
-                } else {
-                    libc::STDERR_FILENO
-                };
-                add(out, libc::POLLOUT, Token::Write(i));
-            } else {
+            if let Some(dest) = s.outgoing() {
+                add(self.sink(dest).poll_fd(), libc::POLLOUT, Token::Write(i));
+            } else if let Some(fd) = &s.fd {
                 add(fd.as_raw_fd(), libc::POLLIN, Token::Read(i));
             }
         }
@@ -472,57 +541,91 @@ impl RunIo {
         Read::Data(n)
     }
 
+    fn sink(&self, dest: Dest) -> &Sink {
+        match dest {
+            Dest::Stderr => &self.stderr,
+            Dest::Stdout | Dest::Hold => &self.stdout,
+        }
+    }
+
+    /// Writes what the stream has pending, as far as its destination takes it now.
     fn flush_stream(&mut self, io: &mut TryIo, i: usize) {
         let s = &mut io.streams[i];
-        let (fd, kind) = match s.dest {
-            Dest::Stdout => (libc::STDOUT_FILENO, self.stdout_kind),
-            Dest::Stderr => (libc::STDERR_FILENO, self.stderr_kind),
-            Dest::Hold => return,
+        let Some(dest) = s.outgoing() else { return };
+        if s.written >= s.pending.len() {
+            // Held output: take the next chunk of the spool.
+            let Some((_, pos)) = &mut s.delivering else {
+                return;
+            };
+            s.pending.resize(CHUNK, 0);
+            match s.held.read_at(*pos, &mut s.pending) {
+                Ok(n) => {
+                    s.pending.truncate(n);
+                    *pos += n as u64;
+                }
+                Err(error) => {
+                    s.pending.clear();
+                    s.delivering = None;
+                    io.failed.get_or_insert(OutputError {
+                        stream: "held standard output",
+                        error,
+                    });
+                    return;
+                }
+            }
+            s.written = 0;
+            if s.pending.is_empty() {
+                s.delivering = None;
+                return;
+            }
+        }
+        let sink = match dest {
+            Dest::Stderr => &self.stderr,
+            Dest::Stdout | Dest::Hold => &self.stdout,
         };
-        let rest = &s.pending[s.written..];
-        if rest.is_empty() {
-            return;
-        }
-        let room = writable_room(fd, kind, rest.len());
-        if room == 0 {
-            return;
-        }
-        match write_fd(fd, &rest[..room]) {
-            Ok(n) => s.written += n,
+        match sink.write(&s.pending[s.written..]) {
+            Ok(n) => {
+                s.written += n;
+                if s.written >= s.pending.len() {
+                    s.pending.clear();
+                    s.written = 0;
+                }
+            }
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
                 // The reader of retry's output has gone: stop reading the try's stream, so that
                 // the try meets a closed pipe too, as it would without retry.
                 s.fd = None;
                 s.pending = Vec::new();
                 s.written = 0;
+                s.delivering = None;
                 io.broken = true;
+            }
+            Err(error) => {
+                s.pending = Vec::new();
+                s.written = 0;
+                s.delivering = None;
+                io.failed.get_or_insert(OutputError {
+                    stream: if dest == Dest::Stderr {
+                        "standard error"
+                    } else {
+                        "standard output"
+                    },
+                    error,
+                });
             }
         }
     }
 
     /// After the try: take what its streams still hold without waiting for an end that a
-    /// leftover process may never give, finish matching, and end its input.
+    /// leftover process may never give, finish matching, and end its input. What is taken is
+    /// written out by `drain`.
     pub fn finish_try(&mut self, io: &mut TryIo) -> OutputMatch {
         io.feed = None;
         for i in 0..io.streams.len() {
-            // Only what is in the pipe now: a process still writing must not keep retry here.
-            let mut queued: libc::c_int = 0;
-            if let Some(fd) = &io.streams[i].fd {
-                // SAFETY: FIONREAD into an int.
-                unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
-            }
-            let mut left = queued.max(0) as usize;
-            while left > 0 {
-                self.finish_pending(io, i);
-                match self.read_stream(io, i) {
-                    Read::Data(n) => left = left.saturating_sub(n),
-                    Read::Nothing | Read::End => break,
-                }
-            }
-            self.finish_pending(io, i);
+            self.read_queued(io, i);
             io.streams[i].fd = None;
         }
         let mut matched = OutputMatch::default();
@@ -539,35 +642,64 @@ impl RunIo {
         matched
     }
 
-    /// Writes out what a stream has pending, waiting if it must: the try is over.
-    fn finish_pending(&mut self, io: &mut TryIo, i: usize) {
+    /// Reads what a stream's pipe holds now (only that: a process still writing must not keep
+    /// retry here), adding it to what is pending.
+    fn read_queued(&mut self, io: &mut TryIo, i: usize) {
         let s = &mut io.streams[i];
-        let fd = match s.dest {
-            Dest::Stdout => libc::STDOUT_FILENO,
-            Dest::Stderr => libc::STDERR_FILENO,
-            Dest::Hold => return,
-        };
-        if s.written < s.pending.len() && write_all_fd(fd, &s.pending[s.written..]).is_err() {
-            io.broken = true;
+        let Some(fd) = &s.fd else { return };
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD into an int.
+        unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
+        let mut left = queued.max(0) as usize;
+        let mut buf = std::mem::take(&mut self.scratch);
+        while left > 0 {
+            buf.resize(CHUNK.min(left), 0);
+            let n = match read_fd(fd.as_raw_fd(), &mut buf) {
+                Ok(n) if n > 0 => n,
+                _ => break,
+            };
+            left = left.saturating_sub(n);
+            let data = &buf[..n];
+            if let Some(m) = &mut s.retry_if {
+                m.feed(data);
+            }
+            if let Some(m) = &mut s.stop_if {
+                m.feed(data);
+            }
+            match s.dest {
+                Dest::Hold => {
+                    if let Err(e) = s.held.append(data) {
+                        self.warning = Some(format!(
+                            "cannot spill held standard output to a temporary file ({e}); holding it in memory"
+                        ));
+                    }
+                }
+                Dest::Stdout | Dest::Stderr => {
+                    if s.written >= s.pending.len() {
+                        s.pending.clear();
+                        s.written = 0;
+                    }
+                    s.pending.extend_from_slice(data);
+                }
+            }
         }
-        s.pending.clear();
-        s.written = 0;
+        self.scratch = buf;
     }
 
-    /// Delivers held standard output: to stdout for the successful try, to stderr otherwise.
+    /// True while some output of the try still waits to be written.
+    pub fn has_output(&self, io: &TryIo) -> bool {
+        io.failed.is_none() && io.streams.iter().any(|s| s.outgoing().is_some())
+    }
+
+    /// Sends held standard output on its way: to stdout for the successful try, to stderr
+    /// otherwise. `drain` writes it.
     pub fn deliver(&mut self, io: &mut TryIo, success: bool) {
         for s in &mut io.streams {
             if s.dest != Dest::Hold || s.held.is_empty() {
                 continue;
             }
-            let fd = if success {
-                libc::STDOUT_FILENO
-            } else {
-                libc::STDERR_FILENO
-            };
-            let mut out = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-            let _ = s.held.copy_to(&mut *out);
-            s.held.clear();
+            let dest = if success { Dest::Stdout } else { Dest::Stderr };
+            s.delivering = Some((dest, 0));
         }
     }
 }

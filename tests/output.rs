@@ -1,0 +1,156 @@
+//! Passing a try's output on (spec 7.2): a slow reader never delays a timeout or a signal, and
+//! an error writing the output is never silent.
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{alive, pids_in, retry_std, stderr_of, wait_bounded, wait_for_lines};
+
+/// Waits until `pid` is gone; returns when it went, or panics after `limit`.
+fn gone_within(pid: i32, limit: Duration) -> Instant {
+    let until = Instant::now() + limit;
+    while alive(pid) {
+        assert!(Instant::now() < until, "pid {pid} still running");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Instant::now()
+}
+
+#[test]
+fn a_reader_that_never_reads_delays_neither_the_timeout_nor_a_signal() {
+    let dir = common::temp_dir("slow-reader");
+    let pids = dir.join("pids");
+    let script = format!("echo $$ >> '{p}'; exec yes", p = pids.display());
+    let started = Instant::now();
+    // The test holds the read end of retry's stdout and never reads it.
+    let mut child = retry_std()
+        .args(["-t", "1", "-n", "1", "-k", "1"])
+        .args(["--retry-if-output", "zzz", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    let yes = pids_in(&pids)[0];
+    let stopped = gone_within(yes, Duration::from_secs(10));
+    let at = stopped - started;
+    assert!(at >= Duration::from_millis(900), "{at:?}");
+    assert!(
+        at < Duration::from_millis(2500),
+        "stopped {at:?} after the start"
+    );
+    // retry still has output it cannot write; a signal ends it at once all the same.
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert!(
+        sent.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+}
+
+#[test]
+fn a_reader_that_stops_reading_partway_does_not_delay_the_timeout() {
+    let dir = common::temp_dir("partial-reader");
+    let pids = dir.join("pids");
+    let script = format!(
+        "yes & echo $! >> '{p}'; echo $$ >> '{p}'; wait",
+        p = pids.display()
+    );
+    let started = Instant::now();
+    let mut child = retry_std()
+        .args(["-t", "1", "-n", "1", "-k", "1"])
+        .args(["--retry-if-output", "zzz", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = vec![0u8; 70_000];
+    out.read_exact(&mut first).unwrap();
+    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    let pids = pids_in(&pids);
+    let mut last = started;
+    for pid in &pids {
+        last = last.max(gone_within(*pid, Duration::from_secs(10)));
+    }
+    let at = last - started;
+    assert!(
+        at < Duration::from_millis(2500),
+        "stopped {at:?} after the start"
+    );
+    let sent = Instant::now();
+    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert!(sent.elapsed() < Duration::from_millis(1500));
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+    drop(out);
+}
+
+/// retry with its standard output on /dev/full.
+fn to_full_disk(args: &[&str]) -> std::process::Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let mut child = retry_std()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut child, Duration::from_secs(10));
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_error_writing_held_or_watched_output_is_reported_and_ends_the_run_with_1() {
+    for args in [
+        &["--buffer-stdout", "--", "echo", "hi"][..],
+        &["--retry-if-output", "x", "--", "echo", "hi"],
+        &["--retry-if-output", "x", "--", "seq", "100000"],
+    ] {
+        let out = to_full_disk(args);
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {log}");
+        assert!(
+            log.contains("cannot write standard output: No space left on device"),
+            "{args:?}: {log}"
+        );
+        assert!(!log.contains("SIGPIPE"), "{args:?}: {log}");
+    }
+}
+
+#[test]
+fn a_reader_gone_before_the_held_output_is_written_gives_141_not_0() {
+    for args in [
+        &["--buffer-stdout", "--", "seq", "1000000"][..],
+        &["--retry-if-output", "zzz", "--", "seq", "1000000"],
+    ] {
+        let mut child = retry_std()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read the first line, as `head -1` does, then go.
+        let mut out = child.stdout.take().unwrap();
+        let mut byte = [0u8; 2];
+        out.read_exact(&mut byte).unwrap();
+        assert_eq!(&byte, b"1\n");
+        drop(out);
+        let status = wait_bounded(&mut child, Duration::from_secs(10));
+        assert_eq!(status.code(), Some(141), "{args:?}: {status:?}");
+    }
+}
