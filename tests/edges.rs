@@ -234,7 +234,7 @@ fn processes_that_leave_the_group_with_setsid_are_stopped_before_the_next_try() 
     let dir = common::temp_dir("setsid");
     let pids = dir.join("pids");
     let script = format!(
-        "setsid sh -c 'echo $$ >> \"{p}\"; exec sleep 203' & sleep 0.2; exit 1",
+        "setsid sh -c 'echo $$ >> \"{p}\"; exec sleep 203' >/dev/null 2>&1 & sleep 0.2; exit 1",
         p = pids.display()
     );
     let out = retry()
@@ -289,7 +289,10 @@ fn a_process_that_leaves_the_group_with_setpgid_is_stopped_on_timeout() {
 fn what_a_hook_leaves_running_is_stopped() {
     let dir = common::temp_dir("hook-left");
     let pids = dir.join("pids");
-    let hook = format!("sleep 77 & echo $! >> '{p}'", p = pids.display());
+    let hook = format!(
+        "sleep 77 >/dev/null 2>&1 & echo $! >> '{p}'",
+        p = pids.display()
+    );
     let out = retry()
         .args(["-n", "2", "-d", "10ms", "--on-retry", &hook])
         .args(["--on-give-up", &hook, "--", "false"])
@@ -510,7 +513,8 @@ fn leftovers_are_logged_after_their_try_with_their_count() {
 
 #[test]
 fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
-    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    // Its output goes elsewhere, so that the test ends even if it were never killed.
+    let script = "exec >/dev/null 2>&1; trap '' TERM; while :; do sleep 0.05; done";
     let out = retry()
         .args([
             "-n", "1", "-t", "300ms", "-k", "300ms", "--", "sh", "-c", script,
@@ -601,4 +605,124 @@ fn an_internal_failure_has_an_error_event_and_status_125() {
     let last = events.last().unwrap();
     assert_eq!(last["event"], "error", "{log}");
     assert!(!last["message"].as_str().unwrap().is_empty(), "{log}");
+}
+
+#[test]
+fn what_was_below_retry_before_its_first_try_is_never_stopped_with_a_try() {
+    let dir = common::temp_dir("inherited");
+    let pid_file = dir.join("sidecar");
+    // An entrypoint script: a sidecar, then `exec retry`, which inherits it as a child.
+    let script = format!(
+        "sleep 111 >/dev/null 2>&1 & echo $! > '{p}'; exec \"$0\" -n 2 -d 1ms -- sh -c 'sleep 0.1; exit 3'",
+        p = pid_file.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .arg(assert_cmd::cargo::cargo_bin("retry"))
+        .env_remove("RETRY_RUN_ID")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    let sidecar = pids_in(&pid_file)[0];
+    let was_alive = alive(sidecar);
+    survivors(&[sidecar], Duration::ZERO);
+    assert!(was_alive, "the sidecar was stopped: {log}");
+    assert!(!log.contains("running; stopped"), "{log}");
+}
+
+#[test]
+fn a_stopped_try_gets_the_signal_once_not_once_per_way_it_was_found() {
+    // A real-time signal queues, so each delivery counts: the try writes how many it got.
+    let dir = common::temp_dir("once");
+    let count = dir.join("count");
+    let script = format!(
+        "import os, signal, socket, time\n\
+         r, w = socket.socketpair()\n\
+         r.setblocking(False); w.setblocking(False)\n\
+         signal.signal(signal.SIGRTMIN, lambda *a: None)\n\
+         signal.set_wakeup_fd(w.fileno())\n\
+         n = 0\n\
+         while True:\n    \
+             time.sleep(0.02)\n    \
+             try:\n        n += len(r.recv(64))\n    \
+             except BlockingIOError:\n        pass\n    \
+             open('{c}', 'w').write(str(n))\n",
+        c = count.display()
+    );
+    let out = retry()
+        .args(["-n", "1", "-t", "300ms", "-k", "700ms", "-s", "RTMIN"])
+        .args(["--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    let got = std::fs::read_to_string(&count).unwrap_or_default();
+    assert_eq!(got.trim(), "1", "deliveries of the stop signal");
+}
+
+#[test]
+fn a_timed_out_try_logs_how_many_processes_had_left_its_group() {
+    let script = "perl -e 'setpgrp(0,0); open(STDOUT, \">/dev/null\"); open(STDERR, \">/dev/null\"); sleep 30' & wait";
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "500ms",
+            "--log-format",
+            "json",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(124), "{log}");
+    let events = json_events(&log);
+    assert_eq!(
+        names(&events),
+        ["start", "try", "leftovers", "give_up"],
+        "{log}"
+    );
+    assert_eq!(events[2]["count"], 1, "{log}");
+}
+
+#[test]
+fn a_hook_s_leftovers_are_a_leftovers_event_with_its_attempt() {
+    let out = retry()
+        .args(["-n", "2", "-d", "1ms", "--log-format", "json"])
+        .args(["--on-retry", "sleep 77 >/dev/null 2>&1 &", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    let events = json_events(&log);
+    let left = events
+        .iter()
+        .find(|e| e["event"] == "leftovers")
+        .unwrap_or_else(|| panic!("no leftovers event: {log}"));
+    assert_eq!(left["hook"], "--on-retry", "{log}");
+    assert_eq!(left["attempt"], 1, "{log}");
+    assert_eq!(left["count"], 1, "{log}");
+}
+
+#[test]
+fn an_output_pattern_does_not_make_a_start_without_resources_permanent() {
+    let out = retry_without_processes(&[
+        "-n",
+        "2",
+        "-d",
+        "10ms",
+        "--retry-if-output",
+        "x",
+        "--log-format",
+        "json",
+        "--",
+        "true",
+    ]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.matches(r#""verdict":"transient""#).count(), 2, "{log}");
 }

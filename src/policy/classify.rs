@@ -285,7 +285,8 @@ impl Classifier {
     /// `--stop-if-output` matched, or when `--retry-if-output` is given and did not match.
     pub fn verdict_with_output(&self, outcome: Outcome, output: OutputMatch) -> Verdict {
         let verdict = self.verdict_by_status(outcome);
-        if !matches!(verdict, Verdict::Transient(_)) {
+        // A try that never started wrote nothing: its output decides nothing either.
+        if !matches!(verdict, Verdict::Transient(_)) || outcome == Outcome::NoResources {
             return verdict;
         }
         if let Some(p) = self.stop_if_output.as_ref().filter(|_| output.stop_if) {
@@ -397,6 +398,16 @@ mod tests {
                 Verdict::Transient(Reason::Resources)
             );
         }
+    }
+
+    #[test]
+    fn output_patterns_never_decide_a_start_without_resources() {
+        let mut c = classifier(None, "", "");
+        c.retry_if_output = Some(Pattern::new("x").unwrap());
+        assert_eq!(
+            c.verdict_with_output(Outcome::NoResources, OutputMatch::default()),
+            Verdict::Transient(Reason::Resources)
+        );
     }
 
     #[test]

@@ -472,6 +472,42 @@ impl Log {
         self.human(format!("try {label} {left} ({how})"));
     }
 
+    /// What a hook left running was stopped (`count` processes), as a failed try's leftovers
+    /// are.
+    pub fn hook_leftovers(
+        &mut self,
+        which: &str,
+        attempt: u64,
+        signal: Signal,
+        killed: bool,
+        count: usize,
+    ) {
+        if self.json {
+            let obj = self
+                .event("leftovers")
+                .num("attempt", attempt)
+                .str("hook", which)
+                .str("signal", &signal.name())
+                .bool("killed", killed)
+                .num("count", count as u64);
+            self.emit(obj);
+            return;
+        }
+        if self.quiet {
+            return;
+        }
+        let what = match count {
+            1 => "1 process running; stopped it".to_string(),
+            n => format!("{n} processes running; stopped them"),
+        };
+        let how = if killed {
+            format!("{signal}, then SIGKILL")
+        } else {
+            signal.to_string()
+        };
+        self.human(format!("the {which} hook left {what} ({how})"));
+    }
+
     pub fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
         if self.json {
             let obj = self

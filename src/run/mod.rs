@@ -2,6 +2,7 @@
 
 pub mod clock;
 pub mod process;
+pub mod rawsig;
 pub mod runner;
 pub mod signals;
 pub mod spool;

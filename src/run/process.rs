@@ -356,45 +356,11 @@ impl Dispositions {
 /// The signals glibc keeps for itself (32 and 33) cannot be set through its `sigaction`, yet a
 /// caller started through `posix_spawn` hands them down ignored: set them to their default
 /// with the system call itself, so that the command starts as from a shell.
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
 fn reset_reserved_signals() {
-    /// The kernel's `struct sigaction` on these architectures.
-    #[repr(C)]
-    struct KernelSigaction {
-        handler: libc::sighandler_t,
-        flags: libc::c_ulong,
-        restorer: usize,
-        mask: u64,
-    }
-    let default = KernelSigaction {
-        handler: libc::SIG_DFL,
-        flags: 0,
-        restorer: 0,
-        mask: 0,
-    };
-    for n in 32..libc::SIGRTMIN() {
-        // SAFETY: rt_sigaction reads `default`, whose layout is the kernel's, and the size of
-        // the kernel's signal set (8 bytes).
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                n,
-                &default as *const KernelSigaction,
-                std::ptr::null_mut::<KernelSigaction>(),
-                8usize,
-            )
-        };
+    for n in crate::run::rawsig::reserved() {
+        crate::run::rawsig::set_default(n);
     }
 }
-
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-fn reset_reserved_signals() {}
 
 /// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP and, on
 /// Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
@@ -423,55 +389,116 @@ pub fn has_children() -> bool {
     !(r == -1 && Errno::last() == Errno::ECHILD)
 }
 
-/// Every live process descended from `retry` (zombies excluded), read from /proc: the processes
-/// a try left behind, including those that left its process group (`setsid`, `setpgid`) or
-/// were orphaned (a double fork) and so were handed to `retry` as subreaper.
+/// A process found below `retry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descendant {
+    pub pid: Pid,
+    /// Its process group.
+    pub group: Pid,
+}
+
+/// One live process of /proc (zombies excluded).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn descendants() -> Vec<Pid> {
-    let me = std::process::id() as i32;
+struct ProcEntry {
+    pid: i32,
+    parent: i32,
+    group: i32,
+    /// Clock ticks after boot when it started.
+    start: u64,
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn proc_entry(pid: i32) -> Option<ProcEntry> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = *fields.first()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    Some(ProcEntry {
+        pid,
+        parent: fields.get(1)?.parse().ok()?,
+        group: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn proc_entries() -> Vec<ProcEntry> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    // (pid, parent) of every live process.
-    let mut procs: Vec<(i32, i32)> = Vec::new();
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The command name may hold spaces and parentheses: the fields start after the last ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let parent = fields.next().and_then(|p| p.parse::<i32>().ok());
-        if let (Some(state), Some(parent)) = (state, parent) {
-            if state != "Z" && state != "X" {
-                procs.push((pid, parent));
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter_map(proc_entry)
+        .collect()
+}
+
+/// What was already below `retry` when it started (a script that ran `sidecar & exec retry
+/// ...` hands its children to `retry`): never a try's, never stopped with one.
+#[derive(Clone, Debug, Default)]
+pub struct Inherited {
+    pids: Vec<i32>,
+    /// When `retry` started, in clock ticks after boot: a process that started earlier cannot
+    /// be a try's.
+    since: u64,
+}
+
+impl Inherited {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn now() -> Inherited {
+        let me = std::process::id() as i32;
+        let since = proc_entry(me).map_or(0, |e| e.start);
+        let pids = below(me, &proc_entries(), &Inherited::default())
+            .into_iter()
+            .map(|e| e.pid)
+            .collect();
+        Inherited { pids, since }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub fn now() -> Inherited {
+        Inherited::default()
+    }
+}
+
+/// The processes below `root`, leaving out `inherited` ones and what is below them.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn below<'a>(root: i32, procs: &'a [ProcEntry], inherited: &Inherited) -> Vec<&'a ProcEntry> {
+    let mut found: Vec<&ProcEntry> = Vec::new();
+    let mut parents = vec![root];
+    while let Some(parent) = parents.pop() {
+        for entry in procs.iter().filter(|e| e.parent == parent) {
+            if inherited.pids.contains(&entry.pid) || entry.start < inherited.since {
+                continue;
             }
+            found.push(entry);
+            parents.push(entry.pid);
         }
     }
-    let mut found = vec![me];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            procs
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(pid, _)| *pid),
-        );
-        i += 1;
-    }
-    found.into_iter().skip(1).map(Pid::from_raw).collect()
+    found
+}
+
+/// Every live process below `retry` (zombies excluded) but the inherited ones, read from
+/// /proc: the processes a try left behind, including those that left its process group
+/// (`setsid`, `setpgid`) or were orphaned (a double fork) and so were handed to `retry` as
+/// subreaper.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn descendants(inherited: &Inherited) -> Vec<Descendant> {
+    let procs = proc_entries();
+    below(std::process::id() as i32, &procs, inherited)
+        .into_iter()
+        .map(|e| Descendant {
+            pid: Pid::from_raw(e.pid),
+            group: Pid::from_raw(e.group),
+        })
+        .collect()
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn descendants() -> Vec<Pid> {
+pub fn descendants(_inherited: &Inherited) -> Vec<Descendant> {
     Vec::new()
 }
 

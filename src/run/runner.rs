@@ -15,8 +15,8 @@ use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
 use crate::report::log::{Log, TryReport};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
-    Child, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children, reap_all,
-    resolve, send,
+    Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
+    reap_all, resolve, send,
 };
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{RunIo, TryIo};
@@ -33,6 +33,8 @@ struct Stopped {
     killed: bool,
     /// How many processes were still running when the stop began.
     count: usize,
+    /// How many of them had left the try's process group.
+    outside: usize,
 }
 
 /// How a try that ran to its end (or was stopped on its time) ended.
@@ -83,6 +85,8 @@ pub struct Runner<'c> {
     status_shown: bool,
     /// The try has ended and its output is being written out.
     draining: bool,
+    /// What was below `retry` before its first try: never stopped with a try.
+    inherited: Inherited,
 }
 
 impl<'c> Runner<'c> {
@@ -123,6 +127,7 @@ impl<'c> Runner<'c> {
             current: None,
             status_shown: false,
             draining: false,
+            inherited: Inherited::now(),
         }
     }
 
@@ -211,6 +216,9 @@ impl<'c> Runner<'c> {
                             killed: ended.killed,
                             stopped_by_limit: ended.by_limit,
                         });
+                        if let Some(left) = ended.leftovers {
+                            self.log.leftovers(attempt, signal, left.killed, left.count);
+                        }
                     }
                     return self.interrupted(attempt, signal, false);
                 }
@@ -482,7 +490,7 @@ impl<'c> Runner<'c> {
                         outcome: child.outcome().unwrap_or(Outcome::Signal(Signal::KILL)),
                         killed: stopped.killed,
                         by_limit: false,
-                        leftovers: None,
+                        leftovers: escaped(&stopped),
                     };
                     return TryEnd::Interrupted(signal, Some(ended));
                 }
@@ -498,7 +506,7 @@ impl<'c> Runner<'c> {
                         outcome: Outcome::Timeout,
                         killed: stopped.killed,
                         by_limit,
-                        leftovers: None,
+                        leftovers: escaped(&stopped),
                     };
                     return match stopped.received {
                         Some(signal) => TryEnd::Interrupted(signal, Some(ended)),
@@ -512,7 +520,8 @@ impl<'c> Runner<'c> {
     /// True when something of an ended try still runs: in its group, or (on Linux, where
     /// `retry` is subreaper) anywhere below `retry`.
     fn left_running(&self, child: &Child) -> bool {
-        child.alive() || (self.sweeps() && has_children() && !descendants().is_empty())
+        child.alive()
+            || (self.sweeps() && has_children() && !descendants(&self.inherited).is_empty())
     }
 
     /// Whether stopping a try also stops the processes that left its group. Not with
@@ -628,7 +637,7 @@ impl<'c> Runner<'c> {
     fn stop(&mut self, child: &mut Child, signal: Signal, io: &mut TryIo) -> Stopped {
         let mut received = None;
         let mut killed = false;
-        let count = self.send_all(child, signal);
+        let (count, outside) = self.send_all(child, signal);
         self.send_all(child, Signal::CONT);
         let kill_at = after(self.config.kill_after);
         while self.left_running(child) {
@@ -673,23 +682,27 @@ impl<'c> Runner<'c> {
             received,
             killed,
             count,
+            outside,
         }
     }
 
-    /// Sends `signal` to the try's group and, when sweeping, to every process below `retry`;
-    /// returns how many processes that reached, as far as can be counted.
-    fn send_all(&self, child: &Child, signal: Signal) -> usize {
+    /// Sends `signal` to the try's group and, when sweeping, to every process below `retry` that
+    /// is not in that group (so that none gets it twice); returns how many processes there were,
+    /// and how many of them outside the group.
+    fn send_all(&self, child: &Child, signal: Signal) -> (usize, usize) {
         if !self.sweeps() {
             child.signal(signal);
-            return usize::from(child.alive());
+            return (usize::from(child.alive()), 0);
         }
         // Counted before anything is signalled, so that what dies at once is counted too.
-        let below = descendants();
+        let below = descendants(&self.inherited);
         child.signal(signal);
-        for pid in &below {
-            send(*pid, signal);
+        let mut outside = 0;
+        for d in below.iter().filter(|d| Some(d.group) != child.group()) {
+            send(d.pid, signal);
+            outside += 1;
         }
-        below.len()
+        (below.len(), outside)
     }
 
     /// How long a hook may run: `--timeout`, and what is left of the budget.
@@ -789,11 +802,13 @@ impl<'c> Runner<'c> {
         if result.is_none() && self.left_running(&child) {
             // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
             let stopped = self.stop(&mut child, self.config.signal, &mut io);
-            self.log.warn(&format!(
-                "the {which} hook left {} running; stopped {}",
-                plural_processes(stopped.count),
-                if stopped.count == 1 { "it" } else { "them" }
-            ));
+            self.log.hook_leftovers(
+                which,
+                attempt,
+                self.config.signal,
+                stopped.killed,
+                stopped.count,
+            );
             return stopped.received;
         }
         result
@@ -837,11 +852,11 @@ impl<'c> Runner<'c> {
     }
 }
 
-/// `1 process`, `3 processes`.
-fn plural_processes(n: usize) -> String {
-    if n == 1 {
-        "1 process".into()
-    } else {
-        format!("{n} processes")
-    }
+/// The processes that had left a stopped try's group (found as `retry`'s descendants), for the
+/// log: a timed-out or interrupted try names them as a failed try names its leftovers.
+fn escaped(stopped: &Stopped) -> Option<Leftovers> {
+    (stopped.outside > 0).then_some(Leftovers {
+        count: stopped.outside,
+        killed: stopped.killed,
+    })
 }

@@ -14,6 +14,7 @@ use nix::libc;
 use crate::policy::Signal;
 use crate::run::clock::{CLOCK, Moment};
 use crate::run::process::Dispositions;
+use crate::run::rawsig;
 
 /// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`
 /// take them as requests, not as an end.
@@ -45,11 +46,12 @@ fn ending() -> Vec<i32> {
 /// Signals that report a fault when the kernel sends them but end the run like SIGTERM when
 /// someone sends them with kill(2). Their handler is reset after one delivery, so that a real
 /// fault in `retry` still ends it with a core dump.
-const FAULTS: [i32; 5] = [
+const FAULTS: [i32; 6] = [
     libc::SIGABRT,
     libc::SIGBUS,
     libc::SIGFPE,
     libc::SIGILL,
+    libc::SIGSEGV,
     libc::SIGTRAP,
 ];
 
@@ -136,6 +138,13 @@ impl Signals {
         for n in FAULTS {
             if Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)) {
                 install(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)?;
+            }
+        }
+        // The signals glibc reserves end a process by default too: catch them like SIGTERM.
+        let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        for n in rawsig::reserved() {
+            if !rawsig::is_ignored(n) {
+                rawsig::catch_like(n, libc::SIGTERM, handler, 0);
             }
         }
         Ok(Signals {
@@ -354,7 +363,11 @@ pub fn die_by(signal: Signal) {
         let mut default: libc::sigaction = std::mem::zeroed();
         default.sa_sigaction = libc::SIG_DFL;
         libc::sigemptyset(&mut default.sa_mask);
-        libc::sigaction(n, &default, std::ptr::null_mut());
+        if rawsig::reserved().contains(&n) {
+            rawsig::set_default(n);
+        } else {
+            libc::sigaction(n, &default, std::ptr::null_mut());
+        }
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, n);
