@@ -393,3 +393,64 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
     let log = stderr_of(&out);
     assert!(log.contains("cannot spill held standard output"), "{log}");
 }
+
+#[test]
+fn anchors_in_output_patterns_mean_the_start_and_end_of_a_long_line() {
+    // Lines of 200 KiB are matched in windows; `^` and `$` must not match at a window's edge
+    // inside the line, as grep agrees.
+    let dir = common::temp_dir("anchors");
+    let long = |first: &[u8], fill: u8, last: &[u8]| {
+        let mut line = first.to_vec();
+        line.extend(vec![fill; 200 * 1024]);
+        line.extend(last);
+        line.push(b'\n');
+        line
+    };
+    let cases: [(&str, Vec<u8>, usize); 4] = [
+        ("^E", long(b"x", b'E', b""), 2),
+        ("^E", long(b"", b'E', b""), 1),
+        ("x$", long(b"", b'x', b"y"), 2),
+        ("x$", long(b"y", b'x', b""), 1),
+    ];
+    for (i, (pattern, line, tries)) in cases.iter().enumerate() {
+        let file = dir.join(format!("line{i}"));
+        std::fs::write(&file, line).unwrap();
+        let grep = Command::new("grep")
+            .args(["-c", pattern])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let grep_matches = if *tries == 1 { "1" } else { "0" };
+        assert_eq!(
+            stdout_of(&grep).trim(),
+            grep_matches,
+            "grep {pattern} on line {i}"
+        );
+        let out = retry()
+            .args([
+                "-n",
+                "2",
+                "-d",
+                "0",
+                "--stop-if-output",
+                pattern,
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(format!("cat '{}'; exit 1", file.display()))
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(
+            log.matches("retry: try ").count(),
+            *tries,
+            "{pattern} on line {i}: {log}"
+        );
+        assert_eq!(
+            out.stdout.len(),
+            line.len() * tries,
+            "the output still passes through"
+        );
+    }
+}

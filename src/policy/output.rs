@@ -2,14 +2,16 @@
 //! bytes as it arrives, line by line, with bounded memory.
 
 use std::fmt;
+use std::ops::Range;
 
-use regex::bytes::Regex;
+use regex_automata::util::syntax;
+use regex_automata::{Input, MatchKind, meta};
 
 /// A regular expression given on the command line, matched against bytes (not only UTF-8).
 #[derive(Clone, Debug)]
 pub struct Pattern {
     text: String,
-    regex: Regex,
+    regex: meta::Regex,
 }
 
 impl PartialEq for Pattern {
@@ -20,18 +22,18 @@ impl PartialEq for Pattern {
 
 impl Pattern {
     pub fn new(text: &str) -> Result<Pattern, String> {
-        let regex = Regex::new(text).map_err(|e| {
-            // The regex crate's message spans several lines; keep its last, the reason.
-            let reason = e.to_string();
-            let reason = reason
-                .lines()
-                .last()
-                .unwrap_or("invalid regular expression");
-            format!(
-                "not a valid regular expression: {}",
-                reason.trim().trim_start_matches("error: ")
+        // Built as `regex::bytes::Regex::new` builds it: the same syntax, limits and matches.
+        let regex = meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .utf8_empty(false)
+                    .nfa_size_limit(Some(10 * (1 << 20)))
+                    .hybrid_cache_capacity(2 * (1 << 20)),
             )
-        })?;
+            .syntax(syntax::Config::new().utf8(false))
+            .build(text)
+            .map_err(|e| format!("not a valid regular expression: {}", reason(&e)))?;
         Ok(Pattern {
             text: text.to_string(),
             regex,
@@ -45,6 +47,33 @@ impl Pattern {
     pub fn is_match(&self, bytes: &[u8]) -> bool {
         self.regex.is_match(bytes)
     }
+
+    /// Whether a match lies within `bytes[span]`. Look-around at the span's edges (`^`, `$`,
+    /// `\b`) sees the bytes beyond them: `^` matches at `span.start` only if it is 0, `$` at
+    /// `span.end` only if it is `bytes.len()`.
+    fn is_match_in(&self, bytes: &[u8], span: Range<usize>) -> bool {
+        self.regex.is_match(Input::new(bytes).span(span))
+    }
+}
+
+/// Why a pattern was refused, on one line.
+fn reason(e: &meta::BuildError) -> String {
+    if let Some(limit) = e.size_limit() {
+        return format!("Compiled regex exceeds size limit of {limit} bytes.");
+    }
+    // A syntax error's message spans several lines, the pattern drawn with a caret under the
+    // fault; keep its last, the reason.
+    let message = match e.syntax_error() {
+        Some(syntax) => syntax.to_string(),
+        None => e.to_string(),
+    };
+    message
+        .lines()
+        .last()
+        .unwrap_or("invalid regular expression")
+        .trim()
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 impl fmt::Display for Pattern {
@@ -55,16 +84,24 @@ impl fmt::Display for Pattern {
 
 /// The longest partial line kept between reads. A longer line is matched in windows of this
 /// size that overlap by `OVERLAP` bytes, so only a match longer than the overlap that straddles
-/// a window's edge can be missed.
+/// a window's edge can be missed. Anchors still mean the line's start and end (as in grep), not
+/// a window's: each window is searched with `CONTEXT` bytes of the line on either side of it.
 pub const MAX_LINE: usize = 64 * 1024;
 const OVERLAP: usize = 4 * 1024;
+/// All that look-around (`^`, `$`, `\b`) reads beyond a window's edge: one character, at most 4
+/// bytes in UTF-8.
+const CONTEXT: usize = 4;
 
 /// Finds a pattern in a stream, line by line (as grep does): a match split across two reads is
 /// found, and memory stays bounded by `MAX_LINE` whatever the stream's length.
 #[derive(Debug)]
 pub struct LineMatcher {
     pattern: Pattern,
+    /// The current line's bytes kept between reads.
     partial: Vec<u8>,
+    /// `partial` does not begin the line: its first `CONTEXT` bytes end the window searched
+    /// before, kept only so that look-around at this window's start sees them.
+    mid_line: bool,
     matched: bool,
 }
 
@@ -73,6 +110,7 @@ impl LineMatcher {
         LineMatcher {
             pattern,
             partial: Vec::new(),
+            mid_line: false,
             matched: false,
         }
     }
@@ -88,12 +126,13 @@ impl LineMatcher {
         }
         while let Some(nl) = data.iter().position(|&b| b == b'\n') {
             let line = &data[..nl];
-            let found = if self.partial.is_empty() {
+            let found = if self.partial.is_empty() && !self.mid_line {
                 self.pattern.is_match(line)
             } else {
                 self.partial.extend_from_slice(line);
-                let found = self.pattern.is_match(&self.partial);
+                let found = self.search_window(true);
                 self.partial.clear();
+                self.mid_line = false;
                 found
             };
             if found {
@@ -105,22 +144,39 @@ impl LineMatcher {
         }
         self.partial.extend_from_slice(data);
         if self.partial.len() > MAX_LINE {
-            if self.pattern.is_match(&self.partial) {
+            if self.search_window(false) {
                 self.matched = true;
                 self.partial = Vec::new();
                 return;
             }
-            let keep = self.partial.len() - OVERLAP;
-            self.partial.drain(..keep);
+            // The next window starts `OVERLAP` bytes before this one's end, with its context
+            // before it; this one's context after it is in the overlap.
+            let drop = self.partial.len() - (OVERLAP + 2 * CONTEXT);
+            self.partial.drain(..drop);
+            self.mid_line = true;
         }
+    }
+
+    /// Searches `partial`, the window of the line kept so far, leaving out the context before
+    /// it (when the line started in an earlier window) and after it (when the line goes on), so
+    /// that `^` and `$` match only at the line's true start and end.
+    fn search_window(&self, line_ended: bool) -> bool {
+        let start = if self.mid_line { CONTEXT } else { 0 };
+        let end = if line_ended {
+            self.partial.len()
+        } else {
+            self.partial.len() - CONTEXT
+        };
+        self.pattern.is_match_in(&self.partial, start..end)
     }
 
     /// The stream has ended: match what is left of the last line.
     pub fn finish(&mut self) {
-        if !self.matched && !self.partial.is_empty() && self.pattern.is_match(&self.partial) {
+        if !self.matched && !self.partial.is_empty() && self.search_window(true) {
             self.matched = true;
         }
         self.partial = Vec::new();
+        self.mid_line = false;
     }
 }
 
@@ -179,6 +235,108 @@ mod tests {
         }
         m.feed(b"needle");
         m.finish();
+        assert!(m.matched());
+    }
+
+    /// Feeds `line` in reads of 8 KiB, as a pipe delivers it, then ends it with a newline.
+    fn feed_line(m: &mut LineMatcher, line: &[u8]) {
+        for chunk in line.chunks(8 * 1024) {
+            m.feed(chunk);
+        }
+        m.feed(b"\n");
+    }
+
+    /// A 200 KiB line: `pad` bytes of `x`, then `ERROR` over and over.
+    fn errors_after(pad: usize) -> Vec<u8> {
+        let mut line = vec![b'x'; pad];
+        line.extend(b"ERROR".repeat(40 * 1024));
+        line
+    }
+
+    #[test]
+    fn a_caret_does_not_match_at_a_window_edge_inside_a_long_line() {
+        // One of five paddings puts an `ERROR` at the start of whatever window follows the first.
+        for pad in 1..=5 {
+            let mut m = matcher("^ERROR");
+            feed_line(&mut m, &errors_after(pad));
+            assert!(!m.matched(), "padding {pad}");
+            let mut m = matcher("^ERROR");
+            m.feed(&errors_after(pad));
+            m.finish();
+            assert!(!m.matched(), "padding {pad}, no newline");
+        }
+    }
+
+    #[test]
+    fn a_caret_matches_at_the_start_of_a_long_line() {
+        let mut m = matcher("^ERROR");
+        feed_line(&mut m, &errors_after(0));
+        assert!(m.matched());
+        // The start of the second line of a stream is a line's start too.
+        let mut m = matcher("^ERROR");
+        feed_line(&mut m, &errors_after(1));
+        feed_line(&mut m, &errors_after(0));
+        assert!(m.matched());
+        let mut m = matcher("(?m)^ERROR");
+        feed_line(&mut m, &errors_after(1));
+        assert!(!m.matched(), "multi-line mode: still no line starts inside");
+        feed_line(&mut m, &errors_after(0));
+        assert!(m.matched());
+    }
+
+    #[test]
+    fn a_dollar_does_not_match_at_a_window_edge_inside_a_long_line() {
+        let mut line = vec![b'x'; 200 * 1024];
+        line.push(b'y');
+        for p in ["x$", "(?m)x$"] {
+            let mut m = matcher(p);
+            feed_line(&mut m, &line);
+            assert!(!m.matched(), "{p}");
+            let mut m = matcher(p);
+            m.feed(&line);
+            m.finish();
+            assert!(!m.matched(), "{p}, no newline");
+        }
+    }
+
+    #[test]
+    fn a_dollar_matches_at_the_end_of_a_long_line() {
+        let mut line = vec![b'y'];
+        line.extend(vec![b'x'; 200 * 1024]);
+        let mut m = matcher("x$");
+        feed_line(&mut m, &line);
+        assert!(m.matched());
+        let mut m = matcher("x$");
+        m.feed(&line);
+        assert!(!m.matched(), "the line has not ended yet");
+        m.finish();
+        assert!(m.matched());
+    }
+
+    #[test]
+    fn word_boundaries_see_the_bytes_before_a_window() {
+        // `xERRORERROR...` has no word boundary before any `E`.
+        for pad in 1..=5 {
+            let mut m = matcher(r"\bERROR");
+            feed_line(&mut m, &errors_after(pad));
+            assert!(!m.matched(), "padding {pad}");
+        }
+    }
+
+    #[test]
+    fn a_match_straddling_a_window_edge_is_found() {
+        // The first read fills a window that ends inside `needle`.
+        let mut first = vec![b'x'; MAX_LINE - 2];
+        first.extend(b"nee");
+        let mut m = matcher("needle$");
+        m.feed(&first);
+        m.feed(b"dle");
+        assert!(!m.matched());
+        m.feed(b"\n");
+        assert!(m.matched());
+        let mut m = matcher("needle");
+        m.feed(&first);
+        m.feed(b"dle and more\n");
         assert!(m.matched());
     }
 
