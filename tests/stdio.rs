@@ -454,3 +454,50 @@ fn anchors_in_output_patterns_mean_the_start_and_end_of_a_long_line() {
         );
     }
 }
+
+#[test]
+fn without_a_temporary_file_recording_stops_at_the_memory_cap_and_gives_up_with_125() {
+    // 200 MB through a TMPDIR that does not exist: past the cap the try still gets every byte,
+    // retry's memory stays bounded, and no second try runs on part of the input.
+    let mut child = common::retry_std()
+        .env("TMPDIR", "/nonexistent")
+        .args(["--stdin", "replay", "-n", "2", "-d", "0"])
+        .args(["--on-give-up", "grep VmHWM /proc/$PPID/status >&2"])
+        .args(["--", "sh", "-c", "wc -c; exit 1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = vec![b'z'; 1 << 20];
+        for _ in 0..200 {
+            if input.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    common::wait_bounded(&mut child, std::time::Duration::from_secs(25));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "209715200",
+        "{log}"
+    );
+    assert!(
+        log.contains("no further try can get the same input"),
+        "{log}"
+    );
+    assert!(!log.contains("try 2/2"), "{log}");
+    let peak_kib: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("the hook showed retry's peak memory");
+    assert!(peak_kib < 200 * 1024, "peak {peak_kib} KiB: {log}");
+}

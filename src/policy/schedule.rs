@@ -31,6 +31,8 @@ pub enum GiveUp {
     Budget(BudgetExceeded),
     /// Ctrl-C reached the command.
     Interrupted,
+    /// Standard input could not be kept for another try (no temporary file, memory cap).
+    Input,
 }
 
 impl GiveUp {
@@ -41,6 +43,7 @@ impl GiveUp {
             GiveUp::Tries => "tries",
             GiveUp::Budget(_) => "budget",
             GiveUp::Interrupted => "interrupted",
+            GiveUp::Input => "input",
         }
     }
 }

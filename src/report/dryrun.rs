@@ -117,6 +117,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
         GiveUp::Budget(exceeded) => exceeded.to_string(),
         GiveUp::Permanent => "a permanent failure".into(),
         GiveUp::Interrupted => "an interrupt".into(),
+        GiveUp::Input => "standard input that cannot be kept".into(),
     }
 }
 

@@ -412,6 +412,9 @@ impl Log {
             Decision::Retry(wait) => line.push(&format!("; next try in {}", human(wait.delay))),
             Decision::Succeed => {}
             Decision::GiveUp(GiveUp::Tries) => line.push("; giving up: no tries left"),
+            Decision::GiveUp(GiveUp::Input) => {
+                line.push("; giving up: standard input could not be kept for another try")
+            }
             Decision::GiveUp(GiveUp::Budget(exceeded)) => {
                 line.push(&format!("; giving up: {exceeded}"))
             }

@@ -225,8 +225,12 @@ impl<'c> Runner<'c> {
             };
             let outcome = ended.outcome;
             let took = try_start.elapsed();
-            let (verdict, decision) =
+            let (verdict, mut decision) =
                 schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
+            if matches!(decision, Decision::Retry(_)) && !self.stdio.can_replay() {
+                // Another try would read only part of the input.
+                decision = Decision::GiveUp(GiveUp::Input);
+            }
             let success = matches!(decision, Decision::Succeed);
             self.stdio.deliver(&mut io, success);
             let drained = self.drain(&mut io, self.run_end());
@@ -343,7 +347,10 @@ impl<'c> Runner<'c> {
     /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
     fn give_up(&mut self, attempt: u64, why: &GiveUp, outcome: Outcome) -> ExitStatus {
         let config = self.config;
-        let status = ExitStatus::from_last_try(outcome);
+        let status = match why {
+            GiveUp::Input => ExitStatus::Usage,
+            _ => ExitStatus::from_last_try(outcome),
+        };
         self.log.gave_up(
             attempt,
             self.start.elapsed(),

@@ -71,6 +71,16 @@ impl Spool {
         self.len() == 0
     }
 
+    /// Bytes held in memory.
+    pub fn in_memory(&self) -> usize {
+        self.memory.len() + self.tail.len()
+    }
+
+    /// True once the temporary file could not be made or written.
+    pub fn file_failed(&self) -> bool {
+        self.failure.is_some()
+    }
+
     /// True once part of the spool lives in a temporary file.
     pub fn spilled(&self) -> bool {
         self.file.is_some()

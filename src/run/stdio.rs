@@ -165,11 +165,60 @@ fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// The most recorded input held in memory when no temporary file can be written. Past it,
+/// recording stops: the try that is reading still gets every byte, passed through, but no
+/// further try can get the same input (spec 7.1).
+const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
+
 /// Standard input as recorded so far, shared by every try.
 #[derive(Debug, Default)]
 struct Recorder {
     spool: Spool,
     eof: bool,
+    /// Recording stopped at the memory cap; what is read now only passes through.
+    overflow: Option<Overflow>,
+}
+
+/// Input read after recording stopped, on its way to the current try.
+#[derive(Debug, Default)]
+struct Overflow {
+    buf: Vec<u8>,
+    /// Where `buf` starts in the whole input.
+    start: u64,
+}
+
+impl Recorder {
+    /// How much of the input has been read: recorded, then passed through.
+    fn len(&self) -> u64 {
+        match &self.overflow {
+            Some(o) => o.start + o.buf.len() as u64,
+            None => self.spool.len(),
+        }
+    }
+
+    /// Reads the input from `pos` into `buf`: the recording, then what passes through.
+    fn read_at(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.overflow {
+            Some(o) if pos >= o.start => {
+                let from = usize::try_from(pos - o.start).unwrap_or(usize::MAX);
+                let rest = o.buf.get(from..).unwrap_or_default();
+                let n = rest.len().min(buf.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                Ok(n)
+            }
+            _ => self.spool.read_at(pos, buf),
+        }
+    }
+
+    /// Forgets what passed through up to `pos`: it was fed and is not kept.
+    fn passed(&mut self, pos: u64) {
+        if let Some(o) = &mut self.overflow {
+            let fed = usize::try_from(pos.saturating_sub(o.start)).unwrap_or(usize::MAX);
+            let fed = fed.min(o.buf.len());
+            o.buf.drain(..fed);
+            o.start += fed as u64;
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -327,6 +376,11 @@ impl RunIo {
         })
     }
 
+    /// False once standard input could not be recorded whole: no further try may run.
+    pub fn can_replay(&self) -> bool {
+        !matches!(&self.input, Input::Replay(rec) if rec.overflow.is_some())
+    }
+
     /// A warning for the log, once.
     pub fn take_warning(&mut self) -> Option<String> {
         self.warning.take()
@@ -402,14 +456,14 @@ impl RunIo {
             tokens.push(token);
         };
         if let (Some(feed), Input::Replay(rec)) = (&io.feed, &self.input) {
-            if feed.pos < rec.spool.len() {
+            if feed.pos < rec.len() {
                 add(feed.fd.as_raw_fd(), libc::POLLOUT, Token::FeedWrite);
             } else if !rec.eof {
                 add(libc::STDIN_FILENO, libc::POLLIN, Token::StdinRead);
             }
         }
         if let (Some(_), Input::Replay(rec)) = (&io.feed, &self.input) {
-            if io.feed.as_ref().is_some_and(|f| f.pos >= rec.spool.len()) && rec.eof {
+            if io.feed.as_ref().is_some_and(|f| f.pos >= rec.len()) && rec.eof {
                 // Everything recorded has been fed and the source is done: end of input.
                 io.feed = None;
             }
@@ -445,7 +499,7 @@ impl RunIo {
     }
 
     fn feed(&mut self, io: &mut TryIo, revents: libc::c_short) {
-        let (Some(feed), Input::Replay(rec)) = (&mut io.feed, &self.input) else {
+        let (Some(feed), Input::Replay(rec)) = (&mut io.feed, &mut self.input) else {
             return;
         };
         if revents & (libc::POLLERR | libc::POLLHUP) != 0 && revents & libc::POLLOUT == 0 {
@@ -455,7 +509,7 @@ impl RunIo {
         }
         let buf = &mut self.scratch;
         buf.resize(CHUNK, 0);
-        let n = match rec.spool.read_at(feed.pos, buf) {
+        let n = match rec.read_at(feed.pos, buf) {
             Ok(n) => n,
             Err(_) => {
                 io.feed = None;
@@ -466,6 +520,7 @@ impl RunIo {
         let w = unsafe { libc::write(feed.fd.as_raw_fd(), buf.as_ptr().cast(), n) };
         if w > 0 {
             feed.pos += w as u64;
+            rec.passed(feed.pos);
         } else if w < 0 {
             let err = io::Error::last_os_error();
             if err.kind() != io::ErrorKind::WouldBlock && err.kind() != io::ErrorKind::Interrupted {
@@ -483,9 +538,23 @@ impl RunIo {
         match read_fd(libc::STDIN_FILENO, buf) {
             Ok(0) => rec.eof = true,
             Ok(n) => {
+                if let Some(o) = &mut rec.overflow {
+                    o.buf.extend_from_slice(&buf[..n]);
+                    return;
+                }
                 if let Err(e) = rec.spool.append(&buf[..n]) {
                     self.warning = Some(format!(
                         "cannot spill recorded standard input to a temporary file ({e}); holding it in memory"
+                    ));
+                }
+                if rec.spool.file_failed() && rec.spool.in_memory() >= INPUT_MEMORY_CAP {
+                    rec.overflow = Some(Overflow {
+                        buf: Vec::new(),
+                        start: rec.spool.len(),
+                    });
+                    self.warning = Some(format!(
+                        "standard input is past the {} MiB retry holds in memory, and no temporary file can be written: this try reads the rest as it comes, but no further try can get the same input",
+                        INPUT_MEMORY_CAP >> 20
                     ));
                 }
             }
