@@ -154,3 +154,30 @@ fn a_reader_gone_before_the_held_output_is_written_gives_141_not_0() {
         assert_eq!(status.code(), Some(141), "{args:?}: {status:?}");
     }
 }
+
+#[test]
+fn output_written_after_a_successful_try_still_arrives_and_does_not_delay_the_status() {
+    for args in [&["--retry-if-output", "x"][..], &["--buffer-stdout"]] {
+        let started = Instant::now();
+        let mut child = retry_std()
+            .args(args)
+            .args(["--", "sh", "-c", "(sleep 0.5; echo late) & echo early"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let status = wait_bounded(&mut child, Duration::from_secs(10));
+        let ended = started.elapsed();
+        assert_eq!(status.code(), Some(0), "{args:?}");
+        assert!(
+            ended < Duration::from_millis(450),
+            "{args:?}: retry waited {ended:?}"
+        );
+        let mut text = String::new();
+        out.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "early\nlate\n", "{args:?}");
+        assert!(started.elapsed() >= Duration::from_millis(500));
+    }
+}

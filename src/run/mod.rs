@@ -114,6 +114,8 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
             return ExitStatus::Usage;
         }
     };
+    let mut stdio = stdio;
+    stdio.set_dispositions(signals.dispositions());
     process::become_subreaper();
     let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start)
         .with_countdown(countdown);

@@ -332,6 +332,11 @@ impl Dispositions {
         (0..128).contains(&n) && self.ignored & (1 << n) != 0
     }
 
+    /// `apply`, for a child of `retry` that runs on without exec.
+    pub fn apply_now(&self) {
+        self.apply();
+    }
+
     /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in the
     /// child between fork and exec: async-signal-safe, no allocation.
     fn apply(&self) {

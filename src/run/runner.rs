@@ -271,6 +271,7 @@ impl<'c> Runner<'c> {
                 Decision::Succeed => {
                     self.log
                         .succeeded(attempt, self.start.elapsed(), schedule.waited());
+                    self.stdio.hand_off(&mut io);
                     return ExitStatus::Success;
                 }
                 Decision::GiveUp(why) => return self.give_up(attempt, &why, outcome),

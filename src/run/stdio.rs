@@ -170,6 +170,63 @@ fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// further try can get the same input (spec 7.1).
 const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
 
+/// True while some process still holds the writing end of this pipe (or it holds data).
+fn has_writer(fd: &OwnedFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that outlives the call, no waiting.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+    ready == 0 || pfd.revents & libc::POLLIN != 0
+}
+
+/// The forwarder's loop: copies each pipe to retry's stdout or stderr until every writer is
+/// done. Blocking is fine here: nothing else waits on this process.
+fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
+    let mut open: Vec<bool> = vec![true; late.len()];
+    let mut buf = vec![0u8; CHUNK];
+    while open.iter().any(|o| *o) {
+        let mut fds: Vec<libc::pollfd> = late
+            .iter()
+            .zip(&open)
+            .filter(|(_, o)| **o)
+            .map(|((fd, _), _)| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds outlives the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return 1;
+        }
+        for pfd in fds.iter().filter(|p| p.revents != 0) {
+            let Some(i) = late.iter().position(|(fd, _)| fd.as_raw_fd() == pfd.fd) else {
+                continue;
+            };
+            let out = match late[i].1 {
+                Dest::Stderr => libc::STDERR_FILENO,
+                Dest::Stdout | Dest::Hold => libc::STDOUT_FILENO,
+            };
+            match read_fd(pfd.fd, &mut buf) {
+                Ok(0) | Err(_) => open[i] = false,
+                Ok(n) => {
+                    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(out) });
+                    if file.write_all(&buf[..n]).is_err() {
+                        return 1;
+                    }
+                }
+            }
+        }
+    }
+    0
+}
+
 /// Standard input as recorded so far, shared by every try.
 #[derive(Debug, Default)]
 struct Recorder {
@@ -299,6 +356,8 @@ pub struct RunIo {
     stderr: Sink,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
+    /// The dispositions the forwarder of late output starts with: those of a command.
+    forwarder_dispositions: crate::run::process::Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
 }
@@ -312,6 +371,9 @@ pub struct TryIo {
     pub broken: bool,
     /// Output that could not be written for another reason (a full disk): the run ends.
     pub failed: Option<OutputError>,
+    /// The try's output pipes after it ended, kept for what its background processes may still
+    /// write: passed on after a success (`hand_off`), closed otherwise.
+    late: Vec<(OwnedFd, Dest)>,
 }
 
 /// Writing a try's output failed for a reason other than a closed pipe.
@@ -372,8 +434,15 @@ impl RunIo {
             stdout: Sink::new(libc::STDOUT_FILENO),
             stderr: Sink::new(libc::STDERR_FILENO),
             warning: None,
+            forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
         })
+    }
+
+    /// The signal dispositions a forwarder of late output starts with (those of a command:
+    /// retry's own handlers must not run in it).
+    pub fn set_dispositions(&mut self, dispositions: crate::run::process::Dispositions) {
+        self.forwarder_dispositions = dispositions;
     }
 
     /// False once standard input could not be recorded whole: no further try may run.
@@ -695,7 +764,10 @@ impl RunIo {
         io.feed = None;
         for i in 0..io.streams.len() {
             self.read_queued(io, i);
-            io.streams[i].fd = None;
+            if let Some(fd) = io.streams[i].fd.take() {
+                let dest = io.streams[i].dest;
+                io.late.push((fd, dest));
+            }
         }
         let mut matched = OutputMatch::default();
         for s in &mut io.streams {
@@ -753,6 +825,34 @@ impl RunIo {
             }
         }
         self.scratch = buf;
+    }
+
+    /// After a successful try: if a process the try left running (nothing is killed after a
+    /// success) still holds one of its output pipes, a small forwarder process takes the pipes
+    /// over and passes what comes on until every writer is done, so that late output is not
+    /// lost; `retry` itself exits at once. Held output goes to stdout, as the success's did.
+    pub fn hand_off(&mut self, io: &mut TryIo) {
+        let late: Vec<(OwnedFd, Dest)> = std::mem::take(&mut io.late)
+            .into_iter()
+            .filter(|(fd, _)| has_writer(fd))
+            .collect();
+        if late.is_empty() || io.broken || io.failed.is_some() {
+            return;
+        }
+        let ignored = self.forwarder_dispositions;
+        // SAFETY: retry is single-threaded, so the child may allocate; it only copies bytes
+        // between descriptors and ends with _exit.
+        match unsafe { libc::fork() } {
+            0 => {
+                ignored.apply_now();
+                let code = forward(&late);
+                // SAFETY: ending the child without running the parent's exit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            // The parent keeps none of the pipes; a failed fork loses what comes late, as
+            // before.
+            _ => drop(late),
+        }
     }
 
     /// True while some output of the try still waits to be written.
