@@ -181,3 +181,23 @@ fn output_written_after_a_successful_try_still_arrives_and_does_not_delay_the_st
         assert!(started.elapsed() >= Duration::from_millis(500));
     }
 }
+
+#[test]
+fn with_stdout_and_stderr_in_one_place_watching_keeps_their_order() {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let w2 = w.try_clone().unwrap();
+    let mut child = retry_std()
+        .args(["--retry-if-output", "zzz", "--", "sh", "-c"])
+        .arg("for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(w))
+        .stderr(Stdio::from(w2))
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut child, Duration::from_secs(10));
+    drop(child);
+    let mut text = String::new();
+    std::fs::File::from(r).read_to_string(&mut text).unwrap();
+    let expected: String = (1..=5).map(|i| format!("out{i}\nerr{i}\n")).collect();
+    assert_eq!(text, expected);
+}

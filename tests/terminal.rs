@@ -325,3 +325,51 @@ fn ctrl_z_during_the_countdown_clears_the_line_before_retry_stops() {
     pty.expect("gave up after 2 tries");
     assert_eq!(pty.wait().code(), Some(1), "{:?}", pty.seen);
 }
+
+#[test]
+fn a_watched_try_still_sees_a_terminal_of_the_real_size() {
+    let mut pty = Pty::spawn(&[
+        "--color",
+        "never",
+        "--retry-if-output",
+        "zzz",
+        "--",
+        "sh",
+        "-c",
+        "[ -t 1 ] && echo out-is-a-tty; [ -t 2 ] && echo err-is-a-tty >&2; stty size",
+    ]);
+    // The real terminal's size, set after retry started: the try's terminal follows it.
+    let size = libc::winsize {
+        ws_row: 42,
+        ws_col: 123,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.expect("out-is-a-tty");
+    pty.expect("err-is-a-tty");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_watched_try_s_terminal_follows_the_real_one_s_size_when_the_try_writes() {
+    let mut pty = Pty::spawn(&[
+        "--retry-if-output",
+        "zzz",
+        "--",
+        "sh",
+        "-c",
+        "echo started; read x; echo resized; sleep 0.3; stty size <&1",
+    ]);
+    pty.expect("started");
+    let size = libc::winsize {
+        ws_row: 42,
+        ws_col: 123,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.type_bytes(b"go\n");
+    pty.expect("42 123");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}

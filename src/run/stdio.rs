@@ -170,7 +170,7 @@ fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// further try can get the same input (spec 7.1).
 const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
 
-/// True while some process still holds the writing end of this pipe (or it holds data).
+/// True while some process still holds the writing end of this pipe or pseudo-terminal.
 fn has_writer(fd: &OwnedFd) -> bool {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
@@ -179,7 +179,66 @@ fn has_writer(fd: &OwnedFd) -> bool {
     };
     // SAFETY: one pollfd that outlives the call, no waiting.
     let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
-    ready == 0 || pfd.revents & libc::POLLIN != 0
+    ready == 0 || (pfd.revents & libc::POLLIN != 0 && pfd.revents & libc::POLLHUP == 0)
+}
+
+/// retry's own descriptor that a stream's output goes to.
+fn real_fd(dest: Dest) -> RawFd {
+    match dest {
+        Dest::Stderr => libc::STDERR_FILENO,
+        Dest::Stdout | Dest::Hold => libc::STDOUT_FILENO,
+    }
+}
+
+/// True when two descriptors refer to the same file (as after `2>&1`).
+fn same_file(a: RawFd, b: RawFd) -> bool {
+    // SAFETY: fstat on descriptor numbers; an unopened one is an error, not UB.
+    let (a, b) = unsafe {
+        (
+            std::os::fd::BorrowedFd::borrow_raw(a),
+            std::os::fd::BorrowedFd::borrow_raw(b),
+        )
+    };
+    match (fstat(a), fstat(b)) {
+        (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
+        _ => false,
+    }
+}
+
+/// A pseudo-terminal for a try's output: (master, slave), with the real terminal's window size
+/// and no output processing, so that the bytes retry passes on (and matches) are the bytes the
+/// command wrote; the real terminal does its own processing.
+fn pseudo_terminal(real: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
+    let size = window_size(real);
+    let pty = nix::pty::openpty(size.as_ref(), None)?;
+    let mut termios = nix::sys::termios::tcgetattr(&pty.slave)?;
+    termios
+        .output_flags
+        .remove(nix::sys::termios::OutputFlags::OPOST);
+    nix::sys::termios::tcsetattr(&pty.slave, nix::sys::termios::SetArg::TCSANOW, &termios)?;
+    for fd in [&pty.master, &pty.slave] {
+        fcntl(fd, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    }
+    Ok((pty.master, pty.slave))
+}
+
+/// The window size of the terminal on `fd`, if it is one.
+fn window_size(fd: RawFd) -> Option<nix::pty::Winsize> {
+    // SAFETY: TIOCGWINSZ writes a winsize.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    (unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } == 0).then_some(size)
+}
+
+/// Keeps a try's pseudo-terminal as large as the real terminal: checked whenever the try
+/// writes, since SIGWINCH goes to the terminal's foreground group (the try's), not to retry.
+fn follow_window_size(master: &OwnedFd, real: RawFd) {
+    let (Some(real), Some(ours)) = (window_size(real), window_size(master.as_raw_fd())) else {
+        return;
+    };
+    if (real.ws_row, real.ws_col) != (ours.ws_row, ours.ws_col) {
+        // SAFETY: TIOCSWINSZ reads a winsize.
+        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &real) };
+    }
 }
 
 /// The forwarder's loop: copies each pipe to retry's stdout or stderr until every writer is
@@ -316,6 +375,8 @@ struct Stream {
     /// Held output on its way out after the try: where to (stdout or stderr), and how much of
     /// the spool has been taken into `pending`.
     delivering: Option<(Dest, u64)>,
+    /// `fd` is the master of a pseudo-terminal whose size follows the real terminal's.
+    tty: bool,
 }
 
 impl Stream {
@@ -354,6 +415,11 @@ pub struct RunIo {
     stop_if: Option<Pattern>,
     stdout: Sink,
     stderr: Sink,
+    /// Standard output and error are the same file (`2>&1`, one terminal).
+    same_place: bool,
+    /// Standard output, or error, is a terminal.
+    stdout_tty: bool,
+    stderr_tty: bool,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
     /// The dispositions the forwarder of late output starts with: those of a command.
@@ -433,6 +499,10 @@ impl RunIo {
             stop_if: classifier.stop_if_output.clone(),
             stdout: Sink::new(libc::STDOUT_FILENO),
             stderr: Sink::new(libc::STDERR_FILENO),
+            same_place: same_file(libc::STDOUT_FILENO, libc::STDERR_FILENO),
+            // SAFETY: isatty on descriptor numbers.
+            stdout_tty: unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1,
+            stderr_tty: unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
             warning: None,
             forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
@@ -477,8 +547,15 @@ impl RunIo {
                 Stdio::from(r)
             }
         };
-        let mut stream = |dest: Dest| -> anyhow::Result<Stdio> {
-            let (r, w) = pipe().context("cannot create a pipe for output")?;
+        // Each stream passed through retry is a pipe, or a pseudo-terminal when its
+        // destination is a terminal, so that the try still sees one (spec 7.3).
+        let mut stream = |dest: Dest, tty: bool| -> anyhow::Result<OwnedFd> {
+            let (r, w) = if tty {
+                pseudo_terminal(real_fd(dest))
+                    .context("cannot create a pseudo-terminal for output")?
+            } else {
+                pipe().context("cannot create a pipe for output")?
+            };
             set_nonblocking(&r)?;
             io.streams.push(Stream {
                 fd: Some(r),
@@ -489,20 +566,31 @@ impl RunIo {
                 stop_if: self.stop_if.clone().map(LineMatcher::new),
                 held: Spool::new(),
                 delivering: None,
+                tty,
             });
-            Ok(Stdio::from(w))
+            Ok(w)
         };
-        let stdout = if self.buffer_stdout {
-            stream(Dest::Hold)?
+        let (stdout, stderr) = if self.buffer_stdout {
+            let stdout = stream(Dest::Hold, self.stdout_tty)?;
+            let stderr = if self.watching() {
+                Stdio::from(stream(Dest::Stderr, self.stderr_tty)?)
+            } else {
+                Stdio::inherit()
+            };
+            (Stdio::from(stdout), stderr)
+        } else if self.watching() && self.same_place {
+            // stdout and stderr go to the same place (2>&1, one terminal): one stream for both
+            // keeps their order exactly as the command wrote it.
+            let both = stream(Dest::Stdout, self.stdout_tty)?;
+            let again = both.try_clone().context("cannot share the output pipe")?;
+            (Stdio::from(both), Stdio::from(again))
         } else if self.watching() {
-            stream(Dest::Stdout)?
+            (
+                Stdio::from(stream(Dest::Stdout, self.stdout_tty)?),
+                Stdio::from(stream(Dest::Stderr, self.stderr_tty)?),
+            )
         } else {
-            Stdio::inherit()
-        };
-        let stderr = if self.watching() {
-            stream(Dest::Stderr)?
-        } else {
-            Stdio::inherit()
+            (Stdio::inherit(), Stdio::inherit())
         };
         Ok((
             ChildStdio {
@@ -640,12 +728,16 @@ impl RunIo {
         let Some(fd) = &s.fd else { return Read::End };
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(CHUNK, 0);
+        if s.tty {
+            follow_window_size(fd, real_fd(s.dest));
+        }
         let n = match read_fd(fd.as_raw_fd(), &mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.scratch = buf;
                 return Read::Nothing;
             }
+            // Including EIO from a pseudo-terminal whose last writer has gone: its end.
             Err(_) => 0,
         };
         if n == 0 {
