@@ -404,6 +404,7 @@ pub struct Descendant {
 
 /// One live process of /proc (zombies excluded).
 #[cfg(any(target_os = "linux", target_os = "android"))]
+#[derive(Clone, Copy)]
 struct ProcEntry {
     pid: i32,
     parent: i32,
@@ -456,10 +457,15 @@ impl Inherited {
     pub fn now() -> Inherited {
         let me = std::process::id() as i32;
         let since = proc_entry(me).map_or(0, |e| e.start);
-        let pids = below(me, &proc_entries(), &Inherited::default())
-            .into_iter()
-            .map(|e| e.pid)
-            .collect();
+        // Usually nothing: then nothing is read.
+        let pids = if has_children() {
+            below(me, &Inherited::default())
+                .into_iter()
+                .map(|e| e.pid)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Inherited { pids, since }
     }
 
@@ -469,21 +475,55 @@ impl Inherited {
     }
 }
 
-/// The processes below `root`, leaving out `inherited` ones and what is below them.
+/// The processes below `root`, leaving out `inherited` ones and what is below them. Reads
+/// only that subtree, through each task's `children` file, where the kernel has them;
+/// elsewhere every process of /proc.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn below<'a>(root: i32, procs: &'a [ProcEntry], inherited: &Inherited) -> Vec<&'a ProcEntry> {
-    let mut found: Vec<&ProcEntry> = Vec::new();
-    let mut parents = vec![root];
-    while let Some(parent) = parents.pop() {
-        for entry in procs.iter().filter(|e| e.parent == parent) {
-            if inherited.pids.contains(&entry.pid) || entry.start < inherited.since {
-                continue;
+fn below(root: i32, inherited: &Inherited) -> Vec<ProcEntry> {
+    let keep = |e: &ProcEntry| !inherited.pids.contains(&e.pid) && e.start >= inherited.since;
+    let Some(first) = children_of(root) else {
+        // No `children` files: walk the whole process table.
+        let procs = proc_entries();
+        let mut found: Vec<ProcEntry> = Vec::new();
+        let mut parents = vec![root];
+        while let Some(parent) = parents.pop() {
+            for entry in procs.iter().filter(|e| e.parent == parent && keep(e)) {
+                parents.push(entry.pid);
+                found.push(*entry);
             }
-            found.push(entry);
-            parents.push(entry.pid);
         }
+        return found;
+    };
+    let mut found: Vec<ProcEntry> = Vec::new();
+    let mut next = first;
+    while let Some(pid) = next.pop() {
+        let Some(entry) = proc_entry(pid) else {
+            continue;
+        };
+        if !keep(&entry) {
+            continue;
+        }
+        next.extend(children_of(pid).unwrap_or_default());
+        found.push(entry);
     }
     found
+}
+
+/// The children of `pid`, from the `children` file of each of its threads; `None` when the
+/// kernel has no such files.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(list) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        any = true;
+        children.extend(list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+    }
+    any.then_some(children)
 }
 
 /// Every live process below `retry` (zombies excluded) but the inherited ones, read from
@@ -492,8 +532,7 @@ fn below<'a>(root: i32, procs: &'a [ProcEntry], inherited: &Inherited) -> Vec<&'
 /// subreaper.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn descendants(inherited: &Inherited) -> Vec<Descendant> {
-    let procs = proc_entries();
-    below(std::process::id() as i32, &procs, inherited)
+    below(std::process::id() as i32, inherited)
         .into_iter()
         .map(|e| Descendant {
             pid: Pid::from_raw(e.pid),
