@@ -143,9 +143,9 @@ impl Child {
         };
         let mut cmd = Command::new(program);
         cmd.args(args)
-            .stdin(opts.stdio.stdin)
-            .stdout(opts.stdio.stdout)
-            .stderr(opts.stdio.stderr);
+            .stdin(opts.stdio.stdin.into_stdio())
+            .stdout(opts.stdio.stdout.into_stdio())
+            .stderr(opts.stdio.stderr.into_stdio());
         cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         let terminal = opts.terminal.filter(|_| !opts.foreground);
         if !opts.foreground {
@@ -521,7 +521,10 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
             continue;
         };
         any = true;
-        children.extend(list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+        children.extend(
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok()),
+        );
     }
     any.then_some(children)
 }

@@ -19,7 +19,7 @@ use crate::run::process::{
     reap_all, resolve, send,
 };
 use crate::run::signals::{Event, Signals};
-use crate::run::stdio::{RunIo, TryIo};
+use crate::run::stdio::{ChildFd, RunIo, TryIo};
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
@@ -743,8 +743,8 @@ impl<'c> Runner<'c> {
         env.push(("RETRY_DELAY_MS", millis(delay).to_string()));
         // The hook's output goes to standard error: standard output belongs to the command.
         let stdout = match std::io::stderr().as_fd().try_clone_to_owned() {
-            Ok(fd) => std::process::Stdio::from(fd),
-            Err(_) => std::process::Stdio::null(),
+            Ok(fd) => ChildFd::Fd(fd),
+            Err(_) => ChildFd::Null,
         };
         let sh_command = [
             OsString::from("sh"),
@@ -753,9 +753,9 @@ impl<'c> Runner<'c> {
         ];
         let opts = SpawnOptions {
             stdio: crate::run::stdio::ChildStdio {
-                stdin: std::process::Stdio::null(),
+                stdin: ChildFd::Null,
                 stdout,
-                stderr: std::process::Stdio::inherit(),
+                stderr: ChildFd::Inherit,
             },
             command: &sh_command,
             env: &env,

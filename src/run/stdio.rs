@@ -7,7 +7,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::Stdio;
 
 use anyhow::{Context as _, bail};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
@@ -56,7 +55,7 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// A pipe whose ends are close-on-exec; the child's end is handed over through `Stdio`.
+/// A pipe whose ends are close-on-exec; the child's end is handed over as a `ChildFd`.
 /// (pipe2 would do it in one call, but macOS has no pipe2; retry is single-threaded, so no other
 /// thread can spawn between the two calls.)
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -456,11 +455,30 @@ impl std::fmt::Display for OutputError {
     }
 }
 
+/// One standard stream of a child: `retry`'s own, `/dev/null`, or this descriptor.
+#[derive(Debug)]
+pub enum ChildFd {
+    Inherit,
+    Null,
+    Fd(OwnedFd),
+}
+
+impl ChildFd {
+    /// The same, for `std::process::Command`.
+    pub fn into_stdio(self) -> std::process::Stdio {
+        match self {
+            ChildFd::Inherit => std::process::Stdio::inherit(),
+            ChildFd::Null => std::process::Stdio::null(),
+            ChildFd::Fd(fd) => std::process::Stdio::from(fd),
+        }
+    }
+}
+
 /// The child's ends, for spawning.
 pub struct ChildStdio {
-    pub stdin: Stdio,
-    pub stdout: Stdio,
-    pub stderr: Stdio,
+    pub stdin: ChildFd,
+    pub stdout: ChildFd,
+    pub stderr: ChildFd,
 }
 
 impl RunIo {
@@ -533,18 +551,18 @@ impl RunIo {
     pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
         let mut io = TryIo::default();
         let stdin = match &mut self.input {
-            Input::Inherit => Stdio::inherit(),
-            Input::Null => Stdio::null(),
+            Input::Inherit => ChildFd::Inherit,
+            Input::Null => ChildFd::Null,
             Input::Rewind(offset) => {
                 // SAFETY: lseek on fd 0.
                 unsafe { libc::lseek(libc::STDIN_FILENO, *offset as libc::off_t, libc::SEEK_SET) };
-                Stdio::inherit()
+                ChildFd::Inherit
             }
             Input::Replay(_) => {
                 let (r, w) = pipe().context("cannot create a pipe for standard input")?;
                 set_nonblocking(&w)?;
                 io.feed = Some(Feed { fd: w, pos: 0 });
-                Stdio::from(r)
+                ChildFd::Fd(r)
             }
         };
         // Each stream passed through retry is a pipe, or a pseudo-terminal when its
@@ -573,24 +591,24 @@ impl RunIo {
         let (stdout, stderr) = if self.buffer_stdout {
             let stdout = stream(Dest::Hold, self.stdout_tty)?;
             let stderr = if self.watching() {
-                Stdio::from(stream(Dest::Stderr, self.stderr_tty)?)
+                ChildFd::Fd(stream(Dest::Stderr, self.stderr_tty)?)
             } else {
-                Stdio::inherit()
+                ChildFd::Inherit
             };
-            (Stdio::from(stdout), stderr)
+            (ChildFd::Fd(stdout), stderr)
         } else if self.watching() && self.same_place {
             // stdout and stderr go to the same place (2>&1, one terminal): one stream for both
             // keeps their order exactly as the command wrote it.
             let both = stream(Dest::Stdout, self.stdout_tty)?;
             let again = both.try_clone().context("cannot share the output pipe")?;
-            (Stdio::from(both), Stdio::from(again))
+            (ChildFd::Fd(both), ChildFd::Fd(again))
         } else if self.watching() {
             (
-                Stdio::from(stream(Dest::Stdout, self.stdout_tty)?),
-                Stdio::from(stream(Dest::Stderr, self.stderr_tty)?),
+                ChildFd::Fd(stream(Dest::Stdout, self.stdout_tty)?),
+                ChildFd::Fd(stream(Dest::Stderr, self.stderr_tty)?),
             )
         } else {
-            (Stdio::inherit(), Stdio::inherit())
+            (ChildFd::Inherit, ChildFd::Inherit)
         };
         Ok((
             ChildStdio {
