@@ -5,6 +5,8 @@ pub mod process;
 pub mod rawsig;
 pub mod runner;
 pub mod signals;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub mod spawn;
 pub mod spool;
 pub mod stdio;
 

@@ -141,13 +141,33 @@ impl Child {
                 error: io::Error::new(io::ErrorKind::NotFound, "empty command"),
             });
         };
+        let terminal = opts.terminal.filter(|_| !opts.foreground);
+        // Without a terminal to hand over, posix_spawn does all a try needs, at vfork's cost.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        if terminal.is_none() {
+            let own_group = !opts.foreground;
+            let pid = crate::run::spawn::spawn(crate::run::spawn::Spawn {
+                command: opts.command,
+                env: opts.env,
+                stdio: opts.stdio,
+                own_group,
+                dispositions: opts.dispositions,
+            })
+            .map_err(spawn_error)?;
+            return Ok(Child {
+                pid,
+                group: own_group.then_some(pid),
+                status: None,
+                has_terminal: false,
+                stopped: false,
+            });
+        }
         let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(opts.stdio.stdin.into_stdio())
             .stdout(opts.stdio.stdout.into_stdio())
             .stderr(opts.stdio.stderr.into_stdio());
         cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
-        let terminal = opts.terminal.filter(|_| !opts.foreground);
         if !opts.foreground {
             cmd.process_group(0);
         }
@@ -169,14 +189,7 @@ impl Child {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|error| SpawnError {
-            outcome: match error.raw_os_error() {
-                Some(libc::EAGAIN | libc::ENOMEM) => Outcome::NoResources,
-                _ if error.kind() == io::ErrorKind::NotFound => Outcome::NotFound,
-                _ => Outcome::NotExecutable,
-            },
-            error,
-        })?;
+        let child = cmd.spawn().map_err(spawn_error)?;
         let pid = Pid::from_raw(child.id() as i32);
         // The parent hands the terminal over too, as shells do: whichever runs first wins the
         // race, and both leave the same state.
@@ -289,6 +302,18 @@ impl Target {
     }
 }
 
+/// What a failed start means for the try.
+fn spawn_error(error: io::Error) -> SpawnError {
+    SpawnError {
+        outcome: match error.raw_os_error() {
+            Some(libc::EAGAIN | libc::ENOMEM) => Outcome::NoResources,
+            _ if error.kind() == io::ErrorKind::NotFound => Outcome::NotFound,
+            _ => Outcome::NotExecutable,
+        },
+        error,
+    }
+}
+
 /// Sends `signal` (by number: real-time signals have no `nix` name) to one process.
 pub fn send(pid: Pid, signal: Signal) {
     // SAFETY: kill takes plain integers.
@@ -325,6 +350,14 @@ impl Dispositions {
             }
         }
         Dispositions { ignored }
+    }
+
+    /// The signals a command starts with at their default: every one that can be set but those
+    /// ignored on entry (glibc's reserved 32 and 33 included).
+    pub fn defaults(&self) -> impl Iterator<Item = i32> + '_ {
+        settable_signals()
+            .chain(crate::run::rawsig::reserved())
+            .filter(|n| self.ignored & (1 << n) == 0)
     }
 
     pub fn is_ignored(&self, signal: Signal) -> bool {
