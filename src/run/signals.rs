@@ -141,11 +141,11 @@ impl Signals {
             }
         }
         // The signals glibc reserves end a process by default too: catch them like SIGTERM.
+        // Whether they were ignored on entry says nothing: glibc's posix_spawn leaves them
+        // ignored in every program it starts, so nobody ignores them on purpose.
         let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         for n in rawsig::reserved() {
-            if !rawsig::is_ignored(n) {
-                rawsig::catch_like(n, libc::SIGTERM, handler, 0);
-            }
+            rawsig::catch_like(n, libc::SIGTERM, handler, 0);
         }
         Ok(Signals {
             read,
@@ -372,6 +372,7 @@ pub fn die_by(signal: Signal) {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, n);
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(n);
+        // kill rather than raise: glibc's raise refuses the signals it reserves.
+        libc::kill(libc::getpid(), n);
     }
 }
