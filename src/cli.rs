@@ -151,9 +151,12 @@ pub struct Cli {
     /// Standard input of the tries: auto, replay, inherit or null
     ///
     /// auto: a terminal is inherited, a regular file is read again from its start by every try,
-    /// and a pipe is recorded as the first try reads it and replayed to every later try (the
-    /// recorded part first, then whatever the pipe still holds). replay forces recording,
-    /// inherit passes standard input untouched, null gives /dev/null.
+    /// and a pipe is read only as a try asks for it, recorded, and replayed to every later try
+    /// (the recorded part first, then whatever the pipe still holds): a try that never reads
+    /// leaves all of it to whoever reads after retry. Where retry cannot see what a try asks
+    /// for (systems other than Linux), auto passes a pipe on untouched. replay records a pipe
+    /// as fast as the try takes it, inherit passes standard input untouched, null gives
+    /// /dev/null.
     #[arg(long, value_name = "MODE", value_enum, allow_hyphen_values = true, default_value_t = StdinMode::Auto, help_heading = IO)]
     pub stdin: StdinMode,
 

@@ -501,3 +501,143 @@ fn without_a_temporary_file_recording_stops_at_the_memory_cap_and_gives_up_with_
         .expect("the hook showed retry's peak memory");
     assert!(peak_kib < 200 * 1024, "peak {peak_kib} KiB: {log}");
 }
+
+/// Bytes `seq 100000` writes.
+const SEQ_BYTES: usize = 588_895;
+
+/// What `seq 100000 | { sleep 0.2; TRY; wc -c; }` leaves for `wc`, and the try's output. The
+/// sleep lets `seq` fill the pipe first, so that a read returns all it asks for.
+fn left_after(try_cmd: &str) -> (usize, String) {
+    let out = sh(&format!(
+        "seq 100000 | {{ sleep 0.2; {try_cmd}; wc -c >&2; }} 2>\"$T/left\"; cat \"$T/left\" >&2"
+    )
+    .replace("$T", common::temp_dir("left").to_str().unwrap()));
+    let log = stderr_of(&out);
+    let left = log
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count from wc: {log}"));
+    (left, stdout_of(&out))
+}
+
+#[test]
+fn a_try_that_never_reads_leaves_every_line_to_the_shell_loop() {
+    let out =
+        sh("printf '1\\n2\\n3\\n' | while read l; do \"$RETRY\" -t 10s -- echo \"line $l\"; done");
+    assert_eq!(
+        stdout_of(&out),
+        "line 1\nline 2\nline 3\n",
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_try_takes_from_a_pipe_only_what_it_reads() {
+    // Never read: every byte is left.
+    let (left, _) = left_after("\"$RETRY\" -t 10s -- true");
+    assert_eq!(left, SEQ_BYTES);
+    let (left, _) = left_after("\"$RETRY\" -t 10s -- sleep 0.3");
+    assert_eq!(left, SEQ_BYTES);
+    // One read: as much as that read takes when the command runs without retry.
+    let (direct, _) = left_after("head -1 >/dev/null");
+    let (left, out) = left_after("\"$RETRY\" -t 10s -- head -1");
+    assert_eq!(out, "1\n");
+    assert_eq!(left, direct, "head -1 alone leaves {direct}");
+    // A process below the try, not the try itself, reads.
+    let (left, out) = left_after("\"$RETRY\" -t 10s -- sh -c 'head -1; exit 0'");
+    assert_eq!(out, "1\n");
+    assert_eq!(left, direct, "head -1 alone leaves {direct}");
+}
+
+#[test]
+fn a_try_that_reads_part_gets_it_again_and_leaves_the_rest_but_the_read_ahead() {
+    // `read` takes a line a byte at a time: after the first byte, retry keeps at most as many
+    // bytes ready as the try has read.
+    let (direct, _) = left_after("sh -c 'read x'");
+    let (left, out) = left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'read x; echo $x; exit 1'");
+    assert_eq!(out, "1\n1\n");
+    let read = SEQ_BYTES - direct;
+    assert!(
+        left < direct + 1 && left >= direct - read.min(65536),
+        "left {left}, direct {direct}"
+    );
+    // A try that reads 300 kB: retry is never more than 64 KiB ahead of it.
+    let (direct, want) = left_after("head -c 300000 | cksum");
+    let (left, out) =
+        left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'head -c 300000 | cksum; exit 1'");
+    assert_eq!(out, format!("{want}{want}"));
+    assert_eq!(direct, SEQ_BYTES - 300_000);
+    assert!(
+        left <= direct && left >= direct - 65536,
+        "left {left}, direct {direct}"
+    );
+}
+
+#[test]
+fn readers_that_wait_in_poll_epoll_or_a_thread_are_fed() {
+    let poll = "import os, select\n\
+                p = select.poll(); p.register(0, select.POLLIN); p.poll()\n\
+                print(os.read(0, 100).split()[0].decode())";
+    let asyncio = "import asyncio, sys\n\
+                   async def main():\n\
+                   \x20   loop = asyncio.get_running_loop(); r = asyncio.StreamReader()\n\
+                   \x20   await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(r), sys.stdin)\n\
+                   \x20   print((await r.readline()).decode().strip())\n\
+                   asyncio.run(main())";
+    let thread = "import sys, threading\n\
+                  t = threading.Thread(target=lambda: print(sys.stdin.readline().strip()))\n\
+                  t.start(); t.join()";
+    for (what, script) in [("poll", poll), ("asyncio", asyncio), ("thread", thread)] {
+        let (left, out) = left_after(&format!(
+            "\"$RETRY\" -t 10s -- python3 -c '{}'",
+            script.replace('\'', "'\\''")
+        ));
+        assert_eq!(out, "1\n", "{what}");
+        // Waiting in poll or epoll says nothing of how much it will read: retry gives it 64 KiB.
+        assert!(left >= SEQ_BYTES - 65536, "{what}: left {left}");
+    }
+}
+
+#[test]
+fn a_try_that_cannot_be_looked_at_is_fed_as_it_takes_input_and_retry_says_so() {
+    // A setuid program run by another user hides what it waits on. Making one needs root, and
+    // a file system that honours the setuid bit.
+    let dir = common::temp_dir("setuid");
+    let cat = dir.join("cat");
+    let made = unsafe { nix::libc::geteuid() } == 0
+        && std::fs::copy("/bin/cat", &cat).is_ok()
+        && Command::new("chmod")
+            .arg("4755")
+            .arg(&cat)
+            .status()
+            .is_ok_and(|s| s.success());
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let setuid_works = made
+        && Command::new("setpriv")
+            .args(nobody)
+            .arg(&cat)
+            .arg("/proc/self/status")
+            .output()
+            .is_ok_and(|o| {
+                stdout_of(&o)
+                    .lines()
+                    .any(|l| l.starts_with("Uid:\t65534\t0\t"))
+            });
+    if !setuid_works {
+        eprintln!("skipped: no setuid program can be made and run as another user here");
+        return;
+    }
+    let out = sh(&format!(
+        "printf 'a\\nb\\n' | setpriv {} \"$RETRY\" -t 10s -- '{}'",
+        nobody.join(" "),
+        cat.display()
+    ));
+    assert_eq!(stdout_of(&out), "a\nb\n", "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("cannot be looked at"),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -1,6 +1,7 @@
 //! The imperative shell: parse, then either print the dry run or run the command for real.
 
 pub mod clock;
+pub mod demand;
 pub mod process;
 pub mod rawsig;
 pub mod runner;

@@ -556,19 +556,31 @@ impl<'c> Runner<'c> {
         }))
     }
 
-    /// Waits for the next event, moving the try's input and output meanwhile. Passes forwarded
-    /// signals on and handles SIGTSTP itself: never returns `Forward` or `Suspend`, and returns
-    /// `Io` only when the try's output could not be written.
+    /// Waits for the next event, moving the try's input and output meanwhile, and looking
+    /// whether the try waits for input when that is due. Passes forwarded signals on and
+    /// handles SIGTSTP itself: never returns `Forward` or `Suspend`, and returns `Io` only when
+    /// the try's output could not be written.
     fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
         loop {
             fds.clear();
             tokens.clear();
+            let mut scan = None;
             if let Some(io) = io.as_deref_mut() {
                 self.stdio.interest(io, &mut fds, &mut tokens);
+                scan = self.stdio.next_scan(io);
             }
-            match self.signals.next_with(&mut fds, until) {
+            let wake = match (until, scan) {
+                (Some(until), Some(scan)) => Some(until.min(scan)),
+                (until, scan) => until.or(scan),
+            };
+            match self.signals.next_with(&mut fds, wake) {
+                Event::Timeout if until.is_none_or(|until| Moment::now() < until) => {
+                    if let Some(io) = io.as_deref_mut() {
+                        self.stdio.scan(io, &self.inherited);
+                    }
+                }
                 Event::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
@@ -16,6 +17,9 @@ use nix::sys::stat::{SFlag, fstat};
 use crate::cli::StdinMode;
 use crate::config::Config;
 use crate::policy::{LineMatcher, OutputMatch, Pattern};
+use crate::run::clock::Moment;
+use crate::run::demand::{self, Demand, Wanted};
+use crate::run::process::Inherited;
 use crate::run::spool::Spool;
 
 const CHUNK: usize = 64 * 1024;
@@ -359,6 +363,171 @@ enum Dest {
 struct Feed {
     fd: OwnedFd,
     pos: u64,
+    pace: Pace,
+}
+
+/// How much of `retry`'s standard input a try may have (spec 7.1). What is recorded already is
+/// `retry`'s own, and always given at once; this is about reading more.
+#[derive(Debug)]
+enum Pace {
+    /// As much as the try's pipe takes (`--stdin replay`, or a try that cannot be looked at).
+    Eager,
+    /// Nothing until the try is seen waiting for input; then what that one read asked for.
+    OnRequest(Asking),
+    /// The try asked twice: it keeps reading. Its pipe holds at most as many unread bytes as it
+    /// has read, and at most `CHUNK`; the pipe is `capacity` bytes, never more than that bound,
+    /// so that a full pipe means enough is ready and poll wakes retry when the try reads.
+    Streaming { capacity: usize },
+}
+
+/// Waiting for a try to ask for input, looking at its processes now and then.
+#[derive(Debug)]
+struct Asking {
+    demand: Demand,
+    /// Requests seen so far: the second one starts streaming.
+    requests: u32,
+    /// One read of standard input, of at most this many bytes, for the request just seen.
+    grant: Option<usize>,
+    /// Standard input had something to read, or its end, at the last look: looking is of use
+    /// only then, and otherwise retry waits for it to have something.
+    stdin_ready: bool,
+    /// When to look next, and the wait after that look.
+    next: Moment,
+    interval: Duration,
+    /// When the try was last fed (or started).
+    fed: Moment,
+    /// What the last look cost.
+    cost: Duration,
+}
+
+/// The first look after a feed comes this soon, and the waits between looks double from it.
+const FIRST_LOOK: Duration = Duration::from_micros(20);
+/// Looks at a try that has been idle a while come every 1/64 of its idle time, within these.
+const STEADY_LOOKS: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(16));
+/// And never more often than this many times their cost.
+const LOOK_COST_FACTOR: u32 = 100;
+
+impl Asking {
+    fn new(demand: Demand) -> Asking {
+        let now = Moment::now();
+        Asking {
+            demand,
+            requests: 0,
+            grant: None,
+            stdin_ready: true,
+            next: now,
+            interval: FIRST_LOOK,
+            fed: now,
+            cost: Duration::ZERO,
+        }
+    }
+
+    /// The try was just fed, or may have something to ask for: look again soon.
+    fn look_soon(&mut self, now: Moment) {
+        self.interval = FIRST_LOOK;
+        self.next = now.checked_add(FIRST_LOOK).unwrap_or(now);
+    }
+
+    /// Nothing to do this time: the next look comes after twice the wait, up to the steady
+    /// interval, which grows with the time the try has been idle.
+    fn look_later(&mut self, now: Moment) {
+        let idle = now.saturating_duration_since(self.fed);
+        let steady = (idle / 64)
+            .clamp(STEADY_LOOKS.0, STEADY_LOOKS.1)
+            .max(self.cost.saturating_mul(LOOK_COST_FACTOR));
+        self.interval = self.interval.saturating_mul(2).min(steady);
+        self.next = now.checked_add(self.interval).unwrap_or(now);
+    }
+}
+
+/// What retry's standard input has now, seen without reading it.
+enum StdinState {
+    Empty,
+    Ready,
+    Ended,
+}
+
+fn stdin_state() -> StdinState {
+    let mut pfd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that outlives the call, no waiting.
+    match unsafe { libc::poll(&mut pfd, 1, 0) } {
+        0 => StdinState::Empty,
+        n if n < 0 => StdinState::Empty,
+        _ if pfd.revents & libc::POLLIN != 0 => StdinState::Ready,
+        // Hung up and empty: the end, which takes nothing from anyone.
+        _ => StdinState::Ended,
+    }
+}
+
+/// How many bytes a pipe holds unread.
+fn unread(fd: &OwnedFd) -> usize {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: FIONREAD into an int.
+    unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
+    queued.max(0) as usize
+}
+
+/// The largest pipe size (a power of two of pages) that is no more than `bound`, and one page
+/// at least.
+fn pipe_size_within(bound: usize) -> usize {
+    // SAFETY: sysconf with a valid name.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(1);
+    let pages = (bound / page).max(1);
+    page << pages.ilog2()
+}
+
+/// Sets the size of a pipe, returning the size it took.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn set_pipe_size(fd: &OwnedFd, size: usize) -> Option<usize> {
+    let size = libc::c_int::try_from(size).ok()?;
+    // SAFETY: fcntl with an integer argument.
+    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    usize::try_from(r).ok()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_pipe_size(_fd: &OwnedFd, _size: usize) -> Option<usize> {
+    None
+}
+
+impl Feed {
+    /// How much may be read from standard input for this try now.
+    fn allowance(&mut self) -> usize {
+        match &mut self.pace {
+            Pace::Eager => CHUNK,
+            Pace::OnRequest(asking) => asking.grant.unwrap_or(0),
+            Pace::Streaming { capacity } => {
+                let unread = unread(&self.fd);
+                let read = self.pos.saturating_sub(unread as u64);
+                let ahead = usize::try_from(read).unwrap_or(CHUNK).clamp(1, CHUNK);
+                let size = pipe_size_within(ahead);
+                if size > *capacity {
+                    // On failure the pipe stays smaller, which keeps the bound too.
+                    if let Some(taken) = set_pipe_size(&self.fd, size) {
+                        *capacity = taken;
+                    }
+                }
+                ahead.saturating_sub(unread)
+            }
+        }
+    }
+
+    /// The try asked a second time: it keeps reading. The pipe is empty now, so it can shrink
+    /// to the bound; where it cannot, the try is fed as fast as it takes input.
+    fn start_streaming(&mut self) {
+        let ahead = usize::try_from(self.pos).unwrap_or(CHUNK).clamp(1, CHUNK);
+        let size = pipe_size_within(ahead);
+        self.pace = match set_pipe_size(&self.fd, size) {
+            Some(capacity) if capacity <= size => Pace::Streaming { capacity },
+            _ => Pace::Eager,
+        };
+    }
 }
 
 /// One of a try's output streams, read by retry.
@@ -401,6 +570,8 @@ enum Read {
 pub enum Token {
     FeedWrite,
     StdinRead,
+    /// Standard input has something to read, or has ended: time to look whether the try asks.
+    StdinReady,
     Read(usize),
     Write(usize),
 }
@@ -425,6 +596,16 @@ pub struct RunIo {
     forwarder_dispositions: crate::run::process::Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
+    /// Input is read only when a try asks for it (`--stdin auto` on a pipe), not as fast as the
+    /// try's pipe takes it (`--stdin replay`).
+    on_request: bool,
+    /// The warning that a try could not be looked at has been given.
+    warned_unseen: bool,
+    /// Standard input is a pipe passed on as it is, since this system does not show what a
+    /// try waits for: worth a warning when a second try runs.
+    unreplayed: bool,
+    /// Tries started.
+    tries: u64,
 }
 
 /// The plumbing of one try.
@@ -494,8 +675,14 @@ impl RunIo {
             }
             StdinMode::Replay if stdin_kind.is_none() => Input::Inherit,
             StdinMode::Replay => record(),
+            // Where retry cannot see what a try asks for, a pipe is passed on as it is: read
+            // ahead, a line meant for whoever reads after retry would be lost.
             StdinMode::Auto => match stdin_kind {
+                Some(Kind::Pipe) if !demand::SUPPORTED => Input::Inherit,
                 Some(Kind::Pipe) => record(),
+                Some(Kind::Other) if is_socket(libc::STDIN_FILENO) && !demand::SUPPORTED => {
+                    Input::Inherit
+                }
                 Some(Kind::Other) if is_socket(libc::STDIN_FILENO) => record(),
                 Some(Kind::Regular) => {
                     // SAFETY: lseek on fd 0 only reads its offset.
@@ -509,6 +696,10 @@ impl RunIo {
                 _ => Input::Inherit,
             },
         };
+        let on_request = config.stdin == StdinMode::Auto && matches!(input, Input::Replay(_));
+        let unreplayed = config.stdin == StdinMode::Auto
+            && !demand::SUPPORTED
+            && (stdin_kind == Some(Kind::Pipe) || is_socket(libc::STDIN_FILENO));
         let classifier = &config.policy.classifier;
         Ok(RunIo {
             input,
@@ -524,6 +715,10 @@ impl RunIo {
             warning: None,
             forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
+            on_request,
+            warned_unseen: false,
+            unreplayed,
+            tries: 0,
         })
     }
 
@@ -550,6 +745,13 @@ impl RunIo {
     /// Sets up one try: the child's standard streams, and retry's ends of them.
     pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
         let mut io = TryIo::default();
+        self.tries += 1;
+        if self.unreplayed && self.tries == 2 {
+            self.warning = Some(
+                "standard input is a pipe, which retry cannot replay on this system: this try reads what the earlier ones left of it (--stdin replay records it for every try)"
+                    .to_string(),
+            );
+        }
         let stdin = match &mut self.input {
             Input::Inherit => ChildFd::Inherit,
             Input::Null => ChildFd::Null,
@@ -561,7 +763,21 @@ impl RunIo {
             Input::Replay(_) => {
                 let (r, w) = pipe().context("cannot create a pipe for standard input")?;
                 set_nonblocking(&w)?;
-                io.feed = Some(Feed { fd: w, pos: 0 });
+                // The pipe is known in /proc by its inode and device. (Their types differ
+                // between systems, hence the casts.)
+                #[allow(clippy::unnecessary_cast)]
+                let pace = match fstat(&r) {
+                    Ok(st) if self.on_request => Pace::OnRequest(Asking::new(Demand::new(
+                        st.st_ino as u64,
+                        st.st_dev as u64,
+                    ))),
+                    _ => Pace::Eager,
+                };
+                io.feed = Some(Feed {
+                    fd: w,
+                    pos: 0,
+                    pace,
+                });
                 ChildFd::Fd(r)
             }
         };
@@ -630,11 +846,25 @@ impl RunIo {
             });
             tokens.push(token);
         };
-        if let (Some(feed), Input::Replay(rec)) = (&io.feed, &self.input) {
+        if let (Some(feed), Input::Replay(rec)) = (&mut io.feed, &self.input) {
             if feed.pos < rec.len() {
                 add(feed.fd.as_raw_fd(), libc::POLLOUT, Token::FeedWrite);
             } else if !rec.eof {
-                add(libc::STDIN_FILENO, libc::POLLIN, Token::StdinRead);
+                if feed.allowance() > 0 {
+                    add(libc::STDIN_FILENO, libc::POLLIN, Token::StdinRead);
+                } else {
+                    match &feed.pace {
+                        // Enough is ready: wake when the try has read some.
+                        Pace::Streaming { .. } => {
+                            add(feed.fd.as_raw_fd(), libc::POLLOUT, Token::FeedWrite)
+                        }
+                        Pace::OnRequest(asking) if !asking.stdin_ready => {
+                            add(libc::STDIN_FILENO, libc::POLLIN, Token::StdinReady)
+                        }
+                        // Waiting for the next look (`next_scan`).
+                        _ => {}
+                    }
+                }
             }
         }
         if let (Some(_), Input::Replay(rec)) = (&io.feed, &self.input) {
@@ -663,7 +893,28 @@ impl RunIo {
             }
             match *token {
                 Token::FeedWrite => self.feed(io, pfd.revents),
-                Token::StdinRead => self.record(),
+                Token::StdinRead => {
+                    let Some(feed) = &mut io.feed else { continue };
+                    let allowed = feed.allowance();
+                    if allowed > 0 {
+                        self.record(allowed);
+                    }
+                    if let Pace::OnRequest(asking) = &mut feed.pace {
+                        // One read per request.
+                        asking.grant = None;
+                    }
+                }
+                Token::StdinReady => {
+                    if let Some(Feed {
+                        pace: Pace::OnRequest(asking),
+                        ..
+                    }) = &mut io.feed
+                    {
+                        asking.stdin_ready = true;
+                        asking.interval = FIRST_LOOK;
+                        asking.next = Moment::now();
+                    }
+                }
                 Token::Read(i) => {
                     self.read_stream(io, i);
                 }
@@ -696,6 +947,10 @@ impl RunIo {
         if w > 0 {
             feed.pos += w as u64;
             rec.passed(feed.pos);
+            if let Pace::OnRequest(asking) = &mut feed.pace {
+                asking.fed = Moment::now();
+                asking.look_soon(asking.fed);
+            }
         } else if w < 0 {
             let err = io::Error::last_os_error();
             if err.kind() != io::ErrorKind::WouldBlock && err.kind() != io::ErrorKind::Interrupted {
@@ -704,13 +959,15 @@ impl RunIo {
         }
     }
 
-    fn record(&mut self) {
+    /// Reads at most `max` bytes of standard input into the recording.
+    fn record(&mut self, max: usize) {
         let Input::Replay(rec) = &mut self.input else {
             return;
         };
         let buf = &mut self.scratch;
+        // The buffer keeps its size (filling it again would cost more than the read).
         buf.resize(CHUNK, 0);
-        match read_fd(libc::STDIN_FILENO, buf) {
+        match read_fd(libc::STDIN_FILENO, &mut buf[..max.clamp(1, CHUNK)]) {
             Ok(0) => rec.eof = true,
             Ok(n) => {
                 if let Some(o) = &mut rec.overflow {
@@ -735,6 +992,77 @@ impl RunIo {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(_) => rec.eof = true,
+        }
+    }
+
+    /// When to look next whether the try waits for input: only while it is fed on request,
+    /// has been given everything recorded, and standard input has something for it.
+    pub fn next_scan(&self, io: &TryIo) -> Option<Moment> {
+        let (Some(feed), Input::Replay(rec)) = (&io.feed, &self.input) else {
+            return None;
+        };
+        let Pace::OnRequest(asking) = &feed.pace else {
+            return None;
+        };
+        let waiting = feed.pos >= rec.len() && !rec.eof;
+        (waiting && asking.grant.is_none() && asking.stdin_ready).then_some(asking.next)
+    }
+
+    /// Looks whether some process of the try waits for input on its pipe, when it is time
+    /// (`next_scan`): a first request is granted one read of what it asked for (at most
+    /// `CHUNK`, and `CHUNK` when poll, select or epoll does not say), a second one starts
+    /// streaming. `inherited` are the processes below `retry` that are not the try's.
+    pub fn scan(&mut self, io: &mut TryIo, inherited: &Inherited) {
+        let Some(due) = self.next_scan(io) else {
+            return;
+        };
+        let now = Moment::now();
+        let (Some(feed), Input::Replay(rec)) = (&mut io.feed, &mut self.input) else {
+            return;
+        };
+        let Pace::OnRequest(asking) = &mut feed.pace else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        match stdin_state() {
+            StdinState::Empty => {
+                asking.stdin_ready = false;
+                return;
+            }
+            // Nothing more will come: the try gets the end of its input now.
+            StdinState::Ended => {
+                rec.eof = true;
+                return;
+            }
+            StdinState::Ready => {}
+        }
+        if unread(&feed.fd) > 0 {
+            // The try has not read all it was given yet: it cannot be waiting.
+            asking.look_later(now);
+            return;
+        }
+        let wanted = asking.demand.wanted(inherited);
+        asking.cost = now.elapsed();
+        match wanted {
+            Wanted::No => asking.look_later(Moment::now()),
+            Wanted::Yes { count } if asking.requests == 0 => {
+                asking.requests = 1;
+                asking.grant = Some(count.unwrap_or(CHUNK).clamp(1, CHUNK));
+                asking.look_soon(Moment::now());
+            }
+            Wanted::Yes { .. } => feed.start_streaming(),
+            Wanted::Unknowable => {
+                feed.pace = Pace::Eager;
+                if !self.warned_unseen {
+                    self.warned_unseen = true;
+                    self.warning = Some(
+                        "a process of the try cannot be looked at (a setuid program, or another user's), so retry cannot tell when it reads: it is given standard input as fast as it takes it, and what it leaves unread is lost to whoever reads after retry"
+                            .to_string(),
+                    );
+                }
+            }
         }
     }
 
