@@ -373,3 +373,25 @@ fn a_watched_try_s_terminal_follows_the_real_one_s_size_when_the_try_writes() {
     pty.expect("42 123");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
 }
+
+#[test]
+fn a_resize_that_reaches_retry_reaches_the_try_s_terminal_at_once() {
+    // With stdin elsewhere, retry keeps the terminal's foreground and gets SIGWINCH itself.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env_remove("RETRY_RUN_ID").args([
+        "-c",
+        "exec \"$0\" --retry-if-output zzz -- sh -c 'echo started; sleep 0.5; stty size <&1' </dev/null",
+    ]);
+    cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+    let mut pty = Pty::spawn_command(cmd, &[]);
+    pty.expect("started");
+    let size = libc::winsize {
+        ws_row: 33,
+        ws_col: 111,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.expect("33 111");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}

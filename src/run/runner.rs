@@ -508,7 +508,7 @@ impl<'c> Runner<'c> {
                     return TryEnd::OutputFailed;
                 }
                 // (next_event handles the others.)
-                Event::Timeout | Event::Forward(_) | Event::Suspend => {
+                Event::Timeout | Event::Forward(_) | Event::Suspend | Event::Resize => {
                     let stopped = self.stop(child, self.config.signal, io);
                     let ended = Ended {
                         outcome: Outcome::Timeout,
@@ -558,8 +558,8 @@ impl<'c> Runner<'c> {
 
     /// Waits for the next event, moving the try's input and output meanwhile, and looking
     /// whether the try waits for input when that is due. Passes forwarded signals on and
-    /// handles SIGTSTP itself: never returns `Forward` or `Suspend`, and returns `Io` only when
-    /// the try's output could not be written.
+    /// handles SIGTSTP and SIGWINCH itself: never returns `Forward`, `Suspend` or `Resize`, and
+    /// returns `Io` only when the try's output could not be written.
     fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
@@ -596,6 +596,11 @@ impl<'c> Runner<'c> {
                     }
                 }
                 Event::Suspend => self.suspend(),
+                Event::Resize => {
+                    if let Some(io) = io.as_deref() {
+                        self.stdio.follow_window_sizes(io);
+                    }
+                }
                 event => return event,
             }
         }

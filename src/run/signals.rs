@@ -85,6 +85,8 @@ pub enum Event {
     Forward(Signal),
     /// SIGTSTP reached `retry` itself (Ctrl-Z while it holds the terminal, or kill -TSTP).
     Suspend,
+    /// The terminal's window changed size (SIGWINCH reached `retry`).
+    Resize,
     /// The time given to `next_with` has come.
     Timeout,
     /// One of the extra descriptors given to `next_with` is ready.
@@ -123,7 +125,7 @@ impl Signals {
         set_flags(&write)?;
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
         OWNER.store(std::process::id() as i32, Ordering::Relaxed);
-        let mut caught: Vec<i32> = vec![libc::SIGTSTP];
+        let mut caught: Vec<i32> = vec![libc::SIGTSTP, libc::SIGWINCH];
         caught.extend(FORWARDED.iter().map(|s| s.number()));
         caught.extend(ending());
         caught.retain(|&n| Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)));
@@ -172,6 +174,7 @@ impl Signals {
                         let event = match Signal::from_number(n) {
                             _ if n == libc::SIGCHLD => Event::Child,
                             _ if n == libc::SIGTSTP => Event::Suspend,
+                            _ if n == libc::SIGWINCH => Event::Resize,
                             Some(s) if FORWARDED.contains(&s) => Event::Forward(s),
                             Some(s) => Event::Stop(s),
                             None => continue,

@@ -1293,6 +1293,15 @@ impl RunIo {
         }
     }
 
+    /// The real terminal changed size: the try's pseudo-terminals follow it at once.
+    pub fn follow_window_sizes(&self, io: &TryIo) {
+        for s in io.streams.iter().filter(|s| s.tty) {
+            if let Some(fd) = &s.fd {
+                follow_window_size(fd, real_fd(s.dest));
+            }
+        }
+    }
+
     /// True while some output of the try still waits to be written.
     pub fn has_output(&self, io: &TryIo) -> bool {
         io.failed.is_none() && io.streams.iter().any(|s| s.outgoing().is_some())
