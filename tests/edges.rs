@@ -52,26 +52,30 @@ fn a_try_that_dies_of_a_real_time_signal_exits_128_plus_n_without_hanging() {
     );
 }
 
+/// Runs a try that traps signal `n` and times out with `-s SIGNAL`; returns retry's output and
+/// the signal the try's trap recorded.
+fn sent_on_timeout(signal: &str, n: i32) -> (std::process::Output, String) {
+    let dir = common::temp_dir("rt-send");
+    let got = dir.join("got");
+    let script = format!(
+        "trap 'echo {n} > \"{g}\"; exit 5' {n}; sleep 30 & wait",
+        g = got.display()
+    );
+    let out = retry()
+        .args(["-n", "1", "-t", "300ms", "-k", "5s", "-s", signal])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let got = std::fs::read_to_string(&got).unwrap_or_default();
+    (out, got.trim().to_string())
+}
+
 #[test]
 fn a_real_time_signal_given_by_number_is_sent_on_timeout() {
     for n in [sigrtmin(), sigrtmin() + 2] {
-        let dir = common::temp_dir("rt-send");
-        let got = dir.join("got");
-        let script = format!(
-            "trap 'echo {n} > \"{g}\"; exit 5' {n}; sleep 30 & wait",
-            g = got.display()
-        );
-        let out = retry()
-            .args(["-n", "1", "-t", "300ms", "-k", "5s", "-s", &n.to_string()])
-            .args(["--", "sh", "-c", &script])
-            .output()
-            .unwrap();
+        let (out, got) = sent_on_timeout(&n.to_string(), n);
         assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
-        assert_eq!(
-            std::fs::read_to_string(&got).unwrap_or_default().trim(),
-            n.to_string(),
-            "signal {n} reached the try"
-        );
+        assert_eq!(got, n.to_string(), "signal {n} reached the try");
         assert!(
             !stderr_of(&out).contains("SIGKILL"),
             "no kill needed: {}",
@@ -422,23 +426,10 @@ fn the_signals_glibc_reserves_stop_the_run_too() {
 
 #[test]
 fn real_time_signals_by_name_are_sent_on_timeout() {
-    let dir = common::temp_dir("rt-name");
-    let got = dir.join("got");
     let n = sigrtmin() + 2;
-    let script = format!(
-        "trap 'echo {n} > \"{g}\"; exit 5' {n}; sleep 30 & wait",
-        g = got.display()
-    );
-    let out = retry()
-        .args(["-n", "1", "-t", "300ms", "-k", "5s", "-s", "RTMIN+2"])
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let (out, got) = sent_on_timeout("RTMIN+2", n);
     assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
-    assert_eq!(
-        std::fs::read_to_string(&got).unwrap_or_default().trim(),
-        n.to_string()
-    );
+    assert_eq!(got, n.to_string());
 }
 
 /// The JSON events of a log, in order.

@@ -105,20 +105,32 @@ impl SpawnError {
     }
 }
 
-/// The file that execvp would have run for `program`: itself when it names a path, else the
-/// first executable file of that name in PATH.
-pub fn resolve(program: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+/// The file execvp would run for `program`: itself when it names a path, else the first
+/// executable file of that name in PATH; `EACCES` when one exists but none is executable,
+/// `ENOENT` when there is none.
+pub fn resolve(program: &std::ffi::OsStr) -> io::Result<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     if program.as_bytes().contains(&b'/') {
-        return Some(program.into());
+        return Ok(program.into());
+    }
+    if program.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            nix::unistd::access(candidate, nix::unistd::AccessFlags::X_OK).is_ok()
-                && candidate.is_file()
-        })
+    let mut denied = false;
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
+            Ok(()) if candidate.is_file() => return Ok(candidate),
+            Err(Errno::EACCES) if candidate.exists() => denied = true,
+            _ => {}
+        }
+    }
+    Err(io::Error::from_raw_os_error(if denied {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    }))
 }
 
 /// A running (or ended, not yet cleaned up) try.
@@ -365,14 +377,10 @@ impl Dispositions {
         (0..128).contains(&n) && self.ignored & (1 << n) != 0
     }
 
-    /// `apply`, for a child of `retry` that runs on without exec.
-    pub fn apply_now(&self) {
-        self.apply();
-    }
-
-    /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in the
-    /// child between fork and exec: async-signal-safe, no allocation.
-    fn apply(&self) {
+    /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in a
+    /// child of `retry` (between fork and exec, or in the output forwarder): async-signal-safe,
+    /// no allocation.
+    pub fn apply(&self) {
         for n in settable_signals() {
             let handler = if self.ignored & (1 << n) != 0 {
                 libc::SIG_IGN

@@ -406,7 +406,7 @@ impl<'c> Runner<'c> {
         if let Err(e) = &spawned {
             if e.wants_shell() {
                 // execvp semantics: a file without `#!` that the kernel cannot run is a script.
-                if let Some(path) = resolve(&self.config.command[0]) {
+                if let Ok(path) = resolve(&self.config.command[0]) {
                     let mut command = vec![OsString::from("/bin/sh"), path.into_os_string()];
                     command.extend(self.config.command[1..].iter().cloned());
                     spawned = self.spawn_try(&command, io)?;

@@ -8,12 +8,11 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
 
 use nix::libc;
 use nix::unistd::Pid;
 
-use crate::run::process::Dispositions;
+use crate::run::process::{Dispositions, resolve};
 use crate::run::stdio::{ChildFd, ChildStdio};
 
 /// What `spawn` needs.
@@ -52,33 +51,6 @@ fn check(r: libc::c_int) -> io::Result<()> {
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-/// The file execvp would run for `program`: itself when it names a path, else the first
-/// executable of that name in PATH; `EACCES` when one exists but none is executable, `ENOENT`
-/// when there is none.
-fn find(program: &OsStr) -> io::Result<PathBuf> {
-    if program.as_bytes().contains(&b'/') {
-        return Ok(program.into());
-    }
-    if program.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    let mut denied = false;
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(program);
-        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
-            Ok(()) if candidate.is_file() => return Ok(candidate),
-            Err(nix::errno::Errno::EACCES) if candidate.exists() => denied = true,
-            _ => {}
-        }
-    }
-    Err(io::Error::from_raw_os_error(if denied {
-        libc::EACCES
-    } else {
-        libc::ENOENT
-    }))
 }
 
 /// The environment of `retry` with `extra` set over it, as `KEY=VALUE` strings.
@@ -120,7 +92,7 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
     let Some((program, _)) = s.command.split_first() else {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     };
-    let path = cstring(find(program)?.as_os_str().as_bytes())?;
+    let path = cstring(resolve(program)?.as_os_str().as_bytes())?;
     let argv: Vec<CString> = s
         .command
         .iter()

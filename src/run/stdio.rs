@@ -271,10 +271,7 @@ fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
             let Some(i) = late.iter().position(|(fd, _)| fd.as_raw_fd() == pfd.fd) else {
                 continue;
             };
-            let out = match late[i].1 {
-                Dest::Stderr => libc::STDERR_FILENO,
-                Dest::Stdout | Dest::Hold => libc::STDOUT_FILENO,
-            };
+            let out = real_fd(late[i].1);
             match read_fd(pfd.fd, &mut buf) {
                 Ok(0) | Err(_) => open[i] = false,
                 Ok(n) => {
@@ -1155,11 +1152,7 @@ impl RunIo {
                 return;
             }
         }
-        let sink = match dest {
-            Dest::Stderr => &self.stderr,
-            Dest::Stdout | Dest::Hold => &self.stdout,
-        };
-        match sink.write(&s.pending[s.written..]) {
+        match self.sink(dest).write(&s.pending[s.written..]) {
             Ok(n) => {
                 s.written += n;
                 if s.written >= s.pending.len() {
@@ -1282,7 +1275,7 @@ impl RunIo {
         // between descriptors and ends with _exit.
         match unsafe { libc::fork() } {
             0 => {
-                ignored.apply_now();
+                ignored.apply();
                 let code = forward(&late);
                 // SAFETY: ending the child without running the parent's exit handlers.
                 unsafe { libc::_exit(code) }
