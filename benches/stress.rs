@@ -245,6 +245,24 @@ fn replay_gibibyte() -> bool {
     digests.len() == 3 && digests.iter().all(|d| *d == want.trim())
 }
 
+/// 1 GiB of random bytes through `retry FLAGS -- cat`: true when the output equals the input.
+fn gibibyte_byte_exact(flags: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("retry-gib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        "set -o pipefail; head -c 1073741824 /dev/urandom | tee >(sha256sum > '{d}/in') \
+         | '{RETRY}' {flags} -- cat | sha256sum > '{d}/out'; wait; sleep 0.2; \
+         cmp -s '{d}/in' '{d}/out'",
+        d = dir.display()
+    );
+    let same = Command::new("bash")
+        .args(["-c", &script])
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    same
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -313,8 +331,20 @@ fn main() {
         if replay_ok { "yes" } else { "NO" }
     );
 
+    println!("1 GiB of random bytes through retry FLAGS -- cat, byte-exact:");
+    let mut exact = true;
+    for flags in ["--stdin replay", "--buffer-stdout", "--retry-if-output zzz"] {
+        let same = gibibyte_byte_exact(flags);
+        exact &= same;
+        println!(
+            "  {flags:<28} {}",
+            if same { "same bytes" } else { "DIFFERENT" }
+        );
+    }
+    println!();
+
     println!("done in {:.0}s", started.elapsed().as_secs_f64());
-    if c.alive + c.zombies + c.wrong_end + survivors > 0 || !replay_ok || grew {
+    if c.alive + c.zombies + c.wrong_end + survivors > 0 || !replay_ok || !exact || grew {
         println!("FAILED: a counter is not zero");
         std::process::exit(1);
     }
