@@ -496,17 +496,17 @@ pub struct Inherited {
 impl Inherited {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub fn now() -> Inherited {
+        // Usually nothing: then nothing is read. Without a child now, whatever comes below
+        // `retry` later descends from its tries, so neither list nor age is needed.
+        if !has_children() {
+            return Inherited::default();
+        }
         let me = std::process::id() as i32;
         let since = proc_entry(me).map_or(0, |e| e.start);
-        // Usually nothing: then nothing is read.
-        let pids = if has_children() {
-            below(me, &Inherited::default())
-                .into_iter()
-                .map(|e| e.pid)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let pids = below(me, &Inherited::default())
+            .into_iter()
+            .map(|e| e.pid)
+            .collect();
         Inherited { pids, since }
     }
 
