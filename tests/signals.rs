@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{alive, pids_in, retry_std, wait_bounded, wait_for_lines};
+use common::{alive, pids_in, retry_std, wait_bounded, wait_for_lines, wait_until};
 
 fn send(pid: u32, signal: i32) {
     unsafe { nix::libc::kill(pid as i32, signal) };
@@ -31,15 +31,11 @@ fn log(dir: &std::path::Path) -> String {
 }
 
 fn wait_for_log(dir: &std::path::Path, needle: &str) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !log(dir).contains(needle) {
-        assert!(
-            Instant::now() < until,
-            "log never said {needle:?}: {}",
-            log(dir)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        wait_until(Duration::from_secs(10), || log(dir).contains(needle)),
+        "log never said {needle:?}: {}",
+        log(dir)
+    );
 }
 
 fn a_signal_during_a_try_is_forwarded_and_retry_dies_of_it(signal: i32, name: &str) {
@@ -143,15 +139,23 @@ fn a_try_that_ignores_the_signal_is_killed_after_the_grace_period() {
 fn a_second_signal_kills_at_once() {
     let dir = common::temp_dir("sig-second");
     let pids = dir.join("pids");
+    let got = dir.join("got");
+    // The try outlives SIGTERM, noting that it came, and ignores SIGINT.
     let script = format!(
-        "trap '' TERM INT; echo $$ >> '{}'; while :; do sleep 0.05; done",
-        pids.display()
+        "trap 'echo TERM >> \"{g}\"' TERM; trap '' INT; echo $$ >> '{p}'; while :; do sleep 0.05; done",
+        g = got.display(),
+        p = pids.display()
     );
     let mut child = start(&dir, &["-k", "60s"], &script);
     wait_for_lines(&pids, 1, Duration::from_secs(10));
     let sent = Instant::now();
     send(child.id(), nix::libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(200));
+    // The second signal only once retry has passed the first on (sent together, both would be
+    // pending at once, and the kernel delivers the lower-numbered SIGINT first).
+    let forwarded = wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&got).is_ok_and(|text| text.contains("TERM"))
+    });
+    assert!(forwarded, "the try never got SIGTERM: {}", log(&dir));
     send(child.id(), nix::libc::SIGINT);
     let status = wait_bounded(&mut child, Duration::from_secs(10));
     assert!(

@@ -120,27 +120,11 @@ fn a_try_reads_a_line_typed_at_the_terminal() {
     assert_eq!(status.code(), Some(0), "{}", pty.seen);
 }
 
-/// Waits until retry's child runs `comm` in the terminal's foreground group.
-fn wait_for_foreground_child(retry_pid: u32, comm: &str) {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert!(Instant::now() < until, "{comm} never held the terminal");
-        let children =
-            std::fs::read_to_string(format!("/proc/{retry_pid}/task/{retry_pid}/children"))
-                .unwrap_or_default();
-        for child in children.split_whitespace() {
-            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-            // pid (comm) state ppid pgrp session tty_nr tpgid ...
-            let Some((head, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if head.ends_with(&format!("({comm}")) && fields.len() > 5 && fields[2] == fields[5] {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+/// Waits until retry's child runs `comm` in the terminal's foreground group; returns its pid.
+fn wait_for_foreground_child(retry_pid: u32, comm: &str) -> i32 {
+    common::wait_for_child(retry_pid as i32, comm, Duration::from_secs(10), |stat| {
+        stat.in_foreground()
+    })
 }
 
 #[test]
@@ -192,19 +176,6 @@ fn a_long_wait_counts_down_on_the_terminal_and_the_next_line_replaces_it() {
     );
 }
 
-/// The terminal's foreground process group, as retry's /proc entry shows it.
-fn foreground_group_of(pid: u32) -> (i32, i32) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    // state ppid pgrp session tty_nr tpgid
-    (fields[2].parse().unwrap(), fields[5].parse().unwrap())
-}
-
 #[test]
 fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
     let mut pty = Pty::spawn(&[
@@ -240,10 +211,10 @@ fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (group, foreground) = foreground_group_of(pid);
-    assert_eq!(
-        group, foreground,
-        "retry took the terminal back before stopping"
+    let stat = common::proc_stat(pid as i32).expect("retry is stopped, not gone");
+    assert!(
+        stat.in_foreground(),
+        "retry took the terminal back before stopping: {stat:?}"
     );
     // What a shell's `fg` does: continue retry, which hands the terminal on and continues the try.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
@@ -286,8 +257,16 @@ fn a_background_job_stops_when_its_try_reads_the_terminal_and_fg_resumes_it() {
     );
     // The try reads the terminal from the background: it stops, and retry with it.
     pty.expect("Stopped");
+    let retry = common::wait_for_child(
+        pty.child.id() as i32,
+        "retry",
+        Duration::from_secs(10),
+        |stat| stat.state == 'T',
+    );
     pty.type_bytes(b"fg\n");
-    std::thread::sleep(Duration::from_millis(300));
+    // Type the line once `fg` has given the try the terminal: typed while bash still reads its
+    // command line, it could be read ahead by bash rather than by the try.
+    wait_for_foreground_child(retry as u32, "sh");
     pty.type_bytes(b"hello\n");
     pty.expect("got:hello");
     pty.type_bytes(b"exit\n");
@@ -359,7 +338,7 @@ fn a_watched_try_s_terminal_follows_the_real_one_s_size_when_the_try_writes() {
         "--",
         "sh",
         "-c",
-        "echo started; read x; echo resized; sleep 0.3; stty size <&1",
+        "echo started; read x; echo resized; read x; stty size <&1",
     ]);
     pty.expect("started");
     let size = libc::winsize {
@@ -369,6 +348,10 @@ fn a_watched_try_s_terminal_follows_the_real_one_s_size_when_the_try_writes() {
         ws_ypixel: 0,
     };
     unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.type_bytes(b"go\n");
+    // The try holds the terminal, so the resize signals it, not retry: retry follows the size
+    // when the try writes, before it passes that output on.
+    pty.expect("resized");
     pty.type_bytes(b"go\n");
     pty.expect("42 123");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
@@ -380,7 +363,14 @@ fn a_resize_that_reaches_retry_reaches_the_try_s_terminal_at_once() {
     let mut cmd = std::process::Command::new("sh");
     cmd.env_remove("RETRY_RUN_ID").args([
         "-c",
-        "exec \"$0\" --retry-if-output zzz -- sh -c 'echo started; sleep 0.5; stty size <&1' </dev/null",
+        // The try writes nothing while it waits (a few seconds at most) for its terminal to take
+        // the new size, so only the SIGWINCH that reached retry can have resized it.
+        "exec \"$0\" --retry-if-output zzz -- sh -c '
+            exec 3>&1; echo started; n=0
+            while [ \"$(stty size <&3)\" != \"33 111\" ] && [ $n -lt 500 ]; do
+                sleep 0.01; n=$((n + 1))
+            done
+            stty size <&1' </dev/null",
     ]);
     cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
     let mut pty = Pty::spawn_command(cmd, &[]);

@@ -56,17 +56,84 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Polls `ready` until it holds (true) or `limit` has passed (false).
+#[must_use]
+pub fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while !ready() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// What /proc says of a process, as much of its stat line as the tests look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The program name (at most 15 bytes of it).
+    pub comm: String,
+    /// R, S, D, T (stopped), Z (zombie), ...
+    pub state: char,
+    pub pgrp: i32,
+    /// The foreground process group of its controlling terminal, -1 without one.
+    pub tpgid: i32,
+}
+
+impl ProcStat {
+    /// True when its group holds its terminal's foreground.
+    pub fn in_foreground(&self) -> bool {
+        self.pgrp == self.tpgid
+    }
+}
+
+/// `pid`'s stat, or None once it is gone.
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid pgrp session tty_nr tpgid ...; comm may hold spaces and parentheses.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let (_, comm) = head.split_once('(')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        comm: comm.to_string(),
+        state: fields.first()?.chars().next()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        tpgid: fields.get(5)?.parse().ok()?,
+    })
+}
+
+/// The children of `pid` (of its main thread, which is the only one of the processes here).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Waits until a child of `parent` runs `comm` and `ready` holds for it; returns its pid.
+pub fn wait_for_child(
+    parent: i32,
+    comm: &str,
+    limit: Duration,
+    mut ready: impl FnMut(&ProcStat) -> bool,
+) -> i32 {
+    let mut found = None;
+    let seen = wait_until(limit, || {
+        found = children_of(parent)
+            .into_iter()
+            .find(|&child| proc_stat(child).is_some_and(|stat| stat.comm == comm && ready(&stat)));
+        found.is_some()
+    });
+    let children: Vec<_> = children_of(parent).into_iter().map(proc_stat).collect();
+    assert!(seen, "no child {comm} of {parent} as awaited: {children:?}");
+    found.expect("found with the wait")
+}
+
 /// True if `pid` is a live process (a zombie counts as gone: it runs nothing).
 pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
+    proc_stat(pid).is_some_and(|stat| !matches!(stat.state, 'Z' | 'X'))
 }
 
 /// The pids written one per line to `file`.
@@ -96,15 +163,11 @@ pub fn survivors(pids: &[i32], limit: Duration) -> Vec<i32> {
 
 /// Waits until `file` holds at least `n` lines, or panics after `limit`.
 pub fn wait_for_lines(file: &Path, n: usize, limit: Duration) {
-    let until = Instant::now() + limit;
-    while pids_in(file).len() < n {
-        assert!(
-            Instant::now() < until,
-            "{} never got {n} lines",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        wait_until(limit, || pids_in(file).len() >= n),
+        "{} never got {n} lines",
+        file.display()
+    );
 }
 
 pub fn stderr_of(out: &std::process::Output) -> String {
