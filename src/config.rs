@@ -5,15 +5,44 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use clap::Parser;
-
-use crate::cli::{BackoffKind, Cli, ColorWhen, JitterKind, LogFormat, StdinMode};
+use crate::cli::{BackoffKind, Cli, JitterKind};
 use crate::policy::{Backoff, Classifier, Item, Jitter, Limit, List, Policy, Signal, WaitPolicy};
 
 /// A usage error: one line for the user, exit status 125.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0}")]
+#[derive(Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Where the tries' standard input comes from (`--stdin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+    Auto,
+    Replay,
+    Inherit,
+    Null,
+}
+
+/// The log's format (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// When the log is coloured (`--color`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
 
 /// What the parser did instead of producing a `Config`.
 #[derive(Debug)]

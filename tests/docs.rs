@@ -5,15 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
-use retry::cli::Cli;
+use retry::cli::command;
 
 fn generated() -> Vec<(PathBuf, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     let mut man = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(command())
         .render(&mut man)
         .expect("render the man page");
     files.push((root.join("man/retry.1"), man));
@@ -25,7 +24,7 @@ fn generated() -> Vec<(PathBuf, Vec<u8>)> {
         (Shell::PowerShell, "_retry.ps1"),
     ] {
         let mut out = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "retry", &mut out);
+        clap_complete::generate(shell, &mut command(), "retry", &mut out);
         files.push((root.join("completions").join(name), out));
     }
     files
@@ -57,7 +56,7 @@ fn man_page_and_completions_are_up_to_date() {
 fn the_man_page_documents_every_option() {
     let man = generated().remove(0).1;
     let man = String::from_utf8(man).unwrap();
-    for arg in Cli::command().get_arguments() {
+    for arg in command().get_arguments() {
         if let Some(long) = arg.get_long() {
             // roff escapes the dashes of options.
             assert!(

@@ -16,15 +16,32 @@ use std::str::FromStr;
 pub struct Signal(i32);
 
 /// Why a signal name or number was not accepted.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SignalError {
-    #[error("unknown signal name '{0}'")]
     UnknownName(String),
-    #[error("no signal has the number {0} (signals are 1 to {max})", max = max_signal())]
     UnknownNumber(String),
-    #[error("no real-time signal '{0}' here: {range}", range = real_time_range())]
     OutOfRange(String),
 }
+
+impl fmt::Display for SignalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignalError::UnknownName(name) => write!(f, "unknown signal name '{name}'"),
+            SignalError::UnknownNumber(number) => write!(
+                f,
+                "no signal has the number {number} (signals are 1 to {})",
+                max_signal()
+            ),
+            SignalError::OutOfRange(name) => write!(
+                f,
+                "no real-time signal '{name}' here: {}",
+                real_time_range()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SignalError {}
 
 impl Signal {
     pub const INT: Signal = Signal(nix::libc::SIGINT);

@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{ColorWhen, LogFormat};
 use crate::config::Config;
+use crate::config::{ColorWhen, LogFormat};
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
 use crate::policy::{

@@ -47,7 +47,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
 }
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
-    let json = config.log.format == crate::cli::LogFormat::Json;
+    let json = config.log.format == crate::config::LogFormat::Json;
     let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
     match dryrun::print(config, seed, json, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
@@ -79,7 +79,7 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
     let countdown = stderr_tty
         && config.log.file.is_none()
         && !config.log.quiet
-        && config.log.format == crate::cli::LogFormat::Human;
+        && config.log.format == crate::config::LogFormat::Human;
     let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     let run_id = run_id();
     let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {

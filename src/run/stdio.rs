@@ -14,8 +14,8 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::libc;
 use nix::sys::stat::{SFlag, fstat};
 
-use crate::cli::StdinMode;
 use crate::config::Config;
+use crate::config::StdinMode;
 use crate::policy::{LineMatcher, OutputMatch, Pattern};
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
