@@ -9,6 +9,7 @@ pub mod signals;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub mod spawn;
 pub mod spool;
+pub mod startup;
 pub mod stdio;
 
 use std::ffi::OsString;
