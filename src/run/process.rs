@@ -348,20 +348,17 @@ pub struct Dispositions {
 }
 
 impl Dispositions {
-    /// Reads which signals are ignored now; call it before installing any handler.
-    pub fn at_entry() -> Dispositions {
-        let mut ignored = 0u128;
-        for n in settable_signals() {
-            // SAFETY: a null new action only reads the current one into `old`.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            let read = unsafe { libc::sigaction(n, std::ptr::null(), &mut old) };
-            // Rust's runtime ignores SIGPIPE before main, so whether it was ignored on entry
-            // cannot be known: it starts at its default in the command, as with std's Command.
-            if read == 0 && old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE {
-                ignored |= 1 << n;
-            }
+    /// Records that signal `n` was ignored on entry.
+    pub fn set_ignored(&mut self, n: i32) {
+        if (0..128).contains(&n) {
+            self.ignored |= 1 << n;
         }
-        Dispositions { ignored }
+    }
+
+    /// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP
+    /// and, on Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
+    pub fn settable_signals() -> impl Iterator<Item = i32> {
+        settable_signals()
     }
 
     /// The signals a command starts with at their default: every one that can be set but those

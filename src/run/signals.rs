@@ -119,7 +119,6 @@ impl Signals {
     /// Installs the handlers: SIGCHLD, SIGTSTP, the forwarded signals and every signal that would
     /// otherwise end `retry`, except those ignored when it started, which stay ignored.
     pub fn install() -> io::Result<Signals> {
-        let entry = Dispositions::at_entry();
         let (read, write) = nix::unistd::pipe()?;
         set_flags(&read)?;
         set_flags(&write)?;
@@ -128,20 +127,54 @@ impl Signals {
         let mut caught: Vec<i32> = vec![libc::SIGTSTP, libc::SIGWINCH];
         caught.extend(FORWARDED.iter().map(|s| s.number()));
         caught.extend(ending());
-        caught.retain(|&n| Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)));
         caught.sort_unstable();
         caught.dedup();
-        // SIGCHLD always: retry must know when its children end, whatever it inherited.
-        caught.push(libc::SIGCHLD);
-        for n in caught {
-            // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner too.
-            install(n, libc::SA_RESTART)?;
-        }
-        for n in FAULTS {
-            if Signal::from_number(n).is_some_and(|s| !entry.is_ignored(s)) {
-                install(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)?;
+        // Installing a handler reads the action it replaces, so one call per signal both
+        // catches it and tells whether it was ignored on entry; one that was is set back to
+        // ignored. Every signal is blocked meanwhile, and setting one back to ignored discards
+        // any instance that arrived in between: none reaches the handler it should not.
+        let all = nix::sys::signal::SigSet::all();
+        let mut before = nix::sys::signal::SigSet::empty();
+        nix::sys::signal::sigprocmask(
+            nix::sys::signal::SigmaskHow::SIG_SETMASK,
+            Some(&all),
+            Some(&mut before),
+        )?;
+        let mut entry = Dispositions::default();
+        let mut installed = || -> io::Result<()> {
+            for &n in &caught {
+                // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner.
+                if catch(n, libc::SA_RESTART)? {
+                    ignore(n);
+                    entry.set_ignored(n);
+                }
+            }
+            // SIGCHLD always: retry must know when its children end, whatever it inherited;
+            // its tries still start with it ignored if it was.
+            if catch(libc::SIGCHLD, libc::SA_RESTART)? {
+                entry.set_ignored(libc::SIGCHLD);
+            }
+            for n in FAULTS {
+                if catch(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)? {
+                    ignore(n);
+                    entry.set_ignored(n);
+                }
+            }
+            Ok(())
+        };
+        let result = installed();
+        for n in Dispositions::settable_signals() {
+            let handled = caught.contains(&n) || FAULTS.contains(&n) || n == libc::SIGCHLD;
+            if !handled && is_ignored(n) {
+                entry.set_ignored(n);
             }
         }
+        nix::sys::signal::sigprocmask(
+            nix::sys::signal::SigmaskHow::SIG_SETMASK,
+            Some(&before),
+            None,
+        )?;
+        result?;
         // The signals glibc reserves end a process by default too: catch them like SIGTERM.
         // Whether they were ignored on entry says nothing: glibc's posix_spawn leaves them
         // ignored in every program it starts, so nobody ignores them on purpose.
@@ -305,19 +338,43 @@ fn arm(timer: &OwnedFd, at: Moment) -> bool {
     }
 }
 
-/// Catches signal `n` with `on_signal`.
-fn install(n: i32, flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: a zeroed sigaction with our handler, an empty mask and valid flags; the handler
-    // only calls async-signal-safe functions.
+/// Catches signal `n` with `on_signal`; returns whether it was ignored until then.
+fn catch(n: i32, flags: libc::c_int) -> io::Result<bool> {
+    // SAFETY: zeroed sigactions are valid; ours has our handler, an empty mask and valid flags,
+    // and the handler only calls async-signal-safe functions. `old` is written by the call.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     action.sa_flags = flags;
+    // SAFETY: `action.sa_mask` is a valid sigset_t to clear.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
-    if unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) } == 0 {
-        Ok(())
+    // SAFETY: both pointers are to live, properly laid out sigaction structures.
+    if unsafe { libc::sigaction(n, &action, &mut old) } == 0 {
+        // Rust's runtime, or `retry`'s start-up in its place, ignores SIGPIPE before this, so
+        // whether it was ignored on entry cannot be known: it starts at its default in every
+        // command, as with std's Command.
+        Ok(old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE)
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Sets signal `n` back to ignored.
+fn ignore(n: i32) {
+    // SAFETY: a zeroed sigaction with SIG_IGN and an empty mask installs no handler.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = libc::SIG_IGN;
+    // SAFETY: `action` is a live sigaction; a null old action is allowed.
+    unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) };
+}
+
+/// Whether signal `n` is ignored now.
+fn is_ignored(n: i32) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `old` is a live sigaction the call writes.
+    let read = unsafe { libc::sigaction(n, std::ptr::null(), &mut old) };
+    read == 0 && old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE
 }
 
 /// Waits until one of `fds` is ready or the timeout passes.
