@@ -596,13 +596,10 @@ enum Reaped {
     Stopped,
 }
 
-/// Reaps every ended child without blocking, calling `seen` for each.
-pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
-    reap_with_stops(|pid, event| {
-        if let Reaped::Ended(outcome) = event {
-            seen(pid, outcome);
-        }
-    });
+/// Reaps every ended child without blocking, when no try is running: what ends then is an
+/// orphan handed to `retry` as subreaper, whose status nobody reads.
+pub fn reap_all() {
+    reap_with_stops(|_, _| {});
 }
 
 /// Reaps every ended child without blocking, and reports stopped ones. The raw status is

@@ -330,7 +330,7 @@ impl<'c> Runner<'c> {
                     }
                     break;
                 }
-                Event::Child => reap_all(|_, _| {}),
+                Event::Child => reap_all(),
                 _ => {}
             }
         }
@@ -860,7 +860,7 @@ impl<'c> Runner<'c> {
                 other => other,
             };
             match self.next_event(None, wake) {
-                Event::Child => reap_all(|_, _| {}),
+                Event::Child => reap_all(),
                 Event::Stop(signal) => break Some(signal),
                 _ => {
                     if until.is_some_and(|u| Moment::now() >= u) {
