@@ -441,11 +441,7 @@ impl<'c> Runner<'c> {
         let end = self.wait_try(&mut child, limit, by_limit, io);
         self.current = None;
         if let TryEnd::Ended(mut ended) = end {
-            let success = matches!(
-                self.config.policy.classifier.verdict(ended.outcome),
-                Verdict::Success(_)
-            );
-            if !success && self.left_running(&child) {
+            if self.config.policy.stops_leftovers(ended.outcome) && self.left_running(&child) {
                 // Leftovers of a failed try are stopped before anything else happens, so tries
                 // never overlap (spec 6.3): what stayed in its group, and on Linux what left it.
                 let stopped = self.stop(&mut child, self.config.signal, io);
@@ -730,17 +726,9 @@ impl<'c> Runner<'c> {
         (below.len(), outside)
     }
 
-    /// How long a hook may run: `--timeout`, and what is left of the budget.
+    /// How long a hook starting now may run.
     fn hook_bound(&self) -> Option<Duration> {
-        let left = self
-            .config
-            .policy
-            .limit
-            .map(|l| l.at.saturating_sub(self.start.elapsed()));
-        match (self.config.policy.timeout, left) {
-            (Some(t), Some(l)) => Some(t.min(l)),
-            (t, l) => t.or(l),
-        }
+        self.config.policy.hook_limit(self.start.elapsed())
     }
 
     /// Runs a hook (`sh -c CMD`) to its end or its bound; returns a stopping signal received
