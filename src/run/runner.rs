@@ -9,10 +9,10 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::config::Config;
-use crate::duration::{human, millis};
+use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
-use crate::report::log::{Log, TryReport};
+use crate::report::log::{HookFailure, Log, TryReport, not_started};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
@@ -150,14 +150,7 @@ impl<'c> Runner<'c> {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         let inner = self.config.policy.max_tries.unwrap_or(0);
-        let total = match (outer, inner) {
-            (0, _) | (_, 0) => "without limit".to_string(),
-            (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(i)),
-        };
-        self.log.warn(&format!(
-            "running inside another retry (run {}): the tries multiply, and the command may run {total}; nested retries are a classic cause of retry storms",
-            outer_id.to_string_lossy()
-        ));
+        self.log.nested(&outer_id.to_string_lossy(), outer, inner);
     }
 
     pub fn run(mut self, seed: u64) -> ExitStatus {
@@ -258,8 +251,7 @@ impl<'c> Runner<'c> {
                 // The output of the successful try did not all reach its reader: never 0
                 // after losing output. The command itself would have met SIGPIPE.
                 self.log.try_ended(&report);
-                self.log
-                    .warn("the reader of standard output is gone before all of it was written");
+                self.log.reader_gone();
                 return ExitStatus::KilledBy(Signal::PIPE);
             }
             self.log.try_ended(&report);
@@ -324,9 +316,7 @@ impl<'c> Runner<'c> {
                 Event::Stop(signal) => return Some(signal),
                 Event::Timeout => {
                     if self.stdio.has_output(io) {
-                        self.log.warn(
-                            "the reader of the output is too slow: what the try wrote last was not all passed on",
-                        );
+                        self.log.slow_reader();
                     }
                     break;
                 }
@@ -416,24 +406,7 @@ impl<'c> Runner<'c> {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                let name = crate::report::quote(&self.config.command[0]);
-                let reason = match e.error.raw_os_error() {
-                    Some(errno) => nix::errno::Errno::from_raw(errno).desc().to_string(),
-                    None => e.error.to_string(),
-                };
-                let detail = match e.outcome {
-                    Outcome::NotFound => format!("{name} was not found"),
-                    Outcome::NoResources => {
-                        let errno = e.error.raw_os_error().map(nix::errno::Errno::from_raw);
-                        match errno {
-                            Some(errno) => format!(
-                                "{name} could not be started: out of resources ({errno:?}: {reason})"
-                            ),
-                            None => format!("{name} could not be started: out of resources"),
-                        }
-                    }
-                    _ => format!("{name} cannot be executed: {reason}"),
-                };
+                let detail = not_started(&self.config.command[0], e.outcome, &e.error);
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
@@ -688,11 +661,7 @@ impl<'c> Runner<'c> {
                         received.get_or_insert(s);
                     }
                     _ => {
-                        self.log.warn(&format!(
-                            "processes of pid {} still exist {:?} after SIGKILL",
-                            child.pid(),
-                            KILL_SETTLE
-                        ));
+                        self.log.survivors(child.pid().as_raw(), KILL_SETTLE);
                         break;
                     }
                 }
@@ -771,8 +740,8 @@ impl<'c> Runner<'c> {
         let mut child = match Child::spawn(opts) {
             Ok(child) => child,
             Err(e) => {
-                self.log
-                    .hook_failed(which, attempt, &format!("could not start: {}", e.error));
+                let failure = HookFailure::NotStarted(&e.error);
+                self.log.hook_ended(which, attempt, failure);
                 return None;
             }
         };
@@ -785,14 +754,7 @@ impl<'c> Runner<'c> {
                     child.reap();
                     match child.outcome() {
                         Some(Outcome::Exit(0)) => break (None, None),
-                        Some(outcome) => {
-                            let what = match outcome {
-                                Outcome::Exit(code) => format!("exited {code}"),
-                                Outcome::Signal(s) => format!("was killed by {s}"),
-                                other => other.to_string(),
-                            };
-                            break (None, Some(what));
-                        }
+                        Some(outcome) => break (None, Some(HookFailure::Ended(outcome))),
                         None => {}
                     }
                 }
@@ -803,14 +765,13 @@ impl<'c> Runner<'c> {
                 _ => {
                     let received = self.stop(&mut child, self.config.signal, &mut io).received;
                     let took = bound.unwrap_or_default();
-                    let what = format!("timed out after {}; stopped it", human(took));
-                    break (received, Some(what));
+                    break (received, Some(HookFailure::TimedOut(took)));
                 }
             }
         };
         self.current = None;
-        if let Some(what) = failure {
-            self.log.hook_failed(which, attempt, &what);
+        if let Some(failure) = failure {
+            self.log.hook_ended(which, attempt, failure);
         }
         if result.is_none() && self.left_running(&child) {
             // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
@@ -832,14 +793,12 @@ impl<'c> Runner<'c> {
     fn sleep(&mut self, delay: Duration, next: u64) -> Option<Signal> {
         let until = after(delay);
         let countdown = self.countdown && delay > Duration::from_secs(2) && until.is_some();
-        let label = self.log.try_label(next);
         let result = loop {
             let wake = match until {
                 Some(until) if countdown => {
                     let left = until.saturating_duration_since(Moment::now());
                     let secs = left.as_secs_f64().ceil() as u64;
-                    self.log
-                        .status_line(&format!("next try ({label}) in {secs}s"));
+                    self.log.countdown(next, secs);
                     self.status_shown = true;
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
