@@ -25,12 +25,39 @@ use crate::run::stdio::{ChildFd, RunIo, TryIo};
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
+/// Why `retry` stops the processes of a try (or a hook): the cause names the signal they get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopCause {
+    /// Its time is up: `--timeout`, the budget or the deadline; for a hook, its bound.
+    TimeUp,
+    /// `retry` received this stopping signal, and passes it on (spec 6.4).
+    Received(Signal),
+    /// It ended, failed, and left processes running (spec 6.3, 8.3).
+    Leftovers,
+    /// Its output could not be written: the run ends.
+    OutputFailed,
+}
+
+/// How the processes that `retry` stopped came to an end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Every one ended within the grace period (or had ended by itself).
+    Exited,
+    /// Something outlived the grace period, or a further stopping signal cut it short: SIGKILL.
+    Killed,
+}
+
+impl Ending {
+    fn killed(self) -> bool {
+        self == Ending::Killed
+    }
+}
+
 /// What stopping a try (or hook) came to.
 struct Stopped {
     /// A stopping signal that reached `retry` meanwhile: `retry` will die of it.
     received: Option<Signal>,
-    /// Something outlived the grace period and got SIGKILL.
-    killed: bool,
+    ending: Ending,
     /// How many processes were still running when the stop began.
     count: usize,
     /// How many of them had left the try's process group.
@@ -41,8 +68,8 @@ struct Stopped {
 #[derive(Clone, Copy, Debug)]
 struct Ended {
     outcome: Outcome,
-    /// The try was stopped and needed SIGKILL after the grace period.
-    killed: bool,
+    /// `Killed` when the try was stopped and needed SIGKILL after the grace period.
+    ending: Ending,
     /// The try was stopped by the end of the budget or the deadline, not by `--timeout`.
     by_limit: bool,
     /// What the failed try left running, and how stopping it went.
@@ -53,7 +80,7 @@ struct Ended {
 #[derive(Clone, Copy, Debug)]
 struct Leftovers {
     count: usize,
-    killed: bool,
+    ending: Ending,
 }
 
 /// How a try ended, from the runner's point of view.
@@ -67,6 +94,22 @@ enum TryEnd {
     /// `retry` received a stopping signal during the try; the try has been stopped. The
     /// outcome is how it ended, if it had started.
     Interrupted(Signal, Option<Ended>),
+}
+
+/// What wakes the runner: `next_event` deals with the rest itself (signals to pass on, job
+/// control, window sizes, the try's input and output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    /// A child changed state: reap.
+    Child,
+    /// A stopping signal reached `retry`.
+    Stop(Signal),
+    /// The time given has come.
+    Timeout,
+    /// The try's output could not be written (not for a closed pipe).
+    OutputFailed,
+    /// Everything the ended try wrote has been written out (only while draining).
+    Drained,
 }
 
 pub struct Runner<'c> {
@@ -183,7 +226,7 @@ impl<'c> Runner<'c> {
                 TryEnd::NotStarted(outcome, detail) => (
                     Ended {
                         outcome,
-                        killed: false,
+                        ending: Ending::Exited,
                         by_limit: false,
                         leftovers: None,
                     },
@@ -206,11 +249,12 @@ impl<'c> Runner<'c> {
                             verdict: &Verdict::Interrupted,
                             decision: &Decision::GiveUp(GiveUp::Interrupted),
                             detail: None,
-                            killed: ended.killed,
+                            killed: ended.ending.killed(),
                             stopped_by_limit: ended.by_limit,
                         });
                         if let Some(left) = ended.leftovers {
-                            self.log.leftovers(attempt, signal, left.killed, left.count);
+                            self.log
+                                .leftovers(attempt, signal, left.ending.killed(), left.count);
                         }
                     }
                     return self.interrupted(attempt, signal, false);
@@ -235,7 +279,7 @@ impl<'c> Runner<'c> {
                 verdict: &verdict,
                 decision: &decision,
                 detail: detail.as_deref(),
-                killed: ended.killed,
+                killed: ended.ending.killed(),
                 stopped_by_limit: ended.by_limit,
             };
             if let Some(signal) = drained {
@@ -256,8 +300,12 @@ impl<'c> Runner<'c> {
             }
             self.log.try_ended(&report);
             if let Some(left) = ended.leftovers {
-                self.log
-                    .leftovers(attempt, self.config.signal, left.killed, left.count);
+                self.log.leftovers(
+                    attempt,
+                    self.config.signal,
+                    left.ending.killed(),
+                    left.count,
+                );
             }
             match decision {
                 Decision::Succeed => {
@@ -313,14 +361,14 @@ impl<'c> Runner<'c> {
     fn drain_until(&mut self, io: &mut TryIo, until: Option<Moment>) -> Option<Signal> {
         while self.stdio.has_output(io) {
             match self.next_event(Some(io), until) {
-                Event::Stop(signal) => return Some(signal),
-                Event::Timeout => {
+                Wake::Stop(signal) => return Some(signal),
+                Wake::Timeout => {
                     if self.stdio.has_output(io) {
                         self.log.slow_reader();
                     }
                     break;
                 }
-                Event::Child => reap_all(),
+                Wake::Child => reap_all(),
                 _ => {}
             }
         }
@@ -417,7 +465,7 @@ impl<'c> Runner<'c> {
             if self.config.policy.stops_leftovers(ended.outcome) && self.left_running(&child) {
                 // Leftovers of a failed try are stopped before anything else happens, so tries
                 // never overlap (spec 6.3): what stayed in its group, and on Linux what left it.
-                let stopped = self.stop(&mut child, self.config.signal, io);
+                let stopped = self.stop(&mut child, StopCause::Leftovers, io);
                 // Take the terminal back before writing to it: with `stty tostop`, a write
                 // from outside the foreground group would stop retry.
                 self.give_back_terminal(&child);
@@ -426,7 +474,7 @@ impl<'c> Runner<'c> {
                 }
                 ended.leftovers = Some(Leftovers {
                     count: stopped.count,
-                    killed: stopped.killed,
+                    ending: stopped.ending,
                 });
                 return Ok(TryEnd::Ended(ended));
             }
@@ -446,12 +494,12 @@ impl<'c> Runner<'c> {
         let deadline = limit.and_then(after);
         loop {
             match self.next_event(Some(io), deadline) {
-                Event::Child => {
+                Wake::Child => {
                     child.reap();
                     if let Some(outcome) = child.outcome() {
                         return TryEnd::Ended(Ended {
                             outcome,
-                            killed: false,
+                            ending: Ending::Exited,
                             by_limit: false,
                             leftovers: None,
                         });
@@ -460,28 +508,29 @@ impl<'c> Runner<'c> {
                         self.suspend_with(child);
                     }
                 }
-                Event::Stop(signal) => {
-                    let stopped = self.stop(child, signal, io);
+                Wake::Stop(signal) => {
+                    let stopped = self.stop(child, StopCause::Received(signal), io);
                     let ended = Ended {
                         // A leader that SIGKILL ended after the grace period may not be reaped.
                         outcome: child.outcome().unwrap_or(Outcome::Signal(Signal::KILL)),
-                        killed: stopped.killed,
+                        ending: stopped.ending,
                         by_limit: false,
                         leftovers: escaped(&stopped),
                     };
                     return TryEnd::Interrupted(signal, Some(ended));
                 }
-                Event::Io => {
+                Wake::OutputFailed => {
                     // The output cannot be written: stop the try, the run ends.
-                    self.stop(child, self.config.signal, io);
+                    self.stop(child, StopCause::OutputFailed, io);
                     return TryEnd::OutputFailed;
                 }
-                // (next_event handles the others.)
-                Event::Timeout | Event::Forward(_) | Event::Suspend | Event::Resize => {
-                    let stopped = self.stop(child, self.config.signal, io);
+                // Only while the output of an ended try is written out.
+                Wake::Drained => {}
+                Wake::Timeout => {
+                    let stopped = self.stop(child, StopCause::TimeUp, io);
                     let ended = Ended {
                         outcome: Outcome::Timeout,
-                        killed: stopped.killed,
+                        ending: stopped.ending,
                         by_limit,
                         leftovers: escaped(&stopped),
                     };
@@ -527,9 +576,8 @@ impl<'c> Runner<'c> {
 
     /// Waits for the next event, moving the try's input and output meanwhile, and looking
     /// whether the try waits for input when that is due. Passes forwarded signals on and
-    /// handles SIGTSTP and SIGWINCH itself: never returns `Forward`, `Suspend` or `Resize`, and
-    /// returns `Io` only when the try's output could not be written.
-    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
+    /// handles SIGTSTP and SIGWINCH itself.
+    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Wake {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
         loop {
@@ -545,17 +593,22 @@ impl<'c> Runner<'c> {
                 (until, scan) => until.or(scan),
             };
             match self.signals.next_with(&mut fds, wake) {
+                Event::Child => return Wake::Child,
+                Event::Stop(signal) => return Wake::Stop(signal),
                 Event::Timeout if until.is_none_or(|until| Moment::now() < until) => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.scan(io, &self.inherited);
                     }
                 }
+                Event::Timeout => return Wake::Timeout,
                 Event::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);
-                        // A write failed, or (after the try) everything has been written.
-                        if io.failed.is_some() || (self.draining && !self.stdio.has_output(io)) {
-                            return Event::Io;
+                        if io.failed.is_some() {
+                            return Wake::OutputFailed;
+                        }
+                        if self.draining && !self.stdio.has_output(io) {
+                            return Wake::Drained;
                         }
                     }
                 }
@@ -570,7 +623,6 @@ impl<'c> Runner<'c> {
                         self.stdio.follow_window_sizes(io);
                     }
                 }
-                event => return event,
             }
         }
     }
@@ -624,20 +676,26 @@ impl<'c> Runner<'c> {
         }
     }
 
-    /// Stops the try (or hook): `signal` then SIGCONT, so that a stopped process can act on it,
-    /// to its group and, unless `--foreground`, to every process below `retry` (those that left
-    /// the group); SIGKILL to all of them after `--kill-after`, or at once on a further stopping
-    /// signal.
-    fn stop(&mut self, child: &mut Child, signal: Signal, io: &mut TryIo) -> Stopped {
+    /// Stops the try (or hook) for `cause`: its signal then SIGCONT, so that a stopped process
+    /// can act on it, to its group and, unless `--foreground`, to every process below `retry`
+    /// (those that left the group); SIGKILL to all of them after `--kill-after`, or at once on a
+    /// further stopping signal.
+    fn stop(&mut self, child: &mut Child, cause: StopCause, io: &mut TryIo) -> Stopped {
+        let signal = match cause {
+            StopCause::Received(signal) => signal,
+            StopCause::TimeUp | StopCause::Leftovers | StopCause::OutputFailed => {
+                self.config.signal
+            }
+        };
         let mut received = None;
-        let mut killed = false;
+        let mut ending = Ending::Exited;
         let (count, outside) = self.send_all(child, signal);
         self.send_all(child, Signal::CONT);
         let kill_at = after(self.config.kill_after);
         while self.left_running(child) {
             match self.next_event(Some(io), kill_at) {
-                Event::Child => child.reap(),
-                Event::Stop(s) => {
+                Wake::Child => child.reap(),
+                Wake::Stop(s) => {
                     // A first signal to retry during the grace period is the one retry will die
                     // of; any signal now means SIGKILL at once.
                     received.get_or_insert(s);
@@ -648,16 +706,16 @@ impl<'c> Runner<'c> {
         }
         if self.left_running(child) {
             self.send_all(child, Signal::KILL);
-            killed = true;
+            ending = Ending::Killed;
             let settle = after(KILL_SETTLE);
             while self.left_running(child) {
                 match self.next_event(Some(io), settle) {
-                    Event::Child => {
+                    Wake::Child => {
                         child.reap();
                         // A process forked just before the kill is killed too.
                         self.send_all(child, Signal::KILL);
                     }
-                    Event::Stop(s) => {
+                    Wake::Stop(s) => {
                         received.get_or_insert(s);
                     }
                     _ => {
@@ -670,7 +728,7 @@ impl<'c> Runner<'c> {
         child.reap();
         Stopped {
             received,
-            killed,
+            ending,
             count,
             outside,
         }
@@ -750,7 +808,7 @@ impl<'c> Runner<'c> {
         self.current = Some(child.target());
         let (result, failure) = loop {
             match self.next_event(None, until) {
-                Event::Child => {
+                Wake::Child => {
                     child.reap();
                     match child.outcome() {
                         Some(Outcome::Exit(0)) => break (None, None),
@@ -758,12 +816,12 @@ impl<'c> Runner<'c> {
                         None => {}
                     }
                 }
-                Event::Stop(signal) => {
-                    self.stop(&mut child, signal, &mut io);
+                Wake::Stop(signal) => {
+                    self.stop(&mut child, StopCause::Received(signal), &mut io);
                     break (Some(signal), None);
                 }
                 _ => {
-                    let received = self.stop(&mut child, self.config.signal, &mut io).received;
+                    let received = self.stop(&mut child, StopCause::TimeUp, &mut io).received;
                     let took = bound.unwrap_or_default();
                     break (received, Some(HookFailure::TimedOut(took)));
                 }
@@ -775,12 +833,12 @@ impl<'c> Runner<'c> {
         }
         if result.is_none() && self.left_running(&child) {
             // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
-            let stopped = self.stop(&mut child, self.config.signal, &mut io);
+            let stopped = self.stop(&mut child, StopCause::Leftovers, &mut io);
             self.log.hook_leftovers(
                 which,
                 attempt,
                 self.config.signal,
-                stopped.killed,
+                stopped.ending.killed(),
                 stopped.count,
             );
             return stopped.received;
@@ -807,8 +865,8 @@ impl<'c> Runner<'c> {
                 other => other,
             };
             match self.next_event(None, wake) {
-                Event::Child => reap_all(),
-                Event::Stop(signal) => break Some(signal),
+                Wake::Child => reap_all(),
+                Wake::Stop(signal) => break Some(signal),
                 _ => {
                     if until.is_some_and(|u| Moment::now() >= u) {
                         break None;
@@ -829,6 +887,6 @@ impl<'c> Runner<'c> {
 fn escaped(stopped: &Stopped) -> Option<Leftovers> {
     (stopped.outside > 0).then_some(Leftovers {
         count: stopped.outside,
-        killed: stopped.killed,
+        ending: stopped.ending,
     })
 }
