@@ -203,8 +203,11 @@ fn local_time(now: SystemTime) -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = since.as_secs() as nix::libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`.
+    // SAFETY: `tm` holds integers and, on glibc, a pointer to the zone's name, for all of
+    // which zero bytes are a valid value (a null pointer).
     let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `secs` and writes only into `tm`, both of which outlive the
+    // call; the zone name it may point `tm` at is static. It reads TZ, which retry never sets.
     let ok = unsafe { !nix::libc::localtime_r(&secs, &mut tm).is_null() };
     if !ok {
         return humantime::format_rfc3339_millis(now).to_string();
