@@ -69,6 +69,8 @@ extern "C" fn on_signal(signo: libc::c_int) {
     if fd >= 0 && unsafe { libc::getpid() } == OWNER.load(Ordering::Relaxed) {
         let byte = signo as u8;
         // A full pipe means the runner already has plenty of wake-ups pending.
+        // SAFETY: write is async-signal-safe, and reads one byte from `byte`, which outlives
+        // the call; `fd` is the pipe's writing end, which `Signals` keeps open.
         unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
     }
     nix::errno::Errno::set_raw(saved);
@@ -307,12 +309,15 @@ fn arm(timer: &OwnedFd, at: Moment) -> bool {
 
 /// Catches signal `n` with `on_signal`.
 fn install(n: i32, flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: a zeroed sigaction with our handler, an empty mask and valid flags; the handler
-    // only calls async-signal-safe functions.
+    // SAFETY: `sigaction` holds integers, a handler address and a signal set, for all of which
+    // zero bytes are a valid value.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     action.sa_flags = flags;
+    // SAFETY: sigemptyset writes only the mask of `action`.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: `action` outlives the call, with our handler, an empty mask and valid flags; the
+    // handler only calls async-signal-safe functions.
     if unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) } == 0 {
         Ok(())
     } else {
@@ -360,8 +365,10 @@ pub fn die_by(signal: Signal) {
     // A re-raised SIGQUIT would otherwise leave a core file of retry, which is not what failed.
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
     // By number: real-time signals have no `nix` name.
-    // SAFETY: a zeroed sigaction with SIG_DFL and an empty mask restores the default; the set
-    // operations and raise take plain integers.
+    // SAFETY: a zeroed sigaction (integers, a handler address, a signal set: zero bytes are a
+    // valid value of each) with SIG_DFL and an empty mask restores the default; the set
+    // operations write only `default` and `set`, which outlive the calls; kill and getpid take
+    // and return plain integers.
     unsafe {
         let mut default: libc::sigaction = std::mem::zeroed();
         default.sa_sigaction = libc::SIG_DFL;
