@@ -67,9 +67,6 @@ pub struct LogConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub policy: Policy,
-    /// `--deadline` as given, for the child's `RETRY_DEADLINE_MS` and the log.
-    pub deadline: Option<SystemTime>,
-    pub budget: Option<Duration>,
     pub signal: Signal,
     pub kill_after: Duration,
     pub foreground: bool,
@@ -216,8 +213,6 @@ impl Config {
         };
         Ok(Config {
             policy,
-            deadline: cli.deadline,
-            budget,
             signal: cli.signal,
             kill_after: cli.kill_after,
             foreground: cli.foreground,
@@ -313,7 +308,6 @@ mod tests {
             let c = config(&["-t", zero, "-B", zero, "x"]).unwrap();
             assert_eq!(c.policy.timeout, None, "-t {zero}");
             assert_eq!(c.policy.limit, None, "-B {zero}");
-            assert_eq!(c.budget, None, "-B {zero}");
         }
         // A deadline still applies when the budget is 0.
         let c = config(&["--deadline", "2023-11-14T22:13:27Z", "-B", "0", "x"]).unwrap();

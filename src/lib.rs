@@ -4,6 +4,8 @@
 //! parsed into a validated [`config::Config`], the policy decides, `report` writes what people
 //! read, and [`exit::ExitStatus`] is the exit-status contract.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod cli;
 pub mod config;
 pub mod duration;

@@ -34,13 +34,17 @@ fn retry_is_linked_statically() {
 #[test]
 fn host_names_resolve_in_a_static_build() {
     // This test is built with the same flags as retry, so it runs the same static getaddrinfo.
-    assert!(!has_interpreter(&std::env::current_exe().unwrap().to_string_lossy()));
+    assert!(!has_interpreter(
+        &std::env::current_exe().unwrap().to_string_lossy()
+    ));
     let addresses: Vec<_> = ("localhost", 6379)
         .to_socket_addrs()
         .expect("resolve localhost")
         .collect();
     assert!(
-        addresses.iter().any(|a| a.ip().is_loopback() && a.port() == 6379),
+        addresses
+            .iter()
+            .any(|a| a.ip().is_loopback() && a.port() == 6379),
         "localhost resolved to {addresses:?}"
     );
 }

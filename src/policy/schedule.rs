@@ -20,6 +20,21 @@ pub struct Policy {
     pub limit: Option<Limit>,
 }
 
+impl Policy {
+    /// How long a hook starting at `now` may run: as long as a try starting then, so that a
+    /// hook never outlives the budget (spec 8.3).
+    pub fn hook_limit(&self, now: Duration) -> Option<Duration> {
+        budget::try_limit(self.limit, now, self.timeout)
+    }
+
+    /// True when what a try that ended with `outcome` left running is stopped before anything
+    /// else happens (spec 6.3): after a failure by its status, since a success never has
+    /// anything killed. Its output is not all in yet, so the output patterns cannot decide.
+    pub fn stops_leftovers(&self, outcome: Outcome) -> bool {
+        !matches!(self.classifier.verdict(outcome), Verdict::Success(_))
+    }
+}
+
 /// Why the run gave up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GiveUp {
@@ -183,6 +198,27 @@ mod tests {
             timeout,
             limit: Limit::earliest(budget, None),
         }
+    }
+
+    #[test]
+    fn a_hook_may_run_as_long_as_a_try_starting_then() {
+        let p = policy(None, Some(s(8)), Some(s(30)));
+        assert_eq!(p.hook_limit(s(0)), Some(s(8)));
+        assert_eq!(p.hook_limit(s(25)), Some(s(5)));
+        assert_eq!(p.hook_limit(s(40)), Some(Duration::ZERO));
+        assert_eq!(policy(None, None, None).hook_limit(s(5)), None);
+        let mut sched = Schedule::new(&p);
+        assert_eq!(sched.start_try(s(25)), p.hook_limit(s(25)));
+    }
+
+    #[test]
+    fn only_a_try_that_failed_by_its_status_has_its_leftovers_stopped() {
+        let mut p = policy(None, None, None);
+        assert!(!p.stops_leftovers(Outcome::Exit(0)));
+        assert!(p.stops_leftovers(Outcome::Exit(1)));
+        assert!(p.stops_leftovers(Outcome::Timeout));
+        p.classifier.success_on = "3".parse().unwrap();
+        assert!(!p.stops_leftovers(Outcome::Exit(3)));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `--log-file`. Writing the log never fails the run: a closed stderr loses the log, not the
 //! command's result.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
@@ -88,6 +89,52 @@ pub struct TryReport<'a> {
     pub stopped_by_limit: bool,
 }
 
+/// How a hook (`--on-retry`, `--on-give-up`) failed.
+#[derive(Clone, Copy, Debug)]
+pub enum HookFailure<'a> {
+    /// `sh` could not be started.
+    NotStarted(&'a std::io::Error),
+    /// It ended badly by itself.
+    Ended(Outcome),
+    /// It ran past its bound, this long, and was stopped.
+    TimedOut(Duration),
+}
+
+impl fmt::Display for HookFailure<'_> {
+    /// `could not start: ...`, `exited 3`, `was killed by SIGSEGV`, `timed out after 2s;
+    /// stopped it`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookFailure::NotStarted(error) => write!(f, "could not start: {error}"),
+            HookFailure::Ended(Outcome::Exit(code)) => write!(f, "exited {code}"),
+            HookFailure::Ended(Outcome::Signal(s)) => write!(f, "was killed by {s}"),
+            HookFailure::Ended(other) => write!(f, "{other}"),
+            HookFailure::TimedOut(took) => {
+                write!(f, "timed out after {}; stopped it", human(*took))
+            }
+        }
+    }
+}
+
+/// Why the command `program` could not be started, for the try line and the `error` field of
+/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
+pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) -> String {
+    let name = crate::report::quote(program);
+    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
+    let reason = match errno {
+        Some(errno) => errno.desc().to_string(),
+        None => error.to_string(),
+    };
+    match (outcome, errno) {
+        (Outcome::NotFound, _) => format!("{name} was not found"),
+        (Outcome::NoResources, Some(errno)) => {
+            format!("{name} could not be started: out of resources ({errno:?}: {reason})")
+        }
+        (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
+        _ => format!("{name} cannot be executed: {reason}"),
+    }
+}
+
 /// Where the log goes and how it looks.
 pub struct Log {
     out: Box<dyn Write>,
@@ -156,8 +203,11 @@ fn local_time(now: SystemTime) -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = since.as_secs() as nix::libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`.
+    // SAFETY: `tm` holds integers and, on glibc, a pointer to the zone's name, for all of
+    // which zero bytes are a valid value (a null pointer).
     let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `secs` and writes only into `tm`, both of which outlive the
+    // call; the zone name it may point `tm` at is static. It reads TZ, which retry never sets.
     let ok = unsafe { !nix::libc::localtime_r(&secs, &mut tm).is_null() };
     if !ok {
         return humantime::format_rfc3339_millis(now).to_string();
@@ -642,6 +692,49 @@ impl Log {
         }
     }
 
+    /// A hook run after try `attempt` failed; the run goes on as if it had not run.
+    pub fn hook_ended(&mut self, which: &str, attempt: u64, failure: HookFailure<'_>) {
+        self.hook_failed(which, attempt, &failure.to_string());
+    }
+
+    /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
+    /// `inner`; 0: no limit): the tries multiply.
+    pub fn nested(&mut self, outer_id: &str, outer: u64, inner: u64) {
+        let total = match (outer, inner) {
+            (0, _) | (_, 0) => "without limit".to_string(),
+            (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(i)),
+        };
+        self.warn(&format!(
+            "running inside another retry (run {outer_id}): the tries multiply, and the command may run {total}; nested retries are a classic cause of retry storms"
+        ));
+    }
+
+    /// The try's output could not all be written before the run had to go on.
+    pub fn slow_reader(&mut self) {
+        self.warn(
+            "the reader of the output is too slow: what the try wrote last was not all passed on",
+        );
+    }
+
+    /// The reader of standard output left before the successful try's output was all written.
+    pub fn reader_gone(&mut self) {
+        self.warn("the reader of standard output is gone before all of it was written");
+    }
+
+    /// Processes of the group led by `pid` outlived SIGKILL by `settle`; `retry` goes on
+    /// without them.
+    pub fn survivors(&mut self, pid: i32, settle: Duration) {
+        self.warn(&format!(
+            "processes of pid {pid} still exist {settle:?} after SIGKILL"
+        ));
+    }
+
+    /// The countdown to try `next`, `secs` seconds away, on the status line.
+    pub fn countdown(&mut self, next: u64, secs: u64) {
+        let label = self.label(next);
+        self.status_line(&format!("next try ({label}) in {secs}s"));
+    }
+
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
         self.put(&format!("\r\x1b[2Kretry: {}", printable(text)));
@@ -650,11 +743,6 @@ impl Log {
     /// Clears the status line, so that the next log line takes its place.
     pub fn clear_status_line(&mut self) {
         self.put("\r\x1b[2K");
-    }
-
-    /// The label of try `attempt`: `2/5`, or `2` without a try limit.
-    pub fn try_label(&self, attempt: u64) -> String {
-        self.label(attempt)
     }
 
     /// An internal failure of `retry` (spec 11: it exits 125 next): `retry: error: MESSAGE`, or
@@ -835,6 +923,54 @@ mod tests {
             "{text}"
         );
         assert!(lines[1].ends_with(r#""killed":false}"#), "{text}");
+    }
+
+    #[test]
+    fn a_failed_hook_says_how_it_failed() {
+        let (mut log, sink) = log_for(&["-n3"]);
+        let refused = std::io::Error::from_raw_os_error(nix::libc::EACCES);
+        log.hook_ended("--on-retry", 1, HookFailure::NotStarted(&refused));
+        log.hook_ended("--on-retry", 1, HookFailure::Ended(Outcome::Exit(3)));
+        log.hook_ended(
+            "--on-retry",
+            2,
+            HookFailure::Ended(Outcome::Signal(Signal::KILL)),
+        );
+        log.hook_ended(
+            "--on-give-up",
+            3,
+            HookFailure::TimedOut(Duration::from_secs(2)),
+        );
+        assert_eq!(
+            sink.text(),
+            format!(
+                "retry: --on-retry hook could not start: {refused}; going on\n\
+                 retry: --on-retry hook exited 3; going on\n\
+                 retry: --on-retry hook was killed by SIGKILL; going on\n\
+                 retry: --on-give-up hook timed out after 2s; stopped it; going on\n"
+            )
+        );
+    }
+
+    #[test]
+    fn a_command_that_could_not_start_is_named_with_the_reason() {
+        let error = |errno| std::io::Error::from_raw_os_error(errno);
+        let name = OsStr::new("my cmd");
+        assert_eq!(
+            not_started(name, Outcome::NotFound, &error(nix::libc::ENOENT)),
+            "'my cmd' was not found"
+        );
+        assert_eq!(
+            not_started(name, Outcome::NotExecutable, &error(nix::libc::EACCES)),
+            "'my cmd' cannot be executed: Permission denied"
+        );
+        assert_eq!(
+            not_started(name, Outcome::NoResources, &error(nix::libc::EAGAIN)),
+            format!(
+                "'my cmd' could not be started: out of resources (EAGAIN: {})",
+                nix::errno::Errno::EAGAIN.desc()
+            )
+        );
     }
 
     #[test]

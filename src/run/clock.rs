@@ -18,8 +18,12 @@ pub struct Moment(Duration);
 
 impl Moment {
     pub fn now() -> Moment {
-        // SAFETY: clock_gettime writes only `ts`.
-        let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one `timespec` into `ts`, which outlives the call.
+        // (nix's safe clock_gettime needs a feature of nix that retry does not build.)
         unsafe { libc::clock_gettime(CLOCK, &mut ts) };
         Moment(Duration::new(
             u64::try_from(ts.tv_sec).unwrap_or(0),

@@ -17,10 +17,7 @@ use crate::policy::{Outcome, Signal};
 /// runner, so it knows at once when a try's whole process group is gone.
 pub fn become_subreaper() {
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 /// The controlling terminal on standard input. While `retry` is in its foreground group, each
@@ -72,7 +69,10 @@ fn hand_terminal_to(group: Pid) {
     ttou.add(nix::sys::signal::Signal::SIGTTOU);
     let mut old = SigSet::empty();
     let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old));
-    // SAFETY: fd 0 is open for the life of the process.
+    // Not `io::stdin()`, which may allocate on first use: this runs between fork and exec too.
+    // SAFETY: fd 0 is open for the life of the process, and so outlives this borrow: Rust's
+    // runtime opens /dev/null on any of 0, 1 and 2 that is closed at start, and retry never
+    // closes them (in a child, only dup2 replaces them).
     let stdin = unsafe { std::os::fd::BorrowedFd::borrow_raw(libc::STDIN_FILENO) };
     let _ = tcsetpgrp(stdin, group);
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
@@ -187,8 +187,9 @@ impl Child {
         let take_terminal = terminal.is_some();
         // A closure also keeps std from using posix_spawn, whose glibc version leaves the
         // signals glibc reserves (32 and 33) ignored in the new program.
-        // SAFETY: the closure only calls async-signal-safe functions (sigaction, getpid,
-        // tcsetpgrp, pthread_sigmask) and allocates nothing.
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe functions may be called: it calls sigemptyset, sigaction,
+        // rt_sigaction, getpid, tcsetpgrp and pthread_sigmask, and allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 dispositions.apply();
@@ -196,7 +197,7 @@ impl Child {
                     // The child takes the terminal itself, before exec, so that it cannot read
                     // from the terminal before it is in the foreground (and be stopped by
                     // SIGTTIN).
-                    hand_terminal_to(Pid::from_raw(libc::getpid()));
+                    hand_terminal_to(nix::unistd::getpid());
                 }
                 Ok(())
             });
@@ -328,13 +329,14 @@ fn spawn_error(error: io::Error) -> SpawnError {
 
 /// Sends `signal` (by number: real-time signals have no `nix` name) to one process.
 pub fn send(pid: Pid, signal: Signal) {
-    // SAFETY: kill takes plain integers.
+    // SAFETY: kill takes two integers and touches no memory of ours. (nix's safe kill takes
+    // only the signals it names, without the real-time ones.)
     unsafe { libc::kill(pid.as_raw(), signal.number()) };
 }
 
 /// Sends `signal` to a process group.
 pub fn send_group(group: Pid, signal: Signal) {
-    // SAFETY: killpg takes plain integers.
+    // SAFETY: killpg takes two integers and touches no memory of ours.
     unsafe { libc::killpg(group.as_raw(), signal.number()) };
 }
 
@@ -384,9 +386,13 @@ impl Dispositions {
             } else {
                 libc::SIG_DFL
             };
-            // SAFETY: a zeroed sigaction with a plain handler and an empty mask is valid.
+            // SAFETY: `sigaction` holds integers, a handler address and a signal set, for all
+            // of which zero bytes are a valid value.
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
             action.sa_sigaction = handler;
+            // SAFETY: sigemptyset writes only the mask of `action`; sigaction reads `action`,
+            // a plain handler (SIG_DFL or SIG_IGN) with an empty mask, which outlives the call,
+            // and is given no pointer for the old action. Both are async-signal-safe.
             unsafe {
                 libc::sigemptyset(&mut action.sa_mask);
                 libc::sigaction(n, &action, std::ptr::null_mut());
@@ -419,17 +425,14 @@ fn settable_signals() -> impl Iterator<Item = i32> {
 /// True when `retry` has a child, ended or not: when it has none, nothing that a try started
 /// can be running, since every orphan of a try is handed to `retry` as subreaper.
 pub fn has_children() -> bool {
-    // SAFETY: waitid with WNOWAIT only looks; `info` is written by the kernel.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::waitid(
-            libc::P_ALL,
-            0,
-            &mut info,
-            libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    !(r == -1 && Errno::last() == Errno::ECHILD)
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    // WNOWAIT only looks: a child that has ended stays to be reaped.
+    let look = WaitPidFlag::WEXITED
+        | WaitPidFlag::WSTOPPED
+        | WaitPidFlag::WCONTINUED
+        | WaitPidFlag::WNOHANG
+        | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, look), Err(Errno::ECHILD))
 }
 
 /// A process found below `retry`.
@@ -593,13 +596,10 @@ enum Reaped {
     Stopped,
 }
 
-/// Reaps every ended child without blocking, calling `seen` for each.
-pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
-    reap_with_stops(|pid, event| {
-        if let Reaped::Ended(outcome) = event {
-            seen(pid, outcome);
-        }
-    });
+/// Reaps every ended child without blocking, when no try is running: what ends then is an
+/// orphan handed to `retry` as subreaper, whose status nobody reads.
+pub fn reap_all() {
+    reap_with_stops(|_, _| {});
 }
 
 /// Reaps every ended child without blocking, and reports stopped ones. The raw status is
@@ -607,7 +607,8 @@ pub fn reap_all(mut seen: impl FnMut(Pid, Outcome)) {
 fn reap_with_stops(mut seen: impl FnMut(Pid, Reaped)) {
     loop {
         let mut status: libc::c_int = 0;
-        // SAFETY: waitpid writes only `status`.
+        // SAFETY: waitpid writes one `int` into `status`, which outlives the call. (nix's safe
+        // waitpid cannot report a death by a real-time signal.)
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::WUNTRACED) };
         if pid == 0 {
             return;

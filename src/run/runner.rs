@@ -2,6 +2,7 @@
 //! try ends, its time is up, a signal arrives), report, obey.
 
 use std::ffi::OsString;
+use std::ops::ControlFlow;
 use std::os::fd::AsFd;
 use std::time::{Duration, SystemTime};
 
@@ -9,28 +10,55 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::config::Config;
-use crate::duration::{human, millis};
+use crate::duration::millis;
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, GiveUp, Outcome, Schedule, Signal, Verdict};
-use crate::report::log::{Log, TryReport};
+use crate::policy::{Decision, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict, Wait};
+use crate::report::log::{HookFailure, Log, TryReport, not_started};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, resolve, send,
 };
 use crate::run::signals::{Event, Signals};
-use crate::run::stdio::{ChildFd, RunIo, TryIo};
+use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
+/// Why `retry` stops the processes of a try (or a hook): the cause names the signal they get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopCause {
+    /// Its time is up: `--timeout`, the budget or the deadline; for a hook, its bound.
+    TimeUp,
+    /// `retry` received this stopping signal, and passes it on (spec 6.4).
+    Received(Signal),
+    /// It ended, failed, and left processes running (spec 6.3, 8.3).
+    Leftovers,
+    /// Its output could not be written: the run ends.
+    OutputFailed,
+}
+
+/// How the processes that `retry` stopped came to an end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Every one ended within the grace period (or had ended by itself).
+    Exited,
+    /// Something outlived the grace period, or a further stopping signal cut it short: SIGKILL.
+    Killed,
+}
+
+impl Ending {
+    fn killed(self) -> bool {
+        self == Ending::Killed
+    }
+}
+
 /// What stopping a try (or hook) came to.
 struct Stopped {
     /// A stopping signal that reached `retry` meanwhile: `retry` will die of it.
     received: Option<Signal>,
-    /// Something outlived the grace period and got SIGKILL.
-    killed: bool,
+    ending: Ending,
     /// How many processes were still running when the stop began.
     count: usize,
     /// How many of them had left the try's process group.
@@ -41,8 +69,8 @@ struct Stopped {
 #[derive(Clone, Copy, Debug)]
 struct Ended {
     outcome: Outcome,
-    /// The try was stopped and needed SIGKILL after the grace period.
-    killed: bool,
+    /// `Killed` when the try was stopped and needed SIGKILL after the grace period.
+    ending: Ending,
     /// The try was stopped by the end of the budget or the deadline, not by `--timeout`.
     by_limit: bool,
     /// What the failed try left running, and how stopping it went.
@@ -53,7 +81,7 @@ struct Ended {
 #[derive(Clone, Copy, Debug)]
 struct Leftovers {
     count: usize,
-    killed: bool,
+    ending: Ending,
 }
 
 /// How a try ended, from the runner's point of view.
@@ -67,6 +95,106 @@ enum TryEnd {
     /// `retry` received a stopping signal during the try; the try has been stopped. The
     /// outcome is how it ended, if it had started.
     Interrupted(Signal, Option<Ended>),
+}
+
+/// How a child that `run_child` watched came to its end.
+enum Finish {
+    /// It ended by itself: its leader's outcome.
+    Exited(Outcome),
+    /// Its time came, and it was stopped.
+    TimedOut(Stopped),
+    /// `retry` received this stopping signal, and stopped it with the same.
+    Interrupted(Signal, Stopped),
+    /// Its output could not be written, and it was stopped.
+    OutputFailed,
+}
+
+impl Ended {
+    /// A try that ended by itself, or never started.
+    fn by_itself(outcome: Outcome) -> Ended {
+        Ended {
+            outcome,
+            ending: Ending::Exited,
+            by_limit: false,
+            leftovers: None,
+        }
+    }
+
+    /// A try that `retry` stopped: `by_limit` when the budget or the deadline stopped it.
+    fn stopped(outcome: Outcome, stopped: &Stopped, by_limit: bool) -> Ended {
+        Ended {
+            outcome,
+            ending: stopped.ending,
+            by_limit,
+            leftovers: escaped(stopped),
+        }
+    }
+
+    /// What the log says about try `attempt`, which ended so after `took`.
+    fn report<'a>(
+        &self,
+        attempt: u64,
+        took: Duration,
+        verdict: &'a Verdict,
+        decision: &'a Decision,
+        detail: Option<&'a str>,
+    ) -> TryReport<'a> {
+        TryReport {
+            attempt,
+            outcome: self.outcome,
+            took,
+            verdict,
+            decision,
+            detail,
+            killed: self.ending.killed(),
+            stopped_by_limit: self.by_limit,
+        }
+    }
+}
+
+/// The try being run: its number, when it started, its plumbing.
+struct Try {
+    attempt: u64,
+    start: Moment,
+    io: TryIo,
+}
+
+/// The retry that the schedule decided on after try `attempt` ended with `outcome`.
+struct Retry {
+    attempt: u64,
+    outcome: Outcome,
+    wait: Wait,
+}
+
+/// A hook to run (spec 8.3): which one, its command, and what it is told.
+struct Hook<'a> {
+    /// `--on-retry` or `--on-give-up`.
+    which: &'static str,
+    command: &'a str,
+    /// The try after which it runs.
+    attempt: u64,
+    /// `RETRY_EXIT_CODE`: the status `retry` would exit with after that try.
+    exit_code: i32,
+    /// `RETRY_DELAY_MS`: the wait before the next try.
+    delay: Duration,
+    /// How long it may run.
+    bound: Option<Duration>,
+}
+
+/// What wakes the runner: `next_event` deals with the rest itself (signals to pass on, job
+/// control, window sizes, the try's input and output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    /// A child changed state: reap.
+    Child,
+    /// A stopping signal reached `retry`.
+    Stop(Signal),
+    /// The time given has come.
+    Timeout,
+    /// The try's output could not be written (not for a closed pipe).
+    OutputFailed,
+    /// Everything the ended try wrote has been written out (only while draining).
+    Drained,
 }
 
 pub struct Runner<'c> {
@@ -150,14 +278,7 @@ impl<'c> Runner<'c> {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         let inner = self.config.policy.max_tries.unwrap_or(0);
-        let total = match (outer, inner) {
-            (0, _) | (_, 0) => "without limit".to_string(),
-            (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(i)),
-        };
-        self.log.warn(&format!(
-            "running inside another retry (run {}): the tries multiply, and the command may run {total}; nested retries are a classic cause of retry storms",
-            outer_id.to_string_lossy()
-        ));
+        self.log.nested(&outer_id.to_string_lossy(), outer, inner);
     }
 
     pub fn run(mut self, seed: u64) -> ExitStatus {
@@ -167,140 +288,198 @@ impl<'c> Runner<'c> {
         self.log.start(config, seed);
         self.warn_if_nested();
         loop {
-            let now = self.start.elapsed();
-            let limit = schedule.start_try(now);
-            let by_limit = schedule.limit_ends_try(now);
-            let attempt = schedule.tries();
-            let try_start = Moment::now();
-            let mut io = TryIo::default();
-            self.log.group_start(attempt);
-            let end = match self.run_try(attempt, limit, by_limit, &mut io) {
-                Ok(end) => end,
-                Err(e) => {
-                    self.log.error(&format!("{e:#}"));
-                    return ExitStatus::Usage;
-                }
-            };
-            let output = self.stdio.finish_try(&mut io);
-            if let Some(warning) = self.stdio.take_warning() {
-                self.log.warn(&warning);
-            }
-            let (ended, detail) = match end {
-                TryEnd::Ended(ended) => (ended, None),
-                TryEnd::NotStarted(outcome, detail) => (
-                    Ended {
-                        outcome,
-                        killed: false,
-                        by_limit: false,
-                        leftovers: None,
-                    },
-                    Some(detail),
-                ),
-                TryEnd::OutputFailed => {
-                    self.log.group_end();
-                    return self.output_failed(&io);
-                }
-                TryEnd::Interrupted(signal, ended) => {
-                    // What can be written at once is; a received signal waits for nothing.
-                    self.stdio.deliver(&mut io, false);
-                    let _ = self.drain(&mut io, Some(Moment::now()));
-                    self.log.group_end();
-                    if let Some(ended) = ended {
-                        self.log.try_interrupted(&TryReport {
-                            attempt,
-                            outcome: ended.outcome,
-                            took: try_start.elapsed(),
-                            verdict: &Verdict::Interrupted,
-                            decision: &Decision::GiveUp(GiveUp::Interrupted),
-                            detail: None,
-                            killed: ended.killed,
-                            stopped_by_limit: ended.by_limit,
-                        });
-                        if let Some(left) = ended.leftovers {
-                            self.log.leftovers(attempt, signal, left.killed, left.count);
-                        }
-                    }
-                    return self.interrupted(attempt, signal, false);
-                }
-            };
-            let outcome = ended.outcome;
-            let took = try_start.elapsed();
-            let (verdict, mut decision) =
-                schedule.after_try_with_output(outcome, output, self.start.elapsed(), &mut rng);
-            if matches!(decision, Decision::Retry(_)) && !self.stdio.can_replay() {
-                // Another try would read only part of the input.
-                decision = Decision::GiveUp(GiveUp::Input);
-            }
-            let success = matches!(decision, Decision::Succeed);
-            self.stdio.deliver(&mut io, success);
-            let drained = self.drain(&mut io, self.run_end());
-            self.log.group_end();
-            let report = TryReport {
-                attempt,
-                outcome,
-                took,
-                verdict: &verdict,
-                decision: &decision,
-                detail: detail.as_deref(),
-                killed: ended.killed,
-                stopped_by_limit: ended.by_limit,
-            };
-            if let Some(signal) = drained {
-                // A signal came while the try's output was being written out.
-                self.log.try_ended(&report);
-                return self.interrupted(attempt, signal, true);
-            }
-            if io.failed.is_some() {
-                self.log.try_ended(&report);
-                return self.output_failed(&io);
-            }
-            if io.broken && success {
-                // The output of the successful try did not all reach its reader: never 0
-                // after losing output. The command itself would have met SIGPIPE.
-                self.log.try_ended(&report);
-                self.log
-                    .warn("the reader of standard output is gone before all of it was written");
-                return ExitStatus::KilledBy(Signal::PIPE);
-            }
-            self.log.try_ended(&report);
-            if let Some(left) = ended.leftovers {
-                self.log
-                    .leftovers(attempt, self.config.signal, left.killed, left.count);
-            }
-            match decision {
-                Decision::Succeed => {
-                    self.log
-                        .succeeded(attempt, self.start.elapsed(), schedule.waited());
-                    self.stdio.hand_off(&mut io);
-                    return ExitStatus::Success;
-                }
-                Decision::GiveUp(why) => return self.give_up(attempt, &why, outcome),
-                Decision::Retry(wait) => {
-                    self.log.wait(attempt, wait);
-                    let waiting = Moment::now();
-                    if let Some(hook) = &config.on_retry {
-                        let code = ExitStatus::from_last_try(outcome).code();
-                        let bound = self.hook_bound();
-                        if let Some(signal) =
-                            self.run_hook("--on-retry", hook, attempt, code, wait.delay, bound)
-                        {
-                            return self.interrupted(attempt, signal, true);
-                        }
-                    }
-                    // The hook's time is part of the wait: the next try starts as planned, or
-                    // when the hook is done if it took longer. A hook that took long may have
-                    // spent the budget the retry needed.
-                    let left = wait.delay.saturating_sub(waiting.elapsed());
-                    if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
-                        self.log.no_time_after_hook(attempt + 1, &exceeded);
-                        return self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
-                    }
-                    if let Some(signal) = self.sleep(left, attempt + 1) {
-                        return self.interrupted(attempt, signal, true);
-                    }
-                }
+            if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
+                return status;
             }
         }
+    }
+
+    /// One try, and the wait before the next one if the schedule retries.
+    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut StdRng) -> ControlFlow<ExitStatus> {
+        let retry = self.next_try(schedule, rng)?;
+        self.wait_to_retry(schedule, &retry)
+    }
+
+    /// Runs the next try to its end and reports it: `Continue` with the retry the schedule
+    /// decided on, or `Break` with how the run ends.
+    fn next_try(
+        &mut self,
+        schedule: &mut Schedule<'_>,
+        rng: &mut StdRng,
+    ) -> ControlFlow<ExitStatus, Retry> {
+        let now = self.start.elapsed();
+        let limit = schedule.start_try(now);
+        let by_limit = schedule.limit_ends_try(now);
+        let mut t = Try {
+            attempt: schedule.tries(),
+            start: Moment::now(),
+            io: TryIo::default(),
+        };
+        self.log.group_start(t.attempt);
+        let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
+            Ok(end) => end,
+            Err(e) => {
+                self.log.error(&format!("{e:#}"));
+                return ControlFlow::Break(ExitStatus::Usage);
+            }
+        };
+        let output = self.stdio.finish_try(&mut t.io);
+        if let Some(warning) = self.stdio.take_warning() {
+            self.log.warn(&warning);
+        }
+        let (ended, detail) = match end {
+            TryEnd::Ended(ended) => (ended, None),
+            TryEnd::NotStarted(outcome, detail) => (Ended::by_itself(outcome), Some(detail)),
+            TryEnd::OutputFailed => {
+                self.log.group_end();
+                return ControlFlow::Break(self.output_failed(&t.io));
+            }
+            TryEnd::Interrupted(signal, ended) => {
+                return ControlFlow::Break(self.interrupted_try(&mut t, signal, ended));
+            }
+        };
+        let took = t.start.elapsed();
+        let (verdict, decision) = self.decide(schedule, rng, ended.outcome, output);
+        let success = matches!(decision, Decision::Succeed);
+        self.stdio.deliver(&mut t.io, success);
+        let drained = self.drain(&mut t.io, self.run_end());
+        self.log.group_end();
+        self.log
+            .try_ended(&ended.report(t.attempt, took, &verdict, &decision, detail.as_deref()));
+        if let Some(status) = self.output_ends_run(t.attempt, drained, &t.io, success) {
+            return ControlFlow::Break(status);
+        }
+        if let Some(left) = ended.leftovers {
+            let killed = left.ending.killed();
+            let signal = self.config.signal;
+            self.log.leftovers(t.attempt, signal, killed, left.count);
+        }
+        self.obey(schedule, decision, &mut t, ended.outcome)
+    }
+
+    /// What the schedule makes of the try, which ended with `outcome` and whose output matched
+    /// (or not) the output patterns; a retry that could not get the same input gives up.
+    fn decide(
+        &self,
+        schedule: &mut Schedule<'_>,
+        rng: &mut StdRng,
+        outcome: Outcome,
+        output: OutputMatch,
+    ) -> (Verdict, Decision) {
+        let now = self.start.elapsed();
+        let (verdict, decision) = schedule.after_try_with_output(outcome, output, now, rng);
+        if matches!(decision, Decision::Retry(_)) && !self.stdio.can_replay() {
+            // Another try would read only part of the input.
+            return (verdict, Decision::GiveUp(GiveUp::Input));
+        }
+        (verdict, decision)
+    }
+
+    /// Carries out the decision on try `t`, whose output has been written out.
+    fn obey(
+        &mut self,
+        schedule: &Schedule<'_>,
+        decision: Decision,
+        t: &mut Try,
+        outcome: Outcome,
+    ) -> ControlFlow<ExitStatus, Retry> {
+        match decision {
+            Decision::Succeed => {
+                self.log
+                    .succeeded(t.attempt, self.start.elapsed(), schedule.waited());
+                self.stdio.hand_off(&mut t.io);
+                ControlFlow::Break(ExitStatus::Success)
+            }
+            Decision::GiveUp(why) => ControlFlow::Break(self.give_up(t.attempt, &why, outcome)),
+            Decision::Retry(wait) => ControlFlow::Continue(Retry {
+                attempt: t.attempt,
+                outcome,
+                wait,
+            }),
+        }
+    }
+
+    /// `retry` received `signal` during try `t`, which has been stopped (if it had started):
+    /// writes out what can be at once, reports the try and what it left, and ends the run.
+    fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> ExitStatus {
+        // What can be written at once is; a received signal waits for nothing.
+        self.stdio.deliver(&mut t.io, false);
+        let _ = self.drain(&mut t.io, Some(Moment::now()));
+        self.log.group_end();
+        if let Some(ended) = ended {
+            let decision = Decision::GiveUp(GiveUp::Interrupted);
+            let took = t.start.elapsed();
+            let report = ended.report(t.attempt, took, &Verdict::Interrupted, &decision, None);
+            self.log.try_interrupted(&report);
+            if let Some(left) = ended.leftovers {
+                let killed = left.ending.killed();
+                self.log.leftovers(t.attempt, signal, killed, left.count);
+            }
+        }
+        self.interrupted(t.attempt, signal, false)
+    }
+
+    /// How writing out the output of try `attempt` ends the run, if it does: a stopping signal
+    /// received meanwhile (`drained`), a failed write, or a reader of the successful try's
+    /// output gone before it had all of it.
+    fn output_ends_run(
+        &mut self,
+        attempt: u64,
+        drained: Option<Signal>,
+        io: &TryIo,
+        success: bool,
+    ) -> Option<ExitStatus> {
+        if let Some(signal) = drained {
+            return Some(self.interrupted(attempt, signal, true));
+        }
+        if io.failed.is_some() {
+            return Some(self.output_failed(io));
+        }
+        if io.broken && success {
+            // Never 0 after losing output: the command itself would have met SIGPIPE.
+            self.log.reader_gone();
+            return Some(ExitStatus::KilledBy(Signal::PIPE));
+        }
+        None
+    }
+
+    /// The wait before the try after `retry.attempt`: the `--on-retry` hook, then what is left of
+    /// the wait, if the next try still fits in the budget.
+    fn wait_to_retry(&mut self, schedule: &Schedule<'_>, retry: &Retry) -> ControlFlow<ExitStatus> {
+        let Retry {
+            attempt,
+            outcome,
+            wait,
+        } = *retry;
+        let config = self.config;
+        self.log.wait(attempt, wait);
+        let waiting = Moment::now();
+        if let Some(command) = &config.on_retry {
+            let hook = Hook {
+                which: "--on-retry",
+                command,
+                attempt,
+                exit_code: ExitStatus::from_last_try(outcome).code(),
+                delay: wait.delay,
+                bound: self.hook_bound(),
+            };
+            if let Some(signal) = self.run_hook(&hook) {
+                return ControlFlow::Break(self.interrupted(attempt, signal, true));
+            }
+        }
+        // The hook's time is part of the wait: the next try starts as planned, or when the hook
+        // is done if it took longer. A hook that took long may have spent the budget the retry
+        // needed.
+        let left = wait.delay.saturating_sub(waiting.elapsed());
+        if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
+            self.log.no_time_after_hook(attempt + 1, &exceeded);
+            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(status);
+        }
+        if let Some(signal) = self.sleep(left, attempt + 1) {
+            return ControlFlow::Break(self.interrupted(attempt, signal, true));
+        }
+        ControlFlow::Continue(())
     }
 
     /// The end of the run's budget or deadline, if it has one.
@@ -321,17 +500,15 @@ impl<'c> Runner<'c> {
     fn drain_until(&mut self, io: &mut TryIo, until: Option<Moment>) -> Option<Signal> {
         while self.stdio.has_output(io) {
             match self.next_event(Some(io), until) {
-                Event::Stop(signal) => return Some(signal),
-                Event::Timeout => {
+                Wake::Stop(signal) => return Some(signal),
+                Wake::Timeout => {
                     if self.stdio.has_output(io) {
-                        self.log.warn(
-                            "the reader of the output is too slow: what the try wrote last was not all passed on",
-                        );
+                        self.log.slow_reader();
                     }
                     break;
                 }
-                Event::Child => reap_all(|_, _| {}),
-                _ => {}
+                Wake::Child => reap_all(),
+                Wake::OutputFailed | Wake::Drained => {}
             }
         }
         None
@@ -352,22 +529,21 @@ impl<'c> Runner<'c> {
             GiveUp::Input => ExitStatus::Usage,
             _ => ExitStatus::from_last_try(outcome),
         };
-        self.log.gave_up(
-            attempt,
-            self.start.elapsed(),
-            why,
-            status,
-            Some(outcome),
-            None,
-        );
-        if let Some(hook) = &config.on_give_up {
-            // The run may give up because its budget is spent: the hook still gets the grace
-            // period.
-            let bound = self.hook_bound().map(|b| b.max(config.kill_after));
-            let code = status.code();
-            if let Some(signal) =
-                self.run_hook("--on-give-up", hook, attempt, code, Duration::ZERO, bound)
-            {
+        let elapsed = self.start.elapsed();
+        self.log
+            .gave_up(attempt, elapsed, why, status, Some(outcome), None);
+        if let Some(command) = &config.on_give_up {
+            let hook = Hook {
+                which: "--on-give-up",
+                command,
+                attempt,
+                exit_code: status.code(),
+                delay: Duration::ZERO,
+                // The run may give up because its budget is spent: the hook still gets the
+                // grace period.
+                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
+            };
+            if let Some(signal) = self.run_hook(&hook) {
                 return self.interrupted(attempt, signal, true);
             }
         }
@@ -402,140 +578,37 @@ impl<'c> Runner<'c> {
             return Ok(TryEnd::Interrupted(signal, None));
         }
         self.env[0].1 = attempt.to_string();
-        let mut spawned = self.spawn_try(&self.config.command, io)?;
-        if let Err(e) = &spawned {
-            if e.wants_shell() {
-                // execvp semantics: a file without `#!` that the kernel cannot run is a script.
-                if let Ok(path) = resolve(&self.config.command[0]) {
-                    let mut command = vec![OsString::from("/bin/sh"), path.into_os_string()];
-                    command.extend(self.config.command[1..].iter().cloned());
-                    spawned = self.spawn_try(&command, io)?;
-                }
-            }
-        }
-        let mut child = match spawned {
+        let mut child = match self.spawn_command(io)? {
             Ok(child) => child,
             Err(e) => {
-                let name = crate::report::quote(&self.config.command[0]);
-                let reason = match e.error.raw_os_error() {
-                    Some(errno) => nix::errno::Errno::from_raw(errno).desc().to_string(),
-                    None => e.error.to_string(),
-                };
-                let detail = match e.outcome {
-                    Outcome::NotFound => format!("{name} was not found"),
-                    Outcome::NoResources => {
-                        let errno = e.error.raw_os_error().map(nix::errno::Errno::from_raw);
-                        match errno {
-                            Some(errno) => format!(
-                                "{name} could not be started: out of resources ({errno:?}: {reason})"
-                            ),
-                            None => format!("{name} could not be started: out of resources"),
-                        }
-                    }
-                    _ => format!("{name} cannot be executed: {reason}"),
-                };
+                let detail = not_started(&self.config.command[0], e.outcome, &e.error);
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };
-        self.current = Some(child.target());
-        let end = self.wait_try(&mut child, limit, by_limit, io);
-        self.current = None;
-        if let TryEnd::Ended(mut ended) = end {
-            let success = matches!(
-                self.config.policy.classifier.verdict(ended.outcome),
-                Verdict::Success(_)
-            );
-            if !success && self.left_running(&child) {
-                // Leftovers of a failed try are stopped before anything else happens, so tries
-                // never overlap (spec 6.3): what stayed in its group, and on Linux what left it.
-                let stopped = self.stop(&mut child, self.config.signal, io);
-                // Take the terminal back before writing to it: with `stty tostop`, a write
-                // from outside the foreground group would stop retry.
-                self.give_back_terminal(&child);
-                if let Some(received) = stopped.received {
-                    return Ok(TryEnd::Interrupted(received, Some(ended)));
-                }
-                ended.leftovers = Some(Leftovers {
-                    count: stopped.count,
-                    killed: stopped.killed,
-                });
-                return Ok(TryEnd::Ended(ended));
-            }
-        }
+        let finish = self.run_child(&mut child, limit.and_then(after), Some(io));
+        let end = self.try_end(&mut child, finish, by_limit, io);
+        // Take the terminal back before writing to it: with `stty tostop`, a write from outside
+        // the foreground group would stop retry.
         self.give_back_terminal(&child);
         Ok(end)
     }
 
-    /// Waits for a started try to end, stopping it when `limit` has passed.
-    fn wait_try(
-        &mut self,
-        child: &mut Child,
-        limit: Option<Duration>,
-        by_limit: bool,
-        io: &mut TryIo,
-    ) -> TryEnd {
-        let deadline = limit.and_then(after);
-        loop {
-            match self.next_event(Some(io), deadline) {
-                Event::Child => {
-                    child.reap();
-                    if let Some(outcome) = child.outcome() {
-                        return TryEnd::Ended(Ended {
-                            outcome,
-                            killed: false,
-                            by_limit: false,
-                            leftovers: None,
-                        });
-                    }
-                    if child.take_stopped() {
-                        self.suspend_with(child);
-                    }
+    /// Starts the command as the try, with fresh plumbing in `io`. As execvp does, a file
+    /// without `#!` that the kernel cannot run is taken for a script, and run with `/bin/sh`.
+    fn spawn_command(&mut self, io: &mut TryIo) -> anyhow::Result<Result<Child, SpawnError>> {
+        let config = self.config;
+        let command = &config.command;
+        match self.spawn_try(command, io)? {
+            Err(e) if e.wants_shell() => match resolve(&command[0]) {
+                Ok(path) => {
+                    let mut script = vec![OsString::from("/bin/sh"), path.into_os_string()];
+                    script.extend(command[1..].iter().cloned());
+                    self.spawn_try(&script, io)
                 }
-                Event::Stop(signal) => {
-                    let stopped = self.stop(child, signal, io);
-                    let ended = Ended {
-                        // A leader that SIGKILL ended after the grace period may not be reaped.
-                        outcome: child.outcome().unwrap_or(Outcome::Signal(Signal::KILL)),
-                        killed: stopped.killed,
-                        by_limit: false,
-                        leftovers: escaped(&stopped),
-                    };
-                    return TryEnd::Interrupted(signal, Some(ended));
-                }
-                Event::Io => {
-                    // The output cannot be written: stop the try, the run ends.
-                    self.stop(child, self.config.signal, io);
-                    return TryEnd::OutputFailed;
-                }
-                // (next_event handles the others.)
-                Event::Timeout | Event::Forward(_) | Event::Suspend | Event::Resize => {
-                    let stopped = self.stop(child, self.config.signal, io);
-                    let ended = Ended {
-                        outcome: Outcome::Timeout,
-                        killed: stopped.killed,
-                        by_limit,
-                        leftovers: escaped(&stopped),
-                    };
-                    return match stopped.received {
-                        Some(signal) => TryEnd::Interrupted(signal, Some(ended)),
-                        None => TryEnd::Ended(ended),
-                    };
-                }
-            }
+                Err(_) => Ok(Err(e)),
+            },
+            spawned => Ok(spawned),
         }
-    }
-
-    /// True when something of an ended try still runs: in its group, or (on Linux, where
-    /// `retry` is subreaper) anywhere below `retry`.
-    fn left_running(&self, child: &Child) -> bool {
-        child.alive()
-            || (self.sweeps() && has_children() && !descendants(&self.inherited).is_empty())
-    }
-
-    /// Whether stopping a try also stops the processes that left its group. Not with
-    /// `--foreground`, which promises to stop only the command itself.
-    fn sweeps(&self) -> bool {
-        !self.config.foreground
     }
 
     /// Starts `command` as the try, with fresh plumbing in `io`.
@@ -556,11 +629,104 @@ impl<'c> Runner<'c> {
         }))
     }
 
+    /// What a try that `run_child` saw to its end came to, once what a failed one left running
+    /// has been stopped too, before anything else happens, so that tries never overlap (spec
+    /// 6.3): what stayed in its group, and on Linux what left it.
+    fn try_end(
+        &mut self,
+        child: &mut Child,
+        finish: Finish,
+        by_limit: bool,
+        io: &mut TryIo,
+    ) -> TryEnd {
+        let mut ended = match finish {
+            Finish::Exited(outcome) => Ended::by_itself(outcome),
+            Finish::TimedOut(stopped) => {
+                let ended = Ended::stopped(Outcome::Timeout, &stopped, by_limit);
+                match stopped.received {
+                    Some(signal) => return TryEnd::Interrupted(signal, Some(ended)),
+                    None => ended,
+                }
+            }
+            Finish::Interrupted(signal, stopped) => {
+                // A leader that SIGKILL ended after the grace period may not be reaped.
+                let outcome = child.outcome().unwrap_or(Outcome::Signal(Signal::KILL));
+                let ended = Ended::stopped(outcome, &stopped, false);
+                return TryEnd::Interrupted(signal, Some(ended));
+            }
+            Finish::OutputFailed => return TryEnd::OutputFailed,
+        };
+        if !self.config.policy.stops_leftovers(ended.outcome) {
+            return TryEnd::Ended(ended);
+        }
+        if let Some(stopped) = self.stop_leftovers(child, Some(io)) {
+            if let Some(signal) = stopped.received {
+                return TryEnd::Interrupted(signal, Some(ended));
+            }
+            ended.leftovers = Some(Leftovers {
+                count: stopped.count,
+                ending: stopped.ending,
+            });
+        }
+        TryEnd::Ended(ended)
+    }
+
+    /// Runs a started child, a try or a hook, until it ends or `until` comes, passing signals on
+    /// to it meanwhile. Stops it when its time is up, when `retry` receives a stopping signal,
+    /// or when the output of a try (`io`) cannot be written. A try takes part in job control; a
+    /// hook, which has no `io`, does not.
+    fn run_child(
+        &mut self,
+        child: &mut Child,
+        until: Option<Moment>,
+        mut io: Option<&mut TryIo>,
+    ) -> Finish {
+        self.current = Some(child.target());
+        let finish = loop {
+            match self.next_event(io.as_deref_mut(), until) {
+                Wake::Child => {
+                    child.reap();
+                    if let Some(outcome) = child.outcome() {
+                        break Finish::Exited(outcome);
+                    }
+                    if io.is_some() && child.take_stopped() {
+                        self.suspend_with(child);
+                    }
+                }
+                Wake::Stop(signal) => {
+                    let stopped = self.stop(child, StopCause::Received(signal), io);
+                    break Finish::Interrupted(signal, stopped);
+                }
+                Wake::OutputFailed => {
+                    self.stop(child, StopCause::OutputFailed, io);
+                    break Finish::OutputFailed;
+                }
+                // Only while the output of an ended try is written out.
+                Wake::Drained => {}
+                Wake::Timeout => break Finish::TimedOut(self.stop(child, StopCause::TimeUp, io)),
+            }
+        };
+        self.current = None;
+        finish
+    }
+
+    /// True when something of an ended try still runs: in its group, or (on Linux, where
+    /// `retry` is subreaper) anywhere below `retry`.
+    fn left_running(&self, child: &Child) -> bool {
+        child.alive()
+            || (self.sweeps() && has_children() && !descendants(&self.inherited).is_empty())
+    }
+
+    /// Whether stopping a try also stops the processes that left its group. Not with
+    /// `--foreground`, which promises to stop only the command itself.
+    fn sweeps(&self) -> bool {
+        !self.config.foreground
+    }
+
     /// Waits for the next event, moving the try's input and output meanwhile, and looking
     /// whether the try waits for input when that is due. Passes forwarded signals on and
-    /// handles SIGTSTP and SIGWINCH itself: never returns `Forward`, `Suspend` or `Resize`, and
-    /// returns `Io` only when the try's output could not be written.
-    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Event {
+    /// handles SIGTSTP and SIGWINCH itself.
+    fn next_event(&mut self, mut io: Option<&mut TryIo>, until: Option<Moment>) -> Wake {
         let mut fds = Vec::new();
         let mut tokens = Vec::new();
         loop {
@@ -576,17 +742,22 @@ impl<'c> Runner<'c> {
                 (until, scan) => until.or(scan),
             };
             match self.signals.next_with(&mut fds, wake) {
+                Event::Child => return Wake::Child,
+                Event::Stop(signal) => return Wake::Stop(signal),
                 Event::Timeout if until.is_none_or(|until| Moment::now() < until) => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.scan(io, &self.inherited);
                     }
                 }
+                Event::Timeout => return Wake::Timeout,
                 Event::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);
-                        // A write failed, or (after the try) everything has been written.
-                        if io.failed.is_some() || (self.draining && !self.stdio.has_output(io)) {
-                            return Event::Io;
+                        if io.failed.is_some() {
+                            return Wake::OutputFailed;
+                        }
+                        if self.draining && !self.stdio.has_output(io) {
+                            return Wake::Drained;
                         }
                     }
                 }
@@ -601,7 +772,6 @@ impl<'c> Runner<'c> {
                         self.stdio.follow_window_sizes(io);
                     }
                 }
-                event => return event,
             }
         }
     }
@@ -655,60 +825,84 @@ impl<'c> Runner<'c> {
         }
     }
 
-    /// Stops the try (or hook): `signal` then SIGCONT, so that a stopped process can act on it,
-    /// to its group and, unless `--foreground`, to every process below `retry` (those that left
-    /// the group); SIGKILL to all of them after `--kill-after`, or at once on a further stopping
-    /// signal.
-    fn stop(&mut self, child: &mut Child, signal: Signal, io: &mut TryIo) -> Stopped {
-        let mut received = None;
-        let mut killed = false;
+    /// Stops the try (or hook) for `cause`: its signal then SIGCONT, so that a stopped process
+    /// can act on it, to its group and, unless `--foreground`, to every process below `retry`
+    /// (those that left the group); SIGKILL to all of them after `--kill-after`, or at once on a
+    /// further stopping signal.
+    fn stop(&mut self, child: &mut Child, cause: StopCause, mut io: Option<&mut TryIo>) -> Stopped {
+        let signal = match cause {
+            StopCause::Received(signal) => signal,
+            StopCause::TimeUp | StopCause::Leftovers | StopCause::OutputFailed => {
+                self.config.signal
+            }
+        };
         let (count, outside) = self.send_all(child, signal);
         self.send_all(child, Signal::CONT);
-        let kill_at = after(self.config.kill_after);
-        while self.left_running(child) {
-            match self.next_event(Some(io), kill_at) {
-                Event::Child => child.reap(),
-                Event::Stop(s) => {
-                    // A first signal to retry during the grace period is the one retry will die
-                    // of; any signal now means SIGKILL at once.
-                    received.get_or_insert(s);
-                    break;
-                }
-                _ => break,
-            }
-        }
-        if self.left_running(child) {
-            self.send_all(child, Signal::KILL);
-            killed = true;
-            let settle = after(KILL_SETTLE);
-            while self.left_running(child) {
-                match self.next_event(Some(io), settle) {
-                    Event::Child => {
-                        child.reap();
-                        // A process forked just before the kill is killed too.
-                        self.send_all(child, Signal::KILL);
-                    }
-                    Event::Stop(s) => {
-                        received.get_or_insert(s);
-                    }
-                    _ => {
-                        self.log.warn(&format!(
-                            "processes of pid {} still exist {:?} after SIGKILL",
-                            child.pid(),
-                            KILL_SETTLE
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
+        let mut received = self.grace(child, io.as_deref_mut());
+        let ending = if self.left_running(child) {
+            let late = self.kill(child, io);
+            received = received.or(late);
+            Ending::Killed
+        } else {
+            Ending::Exited
+        };
         child.reap();
         Stopped {
             received,
-            killed,
+            ending,
             count,
             outside,
         }
+    }
+
+    /// Waits for what was just signalled to end, for `--kill-after` at most; returns a stopping
+    /// signal received meanwhile, which ends the grace period at once.
+    fn grace(&mut self, child: &mut Child, mut io: Option<&mut TryIo>) -> Option<Signal> {
+        let kill_at = after(self.config.kill_after);
+        while self.left_running(child) {
+            match self.next_event(io.as_deref_mut(), kill_at) {
+                Wake::Child => child.reap(),
+                // A first signal to retry during the grace period is the one retry will die of;
+                // any signal now means SIGKILL at once.
+                Wake::Stop(signal) => return Some(signal),
+                Wake::Timeout | Wake::OutputFailed | Wake::Drained => break,
+            }
+        }
+        None
+    }
+
+    /// SIGKILL to everything that is left, then a wait for the kernel to end it all, for
+    /// `KILL_SETTLE` at most; returns a stopping signal received meanwhile.
+    fn kill(&mut self, child: &mut Child, mut io: Option<&mut TryIo>) -> Option<Signal> {
+        let mut received = None;
+        self.send_all(child, Signal::KILL);
+        let settle = after(KILL_SETTLE);
+        while self.left_running(child) {
+            match self.next_event(io.as_deref_mut(), settle) {
+                Wake::Child => {
+                    child.reap();
+                    // A process forked just before the kill is killed too.
+                    self.send_all(child, Signal::KILL);
+                }
+                Wake::Stop(signal) => {
+                    received.get_or_insert(signal);
+                }
+                Wake::Timeout | Wake::OutputFailed | Wake::Drained => {
+                    self.log.survivors(child.pid().as_raw(), KILL_SETTLE);
+                    break;
+                }
+            }
+        }
+        received
+    }
+
+    /// Stops what `child` left running, if anything (spec 6.3 for a failed try, 8.3 for a
+    /// hook).
+    fn stop_leftovers(&mut self, child: &mut Child, io: Option<&mut TryIo>) -> Option<Stopped> {
+        if !self.left_running(child) {
+            return None;
+        }
+        Some(self.stop(child, StopCause::Leftovers, io))
     }
 
     /// Sends `signal` to the try's group and, when sweeping, to every process below `retry` that
@@ -730,35 +924,56 @@ impl<'c> Runner<'c> {
         (below.len(), outside)
     }
 
-    /// How long a hook may run: `--timeout`, and what is left of the budget.
+    /// How long a hook starting now may run.
     fn hook_bound(&self) -> Option<Duration> {
-        let left = self
-            .config
-            .policy
-            .limit
-            .map(|l| l.at.saturating_sub(self.start.elapsed()));
-        match (self.config.policy.timeout, left) {
-            (Some(t), Some(l)) => Some(t.min(l)),
-            (t, l) => t.or(l),
-        }
+        self.config.policy.hook_limit(self.start.elapsed())
     }
 
     /// Runs a hook (`sh -c CMD`) to its end or its bound; returns a stopping signal received
     /// meanwhile. Its failure is logged and changes nothing else.
-    fn run_hook(
-        &mut self,
-        which: &str,
-        command: &str,
-        attempt: u64,
-        exit_code: i32,
-        delay: Duration,
-        bound: Option<Duration>,
-    ) -> Option<Signal> {
+    fn run_hook(&mut self, hook: &Hook<'_>) -> Option<Signal> {
+        let mut child = match self.spawn_hook(hook) {
+            Ok(child) => child,
+            Err(e) => {
+                let failure = HookFailure::NotStarted(&e.error);
+                self.log.hook_ended(hook.which, hook.attempt, failure);
+                return None;
+            }
+        };
+        let (received, failure) = match self.run_child(&mut child, hook.bound.and_then(after), None)
+        {
+            Finish::Exited(Outcome::Exit(0)) => (None, None),
+            Finish::Exited(outcome) => (None, Some(HookFailure::Ended(outcome))),
+            Finish::TimedOut(stopped) => {
+                let took = hook.bound.unwrap_or_default();
+                (stopped.received, Some(HookFailure::TimedOut(took)))
+            }
+            Finish::Interrupted(signal, _) => (Some(signal), None),
+            // A hook's output goes straight to standard error: never through retry.
+            Finish::OutputFailed => (None, None),
+        };
+        if let Some(failure) = failure {
+            self.log.hook_ended(hook.which, hook.attempt, failure);
+        }
+        if received.is_some() {
+            return received;
+        }
+        // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
+        let stopped = self.stop_leftovers(&mut child, None)?;
+        let (signal, killed) = (self.config.signal, stopped.ending.killed());
+        self.log
+            .hook_leftovers(hook.which, hook.attempt, signal, killed, stopped.count);
+        stopped.received
+    }
+
+    /// Starts `sh -c CMD` for `hook`, with the environment of a try plus `RETRY_EXIT_CODE` and
+    /// `RETRY_DELAY_MS`, no input, and its output on standard error: standard output belongs to
+    /// the command.
+    fn spawn_hook(&self, hook: &Hook<'_>) -> Result<Child, SpawnError> {
         let mut env = self.env.clone();
-        env[0].1 = attempt.to_string();
-        env.push(("RETRY_EXIT_CODE", exit_code.to_string()));
-        env.push(("RETRY_DELAY_MS", millis(delay).to_string()));
-        // The hook's output goes to standard error: standard output belongs to the command.
+        env[0].1 = hook.attempt.to_string();
+        env.push(("RETRY_EXIT_CODE", hook.exit_code.to_string()));
+        env.push(("RETRY_DELAY_MS", millis(hook.delay).to_string()));
         let stdout = match std::io::stderr().as_fd().try_clone_to_owned() {
             Ok(fd) => ChildFd::Fd(fd),
             Err(_) => ChildFd::Null,
@@ -766,10 +981,10 @@ impl<'c> Runner<'c> {
         let sh_command = [
             OsString::from("sh"),
             OsString::from("-c"),
-            OsString::from(command),
+            OsString::from(hook.command),
         ];
-        let opts = SpawnOptions {
-            stdio: crate::run::stdio::ChildStdio {
+        Child::spawn(SpawnOptions {
+            stdio: ChildStdio {
                 stdin: ChildFd::Null,
                 stdout,
                 stderr: ChildFd::Inherit,
@@ -779,64 +994,7 @@ impl<'c> Runner<'c> {
             foreground: false,
             terminal: None,
             dispositions: self.signals.dispositions(),
-        };
-        let mut child = match Child::spawn(opts) {
-            Ok(child) => child,
-            Err(e) => {
-                self.log
-                    .hook_failed(which, attempt, &format!("could not start: {}", e.error));
-                return None;
-            }
-        };
-        let until = bound.and_then(after);
-        let mut io = TryIo::default();
-        self.current = Some(child.target());
-        let (result, failure) = loop {
-            match self.next_event(None, until) {
-                Event::Child => {
-                    child.reap();
-                    match child.outcome() {
-                        Some(Outcome::Exit(0)) => break (None, None),
-                        Some(outcome) => {
-                            let what = match outcome {
-                                Outcome::Exit(code) => format!("exited {code}"),
-                                Outcome::Signal(s) => format!("was killed by {s}"),
-                                other => other.to_string(),
-                            };
-                            break (None, Some(what));
-                        }
-                        None => {}
-                    }
-                }
-                Event::Stop(signal) => {
-                    self.stop(&mut child, signal, &mut io);
-                    break (Some(signal), None);
-                }
-                _ => {
-                    let received = self.stop(&mut child, self.config.signal, &mut io).received;
-                    let took = bound.unwrap_or_default();
-                    let what = format!("timed out after {}; stopped it", human(took));
-                    break (received, Some(what));
-                }
-            }
-        };
-        self.current = None;
-        if let Some(what) = failure {
-            self.log.hook_failed(which, attempt, &what);
-        }
-        if result.is_none() && self.left_running(&child) {
-            // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
-            let stopped = self.stop(&mut child, self.config.signal, &mut io);
-            self.log.hook_leftovers(
-                which,
-                attempt,
-                self.config.signal,
-                stopped.killed,
-                stopped.count,
-            );
-            return stopped.received;
-        }
-        result
+        })
     }
 
     /// Waits `delay` before try `next`; a stopping signal ends the wait at once. On a terminal, a
@@ -844,14 +1002,12 @@ impl<'c> Runner<'c> {
     fn sleep(&mut self, delay: Duration, next: u64) -> Option<Signal> {
         let until = after(delay);
         let countdown = self.countdown && delay > Duration::from_secs(2) && until.is_some();
-        let label = self.log.try_label(next);
         let result = loop {
             let wake = match until {
                 Some(until) if countdown => {
                     let left = until.saturating_duration_since(Moment::now());
                     let secs = left.as_secs_f64().ceil() as u64;
-                    self.log
-                        .status_line(&format!("next try ({label}) in {secs}s"));
+                    self.log.countdown(next, secs);
                     self.status_shown = true;
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
@@ -860,8 +1016,8 @@ impl<'c> Runner<'c> {
                 other => other,
             };
             match self.next_event(None, wake) {
-                Event::Child => reap_all(|_, _| {}),
-                Event::Stop(signal) => break Some(signal),
+                Wake::Child => reap_all(),
+                Wake::Stop(signal) => break Some(signal),
                 _ => {
                     if until.is_some_and(|u| Moment::now() >= u) {
                         break None;
@@ -882,6 +1038,6 @@ impl<'c> Runner<'c> {
 fn escaped(stopped: &Stopped) -> Option<Leftovers> {
     (stopped.outside > 0).then_some(Leftovers {
         count: stopped.outside,
-        killed: stopped.killed,
+        ending: stopped.ending,
     })
 }

@@ -69,6 +69,8 @@ extern "C" fn on_signal(signo: libc::c_int) {
     if fd >= 0 && unsafe { libc::getpid() } == OWNER.load(Ordering::Relaxed) {
         let byte = signo as u8;
         // A full pipe means the runner already has plenty of wake-ups pending.
+        // SAFETY: write is async-signal-safe, and reads one byte from `byte`, which outlives
+        // the call; `fd` is the pipe's writing end, which `Signals` keeps open.
         unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
     }
     nix::errno::Errno::set_raw(saved);
@@ -340,15 +342,18 @@ fn arm(timer: &OwnedFd, at: Moment) -> bool {
 
 /// Catches signal `n` with `on_signal`; returns whether it was ignored until then.
 fn catch(n: i32, flags: libc::c_int) -> io::Result<bool> {
-    // SAFETY: zeroed sigactions are valid; ours has our handler, an empty mask and valid flags,
-    // and the handler only calls async-signal-safe functions. `old` is written by the call.
+    // SAFETY: `sigaction` holds integers, a handler address and a signal set, for all of which
+    // zero bytes are a valid value.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     action.sa_flags = flags;
-    // SAFETY: `action.sa_mask` is a valid sigset_t to clear.
+    // SAFETY: sigemptyset writes only the mask of `action`.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
-    // SAFETY: both pointers are to live, properly laid out sigaction structures.
+    // SAFETY: `action` and `old` outlive the call; `action` has our handler, an empty mask and
+    // valid flags, and the handler only calls async-signal-safe functions. (By number, as nix's
+    // safe sigaction does not take real-time signals.)
     if unsafe { libc::sigaction(n, &action, &mut old) } == 0 {
         // Rust's runtime, or `retry`'s start-up in its place, ignores SIGPIPE before this, so
         // whether it was ignored on entry cannot be known: it starts at its default in every
@@ -361,18 +366,18 @@ fn catch(n: i32, flags: libc::c_int) -> io::Result<bool> {
 
 /// Sets signal `n` back to ignored.
 fn ignore(n: i32) {
-    // SAFETY: a zeroed sigaction with SIG_IGN and an empty mask installs no handler.
+    // SAFETY: zero bytes are a valid `sigaction`: no flags, an empty mask.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = libc::SIG_IGN;
-    // SAFETY: `action` is a live sigaction; a null old action is allowed.
+    // SAFETY: `action` outlives the call and installs no handler; a null old action is allowed.
     unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) };
 }
 
 /// Whether signal `n` is ignored now.
 fn is_ignored(n: i32) -> bool {
-    // SAFETY: a null new action only reads the current one into `old`.
+    // SAFETY: zero bytes are a valid `sigaction`.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: `old` is a live sigaction the call writes.
+    // SAFETY: a null new action only reads the current one into `old`, which outlives the call.
     let read = unsafe { libc::sigaction(n, std::ptr::null(), &mut old) };
     read == 0 && old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE
 }
@@ -417,8 +422,10 @@ pub fn die_by(signal: Signal) {
     // A re-raised SIGQUIT would otherwise leave a core file of retry, which is not what failed.
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
     // By number: real-time signals have no `nix` name.
-    // SAFETY: a zeroed sigaction with SIG_DFL and an empty mask restores the default; the set
-    // operations and raise take plain integers.
+    // SAFETY: a zeroed sigaction (integers, a handler address, a signal set: zero bytes are a
+    // valid value of each) with SIG_DFL and an empty mask restores the default; the set
+    // operations write only `default` and `set`, which outlive the calls; kill and getpid take
+    // and return plain integers.
     unsafe {
         let mut default: libc::sigaction = std::mem::zeroed();
         default.sa_sigaction = libc::SIG_DFL;

@@ -124,9 +124,10 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
         (libc::STDOUT_FILENO, &s.stdio.stdout),
         (libc::STDERR_FILENO, &s.stdio.stderr),
     ] {
-        // SAFETY: the file-action object is initialised; the path outlives the spawn.
         match fd {
             ChildFd::Inherit => {}
+            // SAFETY: the file-action object is initialised, and the path is NUL-terminated
+            // and static: it outlives the spawn.
             ChildFd::Null => check(unsafe {
                 libc::posix_spawn_file_actions_addopen(
                     &mut attrs.actions,
@@ -136,6 +137,8 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
                     0,
                 )
             })?,
+            // SAFETY: the file-action object is initialised; `fd` is open, and stays so until
+            // `s.stdio` is dropped after the spawn.
             ChildFd::Fd(fd) => check(unsafe {
                 libc::posix_spawn_file_actions_adddup2(&mut attrs.actions, fd.as_raw_fd(), target)
             })?,

@@ -3,16 +3,17 @@
 //! `--stop-if-output`. Every descriptor here is driven by the runner's one poll, so a slow
 //! reader or writer never stops `retry` from seeing a timeout or a signal.
 
-use std::fs::File;
-use std::io::{self, Write};
-use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::libc;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::stat::{SFlag, fstat};
+use nix::unistd::{Whence, isatty, lseek};
 
 use crate::config::Config;
 use crate::config::StdinMode;
@@ -32,9 +33,7 @@ enum Kind {
     Other,
 }
 
-fn kind_of(fd: RawFd) -> Option<Kind> {
-    // SAFETY: fstat on a descriptor number; an unopened one is an error, not UB.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+fn kind_of(fd: BorrowedFd<'_>) -> Option<Kind> {
     let st = fstat(fd).ok()?;
     let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     Some(if fmt == SFlag::S_IFIFO {
@@ -46,8 +45,7 @@ fn kind_of(fd: RawFd) -> Option<Kind> {
     })
 }
 
-fn is_socket(fd: RawFd) -> bool {
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+fn is_socket(fd: BorrowedFd<'_>) -> bool {
     fstat(fd).is_ok_and(|st| {
         SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFSOCK
     })
@@ -77,42 +75,62 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// promises to take (`PIPE_BUF` bytes) is written at a time.
 #[derive(Debug)]
 pub(crate) struct Sink {
-    fd: RawFd,
+    own: Own,
     private: Option<OwnedFd>,
     kind: Kind,
 }
 
+/// `retry`'s own standard output or error, written through its descriptor, never through
+/// std's buffer.
+#[derive(Debug)]
+enum Own {
+    Stdout(io::Stdout),
+    Stderr(io::Stderr),
+}
+
+impl AsFd for Own {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Own::Stdout(out) => out.as_fd(),
+            Own::Stderr(err) => err.as_fd(),
+        }
+    }
+}
+
 impl Sink {
-    fn new(fd: RawFd) -> Sink {
-        let kind = kind_of(fd).unwrap_or(Kind::Other);
+    fn new(own: Own) -> Sink {
+        let kind = kind_of(own.as_fd()).unwrap_or(Kind::Other);
         // A regular file or /dev/null never makes a write wait, and a second description of a
         // file would have an offset of its own: only pipes and terminals are opened again.
-        // SAFETY: isatty on a descriptor number.
         let private = match kind {
-            Kind::Pipe => reopen_nonblocking(fd),
-            Kind::Other if unsafe { libc::isatty(fd) } == 1 => reopen_nonblocking(fd),
+            Kind::Pipe => reopen_nonblocking(own.as_fd()),
+            Kind::Other if isatty(&own).unwrap_or(false) => reopen_nonblocking(own.as_fd()),
             _ => None,
         };
-        Sink { fd, private, kind }
+        Sink { own, private, kind }
     }
 
     /// The descriptor to poll for room.
     fn poll_fd(&self) -> RawFd {
-        self.private.as_ref().map_or(self.fd, |p| p.as_raw_fd())
+        match &self.private {
+            Some(private) => private.as_raw_fd(),
+            None => self.own.as_fd().as_raw_fd(),
+        }
     }
 
     /// Writes what fits now, never waiting: `WouldBlock` when nothing does.
     fn write(&self, data: &[u8]) -> io::Result<usize> {
         if let Some(private) = &self.private {
-            return write_fd(private.as_raw_fd(), data);
+            return write_fd(private.as_fd(), data);
         }
+        let fd = self.own.as_fd();
         match self.kind {
-            Kind::Regular => write_fd(self.fd, data),
+            Kind::Regular => write_fd(fd, data),
             _ => {
-                if !writable_now(self.fd) {
+                if !writable_now(fd) {
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
-                write_fd(self.fd, &data[..data.len().min(libc::PIPE_BUF)])
+                write_fd(fd, &data[..data.len().min(libc::PIPE_BUF)])
             }
         }
     }
@@ -121,49 +139,61 @@ impl Sink {
 /// A second, nonblocking open file description of `fd` (a pipe, a terminal), if the system
 /// gives one.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn reopen_nonblocking(fd: RawFd) -> Option<OwnedFd> {
+fn reopen_nonblocking(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{fd}"))
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .ok()?;
     Some(OwnedFd::from(file))
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn reopen_nonblocking(_fd: RawFd) -> Option<OwnedFd> {
+fn reopen_nonblocking(_fd: BorrowedFd<'_>) -> Option<OwnedFd> {
     None
 }
 
+/// Looks, without waiting, whether `fd` is ready for `events`: what poll reported (empty when
+/// nothing is ready), or `None` when poll failed. (The kernel reports only the events asked
+/// for and POLLERR, POLLHUP, POLLNVAL, all of which nix knows.)
+fn ready_now(fd: BorrowedFd<'_>, events: PollFlags) -> Option<PollFlags> {
+    let mut fds = [PollFd::new(fd, events)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => Some(PollFlags::empty()),
+        Ok(_) => fds[0].revents(),
+        Err(_) => None,
+    }
+}
+
 /// True when poll says `fd` takes a write now.
-fn writable_now(fd: RawFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one pollfd that outlives the call, no waiting.
-    unsafe { libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLOUT != 0 }
+fn writable_now(fd: BorrowedFd<'_>) -> bool {
+    ready_now(fd, PollFlags::POLLOUT).is_some_and(|r| r.contains(PollFlags::POLLOUT))
 }
 
-/// Writes to a descriptor retry does not own (its stdout or stderr), without taking it over.
-fn write_fd(fd: RawFd, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: the descriptor stays open; ManuallyDrop keeps File from closing it.
-    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-    file.write(data)
+/// Writes what `fd` takes of `data` now.
+fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
+    Ok(nix::unistd::write(fd, data)?)
 }
 
-fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: reading into a buffer we own.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
+/// Writes all of `data` to `fd`, which blocks.
+fn write_all_fd(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+    }
+    Ok(())
+}
+
+fn read_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match nix::unistd::read(fd, buf) {
+            Err(Errno::EINTR) => {}
+            read => return Ok(read?),
         }
     }
 }
@@ -175,33 +205,21 @@ const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
 
 /// True while some process still holds the writing end of this pipe or pseudo-terminal.
 fn has_writer(fd: &OwnedFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd that outlives the call, no waiting.
-    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
-    ready == 0 || (pfd.revents & libc::POLLIN != 0 && pfd.revents & libc::POLLHUP == 0)
+    ready_now(fd.as_fd(), PollFlags::POLLIN).is_some_and(|r| {
+        r.is_empty() || (r.contains(PollFlags::POLLIN) && !r.contains(PollFlags::POLLHUP))
+    })
 }
 
-/// retry's own descriptor that a stream's output goes to.
-fn real_fd(dest: Dest) -> RawFd {
+/// retry's own stream that a try's stream's output goes to.
+fn real_stream(dest: Dest) -> Own {
     match dest {
-        Dest::Stderr => libc::STDERR_FILENO,
-        Dest::Stdout | Dest::Hold => libc::STDOUT_FILENO,
+        Dest::Stderr => Own::Stderr(io::stderr()),
+        Dest::Stdout | Dest::Hold => Own::Stdout(io::stdout()),
     }
 }
 
 /// True when two descriptors refer to the same file (as after `2>&1`).
-fn same_file(a: RawFd, b: RawFd) -> bool {
-    // SAFETY: fstat on descriptor numbers; an unopened one is an error, not UB.
-    let (a, b) = unsafe {
-        (
-            std::os::fd::BorrowedFd::borrow_raw(a),
-            std::os::fd::BorrowedFd::borrow_raw(b),
-        )
-    };
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
     match (fstat(a), fstat(b)) {
         (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
         _ => false,
@@ -211,7 +229,7 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 /// A pseudo-terminal for a try's output: (master, slave), with the real terminal's window size
 /// and no output processing, so that the bytes retry passes on (and matches) are the bytes the
 /// command wrote; the real terminal does its own processing.
-fn pseudo_terminal(real: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
+fn pseudo_terminal(real: BorrowedFd<'_>) -> io::Result<(OwnedFd, OwnedFd)> {
     let size = window_size(real);
     let pty = nix::pty::openpty(size.as_ref(), None)?;
     let mut termios = nix::sys::termios::tcgetattr(&pty.slave)?;
@@ -226,20 +244,27 @@ fn pseudo_terminal(real: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// The window size of the terminal on `fd`, if it is one.
-fn window_size(fd: RawFd) -> Option<nix::pty::Winsize> {
-    // SAFETY: TIOCGWINSZ writes a winsize.
-    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-    (unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } == 0).then_some(size)
+fn window_size(fd: BorrowedFd<'_>) -> Option<nix::pty::Winsize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, into `size`, which outlives
+    // the call; on a descriptor that is not a terminal it fails and writes nothing.
+    (unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) } == 0).then_some(size)
 }
 
 /// Keeps a try's pseudo-terminal as large as the real terminal: checked whenever the try
 /// writes, since SIGWINCH goes to the terminal's foreground group (the try's), not to retry.
-fn follow_window_size(master: &OwnedFd, real: RawFd) {
-    let (Some(real), Some(ours)) = (window_size(real), window_size(master.as_raw_fd())) else {
+fn follow_window_size(master: &OwnedFd, real: BorrowedFd<'_>) {
+    let (Some(real), Some(ours)) = (window_size(real), window_size(master.as_fd())) else {
         return;
     };
     if (real.ws_row, real.ws_col) != (ours.ws_row, ours.ws_col) {
-        // SAFETY: TIOCSWINSZ reads a winsize.
+        // SAFETY: TIOCSWINSZ only reads one `winsize` through the pointer, from `real`, which
+        // outlives the call.
         unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &real) };
     }
 }
@@ -250,33 +275,29 @@ fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
     let mut open: Vec<bool> = vec![true; late.len()];
     let mut buf = vec![0u8; CHUNK];
     while open.iter().any(|o| *o) {
-        let mut fds: Vec<libc::pollfd> = late
+        let watched: Vec<usize> = (0..late.len()).filter(|&i| open[i]).collect();
+        let mut fds: Vec<PollFd<'_>> = watched
             .iter()
-            .zip(&open)
-            .filter(|(_, o)| **o)
-            .map(|((fd, _), _)| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|&i| PollFd::new(late[i].0.as_fd(), PollFlags::POLLIN))
             .collect();
-        // SAFETY: fds outlives the call.
-        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return 1;
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => return 1,
         }
-        for pfd in fds.iter().filter(|p| p.revents != 0) {
-            let Some(i) = late.iter().position(|(fd, _)| fd.as_raw_fd() == pfd.fd) else {
-                continue;
-            };
-            let out = real_fd(late[i].1);
-            match read_fd(pfd.fd, &mut buf) {
+        // An event poll does not know is an event too.
+        let ready: Vec<usize> = watched
+            .iter()
+            .zip(&fds)
+            .filter(|(_, pfd)| pfd.any() != Some(false))
+            .map(|(&i, _)| i)
+            .collect();
+        for i in ready {
+            let (fd, dest) = &late[i];
+            match read_fd(fd.as_fd(), &mut buf) {
                 Ok(0) | Err(_) => open[i] = false,
                 Ok(n) => {
-                    let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(out) });
-                    if file.write_all(&buf[..n]).is_err() {
+                    if write_all_fd(real_stream(*dest).as_fd(), &buf[..n]).is_err() {
                         return 1;
                     }
                 }
@@ -445,25 +466,20 @@ enum StdinState {
 }
 
 fn stdin_state() -> StdinState {
-    let mut pfd = libc::pollfd {
-        fd: libc::STDIN_FILENO,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd that outlives the call, no waiting.
-    match unsafe { libc::poll(&mut pfd, 1, 0) } {
-        0 => StdinState::Empty,
-        n if n < 0 => StdinState::Empty,
-        _ if pfd.revents & libc::POLLIN != 0 => StdinState::Ready,
+    match ready_now(io::stdin().as_fd(), PollFlags::POLLIN) {
+        None => StdinState::Empty,
+        Some(r) if r.is_empty() => StdinState::Empty,
+        Some(r) if r.contains(PollFlags::POLLIN) => StdinState::Ready,
         // Hung up and empty: the end, which takes nothing from anyone.
-        _ => StdinState::Ended,
+        Some(_) => StdinState::Ended,
     }
 }
 
-/// How many bytes a pipe holds unread.
+/// How many bytes a pipe (or pseudo-terminal) holds unread.
 fn unread(fd: &OwnedFd) -> usize {
     let mut queued: libc::c_int = 0;
-    // SAFETY: FIONREAD into an int.
+    // SAFETY: FIONREAD writes one `int` through the pointer, into `queued`, which outlives the
+    // call; where it fails, it writes nothing and `queued` stays 0.
     unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
     queued.max(0) as usize
 }
@@ -471,7 +487,8 @@ fn unread(fd: &OwnedFd) -> usize {
 /// The largest pipe size (a power of two of pages) that is no more than `bound`, and one page
 /// at least.
 fn pipe_size_within(bound: usize) -> usize {
-    // SAFETY: sysconf with a valid name.
+    // SAFETY: sysconf takes a name and returns a number: nothing to keep valid. (nix's safe
+    // sysconf needs a feature of nix that retry does not build.)
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
         .max(1);
@@ -483,9 +500,8 @@ fn pipe_size_within(bound: usize) -> usize {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn set_pipe_size(fd: &OwnedFd, size: usize) -> Option<usize> {
     let size = libc::c_int::try_from(size).ok()?;
-    // SAFETY: fcntl with an integer argument.
-    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
-    usize::try_from(r).ok()
+    let taken = fcntl(fd, FcntlArg::F_SETPIPE_SZ(size)).ok()?;
+    usize::try_from(taken).ok()
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -661,7 +677,9 @@ pub struct ChildStdio {
 
 impl RunIo {
     pub fn new(config: &Config) -> anyhow::Result<RunIo> {
-        let stdin_kind = kind_of(libc::STDIN_FILENO);
+        let stdin_kind = kind_of(io::stdin().as_fd());
+        // Looked at only when it matters: each look is a system call at start-up.
+        let stdin_socket = || is_socket(io::stdin().as_fd());
         let is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
         let record = || Input::Replay(Recorder::default());
         let input = match config.stdin {
@@ -677,38 +695,30 @@ impl RunIo {
             StdinMode::Auto => match stdin_kind {
                 Some(Kind::Pipe) if !demand::SUPPORTED => Input::Inherit,
                 Some(Kind::Pipe) => record(),
-                Some(Kind::Other) if is_socket(libc::STDIN_FILENO) && !demand::SUPPORTED => {
-                    Input::Inherit
-                }
-                Some(Kind::Other) if is_socket(libc::STDIN_FILENO) => record(),
-                Some(Kind::Regular) => {
-                    // SAFETY: lseek on fd 0 only reads its offset.
-                    let offset = unsafe { libc::lseek(libc::STDIN_FILENO, 0, libc::SEEK_CUR) };
-                    if offset >= 0 {
-                        Input::Rewind(offset as u64)
-                    } else {
-                        Input::Inherit
-                    }
-                }
+                Some(Kind::Other) if stdin_socket() && !demand::SUPPORTED => Input::Inherit,
+                Some(Kind::Other) if stdin_socket() => record(),
+                Some(Kind::Regular) => match lseek(io::stdin().as_fd(), 0, Whence::SeekCur) {
+                    Ok(offset) => Input::Rewind(offset as u64),
+                    Err(_) => Input::Inherit,
+                },
                 _ => Input::Inherit,
             },
         };
         let on_request = config.stdin == StdinMode::Auto && matches!(input, Input::Replay(_));
         let unreplayed = config.stdin == StdinMode::Auto
             && !demand::SUPPORTED
-            && (stdin_kind == Some(Kind::Pipe) || is_socket(libc::STDIN_FILENO));
+            && (stdin_kind == Some(Kind::Pipe) || stdin_socket());
         let classifier = &config.policy.classifier;
         Ok(RunIo {
             input,
             buffer_stdout: config.buffer_stdout,
             retry_if: classifier.retry_if_output.clone(),
             stop_if: classifier.stop_if_output.clone(),
-            stdout: Sink::new(libc::STDOUT_FILENO),
-            stderr: Sink::new(libc::STDERR_FILENO),
-            same_place: same_file(libc::STDOUT_FILENO, libc::STDERR_FILENO),
-            // SAFETY: isatty on descriptor numbers.
-            stdout_tty: unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1,
-            stderr_tty: unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
+            stdout: Sink::new(Own::Stdout(io::stdout())),
+            stderr: Sink::new(Own::Stderr(io::stderr())),
+            same_place: same_file(io::stdout().as_fd(), io::stderr().as_fd()),
+            stdout_tty: isatty(io::stdout()).unwrap_or(false),
+            stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
             forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
@@ -753,8 +763,7 @@ impl RunIo {
             Input::Inherit => ChildFd::Inherit,
             Input::Null => ChildFd::Null,
             Input::Rewind(offset) => {
-                // SAFETY: lseek on fd 0.
-                unsafe { libc::lseek(libc::STDIN_FILENO, *offset as libc::off_t, libc::SEEK_SET) };
+                let _ = lseek(io::stdin().as_fd(), *offset as libc::off_t, Whence::SeekSet);
                 ChildFd::Inherit
             }
             Input::Replay(_) => {
@@ -782,7 +791,7 @@ impl RunIo {
         // destination is a terminal, so that the try still sees one (spec 7.3).
         let mut stream = |dest: Dest, tty: bool| -> anyhow::Result<OwnedFd> {
             let (r, w) = if tty {
-                pseudo_terminal(real_fd(dest))
+                pseudo_terminal(real_stream(dest).as_fd())
                     .context("cannot create a pseudo-terminal for output")?
             } else {
                 pipe().context("cannot create a pipe for output")?
@@ -939,20 +948,18 @@ impl RunIo {
                 return;
             }
         };
-        // SAFETY: writing from a buffer we own to our nonblocking end of the pipe.
-        let w = unsafe { libc::write(feed.fd.as_raw_fd(), buf.as_ptr().cast(), n) };
-        if w > 0 {
-            feed.pos += w as u64;
-            rec.passed(feed.pos);
-            if let Pace::OnRequest(asking) = &mut feed.pace {
-                asking.fed = Moment::now();
-                asking.look_soon(asking.fed);
+        match nix::unistd::write(&feed.fd, &buf[..n]) {
+            Ok(0) => {}
+            Ok(w) => {
+                feed.pos += w as u64;
+                rec.passed(feed.pos);
+                if let Pace::OnRequest(asking) = &mut feed.pace {
+                    asking.fed = Moment::now();
+                    asking.look_soon(asking.fed);
+                }
             }
-        } else if w < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::WouldBlock && err.kind() != io::ErrorKind::Interrupted {
-                io.feed = None;
-            }
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Err(_) => io.feed = None,
         }
     }
 
@@ -964,7 +971,7 @@ impl RunIo {
         let buf = &mut self.scratch;
         // The buffer keeps its size (filling it again would cost more than the read).
         buf.resize(CHUNK, 0);
-        match read_fd(libc::STDIN_FILENO, &mut buf[..max.clamp(1, CHUNK)]) {
+        match read_fd(io::stdin().as_fd(), &mut buf[..max.clamp(1, CHUNK)]) {
             Ok(0) => rec.eof = true,
             Ok(n) => {
                 if let Some(o) = &mut rec.overflow {
@@ -1072,9 +1079,9 @@ impl RunIo {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(CHUNK, 0);
         if s.tty {
-            follow_window_size(fd, real_fd(s.dest));
+            follow_window_size(fd, real_stream(s.dest).as_fd());
         }
-        let n = match read_fd(fd.as_raw_fd(), &mut buf) {
+        let n = match read_fd(fd.as_fd(), &mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.scratch = buf;
@@ -1219,14 +1226,11 @@ impl RunIo {
     fn read_queued(&mut self, io: &mut TryIo, i: usize) {
         let s = &mut io.streams[i];
         let Some(fd) = &s.fd else { return };
-        let mut queued: libc::c_int = 0;
-        // SAFETY: FIONREAD into an int.
-        unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
-        let mut left = queued.max(0) as usize;
+        let mut left = unread(fd);
         let mut buf = std::mem::take(&mut self.scratch);
         while left > 0 {
             buf.resize(CHUNK.min(left), 0);
-            let n = match read_fd(fd.as_raw_fd(), &mut buf) {
+            let n = match read_fd(fd.as_fd(), &mut buf) {
                 Ok(n) if n > 0 => n,
                 _ => break,
             };
@@ -1271,13 +1275,16 @@ impl RunIo {
             return;
         }
         let ignored = self.forwarder_dispositions;
-        // SAFETY: retry is single-threaded, so the child may allocate; it only copies bytes
-        // between descriptors and ends with _exit.
+        // SAFETY: `retry` runs on one thread, so no lock can be held by another thread at the
+        // fork, and the child may allocate and take std's locks; it only copies bytes between
+        // descriptors that it owns, or that stay open for its life (its stdout and stderr), and
+        // ends with _exit.
         match unsafe { libc::fork() } {
             0 => {
                 ignored.apply();
                 let code = forward(&late);
-                // SAFETY: ending the child without running the parent's exit handlers.
+                // SAFETY: _exit ends the process at once, without running the exit handlers
+                // and destructors that belong to the parent; nothing is left to release.
                 unsafe { libc::_exit(code) }
             }
             // The parent keeps none of the pipes; a failed fork loses what comes late, as
@@ -1290,7 +1297,7 @@ impl RunIo {
     pub fn follow_window_sizes(&self, io: &TryIo) {
         for s in io.streams.iter().filter(|s| s.tty) {
             if let Some(fd) = &s.fd {
-                follow_window_size(fd, real_fd(s.dest));
+                follow_window_size(fd, real_stream(s.dest).as_fd());
             }
         }
     }
