@@ -377,6 +377,70 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
 }
 
 #[test]
+fn held_output_past_the_memory_part_arrives_byte_exact_in_a_pipe_a_file_and_on_stderr() {
+    // Past 64 MiB, held output moves from the try's pipe to a temporary file and back out
+    // without passing through retry (splice and sendfile on Linux): every byte must survive,
+    // in order, whatever the destination.
+    let dir = common::temp_dir("held");
+    let input = dir.join("input");
+    let made = Command::new("sh")
+        .args(["-c", "head -c 70000000 /dev/urandom > \"$0\""])
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let data = std::fs::read(&input).unwrap();
+    assert_eq!(data.len(), 70_000_000);
+    let input = input.to_str().unwrap();
+
+    // Standard output a pipe.
+    let out = retry()
+        .args(["-n", "1", "--buffer-stdout", "--", "cat", input])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(out.stdout == data, "held output through a pipe differs");
+
+    // Standard output a regular file, opened for appending as by `>>`.
+    let file = dir.join("output");
+    std::fs::write(&file, b"before\n").unwrap();
+    let sink = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_retry"))
+        .args(["-n", "1", "--buffer-stdout", "--", "cat", input])
+        .stdout(sink)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let written = std::fs::read(&file).unwrap();
+    assert!(written.starts_with(b"before\n") && written[7..] == data[..]);
+
+    // A failed try's held output goes to standard error.
+    let script = format!("cat '{input}'; exit 3");
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-q",
+            "--buffer-stdout",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stdout.is_empty());
+    assert!(
+        out.stderr.starts_with(&data),
+        "held output of a failed try differs"
+    );
+}
+
+#[test]
 fn anchors_in_output_patterns_mean_the_start_and_end_of_a_long_line() {
     // Lines of 200 KiB are matched in windows; `^` and `$` must not match at a window's edge
     // inside the line, as grep agrees.

@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 
@@ -21,6 +22,8 @@ pub struct Spool {
     /// Why the file failed, once.
     failure: Option<io::Error>,
     limit: usize,
+    /// False once moving bytes into the file with splice(2) failed: plain writes from then on.
+    splices: bool,
 }
 
 /// Creates a temporary file that no other process can reach: it is removed at once and lives
@@ -60,6 +63,7 @@ impl Spool {
             tail: Vec::new(),
             failure: None,
             limit,
+            splices: cfg!(any(target_os = "linux", target_os = "android")),
         }
     }
 
@@ -123,6 +127,68 @@ impl Spool {
                 Err(e)
             }
         }
+    }
+
+    /// Moves up to `max` bytes from the pipe `from` straight into the temporary file, without
+    /// copying them through `retry` (Linux): `None` when the spool cannot take them that way
+    /// (memory not yet full, no file, or splice not supported), and the caller reads and
+    /// appends instead. `Some(Ok(0))` is the end of the pipe; `WouldBlock` that it is empty.
+    pub fn splice_from(&mut self, from: BorrowedFd<'_>, max: usize) -> Option<io::Result<usize>> {
+        if !self.splices || self.failure.is_some() || self.memory.len() < self.limit {
+            return None;
+        }
+        self.splice(from, max)
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn splice(&mut self, from: BorrowedFd<'_>, max: usize) -> Option<io::Result<usize>> {
+        use nix::fcntl::{SpliceFFlags, splice};
+        use nix::libc;
+        if self.file.is_none() {
+            match anonymous_file() {
+                Ok(file) => self.file = Some(file),
+                // The plain path meets the same error and keeps the bytes in memory.
+                Err(_) => return None,
+            }
+        }
+        let file = self.file.as_ref()?;
+        let mut at = libc::loff_t::try_from(self.file_len).ok()?;
+        match splice(
+            from,
+            None,
+            file,
+            Some(&mut at),
+            max,
+            SpliceFFlags::SPLICE_F_NONBLOCK,
+        ) {
+            Ok(n) => {
+                self.file_len += n as u64;
+                Some(Ok(n))
+            }
+            Err(nix::errno::Errno::EAGAIN) => Some(Err(io::ErrorKind::WouldBlock.into())),
+            Err(nix::errno::Errno::EINTR) => Some(Err(io::ErrorKind::Interrupted.into())),
+            // Anything else (a file system without splice, a full disk): the plain path takes
+            // over, and reports a write error if there is one.
+            Err(_) => {
+                self.splices = false;
+                None
+            }
+        }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn splice(&mut self, _from: BorrowedFd<'_>, _max: usize) -> Option<io::Result<usize>> {
+        None
+    }
+
+    /// The part of the spool from `pos` that lives in the temporary file, as the file, the
+    /// offset in it and the length, for a copy that does not pass through `retry`
+    /// (sendfile(2)); `None` when `pos` is not in the file.
+    pub fn file_part(&self, pos: u64) -> Option<(&File, u64, u64)> {
+        let mem = self.memory.len() as u64;
+        let file = self.file.as_ref()?;
+        (pos >= mem && pos < mem + self.file_len)
+            .then(|| (file, pos - mem, mem + self.file_len - pos))
     }
 
     /// Reads up to `buf.len()` bytes from `pos`; 0 at the end.
@@ -225,6 +291,31 @@ mod tests {
         spool.copy_to(&mut out).unwrap();
         assert_eq!(out, b"abcdghijkl");
         assert_eq!(spool.len(), 10);
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn splices_from_a_pipe_into_the_file_once_memory_is_full() {
+        use std::os::fd::AsFd;
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let mut spool = Spool::with_limit(4);
+        nix::unistd::write(&w, b"abcdefgh").unwrap();
+        // Memory not full yet: the caller reads and appends.
+        assert!(spool.splice_from(r.as_fd(), 100).is_none());
+        spool.append(b"0123").unwrap();
+        assert_eq!(spool.splice_from(r.as_fd(), 100).unwrap().unwrap(), 8);
+        nix::unistd::write(&w, b"ij").unwrap();
+        assert_eq!(spool.splice_from(r.as_fd(), 100).unwrap().unwrap(), 2);
+        drop(w);
+        assert_eq!(spool.splice_from(r.as_fd(), 100).unwrap().unwrap(), 0);
+        assert_eq!(spool.len(), 14);
+        let (_, offset, len) = spool.file_part(4).unwrap();
+        assert_eq!((offset, len), (0, 10));
+        assert_eq!(spool.file_part(9).map(|(_, o, l)| (o, l)), Some((5, 5)));
+        assert!(spool.file_part(3).is_none() && spool.file_part(14).is_none());
+        let mut out = Vec::new();
+        spool.copy_to(&mut out).unwrap();
+        assert_eq!(out, b"0123abcdefghij");
     }
 
     #[test]
