@@ -121,7 +121,14 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
     let mut stdio = stdio;
     stdio.set_dispositions(signals.dispositions());
     process::become_subreaper();
-    let runner = runner::Runner::new(config, log, signals, stdio, run_id, start, wall_start)
-        .with_countdown(countdown);
+    let around = runner::Surroundings {
+        run_id,
+        start,
+        wall_start,
+        terminal: process::Terminal::detect(),
+        inherited: process::Inherited::now(),
+        outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
+    };
+    let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(seed)
 }

@@ -197,6 +197,47 @@ enum Wake {
     Drained,
 }
 
+/// What `retry` found around it when it started: read once by the shell (`run::real_run`)
+/// and handed to the runner, which reads no environment and probes no terminal itself.
+pub struct Surroundings {
+    /// The run's id, passed to every try as `RETRY_RUN_ID`.
+    pub run_id: String,
+    /// When the run started, on the run's clock and on the wall clock.
+    pub start: Moment,
+    pub wall_start: SystemTime,
+    /// The terminal `retry` runs on, if any.
+    pub terminal: Option<Terminal>,
+    /// What was below `retry` before its first try, never stopped with a try.
+    pub inherited: Inherited,
+    /// The run this one runs in, when a try of another `retry` started it.
+    pub outer: Option<OuterRun>,
+}
+
+/// The `retry` run that started this one, as its try's environment says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OuterRun {
+    pub id: String,
+    /// Its try that started this run (`RETRY_ATTEMPT`), as written.
+    pub attempt: String,
+    /// Its tries at most, 0 for no limit.
+    pub max_tries: u64,
+}
+
+impl OuterRun {
+    /// Reads the outer run from the environment variables a try of `retry` gets.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Option<OuterRun> {
+        let id = var("RETRY_RUN_ID")?.to_string_lossy().into_owned();
+        let text = |name| var(name).map(|v| v.to_string_lossy().into_owned());
+        Some(OuterRun {
+            id,
+            attempt: text("RETRY_ATTEMPT").unwrap_or_default(),
+            max_tries: text("RETRY_MAX_TRIES")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        })
+    }
+}
+
 pub struct Runner<'c> {
     config: &'c Config,
     /// Count down long waits on the terminal (stderr is one, and the log is human and on it).
@@ -215,6 +256,8 @@ pub struct Runner<'c> {
     draining: bool,
     /// What was below `retry` before its first try: never stopped with a try.
     inherited: Inherited,
+    /// The run this one is nested in, if any.
+    outer: Option<OuterRun>,
 }
 
 impl<'c> Runner<'c> {
@@ -224,9 +267,7 @@ impl<'c> Runner<'c> {
         log: Log,
         signals: Signals,
         stdio: RunIo,
-        run_id: String,
-        start: Moment,
-        wall_start: SystemTime,
+        around: Surroundings,
     ) -> Runner<'c> {
         let mut env = vec![
             ("RETRY_ATTEMPT", String::new()),
@@ -234,10 +275,11 @@ impl<'c> Runner<'c> {
                 "RETRY_MAX_TRIES",
                 config.policy.max_tries.unwrap_or(0).to_string(),
             ),
-            ("RETRY_RUN_ID", run_id),
+            ("RETRY_RUN_ID", around.run_id),
         ];
         if let Some(limit) = config.policy.limit {
-            let ms = wall_start
+            let ms = around
+                .wall_start
                 .checked_add(limit.at)
                 .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
                 .map_or(u64::MAX, millis);
@@ -249,13 +291,14 @@ impl<'c> Runner<'c> {
             log,
             signals,
             stdio,
-            terminal: Terminal::detect(),
-            start,
+            terminal: around.terminal,
+            start: around.start,
             env,
             current: None,
             status_shown: false,
             draining: false,
-            inherited: Inherited::now(),
+            inherited: around.inherited,
+            outer: around.outer,
         }
     }
 
@@ -266,19 +309,12 @@ impl<'c> Runner<'c> {
 
     /// Warns once (on the outer run's first try) when this run is nested in another retry.
     fn warn_if_nested(&mut self) {
-        let Some(outer_id) = std::env::var_os("RETRY_RUN_ID") else {
-            return;
-        };
-        let outer_attempt = std::env::var("RETRY_ATTEMPT").unwrap_or_default();
-        if !outer_attempt.is_empty() && outer_attempt != "1" {
+        let Some(outer) = &self.outer else { return };
+        if !outer.attempt.is_empty() && outer.attempt != "1" {
             return;
         }
-        let outer: u64 = std::env::var("RETRY_MAX_TRIES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
         let inner = self.config.policy.max_tries.unwrap_or(0);
-        self.log.nested(&outer_id.to_string_lossy(), outer, inner);
+        self.log.nested(&outer.id, outer.max_tries, inner);
     }
 
     pub fn run(mut self, seed: u64) -> ExitStatus {
@@ -1040,4 +1076,39 @@ fn escaped(stopped: &Stopped) -> Option<Leftovers> {
         count: stopped.outside,
         ending: stopped.ending,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outer_run_is_read_from_the_environment_a_try_gets() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(OuterRun::from_env(env(&[])), None);
+        let outer = OuterRun::from_env(env(&[
+            ("RETRY_RUN_ID", "abc"),
+            ("RETRY_ATTEMPT", "2"),
+            ("RETRY_MAX_TRIES", "5"),
+        ]));
+        assert_eq!(
+            outer,
+            Some(OuterRun {
+                id: "abc".into(),
+                attempt: "2".into(),
+                max_tries: 5
+            })
+        );
+        let outer = OuterRun::from_env(env(&[("RETRY_RUN_ID", "x"), ("RETRY_MAX_TRIES", "n")]));
+        assert_eq!(
+            outer.map(|o| (o.attempt, o.max_tries)),
+            Some((String::new(), 0))
+        );
+    }
 }
