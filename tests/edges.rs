@@ -616,7 +616,8 @@ fn what_was_below_retry_before_its_first_try_is_never_stopped_with_a_try() {
 
 #[test]
 fn a_stopped_try_gets_the_signal_once_not_once_per_way_it_was_found() {
-    // A real-time signal queues, so each delivery counts: the try writes how many it got.
+    // A real-time signal queues, so each delivery counts: the try writes how many it got,
+    // whole (by rename), since SIGKILL may come at any moment.
     let dir = common::temp_dir("once");
     let count = dir.join("count");
     let script = format!(
@@ -630,7 +631,8 @@ fn a_stopped_try_gets_the_signal_once_not_once_per_way_it_was_found() {
              time.sleep(0.02)\n    \
              try:\n        n += len(r.recv(64))\n    \
              except BlockingIOError:\n        pass\n    \
-             open('{c}', 'w').write(str(n))\n",
+             open('{c}.new', 'w').write(str(n))\n    \
+             os.replace('{c}.new', '{c}')\n",
         c = count.display()
     );
     let out = retry()
