@@ -5,10 +5,14 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+use std::os::fd::AsFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::OFlag;
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
 
 use crate::policy::Signal;
@@ -107,6 +111,22 @@ pub struct Signals {
     timer: Option<OwnedFd>,
 }
 
+/// A pipe whose ends are close-on-exec and nonblocking.
+fn self_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    {
+        Ok(nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    {
+        let (read, write) = nix::unistd::pipe()?;
+        set_flags(&read)?;
+        set_flags(&write)?;
+        Ok((read, write))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
 fn set_flags(fd: &OwnedFd) -> io::Result<()> {
     fcntl(
         fd.as_fd(),
@@ -121,9 +141,7 @@ impl Signals {
     /// Installs the handlers: SIGCHLD, SIGTSTP, the forwarded signals and every signal that would
     /// otherwise end `retry`, except those ignored when it started, which stay ignored.
     pub fn install() -> io::Result<Signals> {
-        let (read, write) = nix::unistd::pipe()?;
-        set_flags(&read)?;
-        set_flags(&write)?;
+        let (read, write) = self_pipe()?;
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
         OWNER.store(std::process::id() as i32, Ordering::Relaxed);
         let mut caught: Vec<i32> = vec![libc::SIGTSTP, libc::SIGWINCH];
