@@ -17,13 +17,6 @@ fi
 
 uname -srm
 nproc | sed 's/^/cores: /'
-# A statically linked build starts faster (no shared libraries to load): measure it too.
-host=$(rustc -vV | sed -n 's/^host: //p')
-if [ "$host" = x86_64-unknown-linux-gnu ]; then
-  RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --quiet \
-    --target "$host" --target-dir target/static
-  export RETRY_STATIC="$PWD/target/static/$host/release/retry"
-fi
 cargo bench --bench runner
 cargo bench --bench stdio
 if [ "${1:-}" = "--stress" ]; then
