@@ -145,6 +145,8 @@ pub struct Log {
     /// Write ASCII only (a locale whose character set is not UTF-8).
     ascii: bool,
     run_id: String,
+    /// `--label`: the run's name, in every line and event.
+    run_label: Option<String>,
     max_tries: Option<u64>,
     /// The grace period between a stopping signal and SIGKILL.
     kill_after: Duration,
@@ -231,6 +233,7 @@ impl Log {
             color,
             ascii: charset::ascii(),
             run_id,
+            run_label: config.label.clone(),
             max_tries: config.policy.max_tries,
             kill_after: config.kill_after,
             limit: config.policy.limit.map(|l| l.source),
@@ -294,9 +297,17 @@ impl Log {
         }
     }
 
+    /// What every human line starts with: `retry: `, or `retry[NAME]: ` with `--label`.
+    fn prefix(&self) -> String {
+        match &self.run_label {
+            Some(name) => format!("retry[{}]: ", printable(name)),
+            None => "retry: ".to_string(),
+        }
+    }
+
     /// Writes one human line; every part of it is made `printable`, then coloured if asked.
     fn human(&mut self, line: impl Into<Line>) {
-        let mut text = String::from("retry: ");
+        let mut text = self.prefix();
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
         }
@@ -312,13 +323,17 @@ impl Log {
     }
 
     fn event(&mut self, event: &str) -> Obj {
-        Obj::new()
+        let obj = Obj::new()
             .str("event", event)
             .str(
                 "ts",
                 &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             )
-            .str("run_id", &self.run_id)
+            .str("run_id", &self.run_id);
+        match &self.run_label {
+            Some(name) => obj.str("label", name),
+            None => obj,
+        }
     }
 
     fn emit(&mut self, obj: Obj) {
@@ -737,7 +752,8 @@ impl Log {
 
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
-        self.put(&format!("\r\x1b[2Kretry: {}", printable(text)));
+        let prefix = self.prefix();
+        self.put(&format!("\r\x1b[2K{prefix}{}", printable(text)));
     }
 
     /// Clears the status line, so that the next log line takes its place.
