@@ -164,6 +164,13 @@ fn github() -> assert_cmd::Command {
     cmd
 }
 
+/// `retry` under GitLab CI.
+fn gitlab() -> assert_cmd::Command {
+    let mut cmd = retry();
+    cmd.env("GITLAB_CI", "true").env("LC_ALL", "C.UTF-8");
+    cmd
+}
+
 /// A command that fails until its try `n`, writing `out K` to stdout and `err K` to stderr.
 fn flaky(n: u64) -> [String; 3] {
     [
@@ -537,7 +544,7 @@ fn runs_ending_together_each_append_a_whole_table() {
 fn a_json_log_on_stderr_stays_json_lines_under_any_ci() {
     let dir = common::temp_dir("ci-json");
     let summary = dir.join("summary.md");
-    for ci in ["GITHUB_ACTIONS"] {
+    for ci in ["GITHUB_ACTIONS", "GITLAB_CI"] {
         for script in ["echo out; [ $RETRY_ATTEMPT -ge 3 ]", "echo out; exit 4"] {
             let out = retry()
                 .env(ci, "true")
@@ -562,7 +569,7 @@ fn a_json_log_on_stderr_stays_json_lines_under_any_ci() {
     }
     // The job summary is a file, not the stream: it still gets its tables.
     let text = std::fs::read_to_string(&summary).unwrap();
-    assert_eq!(text.matches("### retry: j\n").count(), 2, "{text}");
+    assert_eq!(text.matches("### retry: j\n").count(), 4, "{text}");
 
     // With the JSON log in a file, standard error is free for the annotation and the groups.
     let file = dir.join("log.jsonl");
@@ -579,4 +586,84 @@ fn a_json_log_on_stderr_stays_json_lines_under_any_ci() {
     for line in json.lines() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
+}
+
+/// The GitLab sections of `log`, checked to be balanced, unnested, collapsed and uniquely
+/// named: (name, title) in order.
+fn gitlab_sections(log: &str) -> Vec<(String, String)> {
+    let mut sections = Vec::new();
+    let mut open: Option<String> = None;
+    for line in log.lines() {
+        if let Some(rest) = line.strip_prefix("\x1b[0Ksection_start:") {
+            let (ts, rest) = rest.split_once(':').unwrap();
+            assert!(ts.parse::<u64>().is_ok(), "{line:?}");
+            let (name, title) = rest.split_once("[collapsed=true]\r\x1b[0K").unwrap();
+            assert!(open.is_none(), "a section opened inside another: {log:?}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+                "{name}"
+            );
+            open = Some(name.to_string());
+            sections.push((name.to_string(), title.to_string()));
+        } else if let Some(rest) = line.strip_prefix("\x1b[0Ksection_end:") {
+            let (ts, rest) = rest.split_once(':').unwrap();
+            assert!(ts.parse::<u64>().is_ok(), "{line:?}");
+            let name = rest.strip_suffix("\r\x1b[0K").unwrap();
+            assert_eq!(open.take().as_deref(), Some(name), "{log:?}");
+        } else {
+            assert!(!line.contains("section_"), "{line:?}");
+        }
+    }
+    assert!(open.is_none(), "a section left open: {log:?}");
+    let names: std::collections::HashSet<&String> = sections.iter().map(|(n, _)| n).collect();
+    assert_eq!(names.len(), sections.len(), "names repeat: {log:?}");
+    sections
+}
+
+#[test]
+fn gitlab_sections_fold_each_later_try_balanced_and_uniquely_named() {
+    let run = || {
+        let out = gitlab()
+            .args(["--label", "deploy", "-n", "4", "-d", "0", "--"])
+            .args(flaky(9))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        stderr_of(&out)
+    };
+    let (first, second) = (run(), run());
+    let a = gitlab_sections(&first);
+    let b = gitlab_sections(&second);
+    let titles: Vec<&str> = a.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        titles,
+        [
+            "retry[deploy]: try 2/4",
+            "retry[deploy]: try 3/4",
+            "retry[deploy]: try 4/4"
+        ]
+    );
+    // Two runs in one job never share a section name.
+    assert!(
+        a.iter()
+            .all(|(name, _)| !b.iter().any(|(other, _)| other == name))
+    );
+    // The try's output is inside its section, the log line about it after.
+    assert!(
+        first.contains(
+            "[collapsed=true]\r\x1b[0Kretry[deploy]: try 2/4\nerr 2\n\x1b[0Ksection_end:"
+        )
+    );
+    assert!(!first.contains("::"), "{first:?}");
+
+    let out = gitlab()
+        .args(["-n", "3", "--", "sh", "-c", "echo first >&2"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stderr_of(&out),
+        "first\n",
+        "a first-try success is not folded"
+    );
 }

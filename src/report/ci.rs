@@ -1,5 +1,5 @@
-//! What CI systems read (spec 8.4): GitHub Actions' annotations, groups and job summary. Text
-//! only: `Log` decides when to write it, and where.
+//! What CI systems read (spec 8.4): GitHub Actions' annotations, groups and job summary, and
+//! GitLab's collapsible sections. Text only: `Log` decides when to write it, and where.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -14,6 +14,8 @@ use crate::policy::{GiveUp, LimitSource, Outcome, Signal};
 pub enum System {
     /// `GITHUB_ACTIONS=true`: workflow commands (`::warning::`, `::group::`).
     GitHub,
+    /// `GITLAB_CI=true`: collapsible sections.
+    GitLab,
 }
 
 /// What the shell found about the CI around the run.
@@ -26,10 +28,17 @@ pub struct Ci {
 }
 
 impl Ci {
-    /// Reads the CI from the variables its runners set.
+    /// Reads the CI from the variables its runners set. GitHub wins when both say yes (a GitLab
+    /// runner does not set `GITHUB_ACTIONS`, so that is a job that asked for GitHub's output).
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Ci {
         let is_true = |name| var(name).is_some_and(|v| v == "true");
-        let system = is_true("GITHUB_ACTIONS").then_some(System::GitHub);
+        let system = if is_true("GITHUB_ACTIONS") {
+            Some(System::GitHub)
+        } else if is_true("GITLAB_CI") {
+            Some(System::GitLab)
+        } else {
+            None
+        };
         Ci {
             system,
             step_summary: var("GITHUB_STEP_SUMMARY")
@@ -83,6 +92,26 @@ pub fn github_group(title: &str) -> String {
 }
 
 pub const GITHUB_END_GROUP: &str = "::endgroup::";
+
+/// The name of the GitLab section of try `attempt` of run `run_id`: unique in a job's log, in
+/// which sections with one name would be taken for one.
+pub fn gitlab_section_name(run_id: &str, attempt: u64) -> String {
+    let id: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    format!("retry-{id}-try-{attempt}")
+}
+
+/// The line that opens a collapsed GitLab section at `ts` (seconds since the epoch).
+pub fn gitlab_section_start(ts: u64, name: &str, title: &str) -> String {
+    format!("\x1b[0Ksection_start:{ts}:{name}[collapsed=true]\r\x1b[0K{title}")
+}
+
+/// The line that closes the GitLab section `name` at `ts`.
+pub fn gitlab_section_end(ts: u64, name: &str) -> String {
+    format!("\x1b[0Ksection_end:{ts}:{name}\r\x1b[0K")
+}
 
 /// How a try ended, in a few words: `exit 1`, `timed out`, `SIGKILL`.
 pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
@@ -312,10 +341,11 @@ mod tests {
         ]));
         assert_eq!(github.system, Some(System::GitHub));
         assert_eq!(github.step_summary, Some(PathBuf::from("/tmp/summary.md")));
-        assert_eq!(
-            Ci::from_env(env(&[("GITHUB_STEP_SUMMARY", "")])).step_summary,
-            None
-        );
+        let gitlab = Ci::from_env(env(&[("GITLAB_CI", "true"), ("GITHUB_STEP_SUMMARY", "")]));
+        assert_eq!(gitlab.system, Some(System::GitLab));
+        assert_eq!(gitlab.step_summary, None);
+        let both = Ci::from_env(env(&[("GITLAB_CI", "true"), ("GITHUB_ACTIONS", "true")]));
+        assert_eq!(both.system, Some(System::GitHub));
         assert_eq!(Ci::from_env(env(&[("GITHUB_ACTIONS", "1")])).system, None);
     }
 
@@ -328,6 +358,20 @@ mod tests {
         assert_eq!(
             annotation("error", Some("db: eu,us"), "gave up"),
             "::error title=retry[db%3A eu%2Cus]::db: eu,us: gave up"
+        );
+    }
+
+    #[test]
+    fn gitlab_sections_are_named_by_run_and_try() {
+        let name = gitlab_section_name("0a1b-2c3d", 2);
+        assert_eq!(name, "retry-0a1b-2c3d-try-2");
+        assert_eq!(
+            gitlab_section_start(1700000000, &name, "retry: try 2/3"),
+            "\x1b[0Ksection_start:1700000000:retry-0a1b-2c3d-try-2[collapsed=true]\r\x1b[0Kretry: try 2/3"
+        );
+        assert_eq!(
+            gitlab_section_end(1700000001, &name),
+            "\x1b[0Ksection_end:1700000001:retry-0a1b-2c3d-try-2\r\x1b[0K"
         );
     }
 

@@ -152,8 +152,8 @@ pub struct Log {
     ci: Ci,
     /// The log goes to standard error (no `--log-file`), where the CI reads its markers too.
     on_stderr: bool,
-    /// A group is open around a try.
-    fold: bool,
+    /// The group (GitHub, an empty name) or section (GitLab, its name) open around a try.
+    fold: Option<String>,
     /// The tries so far, for the annotation and the job summary.
     tally: Tally,
     /// The end of the run has been announced (annotation, job summary): a later `gave_up` (a
@@ -199,6 +199,13 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Seconds since the epoch, for GitLab's section markers.
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The local wall-clock time of day, `14:03:07.123`, for `-v`.
 fn local_time(now: SystemTime) -> String {
     let since = now
@@ -239,7 +246,7 @@ impl Log {
             limit: config.policy.limit.map(|l| l.source),
             ci: Ci::default(),
             on_stderr: config.log.file.is_none(),
-            fold: false,
+            fold: None,
             tally: Tally::default(),
             concluded: false,
             command: command_line_in(&config.command, false),
@@ -271,7 +278,7 @@ impl Log {
         self
     }
 
-    /// The CI whose markers (annotations, groups) the run writes, if any: none into a
+    /// The CI whose markers (annotations, groups, sections) the run writes, if any: none into a
     /// JSON log on standard error, which stays JSON lines only.
     fn ci_markers(&self) -> Option<System> {
         self.ci.system.filter(|_| !(self.json && self.on_stderr))
@@ -292,18 +299,35 @@ impl Log {
     /// Folds the output of try `attempt` in the CI log: every try after the first, which follows
     /// a failure; a first try is never folded, so a run that succeeds at once shows its output.
     pub fn group_start(&mut self, attempt: u64) {
-        if attempt < 2 || self.quiet || self.fold || self.ci_markers().is_none() {
+        if attempt < 2 || self.quiet || self.fold.is_some() {
             return;
         }
+        let Some(system) = self.ci_markers() else {
+            return;
+        };
         let title = ci::fold_title(self.run_label.as_deref(), &self.label(attempt));
-        self.ci_line(&ci::github_group(&title));
-        self.fold = true;
+        match system {
+            System::GitHub => {
+                self.ci_line(&ci::github_group(&title));
+                self.fold = Some(String::new());
+            }
+            System::GitLab => {
+                let name = ci::gitlab_section_name(&self.run_id, attempt);
+                self.ci_line(&ci::gitlab_section_start(unix_secs(), &name, &title));
+                self.fold = Some(name);
+            }
+        }
     }
 
     /// Ends the fold that `group_start` opened, if it opened one.
     pub fn group_end(&mut self) {
-        if std::mem::replace(&mut self.fold, false) {
-            self.ci_line(ci::GITHUB_END_GROUP);
+        let Some(name) = self.fold.take() else {
+            return;
+        };
+        match self.ci.system {
+            Some(System::GitHub) => self.ci_line(ci::GITHUB_END_GROUP),
+            Some(System::GitLab) => self.ci_line(&ci::gitlab_section_end(unix_secs(), &name)),
+            None => {}
         }
     }
 
