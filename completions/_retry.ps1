@@ -52,6 +52,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--on-give-up', '--on-give-up', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) when the run gives up, as --on-retry')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of the log: human, or json (one JSON object per line)')
             [CompletionResult]::new('--log-file', '--log-file', [CompletionResultType]::ParameterName, 'Append the log to this file instead of standard error')
+            [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never')
             [CompletionResult]::new('--foreground', '--foreground', [CompletionResultType]::ParameterName, 'Keep the command in retry''s own process group')
             [CompletionResult]::new('--buffer-stdout', '--buffer-stdout', [CompletionResultType]::ParameterName, 'Hold each try''s standard output; only the successful try''s reaches stdout, once')

@@ -23,7 +23,7 @@ _retry() {
 
     case "${cmd}" in
         retry)
-            opts="-n -B -t -s -k -d -m -j -q -v -h -V --tries --budget --deadline --timeout --signal --kill-after --foreground --delay --backoff --factor --max-delay --delays --jitter --seed --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --buffer-stdout --on-retry --on-give-up --quiet --verbose --log-format --log-file --color --dry-run --help --version"
+            opts="-n -B -t -s -k -d -m -j -q -v -h -V --tries --budget --deadline --timeout --signal --kill-after --foreground --delay --backoff --factor --max-delay --delays --jitter --seed --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --buffer-stdout --on-retry --on-give-up --quiet --verbose --log-format --log-file --label --color --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -150,6 +150,10 @@ _retry() {
                     return 0
                     ;;
                 --log-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

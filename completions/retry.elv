@@ -49,6 +49,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --on-give-up 'Shell command run (sh -c) when the run gives up, as --on-retry'
             cand --log-format 'Format of the log: human, or json (one JSON object per line)'
             cand --log-file 'Append the log to this file instead of standard error'
+            cand --label 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
             cand --color 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
             cand --foreground 'Keep the command in retry''s own process group'
             cand --buffer-stdout 'Hold each try''s standard output; only the successful try''s reaches stdout, once'

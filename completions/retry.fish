@@ -30,6 +30,7 @@ complete -c retry -l on-give-up -d 'Shell command run (sh -c) when the run gives
 complete -c retry -l log-format -d 'Format of the log: human, or json (one JSON object per line)' -r -f -a "human\t''
 json\t''"
 complete -c retry -l log-file -d 'Append the log to this file instead of standard error' -r -F
+complete -c retry -l label -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries' -r
 complete -c retry -l color -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never' -r -f -a "auto\t''
 always\t''
 never\t''"

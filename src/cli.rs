@@ -75,6 +75,7 @@ pub struct Cli {
     pub verbose: bool,
     pub log_format: LogFormat,
     pub log_file: Option<PathBuf>,
+    pub label: Option<String>,
     pub color: ColorWhen,
     pub dry_run: bool,
     pub command: Vec<OsString>,
@@ -342,6 +343,19 @@ It sees the environment of the tries plus RETRY_EXIT_CODE (the status of the fai
         option("log-file", "PATH", OUTPUT, "Append the log to this file instead of standard error")
             .value_parser(ValueParser::path_buf()),
         option(
+            "label",
+            "NAME",
+            OUTPUT,
+            "Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries
+
+Several retried steps in one CI log can then be told apart: every human log line starts \
+            retry[NAME]:, every JSON event has \"label\":\"NAME\", and the GitHub Actions annotation, \
+            the step summary's table and the folded sections of GitHub and GitLab are named by it. \
+            It may not be empty nor hold a line break or another control character.",
+        )
+        .value_parser(parse_label)
+        .allow_hyphen_values(true),
+        option(
             "color",
             "WHEN",
             OUTPUT,
@@ -408,6 +422,7 @@ impl Cli {
             verbose: m.get_flag("verbose"),
             log_format: given(m, "log-format"),
             log_file: one(m, "log-file"),
+            label: one(m, "label"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),
             command: m
@@ -488,6 +503,17 @@ fn parse_factor(s: &str) -> Result<f64, String> {
 
 fn parse_signal(s: &str) -> Result<Signal, String> {
     s.parse()
+}
+
+/// A run's name: printed as it is in every log line, so nothing that could end or forge a line.
+fn parse_label(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("a label cannot be empty".into());
+    }
+    if s.chars().any(crate::report::unprintable) {
+        return Err("a label cannot hold a line break or another control character".into());
+    }
+    Ok(s.to_string())
 }
 
 fn parse_pattern(s: &str) -> Result<Pattern, String> {

@@ -72,6 +72,8 @@ pub struct Config {
     pub foreground: bool,
     pub seed: Option<u64>,
     pub log: LogConfig,
+    /// `--label`: the run's name in the log, the JSON events and the CI output.
+    pub label: Option<String>,
     pub dry_run: bool,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -106,10 +108,19 @@ where
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let mut rendered = e.render().to_string();
-    // A value with a line break in it must not break the one line (nor forge another).
-    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue) {
+    // A value with a line break in it must not break the one line (nor forge another); clap's
+    // rendering drops escape sequences from it, so the line is written anew with the value
+    // escaped.
+    if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
+        e.get(ContextKind::InvalidValue),
+        e.get(ContextKind::InvalidArg),
+    ) {
         if value.chars().any(crate::report::unprintable) {
-            rendered = rendered.replacen(value.as_str(), &crate::report::printable(value), 1);
+            let value = crate::report::printable(value);
+            rendered = match std::error::Error::source(e) {
+                Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
+                None => format!("invalid value '{value}' for '{arg}'"),
+            };
         }
     }
     let mut line = rendered
@@ -224,6 +235,7 @@ impl Config {
                 file: cli.log_file,
                 color: cli.color,
             },
+            label: cli.label,
             dry_run: cli.dry_run,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
@@ -499,6 +511,31 @@ mod tests {
             err.contains("--delay") && err.contains("succeeded"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_label_is_one_printable_name() {
+        assert_eq!(
+            config(&["--label", "deploy db", "x"])
+                .unwrap()
+                .label
+                .as_deref(),
+            Some("deploy db")
+        );
+        assert_eq!(config(&["x"]).unwrap().label, None);
+        for (bad, shown) in [
+            ("", "''"),
+            ("a\nretry: forged", r"'a\nretry: forged'"),
+            ("tab\there", r"'tab\there'"),
+            ("\u{1b}[31mred", r"'\e[31mred'"),
+        ] {
+            let err = config(&["--label", bad, "x"]).unwrap_err();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(
+                err.contains("--label <NAME>") && err.contains(shown),
+                "{bad:?}: {err}"
+            );
+        }
     }
 
     #[test]

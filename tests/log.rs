@@ -293,3 +293,77 @@ fn a_hook_event_names_the_try_it_followed() {
         ]
     );
 }
+
+#[test]
+fn a_label_names_the_run_in_every_human_line() {
+    let out = retry_in(UTF8)
+        .env("RETRY_RUN_ID", "outer")
+        .args(["--label", "db migrate", "-v", "-n", "2", "-d", "0"])
+        .args(["--on-retry", "exit 3", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    // command, policy, seed, the nested-run warning, two tries, the hook, the end.
+    assert!(log.lines().count() >= 8, "{log}");
+    for line in log.lines() {
+        assert!(line.starts_with("retry[db migrate]: "), "{line:?} in {log}");
+    }
+    assert!(log.contains("retry[db migrate]: [") && log.contains("gave up after 2 tries"));
+}
+
+#[test]
+fn a_label_is_in_every_json_event() {
+    let out = retry_in(UTF8)
+        .args([
+            "--label",
+            "api \"tests\"",
+            "--log-format",
+            "json",
+            "-n",
+            "2",
+            "-d",
+            "0",
+        ])
+        .args(["--on-retry", "exit 3", "--", "false"])
+        .output()
+        .unwrap();
+    let events = json_lines(&stderr_of(&out));
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["start", "try", "wait", "hook", "try", "give_up"]);
+    for event in &events {
+        assert_eq!(event["label"], "api \"tests\"", "{event}");
+    }
+    // Without --label there is no label field.
+    let out = retry_in(UTF8)
+        .args(["--log-format", "json", "-n", "1", "--", "false"])
+        .output()
+        .unwrap();
+    let events = json_lines(&stderr_of(&out));
+    assert!(
+        events.iter().all(|e| e.get("label").is_none()),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_label_that_is_empty_or_breaks_the_line_is_a_usage_error() {
+    for (label, shown) in [("", "''"), ("two\nlines", r"'two\nlines'")] {
+        let out = retry_in(UTF8)
+            .args(["--label", label, "--", "true"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{log}");
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.starts_with("retry: invalid value ")
+                && log.contains(shown)
+                && log.contains("'--label <NAME>'"),
+            "{log}"
+        );
+    }
+}

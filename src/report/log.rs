@@ -15,6 +15,7 @@ use crate::policy::{
     BudgetExceeded, Decision, GiveUp, LimitSource, Outcome, Signal, Verdict, Wait,
 };
 use crate::report::charset;
+use crate::report::ci::{self, Ci, Row, System, Tally};
 use crate::report::json::Obj;
 use crate::report::{command_line_in, describe_policy, policy_json, printable};
 
@@ -50,11 +51,6 @@ impl Line {
 
     fn paint(&mut self, text: &str, paint: Paint) {
         self.parts.push((text.to_string(), Some(paint)));
-    }
-
-    /// The line without colour, as a CI annotation shows it.
-    fn plain(&self) -> String {
-        self.parts.iter().map(|(text, _)| text.as_str()).collect()
     }
 }
 
@@ -145,20 +141,26 @@ pub struct Log {
     /// Write ASCII only (a locale whose character set is not UTF-8).
     ascii: bool,
     run_id: String,
+    /// `--label`: the run's name, in every line and event.
+    run_label: Option<String>,
     max_tries: Option<u64>,
     /// The grace period between a stopping signal and SIGKILL.
     kill_after: Duration,
     /// What ends the run early, if anything: the budget or the deadline.
     limit: Option<LimitSource>,
-    /// Under GitHub Actions: annotations and folded groups on standard error.
-    github: bool,
-}
-
-/// Escapes the data of a GitHub Actions workflow command.
-fn github_escape(text: &str) -> String {
-    text.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
+    /// The CI around the run (spec 8.4): what it reads besides the log.
+    ci: Ci,
+    /// The log goes to standard error (no `--log-file`), where the CI reads its markers too.
+    on_stderr: bool,
+    /// The group (GitHub, an empty name) or section (GitLab, its name) open around a try.
+    fold: Option<String>,
+    /// The tries so far, for the annotation and the job summary.
+    tally: Tally,
+    /// The end of the run has been announced (annotation, job summary): a later `gave_up` (a
+    /// signal during `--on-give-up`) announces nothing more.
+    concluded: bool,
+    /// The command line, for the job summary.
+    command: String,
 }
 
 /// Decides whether `--color` means colour for a log written to a terminal or not.
@@ -197,6 +199,13 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Seconds since the epoch, for GitLab's section markers.
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The local wall-clock time of day, `14:03:07.123`, for `-v`.
 fn local_time(now: SystemTime) -> String {
     let since = now
@@ -231,10 +240,16 @@ impl Log {
             color,
             ascii: charset::ascii(),
             run_id,
+            run_label: config.label.clone(),
             max_tries: config.policy.max_tries,
             kill_after: config.kill_after,
             limit: config.policy.limit.map(|l| l.source),
-            github: false,
+            ci: Ci::default(),
+            on_stderr: config.log.file.is_none(),
+            fold: None,
+            tally: Tally::default(),
+            concluded: false,
+            command: command_line_in(&config.command, false),
         }
     }
 
@@ -255,15 +270,23 @@ impl Log {
         let _ = self.out.flush();
     }
 
-    /// Turns on GitHub Actions annotations and groups (when `GITHUB_ACTIONS=true`).
-    pub fn with_github(mut self, on: bool) -> Log {
-        self.github = on;
+    /// Writes for the CI `ci` found around the run; `on_stderr` when the log itself goes to
+    /// standard error (no `--log-file`).
+    pub fn with_ci(mut self, ci: Ci, on_stderr: bool) -> Log {
+        self.ci = ci;
+        self.on_stderr = on_stderr;
         self
     }
 
-    /// Workflow commands go to standard error whatever `--log-file` says: that is where the
-    /// runner reads them.
-    fn github_command(&self, line: &str) {
+    /// The CI whose markers (annotations, groups, sections) the run writes, if any: none into a
+    /// JSON log on standard error, which stays JSON lines only.
+    fn ci_markers(&self) -> Option<System> {
+        self.ci.system.filter(|_| !(self.json && self.on_stderr))
+    }
+
+    /// CI markers go to standard error whatever `--log-file` says: that is where the CI reads
+    /// them.
+    fn ci_line(&self, line: &str) {
         let mut text = if self.ascii {
             charset::ascii_text(line)
         } else {
@@ -273,17 +296,100 @@ impl Log {
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
 
-    /// Folds the output of try `attempt` in the CI log.
+    /// Folds the output of try `attempt` in the CI log: every try after the first, which follows
+    /// a failure; a first try is never folded, so a run that succeeds at once shows its output.
     pub fn group_start(&mut self, attempt: u64) {
-        if self.github {
-            let label = self.label(attempt);
-            self.github_command(&format!("::group::try {label}"));
+        if attempt < 2 || self.quiet || self.fold.is_some() {
+            return;
+        }
+        let Some(system) = self.ci_markers() else {
+            return;
+        };
+        let title = ci::fold_title(self.run_label.as_deref(), &self.label(attempt));
+        match system {
+            System::GitHub => {
+                self.ci_line(&ci::github_group(&title));
+                self.fold = Some(String::new());
+            }
+            System::GitLab => {
+                let name = ci::gitlab_section_name(&self.run_id, attempt);
+                self.ci_line(&ci::gitlab_section_start(unix_secs(), &name, &title));
+                self.fold = Some(name);
+            }
         }
     }
 
+    /// Ends the fold that `group_start` opened, if it opened one.
     pub fn group_end(&mut self) {
-        if self.github {
-            self.github_command("::endgroup::");
+        let Some(name) = self.fold.take() else {
+            return;
+        };
+        match self.ci.system {
+            Some(System::GitHub) => self.ci_line(ci::GITHUB_END_GROUP),
+            Some(System::GitLab) => self.ci_line(&ci::gitlab_section_end(unix_secs(), &name)),
+            None => {}
+        }
+    }
+
+    /// Adds the ended try `r` to the tally; `ended` when it ended by itself (a try that `retry`
+    /// stopped on a signal it received is not one of the command's failures).
+    fn record(&mut self, r: &TryReport<'_>, ended: bool) {
+        let limit = r
+            .stopped_by_limit
+            .then_some(self.limit.unwrap_or(LimitSource::Budget));
+        let verdict = match r.verdict.reason() {
+            Some(reason) => format!("{}: {reason}", r.verdict.word()),
+            None => r.verdict.word().to_string(),
+        };
+        let row = Row {
+            try_label: self.label(r.attempt),
+            outcome: ci::outcome_words(r.outcome, limit),
+            took: r.took,
+            wait: match r.decision {
+                Decision::Retry(wait) => Some(wait.delay),
+                _ => None,
+            },
+            verdict,
+        };
+        let failed = ended && !matches!(r.verdict, Verdict::Success(_));
+        self.tally.record(row, failed);
+    }
+
+    /// Announces the end of a run that retried or gave up, once: appends its table to the job
+    /// summary, and under GitHub Actions writes its one annotation (`level`: `warning` or
+    /// `error`) unless `quiet` asks for none. True when the annotation was written.
+    fn conclude(&mut self, level: &str, summary: &str, quiet: bool) -> bool {
+        if std::mem::replace(&mut self.concluded, true) {
+            return false;
+        }
+        self.append_summary(summary);
+        if quiet || self.ci_markers() != Some(System::GitHub) {
+            return false;
+        }
+        let text = ci::annotation(level, self.run_label.as_deref(), &printable(summary));
+        self.ci_line(&text);
+        true
+    }
+
+    /// Appends the table of the tries to `GITHUB_STEP_SUMMARY`, in one write to a file opened
+    /// for appending, so that runs ending together in one step never interleave their tables.
+    fn append_summary(&mut self, summary: &str) {
+        let Some(path) = self.ci.step_summary.clone() else {
+            return;
+        };
+        let text = self
+            .tally
+            .markdown(self.run_label.as_deref(), &self.command, summary);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            self.warn(&format!(
+                "cannot append the tries to the job summary '{}': {e}",
+                path.display()
+            ));
         }
     }
 
@@ -294,9 +400,17 @@ impl Log {
         }
     }
 
+    /// What every human line starts with: `retry: `, or `retry[NAME]: ` with `--label`.
+    fn prefix(&self) -> String {
+        match &self.run_label {
+            Some(name) => format!("retry[{}]: ", printable(name)),
+            None => "retry: ".to_string(),
+        }
+    }
+
     /// Writes one human line; every part of it is made `printable`, then coloured if asked.
     fn human(&mut self, line: impl Into<Line>) {
-        let mut text = String::from("retry: ");
+        let mut text = self.prefix();
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
         }
@@ -312,13 +426,17 @@ impl Log {
     }
 
     fn event(&mut self, event: &str) -> Obj {
-        Obj::new()
+        let obj = Obj::new()
             .str("event", event)
             .str(
                 "ts",
                 &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             )
-            .str("run_id", &self.run_id)
+            .str("run_id", &self.run_id);
+        match &self.run_label {
+            Some(name) => obj.str("label", name),
+            None => obj,
+        }
     }
 
     fn emit(&mut self, obj: Obj) {
@@ -347,10 +465,7 @@ impl Log {
 
     /// A try ended.
     pub fn try_ended(&mut self, r: &TryReport<'_>) {
-        if let Decision::Retry(_) = r.decision {
-            let plain = self.try_line(r).plain();
-            self.annotate("warning", &plain);
-        }
+        self.record(r, true);
         if self.json {
             self.try_event(r);
             return;
@@ -367,6 +482,7 @@ impl Log {
     /// `try` event like every try that started (spec 8.2); the human log says it in the
     /// `received` line.
     pub fn try_interrupted(&mut self, r: &TryReport<'_>) {
+        self.record(r, false);
         if self.json {
             self.try_event(r);
         }
@@ -473,14 +589,6 @@ impl Log {
         line
     }
 
-    /// The annotation of a retry: the try line, uncoloured.
-    fn annotate(&self, level: &str, plain: &str) {
-        if self.github {
-            let text = github_escape(&printable(plain));
-            self.github_command(&format!("::{level} title=retry::{text}"));
-        }
-    }
-
     /// The wait before the next try (JSON only: the human try line already says it).
     pub fn wait(&mut self, attempt: u64, wait: Wait) {
         if self.json {
@@ -562,6 +670,12 @@ impl Log {
     }
 
     pub fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
+        // A run that succeeded at once is not announced: nothing needed retrying.
+        let mut annotated = false;
+        if attempt > 1 {
+            let summary = self.tally.succeeded(&self.label(attempt), elapsed, waited);
+            annotated = self.conclude("warning", &summary, self.quiet);
+        }
         if self.json {
             let obj = self
                 .event("success")
@@ -571,7 +685,8 @@ impl Log {
             self.emit(obj);
             return;
         }
-        if self.quiet || (attempt == 1 && !self.verbose) {
+        // The annotation is this line, in the same stream: never the same line twice.
+        if self.quiet || (attempt == 1 && !self.verbose) || (annotated && self.on_stderr) {
             return;
         }
         let retries = attempt.saturating_sub(1);
@@ -631,14 +746,8 @@ impl Log {
             (None, Some(outcome)) => outcome.to_string(),
             (None, None) => "no try ran".into(),
         };
-        self.annotate(
-            "error",
-            &format!(
-                "gave up after {} in {}: {cause}",
-                plural(tries, "try", "tries"),
-                human(elapsed)
-            ),
-        );
+        let summary = self.tally.gave_up(tries, elapsed, why, signal);
+        let annotated = self.conclude("error", &summary, false);
         if self.json {
             let mut obj = self
                 .event("give_up")
@@ -653,6 +762,9 @@ impl Log {
                 obj = obj.str("detail", &exceeded.to_string());
             }
             self.emit(obj);
+            return;
+        }
+        if annotated && self.on_stderr {
             return;
         }
         let mut line = Line::default();
@@ -737,7 +849,8 @@ impl Log {
 
     /// Replaces the status line at the bottom of a terminal with `text`.
     pub fn status_line(&mut self, text: &str) {
-        self.put(&format!("\r\x1b[2Kretry: {}", printable(text)));
+        let prefix = self.prefix();
+        self.put(&format!("\r\x1b[2K{prefix}{}", printable(text)));
     }
 
     /// Clears the status line, so that the next log line takes its place.

@@ -1,6 +1,7 @@
 //! What people read: the schedule log (human and JSON lines) and the dry-run table.
 
 pub mod charset;
+pub mod ci;
 pub mod dryrun;
 pub mod json;
 pub mod log;

@@ -21,6 +21,7 @@ use clock::Moment;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
+use crate::report::ci::Ci;
 use crate::report::dryrun;
 use crate::report::log::{Log, use_color};
 
@@ -81,7 +82,7 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
         && config.log.file.is_none()
         && !config.log.quiet
         && config.log.format == crate::config::LogFormat::Human;
-    let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let ci = Ci::from_env(|name| std::env::var_os(name));
     let run_id = run_id();
     let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {
         Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
@@ -99,7 +100,8 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
             Ok(()),
         ),
     };
-    let mut log = Log::new(out, config, color, run_id.clone()).with_github(github);
+    let on_stderr = opened.is_err() || config.log.file.is_none();
+    let mut log = Log::new(out, config, color, run_id.clone()).with_ci(ci, on_stderr);
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.error(&format!("cannot open --log-file '{}': {e}", path.display()));
         return ExitStatus::Usage;

@@ -355,6 +355,7 @@ impl<'c> Runner<'c> {
         let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
             Ok(end) => end,
             Err(e) => {
+                self.log.group_end();
                 self.log.error(&format!("{e:#}"));
                 return ControlFlow::Break(ExitStatus::Usage);
             }

@@ -15,15 +15,24 @@ pub fn retry() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("retry").expect("the retry binary is built");
     cmd.timeout(TEST_LIMIT);
     cmd.env_remove("RETRY_RUN_ID");
-    cmd.env_remove("GITHUB_ACTIONS");
     cmd.env_remove("NO_COLOR");
+    for name in CI_VARS {
+        cmd.env_remove(name);
+    }
     cmd
 }
+
+/// What tells `retry` it runs in CI: removed, so that the tests behave the same in CI and out
+/// of it; the CI tests set them.
+pub const CI_VARS: [&str; 3] = ["GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITLAB_CI"];
 
 /// `retry` as a plain std command, for tests that signal it while it runs.
 pub fn retry_std() -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
     cmd.env_remove("RETRY_RUN_ID");
+    for name in CI_VARS {
+        cmd.env_remove(name);
+    }
     cmd
 }
 

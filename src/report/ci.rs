@@ -1,0 +1,460 @@
+//! What CI systems read (spec 8.4): GitHub Actions' annotations, groups and job summary, and
+//! GitLab's collapsible sections. Text only: `Log` decides when to write it, and where.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::duration::human;
+use crate::policy::{GiveUp, LimitSource, Outcome, Signal};
+
+/// The CI system a run is in, as its environment says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    /// `GITHUB_ACTIONS=true`: workflow commands (`::warning::`, `::group::`).
+    GitHub,
+    /// `GITLAB_CI=true`: collapsible sections.
+    GitLab,
+}
+
+/// What the shell found about the CI around the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ci {
+    pub system: Option<System>,
+    /// `GITHUB_STEP_SUMMARY`: the Markdown file that a run that retried or gave up appends the
+    /// table of its tries to.
+    pub step_summary: Option<PathBuf>,
+}
+
+impl Ci {
+    /// Reads the CI from the variables its runners set. GitHub wins when both say yes (a GitLab
+    /// runner does not set `GITHUB_ACTIONS`, so that is a job that asked for GitHub's output).
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Ci {
+        let is_true = |name| var(name).is_some_and(|v| v == "true");
+        let system = if is_true("GITHUB_ACTIONS") {
+            Some(System::GitHub)
+        } else if is_true("GITLAB_CI") {
+            Some(System::GitLab)
+        } else {
+            None
+        };
+        Ci {
+            system,
+            step_summary: var("GITHUB_STEP_SUMMARY")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
+/// The name of the run in CI output: `retry`, or `retry[NAME]` with `--label`.
+pub fn run_name(label: Option<&str>) -> String {
+    match label {
+        Some(name) => format!("retry[{name}]"),
+        None => "retry".to_string(),
+    }
+}
+
+/// The title of a folded try: `retry: try 2/3`, `retry[NAME]: try 2/3`.
+pub fn fold_title(label: Option<&str>, try_label: &str) -> String {
+    format!("{}: try {try_label}", run_name(label))
+}
+
+/// Escapes the message of a GitHub workflow command.
+fn github_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a property (such as `title`) of a GitHub workflow command.
+fn github_property(text: &str) -> String {
+    github_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// A GitHub annotation, `::warning title=retry[NAME]::NAME: MESSAGE`. The log view shows the
+/// message alone, so a labelled run is named in it as well as in the title.
+pub fn annotation(level: &str, label: Option<&str>, message: &str) -> String {
+    let message = match label {
+        Some(name) => format!("{name}: {message}"),
+        None => message.to_string(),
+    };
+    format!(
+        "::{level} title={}::{}",
+        github_property(&run_name(label)),
+        github_data(&message)
+    )
+}
+
+pub fn github_group(title: &str) -> String {
+    format!("::group::{}", github_data(title))
+}
+
+pub const GITHUB_END_GROUP: &str = "::endgroup::";
+
+/// The name of the GitLab section of try `attempt` of run `run_id`: unique in a job's log, in
+/// which sections with one name would be taken for one.
+pub fn gitlab_section_name(run_id: &str, attempt: u64) -> String {
+    let id: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    format!("retry-{id}-try-{attempt}")
+}
+
+/// The line that opens a collapsed GitLab section at `ts` (seconds since the epoch).
+pub fn gitlab_section_start(ts: u64, name: &str, title: &str) -> String {
+    format!("\x1b[0Ksection_start:{ts}:{name}[collapsed=true]\r\x1b[0K{title}")
+}
+
+/// The line that closes the GitLab section `name` at `ts`.
+pub fn gitlab_section_end(ts: u64, name: &str) -> String {
+    format!("\x1b[0Ksection_end:{ts}:{name}\r\x1b[0K")
+}
+
+/// How a try ended, in a few words: `exit 1`, `timed out`, `SIGKILL`.
+pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
+    match (outcome, limit) {
+        (Outcome::Exit(code), _) => format!("exit {code}"),
+        (Outcome::Signal(s), _) => s.to_string(),
+        (Outcome::Timeout, None) => "timed out".into(),
+        (Outcome::Timeout, Some(LimitSource::Budget)) => "stopped at the end of the budget".into(),
+        (Outcome::Timeout, Some(LimitSource::Deadline)) => "stopped at the deadline".into(),
+        (Outcome::NotFound, _) => "not found".into(),
+        (Outcome::NotExecutable, _) => "not executable".into(),
+        (Outcome::NoResources, _) => "no resources to start".into(),
+    }
+}
+
+/// One try, as the summary table shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// `3/5`, or `3` without a try limit.
+    pub try_label: String,
+    /// `outcome_words`.
+    pub outcome: String,
+    pub took: Duration,
+    /// The wait after it, if another try was planned.
+    pub wait: Option<Duration>,
+    /// `transient`, `permanent: --stop-on 2`.
+    pub verdict: String,
+}
+
+/// How many rows of the start and of the end of a long run the summary keeps: a run without a
+/// try limit may try for days, and the summary (GitHub takes 1 MiB per step) stays readable.
+const KEEP: usize = 25;
+
+/// The tries of one run, for the annotation and the summary: the failed outcomes counted,
+/// and the first and last `KEEP` rows, so that memory stays bounded however long the run.
+#[derive(Debug, Default)]
+pub struct Tally {
+    head: Vec<Row>,
+    tail: VecDeque<Row>,
+    rows: u64,
+    /// Each failed outcome, in the order first seen, with how many tries ended so.
+    failures: Vec<(String, u64)>,
+}
+
+impl Tally {
+    /// Adds a try that ended; `failed` counts it among the failures.
+    pub fn record(&mut self, row: Row, failed: bool) {
+        if failed {
+            match self.failures.iter_mut().find(|(o, _)| *o == row.outcome) {
+                Some((_, n)) => *n = n.saturating_add(1),
+                None => self.failures.push((row.outcome.clone(), 1)),
+            }
+        }
+        self.rows = self.rows.saturating_add(1);
+        if self.head.len() < KEEP {
+            self.head.push(row);
+            return;
+        }
+        if self.tail.len() == KEEP {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(row);
+    }
+
+    /// How many tries failed.
+    pub fn failed(&self) -> u64 {
+        self.failures.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The failed outcomes, in the order first seen, counted when repeated:
+    /// `exit 1 ×4, timed out`.
+    pub fn failures(&self) -> String {
+        self.failures
+            .iter()
+            .map(|(outcome, n)| match n {
+                1 => outcome.clone(),
+                n => format!("{outcome} ×{n}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The summary of a run that succeeded on try `try_label` after failures:
+    /// `succeeded on try 3/5 after 2 failures: exit 1, timed out (35s in all, 4.39s waiting)`.
+    pub fn succeeded(&self, try_label: &str, elapsed: Duration, waited: Duration) -> String {
+        let failed = self.failed();
+        format!(
+            "succeeded on try {try_label} after {failed} {}: {} ({} in all, {} waiting)",
+            if failed == 1 { "failure" } else { "failures" },
+            self.failures(),
+            human(elapsed),
+            human(waited)
+        )
+    }
+
+    /// The summary of a run that gave up after `tries` tries:
+    /// `gave up after 3 tries in 2.1s, no tries left: exit 4 ×3`.
+    pub fn gave_up(
+        &self,
+        tries: u64,
+        elapsed: Duration,
+        why: &GiveUp,
+        signal: Option<Signal>,
+    ) -> String {
+        let why = match (signal, why) {
+            (Some(s), _) => format!("interrupted by {s}"),
+            (None, GiveUp::Permanent) => "the failure is permanent".into(),
+            (None, GiveUp::Tries) => "no tries left".into(),
+            (None, GiveUp::Budget(_)) => "the next try does not fit in the time left".into(),
+            (None, GiveUp::Interrupted) => "interrupted".into(),
+            (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
+        };
+        let mut text = format!(
+            "gave up after {tries} {} in {}, {why}",
+            if tries == 1 { "try" } else { "tries" },
+            human(elapsed)
+        );
+        if !self.failures.is_empty() {
+            text += ": ";
+            text += &self.failures();
+        }
+        text
+    }
+
+    /// The Markdown that a run appends to the job summary: a heading that names it (its label,
+    /// or its command), `summary`, and the table of its tries.
+    pub fn markdown(&self, label: Option<&str>, command: &str, summary: &str) -> String {
+        let mut out = match label {
+            Some(name) => format!(
+                "### retry: {}\n\n{}: {}\n\n",
+                markdown_text(name),
+                code_span(command),
+                markdown_text(summary)
+            ),
+            None => format!(
+                "### retry: {}\n\n{}\n\n",
+                code_span(command),
+                markdown_text(summary)
+            ),
+        };
+        if self.rows == 0 {
+            return out;
+        }
+        out += "| try | outcome | duration | wait | verdict |\n";
+        out += "|---:|:---|---:|---:|:---|\n";
+        for row in &self.head {
+            push_row(&mut out, row);
+        }
+        let shown = (self.head.len() + self.tail.len()) as u64;
+        if self.rows > shown {
+            let more = self.rows - shown;
+            out += &format!("| … | {more} more tries | | | |\n");
+        }
+        for row in &self.tail {
+            push_row(&mut out, row);
+        }
+        out.push('\n');
+        out
+    }
+}
+
+fn push_row(out: &mut String, row: &Row) {
+    let wait = row.wait.map_or_else(|| "-".to_string(), human);
+    out.push_str(&format!(
+        "| {} | {} | {} | {} | {} |\n",
+        markdown_text(&row.try_label),
+        markdown_text(&row.outcome),
+        human(row.took),
+        wait,
+        markdown_text(&row.verdict)
+    ));
+}
+
+/// Text made literal in Markdown, in a table cell too: the characters that start emphasis,
+/// code, links, HTML, entities or a new cell are escaped with a backslash. The text is one
+/// printable line already (the log's own escaping).
+pub fn markdown_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '#'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` as a Markdown code span, whatever backticks it holds: the fence is one backtick
+/// longer than its longest run of them.
+pub fn code_span(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn the_ci_is_read_from_what_its_runner_sets() {
+        assert_eq!(Ci::from_env(env(&[])), Ci::default());
+        let github = Ci::from_env(env(&[
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_STEP_SUMMARY", "/tmp/summary.md"),
+        ]));
+        assert_eq!(github.system, Some(System::GitHub));
+        assert_eq!(github.step_summary, Some(PathBuf::from("/tmp/summary.md")));
+        let gitlab = Ci::from_env(env(&[("GITLAB_CI", "true"), ("GITHUB_STEP_SUMMARY", "")]));
+        assert_eq!(gitlab.system, Some(System::GitLab));
+        assert_eq!(gitlab.step_summary, None);
+        let both = Ci::from_env(env(&[("GITLAB_CI", "true"), ("GITHUB_ACTIONS", "true")]));
+        assert_eq!(both.system, Some(System::GitHub));
+        assert_eq!(Ci::from_env(env(&[("GITHUB_ACTIONS", "1")])).system, None);
+    }
+
+    #[test]
+    fn an_annotation_escapes_what_would_end_or_split_it() {
+        assert_eq!(
+            annotation("warning", None, "50% done\nnext"),
+            "::warning title=retry::50%25 done%0Anext"
+        );
+        assert_eq!(
+            annotation("error", Some("db: eu,us"), "gave up"),
+            "::error title=retry[db%3A eu%2Cus]::db: eu,us: gave up"
+        );
+    }
+
+    #[test]
+    fn gitlab_sections_are_named_by_run_and_try() {
+        let name = gitlab_section_name("0a1b-2c3d", 2);
+        assert_eq!(name, "retry-0a1b-2c3d-try-2");
+        assert_eq!(
+            gitlab_section_start(1700000000, &name, "retry: try 2/3"),
+            "\x1b[0Ksection_start:1700000000:retry-0a1b-2c3d-try-2[collapsed=true]\r\x1b[0Kretry: try 2/3"
+        );
+        assert_eq!(
+            gitlab_section_end(1700000001, &name),
+            "\x1b[0Ksection_end:1700000001:retry-0a1b-2c3d-try-2\r\x1b[0K"
+        );
+    }
+
+    fn row(n: u64, outcome: &str, wait: Option<u64>) -> Row {
+        Row {
+            try_label: format!("{n}/9"),
+            outcome: outcome.into(),
+            took: Duration::from_millis(12),
+            wait: wait.map(Duration::from_millis),
+            verdict: if outcome == "exit 0" {
+                "success".into()
+            } else {
+                "transient".into()
+            },
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_each_failed_outcome_in_the_order_seen() {
+        let mut tally = Tally::default();
+        tally.record(row(1, "exit 1", Some(100)), true);
+        tally.record(row(2, "timed out", Some(200)), true);
+        tally.record(row(3, "exit 1", Some(400)), true);
+        assert_eq!(tally.failed(), 3);
+        assert_eq!(tally.failures(), "exit 1 ×2, timed out");
+        let text = tally.gave_up(3, Duration::from_secs(2), &GiveUp::Tries, None);
+        assert_eq!(
+            text,
+            "gave up after 3 tries in 2s, no tries left: exit 1 ×2, timed out"
+        );
+        let text = tally.gave_up(3, Duration::ZERO, &GiveUp::Interrupted, Some(Signal::TERM));
+        assert!(text.starts_with("gave up after 3 tries in 0s, interrupted by SIGTERM: "));
+        tally.record(row(4, "exit 0", None), false);
+        assert_eq!(
+            tally.succeeded("4/9", Duration::from_secs(3), Duration::from_millis(700)),
+            "succeeded on try 4/9 after 3 failures: exit 1 ×2, timed out (3s in all, 700ms waiting)"
+        );
+    }
+
+    #[test]
+    fn the_markdown_table_has_a_row_per_try_and_names_the_run() {
+        let mut tally = Tally::default();
+        tally.record(row(1, "exit 1", Some(100)), true);
+        tally.record(row(2, "exit 0", None), false);
+        let md = tally.markdown(None, "sh -c 'exit 1|2'", "succeeded on try 2/9");
+        assert_eq!(
+            md,
+            "### retry: `sh -c 'exit 1|2'`\n\n\
+             succeeded on try 2/9\n\n\
+             | try | outcome | duration | wait | verdict |\n\
+             |---:|:---|---:|---:|:---|\n\
+             | 1/9 | exit 1 | 12ms | 100ms | transient |\n\
+             | 2/9 | exit 0 | 12ms | - | success |\n\n"
+        );
+        let md = tally.markdown(Some("db *eu*"), "make", "x");
+        assert!(
+            md.starts_with("### retry: db \\*eu\\*\n\n`make`: x\n\n"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_long_run_keeps_its_first_and_last_rows() {
+        let mut tally = Tally::default();
+        for n in 1..=1000 {
+            tally.record(row(n, "exit 1", Some(1)), true);
+        }
+        let md = tally.markdown(None, "x", "y");
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+        // The header, 25 first rows, the gap, 25 last rows.
+        assert_eq!(rows.len(), 52, "{md}");
+        assert_eq!(rows[1], "| 1/9 | exit 1 | 12ms | 1ms | transient |");
+        assert_eq!(rows[26], "| … | 950 more tries | | | |");
+        assert!(rows[27].starts_with("| 976/9 "), "{md}");
+        assert!(rows[51].starts_with("| 1000/9 "), "{md}");
+        assert_eq!(tally.failures(), "exit 1 ×1000");
+    }
+
+    #[test]
+    fn markdown_text_and_code_spans_stay_literal() {
+        assert_eq!(markdown_text("a|b *c* <d> `e`"), r"a\|b \*c\* \<d\> \`e\`");
+        assert_eq!(code_span("plain"), "`plain`");
+        assert_eq!(code_span("echo `x` ``y``"), "``` echo `x` ``y`` ```");
+        assert_eq!(code_span("`x`"), "`` `x` ``");
+    }
+}
