@@ -89,6 +89,61 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// Formats a duration in hours, minutes and seconds, for the dry run, whose totals run long:
+/// `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`, `3d04h`. Below a second it is
+/// `human`'s form; from a minute on, the leading unit stands alone and the ones after it take
+/// two digits, as `human` writes `12m05s`. Units of zero at the end are left out, so `-m 2m`
+/// reads back as `2m`; milliseconds are kept at any length, so that rows add up exactly. Days
+/// start at 48 hours, as in `human`.
+pub fn hms(d: Duration) -> String {
+    if d < Duration::from_secs(60) {
+        return human(d);
+    }
+    let total = d.as_secs();
+    let ms = d.subsec_millis();
+    let (days, h, m, s) = if total >= 48 * 3600 {
+        (
+            Some(total / 86400),
+            total / 3600 % 24,
+            total / 60 % 60,
+            total % 60,
+        )
+    } else {
+        (None, total / 3600, total / 60 % 60, total % 60)
+    };
+    let mut units: Vec<(u64, &str)> = Vec::with_capacity(4);
+    if let Some(days) = days {
+        units.push((days, "d"));
+    }
+    if days.is_some() || h > 0 {
+        units.push((h, "h"));
+    }
+    units.push((m, "m"));
+    // The last unit written: seconds, unless they (and the milliseconds) are zero, and so on up.
+    let seconds_shown = s > 0 || ms > 0;
+    while !seconds_shown && units.len() > 1 && units.last().is_some_and(|&(v, _)| v == 0) {
+        units.pop();
+    }
+    let mut out = String::new();
+    for (i, (value, unit)) in units.iter().enumerate() {
+        if i == 0 {
+            out += &format!("{value}{unit}");
+        } else {
+            out += &format!("{value:02}{unit}");
+        }
+    }
+    if seconds_shown {
+        let fraction = format!("{ms:03}");
+        let fraction = fraction.trim_end_matches('0');
+        if fraction.is_empty() {
+            out += &format!("{s:02}s");
+        } else {
+            out += &format!("{s:02}.{fraction}s");
+        }
+    }
+    out
+}
+
 /// Whole milliseconds, saturating, for JSON fields.
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -127,6 +182,30 @@ mod tests {
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2026-01-15T08:05:00+99:00").is_err());
         assert!(parse_time("2026-13-15T08:05:00Z").is_err());
+    }
+
+    #[test]
+    fn formats_long_times_in_hours_minutes_and_seconds() {
+        let ms = Duration::from_millis;
+        assert_eq!(hms(ms(412)), "412ms");
+        assert_eq!(hms(Duration::from_micros(7)), "7µs");
+        assert_eq!(hms(ms(1204)), "1.204s");
+        assert_eq!(hms(ms(59_999)), "59.999s");
+        assert_eq!(hms(ms(60_000)), "1m");
+        assert_eq!(hms(ms(122_000)), "2m02s");
+        assert_eq!(hms(ms(280_123)), "4m40.123s");
+        assert_eq!(hms(ms(280_500)), "4m40.5s");
+        assert_eq!(hms(ms(600_000)), "10m");
+        assert_eq!(hms(ms(3_600_000)), "1h");
+        assert_eq!(hms(ms(3_720_000)), "1h02m");
+        assert_eq!(hms(ms(3_605_000)), "1h00m05s");
+        assert_eq!(hms(ms(3_600_001)), "1h00m00.001s");
+        assert_eq!(hms(ms(47 * 3_600_000 + 59_000)), "47h00m59s");
+        assert_eq!(hms(ms(48 * 3_600_000)), "2d");
+        assert_eq!(hms(ms((3 * 24 + 4) * 3_600_000)), "3d04h");
+        assert_eq!(hms(ms(86_400_000 * 2 + 1)), "2d00h00m00.001s");
+        assert_eq!(hms(Duration::ZERO), "0s");
+        assert!(hms(Duration::MAX).starts_with(&format!("{}d", u64::MAX / 86400)));
     }
 
     #[test]
