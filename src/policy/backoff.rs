@@ -256,7 +256,7 @@ impl WaitPolicy {
 }
 
 /// A sum of nanoseconds as a duration, `Duration::MAX` past it.
-fn from_nanos_saturating(total: u128) -> Duration {
+pub(super) fn from_nanos_saturating(total: u128) -> Duration {
     const NANOS: u128 = 1_000_000_000;
     match u64::try_from(total / NANOS) {
         Ok(secs) => Duration::new(secs, (total % NANOS) as u32),

@@ -7,6 +7,7 @@ pub mod classify;
 pub mod output;
 pub mod schedule;
 pub mod signal;
+pub mod worst;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
 pub use budget::{BudgetExceeded, Limit, LimitSource};
@@ -14,3 +15,4 @@ pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict
 pub use output::{LineMatcher, Pattern};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;
+pub use worst::{WorstCase, worst_case};
