@@ -90,41 +90,43 @@ pub fn human(d: Duration) -> String {
 }
 
 /// Formats a duration in hours, minutes and seconds, for the dry run, whose totals run long:
-/// `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`, `3d04h`. Below a second it is
-/// `human`'s form; from a minute on, the leading unit stands alone and the ones after it take
-/// two digits, as `human` writes `12m05s`. Units of zero at the end are left out, so `-m 2m`
-/// reads back as `2m`; milliseconds are kept at any length, so that rows add up exactly. Days
-/// start at 48 hours, as in `human`.
+/// `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`, `3d04h`. It is rounded to the
+/// millisecond (below one, `human`'s `µs`), and milliseconds are kept at any length, so that the
+/// rows of a table add up. From a minute on, the leading unit stands alone and the ones after
+/// it take two digits, as `human` writes `12m05s`; units of zero at the end are left out, so
+/// `-m 2m` reads back as `2m`. Days start at 48 hours, as in `human`.
 pub fn hms(d: Duration) -> String {
-    if d < Duration::from_secs(60) {
+    const MS: u128 = 1_000_000;
+    let ms = (d.as_nanos() + MS / 2) / MS;
+    if ms == 0 {
         return human(d);
     }
-    let total = d.as_secs();
-    let ms = d.subsec_millis();
-    let (days, h, m, s) = if total >= 48 * 3600 {
-        (
-            Some(total / 86400),
-            total / 3600 % 24,
-            total / 60 % 60,
-            total % 60,
-        )
-    } else {
-        (None, total / 3600, total / 60 % 60, total % 60)
-    };
-    let mut units: Vec<(u64, &str)> = Vec::with_capacity(4);
-    if let Some(days) = days {
-        units.push((days, "d"));
+    if ms < 1000 {
+        return format!("{ms}ms");
     }
-    if days.is_some() || h > 0 {
-        units.push((h, "h"));
-    }
-    units.push((m, "m"));
-    // The last unit written: seconds, unless they (and the milliseconds) are zero, and so on up.
-    let seconds_shown = s > 0 || ms > 0;
-    while !seconds_shown && units.len() > 1 && units.last().is_some_and(|&(v, _)| v == 0) {
-        units.pop();
+    let (total, ms) = (ms / 1000, ms % 1000);
+    let (days, h, m, s) = (
+        total / 86400,
+        total / 3600 % 24,
+        total / 60 % 60,
+        total % 60,
+    );
+    let mut units: Vec<(u128, &str)> = Vec::with_capacity(4);
+    if total >= 48 * 3600 {
+        units.extend([(days, "d"), (h, "h"), (m, "m")]);
+    } else if total >= 3600 {
+        units.extend([(total / 3600, "h"), (m, "m")]);
+    } else if total >= 60 {
+        units.push((m, "m"));
     }
     let mut out = String::new();
+    let seconds_shown = s > 0 || ms > 0 || units.is_empty();
+    if !seconds_shown {
+        // Units of zero at the end are left out; the leading one always stays.
+        while units.len() > 1 && units.last().is_some_and(|&(v, _)| v == 0) {
+            units.pop();
+        }
+    }
     for (i, (value, unit)) in units.iter().enumerate() {
         if i == 0 {
             out += &format!("{value}{unit}");
@@ -135,10 +137,15 @@ pub fn hms(d: Duration) -> String {
     if seconds_shown {
         let fraction = format!("{ms:03}");
         let fraction = fraction.trim_end_matches('0');
-        if fraction.is_empty() {
-            out += &format!("{s:02}s");
+        let secs = if out.is_empty() {
+            s.to_string()
         } else {
-            out += &format!("{s:02}.{fraction}s");
+            format!("{s:02}")
+        };
+        if fraction.is_empty() {
+            out += &format!("{secs}s");
+        } else {
+            out += &format!("{secs}.{fraction}s");
         }
     }
     out
@@ -206,6 +213,13 @@ mod tests {
         assert_eq!(hms(ms(86_400_000 * 2 + 1)), "2d00h00m00.001s");
         assert_eq!(hms(Duration::ZERO), "0s");
         assert!(hms(Duration::MAX).starts_with(&format!("{}d", u64::MAX / 86400)));
+        // Rounded to the millisecond, the same way at every length.
+        assert_eq!(hms(Duration::from_micros(151_600)), "152ms");
+        assert_eq!(hms(Duration::from_micros(30_151_600)), "30.152s");
+        assert_eq!(hms(Duration::from_micros(147_775_600)), "2m27.776s");
+        assert_eq!(hms(Duration::from_micros(59_999_600)), "1m");
+        assert_eq!(hms(Duration::from_micros(999_600)), "1s");
+        assert_eq!(hms(Duration::from_micros(400)), "400µs");
     }
 
     #[test]
