@@ -21,8 +21,13 @@ pub enum Conflict {
         max_delay: Duration,
     },
     /// A `--timeout` longer than the budget or deadline: the end of the run stops the first try
-    /// before its timeout, and no retry can fit its whole timeout before the end.
-    TimeoutPastEnd { timeout: Duration, limit: Limit },
+    /// before its timeout, and no retry can fit its whole timeout before the end (`retries`:
+    /// the try limit would allow one).
+    TimeoutPastEnd {
+        timeout: Duration,
+        limit: Limit,
+        retries: bool,
+    },
     /// No retry fits before the end even when the first try fails at once and the first wait
     /// is the shortest the jitter draws: the run has one try, whatever `--tries` says.
     NoRetryFits(BudgetExceeded),
@@ -78,7 +83,11 @@ pub fn conflicts(policy: &Policy) -> Vec<Conflict> {
     };
     match policy.timeout {
         Some(timeout) if timeout > limit.at => {
-            found.push(Conflict::TimeoutPastEnd { timeout, limit });
+            found.push(Conflict::TimeoutPastEnd {
+                timeout,
+                limit,
+                retries: policy.max_tries != Some(1),
+            });
         }
         _ if policy.max_tries != Some(1) => {
             let first = waits.shortest_first();
@@ -178,12 +187,20 @@ mod tests {
             conflicts(&p),
             [Conflict::TimeoutPastEnd {
                 timeout: s(20),
-                limit
+                limit,
+                retries: true
             }]
         );
         // With one try it still never fires.
         p.max_tries = Some(1);
-        assert_eq!(conflicts(&p).len(), 1);
+        assert_eq!(
+            conflicts(&p),
+            [Conflict::TimeoutPastEnd {
+                timeout: s(20),
+                limit,
+                retries: false
+            }]
+        );
     }
 
     #[test]
