@@ -89,6 +89,68 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// Formats a duration in hours, minutes and seconds, for the dry run, whose totals run long:
+/// `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`, `3d04h`. It is rounded to the
+/// millisecond (below one, `human`'s `µs`), and milliseconds are kept at any length, so that the
+/// rows of a table add up. From a minute on, the leading unit stands alone and the ones after
+/// it take two digits, as `human` writes `12m05s`; units of zero at the end are left out, so
+/// `-m 2m` reads back as `2m`. Days start at 48 hours, as in `human`.
+pub fn hms(d: Duration) -> String {
+    const MS: u128 = 1_000_000;
+    let ms = (d.as_nanos() + MS / 2) / MS;
+    if ms == 0 {
+        return human(d);
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (total, ms) = (ms / 1000, ms % 1000);
+    let (days, h, m, s) = (
+        total / 86400,
+        total / 3600 % 24,
+        total / 60 % 60,
+        total % 60,
+    );
+    let mut units: Vec<(u128, &str)> = Vec::with_capacity(4);
+    if total >= 48 * 3600 {
+        units.extend([(days, "d"), (h, "h"), (m, "m")]);
+    } else if total >= 3600 {
+        units.extend([(total / 3600, "h"), (m, "m")]);
+    } else if total >= 60 {
+        units.push((m, "m"));
+    }
+    let mut out = String::new();
+    let seconds_shown = s > 0 || ms > 0 || units.is_empty();
+    if !seconds_shown {
+        // Units of zero at the end are left out; the leading one always stays.
+        while units.len() > 1 && units.last().is_some_and(|&(v, _)| v == 0) {
+            units.pop();
+        }
+    }
+    for (i, (value, unit)) in units.iter().enumerate() {
+        if i == 0 {
+            out += &format!("{value}{unit}");
+        } else {
+            out += &format!("{value:02}{unit}");
+        }
+    }
+    if seconds_shown {
+        let fraction = format!("{ms:03}");
+        let fraction = fraction.trim_end_matches('0');
+        let secs = if out.is_empty() {
+            s.to_string()
+        } else {
+            format!("{s:02}")
+        };
+        if fraction.is_empty() {
+            out += &format!("{secs}s");
+        } else {
+            out += &format!("{secs}.{fraction}s");
+        }
+    }
+    out
+}
+
 /// Whole milliseconds, saturating, for JSON fields.
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -127,6 +189,37 @@ mod tests {
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2026-01-15T08:05:00+99:00").is_err());
         assert!(parse_time("2026-13-15T08:05:00Z").is_err());
+    }
+
+    #[test]
+    fn formats_long_times_in_hours_minutes_and_seconds() {
+        let ms = Duration::from_millis;
+        assert_eq!(hms(ms(412)), "412ms");
+        assert_eq!(hms(Duration::from_micros(7)), "7µs");
+        assert_eq!(hms(ms(1204)), "1.204s");
+        assert_eq!(hms(ms(59_999)), "59.999s");
+        assert_eq!(hms(ms(60_000)), "1m");
+        assert_eq!(hms(ms(122_000)), "2m02s");
+        assert_eq!(hms(ms(280_123)), "4m40.123s");
+        assert_eq!(hms(ms(280_500)), "4m40.5s");
+        assert_eq!(hms(ms(600_000)), "10m");
+        assert_eq!(hms(ms(3_600_000)), "1h");
+        assert_eq!(hms(ms(3_720_000)), "1h02m");
+        assert_eq!(hms(ms(3_605_000)), "1h00m05s");
+        assert_eq!(hms(ms(3_600_001)), "1h00m00.001s");
+        assert_eq!(hms(ms(47 * 3_600_000 + 59_000)), "47h00m59s");
+        assert_eq!(hms(ms(48 * 3_600_000)), "2d");
+        assert_eq!(hms(ms((3 * 24 + 4) * 3_600_000)), "3d04h");
+        assert_eq!(hms(ms(86_400_000 * 2 + 1)), "2d00h00m00.001s");
+        assert_eq!(hms(Duration::ZERO), "0s");
+        assert!(hms(Duration::MAX).starts_with(&format!("{}d", u64::MAX / 86400)));
+        // Rounded to the millisecond, the same way at every length.
+        assert_eq!(hms(Duration::from_micros(151_600)), "152ms");
+        assert_eq!(hms(Duration::from_micros(30_151_600)), "30.152s");
+        assert_eq!(hms(Duration::from_micros(147_775_600)), "2m27.776s");
+        assert_eq!(hms(Duration::from_micros(59_999_600)), "1m");
+        assert_eq!(hms(Duration::from_micros(999_600)), "1s");
+        assert_eq!(hms(Duration::from_micros(400)), "400µs");
     }
 
     #[test]

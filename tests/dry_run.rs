@@ -68,8 +68,8 @@ fn the_seed_example_lists_its_waits_and_122_seconds_in_all() {
         .unwrap();
     let table = stdout_of(&out);
     let waits: Vec<&str> = table_rows(&table).iter().map(|cols| cols[3]).collect();
-    assert_eq!(waits, ["2s", "4s", "8s", "16s", "32s", "60s", "-"]);
-    assert!(table.contains("122s waited in all"), "{table}");
+    assert_eq!(waits, ["2s", "4s", "8s", "16s", "32s", "1m", "-"]);
+    assert!(table.contains("2m02s waited in all"), "{table}");
     assert!(
         table.contains("stops after try 7: the tries run out"),
         "{table}"
@@ -269,4 +269,305 @@ fn the_json_plan_keeps_an_argument_that_is_not_utf8() {
     let first = String::from_utf8(out.stdout).unwrap();
     let header: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
     assert_eq!(header["command"][0]["base64"], "Yf8=", "{first}");
+}
+
+fn dry_run(args: &[&str]) -> String {
+    let out = retry().arg("--dry-run").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr_of(&out));
+    stdout_of(&out)
+}
+
+fn line_starting<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no line starting {start:?} in\n{text}"))
+}
+
+#[test]
+fn the_worst_case_is_every_try_taking_its_timeout_and_the_longest_waits() {
+    // Five tries of 1m and waits of at most 10s, 20s, 40s, 1m20s.
+    let args = [
+        "-n", "5", "-t", "1m", "-d", "10s", "-m", "2m", "--seed", "1",
+    ];
+    let text = dry_run(&args);
+    assert_eq!(
+        line_starting(&text, "worst case:"),
+        "worst case: 7m30s = 5 tries × 1m timeout + 2m30s of waits, each the longest the jitter \
+         can draw"
+    );
+    assert!(
+        text.contains("not counted: each try may take 10s more if it ignores SIGTERM"),
+        "{text}"
+    );
+    let text = dry_run(&["-n", "5", "-t", "1m", "-d", "10s", "-m", "2m", "-j", "none"]);
+    assert_eq!(
+        line_starting(&text, "worst case:"),
+        "worst case: 7m30s = 5 tries × 1m timeout + 2m30s of waits"
+    );
+    let plan = plan_json(&args);
+    assert_eq!(end(&plan)["worst_case_ms"], 450_000);
+    assert_eq!(end(&plan)["worst_case_by"], "tries");
+    assert_eq!(end(&plan)["worst_case_waits_ms"], 150_000);
+}
+
+#[test]
+fn the_worst_case_says_what_bounds_a_run_without_a_timeout_or_a_try_limit() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["-n", "4", "-j", "none"],
+            "worst case: unbounded: no --timeout and no --budget, so a try may run for ever \
+             (the waits add up to at most 7s)",
+        ),
+        (
+            &["-n", "0", "-t", "5s"],
+            "worst case: unbounded: no try limit and no --budget",
+        ),
+        (
+            &["-n", "0", "-t", "5s", "-B", "10m"],
+            "worst case: 10m, the budget; without it the run has no try limit",
+        ),
+        (
+            &["-n", "0", "-B", "2h"],
+            "worst case: 2h, the budget; without it the run has no try limit, and no --timeout",
+        ),
+        (
+            &["-n", "3", "-B", "90s"],
+            "worst case: 1m30s, the budget; without it a try could run for ever, with no --timeout",
+        ),
+        (
+            &["-n", "5", "-t", "1m", "-B", "3m"],
+            "worst case: 3m, the budget; without it tries and waits could take 5m15s",
+        ),
+    ];
+    for (args, worst) in cases {
+        let text = dry_run(args);
+        assert_eq!(line_starting(&text, "worst case:"), worst, "{args:?}");
+    }
+    let plan = plan_json(&["-n", "0", "-t", "5s"]);
+    assert!(end(&plan)["worst_case_ms"].is_null(), "{}", end(&plan));
+    assert_eq!(end(&plan)["worst_case_by"], "none");
+    assert!(end(&plan)["worst_case_waits_ms"].is_null());
+    let plan = plan_json(&["-n", "3", "-B", "90s"]);
+    assert_eq!(end(&plan)["worst_case_ms"], 90_000);
+    assert_eq!(end(&plan)["worst_case_by"], "budget");
+}
+
+/// Every duration in the text that is written in seconds alone, at or above a minute.
+fn seconds_past_a_minute(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || "(),;=+".contains(c))
+        .filter(|w| {
+            w.strip_suffix('s')
+                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .and_then(|n| n.parse::<f64>().ok())
+                .is_some_and(|secs| secs >= 60.0)
+        })
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn long_times_are_written_in_hours_minutes_and_seconds() {
+    let text = dry_run(&[
+        "-n", "5", "-t", "1m", "-d", "10s", "-m", "2m", "-j", "none", "-k", "90s",
+    ]);
+    let starts: Vec<&str> = table_rows(&text).iter().map(|cols| cols[1]).collect();
+    assert_eq!(starts, ["0s", "1m10s", "2m30s", "4m10s", "6m30s"]);
+    assert!(text.contains("2m30s waited in all"), "{text}");
+    assert!(text.contains("SIGKILL after 1m30s"), "{text}");
+    assert_eq!(seconds_past_a_minute(&text), Vec::<String>::new(), "{text}");
+    // Milliseconds are kept past a minute; below a second they stay milliseconds.
+    let text = dry_run(&[
+        "-n", "3", "-d", "500ms", "-t", "1m", "-j", "none", "--factor", "1.5",
+    ]);
+    let rows = table_rows(&text);
+    assert_eq!(rows[0][2], "500ms", "{text}");
+    assert_eq!(rows[1][1], "1m00.5s", "{text}");
+    assert_eq!(rows[2][1], "2m01.25s", "{text}");
+    // A budget's message in the dry run uses the same form.
+    let text = dry_run(&["-n", "10", "-t", "2m", "-d", "1s", "-j", "none", "-B", "5m"]);
+    assert!(
+        text.contains("stops after try 2: budget: 4m01s used + 2s wait + 2m timeout > 5m"),
+        "{text}"
+    );
+    assert_eq!(seconds_past_a_minute(&text), Vec::<String>::new(), "{text}");
+}
+
+#[test]
+fn the_seed_is_shown_only_when_a_wait_is_random() {
+    for args in [
+        &["-j", "none"][..],
+        &["--delays", "2s,4s"],
+        &["-n", "1"],
+        &["-j", "decorrelated", "-d", "2m"],
+    ] {
+        let text = dry_run(args);
+        assert!(!text.contains("seed"), "{args:?}: {text}");
+        assert_eq!(plan_json(args)[0]["random"], false, "{args:?}");
+    }
+    for args in [
+        &[][..],
+        &["-j", "equal"],
+        &["-j", "decorrelated"],
+        &["--delays", "2s,4s", "-j", "full"],
+    ] {
+        let text = dry_run(&[args, &["--seed", "5"]].concat());
+        assert!(
+            line_starting(&text, "seed:").contains("pass --seed 5"),
+            "{args:?}: {text}"
+        );
+        assert_eq!(plan_json(args)[0]["random"], true, "{args:?}");
+    }
+}
+
+#[test]
+fn each_jitter_shows_its_own_formula() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["-j", "none"], "min(1s × 2^(k−1), 1m) (no jitter)"),
+        (
+            &["-j", "full", "-d", "500ms", "-m", "10s"],
+            "U[0, d], d = min(500ms × 2^(k−1), 10s) (full jitter: uniform from 0 to d)",
+        ),
+        (
+            &["-j", "equal", "--backoff", "linear"],
+            "d/2 + U[0, d/2], d = min(1s × k, 1m) (equal jitter: uniform from d/2 to d)",
+        ),
+        (
+            &["-j", "decorrelated", "-d", "2s", "-m", "30s"],
+            "w_k = min(30s, U[2s, 3 × w_(k−1)]), w_0 = 2s (decorrelated jitter: uniform from \
+             2s to 3 times the previous wait; no backoff)",
+        ),
+        (
+            &["--backoff", "constant", "-d", "5s"],
+            "U[0, d], d = min(5s, 1m) (full jitter: uniform from 0 to d)",
+        ),
+        (
+            &["--delays", "2s,4s"],
+            "min(the k-th of 2s,4s (the last repeats), 1m) (no jitter)",
+        ),
+    ];
+    for (args, formula) in cases {
+        let text = dry_run(args);
+        assert_eq!(
+            line_starting(&text, "waits:"),
+            format!("waits:   after try k: {formula}"),
+            "{args:?}"
+        );
+        assert_eq!(plan_json(args)[0]["formula"], formula, "{args:?}");
+    }
+    // Decorrelated jitter claims no backoff anywhere.
+    let text = dry_run(&["-j", "decorrelated"]);
+    assert!(
+        !text.contains("exponential") && !text.contains("×2"),
+        "{text}"
+    );
+    assert!(
+        line_starting(&text, "policy:").contains("waits from 1s to 3 × the previous"),
+        "{text}"
+    );
+}
+
+#[test]
+fn options_that_defeat_each_other_are_warned_about() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["-d", "10s", "-m", "1s"],
+            "--delay 10s is above --max-delay 1s: every wait is cut to 1s, so the waits never grow",
+        ),
+        (
+            &["-t", "20s", "-B", "10s"],
+            "--timeout 20s is longer than --budget 10s: the budget stops the first try before its \
+             timeout, and no retry can fit a whole timeout before the end, so there is one try",
+        ),
+        (
+            &["-j", "none", "-d", "10s", "-B", "5s"],
+            "--budget 5s leaves no room for a retry even after a first try that fails at once \
+             (budget: 0s used + 10s wait ≥ 5s), so there is one try",
+        ),
+        (
+            &["--delays", "2s,90s,2m"],
+            "1m30s,2m in --delays are above --max-delay 1m: they are cut to it",
+        ),
+        (
+            &["-j", "decorrelated", "--backoff", "linear"],
+            "--backoff linear is ignored by --jitter decorrelated, which draws each wait from the \
+             one before",
+        ),
+    ];
+    for (args, warning) in cases {
+        let text = dry_run(args);
+        let warnings: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("retry: warning: "))
+            .collect();
+        assert_eq!(warnings, [warning], "{args:?}: {text}");
+    }
+    // The defaults, and a budget that leaves room, draw no warning.
+    for args in [
+        &[][..],
+        &["-t", "10s", "-B", "1m"],
+        &["-d", "1s", "-m", "1s"],
+    ] {
+        let text = dry_run(args);
+        assert!(!text.contains("warning"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn the_json_dry_run_carries_warnings_as_events_and_stays_json_lines() {
+    let plan = plan_json(&["-d", "10s", "-m", "1s", "-t", "20s", "-B", "10s"]);
+    assert_eq!(plan[0]["event"], "plan_start");
+    assert_eq!(end(&plan)["event"], "plan_end");
+    let warnings: Vec<(&str, &str)> = plan
+        .iter()
+        .filter(|v| v["event"] == "warning")
+        .map(|v| (v["kind"].as_str().unwrap(), v["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert_eq!(warnings[0].0, "delay_above_max_delay");
+    assert!(
+        warnings[0]
+            .1
+            .starts_with("--delay 10s is above --max-delay 1s")
+    );
+    assert_eq!(warnings[1].0, "timeout_past_end");
+    // Warnings come before the rows, right after the header.
+    assert_eq!(plan[1]["event"], "warning");
+    assert_eq!(plan[2]["event"], "warning");
+    assert_eq!(plan[3]["event"], "plan");
+    for (args, kind) in [
+        (
+            &["-j", "none", "-d", "10s", "-B", "5s"][..],
+            "no_retry_fits",
+        ),
+        (&["--delays", "2s,90s"], "delays_above_max_delay"),
+        (&["-j", "decorrelated", "--factor", "3"], "backoff_ignored"),
+    ] {
+        let plan = plan_json(args);
+        assert_eq!(plan[1]["event"], "warning", "{args:?}");
+        assert_eq!(plan[1]["kind"], kind, "{args:?}");
+    }
+}
+
+#[test]
+fn the_new_lines_are_ascii_in_the_c_locale() {
+    let out = retry()
+        .env("LC_ALL", "C")
+        .args([
+            "--dry-run",
+            "-j",
+            "decorrelated",
+            "--backoff",
+            "linear",
+            "-d",
+            "10s",
+            "-B",
+            "5s",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.contains("3 x w_(k-1)"), "{text}");
+    assert!(text.contains("10s wait >= 5s"), "{text}");
 }

@@ -71,6 +71,46 @@ proptest! {
     }
 
     #[test]
+    fn no_draw_of_the_waits_adds_up_to_more_than_the_longest_waits(
+        backoff in backoff(),
+        jitter in jitter(),
+        delay in nanos(),
+        max_delay in nanos(),
+        seed in any::<u64>(),
+        n in 0u64..60,
+    ) {
+        let policy = WaitPolicy { backoff, delay, max_delay, jitter };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut previous: Option<Duration> = None;
+        let (mut drawn, mut tops) = (Duration::ZERO, Duration::ZERO);
+        let mut top_before: Option<Duration> = None;
+        for k in 1..=n {
+            let wait = policy.wait(k, previous, &mut rng);
+            drawn = drawn.saturating_add(wait.delay);
+            previous = Some(wait.delay);
+            let top = policy.top(k, top_before);
+            tops = tops.saturating_add(top);
+            top_before = Some(top);
+        }
+        let longest = policy.longest_waits(n);
+        prop_assert_eq!(longest, tops);
+        prop_assert!(drawn <= longest, "{drawn:?} over {longest:?}");
+        if jitter == Jitter::None {
+            prop_assert_eq!(drawn, longest);
+        }
+        if !policy.is_random() {
+            let mut again = StdRng::seed_from_u64(seed.wrapping_add(1));
+            let mut previous = None;
+            let redrawn = (1..=n).fold(Duration::ZERO, |sum, k| {
+                let w = policy.wait(k, previous, &mut again);
+                previous = Some(w.delay);
+                sum.saturating_add(w.delay)
+            });
+            prop_assert_eq!(redrawn, drawn, "not random, yet another seed waits otherwise");
+        }
+    }
+
+    #[test]
     fn the_same_seed_gives_the_same_waits(
         backoff in backoff(),
         jitter in jitter(),

@@ -80,23 +80,30 @@ pub struct BudgetExceeded {
     pub limit: Limit,
 }
 
-impl fmt::Display for BudgetExceeded {
-    /// `budget: 29s used + 800ms wait + 8s timeout > 30s`, `budget: 9s used + 1s wait ≥ 10s`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl BudgetExceeded {
+    /// The comparison that failed, its durations written by `time`: the log's `human`, or the
+    /// dry run's `hms`.
+    pub fn describe(&self, time: impl Fn(Duration) -> String) -> String {
         let what = match self.limit.source {
             LimitSource::Budget => "budget",
             LimitSource::Deadline => "deadline",
         };
-        write!(
-            f,
+        let head = format!(
             "{what}: {} used + {} wait",
-            human(self.used),
-            human(self.wait)
-        )?;
+            time(self.used),
+            time(self.wait)
+        );
         match self.timeout {
-            Some(t) => write!(f, " + {} timeout > {}", human(t), human(self.limit.at)),
-            None => write!(f, " ≥ {}", human(self.limit.at)),
+            Some(t) => format!("{head} + {} timeout > {}", time(t), time(self.limit.at)),
+            None => format!("{head} ≥ {}", time(self.limit.at)),
         }
+    }
+}
+
+impl fmt::Display for BudgetExceeded {
+    /// `budget: 29s used + 800ms wait + 8s timeout > 30s`, `budget: 9s used + 1s wait ≥ 10s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(human))
     }
 }
 

@@ -4,13 +4,17 @@
 pub mod backoff;
 pub mod budget;
 pub mod classify;
+pub mod conflict;
 pub mod output;
 pub mod schedule;
 pub mod signal;
+pub mod worst;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
 pub use budget::{BudgetExceeded, Limit, LimitSource};
 pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict};
+pub use conflict::{Conflict, conflicts};
 pub use output::{LineMatcher, Pattern};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;
+pub use worst::{WorstCase, worst_case};

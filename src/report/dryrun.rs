@@ -8,10 +8,13 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::config::Config;
-use crate::duration::{human, millis};
-use crate::policy::{Decision, GiveUp, Schedule, Wait};
+use crate::duration::{hms, millis};
+use crate::policy::{
+    Backoff, Conflict, Decision, GiveUp, Jitter, Limit, LimitSource, Policy, Schedule, Wait,
+    WaitPolicy, WorstCase, conflicts, worst_case,
+};
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::{command_line, describe_policy_in, policy_json};
 
 /// Rows shown before the rest of a long schedule is summarised.
 pub const SHOWN_ROWS: u64 = 50;
@@ -114,11 +117,215 @@ pub fn plan(config: &Config, seed: u64) -> Plan {
 fn stop_reason(why: &GiveUp, attempt: u64) -> String {
     match why {
         GiveUp::Tries => format!("the tries run out ({attempt} of {attempt})"),
-        GiveUp::Budget(exceeded) => exceeded.to_string(),
+        GiveUp::Budget(exceeded) => exceeded.describe(hms),
         GiveUp::Permanent => "a permanent failure".into(),
         GiveUp::Interrupted => "an interrupt".into(),
         GiveUp::Input => "standard input that cannot be kept".into(),
     }
+}
+
+/// True when the random source decides some wait, so that the seed is worth showing: a jitter
+/// with room to move, and more than one try to wait between.
+pub fn is_random(policy: &Policy) -> bool {
+    policy.max_tries != Some(1) && policy.waits.is_random()
+}
+
+/// The wait after try `k` as the policy computes it (spec 4.1), with this run's numbers:
+/// `U[0, d], d = min(1s × 2^(k−1), 1m) (full jitter: uniform from 0 to d)`.
+pub fn formula(waits: &WaitPolicy) -> String {
+    let (delay, cap) = (hms(waits.delay), hms(waits.max_delay));
+    if waits.jitter == Jitter::Decorrelated {
+        return format!(
+            "w_k = min({cap}, U[{delay}, 3 × w_(k−1)]), w_0 = {delay} \
+             (decorrelated jitter: uniform from {delay} to 3 times the previous wait; no backoff)"
+        );
+    }
+    let base = match &waits.backoff {
+        Backoff::Exponential { factor } if *factor > 1.0 && !waits.delay.is_zero() => {
+            format!("{delay} × {factor}^(k−1)")
+        }
+        Backoff::Linear if !waits.delay.is_zero() => format!("{delay} × k"),
+        Backoff::Exponential { .. } | Backoff::Linear | Backoff::Constant => delay,
+        Backoff::List(list) if list.len() == 1 => hms(list[0]),
+        Backoff::List(list) => format!(
+            "the k-th of {} (the last repeats)",
+            list.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(",")
+        ),
+    };
+    let d = format!("min({base}, {cap})");
+    match waits.jitter {
+        Jitter::None => format!("{d} (no jitter)"),
+        Jitter::Full => format!("U[0, d], d = {d} (full jitter: uniform from 0 to d)"),
+        Jitter::Equal => {
+            format!("d/2 + U[0, d/2], d = {d} (equal jitter: uniform from d/2 to d)")
+        }
+        Jitter::Decorrelated => unreachable!("written above"),
+    }
+}
+
+/// How the end of the run is named: `the budget` or `the deadline`.
+fn end_name(limit: Limit) -> &'static str {
+    match limit.source {
+        LimitSource::Budget => "the budget",
+        LimitSource::Deadline => "the deadline",
+    }
+}
+
+/// `--budget 10s`, or `--deadline (in 10s)`: the option that set the end, for a warning.
+fn end_option(limit: Limit) -> String {
+    match limit.source {
+        LimitSource::Budget => format!("--budget {}", hms(limit.at)),
+        LimitSource::Deadline => format!("--deadline (in {})", hms(limit.at)),
+    }
+}
+
+/// The warning about one conflict, for a user: what defeats what, and what happens instead.
+pub fn warning(conflict: &Conflict) -> String {
+    match conflict {
+        Conflict::DelayAboveCap { delay, max_delay } => format!(
+            "--delay {} is above --max-delay {}: every wait is cut to {}, so the waits never grow",
+            hms(*delay),
+            hms(*max_delay),
+            hms(*max_delay)
+        ),
+        Conflict::ListAboveCap { over, max_delay } => {
+            let (is, they) = if over.len() == 1 {
+                ("is", "it is")
+            } else {
+                ("are", "they are")
+            };
+            format!(
+                "{} in --delays {is} above --max-delay {}: {they} cut to it",
+                over.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(","),
+                hms(*max_delay)
+            )
+        }
+        Conflict::TimeoutPastEnd {
+            timeout,
+            limit,
+            retries,
+        } => {
+            let (which, then) = if *retries {
+                (
+                    "the first try",
+                    ", and no retry can fit a whole timeout before the end, so there is one try",
+                )
+            } else {
+                ("the try", "")
+            };
+            format!(
+                "--timeout {} is longer than {}: {} stops {which} before its timeout{then}",
+                hms(*timeout),
+                end_option(*limit),
+                end_name(*limit)
+            )
+        }
+        Conflict::NoRetryFits(exceeded) => format!(
+            "{} leaves no room for a retry even after a first try that fails at once ({}), \
+             so there is one try",
+            end_option(exceeded.limit),
+            exceeded.describe(hms)
+        ),
+        Conflict::BackoffIgnored(backoff) => {
+            let option = match backoff {
+                Backoff::Exponential { factor } => format!("--factor {factor}"),
+                Backoff::Linear => "--backoff linear".into(),
+                Backoff::Constant => "--backoff constant".into(),
+                Backoff::List(_) => "--delays".into(),
+            };
+            format!(
+                "{option} is ignored by --jitter decorrelated, which draws each wait from the \
+                 one before"
+            )
+        }
+    }
+}
+
+/// What bounds the worst case, for the JSON `worst_case_by` field.
+fn worst_case_by(worst: &WorstCase) -> &'static str {
+    match worst {
+        WorstCase::Sum { .. } => "tries",
+        WorstCase::Limit { limit, .. } => match limit.source {
+            LimitSource::Budget => "budget",
+            LimitSource::Deadline => "deadline",
+        },
+        WorstCase::Unbounded { .. } => "none",
+    }
+}
+
+/// The worst case in words: `7m30s = 5 tries × 1m timeout + 2m30s of waits`.
+fn worst_case_text(config: &Config, worst: &WorstCase) -> String {
+    let policy = &config.policy;
+    let random = policy.waits.jitter != Jitter::None;
+    match *worst {
+        WorstCase::Sum {
+            tries,
+            timeout,
+            waits,
+            total,
+        } => {
+            let tries = if tries == 1 {
+                "1 try".to_string()
+            } else {
+                format!("{tries} tries")
+            };
+            let waits = match (waits.is_zero(), random) {
+                (true, _) => String::new(),
+                (false, false) => format!(" + {} of waits", hms(waits)),
+                (false, true) => format!(
+                    " + {} of waits, each the longest the jitter can draw",
+                    hms(waits)
+                ),
+            };
+            format!("{} = {tries} × {} timeout{waits}", hms(total), hms(timeout))
+        }
+        WorstCase::Limit { limit, sum } => {
+            let without = match (sum, policy.max_tries, policy.timeout) {
+                (Some(sum), ..) => format!("tries and waits could take {}", hms(sum)),
+                (None, None, None) => "the run has no try limit, and no --timeout".into(),
+                (None, Some(_), None) => "a try could run for ever, with no --timeout".into(),
+                (None, None, Some(_)) => "the run has no try limit".into(),
+                (None, Some(_), Some(_)) => unreachable!("a sum with tries and a timeout"),
+            };
+            format!(
+                "{}, {}; without it {without}",
+                hms(limit.at),
+                end_name(limit)
+            )
+        }
+        WorstCase::Unbounded { waits } => {
+            let missing = match (policy.max_tries, policy.timeout) {
+                (None, None) => "no try limit, no --timeout and no --budget",
+                (None, Some(_)) => "no try limit and no --budget",
+                (Some(_), _) => "no --timeout and no --budget",
+            };
+            match waits {
+                Some(waits) => format!(
+                    "unbounded: {missing}, so a try may run for ever (the waits add up to at \
+                     most {})",
+                    hms(waits)
+                ),
+                None => format!("unbounded: {missing}"),
+            }
+        }
+    }
+}
+
+/// What the worst case leaves out, when a try can be stopped: the grace period before SIGKILL.
+fn worst_case_note(config: &Config, worst: &WorstCase) -> Option<String> {
+    let stopped = match worst {
+        WorstCase::Sum { .. } => "each try",
+        WorstCase::Limit { .. } => "a try still running at the end",
+        WorstCase::Unbounded { .. } => return None,
+    };
+    // SIGKILL at once has no grace period.
+    (!config.kill_after.is_zero() && config.signal.name() != "KILL").then(|| {
+        format!(
+            "(not counted: {stopped} may take {} more if it ignores {}, before SIGKILL)",
+            hms(config.kill_after),
+            config.signal
+        )
+    })
 }
 
 fn bar(wait: Duration, max: Duration) -> String {
@@ -141,6 +348,7 @@ pub fn print(config: &Config, seed: u64, json: bool, out: &mut impl Write) -> io
 }
 
 fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let policy = &config.policy;
     writeln!(
         out,
         "retry: dry run, nothing is run; every try is assumed to fail"
@@ -148,16 +356,22 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
     if !config.command.is_empty() {
         writeln!(out, "  command: {}", command_line(&config.command))?;
     }
-    writeln!(out, "  policy:  {}", describe_policy(config))?;
-    writeln!(
-        out,
-        "  seed:    {seed} (pass --seed {seed} to get these waits again)"
-    )?;
-    let duration = match config.policy.timeout {
-        Some(t) => format!("its timeout, {}", human(t)),
+    writeln!(out, "  policy:  {}", describe_policy_in(config, hms))?;
+    writeln!(out, "  waits:   after try k: {}", formula(&policy.waits))?;
+    if is_random(policy) {
+        writeln!(
+            out,
+            "  seed:    {seed} (pass --seed {seed} to get these waits again)"
+        )?;
+    }
+    let duration = match policy.timeout {
+        Some(t) => format!("its timeout, {}", hms(t)),
         None => "no time (no --timeout)".into(),
     };
     writeln!(out, "  each try is assumed to take {duration}")?;
+    for conflict in conflicts(policy) {
+        writeln!(out, "retry: warning: {}", warning(&conflict))?;
+    }
     writeln!(out)?;
     let header = ["try", "latest start", "base wait", "wait", "waited in all"];
     let cells: Vec<[String; 5]> = plan
@@ -165,15 +379,15 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
         .iter()
         .map(|r| {
             let (base, wait) = match r.wait {
-                Some(w) => (human(w.base), human(w.delay)),
+                Some(w) => (hms(w.base), hms(w.delay)),
                 None => ("-".into(), "-".into()),
             };
             [
                 r.attempt.to_string(),
-                human(r.start),
+                hms(r.start),
                 base,
                 wait,
-                human(r.waited),
+                hms(r.waited),
             ]
         })
         .collect();
@@ -197,7 +411,7 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
     for (row, c) in plan.rows.iter().zip(&cells) {
         let b = row
             .wait
-            .map(|w| bar(w.delay, config.policy.waits.max_delay))
+            .map(|w| bar(w.delay, policy.waits.max_delay))
             .unwrap_or_default();
         let text = line([&c[0], &c[1], &c[2], &c[3], &c[4]]);
         if b.is_empty() {
@@ -222,7 +436,7 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
                 "stops after try {attempt}: {}",
                 stop_reason(why, *attempt)
             )?;
-            writeln!(out, "{} waited in all", human(*waited))?;
+            writeln!(out, "{} waited in all", hms(*waited))?;
         }
         End::Beyond { max_tries: Some(n) } => {
             writeln!(out, "… {} more tries, not shown", n.saturating_sub(shown))?;
@@ -232,11 +446,12 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
         End::Beyond { max_tries: None } => {
             writeln!(out, "… more tries, not shown")?;
             writeln!(out)?;
-            if config.policy.limit.is_some() {
+            if let Some(limit) = policy.limit {
                 writeln!(
                     out,
-                    "the run has no try limit and goes on past {} tries, until the budget ends",
-                    shown + SIMULATED_TRIES
+                    "the run has no try limit and goes on past {} tries, until {} ends",
+                    shown + SIMULATED_TRIES,
+                    end_name(limit)
                 )?;
             } else {
                 writeln!(
@@ -246,15 +461,30 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
             }
         }
     }
+    let worst = worst_case(policy);
+    writeln!(out, "worst case: {}", worst_case_text(config, &worst))?;
+    if let Some(note) = worst_case_note(config, &worst) {
+        writeln!(out, "  {note}")?;
+    }
     Ok(())
 }
 
 fn print_json(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let policy = &config.policy;
     let header = Obj::new()
         .str("event", "plan_start")
         .words("command", config.command.iter().map(|w| w.as_os_str()))
-        .obj("policy", policy_json(config, seed));
+        .obj("policy", policy_json(config, seed))
+        .bool("random", is_random(policy))
+        .str("formula", &formula(&policy.waits));
     writeln!(out, "{}", header.finish())?;
+    for conflict in conflicts(policy) {
+        let obj = Obj::new()
+            .str("event", "warning")
+            .str("kind", conflict.kind())
+            .str("message", &warning(&conflict));
+        writeln!(out, "{}", obj.finish())?;
+    }
     for row in &plan.rows {
         let mut obj = Obj::new()
             .str("event", "plan")
@@ -284,6 +514,18 @@ fn print_json(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> 
             .opt_num("tries", *max_tries)
             .bool("truncated", true),
     };
+    let worst = worst_case(policy);
+    let waits = match worst {
+        WorstCase::Sum { waits, .. } => Some(waits),
+        WorstCase::Unbounded { waits } => waits,
+        WorstCase::Limit { .. } => policy
+            .max_tries
+            .map(|n| policy.waits.longest_waits(n.saturating_sub(1))),
+    };
+    let end = end
+        .opt_num("worst_case_ms", worst.total().map(millis))
+        .str("worst_case_by", worst_case_by(&worst))
+        .opt_num("worst_case_waits_ms", waits.map(millis));
     writeln!(out, "{}", end.finish())
 }
 
@@ -331,6 +573,169 @@ mod tests {
         );
         assert_eq!(waits(&p), [2, 4, 8, 16, 32]);
         assert!(matches!(p.end, End::GivesUp { waited, .. } if waited == Duration::from_secs(62)));
+    }
+
+    fn wait_policy(backoff: Backoff, delay: u64, max: u64, jitter: Jitter) -> WaitPolicy {
+        WaitPolicy {
+            backoff,
+            delay: Duration::from_secs(delay),
+            max_delay: Duration::from_secs(max),
+            jitter,
+        }
+    }
+
+    #[test]
+    fn each_jitter_has_the_formula_of_spec_4_1_with_the_run_s_numbers() {
+        let exp = || Backoff::Exponential { factor: 2.0 };
+        assert_eq!(
+            formula(&wait_policy(exp(), 2, 60, Jitter::None)),
+            "min(2s × 2^(k−1), 1m) (no jitter)"
+        );
+        assert_eq!(
+            formula(&wait_policy(exp(), 2, 60, Jitter::Full)),
+            "U[0, d], d = min(2s × 2^(k−1), 1m) (full jitter: uniform from 0 to d)"
+        );
+        assert_eq!(
+            formula(&wait_policy(exp(), 2, 600, Jitter::Equal)),
+            "d/2 + U[0, d/2], d = min(2s × 2^(k−1), 10m) (equal jitter: uniform from d/2 to d)"
+        );
+        // Decorrelated ignores the backoff, whatever it is.
+        for backoff in [exp(), Backoff::Linear, Backoff::Constant] {
+            assert_eq!(
+                formula(&wait_policy(backoff, 2, 90, Jitter::Decorrelated)),
+                "w_k = min(1m30s, U[2s, 3 × w_(k−1)]), w_0 = 2s (decorrelated jitter: uniform \
+                 from 2s to 3 times the previous wait; no backoff)"
+            );
+        }
+        assert_eq!(
+            formula(&wait_policy(Backoff::Linear, 3, 60, Jitter::None)),
+            "min(3s × k, 1m) (no jitter)"
+        );
+        // A factor of 1, or a zero delay, does not grow: the base is the delay.
+        let flat = Backoff::Exponential { factor: 1.0 };
+        assert_eq!(
+            formula(&wait_policy(flat, 3, 60, Jitter::None)),
+            "min(3s, 1m) (no jitter)"
+        );
+        let list = Backoff::List(vec![Duration::from_secs(2), Duration::from_secs(90)]);
+        assert_eq!(
+            formula(&wait_policy(list, 1, 60, Jitter::Full)),
+            "U[0, d], d = min(the k-th of 2s,1m30s (the last repeats), 1m) (full jitter: \
+             uniform from 0 to d)"
+        );
+    }
+
+    #[test]
+    fn the_worst_case_reads_as_its_sum_or_what_bounds_it() {
+        let text = |args: &[&str]| {
+            let c = config(args);
+            worst_case_text(&c, &worst_case(&c.policy))
+        };
+        assert_eq!(
+            text(&["-n", "7", "-d", "2s", "-j", "none", "-t", "30s"]),
+            "5m32s = 7 tries × 30s timeout + 2m02s of waits"
+        );
+        assert_eq!(
+            text(&["-n", "7", "-d", "2s", "-j", "full", "-t", "30s"]),
+            "5m32s = 7 tries × 30s timeout + 2m02s of waits, each the longest the jitter can draw"
+        );
+        assert_eq!(text(&["-n", "1", "-t", "1h"]), "1h = 1 try × 1h timeout");
+        assert_eq!(
+            text(&[
+                "-n",
+                "7",
+                "-d",
+                "2s",
+                "-t",
+                "30s",
+                "--deadline",
+                "1970-01-01T00:05:00Z"
+            ]),
+            "5m, the deadline; without it tries and waits could take 5m32s"
+        );
+        assert_eq!(
+            text(&["-n", "3", "-j", "none"]),
+            "unbounded: no --timeout and no --budget, so a try may run for ever (the waits add \
+             up to at most 3s)"
+        );
+        assert_eq!(
+            text(&["-n", "0"]),
+            "unbounded: no try limit, no --timeout and no --budget"
+        );
+    }
+
+    #[test]
+    fn the_grace_period_is_named_where_a_try_is_stopped() {
+        let note = |args: &[&str]| {
+            let c = config(args);
+            worst_case_note(&c, &worst_case(&c.policy))
+        };
+        assert_eq!(
+            note(&["-t", "5s", "-k", "3s"]).as_deref(),
+            Some("(not counted: each try may take 3s more if it ignores SIGTERM, before SIGKILL)")
+        );
+        assert_eq!(
+            note(&["-B", "1m", "-s", "INT"]).as_deref(),
+            Some(
+                "(not counted: a try still running at the end may take 10s more if it ignores \
+                 SIGINT, before SIGKILL)"
+            )
+        );
+        assert_eq!(note(&["-t", "5s", "-k", "0"]), None);
+        assert_eq!(note(&["-t", "5s", "-s", "KILL"]), None);
+        assert_eq!(note(&["-n", "3"]), None);
+    }
+
+    #[test]
+    fn a_warning_names_both_options_and_what_happens_instead() {
+        let s = Duration::from_secs;
+        let budget = Limit {
+            at: s(10),
+            source: LimitSource::Budget,
+        };
+        let deadline = Limit {
+            at: s(90),
+            source: LimitSource::Deadline,
+        };
+        assert_eq!(
+            warning(&Conflict::DelayAboveCap {
+                delay: s(120),
+                max_delay: s(60)
+            }),
+            "--delay 2m is above --max-delay 1m: every wait is cut to 1m, so the waits never grow"
+        );
+        assert_eq!(
+            warning(&Conflict::ListAboveCap {
+                over: vec![s(90)],
+                max_delay: s(60)
+            }),
+            "1m30s in --delays is above --max-delay 1m: it is cut to it"
+        );
+        assert_eq!(
+            warning(&Conflict::TimeoutPastEnd {
+                timeout: s(120),
+                limit: deadline,
+                retries: false
+            }),
+            "--timeout 2m is longer than --deadline (in 1m30s): the deadline stops the try \
+             before its timeout"
+        );
+        assert_eq!(
+            warning(&Conflict::TimeoutPastEnd {
+                timeout: s(20),
+                limit: budget,
+                retries: true
+            }),
+            "--timeout 20s is longer than --budget 10s: the budget stops the first try before \
+             its timeout, and no retry can fit a whole timeout before the end, so there is one try"
+        );
+        assert_eq!(
+            warning(&Conflict::BackoffIgnored(Backoff::Exponential {
+                factor: 1.5
+            })),
+            "--factor 1.5 is ignored by --jitter decorrelated, which draws each wait from the \
+             one before"
+        );
     }
 
     #[test]

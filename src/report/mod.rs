@@ -9,10 +9,11 @@ pub mod log;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::duration::{human, millis};
-use crate::policy::{Backoff, LimitSource};
+use crate::policy::{Backoff, Jitter, LimitSource};
 
 /// Characters that must never reach a terminal raw: control characters (C0, DEL, C1), which
 /// can move the cursor, end a line or start an escape sequence, and the invisible ones that
@@ -127,6 +128,12 @@ pub fn printable(line: &str) -> String {
 
 /// The policy in one line: `3 tries, exponential backoff from 1s ×2, cap 60s, jitter full`.
 pub fn describe_policy(config: &Config) -> String {
+    describe_policy_in(config, human)
+}
+
+/// `describe_policy`, its durations written by `time` (the dry run writes `hms`).
+/// Decorrelated jitter has no backoff: its waits are named by what they are drawn from.
+pub fn describe_policy_in(config: &Config, time: impl Fn(Duration) -> String) -> String {
     let p = &config.policy;
     let tries = match p.max_tries {
         Some(1) => "1 try".to_string(),
@@ -135,33 +142,36 @@ pub fn describe_policy(config: &Config) -> String {
     };
     let waits = &p.waits;
     let backoff = match &waits.backoff {
-        Backoff::Exponential { factor } => {
-            format!("exponential backoff from {} ×{factor}", human(waits.delay))
+        _ if waits.jitter == Jitter::Decorrelated => {
+            format!("waits from {} to 3 × the previous", time(waits.delay))
         }
-        Backoff::Linear => format!("linear backoff from {}", human(waits.delay)),
-        Backoff::Constant => format!("constant wait {}", human(waits.delay)),
+        Backoff::Exponential { factor } => {
+            format!("exponential backoff from {} ×{factor}", time(waits.delay))
+        }
+        Backoff::Linear => format!("linear backoff from {}", time(waits.delay)),
+        Backoff::Constant => format!("constant wait {}", time(waits.delay)),
         Backoff::List(list) => format!(
             "waits {}",
-            list.iter().map(|d| human(*d)).collect::<Vec<_>>().join(",")
+            list.iter().map(|d| time(*d)).collect::<Vec<_>>().join(",")
         ),
     };
     let mut out = format!(
         "{tries}, {backoff}, cap {}, jitter {}",
-        human(waits.max_delay),
+        time(waits.max_delay),
         waits.jitter.name()
     );
     if let Some(t) = p.timeout {
         out += &format!(
             ", timeout {} per try (then {}, SIGKILL after {})",
-            human(t),
+            time(t),
             config.signal,
-            human(config.kill_after)
+            time(config.kill_after)
         );
     }
     if let Some(limit) = p.limit {
         match limit.source {
-            LimitSource::Budget => out += &format!(", budget {}", human(limit.at)),
-            LimitSource::Deadline => out += &format!(", deadline in {}", human(limit.at)),
+            LimitSource::Budget => out += &format!(", budget {}", time(limit.at)),
+            LimitSource::Deadline => out += &format!(", deadline in {}", time(limit.at)),
         }
     }
     out
@@ -217,6 +227,17 @@ mod tests {
             printable("a\nb\tc\u{1b}[2J\u{7}\u{9b}\u{202e}"),
             r"a\nb\tc\e[2J\x07\xc2\x9b\xe2\x80\xae"
         );
+    }
+
+    #[test]
+    fn decorrelated_jitter_claims_no_backoff() {
+        let line = describe_policy(&config(&["-j", "decorrelated", "--", "true"]));
+        assert_eq!(
+            line,
+            "3 tries, waits from 1s to 3 × the previous, cap 60s, jitter decorrelated"
+        );
+        let line = describe_policy(&config(&["-j", "full", "--", "true"]));
+        assert!(line.contains("exponential backoff from 1s ×2"), "{line}");
     }
 
     #[test]
