@@ -3,9 +3,12 @@
 //!
 //!     RETRY_UPDATE_DOCS=1 cargo test --test docs
 //!
-//! The other tests here check that the manual renders without a warning and that its examples
-//! are valid command lines.
+//! The other tests here check that the manual renders without a warning and that the
+//! completions complete, in a real bash with bash-completion (and fish and zsh where they are
+//! installed).
 
+#[path = "docs/completions.rs"]
+mod completions;
 #[path = "docs/man.rs"]
 mod man;
 
@@ -23,15 +26,24 @@ fn root() -> &'static Path {
 }
 
 fn generated() -> Vec<(PathBuf, Vec<u8>)> {
+    let cmd = command();
     let completions = root().join("completions");
-    let mut files = vec![(
-        root().join("man/retry.1"),
-        man::render(&command()).into_bytes(),
-    )];
+    let mut files = vec![
+        (root().join("man/retry.1"), man::render(&cmd).into_bytes()),
+        (
+            completions.join("retry.bash"),
+            completions::bash(&cmd).into_bytes(),
+        ),
+        (
+            completions.join("_retry"),
+            completions::zsh(&cmd).into_bytes(),
+        ),
+        (
+            completions.join("retry.fish"),
+            completions::fish(&cmd).into_bytes(),
+        ),
+    ];
     for (shell, name) in [
-        (Shell::Bash, "retry.bash"),
-        (Shell::Zsh, "_retry"),
-        (Shell::Fish, "retry.fish"),
         (Shell::Elvish, "retry.elv"),
         (Shell::PowerShell, "_retry.ps1"),
     ] {
@@ -219,4 +231,321 @@ fn every_example_of_the_man_page_is_a_valid_retry_command_line() {
             "--help's example {line} is not in the man page"
         );
     }
+}
+
+/// A directory with two fake commands on PATH, `rtfake-cmd` and `rtfake-other`, so that the
+/// commands a completion offers are known.
+fn fake_commands() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "completion-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let bin = dir.join("bin");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["rtfake-cmd", "rtfake-other"] {
+        let path = bin.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+const BASH_COMPLETION: &str = "/usr/share/bash-completion/bash_completion";
+
+fn single_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// What bash, with bash-completion and completions/retry.bash loaded, offers for each line, the
+/// cursor at its end: the words are split as bash splits them (at blanks, and around `=` and `:`),
+/// and the function that `complete -p retry` names is called as bash calls it.
+/// `RETRY_DEBUG_BASH=1` prints the script, to run it by hand.
+fn bash_complete(lines: &[&str]) -> Vec<Vec<String>> {
+    assert!(
+        Path::new(BASH_COMPLETION).exists(),
+        "{BASH_COMPLETION} is missing: the completion tests need the bash-completion package"
+    );
+    let dir = fake_commands();
+    // The script as generated, not as checked in: the test of staleness may be rewriting that.
+    let completion = dir.join("retry.bash");
+    std::fs::write(&completion, completions::bash(&command())).unwrap();
+    let mut script = format!(
+        "source {BASH_COMPLETION} || exit 3\n\
+         source {} || exit 4\n\
+         complete -W '--retry-all --other' rtfake-cmd\n\
+         spec=$(complete -p retry) || exit 5\n\
+         func=${{spec##*-F }} func=${{func%% *}}\n",
+        single_quoted(&completion.display().to_string())
+    );
+    for line in lines {
+        let words = bash_words(line);
+        let cword = words.len() - 1;
+        let cur = match words[cword].as_str() {
+            "=" | ":" => "",
+            word => word,
+        };
+        let quoted: Vec<String> = words.iter().map(|w| single_quoted(w)).collect();
+        script += &format!(
+            "(\n\
+             COMP_WORDS=({words}) COMP_CWORD={cword} COMP_LINE={line} COMP_TYPE=9 COMP_KEY=9\n\
+             COMP_POINT=${{#COMP_LINE}}\n\
+             COMPREPLY=()\n\
+             \"$func\" retry {cur} {prev}\n\
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"\n\
+             )\n\
+             echo '<end>'\n",
+            words = quoted.join(" "),
+            line = single_quoted(line),
+            cur = single_quoted(cur),
+            prev = single_quoted(&words[cword - 1]),
+        );
+    }
+    if std::env::var_os("RETRY_DEBUG_BASH").is_some() {
+        eprintln!("{script}");
+    }
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .current_dir(&dir)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", dir.join("bin").display()),
+        )
+        .env("HOME", &dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bash: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Vec<Vec<String>> = stdout
+        .split_terminator("<end>\n")
+        .map(|reply| {
+            let mut reply: Vec<String> = reply
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            // As bash shows them.
+            reply.sort();
+            reply
+        })
+        .collect();
+    assert_eq!(replies.len(), lines.len(), "{stdout}");
+    replies
+}
+
+/// The words bash gives a completion function for `line`: split at blanks, and `=` and `:` words
+/// of their own; an empty last word when the line ends with a blank.
+fn bash_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for blank_separated in line.split(' ').filter(|w| !w.is_empty()) {
+        let mut word = String::new();
+        for c in blank_separated.chars() {
+            let is_break = c == '=' || c == ':';
+            if !word.is_empty() && word.ends_with(['=', ':']) != is_break {
+                words.push(std::mem::take(&mut word));
+            }
+            word.push(c);
+        }
+        words.push(word);
+    }
+    if line.ends_with(' ') {
+        words.push(String::new());
+    }
+    words
+}
+
+#[test]
+fn bash_completes_the_wrapped_command_where_it_starts() {
+    let replies = bash_complete(&[
+        "retry -n 3 -- rtfak",
+        "retry rtfak",
+        "retry -n 3 rtfak",
+        "retry -s KILL -k 1s rtfak",
+        "retry -qn 3 rtfak",
+        "retry --tries=3 -n3 rtfak",
+        "retry --deadline 2026-01-15T08:05:00+07:00 rtfak",
+    ]);
+    for reply in replies {
+        assert_eq!(reply, ["rtfake-cmd", "rtfake-other"]);
+    }
+}
+
+#[test]
+fn bash_hands_the_wrapped_command_over_to_its_own_completion() {
+    let replies = bash_complete(&[
+        "retry -- rtfake-cmd --ret",
+        "retry -n 3 rtfake-cmd --ret",
+        "retry -t 2s -- rtfake-cmd -n 3 --ret",
+        "retry --on-retry rtfake-other rtfake-cmd --",
+        "retry -- rtfake-cmd rtfake-other --ret",
+    ]);
+    assert_eq!(replies[0], ["--retry-all"]);
+    assert_eq!(replies[1], ["--retry-all"]);
+    assert_eq!(replies[2], ["--retry-all"]);
+    assert_eq!(replies[3], ["--other", "--retry-all"]);
+    // rtfake-cmd's own argument rtfake-other is not taken for a command of its own.
+    assert_eq!(replies[4], ["--retry-all"]);
+}
+
+#[test]
+fn bash_completes_retrys_own_options_before_the_command() {
+    let replies = bash_complete(&["retry --retry-o", "retry -n 3 --st", "retry -"]);
+    assert_eq!(replies[0], ["--retry-on"]);
+    assert_eq!(replies[1], ["--stdin", "--stop-if-output", "--stop-on"]);
+    for opt in completions::options(&command()) {
+        for name in opt.names() {
+            assert!(replies[2].contains(&name), "{name} in {:?}", replies[2]);
+        }
+    }
+}
+
+#[test]
+fn bash_completes_signal_names_for_signal() {
+    let replies = bash_complete(&[
+        "retry -s ",
+        "retry --signal ",
+        "retry --signal=",
+        "retry -s RTM",
+    ]);
+    for reply in &replies[..3] {
+        for name in ["TERM", "KILL", "HUP", "INT", "USR1", "RTMIN", "RTMAX"] {
+            assert!(reply.iter().any(|r| r == name), "{name} in {reply:?}");
+        }
+    }
+    assert!(
+        replies[3].iter().all(|r| r.starts_with("RTM")),
+        "{:?}",
+        replies[3]
+    );
+    assert!(
+        replies[3].iter().any(|r| r == "RTMIN+1"),
+        "{:?}",
+        replies[3]
+    );
+}
+
+#[test]
+fn bash_completes_the_values_of_every_option_with_a_fixed_set() {
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    for opt in completions::options(&command()) {
+        let Some(completions::Value::Choices(choices)) = opt.value else {
+            continue;
+        };
+        cases.extend(opt.short.map(|s| (format!("retry -{s} "), choices.clone())));
+        if let Some(long) = opt.long {
+            cases.push((format!("retry --{long} "), choices.clone()));
+            cases.push((format!("retry -q --{long}="), choices));
+        }
+    }
+    assert!(cases.iter().any(|(line, _)| line == "retry --jitter "));
+    let lines: Vec<&str> = cases.iter().map(|(line, _)| line.as_str()).collect();
+    for ((line, choices), reply) in cases.iter().zip(bash_complete(&lines)) {
+        let mut choices = choices.clone();
+        choices.sort();
+        assert_eq!(reply, choices, "{line}");
+    }
+    let replies = bash_complete(&["retry --jitter=de", "retry --backoff l", "retry --color a"]);
+    assert_eq!(replies[0], ["decorrelated"]);
+    assert_eq!(replies[1], ["linear"]);
+    assert_eq!(replies[2], ["always", "auto"]);
+}
+
+#[test]
+fn bash_offers_nothing_of_its_own_for_a_value_without_a_fixed_set() {
+    let replies = bash_complete(&["retry -n ", "retry --delay ", "retry -t 2s -m "]);
+    for reply in replies {
+        assert!(reply.is_empty(), "{reply:?}");
+    }
+}
+
+/// zsh and fish are not needed to build or test retry; where they are installed, their scripts
+/// must at least parse, and fish's must complete.
+#[test]
+fn zsh_and_fish_completions_parse_where_those_shells_are_installed() {
+    let dir = fake_commands();
+    for (shell, file, script) in [
+        ("zsh", "_retry", completions::zsh(&command())),
+        ("fish", "retry.fish", completions::fish(&command())),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, script).unwrap();
+        match Command::new(shell).arg("-n").arg(&path).output() {
+            Ok(out) => assert!(
+                out.status.success() && out.stderr.is_empty(),
+                "{shell} -n {file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("{shell} is not installed: not checking {file}");
+            }
+            Err(e) => panic!("{shell}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn fish_completes_the_wrapped_command_where_it_is_installed() {
+    let dir = fake_commands();
+    let completion = dir.join("retry.fish");
+    std::fs::write(&completion, completions::fish(&command())).unwrap();
+    let script = format!(
+        "source {}\n\
+         complete -c rtfake-cmd -f -a 'alpha beta'\n\
+         for line in 'retry -s ' 'retry -n 3 -- rtfak' 'retry -qn 3 rtfak' 'retry -- rtfake-cmd al' \
+                     'retry --ret' 'retry -- rtfake-cmd --ret' 'retry --jitter ' \
+                     'retry -s KILL --tries=3 rtfake-cmd rtfake-other al'\n\
+             complete -C $line | string replace -r '\\t.*' ''\n\
+             echo '<end>'\n\
+         end\n",
+        single_quoted(&completion.display().to_string())
+    );
+    let out = match Command::new("fish")
+        .args(["--no-config", "-c", &script])
+        .current_dir(&dir)
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", dir.join("bin").display()),
+        )
+        .env("HOME", &dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("fish is not installed: not checking its completion");
+            return;
+        }
+        Err(e) => panic!("fish: {e}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Vec<Vec<&str>> = stdout
+        .split_terminator("<end>\n")
+        .map(|r| r.lines().collect())
+        .collect();
+    assert!(
+        replies[0].contains(&"TERM") && replies[0].contains(&"KILL"),
+        "{:?}",
+        replies[0]
+    );
+    assert_eq!(replies[1], ["rtfake-cmd", "rtfake-other"]);
+    assert_eq!(replies[2], ["rtfake-cmd", "rtfake-other"]);
+    assert_eq!(replies[3], ["alpha"]);
+    assert!(replies[4].contains(&"--retry-on"), "{:?}", replies[4]);
+    assert!(!replies[5].contains(&"--retry-on"), "{:?}", replies[5]);
+    assert_eq!(replies[6], ["decorrelated", "equal", "full", "none"]);
+    assert_eq!(replies[7], ["alpha"]);
 }
