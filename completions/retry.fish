@@ -1,43 +1,81 @@
-complete -c retry -s n -l tries -d 'Maximum number of tries, the first included; 0 means no limit' -r
-complete -c retry -s B -l budget -d 'Wall-clock budget for the whole run, tries and waits together; 0 means none' -r
-complete -c retry -l deadline -d 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)' -r
-complete -c retry -s t -l timeout -d 'Stop a try that runs longer than this; 0 means no timeout' -r
-complete -c retry -s s -l signal -d 'Signal sent to the try\'s process group on timeout: a name, with or without SIG, or a number' -r
-complete -c retry -s k -l kill-after -d 'Grace period between that signal and SIGKILL; 0 kills at once' -r
-complete -c retry -s d -l delay -d 'Base wait before the first retry' -r
-complete -c retry -l backoff -d 'How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant' -r -f -a "exponential\t''
-linear\t''
-constant\t''"
-complete -c retry -l factor -d 'Growth factor of exponential backoff, a number of at least 1' -r
-complete -c retry -s m -l max-delay -d 'Cap on any single wait, jitter included' -r
-complete -c retry -l delays -d 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats' -r
-complete -c retry -s j -l jitter -d 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]' -r -f -a "full\t''
-equal\t''
-decorrelated\t''
-none\t''"
-complete -c retry -l seed -d 'Seed of the jitter\'s random source: the same seed gives the same waits' -r
-complete -c retry -l retry-on -d 'Only these outcomes are transient; every other failure is permanent' -r
-complete -c retry -l stop-on -d 'These outcomes are permanent, even where --retry-on matches' -r
-complete -c retry -l success-on -d 'Exit codes that count as success besides 0 (codes and ranges)' -r
-complete -c retry -l retry-if-output -d 'A failed try is transient only if its stdout or stderr matched this regular expression' -r
-complete -c retry -l stop-if-output -d 'A failed try is permanent if its stdout or stderr matched this regular expression' -r
-complete -c retry -l stdin -d 'Standard input of the tries: auto, replay, inherit or null' -r -f -a "auto\t''
-replay\t''
-inherit\t''
-null\t''"
-complete -c retry -l on-retry -d 'Shell command run (sh -c) before the wait that precedes each retry' -r
-complete -c retry -l on-give-up -d 'Shell command run (sh -c) when the run gives up, as --on-retry' -r
-complete -c retry -l log-format -d 'Format of the log: human, or json (one JSON object per line)' -r -f -a "human\t''
-json\t''"
-complete -c retry -l log-file -d 'Append the log to this file instead of standard error' -r -F
-complete -c retry -l label -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries' -r
-complete -c retry -l color -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c retry -l foreground -d 'Keep the command in retry\'s own process group'
-complete -c retry -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
-complete -c retry -s q -l quiet -d 'Print only the final line when giving up, and nothing on success'
-complete -c retry -s v -l verbose -d 'Add the command line, the policy, the seed and timestamps to the log'
-complete -c retry -l dry-run -d 'Print the schedule the options give, and run nothing'
-complete -c retry -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c retry -s V -l version -d 'Print version'
+# fish completion for retry.
+# Generated from retry's command-line definition by tests/docs.rs; do not edit.
+# Install as retry.fish in a directory of $fish_complete_path, such as
+# /usr/share/fish/vendor_completions.d/retry.fish.
+
+# When the word at the cursor belongs to the wrapped command (after --, or at or after the first
+# word that is neither an option nor the value of one), prints how many words before the command
+# __fish_complete_subcommand is to skip, retry included; otherwise fails.
+function __retry_command_skip
+    set -l takes_value -n --tries -B --budget --deadline -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delays -j --jitter --seed --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l skip 1
+    set -l pending 0
+    for w in $words
+        if test $pending = 1
+            set pending 0
+        else if test "$w" = --
+            echo $skip
+            return 0
+        else if string match -rq -- '^--.*=' $w
+        else if string match -rq -- '^--.' $w
+            contains -- $w $takes_value; and set pending 1
+        else if string match -rq -- '^-.' $w
+            # Short options together (-qn 3): the first that takes a value takes the rest.
+            set -l len (string length -- $w)
+            for j in (seq 2 $len)
+                if contains -- -(string sub -s $j -l 1 -- $w) $takes_value
+                    test $j = $len; and set pending 1
+                    break
+                end
+            end
+        else
+            echo $skip
+            return 0
+        end
+        # __fish_complete_subcommand passes over a word that starts with - or holds an =
+        # without counting it.
+        string match -q -- '-*' $w; or string match -q -- '*=*' $w; or set skip (math $skip + 1)
+    end
+    if test $pending = 0; and not string match -q -- '-*' (commandline -ct)
+        echo $skip
+        return 0
+    end
+    return 1
+end
+
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s n -l tries -x -d 'Maximum number of tries, the first included; 0 means no limit'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s B -l budget -x -d 'Wall-clock budget for the whole run, tries and waits together; 0 means none'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l deadline -x -d 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s t -l timeout -x -d 'Stop a try that runs longer than this; 0 means no timeout'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s s -l signal -x -a 'HUP\\t INT\\t QUIT\\t ILL\\t TRAP\\t ABRT\\t BUS\\t FPE\\t KILL\\t USR1\\t SEGV\\t USR2\\t PIPE\\t ALRM\\t TERM\\t STKFLT\\t CHLD\\t CONT\\t STOP\\t TSTP\\t TTIN\\t TTOU\\t URG\\t XCPU\\t XFSZ\\t VTALRM\\t PROF\\t WINCH\\t IO\\t PWR\\t SYS\\t RTMIN\\t RTMIN+1\\t RTMIN+2\\t RTMIN+3\\t RTMIN+4\\t RTMIN+5\\t RTMIN+6\\t RTMIN+7\\t RTMIN+8\\t RTMIN+9\\t RTMIN+10\\t RTMIN+11\\t RTMIN+12\\t RTMIN+13\\t RTMIN+14\\t RTMIN+15\\t RTMAX-14\\t RTMAX-13\\t RTMAX-12\\t RTMAX-11\\t RTMAX-10\\t RTMAX-9\\t RTMAX-8\\t RTMAX-7\\t RTMAX-6\\t RTMAX-5\\t RTMAX-4\\t RTMAX-3\\t RTMAX-2\\t RTMAX-1\\t RTMAX\\t' -d 'Signal sent to the try\'s process group on timeout: a name, with or without SIG, or a number'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s k -l kill-after -x -d 'Grace period between that signal and SIGKILL; 0 kills at once'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l foreground -d 'Keep the command in retry\'s own process group'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s d -l delay -x -d 'Base wait before the first retry'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l backoff -x -a 'exponential\\t linear\\t constant\\t' -d 'How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l factor -x -d 'Growth factor of exponential backoff, a number of at least 1'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s m -l max-delay -x -d 'Cap on any single wait, jitter included'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l delays -x -d 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s j -l jitter -x -a 'full\\t equal\\t decorrelated\\t none\\t' -d 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l seed -x -d 'Seed of the jitter\'s random source: the same seed gives the same waits'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l retry-on -x -d 'Only these outcomes are transient; every other failure is permanent'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-on -x -d 'These outcomes are permanent, even where --retry-on matches'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l success-on -x -d 'Exit codes that count as success besides 0 (codes and ranges)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l retry-if-output -x -d 'A failed try is transient only if its stdout or stderr matched this regular expression'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-if-output -x -d 'A failed try is permanent if its stdout or stderr matched this regular expression'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l stdin -x -a 'auto\\t replay\\t inherit\\t null\\t' -d 'Standard input of the tries: auto, replay, inherit or null'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-retry -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) before the wait that precedes each retry'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-give-up -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) when the run gives up, as --on-retry'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s q -l quiet -d 'Print only the final line when giving up, and nothing on success'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s v -l verbose -d 'Add the command line, the policy, the seed and timestamps to the log'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-format -x -a 'human\\t json\\t' -d 'Format of the log: human, or json (one JSON object per line)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-file -r -F -d 'Append the log to this file instead of standard error'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l label -x -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\\t always\\t never\\t' -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -s V -l version -d 'Print version'
+complete -c retry -n '__retry_command_skip >/dev/null' -f \
+    -a '(__fish_complete_subcommand --fcs-skip=(__retry_command_skip))'

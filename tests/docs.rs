@@ -2,30 +2,54 @@
 //! (spec 13). This test fails when they are stale; to regenerate them, run
 //!
 //!     RETRY_UPDATE_DOCS=1 cargo test --test docs
+//!
+//! The other tests here check that the manual renders without a warning and that the
+//! completions complete, in a real bash with bash-completion (and fish and zsh where they are
+//! installed).
 
+#[path = "docs/completions.rs"]
+mod completions;
+#[path = "docs/man.rs"]
+mod man;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
 
 use clap_complete::Shell;
 use retry::cli::command;
+use retry::config::{ParseOutcome, parse};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
 
 fn generated() -> Vec<(PathBuf, Vec<u8>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    let mut man = Vec::new();
-    clap_mangen::Man::new(command())
-        .render(&mut man)
-        .expect("render the man page");
-    files.push((root.join("man/retry.1"), man));
+    let cmd = command();
+    let completions = root().join("completions");
+    let mut files = vec![
+        (root().join("man/retry.1"), man::render(&cmd).into_bytes()),
+        (
+            completions.join("retry.bash"),
+            completions::bash(&cmd).into_bytes(),
+        ),
+        (
+            completions.join("_retry"),
+            completions::zsh(&cmd).into_bytes(),
+        ),
+        (
+            completions.join("retry.fish"),
+            completions::fish(&cmd).into_bytes(),
+        ),
+    ];
     for (shell, name) in [
-        (Shell::Bash, "retry.bash"),
-        (Shell::Zsh, "_retry"),
-        (Shell::Fish, "retry.fish"),
         (Shell::Elvish, "retry.elv"),
         (Shell::PowerShell, "_retry.ps1"),
     ] {
         let mut out = Vec::new();
         clap_complete::generate(shell, &mut command(), "retry", &mut out);
-        files.push((root.join("completions").join(name), out));
+        files.push((completions.join(name), out));
     }
     files
 }
@@ -52,10 +76,13 @@ fn man_page_and_completions_are_up_to_date() {
     );
 }
 
+fn man_page() -> String {
+    man::render(&command())
+}
+
 #[test]
 fn the_man_page_documents_every_option() {
-    let man = generated().remove(0).1;
-    let man = String::from_utf8(man).unwrap();
+    let man = man_page();
     for arg in command().get_arguments() {
         if let Some(long) = arg.get_long() {
             // roff escapes the dashes of options.
@@ -65,4 +92,460 @@ fn the_man_page_documents_every_option() {
             );
         }
     }
+}
+
+#[test]
+fn the_man_page_has_the_sections_of_a_manual_in_order() {
+    let man = man_page();
+    let sections: Vec<&str> = man
+        .lines()
+        .filter_map(|l| l.strip_prefix(".SH "))
+        .map(|s| s.trim_matches('"'))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "WHAT IS RETRIED",
+            "EXIT STATUS",
+            "ENVIRONMENT",
+            "FILES",
+            "EXAMPLES",
+            "SEE ALSO"
+        ]
+    );
+    for status in ["124", "125", "126", "127", "128+N"] {
+        assert!(
+            man.contains(&format!("\\fB{status}\\fR")),
+            "exit status {status}"
+        );
+    }
+    for variable in [
+        "RETRY_ATTEMPT",
+        "RETRY_RUN_ID",
+        "NO_COLOR",
+        "GITHUB_ACTIONS",
+        "TMPDIR",
+    ] {
+        assert!(man.contains(&format!("\\fB{variable}\\fR")), "{variable}");
+    }
+}
+
+/// Renders the page with groff, every warning on, for the device of PostScript and that of a
+/// UTF-8 terminal (where man shows it).
+#[test]
+fn the_man_page_renders_without_a_groff_warning() {
+    let man = man_page();
+    for device in [None, Some("-Tutf8")] {
+        let mut groff = Command::new("groff");
+        groff.args(device).args(["-man", "-ww", "-z"]);
+        let out = run_with_input(groff, man.as_bytes()).unwrap_or_else(|e| {
+            panic!("groff could not be run ({e}): it is in the groff-base package")
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "groff -man -ww -z {device:?}: {}\n{stderr}",
+            out.status
+        );
+    }
+}
+
+fn run_with_input(mut cmd: Command, input: &[u8]) -> std::io::Result<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child.stdin.take().expect("piped").write_all(input)?;
+    child.wait_with_output()
+}
+
+/// A command line as sh splits it, into the commands of its pipeline: quotes, blanks and `|`.
+fn shell_words(line: &str) -> Vec<Vec<String>> {
+    let mut pipeline = vec![Vec::new()];
+    let mut word: Option<String> = None;
+    let mut quote = None;
+    // A backslash at the end of a line continues it, outside quotes.
+    let line = line.replace("\\\n", " ");
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_default().push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_default();
+            }
+            (None, ' ' | '|') => {
+                if let Some(w) = word.take() {
+                    pipeline.last_mut().unwrap().push(w);
+                }
+                if c == '|' {
+                    pipeline.push(Vec::new());
+                }
+            }
+            (None, c) => word.get_or_insert_default().push(c),
+        }
+    }
+    assert!(quote.is_none(), "unbalanced quotes in {line}");
+    pipeline.last_mut().unwrap().extend(word);
+    pipeline
+}
+
+#[test]
+fn every_example_of_the_man_page_is_a_valid_retry_command_line() {
+    let examples = man::example_lines();
+    for line in &examples {
+        // man sets a line of 78 columns on an 80-column terminal; an example is indented by 11.
+        for part in line.lines() {
+            assert!(
+                part.len() <= 67,
+                "the example {part} is too wide for a terminal"
+            );
+        }
+        let retry = shell_words(line)
+            .into_iter()
+            .find(|words| words.first().map(String::as_str) == Some("retry"))
+            .unwrap_or_else(|| panic!("no retry in the example {line}"));
+        match parse(&retry, SystemTime::now()) {
+            ParseOutcome::Run(_) => {}
+            ParseOutcome::Usage(e) => panic!("the example {line} is a usage error: {e:?}"),
+            ParseOutcome::Info(_) => panic!("the example {line} prints help"),
+        }
+    }
+    // --help's examples are among them.
+    let help = command()
+        .get_after_help()
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    for line in help
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("retry "))
+    {
+        assert!(
+            examples.contains(&line),
+            "--help's example {line} is not in the man page"
+        );
+    }
+}
+
+/// A directory with two fake commands on PATH, `rtfake-cmd` and `rtfake-other`, so that the
+/// commands a completion offers are known.
+fn fake_commands() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "completion-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let bin = dir.join("bin");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["rtfake-cmd", "rtfake-other"] {
+        let path = bin.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+const BASH_COMPLETION: &str = "/usr/share/bash-completion/bash_completion";
+
+fn single_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// What bash, with bash-completion and completions/retry.bash loaded, offers for each line, the
+/// cursor at its end: the words are split as bash splits them (at blanks, and around `=` and `:`),
+/// and the function that `complete -p retry` names is called as bash calls it.
+/// `RETRY_DEBUG_BASH=1` prints the script, to run it by hand.
+fn bash_complete(lines: &[&str]) -> Vec<Vec<String>> {
+    assert!(
+        Path::new(BASH_COMPLETION).exists(),
+        "{BASH_COMPLETION} is missing: the completion tests need the bash-completion package"
+    );
+    let dir = fake_commands();
+    // The script as generated, not as checked in: the test of staleness may be rewriting that.
+    let completion = dir.join("retry.bash");
+    std::fs::write(&completion, completions::bash(&command())).unwrap();
+    let mut script = format!(
+        "source {BASH_COMPLETION} || exit 3\n\
+         source {} || exit 4\n\
+         complete -W '--retry-all --other' rtfake-cmd\n\
+         spec=$(complete -p retry) || exit 5\n\
+         func=${{spec##*-F }} func=${{func%% *}}\n",
+        single_quoted(&completion.display().to_string())
+    );
+    for line in lines {
+        let words = bash_words(line);
+        let cword = words.len() - 1;
+        let cur = match words[cword].as_str() {
+            "=" | ":" => "",
+            word => word,
+        };
+        let quoted: Vec<String> = words.iter().map(|w| single_quoted(w)).collect();
+        script += &format!(
+            "(\n\
+             COMP_WORDS=({words}) COMP_CWORD={cword} COMP_LINE={line} COMP_TYPE=9 COMP_KEY=9\n\
+             COMP_POINT=${{#COMP_LINE}}\n\
+             COMPREPLY=()\n\
+             \"$func\" retry {cur} {prev}\n\
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"\n\
+             )\n\
+             echo '<end>'\n",
+            words = quoted.join(" "),
+            line = single_quoted(line),
+            cur = single_quoted(cur),
+            prev = single_quoted(&words[cword - 1]),
+        );
+    }
+    if std::env::var_os("RETRY_DEBUG_BASH").is_some() {
+        eprintln!("{script}");
+    }
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .current_dir(&dir)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", dir.join("bin").display()),
+        )
+        .env("HOME", &dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bash: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Vec<Vec<String>> = stdout
+        .split_terminator("<end>\n")
+        .map(|reply| {
+            let mut reply: Vec<String> = reply
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            // As bash shows them.
+            reply.sort();
+            reply
+        })
+        .collect();
+    assert_eq!(replies.len(), lines.len(), "{stdout}");
+    replies
+}
+
+/// The words bash gives a completion function for `line`: split at blanks, and `=` and `:` words
+/// of their own; an empty last word when the line ends with a blank.
+fn bash_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for blank_separated in line.split(' ').filter(|w| !w.is_empty()) {
+        let mut word = String::new();
+        for c in blank_separated.chars() {
+            let is_break = c == '=' || c == ':';
+            if !word.is_empty() && word.ends_with(['=', ':']) != is_break {
+                words.push(std::mem::take(&mut word));
+            }
+            word.push(c);
+        }
+        words.push(word);
+    }
+    if line.ends_with(' ') {
+        words.push(String::new());
+    }
+    words
+}
+
+#[test]
+fn bash_completes_the_wrapped_command_where_it_starts() {
+    let replies = bash_complete(&[
+        "retry -n 3 -- rtfak",
+        "retry rtfak",
+        "retry -n 3 rtfak",
+        "retry -s KILL -k 1s rtfak",
+        "retry -qn 3 rtfak",
+        "retry --tries=3 -n3 rtfak",
+        "retry --deadline 2026-01-15T08:05:00+07:00 rtfak",
+    ]);
+    for reply in replies {
+        assert_eq!(reply, ["rtfake-cmd", "rtfake-other"]);
+    }
+}
+
+#[test]
+fn bash_hands_the_wrapped_command_over_to_its_own_completion() {
+    let replies = bash_complete(&[
+        "retry -- rtfake-cmd --ret",
+        "retry -n 3 rtfake-cmd --ret",
+        "retry -t 2s -- rtfake-cmd -n 3 --ret",
+        "retry --on-retry rtfake-other rtfake-cmd --",
+        "retry -- rtfake-cmd rtfake-other --ret",
+    ]);
+    assert_eq!(replies[0], ["--retry-all"]);
+    assert_eq!(replies[1], ["--retry-all"]);
+    assert_eq!(replies[2], ["--retry-all"]);
+    assert_eq!(replies[3], ["--other", "--retry-all"]);
+    // rtfake-cmd's own argument rtfake-other is not taken for a command of its own.
+    assert_eq!(replies[4], ["--retry-all"]);
+}
+
+#[test]
+fn bash_completes_retrys_own_options_before_the_command() {
+    let replies = bash_complete(&["retry --retry-o", "retry -n 3 --st", "retry -"]);
+    assert_eq!(replies[0], ["--retry-on"]);
+    assert_eq!(replies[1], ["--stdin", "--stop-if-output", "--stop-on"]);
+    for opt in completions::options(&command()) {
+        for name in opt.names() {
+            assert!(replies[2].contains(&name), "{name} in {:?}", replies[2]);
+        }
+    }
+}
+
+#[test]
+fn bash_completes_signal_names_for_signal() {
+    let replies = bash_complete(&[
+        "retry -s ",
+        "retry --signal ",
+        "retry --signal=",
+        "retry -s RTM",
+    ]);
+    for reply in &replies[..3] {
+        for name in ["TERM", "KILL", "HUP", "INT", "USR1", "RTMIN", "RTMAX"] {
+            assert!(reply.iter().any(|r| r == name), "{name} in {reply:?}");
+        }
+    }
+    assert!(
+        replies[3].iter().all(|r| r.starts_with("RTM")),
+        "{:?}",
+        replies[3]
+    );
+    assert!(
+        replies[3].iter().any(|r| r == "RTMIN+1"),
+        "{:?}",
+        replies[3]
+    );
+}
+
+#[test]
+fn bash_completes_the_values_of_every_option_with_a_fixed_set() {
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    for opt in completions::options(&command()) {
+        let Some(completions::Value::Choices(choices)) = opt.value else {
+            continue;
+        };
+        cases.extend(opt.short.map(|s| (format!("retry -{s} "), choices.clone())));
+        if let Some(long) = opt.long {
+            cases.push((format!("retry --{long} "), choices.clone()));
+            cases.push((format!("retry -q --{long}="), choices));
+        }
+    }
+    assert!(cases.iter().any(|(line, _)| line == "retry --jitter "));
+    let lines: Vec<&str> = cases.iter().map(|(line, _)| line.as_str()).collect();
+    for ((line, choices), reply) in cases.iter().zip(bash_complete(&lines)) {
+        let mut choices = choices.clone();
+        choices.sort();
+        assert_eq!(reply, choices, "{line}");
+    }
+    let replies = bash_complete(&["retry --jitter=de", "retry --backoff l", "retry --color a"]);
+    assert_eq!(replies[0], ["decorrelated"]);
+    assert_eq!(replies[1], ["linear"]);
+    assert_eq!(replies[2], ["always", "auto"]);
+}
+
+#[test]
+fn bash_offers_nothing_of_its_own_for_a_value_without_a_fixed_set() {
+    let replies = bash_complete(&["retry -n ", "retry --delay ", "retry -t 2s -m "]);
+    for reply in replies {
+        assert!(reply.is_empty(), "{reply:?}");
+    }
+}
+
+/// zsh and fish are not needed to build or test retry; where they are installed, their scripts
+/// must at least parse, and fish's must complete.
+#[test]
+fn zsh_and_fish_completions_parse_where_those_shells_are_installed() {
+    let dir = fake_commands();
+    for (shell, file, script) in [
+        ("zsh", "_retry", completions::zsh(&command())),
+        ("fish", "retry.fish", completions::fish(&command())),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, script).unwrap();
+        match Command::new(shell).arg("-n").arg(&path).output() {
+            Ok(out) => assert!(
+                out.status.success() && out.stderr.is_empty(),
+                "{shell} -n {file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("{shell} is not installed: not checking {file}");
+            }
+            Err(e) => panic!("{shell}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn fish_completes_the_wrapped_command_where_it_is_installed() {
+    let dir = fake_commands();
+    let completion = dir.join("retry.fish");
+    std::fs::write(&completion, completions::fish(&command())).unwrap();
+    let script = format!(
+        "source {}\n\
+         complete -c rtfake-cmd -f -a 'alpha beta'\n\
+         for line in 'retry -s ' 'retry -n 3 -- rtfak' 'retry -qn 3 rtfak' 'retry -- rtfake-cmd al' \
+                     'retry --ret' 'retry -- rtfake-cmd --ret' 'retry --jitter ' \
+                     'retry -s KILL --tries=3 rtfake-cmd rtfake-other al'\n\
+             complete -C $line | string replace -r '\\t.*' ''\n\
+             echo '<end>'\n\
+         end\n",
+        single_quoted(&completion.display().to_string())
+    );
+    let out = match Command::new("fish")
+        .args(["--no-config", "-c", &script])
+        .current_dir(&dir)
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", dir.join("bin").display()),
+        )
+        .env("HOME", &dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("fish is not installed: not checking its completion");
+            return;
+        }
+        Err(e) => panic!("fish: {e}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Vec<Vec<&str>> = stdout
+        .split_terminator("<end>\n")
+        .map(|r| r.lines().collect())
+        .collect();
+    assert!(
+        replies[0].contains(&"TERM") && replies[0].contains(&"KILL"),
+        "{:?}",
+        replies[0]
+    );
+    assert_eq!(replies[1], ["rtfake-cmd", "rtfake-other"]);
+    assert_eq!(replies[2], ["rtfake-cmd", "rtfake-other"]);
+    assert_eq!(replies[3], ["alpha"]);
+    assert!(replies[4].contains(&"--retry-on"), "{:?}", replies[4]);
+    assert!(!replies[5].contains(&"--retry-on"), "{:?}", replies[5]);
+    assert_eq!(replies[6], ["decorrelated", "equal", "full", "none"]);
+    assert_eq!(replies[7], ["alpha"]);
 }
