@@ -5,6 +5,7 @@ pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod output;
+pub mod quota;
 pub mod schedule;
 pub mod signal;
 
