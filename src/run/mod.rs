@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod demand;
 pub mod process;
+pub mod quota;
 pub mod rawsig;
 pub mod runner;
 pub mod signals;

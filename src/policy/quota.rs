@@ -1,0 +1,846 @@
+//! The shared retry quota (spec 15.3) as arithmetic: the `--quota` value, and a token bucket
+//! that first tries fill and retries drain. Time is passed in as milliseconds since the Unix
+//! epoch, because the bucket is shared by runs in different processes (or on different
+//! machines) and only the wall clock means the same thing to all of them; nothing here reads it.
+//!
+//! A bucket is stored as one fixed-size record, so that a store can replace it with a single
+//! write and a run killed at any moment leaves either the old record or the new one.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The bucket's parameters, as `ratio=0.2,floor=1/s,cap=10` sets them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QuotaParams {
+    /// Tokens each first try deposits.
+    pub ratio: f64,
+    /// Tokens that accrue per second whatever the runs do.
+    pub floor: f64,
+    /// The most tokens the bucket holds; a new bucket starts full.
+    pub cap: f64,
+}
+
+impl QuotaParams {
+    /// The largest cap accepted: it keeps every count of tokens within the record's width.
+    pub const MAX_CAP: f64 = 1_000_000.0;
+}
+
+impl Default for QuotaParams {
+    fn default() -> QuotaParams {
+        QuotaParams {
+            ratio: 0.2,
+            floor: 1.0,
+            cap: 10.0,
+        }
+    }
+}
+
+impl fmt::Display for QuotaParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ratio={},floor={}/s,cap={}",
+            self.ratio, self.floor, self.cap
+        )
+    }
+}
+
+/// Where the bucket lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuotaStore {
+    /// A file on this machine, shared by the runs of one user.
+    Local,
+    /// A Redis server shared by a fleet: `url` is `redis://[:PASSWORD@]HOST[:PORT]/NAME`, the
+    /// value as given without its parameters. It holds the password: show it with
+    /// [`QuotaSpec`]'s `Display`, which hides it.
+    Redis { url: String },
+}
+
+/// The value of `--quota`: `NAME[:PARAMS]` or `redis://[:PASSWORD@]HOST[:PORT]/NAME[:PARAMS]`,
+/// where PARAMS is any of `ratio=R`, `floor=F/s` (or `floor=F`) and `cap=C`, comma-separated, in
+/// any order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaSpec {
+    pub name: String,
+    pub store: QuotaStore,
+    pub params: QuotaParams,
+}
+
+impl FromStr for QuotaSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<QuotaSpec, String> {
+        let s = s.trim();
+        if let Some(rest) = s.strip_prefix("redis://") {
+            return parse_redis(rest);
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            return Err(format!(
+                "unknown store '{scheme}://': expected a NAME or redis://[:PASSWORD@]HOST[:PORT]/NAME"
+            ));
+        }
+        let (name, params) = split_params(s);
+        check_name(name)?;
+        Ok(QuotaSpec {
+            name: name.to_string(),
+            store: QuotaStore::Local,
+            params: parse_params(params)?,
+        })
+    }
+}
+
+impl fmt::Display for QuotaSpec {
+    /// The quota as the log shows it: the value given, with a Redis password replaced by `***`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.store {
+            QuotaStore::Local => write!(f, "{}", self.name)?,
+            QuotaStore::Redis { url } => {
+                let rest = url.strip_prefix("redis://").unwrap_or(url);
+                match rest.rsplit_once('@') {
+                    Some((_, host)) => write!(f, "redis://:***@{host}")?,
+                    None => write!(f, "redis://{rest}")?,
+                }
+            }
+        }
+        write!(f, " ({})", self.params)
+    }
+}
+
+/// Checks a quota name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with `.`. The name becomes
+/// a file name, so it can neither leave the store's directory nor hide in it.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the quota name is empty".into());
+    }
+    if name.len() > 64 {
+        return Err(format!(
+            "the quota name '{name}' is longer than 64 characters"
+        ));
+    }
+    if name.starts_with('.') {
+        return Err(format!("the quota name '{name}' starts with '.'"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "the quota name '{name}' contains '{c}' (letters, digits, '.', '_' and '-' only)"
+        ));
+    }
+    Ok(())
+}
+
+/// Splits `NAME:PARAMS`. A name never holds a ':', so the first one starts the parameters.
+fn split_params(s: &str) -> (&str, Option<&str>) {
+    match s.split_once(':') {
+        Some((name, params)) => (name, Some(params)),
+        None => (s, None),
+    }
+}
+
+const REDIS_FORM: &str = "redis://[:PASSWORD@]HOST[:PORT]/NAME";
+
+/// Parses what follows `redis://`. The password may hold any character but the host and the
+/// name cannot hold '@', so the last '@' ends the password; the first '/' after it ends the host
+/// and port, and the first ':' after that ends the name.
+fn parse_redis(rest: &str) -> Result<QuotaSpec, String> {
+    let (password, after) = match rest.rsplit_once('@') {
+        Some((userinfo, after)) => match userinfo.strip_prefix(':') {
+            Some("") => return Err(format!("the password is empty: expected {REDIS_FORM}")),
+            Some(password) => (Some(password), after),
+            None => {
+                return Err(format!(
+                    "expected {REDIS_FORM}: the part before '@' must be ':PASSWORD'"
+                ));
+            }
+        },
+        None => (None, rest),
+    };
+    let Some((host_port, name_params)) = after.split_once('/') else {
+        return Err(format!(
+            "no quota NAME after the host: expected {REDIS_FORM}"
+        ));
+    };
+    check_host_port(host_port)?;
+    let (name, params) = split_params(name_params);
+    check_name(name)?;
+    let url = match password {
+        Some(password) => format!("redis://:{password}@{host_port}/{name}"),
+        None => format!("redis://{host_port}/{name}"),
+    };
+    Ok(QuotaSpec {
+        name: name.to_string(),
+        store: QuotaStore::Redis { url },
+        params: parse_params(params)?,
+    })
+}
+
+/// Checks `HOST[:PORT]`, where HOST may be a bracketed IPv6 address.
+fn check_host_port(s: &str) -> Result<(), String> {
+    let (host, port) = if let Some(inner) = s.strip_prefix('[') {
+        let Some((addr, after)) = inner.split_once(']') else {
+            return Err(format!("the host '{s}' lacks its closing ']'"));
+        };
+        if addr.is_empty() {
+            return Err(format!("no host: expected {REDIS_FORM}"));
+        }
+        match after {
+            "" => (s, None),
+            _ => match after.strip_prefix(':') {
+                Some(port) => (&s[..s.len() - after.len()], Some(port)),
+                None => return Err(format!("unexpected '{after}' after the host '[{addr}]'")),
+            },
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (s, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("no host: expected {REDIS_FORM}"));
+    }
+    if let Some(c) = host
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || *c == '/')
+    {
+        return Err(format!("the host '{host}' contains {c:?}"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
+        }
+    }
+    Ok(())
+}
+
+/// Parses `ratio=R,floor=F/s,cap=C` (any subset, any order); `None` gives the defaults.
+fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
+    let mut params = QuotaParams::default();
+    let Some(s) = s else {
+        return Ok(params);
+    };
+    if s.trim().is_empty() {
+        return Err("no parameters after ':' (ratio=R,floor=F/s,cap=C)".into());
+    }
+    let mut seen = [false; 3];
+    for item in s.split(',') {
+        let item = item.trim();
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!(
+                "the parameter '{item}' is not KEY=VALUE (ratio=R,floor=F/s,cap=C)"
+            ));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let (slot, field) = match key {
+            "ratio" => (0, &mut params.ratio),
+            "floor" => (1, &mut params.floor),
+            "cap" => (2, &mut params.cap),
+            _ => {
+                return Err(format!("unknown parameter '{key}' (ratio, floor or cap)"));
+            }
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(format!("the parameter '{key}' is given twice"));
+        }
+        let number = if key == "floor" {
+            value.strip_suffix("/s").unwrap_or(value)
+        } else {
+            value
+        };
+        *field = match number.parse::<f64>() {
+            Ok(n) if n.is_finite() => n,
+            _ => {
+                return Err(format!(
+                    "{key}={value}: expected a number{}",
+                    if key == "floor" {
+                        " of tokens per second (0.5/s)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        };
+    }
+    validate(params)
+}
+
+fn validate(p: QuotaParams) -> Result<QuotaParams, String> {
+    if !(p.cap >= 1.0 && p.cap <= QuotaParams::MAX_CAP) {
+        return Err(format!(
+            "cap={}: expected a number from 1 to {}",
+            p.cap,
+            QuotaParams::MAX_CAP
+        ));
+    }
+    if p.floor < 0.0 {
+        return Err(format!(
+            "floor={}/s: expected a rate of at least 0",
+            p.floor
+        ));
+    }
+    if !(p.ratio >= 0.0 && p.ratio <= p.cap) {
+        return Err(format!(
+            "ratio={}: expected a number from 0 to the cap ({})",
+            p.ratio, p.cap
+        ));
+    }
+    Ok(p)
+}
+
+/// A token bucket at one moment: `tokens` as they were at `at_ms` (ms since the Unix epoch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bucket {
+    pub tokens: f64,
+    pub at_ms: u64,
+}
+
+/// A retry needs one token; this slack absorbs the rounding of sums such as 5 × 0.2.
+const ONE_TOKEN: f64 = 1.0 - 1e-9;
+
+impl Bucket {
+    /// A new bucket: full, so that the first runs after a quiet time may retry at once.
+    pub fn full(params: &QuotaParams, now_ms: u64) -> Bucket {
+        Bucket {
+            tokens: params.cap,
+            at_ms: now_ms,
+        }
+    }
+
+    /// Adds what the floor rate accrued since the bucket was last seen, up to the cap. When the
+    /// clock went backwards nothing accrues, and the bucket counts from the new time on: a
+    /// record stamped far in the future (a clock once set wrong) must not stop the floor for
+    /// as long as it takes to get there. The cap bounds what a clock that goes back and forth
+    /// could add.
+    pub fn refill(&mut self, params: &QuotaParams, now_ms: u64) {
+        let elapsed_ms = now_ms.saturating_sub(self.at_ms);
+        let accrued = params.floor * (elapsed_ms as f64 / 1000.0);
+        self.tokens = (self.tokens.max(0.0) + accrued).min(params.cap);
+        self.at_ms = now_ms;
+    }
+
+    /// A first try: refill, then deposit `ratio`, up to the cap.
+    pub fn deposit(&mut self, params: &QuotaParams, now_ms: u64) {
+        self.refill(params, now_ms);
+        self.tokens = (self.tokens + params.ratio).min(params.cap);
+    }
+
+    /// A retry: refill, then take one token if there is one. False means the retry may not run.
+    pub fn take(&mut self, params: &QuotaParams, now_ms: u64) -> bool {
+        self.refill(params, now_ms);
+        if self.tokens >= ONE_TOKEN {
+            self.tokens = (self.tokens - 1.0).max(0.0);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The bucket as its record: `retry-quota v1 tokens=9.400000 at=1764480000123`, padded with
+    /// spaces to [`RECORD_LEN`] bytes, the last one a newline. Tokens are kept to a millionth.
+    pub fn encode(&self) -> [u8; RECORD_LEN] {
+        let tokens = if self.tokens.is_finite() {
+            self.tokens.clamp(0.0, QuotaParams::MAX_CAP)
+        } else {
+            0.0
+        };
+        let text = format!("{RECORD_PREFIX}{tokens:.6} at={}", self.at_ms);
+        let mut record = [b' '; RECORD_LEN];
+        // At most 22 + 14 + 4 + 20 = 60 bytes: the tokens are clamped and `at` is a u64.
+        let len = text.len().min(RECORD_LEN - 1);
+        record[..len].copy_from_slice(&text.as_bytes()[..len]);
+        record[RECORD_LEN - 1] = b'\n';
+        record
+    }
+
+    /// Reads a record that [`Bucket::encode`] wrote. Anything else, a record cut short or one
+    /// too long included, is `None`: the store then resets the bucket.
+    pub fn decode(bytes: &[u8]) -> Option<Bucket> {
+        if bytes.len() != RECORD_LEN || bytes[RECORD_LEN - 1] != b'\n' {
+            return None;
+        }
+        let text = std::str::from_utf8(&bytes[..RECORD_LEN - 1]).ok()?;
+        let fields = text.trim_end_matches(' ').strip_prefix(RECORD_PREFIX)?;
+        let (tokens, at) = fields.split_once(" at=")?;
+        let is_decimal = |s: &str, point: bool| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (point && b == b'.'))
+                && s.bytes().filter(|&b| b == b'.').count() <= 1
+                && !s.starts_with('.')
+                && !s.ends_with('.')
+        };
+        if !is_decimal(tokens, true) || !is_decimal(at, false) {
+            return None;
+        }
+        let tokens: f64 = tokens.parse().ok()?;
+        if !tokens.is_finite() || tokens > QuotaParams::MAX_CAP {
+            return None;
+        }
+        Some(Bucket {
+            tokens,
+            at_ms: at.parse().ok()?,
+        })
+    }
+}
+
+/// The size of a stored bucket, in bytes.
+pub const RECORD_LEN: usize = 64;
+
+const RECORD_PREFIX: &str = "retry-quota v1 tokens=";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> QuotaSpec {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn error(s: &str) -> String {
+        match s.parse::<QuotaSpec>() {
+            Ok(q) => panic!("{s} parsed as {q:?}"),
+            Err(e) => e,
+        }
+    }
+
+    fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
+        QuotaParams { ratio, floor, cap }
+    }
+
+    #[test]
+    fn a_bare_name_is_a_local_quota_with_the_default_parameters() {
+        assert_eq!(
+            spec("deploys"),
+            QuotaSpec {
+                name: "deploys".into(),
+                store: QuotaStore::Local,
+                params: params(0.2, 1.0, 10.0),
+            }
+        );
+    }
+
+    #[test]
+    fn parameters_follow_the_name_in_any_order_and_any_subset() {
+        assert_eq!(
+            spec("q:ratio=0.1,floor=0.5/s,cap=20").params,
+            params(0.1, 0.5, 20.0)
+        );
+        assert_eq!(spec("q:cap=3,ratio=0").params, params(0.0, 1.0, 3.0));
+        assert_eq!(spec("q:floor=2").params, params(0.2, 2.0, 10.0));
+        assert_eq!(spec("q:floor=0/s").params, params(0.2, 0.0, 10.0));
+    }
+
+    #[test]
+    fn names_are_letters_digits_dots_underscores_and_dashes() {
+        assert_eq!(spec("db-1.prod_eu").name, "db-1.prod_eu");
+        assert_eq!(spec(&"a".repeat(64)).name.len(), 64);
+        assert!(error("").contains("empty"));
+        assert!(error(&"a".repeat(65)).contains("longer than 64"));
+        assert!(error(".hidden").contains("starts with '.'"));
+        assert!(error("a/b").contains("contains '/'"));
+        assert!(error("..").contains("starts with '.'"));
+        assert!(error("é").contains("contains 'é'"));
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        assert!(error("q:").contains("no parameters"));
+        assert!(error("q:ratio").contains("'ratio' is not KEY=VALUE"));
+        assert!(error("q:burst=3").contains("unknown parameter 'burst'"));
+        assert!(error("q:cap=3,cap=4").contains("'cap' is given twice"));
+        assert!(error("q:ratio=x").contains("ratio=x: expected a number"));
+        assert!(error("q:floor=1/m").contains("tokens per second"));
+        assert!(error("q:floor=-1").contains("at least 0"));
+        assert!(error("q:floor=inf").contains("floor=inf"));
+        assert!(error("q:cap=0.5").contains("cap=0.5"));
+        assert!(error("q:cap=NaN").contains("cap=NaN"));
+        assert!(error("q:cap=1e7").contains("from 1 to 1000000"));
+        assert!(error("q:ratio=11").contains("ratio=11: expected a number from 0 to the cap (10)"));
+        assert!(error("q:ratio=-0.1").contains("ratio=-0.1"));
+        assert!(error("q:ratio=0.1,").contains("'' is not KEY=VALUE"));
+        assert_eq!(spec("q:ratio=20,cap=20").params, params(20.0, 1.0, 20.0));
+    }
+
+    #[test]
+    fn errors_are_one_line() {
+        for bad in ["", "q:", "q:x=1", "redis://h", "ftp://h/q", "q:ratio=11"] {
+            assert!(!error(bad).contains('\n'), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_redis_url_keeps_host_port_password_and_name_apart_from_the_parameters() {
+        let q = spec("redis://:s3cret@cache.internal:6380/deploys:ratio=0.1,cap=20");
+        assert_eq!(q.name, "deploys");
+        assert_eq!(
+            q.store,
+            QuotaStore::Redis {
+                url: "redis://:s3cret@cache.internal:6380/deploys".into()
+            }
+        );
+        assert_eq!(q.params, params(0.1, 1.0, 20.0));
+
+        let q = spec("redis://127.0.0.1/q");
+        assert_eq!(
+            q.store,
+            QuotaStore::Redis {
+                url: "redis://127.0.0.1/q".into()
+            }
+        );
+        assert_eq!(q.params, QuotaParams::default());
+
+        let q = spec("redis://[::1]:6379/q:floor=0.5/s");
+        assert_eq!(
+            q.store,
+            QuotaStore::Redis {
+                url: "redis://[::1]:6379/q".into()
+            }
+        );
+        assert_eq!(q.params.floor, 0.5);
+    }
+
+    #[test]
+    fn a_redis_password_may_hold_colons_equals_signs_slashes_and_at_signs() {
+        let q = spec("redis://:a:b=c/d@e@h:1/q");
+        assert_eq!(
+            q.store,
+            QuotaStore::Redis {
+                url: "redis://:a:b=c/d@e@h:1/q".into()
+            }
+        );
+        assert_eq!(q.params, QuotaParams::default());
+    }
+
+    #[test]
+    fn bad_redis_urls_are_named() {
+        assert!(error("redis://host").contains("no quota NAME"));
+        assert!(error("redis:///q").contains("no host"));
+        assert!(error("redis://h:0/q").contains("port '0'"));
+        assert!(error("redis://h:99999/q").contains("port '99999'"));
+        assert!(error("redis://h:x/q").contains("port 'x'"));
+        assert!(error("redis://user@h/q").contains("':PASSWORD'"));
+        assert!(error("redis://:@h/q").contains("password is empty"));
+        assert!(error("redis://[::1/q").contains("closing ']'"));
+        assert!(error("redis://h/").contains("empty"));
+        assert!(error("redis://h/a/b").contains("contains '/'"));
+        assert!(error("redis://h/q:cap=0").contains("cap=0"));
+        assert!(error("rediss://h/q").contains("unknown store 'rediss://'"));
+    }
+
+    #[test]
+    fn the_display_hides_the_redis_password() {
+        assert_eq!(
+            spec("redis://:s3cret@h:6380/q:cap=20").to_string(),
+            "redis://:***@h:6380/q (ratio=0.2,floor=1/s,cap=20)"
+        );
+        assert_eq!(
+            spec("redis://h/q").to_string(),
+            "redis://h/q (ratio=0.2,floor=1/s,cap=10)"
+        );
+        assert_eq!(
+            spec("q:floor=0.5").to_string(),
+            "q (ratio=0.2,floor=0.5/s,cap=10)"
+        );
+    }
+
+    const T0: u64 = 1_764_480_000_000;
+
+    #[test]
+    fn a_new_bucket_is_full() {
+        assert_eq!(
+            Bucket::full(&QuotaParams::default(), T0),
+            Bucket {
+                tokens: 10.0,
+                at_ms: T0
+            }
+        );
+    }
+
+    #[test]
+    fn tokens_accrue_at_the_floor_rate_up_to_the_cap() {
+        let p = params(0.2, 0.5, 10.0);
+        let mut b = Bucket {
+            tokens: 2.0,
+            at_ms: T0,
+        };
+        b.refill(&p, T0 + 3_000);
+        assert_eq!(b.tokens, 3.5);
+        assert_eq!(b.at_ms, T0 + 3_000);
+        b.refill(&p, T0 + 3_100);
+        assert_eq!(b.tokens, 3.55);
+        b.refill(&p, T0 + 1_000_000);
+        assert_eq!(b.tokens, 10.0);
+    }
+
+    #[test]
+    fn a_clock_gone_backwards_refills_nothing_and_counts_from_the_new_time() {
+        let p = params(0.2, 1.0, 10.0);
+        let mut b = Bucket {
+            tokens: 2.0,
+            at_ms: T0,
+        };
+        b.refill(&p, T0 - 60_000);
+        assert_eq!(b.tokens, 2.0);
+        assert_eq!(b.at_ms, T0 - 60_000);
+        b.refill(&p, T0 - 59_000);
+        assert_eq!(b.tokens, 3.0);
+    }
+
+    #[test]
+    fn a_bucket_from_a_quota_with_a_larger_cap_is_cut_to_this_cap() {
+        let mut b = Bucket {
+            tokens: 15.0,
+            at_ms: T0,
+        };
+        b.refill(&params(0.2, 1.0, 10.0), T0);
+        assert_eq!(b.tokens, 10.0);
+    }
+
+    #[test]
+    fn a_first_try_deposits_the_ratio_up_to_the_cap() {
+        let p = params(0.25, 0.0, 10.0);
+        let mut b = Bucket {
+            tokens: 1.5,
+            at_ms: T0,
+        };
+        b.deposit(&p, T0 + 10_000);
+        assert_eq!(b.tokens, 1.75);
+        assert_eq!(b.at_ms, T0 + 10_000);
+        let mut full = Bucket::full(&p, T0);
+        full.deposit(&p, T0);
+        assert_eq!(full.tokens, 10.0);
+    }
+
+    #[test]
+    fn a_retry_takes_one_token_or_is_refused() {
+        let p = params(0.2, 0.0, 10.0);
+        let mut b = Bucket {
+            tokens: 1.5,
+            at_ms: T0,
+        };
+        assert!(b.take(&p, T0));
+        assert_eq!(b.tokens, 0.5);
+        assert!(!b.take(&p, T0));
+        assert_eq!(b.tokens, 0.5);
+    }
+
+    #[test]
+    fn five_deposits_of_a_fifth_pay_for_one_retry() {
+        let p = params(0.2, 0.0, 10.0);
+        let mut b = Bucket {
+            tokens: 0.0,
+            at_ms: T0,
+        };
+        for _ in 0..4 {
+            b.deposit(&p, T0);
+        }
+        assert!(!b.take(&p, T0));
+        b.deposit(&p, T0);
+        assert!(b.take(&p, T0));
+        assert!(!b.take(&p, T0));
+    }
+
+    #[test]
+    fn the_floor_rate_pays_for_a_retry_after_its_time() {
+        let p = params(0.0, 0.5, 10.0);
+        let mut b = Bucket {
+            tokens: 0.0,
+            at_ms: T0,
+        };
+        assert!(!b.take(&p, T0 + 1_999));
+        assert!(b.take(&p, T0 + 3_999));
+        assert!(!b.take(&p, T0 + 3_999));
+    }
+
+    /// N runs of one first try and up to four retries each, interleaved, against one bucket
+    /// that starts full: the retries granted never exceed `N × ratio + cap + floor × elapsed`.
+    fn retries_granted(p: &QuotaParams, runs: u64, step_ms: u64) -> (f64, f64) {
+        let mut b = Bucket::full(p, T0);
+        let mut granted = 0u64;
+        let mut now = T0;
+        // Each round starts the next run and lets every earlier run that may still retry try.
+        let mut retries_left = vec![0u32; runs as usize];
+        for round in 0..runs + 4 {
+            now += step_ms;
+            if round < runs {
+                b.deposit(p, now);
+                retries_left[round as usize] = 4;
+            }
+            for left in retries_left.iter_mut().filter(|l| **l > 0) {
+                now += step_ms / 4;
+                if b.take(p, now) {
+                    granted += 1;
+                    *left -= 1;
+                } else {
+                    *left = 0;
+                }
+            }
+        }
+        let elapsed_s = (now - T0) as f64 / 1000.0;
+        let bound = runs as f64 * p.ratio + p.cap + p.floor * elapsed_s;
+        (granted as f64, bound)
+    }
+
+    #[test]
+    fn the_retries_of_many_runs_stay_within_the_bound() {
+        for (p, runs, step_ms) in [
+            (params(0.2, 1.0, 10.0), 40, 5),
+            (params(0.2, 1.0, 10.0), 500, 1),
+            (params(0.1, 0.5, 20.0), 200, 20),
+            (params(0.2, 0.0, 10.0), 40, 0),
+            (params(0.0, 0.0, 1.0), 100, 10),
+            (params(1.0, 2.0, 3.0), 100, 100),
+        ] {
+            let (granted, bound) = retries_granted(&p, runs, step_ms);
+            assert!(
+                granted <= bound + 1e-6,
+                "{p}: {runs} runs every {step_ms} ms were granted {granted} > {bound}"
+            );
+        }
+    }
+
+    #[test]
+    fn forty_runs_failing_at_once_share_what_the_bucket_holds() {
+        // Deposits into a full bucket overflow: 40 first tries leave it at its cap of 10.
+        let p = params(0.2, 1.0, 10.0);
+        let mut b = Bucket::full(&p, T0);
+        (0..40).for_each(|_| b.deposit(&p, T0));
+        assert_eq!((0..160).filter(|_| b.take(&p, T0)).count(), 10);
+        // Into an empty one, they deposit 40 × 0.2 = 8 retries.
+        let mut b = Bucket {
+            tokens: 0.0,
+            at_ms: T0,
+        };
+        (0..40).for_each(|_| b.deposit(&p, T0));
+        assert_eq!((0..160).filter(|_| b.take(&p, T0)).count(), 8);
+    }
+
+    #[test]
+    fn a_record_is_64_ascii_bytes_ending_in_a_newline() {
+        let record = Bucket {
+            tokens: 9.4,
+            at_ms: 1_764_480_000_123,
+        }
+        .encode();
+        let text = std::str::from_utf8(&record).unwrap();
+        assert_eq!(text.len(), 64);
+        assert_eq!(
+            text,
+            format!(
+                "{:<63}\n",
+                "retry-quota v1 tokens=9.400000 at=1764480000123"
+            )
+        );
+    }
+
+    #[test]
+    fn a_record_reads_back_as_the_bucket_written() {
+        for b in [
+            Bucket {
+                tokens: 9.4,
+                at_ms: 1_764_480_000_123,
+            },
+            Bucket {
+                tokens: 0.0,
+                at_ms: 0,
+            },
+            Bucket {
+                tokens: QuotaParams::MAX_CAP,
+                at_ms: u64::MAX,
+            },
+        ] {
+            assert_eq!(Bucket::decode(&b.encode()), Some(b));
+        }
+    }
+
+    #[test]
+    fn anything_but_a_whole_record_is_damaged() {
+        let good = Bucket {
+            tokens: 9.4,
+            at_ms: 1_764_480_000_123,
+        }
+        .encode();
+        assert!(Bucket::decode(&good[..63]).is_none());
+        assert!(Bucket::decode(&[good.as_slice(), b"x"].concat()).is_none());
+        assert!(Bucket::decode(b"").is_none());
+        assert!(Bucket::decode(&[0u8; 64]).is_none());
+        let damaged = |text: &str| {
+            let padded = format!("{text:<63}\n");
+            assert_eq!(padded.len(), 64, "{text}");
+            Bucket::decode(padded.as_bytes()).is_none()
+        };
+        assert!(!damaged("retry-quota v1 tokens=1.5 at=7"));
+        assert!(damaged("retry-quota v2 tokens=1.5 at=7"));
+        assert!(damaged("retry-quota v1 tokens=-1.5 at=7"));
+        assert!(damaged("retry-quota v1 tokens=NaN at=7"));
+        assert!(damaged("retry-quota v1 tokens=inf at=7"));
+        assert!(damaged("retry-quota v1 tokens=1e3 at=7"));
+        assert!(damaged("retry-quota v1 tokens=1..5 at=7"));
+        assert!(damaged("retry-quota v1 tokens=.5 at=7"));
+        assert!(damaged("retry-quota v1 tokens=2000000 at=7"));
+        assert!(damaged("retry-quota v1 tokens=1.5 at=-7"));
+        assert!(damaged("retry-quota v1 tokens=1.5 at=99999999999999999999"));
+        assert!(damaged("retry-quota v1 tokens=1.5 at="));
+        assert!(damaged("retry-quota v1 tokens=1.5"));
+        assert!(damaged(" retry-quota v1 tokens=1.5 at=7"));
+        assert!(damaged("retry-quota v1 tokens=1.5 at=7 x"));
+        let mut no_newline = good;
+        no_newline[63] = b' ';
+        assert!(Bucket::decode(&no_newline).is_none());
+    }
+
+    /// One event on a shared bucket: a first try or a retry, some milliseconds after the last.
+    #[derive(Clone, Copy, Debug)]
+    enum Event {
+        First(u64),
+        Retry(u64),
+    }
+
+    fn event() -> impl proptest::strategy::Strategy<Value = Event> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..500).prop_map(Event::First),
+            (0u64..500).prop_map(Event::Retry),
+            (0u64..5).prop_map(Event::Retry),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn no_interleaving_of_runs_is_granted_more_than_the_bound(
+            ratio in 0.0f64..2.0,
+            floor in 0.0f64..3.0,
+            cap in 2.0f64..30.0,
+            events in proptest::collection::vec(event(), 0..300),
+        ) {
+            let p = params(ratio, floor, cap);
+            let mut b = Bucket::full(&p, T0);
+            let (mut now, mut firsts, mut granted) = (T0, 0u64, 0u64);
+            for e in events {
+                match e {
+                    Event::First(after) => {
+                        now += after;
+                        firsts += 1;
+                        b.deposit(&p, now);
+                    }
+                    Event::Retry(after) => {
+                        now += after;
+                        granted += u64::from(b.take(&p, now));
+                    }
+                }
+                // Every stored bucket reads back to a millionth of a token.
+                let stored = Bucket::decode(&b.encode()).unwrap();
+                proptest::prop_assert!((stored.tokens - b.tokens).abs() <= 5e-7);
+                b = stored;
+            }
+            let elapsed_s = (now - T0) as f64 / 1000.0;
+            let bound = firsts as f64 * ratio + cap + floor * elapsed_s;
+            proptest::prop_assert!(granted as f64 <= bound + 1e-3, "{} > {}", granted, bound);
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! The local quota store (spec 15.3): one file per quota, shared by every run of one user on
+//! this machine, holding the bucket that `policy::quota` computes with.
+//!
+//! Each operation opens the file, locks it with `flock`, reads the record, writes the new one
+//! with a single `pwrite` at offset 0 and closes the file. So:
+//! - the lock belongs to the open file and goes when it is closed, also when the process is
+//!   killed: a run killed while holding it stalls nobody;
+//! - a record is replaced whole, never half (the record is 64 bytes at offset 0 of a file on a
+//!   local file system): a killed run leaves the old record or the new one;
+//! - nothing waits long: the lock is tried without blocking for at most [`LOCK_WAIT`] in all,
+//!   then the operation fails as busy, and the run falls back to its own limits.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/retry/`, else `$TMPDIR/retry-UID/`, else
+//! `/tmp/retry-UID/`, mode 0700; one that a symbolic link stands in for, that another user owns
+//! or that others may enter is refused, so no other user can read, replace or hold a quota.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::errno::Errno;
+use nix::fcntl::{self, FlockArg, OFlag};
+use nix::sys::stat::{self, Mode, SFlag};
+
+use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
+
+/// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
+/// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
+/// on it.
+pub const LOCK_WAIT: Duration = Duration::from_millis(20);
+
+/// The quota named `name` in this user's store on this machine.
+#[derive(Clone, Debug)]
+pub struct LocalStore {
+    dir: PathBuf,
+    file: String,
+    params: QuotaParams,
+}
+
+/// What an operation did: whether the retry may run (always true for a first try), the tokens
+/// left after it, and a note for the log when the store had to repair the quota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Update {
+    pub granted: bool,
+    pub tokens: f64,
+    pub note: Option<Note>,
+}
+
+/// Something the log should warn about although the operation succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// The file held no record that `retry` writes: the bucket was reset to full.
+    Damaged { path: PathBuf },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Damaged { path } => write!(
+                f,
+                "the quota file '{}' was damaged; it was reset to a full bucket",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Why the store could not be used. The run warns with it and goes on with its own limits.
+#[derive(Debug)]
+pub enum StoreError {
+    /// The quota name cannot be a file name in the store.
+    Name(String),
+    /// Another process held the lock for longer than [`LOCK_WAIT`].
+    Busy { path: PathBuf },
+    /// The directory or the file is not one `retry` may trust.
+    Unsafe { path: PathBuf, problem: Problem },
+    /// A system call failed.
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// What makes a directory or a file untrustworthy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    Symlink,
+    NotDirectory,
+    NotRegularFile,
+    Owner { uid: u32, expected: u32 },
+    Mode { mode: u32 },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Name(e) => write!(f, "{e}"),
+            StoreError::Busy { path } => write!(
+                f,
+                "the quota file '{}' is busy: another process held its lock for over {} ms",
+                path.display(),
+                LOCK_WAIT.as_millis()
+            ),
+            StoreError::Unsafe { path, problem } => {
+                write!(f, "refusing '{}': ", path.display())?;
+                match problem {
+                    Problem::Symlink => write!(f, "it is a symbolic link"),
+                    Problem::NotDirectory => write!(f, "it is not a directory"),
+                    Problem::NotRegularFile => write!(f, "it is not a regular file"),
+                    Problem::Owner { uid, expected } => {
+                        write!(f, "it is owned by uid {uid}, not by uid {expected}")
+                    }
+                    Problem::Mode { mode } => write!(
+                        f,
+                        "its mode is {mode:04o}: group and others must have no access (0700)"
+                    ),
+                }
+            }
+            StoreError::Io {
+                action,
+                path,
+                source,
+            } => write!(f, "cannot {action} '{}': {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, the time the bucket is kept in (0 before the epoch).
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The store's directory for the user `uid`, from the environment that `var` reads:
+/// `$XDG_RUNTIME_DIR/retry` when that is an absolute path to a directory the user owns (as the
+/// XDG specification makes it), else `$TMPDIR/retry-UID` when TMPDIR is an absolute path to a
+/// directory, else `/tmp/retry-UID`. Every run of the user must pick the same one, so the
+/// choice depends on nothing but these.
+pub fn store_dir(var: impl Fn(&str) -> Option<OsString>, uid: u32) -> PathBuf {
+    let absolute_dir = |name| {
+        var(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .and_then(|p| std::fs::metadata(&p).ok().map(|m| (p, m)))
+            .filter(|(_, m)| m.is_dir())
+    };
+    if let Some((runtime, _)) = absolute_dir("XDG_RUNTIME_DIR").filter(|(_, m)| m.uid() == uid) {
+        return runtime.join("retry");
+    }
+    let tmp = absolute_dir("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), |(p, _)| p);
+    tmp.join(format!("retry-{uid}"))
+}
+
+impl LocalStore {
+    /// The quota `name` with these parameters, in the directory that [`store_dir`] picks for
+    /// the effective user. Nothing is created until the first operation.
+    pub fn new(
+        name: &str,
+        params: QuotaParams,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<LocalStore, StoreError> {
+        LocalStore::in_dir(store_dir(var, euid()), name, params)
+    }
+
+    /// The quota `name` in the directory `dir`, which the operations create and check as they
+    /// would the usual one.
+    pub fn in_dir(dir: PathBuf, name: &str, params: QuotaParams) -> Result<LocalStore, StoreError> {
+        check_name(name).map_err(StoreError::Name)?;
+        Ok(LocalStore {
+            dir,
+            file: format!("{name}.quota"),
+            params,
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The quota's file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.file)
+    }
+
+    /// A first try: deposit the ratio. First tries are never held back, so `granted` is true.
+    pub fn deposit(&self, now_ms: u64) -> Result<Update, StoreError> {
+        let params = self.params;
+        self.update(now_ms, |bucket| {
+            bucket.deposit(&params, now_ms);
+            true
+        })
+    }
+
+    /// A retry: take a token. `granted` false means that the run must give up (reason `quota`).
+    pub fn take(&self, now_ms: u64) -> Result<Update, StoreError> {
+        let params = self.params;
+        self.update(now_ms, |bucket| bucket.take(&params, now_ms))
+    }
+
+    /// The quota as it stands, for the dry run and the verbose log: the tokens there would be
+    /// now, and in `granted` whether a retry would get one. It changes nothing and creates
+    /// nothing: a quota not used yet reads as a full bucket.
+    pub fn peek(&self, now_ms: u64) -> Result<Update, StoreError> {
+        let full = Update {
+            granted: self.params.cap >= 1.0,
+            tokens: self.params.cap,
+            note: None,
+        };
+        let Some(dir) = self.open_dir(false)? else {
+            return Ok(full);
+        };
+        let file = match self.open_file(&dir, false)? {
+            Some(file) => file,
+            None => return Ok(full),
+        };
+        self.lock(&file, FlockArg::LockSharedNonblock)?;
+        let (stored, _) = self.read(&file)?;
+        let (mut bucket, note) = self.or_full(stored, now_ms);
+        bucket.refill(&self.params, now_ms);
+        let mut probe = bucket;
+        Ok(Update {
+            granted: probe.take(&self.params, now_ms),
+            tokens: bucket.tokens,
+            note,
+        })
+    }
+
+    /// Locks the quota's file, applies `apply` to its bucket and writes the bucket back.
+    fn update(
+        &self,
+        now_ms: u64,
+        apply: impl FnOnce(&mut Bucket) -> bool,
+    ) -> Result<Update, StoreError> {
+        let dir = self
+            .open_dir(true)?
+            .ok_or_else(|| self.io_error("open the directory", self.dir.clone(), Errno::ENOENT))?;
+        let file = self
+            .open_file(&dir, true)?
+            .ok_or_else(|| self.io_error("open", self.path(), Errno::ENOENT))?;
+        drop(dir);
+        self.lock(&file, FlockArg::LockExclusiveNonblock)?;
+        let (stored, len) = self.read(&file)?;
+        let (mut bucket, note) = self.or_full(stored, now_ms);
+        let granted = apply(&mut bucket);
+        // One write of the whole record at offset 0: never half of one.
+        let record = bucket.encode();
+        match file.write_at(&record, 0) {
+            Ok(n) if n == RECORD_LEN => {}
+            Ok(_) => {
+                let short = io::Error::new(io::ErrorKind::WriteZero, "part of the record written");
+                return Err(self.io_failed("write", self.path(), short));
+            }
+            Err(e) => return Err(self.io_failed("write", self.path(), e)),
+        }
+        // A damaged file longer than a record would read as damaged again.
+        if len > RECORD_LEN {
+            file.set_len(RECORD_LEN as u64)
+                .map_err(|e| self.io_failed("truncate", self.path(), e))?;
+        }
+        // Closing the file (at the end of this scope) releases the lock.
+        Ok(Update {
+            granted,
+            tokens: bucket.tokens,
+            note,
+        })
+    }
+
+    /// The stored bucket, or a full one: `None` (an empty file) is a new quota, damage is
+    /// repaired with a note.
+    fn or_full(&self, stored: Option<Option<Bucket>>, now_ms: u64) -> (Bucket, Option<Note>) {
+        match stored {
+            Some(Some(bucket)) => (bucket, None),
+            None => (Bucket::full(&self.params, now_ms), None),
+            Some(None) => (
+                Bucket::full(&self.params, now_ms),
+                Some(Note::Damaged { path: self.path() }),
+            ),
+        }
+    }
+
+    /// Opens the directory, creating it (mode 0700) when `create` is set, and checks it:
+    /// not a symbolic link, a directory, owned by the effective user, no access for others.
+    /// `None` when it does not exist and `create` is not set.
+    fn open_dir(&self, create: bool) -> Result<Option<File>, StoreError> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let mut created = false;
+        let dir = loop {
+            match fcntl::open(&self.dir, flags, Mode::empty()) {
+                Ok(fd) => break File::from(fd),
+                Err(Errno::ENOENT) if create && !created => {
+                    match nix::unistd::mkdir(&self.dir, Mode::S_IRWXU) {
+                        Ok(()) | Err(Errno::EEXIST) => created = true,
+                        Err(e) => {
+                            return Err(self.io_error("create the directory", self.dir.clone(), e));
+                        }
+                    }
+                }
+                Err(Errno::ENOENT) if !create => return Ok(None),
+                Err(e @ (Errno::ELOOP | Errno::ENOTDIR)) => {
+                    let problem = match std::fs::symlink_metadata(&self.dir) {
+                        Ok(m) if m.file_type().is_symlink() => Problem::Symlink,
+                        Ok(_) => Problem::NotDirectory,
+                        Err(_) => {
+                            return Err(self.io_error("open the directory", self.dir.clone(), e));
+                        }
+                    };
+                    return Err(StoreError::Unsafe {
+                        path: self.dir.clone(),
+                        problem,
+                    });
+                }
+                Err(e) => return Err(self.io_error("open the directory", self.dir.clone(), e)),
+            }
+        };
+        let meta = dir
+            .metadata()
+            .map_err(|e| self.io_failed("inspect the directory", self.dir.clone(), e))?;
+        let expected = euid();
+        let problem = if meta.uid() != expected {
+            Some(Problem::Owner {
+                uid: meta.uid(),
+                expected,
+            })
+        } else if meta.mode() & 0o077 != 0 {
+            Some(Problem::Mode {
+                mode: meta.mode() & 0o7777,
+            })
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(StoreError::Unsafe {
+                path: self.dir.clone(),
+                problem,
+            }),
+            None => Ok(Some(dir)),
+        }
+    }
+
+    /// Opens the quota's file in the checked directory (relative to it, so that the directory
+    /// cannot be swapped in between), creating it with mode 0600 when `create` is set. `None`
+    /// when it does not exist and `create` is not set.
+    fn open_file(&self, dir: &File, create: bool) -> Result<Option<File>, StoreError> {
+        let mut flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        flags |= if create {
+            OFlag::O_RDWR | OFlag::O_CREAT
+        } else {
+            OFlag::O_RDONLY
+        };
+        let file = match fcntl::openat(
+            dir,
+            self.file.as_str(),
+            flags,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        ) {
+            Ok(fd) => File::from(fd),
+            Err(Errno::ENOENT) if !create => return Ok(None),
+            Err(Errno::ELOOP) => {
+                return Err(StoreError::Unsafe {
+                    path: self.path(),
+                    problem: Problem::Symlink,
+                });
+            }
+            Err(e) => return Err(self.io_error("open", self.path(), e)),
+        };
+        let st = stat::fstat(&file).map_err(|e| self.io_error("inspect", self.path(), e))?;
+        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+            return Err(StoreError::Unsafe {
+                path: self.path(),
+                problem: Problem::NotRegularFile,
+            });
+        }
+        Ok(Some(file))
+    }
+
+    /// Takes the lock without ever blocking: tries again after short sleeps, for at most
+    /// [`LOCK_WAIT`] in all.
+    fn lock(&self, file: &File, how: FlockArg) -> Result<(), StoreError> {
+        use std::os::fd::AsRawFd;
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(100);
+        loop {
+            // The lock is released by closing the file, never by an unlock call: that is what
+            // also happens when the process is killed, and it cannot fail (nix's `Flock` guard
+            // panics when its unlock fails, and a run must not crash).
+            #[allow(deprecated)]
+            match fcntl::flock(file.as_raw_fd(), how) {
+                Ok(()) => return Ok(()),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EWOULDBLOCK) => {}
+                Err(e) => return Err(self.io_error("lock", self.path(), e)),
+            }
+            let waited = start.elapsed();
+            if waited >= LOCK_WAIT {
+                return Err(StoreError::Busy { path: self.path() });
+            }
+            thread::sleep(pause.min(LOCK_WAIT - waited));
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+    }
+
+    /// Reads the record at offset 0: `None` for an empty file, `Some(None)` for anything that
+    /// is not one whole record. Also returns how many bytes were there (up to one more than a
+    /// record).
+    fn read(&self, file: &File) -> Result<(Option<Option<Bucket>>, usize), StoreError> {
+        let mut buf = [0u8; RECORD_LEN + 1];
+        let mut len = 0;
+        while len < buf.len() {
+            match file.read_at(&mut buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_failed("read", self.path(), e)),
+            }
+        }
+        let stored = match len {
+            0 => None,
+            _ => Some(Bucket::decode(&buf[..len])),
+        };
+        Ok((stored, len))
+    }
+
+    fn io_error(&self, action: &'static str, path: PathBuf, e: Errno) -> StoreError {
+        self.io_failed(action, path, io::Error::from(e))
+    }
+
+    fn io_failed(&self, action: &'static str, path: PathBuf, source: io::Error) -> StoreError {
+        StoreError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// The effective user, who owns what the store creates. (nix's `geteuid` needs its "user"
+/// feature, which `retry` does not otherwise use.)
+fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
+    unsafe { nix::libc::geteuid() }
+}
