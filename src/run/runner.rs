@@ -20,7 +20,7 @@ use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, resolve, send,
 };
-use crate::run::quota::LocalStore;
+use crate::run::quota::{LocalStore, StoreError};
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
 
@@ -470,6 +470,14 @@ impl<'c> Runner<'c> {
                     tokens: update.tokens,
                     params: quota.spec.params,
                 })
+            }
+            // Held by another run for longer than a run may wait: this once, the run's own
+            // limits decide; the next retry asks again.
+            Err(e @ StoreError::Busy { .. }) => {
+                self.log.warn(&format!(
+                    "the retry quota {shown} is busy ({e}); this {action} goes on without it"
+                ));
+                None
             }
             Err(e) => {
                 self.log.warn(&format!(
