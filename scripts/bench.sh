@@ -9,6 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if ! command -v redis-server >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  apt-get install -y -qq redis-server >/dev/null || echo "(could not install redis-server; the Redis figures are left out)"
+fi
 if ! /usr/bin/retry --help 2>/dev/null | grep -q -- --until; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get install -y -qq retry >/dev/null || echo "(could not install Debian's retry; going on without it)"
@@ -19,6 +22,7 @@ uname -srm
 nproc | sed 's/^/cores: /'
 cargo bench --bench runner
 cargo bench --bench stdio
+cargo bench --bench herd
 if [ "${1:-}" = "--stress" ]; then
   cargo bench --bench stress
 fi
