@@ -4,6 +4,7 @@ pub mod clock;
 pub mod demand;
 pub mod process;
 pub mod quota;
+pub mod quota_redis;
 pub mod rawsig;
 pub mod runner;
 pub mod signals;
