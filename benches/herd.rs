@@ -46,7 +46,10 @@ fn herd(args: &[&str], runtime: &Path) -> (usize, Duration) {
     for mut child in children {
         child.wait().unwrap();
     }
-    let n = std::fs::read_to_string(&tries).unwrap_or_default().lines().count();
+    let n = std::fs::read_to_string(&tries)
+        .unwrap_or_default()
+        .lines()
+        .count();
     (n, started.elapsed())
 }
 
@@ -86,7 +89,11 @@ impl Drop for Redis {
 
 /// A redis-server on a free loopback port, when one can be started.
 fn redis() -> Option<(Redis, u16)> {
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
@@ -132,7 +139,13 @@ fn main() {
 
     const ROUNDS: usize = 200;
     let mut commands = vec![
-        vec![RETRY.into(), "-n".into(), "1".into(), "--".into(), "true".into()],
+        vec![
+            RETRY.into(),
+            "-n".into(),
+            "1".into(),
+            "--".into(),
+            "true".into(),
+        ],
         vec![
             RETRY.into(),
             "--quota".into(),

@@ -56,10 +56,21 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
-        quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
-            .and_then(|store| store.peek(quota::unix_ms(SystemTime::now())))
-            .map(|update| update.tokens)
-            .map_err(|e| e.to_string())
+        let now = quota::unix_ms(SystemTime::now());
+        match &spec.store {
+            QuotaStore::Local => {
+                quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
+                    .and_then(|store| store.peek(now))
+                    .map(|update| update.tokens)
+                    .map_err(|e| e.to_string())
+            }
+            QuotaStore::Redis { url } => {
+                quota_redis::RedisStore::connect(url, &spec.name, spec.params)
+                    .and_then(|store| store.peek(now))
+                    .map(|update| update.tokens)
+                    .map_err(|e| e.to_string())
+            }
+        }
     });
     match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
         .and_then(|()| out.flush())
@@ -75,18 +86,33 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
 }
 
 /// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
-/// own limits still apply (spec 15.3).
+/// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
+/// machine instead.
 fn open_quota(spec: &QuotaSpec, log: &mut Log) -> Option<runner::SharedQuota> {
-    if let QuotaStore::Redis { .. } = spec.store {
-        log.warn(&format!(
-            "this build of retry has no Redis client: the retry quota {} is kept on this machine only",
-            spec.shown()
-        ));
-    }
-    match quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name)) {
-        Ok(store) => Some(runner::SharedQuota {
+    let local = || quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name));
+    let opened = match &spec.store {
+        QuotaStore::Local => local().map(|store| (runner::QuotaStoreHandle::Local(store), None)),
+        QuotaStore::Redis { url } => {
+            match quota_redis::RedisStore::connect(url, &spec.name, spec.params) {
+                Ok(store) => Ok((
+                    runner::QuotaStoreHandle::Redis(Box::new(store)),
+                    local().ok(),
+                )),
+                Err(e) => {
+                    log.warn(&format!(
+                    "the retry quota {} cannot be reached ({e}); the quota is kept on this machine",
+                    spec.shown()
+                ));
+                    local().map(|store| (runner::QuotaStoreHandle::Local(store), None))
+                }
+            }
+        }
+    };
+    match opened {
+        Ok((store, fallback)) => Some(runner::SharedQuota {
             spec: spec.clone(),
             store,
+            fallback,
         }),
         Err(e) => {
             log.warn(&format!(

@@ -20,7 +20,8 @@ use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, resolve, send,
 };
-use crate::run::quota::{LocalStore, StoreError};
+use crate::run::quota::{LocalStore, StoreError, Update};
+use crate::run::quota_redis::RedisStore;
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
 
@@ -227,7 +228,41 @@ pub struct Surroundings {
 /// A retry quota and the store that keeps it.
 pub struct SharedQuota {
     pub spec: QuotaSpec,
-    pub store: LocalStore,
+    pub store: QuotaStoreHandle,
+    /// For a Redis quota: the same bucket on this machine, used once Redis cannot be reached.
+    pub fallback: Option<LocalStore>,
+}
+
+/// Where a quota's bucket is kept: a file on this machine, or Redis for a fleet.
+pub enum QuotaStoreHandle {
+    Local(LocalStore),
+    Redis(Box<RedisStore>),
+}
+
+/// Why a quota store did not answer: busy for a moment, or failed.
+enum QuotaFailure {
+    Busy(String),
+    Failed(String),
+}
+
+impl QuotaStoreHandle {
+    fn apply(&self, what: QuotaUse, now_ms: u64) -> Result<Update, QuotaFailure> {
+        match self {
+            QuotaStoreHandle::Local(store) => match what {
+                QuotaUse::Deposit => store.deposit(now_ms),
+                QuotaUse::Take => store.take(now_ms),
+            }
+            .map_err(|e| match e {
+                StoreError::Busy { .. } => QuotaFailure::Busy(e.to_string()),
+                e => QuotaFailure::Failed(e.to_string()),
+            }),
+            QuotaStoreHandle::Redis(store) => match what {
+                QuotaUse::Deposit => store.deposit(now_ms),
+                QuotaUse::Take => store.take(now_ms),
+            }
+            .map_err(|e| QuotaFailure::Failed(e.to_string())),
+        }
+    }
 }
 
 /// The `retry` run that started this one, as its try's environment says.
@@ -452,39 +487,54 @@ impl<'c> Runner<'c> {
     fn use_quota(&mut self, what: QuotaUse) -> Option<QuotaRefusal> {
         let quota = self.quota.as_ref()?;
         let now = crate::run::quota::unix_ms(SystemTime::now());
-        let (action, result) = match what {
-            QuotaUse::Deposit => ("first try", quota.store.deposit(now)),
-            QuotaUse::Take => ("retry", quota.store.take(now)),
+        let action = match what {
+            QuotaUse::Deposit => "first try",
+            QuotaUse::Take => "retry",
         };
         let shown = quota.spec.shown();
-        match result {
+        match quota.store.apply(what, now) {
             Ok(update) => {
                 if let Some(note) = &update.note {
                     self.log.warn(&note.to_string());
                 }
                 self.log
                     .quota(&shown, action, update.granted, update.tokens);
-                let quota = self.quota.as_ref()?;
+                let params = quota.spec.params;
                 (!update.granted).then_some(QuotaRefusal {
                     quota: shown,
                     tokens: update.tokens,
-                    params: quota.spec.params,
+                    params,
                 })
             }
             // Held by another run for longer than a run may wait: this once, the run's own
             // limits decide; the next retry asks again.
-            Err(e @ StoreError::Busy { .. }) => {
+            Err(QuotaFailure::Busy(e)) => {
                 self.log.warn(&format!(
                     "the retry quota {shown} is busy ({e}); this {action} goes on without it"
                 ));
                 None
             }
-            Err(e) => {
-                self.log.warn(&format!(
-                    "the retry quota {shown} cannot be used ({e}); only this run's own limits apply"
-                ));
-                self.quota = None;
-                None
+            Err(QuotaFailure::Failed(e)) => {
+                // Redis gone: the same bucket, kept on this machine from now on.
+                let fallback = self.quota.as_mut().and_then(|q| q.fallback.take());
+                match fallback {
+                    Some(local) => {
+                        self.log.warn(&format!(
+                            "the retry quota {shown} cannot be reached ({e}); the quota is kept on this machine from now on"
+                        ));
+                        if let Some(q) = self.quota.as_mut() {
+                            q.store = QuotaStoreHandle::Local(local);
+                        }
+                        self.use_quota(what)
+                    }
+                    None => {
+                        self.log.warn(&format!(
+                            "the retry quota {shown} cannot be used ({e}); only this run's own limits apply"
+                        ));
+                        self.quota = None;
+                        None
+                    }
+                }
             }
         }
     }
