@@ -943,6 +943,7 @@ mod tests {
         let wait = Wait {
             base: Duration::from_secs(1),
             delay: Duration::from_secs(1),
+            requested: None,
         };
         let decision = if last {
             Decision::GiveUp(GiveUp::Tries)
@@ -1106,6 +1107,7 @@ mod tests {
             let wait = Wait {
                 base: Duration::from_secs(1),
                 delay: Duration::from_secs(1),
+                requested: None,
             };
             let retry = Decision::Retry(wait);
             let give_up = Decision::GiveUp(GiveUp::Tries);
