@@ -14,6 +14,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, ValueEnum};
 
 pub use crate::config::{ColorWhen, LogFormat, StdinMode};
 use crate::duration::{parse_duration, parse_time};
+use crate::policy::quota::QuotaSpec;
 use crate::policy::{List, Pattern, Signal};
 
 const TRIES: &str = "Tries and time";
@@ -63,6 +64,8 @@ pub struct Cli {
     pub delays: Option<DelayList>,
     pub jitter: Option<JitterKind>,
     pub seed: Option<u64>,
+    pub stagger: Option<Duration>,
+    pub quota: Option<QuotaSpec>,
     pub retry_on: Option<List>,
     pub stop_on: Option<List>,
     pub success_on: Option<List>,
@@ -162,6 +165,20 @@ A retry starts only if it can start before the end of the budget and, with --tim
 The same rules as --budget; the earlier of the two wins.",
         )
         .value_parser(parse_time)
+        .allow_hyphen_values(true),
+        option(
+            "quota",
+            "NAME",
+            TRIES,
+            "Share a retry quota with every run that names it: without a token, no retry
+
+Each first try adds 0.2 tokens to the quota NAME, 1 more comes back every second, up to 10, and \
+            every retry takes one: when none is left, the run gives up at once (reason quota). First \
+            tries are never held back. Set the numbers as NAME:ratio=0.2,floor=1/s,cap=10 (any of \
+            them). NAME (letters, digits, . _ -) is shared by this user's runs on this machine; \
+            redis://[:PASSWORD@]HOST[:PORT]/NAME shares it through Redis with a fleet.",
+        )
+        .value_parser(parse_quota)
         .allow_hyphen_values(true),
         option(
             "timeout",
@@ -273,6 +290,17 @@ With d the capped base wait: full waits 0 to d, equal d/2 to d, none d; decorrel
 It may be given in double quotes, as the JSON log writes it.",
         )
         .value_parser(parse_seed)
+        .allow_hyphen_values(true),
+        option(
+            "stagger",
+            "DURATION",
+            WAITS,
+            "Wait a random time up to this before the first try
+
+So that runs started together (cron at :00, a CI matrix) do not arrive together. The wait comes \
+            from the same random source as the jitter (--seed) and counts against the budget.",
+        )
+        .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
             "retry-on",
@@ -442,6 +470,8 @@ impl Cli {
             log_format: given(m, "log-format"),
             log_file: one(m, "log-file"),
             label: one(m, "label"),
+            stagger: one(m, "stagger"),
+            quota: one(m, "quota"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),
             command: m
@@ -541,6 +571,10 @@ fn parse_pattern(s: &str) -> Result<Pattern, String> {
 
 fn parse_capture_pattern(s: &str) -> Result<Pattern, String> {
     Pattern::capturing(s)
+}
+
+fn parse_quota(s: &str) -> Result<QuotaSpec, String> {
+    s.parse()
 }
 
 fn parse_list(s: &str) -> Result<List, String> {

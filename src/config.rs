@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::cli::{BackoffKind, Cli, JitterKind};
+use crate::policy::quota::QuotaSpec;
 use crate::policy::{
     Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
 };
@@ -79,6 +80,10 @@ pub struct Config {
     /// `--delay-from-output`: the regex whose first group reads the wait a failed try's output
     /// asks for (spec 15.2).
     pub delay_from_output: Option<Pattern>,
+    /// `--stagger`: the most the first try waits; `None` for 0.
+    pub stagger: Option<Duration>,
+    /// `--quota`: the retry quota shared with other runs.
+    pub quota: Option<QuotaSpec>,
     pub dry_run: bool,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -227,6 +232,16 @@ impl Config {
             timeout,
             limit: Limit::earliest(budget, deadline_in),
         };
+        let stagger = cli.stagger.filter(|s| !s.is_zero());
+        if let (Some(most), Some(limit)) = (stagger, policy.limit) {
+            if most >= limit.at {
+                return Err(UsageError(format!(
+                    "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
+                    crate::duration::human(most),
+                    crate::duration::human(limit.at)
+                )));
+            }
+        }
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -242,6 +257,8 @@ impl Config {
             },
             label: cli.label,
             delay_from_output: cli.delay_from_output,
+            stagger,
+            quota: cli.quota,
             dry_run: cli.dry_run,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,

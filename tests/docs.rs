@@ -399,9 +399,9 @@ fn bash_hands_the_wrapped_command_over_to_its_own_completion() {
 
 #[test]
 fn bash_completes_retrys_own_options_before_the_command() {
-    let replies = bash_complete(&["retry --retry-o", "retry -n 3 --st", "retry -"]);
+    let replies = bash_complete(&["retry --retry-o", "retry -n 3 --sto", "retry -"]);
     assert_eq!(replies[0], ["--retry-on"]);
-    assert_eq!(replies[1], ["--stdin", "--stop-if-output", "--stop-on"]);
+    assert_eq!(replies[1], ["--stop-if-output", "--stop-on"]);
     for opt in completions::options(&command()) {
         for name in opt.names() {
             assert!(replies[2].contains(&name), "{name} in {:?}", replies[2]);

@@ -89,20 +89,54 @@ impl FromStr for QuotaSpec {
     }
 }
 
-impl fmt::Display for QuotaSpec {
-    /// The quota as the log shows it: the value given, with a Redis password replaced by `***`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl QuotaSpec {
+    /// Where the quota lives as the log names it: the name, or the Redis URL with its password
+    /// replaced by `***`.
+    pub fn shown(&self) -> String {
         match &self.store {
-            QuotaStore::Local => write!(f, "{}", self.name)?,
+            QuotaStore::Local => format!("'{}'", self.name),
             QuotaStore::Redis { url } => {
                 let rest = url.strip_prefix("redis://").unwrap_or(url);
                 match rest.rsplit_once('@') {
-                    Some((_, host)) => write!(f, "redis://:***@{host}")?,
-                    None => write!(f, "redis://{rest}")?,
+                    Some((_, host)) => format!("redis://:***@{host}"),
+                    None => format!("redis://{rest}"),
                 }
             }
         }
-        write!(f, " ({})", self.params)
+    }
+}
+
+impl fmt::Display for QuotaSpec {
+    /// The quota as the log shows it: the value given, with a Redis password replaced by `***`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = self.shown();
+        let shown = shown.trim_matches('\'');
+        write!(f, "{shown} ({})", self.params)
+    }
+}
+
+/// A retry the quota had no token for: what the log says of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaRefusal {
+    /// The quota as the log shows it (`QuotaSpec`'s `Display`, without the parameters).
+    pub quota: String,
+    /// Tokens left in the bucket, fewer than one.
+    pub tokens: f64,
+    pub params: QuotaParams,
+}
+
+// Its numbers are finite (the parameters are checked when parsed, and a bucket never holds a
+// NaN), so equality is reflexive.
+impl Eq for QuotaRefusal {}
+
+impl fmt::Display for QuotaRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.params;
+        write!(
+            f,
+            "the retry quota {} has {:.2} tokens and a retry takes 1 (each first try adds {}, and {}/s come back, up to {})",
+            self.quota, self.tokens, p.ratio, p.floor, p.cap
+        )
     }
 }
 

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
 use super::pushback;
+use super::quota::QuotaRefusal;
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +50,8 @@ pub enum GiveUp {
     Interrupted,
     /// Standard input could not be kept for another try (no temporary file, memory cap).
     Input,
+    /// The retry quota shared with other runs had no token for this retry (spec 15.3).
+    Quota(QuotaRefusal),
 }
 
 impl GiveUp {
@@ -60,6 +63,7 @@ impl GiveUp {
             GiveUp::Budget(_) => "budget",
             GiveUp::Interrupted => "interrupted",
             GiveUp::Input => "input",
+            GiveUp::Quota(_) => "quota",
         }
     }
 }
@@ -185,6 +189,13 @@ impl<'p> Schedule<'p> {
         self.waited = self.waited.saturating_add(wait.delay);
         Decision::Retry(wait)
     }
+}
+
+/// The wait before the first try that `--stagger` asks for: uniform in `[0, most]`, drawn from
+/// the run's seeded source before any other draw, so that the dry run shows the same wait.
+pub fn stagger<R: Rng + ?Sized>(most: Duration, rng: &mut R) -> Duration {
+    let nanos = u64::try_from(most.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rng.random_range(0..=nanos))
 }
 
 #[cfg(test)]

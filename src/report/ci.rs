@@ -223,6 +223,7 @@ impl Tally {
             (None, GiveUp::Budget(_)) => "the next try does not fit in the time left".into(),
             (None, GiveUp::Interrupted) => "interrupted".into(),
             (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
+            (None, GiveUp::Quota(refusal)) => refusal.to_string(),
         };
         let mut text = format!(
             "gave up after {tries} {} in {}, {why}",

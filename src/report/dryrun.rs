@@ -9,6 +9,7 @@ use rand::rngs::StdRng;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
+use crate::policy::schedule::stagger;
 use crate::policy::{
     Backoff, Conflict, Decision, GiveUp, Jitter, Limit, LimitSource, Policy, Schedule, Wait,
     WaitPolicy, WorstCase, conflicts, worst_case,
@@ -55,8 +56,11 @@ pub struct Plan {
 pub fn plan(config: &Config, seed: u64) -> Plan {
     let policy = &config.policy;
     let mut rng = StdRng::seed_from_u64(seed);
+    // The stagger is the first draw of a real run too, so the waits after it are the same.
+    let mut now = config
+        .stagger
+        .map_or(Duration::ZERO, |most| stagger(most, &mut rng));
     let mut schedule = Schedule::new(policy);
-    let mut now = Duration::ZERO;
     let mut rows = Vec::new();
     // Without a budget only the try limit ends the run; when that is far off, simulating
     // further finds nothing more than the limit itself.
@@ -121,6 +125,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
         GiveUp::Permanent => "a permanent failure".into(),
         GiveUp::Interrupted => "an interrupt".into(),
         GiveUp::Input => "standard input that cannot be kept".into(),
+        GiveUp::Quota(refusal) => refusal.to_string(),
     }
 }
 
@@ -339,15 +344,41 @@ fn bar(wait: Duration, max: Duration) -> String {
 
 /// Prints the plan as a table, or as JSON lines with `--log-format json`.
 pub fn print(config: &Config, seed: u64, json: bool, out: &mut impl Write) -> io::Result<()> {
+    print_with(config, seed, json, None, out)
+}
+
+/// What the dry run knows of the shared retry quota: its tokens now, or why it cannot say.
+pub type QuotaNow = Result<f64, String>;
+
+/// `print`, with the state of `--quota`'s store when there is one.
+pub fn print_with(
+    config: &Config,
+    seed: u64,
+    json: bool,
+    quota: Option<&QuotaNow>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let plan = plan(config, seed);
     if json {
-        print_json(config, seed, &plan, out)
+        print_json(config, seed, &plan, quota, out)
     } else {
-        print_human(config, seed, &plan, out)
+        print_human(config, seed, &plan, quota, out)
     }
 }
 
-fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+/// The wait `--stagger` draws before the first try with this seed.
+fn staggered(config: &Config, seed: u64) -> Option<Duration> {
+    let most = config.stagger?;
+    Some(stagger(most, &mut StdRng::seed_from_u64(seed)))
+}
+
+fn print_human(
+    config: &Config,
+    seed: u64,
+    plan: &Plan,
+    quota: Option<&QuotaNow>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let policy = &config.policy;
     writeln!(
         out,
@@ -358,7 +389,23 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
     }
     writeln!(out, "  policy:  {}", describe_policy_in(config, hms))?;
     writeln!(out, "  waits:   after try k: {}", formula(&policy.waits))?;
-    if is_random(policy) {
+    if let (Some(delay), Some(most)) = (staggered(config, seed), config.stagger) {
+        writeln!(
+            out,
+            "  stagger: the first try waits {} (a random time up to {}, --stagger)",
+            hms(delay),
+            hms(most)
+        )?;
+    }
+    if let Some(spec) = &config.quota {
+        let now = match quota {
+            Some(Ok(tokens)) => format!("{tokens:.2} tokens now"),
+            Some(Err(e)) => format!("its store cannot be read ({e})"),
+            None => "its store was not read".into(),
+        };
+        writeln!(out, "  quota:   {spec}: {now}")?;
+    }
+    if is_random(policy) || config.stagger.is_some() {
         writeln!(
             out,
             "  seed:    {seed} (pass --seed {seed} to get these waits again)"
@@ -476,14 +523,29 @@ fn print_human(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) ->
     Ok(())
 }
 
-fn print_json(config: &Config, seed: u64, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+fn print_json(
+    config: &Config,
+    seed: u64,
+    plan: &Plan,
+    quota: Option<&QuotaNow>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let policy = &config.policy;
-    let header = Obj::new()
+    let mut header = Obj::new()
         .str("event", "plan_start")
         .words("command", config.command.iter().map(|w| w.as_os_str()))
         .obj("policy", policy_json(config, seed))
-        .bool("random", is_random(policy))
+        .bool("random", is_random(policy) || config.stagger.is_some())
         .str("formula", &formula(&policy.waits));
+    if let Some(delay) = staggered(config, seed) {
+        header = header.num("stagger_ms", millis(delay));
+    }
+    if let Some(spec) = &config.quota {
+        header = header.str("quota", &spec.to_string());
+        if let Some(Ok(tokens)) = quota {
+            header = header.float("quota_tokens", (tokens * 1000.0).round() / 1000.0);
+        }
+    }
     writeln!(out, "{}", header.finish())?;
     for conflict in conflicts(policy) {
         let obj = Obj::new()

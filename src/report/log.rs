@@ -592,6 +592,9 @@ impl Log {
             Decision::GiveUp(GiveUp::Budget(exceeded)) => {
                 line.push(&format!("; giving up: {exceeded}"))
             }
+            Decision::GiveUp(GiveUp::Quota(refusal)) => {
+                line.push(&format!("; giving up: {refusal}"))
+            }
             Decision::GiveUp(_) => line.push("; giving up"),
         }
         line
@@ -767,11 +770,15 @@ impl Log {
             if let Some(s) = signal {
                 obj = obj.str("signal", &s.name());
             }
-            if let GiveUp::Budget(exceeded) = why {
-                obj = obj.str("detail", &exceeded.to_string());
-                if exceeded.requested {
-                    obj = obj.num("requested_ms", millis(exceeded.wait));
+            match why {
+                GiveUp::Budget(exceeded) => {
+                    obj = obj.str("detail", &exceeded.to_string());
+                    if exceeded.requested {
+                        obj = obj.num("requested_ms", millis(exceeded.wait));
+                    }
                 }
+                GiveUp::Quota(refusal) => obj = obj.str("detail", &refusal.to_string()),
+                _ => {}
             }
             self.emit(obj);
             return;
@@ -858,6 +865,38 @@ impl Log {
         self.warn(&format!(
             "running inside another retry (run {outer_id}): the tries multiply, and the command may run {total}; nested retries are a classic cause of retry storms"
         ));
+    }
+
+    /// `--stagger` holds the first try back by `delay` (drawn up to `most`).
+    pub fn stagger(&mut self, delay: Duration, most: Duration) {
+        if self.json {
+            let obj = self
+                .event("stagger")
+                .num("delay_ms", millis(delay))
+                .num("most_ms", millis(most));
+            self.emit(obj);
+        } else if self.verbose {
+            self.human(format!(
+                "first try in {} (--stagger {})",
+                human(delay),
+                human(most)
+            ));
+        }
+    }
+
+    /// The retry quota after a first try's deposit or a retry's take (`-v`, and the JSON log).
+    pub fn quota(&mut self, quota: &str, action: &str, granted: bool, tokens: f64) {
+        if self.json {
+            let obj = self
+                .event("quota")
+                .str("quota", quota)
+                .str("action", action)
+                .bool("granted", granted)
+                .float("tokens", (tokens * 1000.0).round() / 1000.0);
+            self.emit(obj);
+        } else if self.verbose {
+            self.human(format!("quota {quota}: {action}, {tokens:.2} tokens left"));
+        }
     }
 
     /// The try's output could not all be written before the run had to go on.

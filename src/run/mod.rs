@@ -22,6 +22,7 @@ use clock::Moment;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
+use crate::policy::quota::{QuotaSpec, QuotaStore};
 use crate::report::ci::Ci;
 use crate::report::dryrun;
 use crate::report::log::{Log, use_color};
@@ -52,13 +53,46 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::config::LogFormat::Json;
     let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
-    match dryrun::print(config, seed, json, &mut out).and_then(|()| out.flush()) {
+    // The quota's tokens now, read without taking or adding any.
+    let quota = config.quota.as_ref().map(|spec| {
+        quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
+            .and_then(|store| store.peek(quota::unix_ms(SystemTime::now())))
+            .map(|update| update.tokens)
+            .map_err(|e| e.to_string())
+    });
+    match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
+        .and_then(|()| out.flush())
+    {
         Ok(()) => ExitStatus::Success,
         // A reader that has seen enough (`| head`) is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
         Err(e) => {
             eprintln!("retry: cannot write the schedule: {e}");
             ExitStatus::Usage
+        }
+    }
+}
+
+/// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
+/// own limits still apply (spec 15.3).
+fn open_quota(spec: &QuotaSpec, log: &mut Log) -> Option<runner::SharedQuota> {
+    if let QuotaStore::Redis { .. } = spec.store {
+        log.warn(&format!(
+            "this build of retry has no Redis client: the retry quota {} is kept on this machine only",
+            spec.shown()
+        ));
+    }
+    match quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name)) {
+        Ok(store) => Some(runner::SharedQuota {
+            spec: spec.clone(),
+            store,
+        }),
+        Err(e) => {
+            log.warn(&format!(
+                "the retry quota {} cannot be used ({e}); only this run's own limits apply",
+                spec.shown()
+            ));
+            None
         }
     }
 }
@@ -131,6 +165,10 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
         terminal: process::Terminal::detect(),
         inherited: process::Inherited::now(),
         outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
+        quota: config
+            .quota
+            .as_ref()
+            .and_then(|spec| open_quota(spec, &mut log)),
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(seed)

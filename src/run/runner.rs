@@ -12,6 +12,7 @@ use rand::rngs::StdRng;
 use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
+use crate::policy::quota::{QuotaRefusal, QuotaSpec};
 use crate::policy::{Decision, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict, Wait};
 use crate::report::log::{HookFailure, Log, TryReport, not_started};
 use crate::run::clock::{Moment, after};
@@ -19,6 +20,7 @@ use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, resolve, send,
 };
+use crate::run::quota::{LocalStore, StoreError};
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
 
@@ -197,6 +199,13 @@ enum Wake {
     Drained,
 }
 
+/// What a run does with the shared quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuotaUse {
+    Deposit,
+    Take,
+}
+
 /// What `retry` found around it when it started: read once by the shell (`run::real_run`)
 /// and handed to the runner, which reads no environment and probes no terminal itself.
 pub struct Surroundings {
@@ -211,6 +220,14 @@ pub struct Surroundings {
     pub inherited: Inherited,
     /// The run this one runs in, when a try of another `retry` started it.
     pub outer: Option<OuterRun>,
+    /// The retry quota this run shares with others (`--quota`), its store open.
+    pub quota: Option<SharedQuota>,
+}
+
+/// A retry quota and the store that keeps it.
+pub struct SharedQuota {
+    pub spec: QuotaSpec,
+    pub store: LocalStore,
 }
 
 /// The `retry` run that started this one, as its try's environment says.
@@ -258,6 +275,9 @@ pub struct Runner<'c> {
     inherited: Inherited,
     /// The run this one is nested in, if any.
     outer: Option<OuterRun>,
+    /// The shared retry quota, while its store answers; dropped (with a warning) when it fails,
+    /// and only the run's own limits apply then.
+    quota: Option<SharedQuota>,
 }
 
 impl<'c> Runner<'c> {
@@ -299,6 +319,7 @@ impl<'c> Runner<'c> {
             draining: false,
             inherited: around.inherited,
             outer: around.outer,
+            quota: around.quota,
         }
     }
 
@@ -323,6 +344,14 @@ impl<'c> Runner<'c> {
         let mut schedule = Schedule::new(&config.policy);
         self.log.start(config, seed);
         self.warn_if_nested();
+        if let Some(most) = config.stagger {
+            let delay = crate::policy::schedule::stagger(most, &mut rng);
+            self.log.stagger(delay, most);
+            if let Some(signal) = self.sleep(delay, 1) {
+                return self.interrupted(0, signal, true);
+            }
+        }
+        self.use_quota(QuotaUse::Deposit);
         loop {
             if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
                 return status;
@@ -402,7 +431,7 @@ impl<'c> Runner<'c> {
     /// What the schedule makes of the try, which ended with `outcome` and whose output matched
     /// (or not) the output patterns; a retry that could not get the same input gives up.
     fn decide(
-        &self,
+        &mut self,
         schedule: &mut Schedule<'_>,
         rng: &mut StdRng,
         outcome: Outcome,
@@ -414,7 +443,55 @@ impl<'c> Runner<'c> {
             // Another try would read only part of the input.
             return (verdict, Decision::GiveUp(GiveUp::Input));
         }
+        if matches!(decision, Decision::Retry(_)) {
+            if let Some(refusal) = self.use_quota(QuotaUse::Take) {
+                return (verdict, Decision::GiveUp(GiveUp::Quota(refusal)));
+            }
+        }
         (verdict, decision)
+    }
+
+    /// Deposits a first try's share in the quota, or takes a token for a retry: the refusal
+    /// when there is none. A store that fails is warned about once and left: the run's own
+    /// limits still hold.
+    fn use_quota(&mut self, what: QuotaUse) -> Option<QuotaRefusal> {
+        let quota = self.quota.as_ref()?;
+        let now = crate::run::quota::unix_ms(SystemTime::now());
+        let (action, result) = match what {
+            QuotaUse::Deposit => ("first try", quota.store.deposit(now)),
+            QuotaUse::Take => ("retry", quota.store.take(now)),
+        };
+        let shown = quota.spec.shown();
+        match result {
+            Ok(update) => {
+                if let Some(note) = &update.note {
+                    self.log.warn(&note.to_string());
+                }
+                self.log
+                    .quota(&shown, action, update.granted, update.tokens);
+                let quota = self.quota.as_ref()?;
+                (!update.granted).then_some(QuotaRefusal {
+                    quota: shown,
+                    tokens: update.tokens,
+                    params: quota.spec.params,
+                })
+            }
+            // Held by another run for longer than a run may wait: this once, the run's own
+            // limits decide; the next retry asks again.
+            Err(e @ StoreError::Busy { .. }) => {
+                self.log.warn(&format!(
+                    "the retry quota {shown} is busy ({e}); this {action} goes on without it"
+                ));
+                None
+            }
+            Err(e) => {
+                self.log.warn(&format!(
+                    "the retry quota {shown} cannot be used ({e}); only this run's own limits apply"
+                ));
+                self.quota = None;
+                None
+            }
+        }
     }
 
     /// Carries out the decision on try `t`, whose output has been written out.

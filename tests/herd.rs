@@ -1,0 +1,282 @@
+//! Herd safety through the binary (spec 15): the stagger before a first try, and the retry quota
+//! that runs on one machine share through its local store.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{retry, retry_std, stderr_of, temp_dir, wait_bounded};
+
+/// Runs `n` copies of `retry ARGS -- sh -c 'echo >> TRIES; exit 1'` at once, each with
+/// `XDG_RUNTIME_DIR` at `runtime`; returns how many tries they made in all and how long it took.
+fn concurrent_failing_runs(n: usize, args: &[&str], runtime: &Path) -> (usize, Duration) {
+    let dir = temp_dir("herd-tries");
+    let tries = dir.join("tries");
+    let script = format!("echo x >> '{}'; exit 1", tries.display());
+    let started = Instant::now();
+    let mut children: Vec<_> = (0..n)
+        .map(|_| {
+            retry_std()
+                .env("XDG_RUNTIME_DIR", runtime)
+                .args(args)
+                .args(["--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start retry")
+        })
+        .collect();
+    for child in &mut children {
+        let status = wait_bounded(child, Duration::from_secs(20));
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "every run gives up with the try's status"
+        );
+    }
+    let elapsed = started.elapsed();
+    let count = std::fs::read_to_string(&tries)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    (count, elapsed)
+}
+
+fn runtime_dir(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+#[test]
+fn a_shared_quota_caps_the_retries_of_many_runs() {
+    let runtime = runtime_dir("herd-quota");
+    let (without, _) = concurrent_failing_runs(40, &["-n", "5", "-d", "0"], &runtime);
+    assert_eq!(without, 200, "without a quota every run makes its 5 tries");
+    let (with, elapsed) =
+        concurrent_failing_runs(40, &["--quota", "q", "-n", "5", "-d", "0"], &runtime);
+    // 40 first tries, then at most what the bucket held (10), what they deposited (40 × 0.2)
+    // and what came back meanwhile (1 a second).
+    let bound = 40.0 + 40.0 * 0.2 + 10.0 + elapsed.as_secs_f64().ceil();
+    assert!(
+        (with as f64) <= bound,
+        "{with} tries with the quota, more than {bound} (in {elapsed:?})"
+    );
+    assert!(with >= 40, "every first try runs: {with}");
+}
+
+#[test]
+fn a_run_without_a_token_gives_up_at_once_with_reason_quota() {
+    let runtime = runtime_dir("herd-refused");
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--quota",
+            "solo:cap=1,floor=0,ratio=0",
+            "-n",
+            "5",
+            "-d",
+            "0",
+        ])
+        .args(["--log-format", "json", "--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "the last try's status");
+    let log = stderr_of(&out);
+    let give_up = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"give_up\""))
+        .unwrap_or_else(|| panic!("no give_up event: {log}"));
+    assert!(give_up.contains("\"reason\":\"quota\""), "{give_up}");
+    assert!(
+        give_up.contains("\"tries\":2"),
+        "one retry had a token: {give_up}"
+    );
+    assert!(
+        give_up.contains("retry quota 'solo' has 0.00 tokens"),
+        "{give_up}"
+    );
+
+    // The human log says why, with the numbers.
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--quota",
+            "solo:cap=1,floor=0,ratio=0",
+            "-n",
+            "5",
+            "-d",
+            "0",
+        ])
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let log = stderr_of(&out);
+    assert!(
+        log.contains("try 1/5 exited 3") && log.contains("giving up: the retry quota 'solo'"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_damaged_quota_file_is_reset_with_a_warning() {
+    let runtime = runtime_dir("herd-damaged");
+    std::fs::create_dir(runtime.join("retry")).unwrap();
+    std::fs::set_permissions(
+        runtime.join("retry"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::write(
+        runtime.join("retry/q.quota"),
+        b"\x00garbage\xff not a record",
+    )
+    .unwrap();
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--quota", "q", "-n", "2", "-d", "0", "--", "sh", "-c", "exit 1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(log.contains("warning:") && log.contains("q.quota"), "{log}");
+    assert!(log.contains("try 2/2"), "the run went on: {log}");
+}
+
+#[test]
+fn an_unusable_store_warns_and_the_run_keeps_its_own_limits() {
+    let runtime = runtime_dir("herd-unusable");
+    // A store directory that others may enter is refused.
+    std::fs::create_dir(runtime.join("retry")).unwrap();
+    std::fs::set_permissions(
+        runtime.join("retry"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--quota", "q", "-n", "3", "-d", "0", "--", "sh", "-c", "exit 1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(
+        log.contains("cannot be used") && log.contains("only this run's own limits apply"),
+        "{log}"
+    );
+    assert!(log.contains("try 3/3"), "all three tries ran: {log}");
+}
+
+#[test]
+fn staggered_runs_start_spread_over_the_stagger() {
+    let dir = temp_dir("herd-stagger");
+    let starts = dir.join("starts");
+    let script = format!("date +%s%N >> '{}'", starts.display());
+    let began = Instant::now();
+    let mut children: Vec<_> = (1..=20)
+        .map(|seed| {
+            retry_std()
+                .args(["--stagger", "1s", "--seed", &seed.to_string(), "--"])
+                .args(["sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start retry")
+        })
+        .collect();
+    for child in &mut children {
+        assert!(wait_bounded(child, Duration::from_secs(10)).success());
+    }
+    let took = began.elapsed();
+    let mut times: Vec<u128> = std::fs::read_to_string(&starts)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    times.sort_unstable();
+    assert_eq!(times.len(), 20);
+    let spread = Duration::from_nanos((times[19] - times[0]) as u64);
+    // Twenty draws from [0, 1s] spread over most of the second; they all start within it
+    // (plus the time to start the runs on a loaded machine).
+    assert!(spread >= Duration::from_millis(500), "spread {spread:?}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
+#[test]
+fn the_stagger_is_drawn_from_the_seed_and_shown_by_the_dry_run_and_the_json_log() {
+    let dry = retry()
+        .args(["--dry-run", "--stagger", "10s", "--seed", "7", "-n", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&dry.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains("stagger:"))
+        .unwrap_or_else(|| panic!("no stagger line: {text}"));
+    let again = retry()
+        .args(["--dry-run", "--stagger", "10s", "--seed", "7", "-n", "2"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains(line));
+
+    // The real run draws the same wait first: the JSON stagger event has it.
+    let out = retry()
+        .args([
+            "--stagger",
+            "300ms",
+            "--seed",
+            "7",
+            "--log-format",
+            "json",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let log = stderr_of(&out);
+    let event = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"stagger\""))
+        .unwrap_or_else(|| panic!("no stagger event: {log}"));
+    assert!(event.contains("\"most_ms\":300"), "{event}");
+    let json = retry()
+        .args(["--dry-run", "--stagger", "300ms", "--seed", "7"])
+        .args(["--log-format", "json"])
+        .output()
+        .unwrap();
+    let delay = event
+        .split("\"delay_ms\":")
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&json.stdout).contains(&format!("\"stagger_ms\":{delay}")),
+        "dry run and run disagree on the stagger {delay}"
+    );
+}
+
+#[test]
+fn a_stagger_as_long_as_the_budget_is_a_usage_error() {
+    let out = retry()
+        .args(["--stagger", "10s", "-B", "5s", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let log = stderr_of(&out);
+    assert!(
+        log.contains("--stagger") && log.lines().count() == 1,
+        "{log}"
+    );
+}
