@@ -39,6 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--factor', '--factor', [CompletionResultType]::ParameterName, 'Growth factor of exponential backoff, a number of at least 1')
             [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'Cap on any single wait, jitter included')
             [CompletionResult]::new('--max-delay', '--max-delay', [CompletionResultType]::ParameterName, 'Cap on any single wait, jitter included')
+            [CompletionResult]::new('--delay-from-output', '--delay-from-output', [CompletionResultType]::ParameterName, 'Wait at least as long as a failed try''s output asks, read from this regex''s first group')
             [CompletionResult]::new('--delays', '--delays', [CompletionResultType]::ParameterName, 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats')
             [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]')
             [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]')

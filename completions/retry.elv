@@ -36,6 +36,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --factor 'Growth factor of exponential backoff, a number of at least 1'
             cand -m 'Cap on any single wait, jitter included'
             cand --max-delay 'Cap on any single wait, jitter included'
+            cand --delay-from-output 'Wait at least as long as a failed try''s output asks, read from this regex''s first group'
             cand --delays 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats'
             cand -j 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]'
             cand --jitter 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]'

@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
+    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -57,6 +57,7 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -s d -l delay -x -d '
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l backoff -x -a 'exponential\\t linear\\t constant\\t' -d 'How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l factor -x -d 'Growth factor of exponential backoff, a number of at least 1'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s m -l max-delay -x -d 'Cap on any single wait, jitter included'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l delay-from-output -x -d 'Wait at least as long as a failed try\'s output asks, read from this regex\'s first group'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l delays -x -d 'Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s j -l jitter -x -a 'full\\t equal\\t decorrelated\\t none\\t' -d 'Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l seed -x -d 'Seed of the jitter\'s random source: the same seed gives the same waits'

@@ -60,6 +60,7 @@ pub struct Cli {
     pub backoff: BackoffKind,
     pub factor: f64,
     pub max_delay: Duration,
+    pub delay_from_output: Option<Pattern>,
     pub delays: Option<DelayList>,
     pub jitter: Option<JitterKind>,
     pub seed: Option<u64>,
@@ -239,6 +240,23 @@ Then only the command itself, not what it started, is stopped on a timeout.",
             .default_value("60s")
             .value_parser(parse_duration)
             .allow_hyphen_values(true),
+        option(
+            "delay-from-output",
+            "REGEX",
+            WAITS,
+            "Wait at least as long as a failed try's output asks, read from this regex's first group
+
+When a failed try's stdout or stderr matches, the first capture group is the wait asked for: a \
+            number of seconds (--delay-from-output 'Retry-After: (\\d+)' with curl -si) or a \
+            duration (--delay-from-output 'retry in (\\S+)' for 'retry in 2m'). The next wait is \
+            then the longer of the policy's and the one asked for; it is not jittered below the \
+            request and not capped by --max-delay, but it must fit in the budget: a request that \
+            does not gives up at once. When a try matches several times, the last wait read wins; a \
+            match whose group holds no wait is ignored (said with -v). The regex must have a \
+            capture group.",
+        )
+        .value_parser(parse_capture_pattern)
+        .allow_hyphen_values(true),
         option(
             "delays",
             "LIST",
@@ -434,6 +452,7 @@ impl Cli {
             backoff: given(m, "backoff"),
             factor: given(m, "factor"),
             max_delay: given(m, "max-delay"),
+            delay_from_output: one(m, "delay-from-output"),
             delays: one(m, "delays"),
             jitter: one(m, "jitter"),
             seed: one(m, "seed"),
@@ -548,6 +567,10 @@ fn parse_label(s: &str) -> Result<String, String> {
 
 fn parse_pattern(s: &str) -> Result<Pattern, String> {
     Pattern::new(s)
+}
+
+fn parse_capture_pattern(s: &str) -> Result<Pattern, String> {
+    Pattern::capturing(s)
 }
 
 fn parse_quota(s: &str) -> Result<QuotaSpec, String> {

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::cli::{BackoffKind, Cli, JitterKind};
 use crate::policy::quota::QuotaSpec;
-use crate::policy::{Backoff, Classifier, Item, Jitter, Limit, List, Policy, Signal, WaitPolicy};
+use crate::policy::{
+    Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
+};
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,6 +77,9 @@ pub struct Config {
     pub log: LogConfig,
     /// `--label`: the run's name in the log, the JSON events and the CI output.
     pub label: Option<String>,
+    /// `--delay-from-output`: the regex whose first group reads the wait a failed try's output
+    /// asks for (spec 15.2).
+    pub delay_from_output: Option<Pattern>,
     /// `--stagger`: the most the first try waits; `None` for 0.
     pub stagger: Option<Duration>,
     /// `--quota`: the retry quota shared with other runs.
@@ -251,6 +256,7 @@ impl Config {
                 color: cli.color,
             },
             label: cli.label,
+            delay_from_output: cli.delay_from_output,
             stagger,
             quota: cli.quota,
             dry_run: cli.dry_run,
@@ -399,6 +405,16 @@ mod tests {
             ),
             (&["--deadline", "yesterday", "x"], "--deadline", "yesterday"),
             (&["--success-on", "TERM", "x"], "--success-on", "TERM"),
+            (
+                &["--delay-from-output", "Retry-After: \\d+", "x"],
+                "--delay-from-output",
+                "Retry-After: \\d+",
+            ),
+            (
+                &["--delay-from-output", "(unclosed", "x"],
+                "--delay-from-output",
+                "(unclosed",
+            ),
             (
                 &["--delays", "1s", "--factor", "3", "x"],
                 "--delays",
@@ -553,6 +569,18 @@ mod tests {
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_pattern_for_the_wait_needs_a_capture_group() {
+        let c = config(&["--delay-from-output", r"Retry-After: (\d+)", "x"]).unwrap();
+        assert_eq!(
+            c.delay_from_output.map(|p| p.text().to_string()),
+            Some(r"Retry-After: (\d+)".to_string())
+        );
+        assert_eq!(config(&["x"]).unwrap().delay_from_output, None);
+        let err = config(&["--delay-from-output", "retry in \\S+", "x"]).unwrap_err();
+        assert!(err.contains("no capture group"), "{err}");
     }
 
     #[test]

@@ -46,6 +46,16 @@ impl Jitter {
 pub struct Wait {
     pub base: Duration,
     pub delay: Duration,
+    /// The wait the failed try's output asked for (`--delay-from-output`), if it asked: `delay`
+    /// is then at least this long (spec 15.2).
+    pub requested: Option<Duration>,
+}
+
+impl Wait {
+    /// True when the output's request, not the policy, set this wait.
+    pub fn set_by_request(&self) -> bool {
+        self.requested == Some(self.delay)
+    }
 }
 
 /// Everything that decides the waits.
@@ -109,6 +119,7 @@ impl WaitPolicy {
             return Wait {
                 base: Duration::from_nanos(high.min(cap)),
                 delay: Duration::from_nanos(chosen.min(cap)),
+                requested: None,
             };
         }
         let base = self.capped_base(k);
@@ -125,6 +136,7 @@ impl WaitPolicy {
         Wait {
             base,
             delay: Duration::from_nanos(delay),
+            requested: None,
         }
     }
 

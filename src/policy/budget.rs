@@ -78,6 +78,8 @@ pub struct BudgetExceeded {
     /// start rule.
     pub timeout: Option<Duration>,
     pub limit: Limit,
+    /// The wait is the one the try's output asked for (`--delay-from-output`, spec 15.2).
+    pub requested: bool,
 }
 
 impl BudgetExceeded {
@@ -93,10 +95,24 @@ impl BudgetExceeded {
             time(self.used),
             time(self.wait)
         );
-        match self.timeout {
+        let rule = match self.timeout {
             Some(t) => format!("{head} + {} timeout > {}", time(t), time(self.limit.at)),
             None => format!("{head} ≥ {}", time(self.limit.at)),
+        };
+        if !self.requested {
+            return rule;
         }
+        // What is left for a wait: the rest of the run, less one full try's timeout.
+        let left = self
+            .limit
+            .at
+            .saturating_sub(self.used)
+            .saturating_sub(self.timeout.unwrap_or_default());
+        format!(
+            "the output asked for {} (--delay-from-output), more than the {} the {what} leaves ({rule})",
+            time(self.wait),
+            time(left)
+        )
     }
 }
 
@@ -122,6 +138,7 @@ pub fn check_retry(
         wait,
         timeout,
         limit,
+        requested: false,
     };
     let start = now.checked_add(wait);
     if let Some(t) = timeout {
@@ -184,6 +201,22 @@ mod tests {
         // A zero timeout fits the timeout rule at the end, but not the start rule.
         let err = check_retry(budget(10), s(9), s(1), Some(Duration::ZERO)).unwrap_err();
         assert_eq!(err.to_string(), "budget: 9s used + 1s wait ≥ 10s");
+    }
+
+    #[test]
+    fn a_wait_the_output_asked_for_is_named_with_what_the_budget_leaves() {
+        let mut err = check_retry(budget(30), s(20), s(30), None).unwrap_err();
+        err.requested = true;
+        assert_eq!(
+            err.to_string(),
+            "the output asked for 30s (--delay-from-output), more than the 10s the budget leaves (budget: 20s used + 30s wait ≥ 30s)"
+        );
+        let mut err = check_retry(budget(30), s(20), s(5), Some(s(8))).unwrap_err();
+        err.requested = true;
+        assert_eq!(
+            err.to_string(),
+            "the output asked for 5s (--delay-from-output), more than the 2s the budget leaves (budget: 20s used + 5s wait + 8s timeout > 30s)"
+        );
     }
 
     #[test]

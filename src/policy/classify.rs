@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use super::output::Pattern;
 use super::signal::{Signal, SignalError};
@@ -257,11 +258,14 @@ fn parse_item(item: &str) -> Result<Item, String> {
     }
 }
 
-/// Whether a try's output matched the output patterns (spec 7.3).
+/// Whether a try's output matched the output patterns (spec 7.3), and the wait it asked for
+/// (spec 15.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OutputMatch {
     pub retry_if: bool,
     pub stop_if: bool,
+    /// The wait read by `--delay-from-output`, if it read one.
+    pub requested: Option<Duration>,
 }
 
 /// The classification rules of a run: the defaults of spec 5.2 with the three lists, and the
@@ -479,7 +483,7 @@ mod tests {
         };
         let matched = OutputMatch {
             retry_if: true,
-            stop_if: false,
+            ..OutputMatch::default()
         };
         assert_eq!(
             c.verdict_with_output(Outcome::Exit(1), matched),
@@ -505,8 +509,8 @@ mod tests {
             ..Classifier::default()
         };
         let stop = OutputMatch {
-            retry_if: false,
             stop_if: true,
+            ..OutputMatch::default()
         };
         assert_eq!(
             c.verdict_with_output(Outcome::Exit(1), stop),

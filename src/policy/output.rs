@@ -5,7 +5,7 @@ use std::fmt;
 use std::ops::Range;
 
 use regex_automata::util::syntax;
-use regex_automata::{Input, MatchKind, meta};
+use regex_automata::{Input, MatchKind, PatternID, meta};
 
 /// A regular expression given on the command line, matched against bytes (not only UTF-8).
 #[derive(Clone, Debug)]
@@ -40,6 +40,20 @@ impl Pattern {
         })
     }
 
+    /// A pattern whose first capture group holds what is wanted of each match: one without a
+    /// group is refused.
+    pub fn capturing(text: &str) -> Result<Pattern, String> {
+        let pattern = Pattern::new(text)?;
+        // Group 0 is the whole match.
+        if pattern.regex.group_info().group_len(PatternID::ZERO) < 2 {
+            return Err(
+                "the regular expression has no capture group: put the wait in one, as in 'Retry-After: (\\d+)'"
+                    .into(),
+            );
+        }
+        Ok(pattern)
+    }
+
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -53,6 +67,18 @@ impl Pattern {
     /// `span.end` only if it is `bytes.len()`.
     fn is_match_in(&self, bytes: &[u8], span: Range<usize>) -> bool {
         self.regex.is_match(Input::new(bytes).span(span))
+    }
+
+    /// Calls `each` with the first capture group of every match within `bytes[span]`, in
+    /// order, look-around at the span's edges seeing the bytes beyond them as `is_match_in`.
+    fn each_group(&self, bytes: &[u8], span: Range<usize>, each: &mut impl FnMut(Option<&[u8]>)) {
+        // Most lines do not match: the fast engines say so before any group is looked for.
+        if !self.is_match_in(bytes, span.clone()) {
+            return;
+        }
+        for caps in self.regex.captures_iter(Input::new(bytes).span(span)) {
+            each(caps.get_group(1).map(|g| &bytes[g.range()]));
+        }
     }
 }
 
@@ -92,16 +118,92 @@ const OVERLAP: usize = 4 * 1024;
 /// bytes in UTF-8.
 const CONTEXT: usize = 4;
 
-/// Finds a pattern in a stream, line by line (as grep does): a match split across two reads is
-/// found, and memory stays bounded by `MAX_LINE` whatever the stream's length.
-#[derive(Debug)]
-pub struct LineMatcher {
-    pattern: Pattern,
+/// A stream cut into lines (as grep reads it), with bounded memory: each complete line, and
+/// each window of a line longer than `MAX_LINE`, is handed to a search.
+#[derive(Debug, Default)]
+struct Lines {
     /// The current line's bytes kept between reads.
     partial: Vec<u8>,
     /// `partial` does not begin the line: its first `CONTEXT` bytes end the window searched
     /// before, kept only so that look-around at this window's start sees them.
     mid_line: bool,
+}
+
+impl Lines {
+    /// Feeds the next bytes of the stream, calling `search(haystack, span)` on each line or
+    /// window they complete, in order; stops at the first search that returns true, and then
+    /// returns true.
+    fn feed(
+        &mut self,
+        mut data: &[u8],
+        mut search: impl FnMut(&[u8], Range<usize>) -> bool,
+    ) -> bool {
+        while let Some(nl) = data.iter().position(|&b| b == b'\n') {
+            let line = &data[..nl];
+            let found = if self.partial.is_empty() && !self.mid_line {
+                search(line, 0..line.len())
+            } else {
+                self.partial.extend_from_slice(line);
+                let found = self.search_window(true, &mut search);
+                self.partial.clear();
+                self.mid_line = false;
+                found
+            };
+            if found {
+                return true;
+            }
+            data = &data[nl + 1..];
+        }
+        self.partial.extend_from_slice(data);
+        if self.partial.len() > MAX_LINE {
+            if self.search_window(false, &mut search) {
+                return true;
+            }
+            // The next window starts `OVERLAP` bytes before this one's end, with its context
+            // before it; this one's context after it is in the overlap.
+            let drop = self.partial.len() - (OVERLAP + 2 * CONTEXT);
+            self.partial.drain(..drop);
+            self.mid_line = true;
+        }
+        false
+    }
+
+    /// Searches `partial`, the window of the line kept so far, leaving out the context before
+    /// it (when the line started in an earlier window) and after it (when the line goes on), so
+    /// that `^` and `$` match only at the line's true start and end.
+    fn search_window(
+        &self,
+        line_ended: bool,
+        search: &mut impl FnMut(&[u8], Range<usize>) -> bool,
+    ) -> bool {
+        let start = if self.mid_line { CONTEXT } else { 0 };
+        let end = if line_ended {
+            self.partial.len()
+        } else {
+            self.partial.len() - CONTEXT
+        };
+        search(&self.partial, start..end)
+    }
+
+    /// The stream has ended: search what is left of the last line, and forget it.
+    fn finish(&mut self, mut search: impl FnMut(&[u8], Range<usize>) -> bool) -> bool {
+        let found = !self.partial.is_empty() && self.search_window(true, &mut search);
+        self.clear();
+        found
+    }
+
+    fn clear(&mut self) {
+        self.partial = Vec::new();
+        self.mid_line = false;
+    }
+}
+
+/// Finds a pattern in a stream, line by line (as grep does): a match split across two reads is
+/// found, and memory stays bounded by `MAX_LINE` whatever the stream's length.
+#[derive(Debug)]
+pub struct LineMatcher {
+    pattern: Pattern,
+    lines: Lines,
     matched: bool,
 }
 
@@ -109,8 +211,7 @@ impl LineMatcher {
     pub fn new(pattern: Pattern) -> LineMatcher {
         LineMatcher {
             pattern,
-            partial: Vec::new(),
-            mid_line: false,
+            lines: Lines::default(),
             matched: false,
         }
     }
@@ -120,63 +221,64 @@ impl LineMatcher {
     }
 
     /// Feeds the next bytes of the stream.
-    pub fn feed(&mut self, mut data: &[u8]) {
+    pub fn feed(&mut self, data: &[u8]) {
         if self.matched {
             return;
         }
-        while let Some(nl) = data.iter().position(|&b| b == b'\n') {
-            let line = &data[..nl];
-            let found = if self.partial.is_empty() && !self.mid_line {
-                self.pattern.is_match(line)
-            } else {
-                self.partial.extend_from_slice(line);
-                let found = self.search_window(true);
-                self.partial.clear();
-                self.mid_line = false;
-                found
-            };
-            if found {
-                self.matched = true;
-                self.partial = Vec::new();
-                return;
-            }
-            data = &data[nl + 1..];
+        let pattern = &self.pattern;
+        if self
+            .lines
+            .feed(data, |hay, span| pattern.is_match_in(hay, span))
+        {
+            self.matched = true;
+            self.lines.clear();
         }
-        self.partial.extend_from_slice(data);
-        if self.partial.len() > MAX_LINE {
-            if self.search_window(false) {
-                self.matched = true;
-                self.partial = Vec::new();
-                return;
-            }
-            // The next window starts `OVERLAP` bytes before this one's end, with its context
-            // before it; this one's context after it is in the overlap.
-            let drop = self.partial.len() - (OVERLAP + 2 * CONTEXT);
-            self.partial.drain(..drop);
-            self.mid_line = true;
-        }
-    }
-
-    /// Searches `partial`, the window of the line kept so far, leaving out the context before
-    /// it (when the line started in an earlier window) and after it (when the line goes on), so
-    /// that `^` and `$` match only at the line's true start and end.
-    fn search_window(&self, line_ended: bool) -> bool {
-        let start = if self.mid_line { CONTEXT } else { 0 };
-        let end = if line_ended {
-            self.partial.len()
-        } else {
-            self.partial.len() - CONTEXT
-        };
-        self.pattern.is_match_in(&self.partial, start..end)
     }
 
     /// The stream has ended: match what is left of the last line.
     pub fn finish(&mut self) {
-        if !self.matched && !self.partial.is_empty() && self.search_window(true) {
-            self.matched = true;
+        let pattern = &self.pattern;
+        let found = self
+            .lines
+            .finish(|hay, span| pattern.is_match_in(hay, span));
+        self.matched |= found;
+    }
+}
+
+/// Finds every match of a pattern in a stream, line by line as `LineMatcher` does, and hands
+/// over, match by match in the order they come, what its first capture group holds (`None`
+/// when the group took no part in the match). A match found twice, in the overlap of two
+/// windows of a line longer than `MAX_LINE`, is handed over twice.
+#[derive(Debug)]
+pub struct CaptureMatcher {
+    pattern: Pattern,
+    lines: Lines,
+}
+
+impl CaptureMatcher {
+    pub fn new(pattern: Pattern) -> CaptureMatcher {
+        CaptureMatcher {
+            pattern,
+            lines: Lines::default(),
         }
-        self.partial = Vec::new();
-        self.mid_line = false;
+    }
+
+    /// Feeds the next bytes of the stream; `each` gets the group of every match they complete.
+    pub fn feed(&mut self, data: &[u8], mut each: impl FnMut(Option<&[u8]>)) {
+        let pattern = &self.pattern;
+        self.lines.feed(data, |hay, span| {
+            pattern.each_group(hay, span, &mut each);
+            false
+        });
+    }
+
+    /// The stream has ended: `each` gets the groups of the matches in the last line.
+    pub fn finish(&mut self, mut each: impl FnMut(Option<&[u8]>)) {
+        let pattern = &self.pattern;
+        self.lines.finish(|hay, span| {
+            pattern.each_group(hay, span, &mut each);
+            false
+        });
     }
 }
 
@@ -231,7 +333,7 @@ mod tests {
         let chunk = vec![b'x'; 10_000];
         for _ in 0..1000 {
             m.feed(&chunk);
-            assert!(m.partial.len() <= MAX_LINE + chunk.len());
+            assert!(m.lines.partial.len() <= MAX_LINE + chunk.len());
         }
         m.feed(b"needle");
         m.finish();
@@ -344,6 +446,60 @@ mod tests {
     fn invalid_patterns_are_one_line() {
         let err = Pattern::new("(unclosed").unwrap_err();
         assert!(!err.contains('\n'), "{err}");
+        assert!(err.starts_with("not a valid regular expression"), "{err}");
+    }
+
+    /// Every group a capture matcher hands over, as text (`-` for a group that took no part).
+    fn groups(p: &str, reads: &[&[u8]]) -> Vec<String> {
+        let mut m = CaptureMatcher::new(Pattern::capturing(p).unwrap());
+        let mut seen = Vec::new();
+        let mut each = |g: Option<&[u8]>| {
+            seen.push(g.map_or("-".into(), |g| String::from_utf8_lossy(g).into_owned()))
+        };
+        for read in reads {
+            m.feed(read, &mut each);
+        }
+        m.finish(&mut each);
+        seen
+    }
+
+    #[test]
+    fn a_capture_matcher_hands_over_every_group_in_order() {
+        assert_eq!(
+            groups(
+                r"Retry-After: (\d+)",
+                &[
+                    b"HTTP/1.1 503\r\nRetry-Af",
+                    b"ter: 30\r\n\r\nRetry-After: 7"
+                ]
+            ),
+            ["30", "7"]
+        );
+        assert_eq!(
+            groups(r"in (\S+)", &[b"retry in 2m or in 3m\nnothing here\n"]),
+            ["2m", "3m"]
+        );
+        assert_eq!(groups(r"wait (\d+)|busy", &[b"busy\n"]), ["-"]);
+        assert!(groups(r"wait (\d+)", &[b"no match\n"]).is_empty());
+    }
+
+    #[test]
+    fn a_capture_matcher_sees_a_group_in_a_long_line() {
+        let mut line = vec![b'x'; 200 * 1024];
+        line.extend(b" retry in 5s");
+        assert_eq!(groups(r"retry in (\S+)$", &[&line]), ["5s"]);
+    }
+
+    #[test]
+    fn a_pattern_for_a_wait_needs_a_capture_group() {
+        assert!(Pattern::capturing(r"Retry-After: (\d+)").is_ok());
+        assert!(Pattern::capturing(r"(?:a)(b)").is_ok());
+        for p in [r"Retry-After: \d+", r"(?:\d+)"] {
+            let err = Pattern::capturing(p).unwrap_err();
+            assert!(err.contains("no capture group"), "{p}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let err = Pattern::capturing("(unclosed").unwrap_err();
         assert!(err.starts_with("not a valid regular expression"), "{err}");
     }
 }

@@ -8,6 +8,7 @@ use rand::{Rng, RngExt};
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
+use super::pushback;
 use super::quota::QuotaRefusal;
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
@@ -146,7 +147,7 @@ impl<'p> Schedule<'p> {
             Verdict::Success(_) => Decision::Succeed,
             Verdict::Interrupted => Decision::GiveUp(GiveUp::Interrupted),
             Verdict::Permanent(_) => Decision::GiveUp(GiveUp::Permanent),
-            Verdict::Transient(_) => self.after_transient_failure(now, rng),
+            Verdict::Transient(_) => self.after_transient_failure_asked(now, output.requested, rng),
         };
         (verdict, decision)
     }
@@ -159,16 +160,32 @@ impl<'p> Schedule<'p> {
         now: Duration,
         rng: &mut R,
     ) -> Decision {
+        self.after_transient_failure_asked(now, None, rng)
+    }
+
+    /// `after_transient_failure` for a try whose output asked for a wait (`requested`, spec
+    /// 15.2): the wait is then at least that long, jitter and `--max-delay` notwithstanding,
+    /// and when that wait does not fit in the budget the run gives up at once, naming the
+    /// request. The policy's own wait, not the request, is what decorrelated jitter grows
+    /// from next: the other side's pushback bends one wait, not the backoff.
+    pub fn after_transient_failure_asked<R: Rng + ?Sized>(
+        &mut self,
+        now: Duration,
+        requested: Option<Duration>,
+        rng: &mut R,
+    ) -> Decision {
         if self.policy.max_tries.is_some_and(|max| self.tries >= max) {
             return Decision::GiveUp(GiveUp::Tries);
         }
-        let wait = self.policy.waits.wait(self.tries, self.previous_wait, rng);
-        if let Err(exceeded) =
+        let own = self.policy.waits.wait(self.tries, self.previous_wait, rng);
+        let wait = pushback::apply(own, requested);
+        if let Err(mut exceeded) =
             budget::check_retry(self.policy.limit, now, wait.delay, self.policy.timeout)
         {
+            exceeded.requested = wait.set_by_request();
             return Decision::GiveUp(GiveUp::Budget(exceeded));
         }
-        self.previous_wait = Some(wait.delay);
+        self.previous_wait = Some(own.delay);
         self.waited = self.waited.saturating_add(wait.delay);
         Decision::Retry(wait)
     }
@@ -249,6 +266,7 @@ mod tests {
         let wait = Decision::Retry(Wait {
             base: s(1),
             delay: s(1),
+            requested: None,
         });
         assert_eq!(
             decisions,
@@ -318,5 +336,198 @@ mod tests {
                 Decision::Retry(_)
             ));
         }
+    }
+
+    /// A policy of jittered waits: `-d 1s -m 2s -j full`, exponential, with `limit` as budget.
+    fn jittered(budget: Option<Duration>, timeout: Option<Duration>) -> Policy {
+        Policy {
+            max_tries: Some(5),
+            waits: WaitPolicy {
+                backoff: Backoff::Exponential { factor: 2.0 },
+                delay: s(1),
+                max_delay: s(2),
+                jitter: Jitter::Full,
+            },
+            classifier: Classifier::default(),
+            timeout,
+            limit: Limit::earliest(budget, None),
+        }
+    }
+
+    fn retry_wait(decision: Decision) -> Wait {
+        match decision {
+            Decision::Retry(wait) => wait,
+            other => panic!("expected a retry, got {other:?}"),
+        }
+    }
+
+    fn asked(requested: Duration) -> OutputMatch {
+        OutputMatch {
+            requested: Some(requested),
+            ..OutputMatch::default()
+        }
+    }
+
+    #[test]
+    fn a_requested_wait_is_never_jittered_below() {
+        let p = jittered(None, None);
+        for seed in 0..50 {
+            let mut sched = Schedule::new(&p);
+            let mut rng = StdRng::seed_from_u64(seed);
+            sched.start_try(Duration::ZERO);
+            let (_, decision) =
+                sched.after_try_with_output(Outcome::Exit(1), asked(s(1)), s(0), &mut rng);
+            let wait = retry_wait(decision);
+            assert!(wait.delay >= s(1), "seed {seed}: {wait:?}");
+            assert_eq!(wait.requested, Some(s(1)));
+            // Full jitter drew at most 1s: the request is the wait unless the draw was 1s.
+            assert_eq!(wait.delay, s(1), "seed {seed}: {wait:?}");
+            assert!(wait.set_by_request());
+            assert_eq!(sched.waited(), s(1));
+        }
+    }
+
+    #[test]
+    fn a_requested_wait_shorter_than_the_policys_changes_nothing_but_is_kept() {
+        let p = policy(Some(3), None, None);
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(7);
+        sched.start_try(Duration::ZERO);
+        let short = Duration::from_millis(200);
+        let (_, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(short), s(0), &mut rng);
+        let wait = retry_wait(decision);
+        assert_eq!(
+            (wait.base, wait.delay, wait.requested),
+            (s(1), s(1), Some(short))
+        );
+        assert!(!wait.set_by_request());
+    }
+
+    #[test]
+    fn a_requested_wait_is_not_capped_by_max_delay() {
+        // -m 2s: retry's own waits never pass 2s, the server's 30s is waited all the same.
+        let p = jittered(None, None);
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(1);
+        sched.start_try(Duration::ZERO);
+        let (_, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(s(30)), s(0), &mut rng);
+        let wait = retry_wait(decision);
+        assert_eq!(wait.delay, s(30));
+        assert!(wait.base <= s(2), "{wait:?}");
+        // The next wait, asked for nothing, is the policy's own again.
+        sched.start_try(s(30));
+        let (_, decision) = sched.after_try(Outcome::Exit(1), s(30), &mut rng);
+        let wait = retry_wait(decision);
+        assert!(wait.delay <= s(2) && wait.requested.is_none(), "{wait:?}");
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_jitter_with_or_without_a_request() {
+        // The request bends one wait; the random draws, and so every later wait, stay as the
+        // dry run computes them.
+        let p = Policy {
+            waits: WaitPolicy {
+                jitter: Jitter::Decorrelated,
+                max_delay: s(60),
+                ..jittered(None, None).waits
+            },
+            ..jittered(None, None)
+        };
+        let waits = |requests: [Option<Duration>; 4]| {
+            let mut sched = Schedule::new(&p);
+            let mut rng = StdRng::seed_from_u64(42);
+            requests.map(|requested| {
+                sched.start_try(Duration::ZERO);
+                let output = OutputMatch {
+                    requested,
+                    ..OutputMatch::default()
+                };
+                let (_, d) = sched.after_try_with_output(Outcome::Exit(1), output, s(0), &mut rng);
+                retry_wait(d).delay
+            })
+        };
+        let plain = waits([None; 4]);
+        let pushed = waits([None, Some(s(50)), None, None]);
+        assert_eq!(pushed[1], s(50));
+        assert_eq!(
+            (pushed[0], pushed[2], pushed[3]),
+            (plain[0], plain[2], plain[3])
+        );
+    }
+
+    #[test]
+    fn a_requested_wait_that_does_not_fit_the_budget_gives_up_at_once_naming_it() {
+        let ms = Duration::from_millis;
+        // -B 1500ms: after a try ending at 1.05s, a 1s request cannot start before the end.
+        let p = jittered(Some(ms(1500)), None);
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(3);
+        sched.start_try(Duration::ZERO);
+        let (verdict, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(s(1)), ms(1050), &mut rng);
+        assert_eq!(verdict.word(), "transient");
+        let Decision::GiveUp(GiveUp::Budget(exceeded)) = decision else {
+            panic!("expected to give up on the budget, got {decision:?}");
+        };
+        assert!(exceeded.requested);
+        assert_eq!(
+            exceeded.to_string(),
+            "the output asked for 1s (--delay-from-output), more than the 450ms the budget leaves (budget: 1.05s used + 1s wait ≥ 1.5s)"
+        );
+        assert_eq!(sched.waited(), Duration::ZERO);
+        // With --timeout, the whole next try must fit after the requested wait too.
+        let p = jittered(Some(s(30)), Some(s(8)));
+        let mut sched = Schedule::new(&p);
+        sched.start_try(Duration::ZERO);
+        let (_, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(s(20)), s(5), &mut rng);
+        let Decision::GiveUp(GiveUp::Budget(exceeded)) = decision else {
+            panic!("expected to give up on the budget, got {decision:?}");
+        };
+        assert_eq!(exceeded.timeout, Some(s(8)));
+        assert!(
+            exceeded
+                .to_string()
+                .contains("more than the 17s the budget leaves")
+        );
+        // A request that fits is waited.
+        let mut sched = Schedule::new(&p);
+        sched.start_try(Duration::ZERO);
+        let (_, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(s(17)), s(5), &mut rng);
+        assert_eq!(retry_wait(decision).delay, s(17));
+    }
+
+    #[test]
+    fn a_policy_wait_that_does_not_fit_does_not_blame_a_shorter_request() {
+        let p = policy(Some(5), None, Some(s(10)));
+        let mut sched = Schedule::new(&p);
+        let mut rng = StdRng::seed_from_u64(0);
+        sched.start_try(Duration::ZERO);
+        let short = Duration::from_millis(10);
+        let (_, decision) =
+            sched.after_try_with_output(Outcome::Exit(1), asked(short), s(9), &mut rng);
+        let Decision::GiveUp(GiveUp::Budget(exceeded)) = decision else {
+            panic!("expected to give up on the budget, got {decision:?}");
+        };
+        assert!(!exceeded.requested);
+        assert_eq!(exceeded.to_string(), "budget: 9s used + 1s wait ≥ 10s");
+    }
+
+    #[test]
+    fn a_request_changes_neither_a_success_nor_a_permanent_failure_nor_the_last_try() {
+        let p = policy(Some(2), None, None);
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut sched = Schedule::new(&p);
+        sched.start_try(Duration::ZERO);
+        let (_, d) = sched.after_try_with_output(Outcome::Exit(0), asked(s(5)), s(0), &mut rng);
+        assert_eq!(d, Decision::Succeed);
+        let (_, d) = sched.after_try_with_output(Outcome::NotFound, asked(s(5)), s(0), &mut rng);
+        assert_eq!(d, Decision::GiveUp(GiveUp::Permanent));
+        sched.start_try(Duration::ZERO);
+        let (_, d) = sched.after_try_with_output(Outcome::Exit(1), asked(s(5)), s(0), &mut rng);
+        assert_eq!(d, Decision::GiveUp(GiveUp::Tries));
     }
 }

@@ -513,6 +513,13 @@ fn print_human(
     if let Some(note) = worst_case_note(config, &worst) {
         writeln!(out, "  {note}")?;
     }
+    // A request can make a wait longer than any the policy draws; only a budget bounds it.
+    if config.delay_from_output.is_some() && !matches!(worst, WorstCase::Limit { .. }) {
+        writeln!(
+            out,
+            "  (not counted: waits the output asks for past the policy's, --delay-from-output)"
+        )?;
+    }
     Ok(())
 }
 

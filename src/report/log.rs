@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::config::{ColorWhen, LogFormat};
 use crate::duration::{human, millis};
 use crate::exit::ExitStatus;
+use crate::policy::pushback::Ignored;
 use crate::policy::{
     BudgetExceeded, Decision, GiveUp, LimitSource, Outcome, Signal, Verdict, Wait,
 };
@@ -575,7 +576,14 @@ impl Log {
             line.push(")");
         }
         match decision {
-            Decision::Retry(wait) => line.push(&format!("; next try in {}", human(wait.delay))),
+            Decision::Retry(wait) => {
+                line.push(&format!("; next try in {}", human(wait.delay)));
+                match wait.requested {
+                    Some(_) if wait.set_by_request() => line.push(" (asked for by the output)"),
+                    Some(asked) => line.push(&format!(" (the output asked for {})", human(asked))),
+                    None => {}
+                }
+            }
             Decision::Succeed => {}
             Decision::GiveUp(GiveUp::Tries) => line.push("; giving up: no tries left"),
             Decision::GiveUp(GiveUp::Input) => {
@@ -599,7 +607,8 @@ impl Log {
                 .event("wait")
                 .num("attempt", attempt)
                 .num("base_ms", millis(wait.base))
-                .num("delay_ms", millis(wait.delay));
+                .num("delay_ms", millis(wait.delay))
+                .opt_num("requested_ms", wait.requested.map(millis));
             self.emit(obj);
         }
     }
@@ -762,7 +771,12 @@ impl Log {
                 obj = obj.str("signal", &s.name());
             }
             match why {
-                GiveUp::Budget(exceeded) => obj = obj.str("detail", &exceeded.to_string()),
+                GiveUp::Budget(exceeded) => {
+                    obj = obj.str("detail", &exceeded.to_string());
+                    if exceeded.requested {
+                        obj = obj.num("requested_ms", millis(exceeded.wait));
+                    }
+                }
                 GiveUp::Quota(refusal) => obj = obj.str("detail", &refusal.to_string()),
                 _ => {}
             }
@@ -812,6 +826,33 @@ impl Log {
     /// A hook run after try `attempt` failed; the run goes on as if it had not run.
     pub fn hook_ended(&mut self, which: &str, attempt: u64, failure: HookFailure<'_>) {
         self.hook_failed(which, attempt, &failure.to_string());
+    }
+
+    /// Try `attempt`'s output matched `--delay-from-output`, but the match asked for no wait
+    /// (`ignored`): said with `-v`, and always in the JSON log.
+    pub fn request_ignored(&mut self, attempt: u64, ignored: &Ignored) {
+        if self.json {
+            let mut obj = self
+                .event("request_ignored")
+                .num("attempt", attempt)
+                .str("reason", &ignored.why);
+            if let Some(group) = &ignored.group {
+                obj = obj.str("group", group);
+            }
+            self.emit(obj);
+            return;
+        }
+        if !self.verbose {
+            return;
+        }
+        let label = self.label(attempt);
+        let what = match &ignored.group {
+            Some(group) => format!("its capture group held '{group}', {}", ignored.why),
+            None => ignored.why.clone(),
+        };
+        self.human(format!(
+            "try {label}: output matched --delay-from-output, but {what}; ignored"
+        ));
     }
 
     /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
@@ -980,6 +1021,7 @@ mod tests {
         let wait = Wait {
             base: Duration::from_secs(1),
             delay: Duration::from_secs(1),
+            requested: None,
         };
         let decision = if last {
             Decision::GiveUp(GiveUp::Tries)
@@ -1143,6 +1185,7 @@ mod tests {
             let wait = Wait {
                 base: Duration::from_secs(1),
                 delay: Duration::from_secs(1),
+                requested: None,
             };
             let retry = Decision::Retry(wait);
             let give_up = Decision::GiveUp(GiveUp::Tries);
@@ -1180,5 +1223,103 @@ mod tests {
                 "{flag}"
             );
         }
+    }
+
+    #[test]
+    fn a_wait_the_output_asked_for_is_named_in_the_log_and_the_json() {
+        let s = Duration::from_secs;
+        let asked = Decision::Retry(Wait {
+            base: s(2),
+            delay: s(30),
+            requested: Some(s(30)),
+        });
+        let longer = Decision::Retry(Wait {
+            base: s(2),
+            delay: s(2),
+            requested: Some(Duration::from_millis(500)),
+        });
+        let (mut log, sink) = log_for(&[]);
+        log.try_ended(&report(&asked));
+        log.try_ended(&report(&longer));
+        assert_eq!(
+            sink.text(),
+            "retry: try 1/3 exited 1 after 5ms (transient); next try in 30s (asked for by the output)\n\
+             retry: try 1/3 exited 1 after 5ms (transient); next try in 2s (the output asked for 500ms)\n"
+        );
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        let Decision::Retry(wait) = asked else {
+            unreachable!()
+        };
+        log.wait(1, wait);
+        let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
+        assert_eq!(event["base_ms"], 2000);
+        assert_eq!(event["delay_ms"], 30000);
+        assert_eq!(event["requested_ms"], 30000);
+    }
+
+    #[test]
+    fn a_request_that_does_not_fit_is_the_reason_for_giving_up() {
+        let limit = crate::policy::Limit::earliest(Some(Duration::from_millis(1500)), None);
+        let mut exceeded = crate::policy::budget::check_retry(
+            limit,
+            Duration::from_millis(1050),
+            Duration::from_secs(1),
+            None,
+        )
+        .unwrap_err();
+        exceeded.requested = true;
+        let why = GiveUp::Budget(exceeded);
+        let decision = Decision::GiveUp(why.clone());
+        let (mut log, sink) = log_for(&[]);
+        log.try_ended(&report(&decision));
+        assert_eq!(
+            sink.text(),
+            "retry: try 1/3 exited 1 after 5ms (transient); giving up: the output asked for 1s (--delay-from-output), more than the 450ms the budget leaves (budget: 1.05s used + 1s wait ≥ 1.5s)\n"
+        );
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        let status = ExitStatus::from_last_try(Outcome::Exit(1));
+        log.gave_up(
+            1,
+            Duration::from_millis(1050),
+            &why,
+            status,
+            Some(Outcome::Exit(1)),
+            None,
+        );
+        let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
+        assert_eq!(event["reason"], "budget");
+        assert_eq!(event["requested_ms"], 1000);
+        assert!(
+            event["detail"]
+                .as_str()
+                .unwrap()
+                .contains("--delay-from-output")
+        );
+    }
+
+    #[test]
+    fn a_match_that_asks_for_no_wait_is_told_with_verbose_and_in_json() {
+        let ignored = Ignored {
+            group: Some("soon".into()),
+            why: "not a number of seconds or a duration".into(),
+        };
+        let (mut log, sink) = log_for(&[]);
+        log.request_ignored(1, &ignored);
+        assert_eq!(sink.text(), "");
+        let (mut log, sink) = log_for(&["-v"]);
+        log.request_ignored(1, &ignored);
+        assert!(
+            sink.text().ends_with(
+                "try 1/3: output matched --delay-from-output, but its capture group held 'soon', not a number of seconds or a duration; ignored\n"
+            ),
+            "{}",
+            sink.text()
+        );
+        let (mut log, sink) = log_for(&["--log-format", "json", "-q"]);
+        log.request_ignored(2, &ignored);
+        let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
+        assert_eq!(event["event"], "request_ignored");
+        assert_eq!(event["attempt"], 2);
+        assert_eq!(event["group"], "soon");
     }
 }

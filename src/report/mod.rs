@@ -174,6 +174,9 @@ pub fn describe_policy_in(config: &Config, time: impl Fn(Duration) -> String) ->
             LimitSource::Deadline => out += &format!(", deadline in {}", time(limit.at)),
         }
     }
+    if let Some(pattern) = &config.delay_from_output {
+        out += &format!(", longer waits when the output asks (--delay-from-output {pattern})");
+    }
     out
 }
 
@@ -202,6 +205,9 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
     if let Backoff::List(list) = &p.waits.backoff {
         let list: Vec<String> = list.iter().map(|d| millis(*d).to_string()).collect();
         obj = obj.raw("delays_ms", &format!("[{}]", list.join(",")));
+    }
+    if let Some(pattern) = &config.delay_from_output {
+        obj = obj.str("delay_from_output", pattern.text());
     }
     obj.str("signal", &config.signal.name())
         .num("kill_after_ms", millis(config.kill_after))
@@ -246,6 +252,30 @@ mod tests {
         assert!(
             policy.contains(r#""seed":"9403994254451210427""#),
             "{policy}"
+        );
+    }
+
+    #[test]
+    fn the_policy_says_the_output_may_ask_for_longer_waits() {
+        let c = config(&["--delay-from-output", r"Retry-After: (\d+)", "--", "true"]);
+        let line = describe_policy(&c);
+        assert!(
+            line.ends_with(
+                r", longer waits when the output asks (--delay-from-output 'Retry-After: (\d+)')"
+            ),
+            "{line}"
+        );
+        let policy = policy_json(&c, 1).finish();
+        assert!(
+            policy.contains(r#""delay_from_output":"Retry-After: (\\d+)""#),
+            "{policy}"
+        );
+        let plain = config(&["--", "true"]);
+        assert!(!describe_policy(&plain).contains("--delay-from-output"));
+        assert!(
+            !policy_json(&plain, 1)
+                .finish()
+                .contains("delay_from_output")
         );
     }
 }

@@ -447,6 +447,11 @@ impl<'c> Runner<'c> {
         self.log.group_end();
         self.log
             .try_ended(&ended.report(t.attempt, took, &verdict, &decision, detail.as_deref()));
+        // A request matters only to the wait after a transient failure.
+        let transient = matches!(verdict, Verdict::Transient(_));
+        if let Some(ignored) = t.io.requests.ignored.as_ref().filter(|_| transient) {
+            self.log.request_ignored(t.attempt, ignored);
+        }
         if let Some(status) = self.output_ends_run(t.attempt, drained, &t.io, success) {
             return ControlFlow::Break(status);
         }

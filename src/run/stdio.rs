@@ -17,7 +17,7 @@ use nix::unistd::{Whence, isatty, lseek};
 
 use crate::config::Config;
 use crate::config::StdinMode;
-use crate::policy::{LineMatcher, OutputMatch, Pattern};
+use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
 use crate::run::process::Inherited;
@@ -588,6 +588,8 @@ struct Stream {
     written: usize,
     retry_if: Option<LineMatcher>,
     stop_if: Option<LineMatcher>,
+    /// `--delay-from-output`: reads the waits the output asks for.
+    delay_from: Option<CaptureMatcher>,
     held: Spool,
     /// Held output on its way out after the try: where to (stdout or stderr), and how much of
     /// the spool has been taken into `pending`.
@@ -662,6 +664,7 @@ pub struct RunIo {
     buffer_stdout: bool,
     retry_if: Option<Pattern>,
     stop_if: Option<Pattern>,
+    delay_from: Option<Pattern>,
     stdout: Sink,
     stderr: Sink,
     /// Standard output and error are the same file (`2>&1`, one terminal).
@@ -696,6 +699,9 @@ pub struct TryIo {
     pub broken: bool,
     /// Output that could not be written for another reason (a full disk): the run ends.
     pub failed: Option<OutputError>,
+    /// The waits the try's output asked for (`--delay-from-output`), from both of its streams
+    /// in the order they were read.
+    pub requests: Requests,
     /// The try's output pipes after it ended, kept for what its background processes may still
     /// write: passed on after a success (`hand_off`), closed otherwise.
     late: Vec<(OwnedFd, Dest)>,
@@ -780,6 +786,7 @@ impl RunIo {
             buffer_stdout: config.buffer_stdout,
             retry_if: classifier.retry_if_output.clone(),
             stop_if: classifier.stop_if_output.clone(),
+            delay_from: config.delay_from_output.clone(),
             stdout: Sink::new(Own::Stdout(io::stdout())),
             stderr: Sink::new(Own::Stderr(io::stderr())),
             same_place: same_file(io::stdout().as_fd(), io::stderr().as_fd()),
@@ -812,7 +819,7 @@ impl RunIo {
     }
 
     fn watching(&self) -> bool {
-        self.retry_if.is_some() || self.stop_if.is_some()
+        self.retry_if.is_some() || self.stop_if.is_some() || self.delay_from.is_some()
     }
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
@@ -876,6 +883,7 @@ impl RunIo {
                 written: 0,
                 retry_if: self.retry_if.clone().map(LineMatcher::new),
                 stop_if: self.stop_if.clone().map(LineMatcher::new),
+                delay_from: self.delay_from.clone().map(CaptureMatcher::new),
                 held: Spool::new(),
                 delivering: None,
                 tty,
@@ -1150,7 +1158,11 @@ impl RunIo {
         let Some(fd) = &s.fd else { return Read::End };
         // Held output that nothing matches goes from the pipe to the temporary file without
         // passing through `retry`, once the part held in memory is full.
-        if s.dest == Dest::Hold && s.retry_if.is_none() && s.stop_if.is_none() {
+        if s.dest == Dest::Hold
+            && s.retry_if.is_none()
+            && s.stop_if.is_none()
+            && s.delay_from.is_none()
+        {
             match s.held.splice_from(fd.as_fd(), HELD_PIPE) {
                 Some(Ok(0)) => {
                     s.fd = None;
@@ -1198,6 +1210,9 @@ impl RunIo {
         }
         if let Some(m) = &mut s.stop_if {
             m.feed(&buf);
+        }
+        if let Some(m) = &mut s.delay_from {
+            m.feed(&buf, |group| io.requests.saw(group));
         }
         match s.dest {
             Dest::Hold => {
@@ -1332,7 +1347,11 @@ impl RunIo {
                 m.finish();
                 matched.stop_if |= m.matched();
             }
+            if let Some(m) = &mut s.delay_from {
+                m.finish(|group| io.requests.saw(group));
+            }
         }
+        matched.requested = io.requests.wait;
         matched
     }
 
@@ -1356,6 +1375,9 @@ impl RunIo {
             }
             if let Some(m) = &mut s.stop_if {
                 m.feed(data);
+            }
+            if let Some(m) = &mut s.delay_from {
+                m.feed(data, |group| io.requests.saw(group));
             }
             match s.dest {
                 Dest::Hold => {
