@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::redis_server::Server;
 use common::{retry, retry_std, stderr_of, temp_dir, wait_bounded};
 
 /// Runs `n` copies of `retry ARGS -- sh -c 'echo >> TRIES; exit 1'` at once, each with
@@ -279,4 +280,78 @@ fn a_stagger_as_long_as_the_budget_is_a_usage_error() {
         log.contains("--stagger") && log.lines().count() == 1,
         "{log}"
     );
+}
+
+#[test]
+fn two_machines_share_one_redis_quota() {
+    let Some(server) = Server::start("herd-fleet", &[]) else {
+        return;
+    };
+    let url = server.url("fleet");
+    // Two groups of runs with stores of their own, as on two machines: only Redis joins them.
+    let (a, b) = (runtime_dir("herd-machine-a"), runtime_dir("herd-machine-b"));
+    let started = Instant::now();
+    let (url_a, url_b) = (url.clone(), url.clone());
+    let group_a = std::thread::spawn(move || {
+        concurrent_failing_runs(20, &["--quota", &url_a, "-n", "5", "-d", "0"], &a)
+    });
+    let group_b = std::thread::spawn(move || {
+        concurrent_failing_runs(20, &["--quota", &url_b, "-n", "5", "-d", "0"], &b)
+    });
+    let ((tries_a, _), (tries_b, _)) = (group_a.join().unwrap(), group_b.join().unwrap());
+    let elapsed = started.elapsed();
+    let total = tries_a + tries_b;
+    let bound = 40.0 + 40.0 * 0.2 + 10.0 + elapsed.as_secs_f64().ceil();
+    assert!(
+        (total as f64) <= bound,
+        "{total} tries ({tries_a} + {tries_b}) across both, more than {bound} in {elapsed:?}"
+    );
+    assert!(total >= 40);
+}
+
+#[test]
+fn runs_that_lose_redis_warn_and_go_on_with_the_local_store() {
+    let Some(server) = Server::start("herd-lost", &[]) else {
+        return;
+    };
+    let url = server.url("lost");
+    let runtime = runtime_dir("herd-lost");
+    // The first try deposits in Redis; the server goes before the retry takes its token.
+    let dir = temp_dir("herd-lost-signal");
+    let marker = dir.join("tried");
+    let script = format!("touch '{}'; sleep 0.5; exit 1", marker.display());
+    let mut child = retry_std()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["--quota", &url, "-n", "3", "-d", "0", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        common::wait_until(Duration::from_secs(5), || marker.exists()),
+        "the first try never started"
+    );
+    drop(server);
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("cannot be reached") && log.contains("kept on this machine"),
+        "{log}"
+    );
+    assert!(log.contains("try 3/3"), "the run went on with the local store: {log}");
+    assert_eq!(log.matches("cannot be reached").count(), 1, "warned once: {log}");
+    assert!(runtime.join("retry/lost.quota").exists());
+
+    // Unreachable from the start: the same warning, and the local store from the first try.
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["--quota", &url, "-n", "2", "-d", "0", "--", "sh", "-c", "exit 1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(log.contains("cannot be reached") && log.contains("try 2/2"), "{log}");
 }

@@ -2,6 +2,8 @@
 //! the processes it leaves.
 #![allow(dead_code)]
 
+pub mod redis_server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
