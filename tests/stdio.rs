@@ -54,7 +54,7 @@ fn sh(script: &str) -> std::process::Output {
 #[test]
 fn every_try_reads_the_same_piped_input_and_the_same_file() {
     let dir = common::temp_dir("replay");
-    let file = random_file(&dir, 100_000_000);
+    let file = random_file(&dir, 70_000_000);
     let want = sha256(&file);
     let piped = sh(&format!(
         "cat '{}' | \"$RETRY\" -n 3 -d 0 -- sh -c 'sha256sum; exit 1'",
