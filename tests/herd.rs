@@ -322,7 +322,9 @@ fn runs_that_lose_redis_warn_and_go_on_with_the_local_store() {
     let script = format!("touch '{}'; sleep 0.5; exit 1", marker.display());
     let mut child = retry_std()
         .env("XDG_RUNTIME_DIR", &runtime)
-        .args(["--quota", &url, "-n", "3", "-d", "0", "--", "sh", "-c", &script])
+        .args([
+            "--quota", &url, "-n", "3", "-d", "0", "--", "sh", "-c", &script,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -341,17 +343,29 @@ fn runs_that_lose_redis_warn_and_go_on_with_the_local_store() {
         log.contains("cannot be reached") && log.contains("kept on this machine"),
         "{log}"
     );
-    assert!(log.contains("try 3/3"), "the run went on with the local store: {log}");
-    assert_eq!(log.matches("cannot be reached").count(), 1, "warned once: {log}");
+    assert!(
+        log.contains("try 3/3"),
+        "the run went on with the local store: {log}"
+    );
+    assert_eq!(
+        log.matches("cannot be reached").count(),
+        1,
+        "warned once: {log}"
+    );
     assert!(runtime.join("retry/lost.quota").exists());
 
     // Unreachable from the start: the same warning, and the local store from the first try.
     let out = retry()
         .env("XDG_RUNTIME_DIR", &runtime)
-        .args(["--quota", &url, "-n", "2", "-d", "0", "--", "sh", "-c", "exit 1"])
+        .args([
+            "--quota", &url, "-n", "2", "-d", "0", "--", "sh", "-c", "exit 1",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let log = stderr_of(&out);
-    assert!(log.contains("cannot be reached") && log.contains("try 2/2"), "{log}");
+    assert!(
+        log.contains("cannot be reached") && log.contains("try 2/2"),
+        "{log}"
+    );
 }
