@@ -53,6 +53,26 @@ fn runtime_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// The local quota store's directory under `runtime`, with this mode.
+fn store_dir(runtime: &Path, mode: u32) {
+    std::fs::create_dir(runtime.join("retry")).unwrap();
+    std::fs::set_permissions(runtime.join("retry"), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// One run of `retry --quota q -n TRIES -d 0 -- sh -c 'exit 1'`: its log, once it gave up with
+/// the try's status.
+fn failing_quota_run(runtime: &Path, tries: &str) -> String {
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", runtime)
+        .args([
+            "--quota", "q", "-n", tries, "-d", "0", "--", "sh", "-c", "exit 1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    stderr_of(&out)
+}
+
 #[test]
 fn a_shared_quota_caps_the_retries_of_many_runs() {
     let runtime = runtime_dir("herd-quota");
@@ -127,26 +147,13 @@ fn a_run_without_a_token_gives_up_at_once_with_reason_quota() {
 #[test]
 fn a_damaged_quota_file_is_reset_with_a_warning() {
     let runtime = runtime_dir("herd-damaged");
-    std::fs::create_dir(runtime.join("retry")).unwrap();
-    std::fs::set_permissions(
-        runtime.join("retry"),
-        std::fs::Permissions::from_mode(0o700),
-    )
-    .unwrap();
+    store_dir(&runtime, 0o700);
     std::fs::write(
         runtime.join("retry/q.quota"),
         b"\x00garbage\xff not a record",
     )
     .unwrap();
-    let out = retry()
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .args([
-            "--quota", "q", "-n", "2", "-d", "0", "--", "sh", "-c", "exit 1",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let log = stderr_of(&out);
+    let log = failing_quota_run(&runtime, "2");
     assert!(log.contains("warning:") && log.contains("q.quota"), "{log}");
     assert!(log.contains("try 2/2"), "the run went on: {log}");
 }
@@ -155,21 +162,8 @@ fn a_damaged_quota_file_is_reset_with_a_warning() {
 fn an_unusable_store_warns_and_the_run_keeps_its_own_limits() {
     let runtime = runtime_dir("herd-unusable");
     // A store directory that others may enter is refused.
-    std::fs::create_dir(runtime.join("retry")).unwrap();
-    std::fs::set_permissions(
-        runtime.join("retry"),
-        std::fs::Permissions::from_mode(0o777),
-    )
-    .unwrap();
-    let out = retry()
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .args([
-            "--quota", "q", "-n", "3", "-d", "0", "--", "sh", "-c", "exit 1",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let log = stderr_of(&out);
+    store_dir(&runtime, 0o777);
+    let log = failing_quota_run(&runtime, "3");
     assert!(
         log.contains("cannot be used") && log.contains("only this run's own limits apply"),
         "{log}"

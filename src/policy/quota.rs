@@ -90,11 +90,10 @@ impl FromStr for QuotaSpec {
 }
 
 impl QuotaSpec {
-    /// Where the quota lives as the log names it: the name, or the Redis URL with its password
-    /// replaced by `***`.
-    pub fn shown(&self) -> String {
+    /// Where the quota lives: the name, or the Redis URL with its password replaced by `***`.
+    fn place(&self) -> String {
         match &self.store {
-            QuotaStore::Local => format!("'{}'", self.name),
+            QuotaStore::Local => self.name.clone(),
             QuotaStore::Redis { url } => {
                 let rest = url.strip_prefix("redis://").unwrap_or(url);
                 match rest.rsplit_once('@') {
@@ -104,14 +103,20 @@ impl QuotaSpec {
             }
         }
     }
+
+    /// Where the quota lives as a log line names it: a local name in quotes, or the URL.
+    pub fn shown(&self) -> String {
+        match self.store {
+            QuotaStore::Local => format!("'{}'", self.place()),
+            QuotaStore::Redis { .. } => self.place(),
+        }
+    }
 }
 
 impl fmt::Display for QuotaSpec {
     /// The quota as the log shows it: the value given, with a Redis password replaced by `***`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = self.shown();
-        let shown = shown.trim_matches('\'');
-        write!(f, "{shown} ({})", self.params)
+        write!(f, "{} ({})", self.place(), self.params)
     }
 }
 

@@ -57,20 +57,9 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
         let now = quota::unix_ms(SystemTime::now());
-        match &spec.store {
-            QuotaStore::Local => {
-                quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
-                    .and_then(|store| store.peek(now))
-                    .map(|update| update.tokens)
-                    .map_err(|e| e.to_string())
-            }
-            QuotaStore::Redis { url } => {
-                quota_redis::RedisStore::connect(url, &spec.name, spec.params)
-                    .and_then(|store| store.peek(now))
-                    .map(|update| update.tokens)
-                    .map_err(|e| e.to_string())
-            }
-        }
+        connect_quota(spec)
+            .and_then(|store| store.peek(now))
+            .map(|update| update.tokens)
     });
     match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
         .and_then(|()| out.flush())
@@ -85,28 +74,38 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     }
 }
 
+/// The local store of the quota's name, under the directory the environment gives.
+fn local_store(spec: &QuotaSpec) -> Result<quota::LocalStore, String> {
+    quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
+        .map_err(|e| e.to_string())
+}
+
+/// The store `--quota` names: the local file, or a connection to Redis.
+fn connect_quota(spec: &QuotaSpec) -> Result<runner::QuotaStoreHandle, String> {
+    match &spec.store {
+        QuotaStore::Local => local_store(spec).map(runner::QuotaStoreHandle::Local),
+        QuotaStore::Redis { url } => quota_redis::RedisStore::connect(url, &spec.name, spec.params)
+            .map(|store| runner::QuotaStoreHandle::Redis(Box::new(store)))
+            .map_err(|e| e.to_string()),
+    }
+}
+
 /// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
 /// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
 /// machine instead.
 fn open_quota(spec: &QuotaSpec, log: &mut Log) -> Option<runner::SharedQuota> {
-    let local = || quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name));
-    let opened = match &spec.store {
-        QuotaStore::Local => local().map(|store| (runner::QuotaStoreHandle::Local(store), None)),
-        QuotaStore::Redis { url } => {
-            match quota_redis::RedisStore::connect(url, &spec.name, spec.params) {
-                Ok(store) => Ok((
-                    runner::QuotaStoreHandle::Redis(Box::new(store)),
-                    local().ok(),
-                )),
-                Err(e) => {
-                    log.warn(&format!(
-                    "the retry quota {} cannot be reached ({e}); the quota is kept on this machine",
-                    spec.shown()
-                ));
-                    local().map(|store| (runner::QuotaStoreHandle::Local(store), None))
-                }
-            }
+    let redis = matches!(spec.store, QuotaStore::Redis { .. });
+    let opened = match connect_quota(spec) {
+        // A Redis quota keeps the local store ready for when Redis goes away.
+        Ok(store) => Ok((store, redis.then(|| local_store(spec).ok()).flatten())),
+        Err(e) if redis => {
+            log.warn(&format!(
+                "the retry quota {} cannot be reached ({e}); the quota is kept on this machine",
+                spec.shown()
+            ));
+            local_store(spec).map(|store| (runner::QuotaStoreHandle::Local(store), None))
         }
+        Err(e) => Err(e),
     };
     match opened {
         Ok((store, fallback)) => Some(runner::SharedQuota {

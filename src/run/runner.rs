@@ -246,6 +246,14 @@ enum QuotaFailure {
 }
 
 impl QuotaStoreHandle {
+    /// The bucket now, changing nothing (the dry run's view).
+    pub fn peek(&self, now_ms: u64) -> Result<Update, String> {
+        match self {
+            QuotaStoreHandle::Local(store) => store.peek(now_ms).map_err(|e| e.to_string()),
+            QuotaStoreHandle::Redis(store) => store.peek(now_ms).map_err(|e| e.to_string()),
+        }
+    }
+
     fn apply(&self, what: QuotaUse, now_ms: u64) -> Result<Update, QuotaFailure> {
         match self {
             QuotaStoreHandle::Local(store) => match what {
