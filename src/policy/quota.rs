@@ -125,8 +125,9 @@ impl fmt::Display for QuotaSpec {
 pub struct QuotaRefusal {
     /// The quota as the log shows it (`QuotaSpec`'s `Display`, without the parameters).
     pub quota: String,
-    /// Tokens left in the bucket, fewer than one.
-    pub tokens: f64,
+    /// Tokens left in the bucket, fewer than one; `None` when other runs held the store for
+    /// longer than a run waits, so that no token could be taken.
+    pub tokens: Option<f64>,
     pub params: QuotaParams,
 }
 
@@ -137,11 +138,18 @@ impl Eq for QuotaRefusal {}
 impl fmt::Display for QuotaRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.params;
-        write!(
-            f,
-            "the retry quota {} has {:.2} tokens and a retry takes 1 (each first try adds {}, and {}/s come back, up to {})",
-            self.quota, self.tokens, p.ratio, p.floor, p.cap
-        )
+        match self.tokens {
+            Some(tokens) => write!(
+                f,
+                "the retry quota {} has {tokens:.2} tokens and a retry takes 1 (each first try adds {}, and {}/s come back, up to {})",
+                self.quota, p.ratio, p.floor, p.cap
+            ),
+            None => write!(
+                f,
+                "the retry quota {} stayed locked by other runs for longer than a run waits, so no token could be taken",
+                self.quota
+            ),
+        }
     }
 }
 

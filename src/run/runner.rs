@@ -515,18 +515,26 @@ impl<'c> Runner<'c> {
                 let params = quota.spec.params;
                 (!update.granted).then_some(QuotaRefusal {
                     quota: shown,
-                    tokens: update.tokens,
+                    tokens: Some(update.tokens),
                     params,
                 })
             }
-            // Held by another run for longer than a run may wait: this once, the run's own
-            // limits decide; the next retry asks again.
-            Err(QuotaFailure::Busy(e)) => {
-                self.log.warn(&format!(
-                    "the retry quota {shown} is busy ({e}); this {action} goes on without it"
-                ));
-                None
-            }
+            // Held by other runs for longer than a run may wait, as when many retry at once on
+            // a loaded machine: a first try goes on without depositing, and a retry counts it as
+            // no token, so that the quota holds when it is needed most.
+            Err(QuotaFailure::Busy(e)) => match what {
+                QuotaUse::Deposit => {
+                    self.log.warn(&format!(
+                        "the retry quota {shown} is busy ({e}); this first try adds nothing to it"
+                    ));
+                    None
+                }
+                QuotaUse::Take => Some(QuotaRefusal {
+                    quota: shown,
+                    tokens: None,
+                    params: quota.spec.params,
+                }),
+            },
             Err(QuotaFailure::Failed(e)) => {
                 // Redis gone: the same bucket, kept on this machine from now on.
                 let fallback = self.quota.as_mut().and_then(|q| q.fallback.take());
