@@ -80,18 +80,19 @@ fn check(args: Vec<String>, option: &str) -> Result<(), TestCaseError> {
             let cap = config.policy.waits.max_delay;
             let plan = std::panic::catch_unwind(|| dryrun::plan(&config, 7));
             prop_assert!(plan.is_ok(), "planning panicked on {args:?}");
+            let plan = plan.unwrap();
             // The printed plan too: its worst case, formula and warnings.
             for json in [false, true] {
                 let printed = std::panic::catch_unwind(|| {
                     let mut out = Vec::new();
-                    dryrun::print(&config, 7, json, &mut out).map(|()| out)
+                    dryrun::render(&config, 7, &plan, json, None, &mut out).map(|()| out)
                 });
                 prop_assert!(
                     matches!(printed, Ok(Ok(_))),
                     "printing panicked or failed on {args:?}"
                 );
             }
-            for row in plan.unwrap().rows {
+            for row in plan.rows {
                 if let Some(w) = row.wait {
                     prop_assert!(
                         w.delay <= cap && w.base <= cap,

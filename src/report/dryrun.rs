@@ -342,15 +342,11 @@ fn bar(wait: Duration, max: Duration) -> String {
     "█".repeat(cells as usize)
 }
 
-/// Prints the plan as a table, or as JSON lines with `--log-format json`.
-pub fn print(config: &Config, seed: u64, json: bool, out: &mut impl Write) -> io::Result<()> {
-    print_with(config, seed, json, None, out)
-}
-
 /// What the dry run knows of the shared retry quota: its tokens now, or why it cannot say.
 pub type QuotaNow = Result<f64, String>;
 
-/// `print`, with the state of `--quota`'s store when there is one.
+/// Prints the plan as a table, or as JSON lines with `--log-format json`, with the state of
+/// `--quota`'s store when there is one.
 pub fn print_with(
     config: &Config,
     seed: u64,
@@ -358,11 +354,22 @@ pub fn print_with(
     quota: Option<&QuotaNow>,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let plan = plan(config, seed);
+    render(config, seed, &plan(config, seed), json, quota, out)
+}
+
+/// Prints a plan already computed by `plan` with the same configuration and seed.
+pub fn render(
+    config: &Config,
+    seed: u64,
+    plan: &Plan,
+    json: bool,
+    quota: Option<&QuotaNow>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     if json {
-        print_json(config, seed, &plan, quota, out)
+        print_json(config, seed, plan, quota, out)
     } else {
-        print_human(config, seed, &plan, quota, out)
+        print_human(config, seed, plan, quota, out)
     }
 }
 
