@@ -13,3 +13,4 @@ pub mod exit;
 pub mod policy;
 pub mod report;
 pub mod run;
+pub mod sim;
