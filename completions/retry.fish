@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
+    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color --clients --model --outage --capacity --latency
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -78,6 +78,13 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-file -r -F -d 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l label -x -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\\t always\\t never\\t' -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l simulate -d 'Simulate many clients following this policy at once, and run nothing'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l clients -x -d 'Number of simulated clients, from 1 to 1000000 [default: 100]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l model -x -a 'outage\\t occ\\t' -d 'What the simulated clients retry against: outage or occ [default: outage]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l outage -x -d 'How long every try fails, from the start (--model outage) [default: 10s]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l capacity -x -d 'Tries per second served after the outage; more fail as overload [default: no limit]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l latency -x -d 'How long each simulated try takes (--model outage) [default: 100ms]'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l compare -d 'Simulate once per jitter kind, with and without --quota, and print the figures side by side'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s V -l version -d 'Print version'
 complete -c retry -n '__retry_command_skip >/dev/null' -f \

@@ -24,6 +24,7 @@ const CLASSIFY: &str = "Which failures to retry";
 const IO: &str = "Input and output";
 const HOOKS: &str = "Hooks";
 const OUTPUT: &str = "Log and dry run";
+const SIMULATE: &str = "Simulation";
 
 const ABOUT: &str = "Run a command again when it fails, with capped, jittered exponential backoff";
 
@@ -82,6 +83,7 @@ pub struct Cli {
     pub label: Option<String>,
     pub color: ColorWhen,
     pub dry_run: bool,
+    pub simulate: SimulateArgs,
     pub command: Vec<OsString>,
 }
 
@@ -128,13 +130,14 @@ pub fn command() -> Command {
         .about(ABOUT)
         .long_about(LONG_ABOUT)
         .override_usage(
-            "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]",
+            "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]",
         )
         .after_help(
             "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms",
         )
         .max_term_width(100)
         .args(options())
+        .args(simulate_options())
 }
 
 fn options() -> Vec<Arg> {
@@ -440,6 +443,7 @@ impl Cli {
         fn given<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> T {
             one(m, id).expect("an option with a default value")
         }
+        let simulate = SimulateArgs::from_matches(m);
         Cli {
             tries: given(m, "tries"),
             budget: one(m, "budget"),
@@ -474,6 +478,7 @@ impl Cli {
             quota: one(m, "quota"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),
+            simulate,
             command: m
                 .remove_many::<OsString>("command")
                 .map(Iterator::collect)
@@ -519,6 +524,7 @@ value_enum!(JitterKind { Full => "full", Equal => "equal", Decorrelated => "deco
 value_enum!(StdinMode { Auto => "auto", Replay => "replay", Inherit => "inherit", Null => "null" });
 value_enum!(LogFormat { Human => "human", Json => "json" });
 value_enum!(ColorWhen { Auto => "auto", Always => "always", Never => "never" });
+value_enum!(ModelKind { Outage => "outage", Occ => "occ" });
 
 fn parse_tries(s: &str) -> Result<u64, String> {
     s.trim()
@@ -590,4 +596,139 @@ fn parse_delays(s: &str) -> Result<DelayList, String> {
         .map(|item| parse_duration(item).map_err(|e| format!("item '{}': {e}", item.trim())))
         .collect::<Result<Vec<_>, _>>()
         .map(DelayList)
+}
+
+/// The options of `--simulate` (spec 16), each `None` or false where not given: the defaults
+/// are applied, and the options checked against each other, in [`crate::config`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimulateArgs {
+    pub simulate: bool,
+    pub clients: Option<u32>,
+    pub model: Option<ModelKind>,
+    pub outage: Option<Duration>,
+    /// Tries per second.
+    pub capacity: Option<f64>,
+    pub latency: Option<Duration>,
+    pub compare: bool,
+    /// `--tries` was given: without it, the occ model's clients try until they succeed.
+    pub tries_given: bool,
+}
+
+impl SimulateArgs {
+    fn from_matches(m: &mut ArgMatches) -> SimulateArgs {
+        SimulateArgs {
+            simulate: m.get_flag("simulate"),
+            clients: m.remove_one("clients"),
+            model: m.remove_one("model"),
+            outage: m.remove_one("outage"),
+            capacity: m.remove_one("capacity"),
+            latency: m.remove_one("latency"),
+            compare: m.get_flag("compare"),
+            tries_given: m.value_source("tries") == Some(clap::parser::ValueSource::CommandLine),
+        }
+    }
+}
+
+/// What `--simulate` runs its clients against (`--model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelKind {
+    Outage,
+    Occ,
+}
+
+fn simulate_options() -> Vec<Arg> {
+    vec![
+        flag(
+            "simulate",
+            SIMULATE,
+            "Simulate many clients following this policy at once, and run nothing
+
+The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota) drives \
+            --clients simulated runs on a virtual clock against the dependency of --model, and \
+            retry prints what they do to it: the tries in all and per client, the peak rate, when \
+            the last client finished, how many succeeded or gave up and why, and a chart of tries \
+            per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
+            gives the same figures; with --log-format json, the figures and the tries per \
+            interval are JSON lines.",
+        )
+        .conflicts_with("dry-run"),
+        option(
+            "clients",
+            "N",
+            SIMULATE,
+            "Number of simulated clients, from 1 to 1000000 [default: 100]",
+        )
+        .value_parser(parse_clients)
+        .allow_hyphen_values(true),
+        option(
+            "model",
+            "MODEL",
+            SIMULATE,
+            "What the simulated clients retry against: outage or occ [default: outage]
+
+outage: every try fails until --outage is over, then at most --capacity tries per second \
+            succeed and the rest fail as overload; each try takes --latency. occ: the contention \
+            of the AWS Architecture Blog's \"Exponential Backoff And Jitter\": each try reads one \
+            shared record and writes it back, each network hop taking 10ms ± 2ms, and the write \
+            succeeds only if no other write landed since the read; without --tries, the clients \
+            try until they succeed.",
+        )
+        .value_parser(EnumValueParser::<ModelKind>::new())
+        .allow_hyphen_values(true),
+        option(
+            "outage",
+            "DURATION",
+            SIMULATE,
+            "How long every try fails, from the start (--model outage) [default: 10s]",
+        )
+        .value_parser(parse_duration)
+        .allow_hyphen_values(true),
+        option(
+            "capacity",
+            "N/s",
+            SIMULATE,
+            "Tries per second served after the outage; more fail as overload [default: no limit]
+
+A rate limiter that holds one second of tries: N tries may arrive at once, then N more every \
+            second. N is above 0 and may have a fraction (0.5/s).",
+        )
+        .value_parser(parse_capacity)
+        .allow_hyphen_values(true),
+        option(
+            "latency",
+            "DURATION",
+            SIMULATE,
+            "How long each simulated try takes (--model outage) [default: 100ms]",
+        )
+        .value_parser(parse_duration)
+        .allow_hyphen_values(true),
+        flag(
+            "compare",
+            SIMULATE,
+            "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
+        ),
+    ]
+}
+
+fn parse_clients(s: &str) -> Result<u32, String> {
+    let max = crate::sim::MAX_CLIENTS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of clients from 1 to {max}"
+        )),
+    }
+}
+
+/// `--capacity`: `N/s`, or a bare number per second.
+fn parse_capacity(s: &str) -> Result<f64, String> {
+    const MOST: f64 = 1e9;
+    let s = s.trim();
+    let number = s.strip_suffix("/s").unwrap_or(s).trim();
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n <= MOST => Ok(n),
+        _ => Err(format!(
+            "expected a number of tries per second above 0 and at most {MOST}, such as 100/s"
+        )),
+    }
 }

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, Cli, JitterKind};
+use crate::cli::{BackoffKind, Cli, JitterKind, ModelKind, SimulateArgs};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
     Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
@@ -85,6 +85,8 @@ pub struct Config {
     /// `--quota`: the retry quota shared with other runs.
     pub quota: Option<QuotaSpec>,
     pub dry_run: bool,
+    /// `--simulate`: the fleet to simulate instead of running the command (spec 16).
+    pub simulate: Option<Simulation>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -161,7 +163,7 @@ fn one_line(e: &clap::Error) -> String {
 
 impl Config {
     pub fn from_cli(cli: Cli, now: SystemTime) -> Result<Config, UsageError> {
-        if cli.command.is_empty() && !cli.dry_run {
+        if cli.command.is_empty() && !cli.dry_run && !cli.simulate.simulate {
             return Err(UsageError(
                 "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)"
                     .into(),
@@ -214,7 +216,7 @@ impl Config {
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
         let timeout = cli.timeout.filter(|t| !t.is_zero());
         let budget = cli.budget.filter(|b| !b.is_zero());
-        let policy = Policy {
+        let mut policy = Policy {
             max_tries: (cli.tries > 0).then_some(cli.tries),
             waits: WaitPolicy {
                 backoff,
@@ -242,6 +244,10 @@ impl Config {
                 )));
             }
         }
+        let simulate = simulation(&cli.simulate, stagger, cli.quota.as_ref())?;
+        if simulate.as_ref().is_some_and(|s| s.until_success) {
+            policy.max_tries = None;
+        }
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -260,6 +266,7 @@ impl Config {
             stagger,
             quota: cli.quota,
             dry_run: cli.dry_run,
+            simulate,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
             on_retry: cli.on_retry,
@@ -294,6 +301,87 @@ fn check_lists(
         }
     }
     Ok(())
+}
+
+/// What `--simulate` simulates (spec 16).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Simulation {
+    pub scenario: crate::sim::Scenario,
+    /// `--compare`: once per jitter kind, and with and without the quota.
+    pub compare: bool,
+    /// The model's clients try until they succeed, whatever the default `--tries` (model `occ`
+    /// without `--tries`).
+    pub until_success: bool,
+}
+
+/// The simulation's options, checked and with their defaults; `None` without `--simulate`,
+/// when giving any of them is a usage error rather than an option silently ignored.
+fn simulation(
+    args: &SimulateArgs,
+    stagger: Option<Duration>,
+    quota: Option<&QuotaSpec>,
+) -> Result<Option<Simulation>, UsageError> {
+    use crate::duration::hms;
+    use crate::sim::{Model, Outage, Scenario};
+    use clap::ValueEnum;
+    let outage_options = [
+        ("--outage", args.outage.map(hms)),
+        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
+        ("--latency", args.latency.map(hms)),
+    ];
+    if !args.simulate {
+        let given = [
+            ("--clients", args.clients.map(|n| n.to_string())),
+            (
+                "--model",
+                args.model
+                    .and_then(|m| m.to_possible_value())
+                    .map(|v| v.get_name().to_string()),
+            ),
+            ("--compare", args.compare.then(String::new)),
+        ];
+        if let Some((option, value)) = given
+            .into_iter()
+            .chain(outage_options)
+            .find_map(|(option, value)| Some((option, value?)))
+        {
+            let shown = format!("{option} {value}");
+            return Err(UsageError(format!(
+                "'{}' is an option of --simulate, and is given without it",
+                shown.trim_end()
+            )));
+        }
+        return Ok(None);
+    }
+    let kind = args.model.unwrap_or(ModelKind::Outage);
+    let model = match kind {
+        ModelKind::Outage => Model::Outage(Outage {
+            until: args.outage.unwrap_or(Duration::from_secs(10)),
+            capacity: args.capacity,
+            latency: args.latency.unwrap_or(Duration::from_millis(100)),
+        }),
+        ModelKind::Occ => {
+            if let Some((option, value)) = outage_options
+                .into_iter()
+                .find_map(|(option, value)| Some((option, value?)))
+            {
+                return Err(UsageError(format!(
+                    "'{option} {value}' is for --model outage: --model occ times its own network (10ms ± 2ms a hop)"
+                )));
+            }
+            Model::Occ
+        }
+    };
+    Ok(Some(Simulation {
+        scenario: Scenario {
+            clients: args.clients.unwrap_or(100),
+            model,
+            stagger,
+            quota: quota.map(|q| q.params),
+        },
+        compare: args.compare,
+        until_success: kind == ModelKind::Occ && !args.tries_given,
+    }))
 }
 
 #[cfg(test)]

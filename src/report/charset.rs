@@ -43,7 +43,9 @@ fn stand_in(c: char) -> Option<&'static str> {
         '×' => "x",
         '≥' => ">=",
         '≤' => "<=",
-        '█' => "#",
+        '±' => "+/-",
+        '█' | '▄' | '▅' | '▆' | '▇' => "#",
+        '▁' | '▂' | '▃' => ".",
         '…' => "...",
         '−' | '–' | '—' => "-",
         '→' => "->",
@@ -199,6 +201,8 @@ mod tests {
             ascii_text("1µs, 2 × 3, 9s ≥ 8s, ███ … more"),
             "1us, 2 x 3, 9s >= 8s, ### ... more"
         );
+        assert_eq!(ascii_text("▁▂▃▄▅▆▇█"), "...#####");
+        assert_eq!(ascii_text("10ms ± 2ms"), "10ms +/- 2ms");
         assert_eq!(ascii_text("café"), "caf\\xc3\\xa9");
         assert_eq!(ascii_text("plain"), "plain");
     }

@@ -17,6 +17,7 @@ pub mod stdio;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{self, IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::time::SystemTime;
 
 use clock::Moment;
@@ -45,6 +46,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
         }
     };
     let seed = config.seed.unwrap_or_else(rand::random);
+    if let Some(sim) = &config.simulate {
+        return simulate(&config, sim, seed);
+    }
     if config.dry_run {
         return dry_run(&config, seed);
     }
@@ -72,6 +76,45 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
             ExitStatus::Usage
         }
     }
+}
+
+/// `--simulate` (spec 16): runs the simulation and prints it; runs nothing else, and touches no
+/// quota store (the simulated clients share a bucket of their own).
+fn simulate(config: &Config, sim: &config::Simulation, seed: u64) -> ExitStatus {
+    use crate::report::simulate::{Results, print};
+    let json = config.log.format == crate::config::LogFormat::Json;
+    let results = if sim.compare {
+        Results::Compare(crate::sim::compare(&config.policy, &sim.scenario, seed))
+    } else {
+        Results::One(crate::sim::simulate(&config.policy, &sim.scenario, seed))
+    };
+    let width = terminal_width(|name| std::env::var_os(name));
+    let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
+    match print(config, sim, seed, &results, json, width, &mut out).and_then(|()| out.flush()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("retry: cannot write the simulation: {e}");
+            ExitStatus::Usage
+        }
+    }
+}
+
+/// The width that printed charts fit: `COLUMNS` when it holds a number (as `ls` reads it),
+/// else the width of the terminal on standard output, else 80, as in a CI log.
+fn terminal_width(var: impl Fn(&str) -> Option<OsString>) -> usize {
+    let from_env = var("COLUMNS")
+        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<usize>().ok()))
+        .filter(|&n| n > 0);
+    let from_terminal = || {
+        stdio::window_size(io::stdout().as_fd())
+            .map(|size| usize::from(size.ws_col))
+            .filter(|&n| n > 0)
+    };
+    from_env
+        .or_else(from_terminal)
+        .unwrap_or(80)
+        .clamp(40, 1000)
 }
 
 /// The local store of the quota's name, under the directory the environment gives.

@@ -280,7 +280,7 @@ fn pseudo_terminal(real: BorrowedFd<'_>) -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// The window size of the terminal on `fd`, if it is one.
-fn window_size(fd: BorrowedFd<'_>) -> Option<nix::pty::Winsize> {
+pub(crate) fn window_size(fd: BorrowedFd<'_>) -> Option<nix::pty::Winsize> {
     let mut size = libc::winsize {
         ws_row: 0,
         ws_col: 0,

@@ -515,6 +515,12 @@ fn examples() -> Vec<Block> {
             "Print the waits that a policy gives, and run nothing.",
             "retry --dry-run -n 8 -d 500ms",
         ),
+        Example(
+            "See what 500 clients with this policy do to a database that is down for 30 seconds \
+             and then serves 100 queries a second, once per jitter kind, and run nothing.",
+            "retry --simulate --compare --clients 500 \\\n    \
+             --outage 30s --capacity 100/s -n 8",
+        ),
     ]
 }
 
