@@ -366,7 +366,7 @@ fn simulation(
                 .find_map(|(option, value)| Some((option, value?)))
             {
                 return Err(UsageError(format!(
-                    "'{option} {value}' is for --model outage: --model occ times its own network (10ms ± 2ms a hop)"
+                    "'{option} {value}' is for --model outage: --model occ times its own network (about 10ms a hop)"
                 )));
             }
             Model::Occ
