@@ -182,6 +182,7 @@ fn gave_up(f: &Figures) -> String {
     let reasons: Vec<String> = f
         .gave_up
         .iter()
+        .filter(|(_, n)| *n > 0)
         .map(|(why, n)| format!("{why} {n}"))
         .collect();
     format!("{all} of {} ({})", f.clients, reasons.join(", "))

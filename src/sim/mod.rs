@@ -275,7 +275,11 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
     };
     let mut quota = scenario.quota.map(|p| (p, Bucket::full(&p, 0)));
     let mut record = Recorder::new();
-    let mut tally = Tally::default();
+    let mut tally = Tally {
+        // The reasons a simulated run can give up, always listed, in this order.
+        gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
+        ..Tally::default()
+    };
     while let Some(Reverse((now, id))) = queue.pop() {
         let Some(client) = clients.get_mut(id as usize) else {
             continue;
