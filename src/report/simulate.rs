@@ -219,14 +219,18 @@ fn print_figures(f: &Figures, out: &mut impl Write) -> io::Result<()> {
         f.peak.tries,
         hms(f.peak.at)
     )?;
-    writeln!(out, "finished:  the last client at {}", hms(f.last_finish))?;
+    if f.succeeded == 0 && f.gave_up_in_all() == 0 {
+        writeln!(out, "finished:  no client")?;
+    } else {
+        writeln!(out, "finished:  the last client at {}", hms(f.last_finish))?;
+    }
     writeln!(out, "succeeded: {} of {}", f.succeeded, f.clients)?;
     writeln!(out, "gave up:   {}", gave_up(f))?;
     if f.unfinished > 0 {
         writeln!(
             out,
-            "unfinished: {} clients still retrying when the simulation stopped after {} tries",
-            f.unfinished, f.tries
+            "unfinished: {} of {}, still retrying when the simulation stopped after {} tries, the most it makes",
+            f.unfinished, f.clients, f.tries
         )?;
     }
     Ok(())
@@ -385,7 +389,8 @@ pub fn chart(series: &Series, outage_end: Option<Duration>, width: usize) -> Vec
     let gap = columns.saturating_sub(2 + end.len()).max(1);
     lines.push(format!("{:pad$}0s{:gap$}{end}", "", ""));
     if let Some(at) = outage_end {
-        let column = (at.as_nanos() / merged.width.as_nanos().max(1)) as usize;
+        let column =
+            usize::try_from(at.as_nanos() / merged.width.as_nanos().max(1)).unwrap_or(usize::MAX);
         if column < columns {
             let text = format!("the outage ends at {}", hms(at));
             // The words to the right of the mark when they fit, else to its left.

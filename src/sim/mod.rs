@@ -507,16 +507,19 @@ impl Recorder {
         bin
     }
 
+    /// Merges every `next_factor` neighbouring bins into one, in place: nothing is allocated
+    /// while the simulation runs.
     fn widen(&mut self) {
-        let f = self.next_factor;
-        let merged: Vec<u64> = self
-            .bins
-            .chunks(f as usize)
-            .map(|c| c.iter().sum())
-            .collect();
-        self.bins.clear();
-        self.bins.extend(merged);
-        self.width = self.width.saturating_mul(f);
+        let f = self.next_factor as usize;
+        let merged = self.bins.len().div_ceil(f);
+        for i in 0..merged {
+            // Bin i is written after the bins from i × f on are read, and i ≤ i × f.
+            let end = ((i + 1) * f).min(self.bins.len());
+            let sum = self.bins[i * f..end].iter().sum();
+            self.bins[i] = sum;
+        }
+        self.bins.truncate(merged);
+        self.width = self.width.saturating_mul(self.next_factor);
         self.next_factor = if f == 2 { 5 } else { 2 };
     }
 
