@@ -21,7 +21,7 @@ use rand::rngs::StdRng;
 
 use crate::policy::quota::{Bucket, QuotaParams};
 use crate::policy::schedule::stagger;
-use crate::policy::{Decision, Jitter, Policy, Schedule};
+use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
 
 pub use occ::Occ;
 pub use outage::Outage;
@@ -274,7 +274,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         Model::Occ => Dependency::Occ(occ::Record::default()),
     };
     let mut quota = scenario.quota.map(|p| (p, Bucket::full(&p, 0)));
-    let mut record = Recorder::new();
+    let mut recorder = Recorder::new();
     let mut tally = Tally {
         // The reasons a simulated run can give up, always listed, in this order.
         gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
@@ -286,7 +286,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         };
         let next = match client.phase {
             Phase::Start => {
-                if record.tries >= max_tries {
+                if recorder.tries >= max_tries {
                     // Put back, so that it is counted as still going.
                     queue.push(Reverse((now, id)));
                     break;
@@ -299,7 +299,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
                 }
                 let limit = client.schedule.start_try(Duration::from_nanos(now));
                 client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
-                record.try_started(now, first);
+                recorder.try_started(now, first);
                 match &mut dependency {
                     Dependency::Outage(server) => server.start(client, now),
                     Dependency::Occ(record) => record.start(client, now, &mut rng),
@@ -313,7 +313,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
             Phase::End => {
                 let next = decide(client, now, &mut rng, quota.as_mut(), &mut tally);
                 if client.phase == Phase::Done {
-                    record.reach(now);
+                    recorder.reach(now);
                     tally.last_finish = tally.last_finish.max(now);
                 }
                 next
@@ -326,15 +326,15 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
     }
     Figures {
         clients: n,
-        tries: record.tries,
+        tries: recorder.tries,
         failures: tally.failures,
-        peak: record.peak.result(),
-        peak_retries: record.peak_retries.result(),
+        peak: recorder.peak.result(),
+        peak_retries: recorder.peak_retries.result(),
         last_finish: Duration::from_nanos(tally.last_finish),
         succeeded: tally.succeeded,
         gave_up: tally.gave_up,
         unfinished: u32::try_from(queue.len()).unwrap_or(u32::MAX),
-        series: record.series(),
+        series: recorder.series(),
     }
 }
 
@@ -375,12 +375,23 @@ fn decide(
         client.phase = Phase::Done;
         return None;
     }
-    // Every simulated failure is one a real run would retry, as the dry run assumes: the
-    // classification options decide which real failures those are.
-    match client
-        .schedule
-        .after_transient_failure(Duration::from_nanos(now), rng)
-    {
+    let now_since_start = Duration::from_nanos(now);
+    let decision = match client.result {
+        // A timeout is an outcome a real run sees too: it is classified as one would
+        // (`--stop-on timeout` makes it permanent).
+        Err(Failure::Timeout) => {
+            client
+                .schedule
+                .after_try(Outcome::Timeout, now_since_start, rng)
+                .1
+        }
+        // What the dependency refused is a failure a real run would retry, as the dry run
+        // assumes: which exit statuses those are is the classification options' business.
+        _ => client
+            .schedule
+            .after_transient_failure(now_since_start, rng),
+    };
+    match decision {
         Decision::Retry(wait) => {
             if let Some((params, bucket)) = quota {
                 // As in a real run, the token is taken once the retry is decided; without one

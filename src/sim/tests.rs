@@ -178,6 +178,21 @@ fn a_timeout_shorter_than_the_latency_fails_every_try() {
 }
 
 #[test]
+fn a_timeout_is_classified_as_a_real_run_classifies_it() {
+    let mut p = policy(Some(4), ms(10), ms(100), Jitter::Full);
+    p.timeout = Some(ms(50));
+    p.classifier.stop_on = "timeout".parse().unwrap();
+    let f = simulate(&p, &outage(20, Duration::ZERO, None), 8);
+    assert_eq!(f.tries, 20);
+    assert_eq!(gave_up(&f, "permanent"), 20);
+    // What the dependency refuses is retried whatever the lists say.
+    let mut p = policy(Some(3), ms(10), ms(100), Jitter::Full);
+    p.classifier.retry_on = Some("75".parse().unwrap());
+    let f = simulate(&p, &outage(20, s(10), None), 8);
+    assert_eq!(f.tries, 60);
+}
+
+#[test]
 fn a_simulation_that_would_never_end_stops_at_the_try_limit_and_says_who_is_left() {
     // No try limit, and an outage of a year.
     let p = policy(None, ms(1), ms(1), Jitter::None);
