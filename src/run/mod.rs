@@ -1,4 +1,5 @@
-//! The imperative shell: parse, then either print the dry run or run the command for real.
+//! The imperative shell: parse, then print the dry run or the simulation, or run the command for
+//! real.
 
 pub mod clock;
 pub mod demand;
