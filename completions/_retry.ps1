@@ -50,6 +50,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--success-on', '--success-on', [CompletionResultType]::ParameterName, 'Exit codes that count as success besides 0 (codes and ranges)')
             [CompletionResult]::new('--retry-if-output', '--retry-if-output', [CompletionResultType]::ParameterName, 'A failed try is transient only if its stdout or stderr matched this regular expression')
             [CompletionResult]::new('--stop-if-output', '--stop-if-output', [CompletionResultType]::ParameterName, 'A failed try is permanent if its stdout or stderr matched this regular expression')
+            [CompletionResult]::new('--until-output', '--until-output', [CompletionResultType]::ParameterName, 'A success counts only if the try''s stdout or stderr matched this regular expression')
             [CompletionResult]::new('--stdin', '--stdin', [CompletionResultType]::ParameterName, 'Standard input of the tries: auto, replay, inherit or null')
             [CompletionResult]::new('--on-retry', '--on-retry', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) before the wait that precedes each retry')
             [CompletionResult]::new('--on-give-up', '--on-give-up', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) when the run gives up, as --on-retry')

@@ -47,6 +47,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --success-on 'Exit codes that count as success besides 0 (codes and ranges)'
             cand --retry-if-output 'A failed try is transient only if its stdout or stderr matched this regular expression'
             cand --stop-if-output 'A failed try is permanent if its stdout or stderr matched this regular expression'
+            cand --until-output 'A success counts only if the try''s stdout or stderr matched this regular expression'
             cand --stdin 'Standard input of the tries: auto, replay, inherit or null'
             cand --on-retry 'Shell command run (sh -c) before the wait that precedes each retry'
             cand --on-give-up 'Shell command run (sh -c) when the run gives up, as --on-retry'

@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
+    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --log-format --log-file --label --color
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -67,6 +67,7 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-on -x -d 'The
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l success-on -x -d 'Exit codes that count as success besides 0 (codes and ranges)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l retry-if-output -x -d 'A failed try is transient only if its stdout or stderr matched this regular expression'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-if-output -x -d 'A failed try is permanent if its stdout or stderr matched this regular expression'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l until-output -x -d 'A success counts only if the try\'s stdout or stderr matched this regular expression'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l stdin -x -a 'auto\\t replay\\t inherit\\t null\\t' -d 'Standard input of the tries: auto, replay, inherit or null'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-retry -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) before the wait that precedes each retry'

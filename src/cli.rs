@@ -71,6 +71,7 @@ pub struct Cli {
     pub success_on: Option<List>,
     pub retry_if_output: Option<Pattern>,
     pub stop_if_output: Option<Pattern>,
+    pub until_output: Option<Pattern>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -338,6 +339,19 @@ Matching is on bytes, line by line, while the output streams to its destination.
         .value_parser(parse_pattern)
         .allow_hyphen_values(true),
         option(
+            "until-output",
+            "REGEX",
+            CLASSIFY,
+            "A success counts only if the try's stdout or stderr matched this regular expression
+
+A success without a match is a transient failure, not ready yet: with -n 0 -B 2m, retry polls \
+            until the command prints that it is ready. To --stop-if-output and --retry-if-output, a \
+            try that is not ready is a failure. With --buffer-stdout, only the ready try's output \
+            reaches stdout. A run that gives up after a try that exited 0 but was not ready exits 1.",
+        )
+        .value_parser(parse_pattern)
+        .allow_hyphen_values(true),
+        option(
             "stdin",
             "MODE",
             IO,
@@ -461,6 +475,7 @@ impl Cli {
             success_on: one(m, "success-on"),
             retry_if_output: one(m, "retry-if-output"),
             stop_if_output: one(m, "stop-if-output"),
+            until_output: one(m, "until-output"),
             stdin: given(m, "stdin"),
             buffer_stdout: m.get_flag("buffer-stdout"),
             on_retry: one(m, "on-retry"),

@@ -228,6 +228,7 @@ impl Config {
                 success_on,
                 retry_if_output: cli.retry_if_output,
                 stop_if_output: cli.stop_if_output,
+                until_output: cli.until_output,
             },
             timeout,
             limit: Limit::earliest(budget, deadline_in),

@@ -755,6 +755,8 @@ impl Log {
     ) {
         let cause = match (signal, last) {
             (Some(s), _) => format!("interrupted by {s}"),
+            // Only --until-output gives up after a try that exited 0.
+            (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
             (None, Some(outcome)) => outcome.to_string(),
             (None, None) => "no try ran".into(),
         };

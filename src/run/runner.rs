@@ -712,6 +712,9 @@ impl<'c> Runner<'c> {
         let config = self.config;
         let status = match why {
             GiveUp::Input => ExitStatus::Usage,
+            // A last try that exited 0 but was not ready (--until-output): giving up is never a
+            // success, and 1 is what grep exits when nothing matched.
+            _ if outcome == Outcome::Exit(0) => ExitStatus::LastExit(1),
             _ => ExitStatus::from_last_try(outcome),
         };
         let elapsed = self.start.elapsed();
@@ -841,7 +844,7 @@ impl<'c> Runner<'c> {
             }
             Finish::OutputFailed => return TryEnd::OutputFailed,
         };
-        if !self.config.policy.stops_leftovers(ended.outcome) {
+        if !self.stops_leftovers(ended.outcome, io) {
             return TryEnd::Ended(ended);
         }
         if let Some(stopped) = self.stop_leftovers(child, Some(io)) {
@@ -854,6 +857,15 @@ impl<'c> Runner<'c> {
             });
         }
         TryEnd::Ended(ended)
+    }
+
+    /// Whether what the try that ended with `outcome` left running is stopped now: after a
+    /// failure by its status, and after a success by its status that has not printed the match
+    /// of `--until-output` (not ready, so another try follows, and tries never overlap).
+    fn stops_leftovers(&mut self, outcome: Outcome, io: &mut TryIo) -> bool {
+        let policy = &self.config.policy;
+        policy.stops_leftovers(outcome)
+            || (policy.classifier.until_output.is_some() && !self.stdio.ready_so_far(io))
     }
 
     /// Runs a started child, a try or a hook, until it ends or `until` comes, passing signals on

@@ -368,7 +368,9 @@ fn exit_status() -> Vec<Block> {
         ),
         literal(
             &ExitStatus::OutputFailed.code().to_string(),
-            "The output of a try could not be written (a full disk); the cause is logged.",
+            "The output of a try could not be written (a full disk); the cause is logged. Also \
+             the status of a run that gave up after a try that exited 0 but was not ready \
+             (--until-output).",
         ),
         p(
             "When `retry` is interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT and any \
@@ -485,6 +487,11 @@ fn examples() -> Vec<Block> {
         Example(
             "Wait up to 2 minutes for a database to accept connections, trying every second.",
             "retry -n 0 -B 2m -d 1s -j none -- pg_isready -h db",
+        ),
+        Example(
+            "Wait up to 2 minutes until a service says it is up, asking every second.",
+            "retry -n 0 -B 2m -d 1s -j none --until-output '\"status\":\"up\"' \\\n    \
+             -- curl -fsS localhost:8080/health",
         ),
         Example(
             "Retry only when curl could not resolve the host (6), could not connect (7) or timed \
