@@ -54,6 +54,8 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--stdin', '--stdin', [CompletionResultType]::ParameterName, 'Standard input of the tries: auto, replay, inherit or null')
             [CompletionResult]::new('--on-retry', '--on-retry', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) before the wait that precedes each retry')
             [CompletionResult]::new('--on-give-up', '--on-give-up', [CompletionResultType]::ParameterName, 'Shell command run (sh -c) when the run gives up, as --on-retry')
+            [CompletionResult]::new('--dead-letter', '--dead-letter', [CompletionResultType]::ParameterName, 'When the run gives up, append it to FILE as one JSON line, to run it again with --replay')
+            [CompletionResult]::new('--replay', '--replay', [CompletionResultType]::ParameterName, 'Run again, one after another, the runs of a --dead-letter FILE that are still pending')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of the log: human, or json (one JSON object per line)')
             [CompletionResult]::new('--log-file', '--log-file', [CompletionResultType]::ParameterName, 'Append the log to this file instead of standard error')
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries')

@@ -51,6 +51,8 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --stdin 'Standard input of the tries: auto, replay, inherit or null'
             cand --on-retry 'Shell command run (sh -c) before the wait that precedes each retry'
             cand --on-give-up 'Shell command run (sh -c) when the run gives up, as --on-retry'
+            cand --dead-letter 'When the run gives up, append it to FILE as one JSON line, to run it again with --replay'
+            cand --replay 'Run again, one after another, the runs of a --dead-letter FILE that are still pending'
             cand --log-format 'Format of the log: human, or json (one JSON object per line)'
             cand --log-file 'Append the log to this file instead of standard error'
             cand --label 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'

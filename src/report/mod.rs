@@ -5,6 +5,7 @@ pub mod ci;
 pub mod dryrun;
 pub mod json;
 pub mod log;
+pub mod replay;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;

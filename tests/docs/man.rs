@@ -370,7 +370,7 @@ fn exit_status() -> Vec<Block> {
             &ExitStatus::OutputFailed.code().to_string(),
             "The output of a try could not be written (a full disk); the cause is logged. Also \
              the status of a run that gave up after a try that exited 0 but was not ready \
-             (--until-output).",
+             (--until-output), and of a --replay that left runs pending.",
         ),
         p(
             "When `retry` is interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT and any \
@@ -465,6 +465,12 @@ fn files() -> Vec<Block> {
             "--log-file *PATH*",
             "The log, appended to, instead of standard error.",
         ),
+        item(
+            "--dead-letter *FILE*",
+            "The runs that gave up, one JSON object per line, appended to and never rewritten; \
+             --replay appends a `resolved` line for each run that then succeeds, and an \
+             `attempt` line for each that does not. Created for its owner only (0600).",
+        ),
     ]
 }
 
@@ -517,6 +523,16 @@ fn examples() -> Vec<Block> {
             "Restart a service before each retry, and keep a JSON log of the run.",
             "retry --on-retry 'docker compose restart db' \\\n    \
              --log-format json --log-file migrate.jsonl -- ./migrate",
+        ),
+        Example(
+            "A nightly job: a run that gives up is recorded in failed.jsonl, to be run again \
+             later.",
+            "retry -n 5 -B 30m --dead-letter failed.jsonl -- ./sync-orders",
+        ),
+        Example(
+            "Run again, one try each, the recorded runs that have not succeeded since; exit 0 \
+             when none is left pending.",
+            "retry --replay failed.jsonl -n 1",
         ),
         Example(
             "Print the waits that a policy gives, and run nothing.",
