@@ -6,6 +6,7 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod argv;
 pub mod cli;
 pub mod config;
 pub mod duration;
@@ -13,3 +14,4 @@ pub mod exit;
 pub mod policy;
 pub mod report;
 pub mod run;
+pub mod store;
