@@ -28,7 +28,7 @@ _retry() {
 
     # Where the wrapped command starts: after --, or at the first word that is neither an
     # option nor the value of one. A value is the rest of its word (-n3, --tries=3) or the next.
-    local takes_value=' -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color --clients --model --outage --capacity --latency '
+    local takes_value=' -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --clients --model --outage --capacity --latency '
     local start=-1 option=
     for ((i = 1; i < cword; i++)); do
         w=${words[i]} option=
@@ -82,7 +82,7 @@ _retry() {
             COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
         fi
     elif [[ $w == -* ]]; then
-        COMPREPLY=($(compgen -W '-n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --buffer-stdout --on-retry --on-give-up -q --quiet -v --verbose --log-format --log-file --label --color --dry-run --simulate --clients --model --outage --capacity --latency --compare -h --help -V --version' -- "$cur"))
+        COMPREPLY=($(compgen -W '-n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --buffer-stdout --on-retry --on-give-up --dead-letter --replay -q --quiet -v --verbose --log-format --log-file --label --color --dry-run --simulate --clients --model --outage --capacity --latency --compare -h --help -V --version' -- "$cur"))
     else
         _retry_command "${first[cword]}"
     fi
@@ -109,6 +109,16 @@ _retry_value() {
             ;;
         --on-give-up)
             COMPREPLY=($(compgen -c -- "$cur"))
+            ;;
+        --dead-letter)
+            compopt -o filenames 2>/dev/null
+            local IFS=$'\n'
+            COMPREPLY=($(compgen -f -- "$cur"))
+            ;;
+        --replay)
+            compopt -o filenames 2>/dev/null
+            local IFS=$'\n'
+            COMPREPLY=($(compgen -f -- "$cur"))
             ;;
         --log-format)
             COMPREPLY=($(compgen -W 'human json' -- "$cur"))

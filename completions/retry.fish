@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --stdin --on-retry --on-give-up --log-format --log-file --label --color --clients --model --outage --capacity --latency
+    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --clients --model --outage --capacity --latency
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -67,10 +67,13 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-on -x -d 'The
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l success-on -x -d 'Exit codes that count as success besides 0 (codes and ranges)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l retry-if-output -x -d 'A failed try is transient only if its stdout or stderr matched this regular expression'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-if-output -x -d 'A failed try is permanent if its stdout or stderr matched this regular expression'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l until-output -x -d 'A success counts only if the try\'s stdout or stderr matched this regular expression'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l stdin -x -a 'auto\\t replay\\t inherit\\t null\\t' -d 'Standard input of the tries: auto, replay, inherit or null'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-retry -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) before the wait that precedes each retry'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-give-up -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) when the run gives up, as --on-retry'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l dead-letter -r -F -d 'When the run gives up, append it to FILE as one JSON line, to run it again with --replay'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l replay -r -F -d 'Run again, one after another, the runs of a --dead-letter FILE that are still pending'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s q -l quiet -d 'Print only the final line when giving up, and nothing on success'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s v -l verbose -d 'Add the command line, the policy, the seed and timestamps to the log'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-format -x -a 'human\\t json\\t' -d 'Format of the log: human, or json (one JSON object per line)'

@@ -85,6 +85,10 @@ pub struct Config {
     /// `--quota`: the retry quota shared with other runs.
     pub quota: Option<QuotaSpec>,
     pub dry_run: bool,
+    /// `--dead-letter`: where a run that gives up is recorded (spec 17).
+    pub dead_letter: Option<PathBuf>,
+    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17).
+    pub replay: Option<PathBuf>,
     /// `--simulate`: the fleet to simulate instead of running the command (spec 16).
     pub simulate: Option<Simulation>,
     pub stdin: StdinMode,
@@ -163,7 +167,14 @@ fn one_line(e: &clap::Error) -> String {
 
 impl Config {
     pub fn from_cli(cli: Cli, now: SystemTime) -> Result<Config, UsageError> {
-        if cli.command.is_empty() && !cli.dry_run && !cli.simulate.simulate {
+        if cli.replay.is_some() && !cli.command.is_empty() {
+            return Err(UsageError(
+                "--replay runs the commands its FILE recorded: it takes no command (see --help)"
+                    .into(),
+            ));
+        }
+        if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate
+        {
             return Err(UsageError(
                 "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)"
                     .into(),
@@ -230,6 +241,7 @@ impl Config {
                 success_on,
                 retry_if_output: cli.retry_if_output,
                 stop_if_output: cli.stop_if_output,
+                until_output: cli.until_output,
             },
             timeout,
             limit: Limit::earliest(budget, deadline_in),
@@ -266,6 +278,8 @@ impl Config {
             stagger,
             quota: cli.quota,
             dry_run: cli.dry_run,
+            dead_letter: cli.dead_letter,
+            replay: cli.replay,
             simulate,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
@@ -669,6 +683,22 @@ mod tests {
         assert_eq!(config(&["x"]).unwrap().delay_from_output, None);
         let err = config(&["--delay-from-output", "retry in \\S+", "x"]).unwrap_err();
         assert!(err.contains("no capture group"), "{err}");
+    }
+
+    #[test]
+    fn replay_takes_no_command_and_no_dead_letter_file() {
+        let c = config(&["--replay", "f.jsonl", "-n", "1"]).unwrap();
+        assert_eq!(c.replay, Some(PathBuf::from("f.jsonl")));
+        assert!(c.command.is_empty());
+        for args in [
+            &["--replay", "f", "--", "true"][..],
+            &["--replay", "f", "true"],
+            &["--replay", "f", "--dead-letter", "g"],
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(err.contains("--replay"), "{args:?}: {err}");
+        }
     }
 
     #[test]

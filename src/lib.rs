@@ -6,6 +6,7 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod argv;
 pub mod cli;
 pub mod config;
 pub mod duration;
@@ -14,3 +15,4 @@ pub mod policy;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod store;

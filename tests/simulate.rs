@@ -432,6 +432,10 @@ fn bad_input_exits_125_with_one_line_naming_the_option_and_value() {
         (&["--simulate", "--model", "chaos"], &["--model", "'chaos'"]),
         (&["--simulate", "--dry-run"], &["--simulate", "--dry-run"]),
         (
+            &["--simulate", "--replay", "dead.jsonl"],
+            &["--simulate", "--replay"],
+        ),
+        (
             &["--clients", "10", "--", "true"],
             &["--clients 10", "--simulate"],
         ),

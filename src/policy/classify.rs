@@ -65,6 +65,8 @@ pub enum Reason {
     RetryIfOutput(String),
     /// `--retry-if-output` was given and did not match.
     NoRetryIfOutput(String),
+    /// The status was a success, but `--until-output` did not match: not ready yet.
+    NotReady(String),
 }
 
 impl fmt::Display for Reason {
@@ -84,6 +86,7 @@ impl fmt::Display for Reason {
             Reason::NoRetryIfOutput(p) => {
                 write!(f, "output did not match --retry-if-output '{p}'")
             }
+            Reason::NotReady(p) => write!(f, "not ready: no output matched --until-output '{p}'"),
         }
     }
 }
@@ -264,6 +267,8 @@ fn parse_item(item: &str) -> Result<Item, String> {
 pub struct OutputMatch {
     pub retry_if: bool,
     pub stop_if: bool,
+    /// `--until-output` matched.
+    pub until: bool,
     /// The wait read by `--delay-from-output`, if it read one.
     pub requested: Option<Duration>,
 }
@@ -277,6 +282,8 @@ pub struct Classifier {
     pub success_on: List,
     pub retry_if_output: Option<Pattern>,
     pub stop_if_output: Option<Pattern>,
+    /// `--until-output`: a success by status counts only if the output matched (spec 7.3).
+    pub until_output: Option<Pattern>,
 }
 
 impl Classifier {
@@ -285,10 +292,17 @@ impl Classifier {
         self.verdict_with_output(outcome, OutputMatch::default())
     }
 
-    /// The verdict on a try. A failure that the lists leave transient becomes permanent when
-    /// `--stop-if-output` matched, or when `--retry-if-output` is given and did not match.
+    /// The verdict on a try. A success by status without a match of `--until-output` is a
+    /// transient failure, not ready yet. A failure that the lists leave transient (not ready
+    /// included) becomes permanent when `--stop-if-output` matched, or when `--retry-if-output`
+    /// is given and did not match.
     pub fn verdict_with_output(&self, outcome: Outcome, output: OutputMatch) -> Verdict {
-        let verdict = self.verdict_by_status(outcome);
+        let verdict = match (self.verdict_by_status(outcome), &self.until_output) {
+            (Verdict::Success(_), Some(p)) if !output.until => {
+                Verdict::Transient(Reason::NotReady(p.text().to_string()))
+            }
+            (verdict, _) => verdict,
+        };
         // A try that never started wrote nothing: its output decides nothing either.
         if !matches!(verdict, Verdict::Transient(_)) || outcome == Outcome::NoResources {
             return verdict;
@@ -297,12 +311,24 @@ impl Classifier {
             return Verdict::Permanent(Reason::StopIfOutput(p.text().to_string()));
         }
         match &self.retry_if_output {
+            // A try that is not ready says so, rather than that its output matched.
+            Some(_)
+                if output.retry_if
+                    && matches!(verdict, Verdict::Transient(Reason::NotReady(_))) =>
+            {
+                verdict
+            }
             Some(p) if output.retry_if => {
                 Verdict::Transient(Reason::RetryIfOutput(p.text().to_string()))
             }
             Some(p) => Verdict::Permanent(Reason::NoRetryIfOutput(p.text().to_string())),
             None => verdict,
         }
+    }
+
+    /// True when the status alone makes the try a success, whatever its output says.
+    pub fn succeeds_by_status(&self, outcome: Outcome) -> bool {
+        matches!(self.verdict_by_status(outcome), Verdict::Success(_))
     }
 
     fn verdict_by_status(&self, outcome: Outcome) -> Verdict {
@@ -348,6 +374,7 @@ mod tests {
 
     fn classifier(retry_on: Option<&str>, stop_on: &str, success_on: &str) -> Classifier {
         Classifier {
+            until_output: None,
             retry_if_output: None,
             stop_if_output: None,
             retry_on: retry_on.map(list),
@@ -473,6 +500,74 @@ mod tests {
         // And exit 0 is a success whatever --stop-on says.
         let c = classifier(None, "0", "");
         assert_eq!(c.verdict(Outcome::Exit(0)).word(), "success");
+    }
+
+    #[test]
+    fn a_success_without_the_until_output_match_is_not_ready_yet() {
+        let c = Classifier {
+            until_output: Some(Pattern::new("ready").unwrap()),
+            success_on: list("3"),
+            ..Classifier::default()
+        };
+        let ready = OutputMatch {
+            until: true,
+            ..OutputMatch::default()
+        };
+        let not_ready = Verdict::Transient(Reason::NotReady("ready".into()));
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), ready).word(),
+            "success"
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(3), ready).word(),
+            "success"
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), OutputMatch::default()),
+            not_ready
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(3), OutputMatch::default()),
+            not_ready
+        );
+        assert_eq!(
+            not_ready.reason().unwrap().to_string(),
+            "not ready: no output matched --until-output 'ready'"
+        );
+        // A match does not make a failure a success.
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(1), ready).word(),
+            "transient"
+        );
+        assert!(c.succeeds_by_status(Outcome::Exit(0)));
+        assert!(!c.succeeds_by_status(Outcome::Exit(1)));
+    }
+
+    #[test]
+    fn a_try_that_is_not_ready_meets_the_other_output_patterns_as_a_failure() {
+        let c = Classifier {
+            until_output: Some(Pattern::new("ready").unwrap()),
+            retry_if_output: Some(Pattern::new("starting").unwrap()),
+            stop_if_output: Some(Pattern::new("fatal").unwrap()),
+            ..Classifier::default()
+        };
+        let seen = |retry_if, stop_if| OutputMatch {
+            retry_if,
+            stop_if,
+            ..OutputMatch::default()
+        };
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), seen(true, false)),
+            Verdict::Transient(Reason::NotReady("ready".into()))
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), seen(false, false)),
+            Verdict::Permanent(Reason::NoRetryIfOutput("starting".into()))
+        );
+        assert_eq!(
+            c.verdict_with_output(Outcome::Exit(0), seen(true, true)),
+            Verdict::Permanent(Reason::StopIfOutput("fatal".into()))
+        );
     }
 
     #[test]

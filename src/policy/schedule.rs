@@ -33,7 +33,7 @@ impl Policy {
     /// else happens (spec 6.3): after a failure by its status, since a success never has
     /// anything killed. Its output is not all in yet, so the output patterns cannot decide.
     pub fn stops_leftovers(&self, outcome: Outcome) -> bool {
-        !matches!(self.classifier.verdict(outcome), Verdict::Success(_))
+        !self.classifier.succeeds_by_status(outcome)
     }
 }
 

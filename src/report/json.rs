@@ -110,20 +110,29 @@ impl Obj {
             if i > 0 {
                 self.buf.push(',');
             }
-            match std::str::from_utf8(word.as_bytes()) {
-                Ok(text) => escape_into(&mut self.buf, text),
-                Err(_) => self
-                    .buf
-                    .push_str(&Obj::new().str("base64", &base64(word.as_bytes())).finish()),
-            }
+            push_word(&mut self.buf, word);
         }
         self.buf.push(']');
+        self
+    }
+
+    /// One word, written as `words` writes each of its words.
+    pub fn word(mut self, key: &str, word: &OsStr) -> Obj {
+        self.key(key);
+        push_word(&mut self.buf, word);
         self
     }
 
     pub fn finish(mut self) -> String {
         self.buf.push('}');
         self.buf
+    }
+}
+
+fn push_word(buf: &mut String, word: &OsStr) {
+    match std::str::from_utf8(word.as_bytes()) {
+        Ok(text) => escape_into(buf, text),
+        Err(_) => buf.push_str(&Obj::new().str("base64", &base64(word.as_bytes())).finish()),
     }
 }
 

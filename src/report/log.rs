@@ -41,7 +41,7 @@ impl Paint {
 /// and it escapes every part (`printable`), so that the colour codes it adds are the only
 /// escape sequences that can reach the log, whatever the user gave.
 #[derive(Default)]
-struct Line {
+pub(super) struct Line {
     parts: Vec<(String, Option<Paint>)>,
 }
 
@@ -135,8 +135,8 @@ pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) ->
 /// Where the log goes and how it looks.
 pub struct Log {
     out: Box<dyn Write>,
-    json: bool,
-    quiet: bool,
+    pub(super) json: bool,
+    pub(super) quiet: bool,
     verbose: bool,
     color: bool,
     /// Write ASCII only (a locale whose character set is not UTF-8).
@@ -410,7 +410,7 @@ impl Log {
     }
 
     /// Writes one human line; every part of it is made `printable`, then coloured if asked.
-    fn human(&mut self, line: impl Into<Line>) {
+    pub(super) fn human(&mut self, line: impl Into<Line>) {
         let mut text = self.prefix();
         if self.verbose {
             text += &format!("[{}] ", local_time(SystemTime::now()));
@@ -426,7 +426,7 @@ impl Log {
         self.put(&text);
     }
 
-    fn event(&mut self, event: &str) -> Obj {
+    pub(super) fn event(&mut self, event: &str) -> Obj {
         let obj = Obj::new()
             .str("event", event)
             .str(
@@ -440,7 +440,7 @@ impl Log {
         }
     }
 
-    fn emit(&mut self, obj: Obj) {
+    pub(super) fn emit(&mut self, obj: Obj) {
         let mut line = obj.finish();
         line.push('\n');
         self.put(&line);
@@ -755,6 +755,8 @@ impl Log {
     ) {
         let cause = match (signal, last) {
             (Some(s), _) => format!("interrupted by {s}"),
+            // Only --until-output gives up after a try that exited 0.
+            (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
             (None, Some(outcome)) => outcome.to_string(),
             (None, None) => "no try ran".into(),
         };
@@ -794,6 +796,17 @@ impl Log {
             human(elapsed)
         ));
         self.human(line);
+    }
+
+    /// The run that gave up was appended to the `--dead-letter` file `path` (`-v`, and JSON).
+    pub fn dead_lettered(&mut self, path: &std::path::Path) {
+        let shown = path.to_string_lossy();
+        if self.json {
+            let obj = self.event("dead_letter").str("file", &shown);
+            self.emit(obj);
+        } else if self.verbose {
+            self.human(format!("recorded in --dead-letter '{shown}'"));
+        }
     }
 
     /// The `--on-retry` hook took so long that try `next` no longer fits in the budget: the

@@ -5,6 +5,7 @@ pub mod ci;
 pub mod dryrun;
 pub mod json;
 pub mod log;
+pub mod replay;
 pub mod simulate;
 
 use std::ffi::{OsStr, OsString};
@@ -178,6 +179,9 @@ pub fn describe_policy_in(config: &Config, time: impl Fn(Duration) -> String) ->
     if let Some(pattern) = &config.delay_from_output {
         out += &format!(", longer waits when the output asks (--delay-from-output {pattern})");
     }
+    if let Some(pattern) = &p.classifier.until_output {
+        out += &format!(", until the output says it is ready (--until-output {pattern})");
+    }
     out
 }
 
@@ -209,6 +213,9 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
     }
     if let Some(pattern) = &config.delay_from_output {
         obj = obj.str("delay_from_output", pattern.text());
+    }
+    if let Some(pattern) = &p.classifier.until_output {
+        obj = obj.str("until_output", pattern.text());
     }
     obj.str("signal", &config.signal.name())
         .num("kill_after_ms", millis(config.kill_after))

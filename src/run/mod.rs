@@ -1,5 +1,5 @@
-//! The imperative shell: parse, then print the dry run or the simulation, or run the command for
-//! real.
+//! The imperative shell: parse, then print the dry run or the simulation, replay a dead-letter
+//! file, or run the command for real.
 
 pub mod clock;
 pub mod demand;
@@ -7,6 +7,7 @@ pub mod process;
 pub mod quota;
 pub mod quota_redis;
 pub mod rawsig;
+pub mod replay;
 pub mod runner;
 pub mod signals;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -19,6 +20,7 @@ use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use clock::Moment;
@@ -29,13 +31,16 @@ use crate::policy::quota::{QuotaSpec, QuotaStore};
 use crate::report::ci::Ci;
 use crate::report::dryrun;
 use crate::report::log::{Log, use_color};
+use crate::store::deadletter::{self, DeadLetter, Record};
+use runner::RunEnd;
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     let start = Moment::now();
     let wall_start = SystemTime::now();
     crate::report::charset::init_from_env();
-    let config = match config::parse(args, wall_start) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let config = match config::parse(&args, wall_start) {
         ParseOutcome::Run(config) => config,
         ParseOutcome::Info(info) => {
             let _ = info.print();
@@ -46,6 +51,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
             return ExitStatus::Usage;
         }
     };
+    if let Some(file) = &config.replay {
+        return replay::replay(&args, &config, file);
+    }
     let seed = config.seed.unwrap_or_else(rand::random);
     if let Some(sim) = &config.simulate {
         return simulate(&config, sim, seed);
@@ -53,7 +61,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     if config.dry_run {
         return dry_run(&config, seed);
     }
-    real_run(&config, seed, start, wall_start)
+    real_run(&config, &args, seed, start, wall_start)
 }
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
@@ -167,7 +175,7 @@ fn open_quota(spec: &QuotaSpec, log: &mut Log) -> Option<runner::SharedQuota> {
     }
 }
 
-fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let id: u128 = rand::random();
     let hex = format!("{id:032x}");
     format!(
@@ -180,15 +188,92 @@ fn run_id() -> String {
     )
 }
 
-fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -> ExitStatus {
+/// What a run starts from, besides its options.
+struct Start {
+    seed: u64,
+    start: Moment,
+    wall_start: SystemTime,
+    run_id: String,
+    dead_letter: Option<DeadLetter>,
+}
+
+fn real_run(
+    config: &Config,
+    args: &[OsString],
+    seed: u64,
+    start: Moment,
+    wall_start: SystemTime,
+) -> ExitStatus {
+    let run_id = run_id();
+    let mut log = match open_log(config, &run_id) {
+        Ok(log) => log,
+        Err(status) => return status,
+    };
+    let dead_letter = match &config.dead_letter {
+        Some(path) => match dead_letter(config, args, path, &run_id) {
+            Ok(letter) => Some(letter),
+            Err(e) => {
+                log.error(&format!(
+                    "cannot open --dead-letter '{}': {e}",
+                    path.display()
+                ));
+                return ExitStatus::Usage;
+            }
+        },
+        None => None,
+    };
+    let signals = match signals::Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            log.error(&format!("cannot install signal handlers: {e}"));
+            return ExitStatus::Usage;
+        }
+    };
+    let begin = Start {
+        seed,
+        start,
+        wall_start,
+        run_id,
+        dead_letter,
+    };
+    run_logged(config, log, signals, begin).status
+}
+
+/// Where this run is recorded if it gives up: the file is created now, so that a path that
+/// cannot be written is an error before the command runs, not after it failed. The options
+/// kept are those given, less --dead-letter itself and --deadline, which would have passed by
+/// the time of a replay.
+fn dead_letter(
+    config: &Config,
+    args: &[OsString],
+    path: &std::path::Path,
+    run_id: &str,
+) -> io::Result<DeadLetter> {
+    deadletter::prepare(path)?;
+    let run = Record {
+        id: run_id.to_string(),
+        ts: String::new(),
+        label: config.label.clone(),
+        cwd: std::env::current_dir().ok().map(PathBuf::into_os_string),
+        command: config.command.clone(),
+        options: crate::argv::option_words(args, &["dead-letter", "deadline"]),
+        exit_code: 0,
+        reason: String::new(),
+        tries: 0,
+        duration_ms: 0,
+    };
+    Ok(DeadLetter {
+        path: path.to_path_buf(),
+        run,
+    })
+}
+
+/// The log of a run, to standard error or --log-file; when that file cannot be opened, the
+/// error is logged to standard error and the run ends with 125.
+pub(crate) fn open_log(config: &Config, run_id: &str) -> Result<Log, ExitStatus> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let stderr_tty = io::stderr().is_terminal();
-    let countdown = stderr_tty
-        && config.log.file.is_none()
-        && !config.log.quiet
-        && config.log.format == crate::config::LogFormat::Human;
     let ci = Ci::from_env(|name| std::env::var_os(name));
-    let run_id = run_id();
     let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {
         Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
             Ok(file) => (
@@ -206,32 +291,38 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
         ),
     };
     let on_stderr = opened.is_err() || config.log.file.is_none();
-    let mut log = Log::new(out, config, color, run_id.clone()).with_ci(ci, on_stderr);
+    let mut log = Log::new(out, config, color, run_id.to_string()).with_ci(ci, on_stderr);
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.error(&format!("cannot open --log-file '{}': {e}", path.display()));
-        return ExitStatus::Usage;
+        return Err(ExitStatus::Usage);
     }
-    let stdio = match stdio::RunIo::new(config) {
+    Ok(log)
+}
+
+/// Runs the command of `config` to its end, its log open and `retry`'s signals caught.
+fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: Start) -> RunEnd {
+    let countdown = io::stderr().is_terminal()
+        && config.log.file.is_none()
+        && !config.log.quiet
+        && config.log.format == crate::config::LogFormat::Human;
+    let mut stdio = match stdio::RunIo::new(config) {
         Ok(stdio) => stdio,
         Err(e) => {
             log.error(&format!("{e:#}"));
-            return ExitStatus::Usage;
+            return RunEnd {
+                status: ExitStatus::Usage,
+                tries: 0,
+                reason: None,
+                signals,
+            };
         }
     };
-    let signals = match signals::Signals::install() {
-        Ok(signals) => signals,
-        Err(e) => {
-            log.error(&format!("cannot install signal handlers: {e}"));
-            return ExitStatus::Usage;
-        }
-    };
-    let mut stdio = stdio;
     stdio.set_dispositions(signals.dispositions());
     process::become_subreaper();
     let around = runner::Surroundings {
-        run_id,
-        start,
-        wall_start,
+        run_id: begin.run_id,
+        start: begin.start,
+        wall_start: begin.wall_start,
         terminal: process::Terminal::detect(),
         inherited: process::Inherited::now(),
         outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
@@ -239,7 +330,34 @@ fn real_run(config: &Config, seed: u64, start: Moment, wall_start: SystemTime) -
             .quota
             .as_ref()
             .and_then(|spec| open_quota(spec, &mut log)),
+        dead_letter: begin.dead_letter,
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
-    runner.run(seed)
+    runner.run(begin.seed)
+}
+
+/// Runs one recorded run again for `--replay`, under its own id, with the signal handling of
+/// the replay; it is never recorded again (the replay keeps it pending instead).
+pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) -> RunEnd {
+    let start = Moment::now();
+    let wall_start = SystemTime::now();
+    let log = match open_log(config, id) {
+        Ok(log) => log,
+        Err(status) => {
+            return RunEnd {
+                status,
+                tries: 0,
+                reason: None,
+                signals,
+            };
+        }
+    };
+    let begin = Start {
+        seed: config.seed.unwrap_or_else(rand::random),
+        start,
+        wall_start,
+        run_id: id.to_string(),
+        dead_letter: None,
+    };
+    run_logged(config, log, signals, begin)
 }

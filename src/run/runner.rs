@@ -24,6 +24,7 @@ use crate::run::quota::{LocalStore, StoreError, Update};
 use crate::run::quota_redis::RedisStore;
 use crate::run::signals::{Event, Signals};
 use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
+use crate::store::deadletter::DeadLetter;
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
@@ -223,6 +224,18 @@ pub struct Surroundings {
     pub outer: Option<OuterRun>,
     /// The retry quota this run shares with others (`--quota`), its store open.
     pub quota: Option<SharedQuota>,
+    /// Where the run is recorded if it gives up (`--dead-letter`).
+    pub dead_letter: Option<DeadLetter>,
+}
+
+/// How a run ended: its status, and for a replay, its tries, why it gave up if it did, and
+/// the signal handling, which outlives one run.
+pub struct RunEnd {
+    pub status: ExitStatus,
+    pub tries: u64,
+    /// The `reason` of its `give_up` event, if it gave up.
+    pub reason: Option<&'static str>,
+    pub signals: Signals,
 }
 
 /// A retry quota and the store that keeps it.
@@ -321,6 +334,9 @@ pub struct Runner<'c> {
     /// The shared retry quota, while its store answers; dropped (with a warning) when it fails,
     /// and only the run's own limits apply then.
     quota: Option<SharedQuota>,
+    dead_letter: Option<DeadLetter>,
+    /// Tries run, and why the run gave up, once it has ended.
+    ended: (u64, Option<&'static str>),
 }
 
 impl<'c> Runner<'c> {
@@ -363,6 +379,8 @@ impl<'c> Runner<'c> {
             inherited: around.inherited,
             outer: around.outer,
             quota: around.quota,
+            dead_letter: around.dead_letter,
+            ended: (0, None),
         }
     }
 
@@ -381,7 +399,18 @@ impl<'c> Runner<'c> {
         self.log.nested(&outer.id, outer.max_tries, inner);
     }
 
-    pub fn run(mut self, seed: u64) -> ExitStatus {
+    pub fn run(mut self, seed: u64) -> RunEnd {
+        let status = self.run_loop(seed);
+        let (tries, reason) = self.ended;
+        RunEnd {
+            status,
+            tries,
+            reason,
+            signals: self.signals,
+        }
+    }
+
+    fn run_loop(&mut self, seed: u64) -> ExitStatus {
         let config = self.config;
         let mut rng = StdRng::seed_from_u64(seed);
         let mut schedule = Schedule::new(&config.policy);
@@ -570,6 +599,7 @@ impl<'c> Runner<'c> {
     ) -> ControlFlow<ExitStatus, Retry> {
         match decision {
             Decision::Succeed => {
+                self.ended = (t.attempt, None);
                 self.log
                     .succeeded(t.attempt, self.start.elapsed(), schedule.waited());
                 self.stdio.hand_off(&mut t.io);
@@ -712,11 +742,16 @@ impl<'c> Runner<'c> {
         let config = self.config;
         let status = match why {
             GiveUp::Input => ExitStatus::Usage,
+            // A last try that exited 0 but was not ready (--until-output): giving up is never a
+            // success, and 1 is what grep exits when nothing matched.
+            _ if outcome == Outcome::Exit(0) => ExitStatus::LastExit(1),
             _ => ExitStatus::from_last_try(outcome),
         };
         let elapsed = self.start.elapsed();
+        self.ended = (attempt, Some(why.word()));
         self.log
             .gave_up(attempt, elapsed, why, status, Some(outcome), None);
+        self.record_dead_letter(attempt, why, status, elapsed);
         if let Some(command) = &config.on_give_up {
             let hook = Hook {
                 which: "--on-give-up",
@@ -735,7 +770,35 @@ impl<'c> Runner<'c> {
         status
     }
 
+    /// Appends the run, which gives up after `attempt` tries, to `--dead-letter`: for every
+    /// reason but an interrupt (nobody wants it run again) and input that could not be kept
+    /// (`retry`'s own failure, status 125). A failure to append is told, and changes nothing
+    /// else: the status still says what the command did.
+    fn record_dead_letter(
+        &mut self,
+        attempt: u64,
+        why: &GiveUp,
+        status: ExitStatus,
+        elapsed: Duration,
+    ) {
+        let Some(letter) = &self.dead_letter else {
+            return;
+        };
+        if matches!(why, GiveUp::Interrupted | GiveUp::Input) {
+            return;
+        }
+        let code = u64::try_from(status.code()).unwrap_or_default();
+        match letter.append(code, why.word(), attempt, elapsed) {
+            Ok(()) => self.log.dead_lettered(&letter.path),
+            Err(e) => self.log.warn(&format!(
+                "cannot record this run in --dead-letter '{}': {e}",
+                letter.path.display()
+            )),
+        }
+    }
+
     fn interrupted(&mut self, attempt: u64, signal: Signal, in_wait: bool) -> ExitStatus {
+        self.ended = (attempt, Some(GiveUp::Interrupted.word()));
         self.log.received(signal, attempt, in_wait);
         let status = ExitStatus::Reraise(signal);
         self.log.gave_up(
@@ -841,7 +904,7 @@ impl<'c> Runner<'c> {
             }
             Finish::OutputFailed => return TryEnd::OutputFailed,
         };
-        if !self.config.policy.stops_leftovers(ended.outcome) {
+        if !self.stops_leftovers(ended.outcome, io) {
             return TryEnd::Ended(ended);
         }
         if let Some(stopped) = self.stop_leftovers(child, Some(io)) {
@@ -854,6 +917,15 @@ impl<'c> Runner<'c> {
             });
         }
         TryEnd::Ended(ended)
+    }
+
+    /// Whether what the try that ended with `outcome` left running is stopped now: after a
+    /// failure by its status, and after a success by its status that has not printed the match
+    /// of `--until-output` (not ready, so another try follows, and tries never overlap).
+    fn stops_leftovers(&mut self, outcome: Outcome, io: &mut TryIo) -> bool {
+        let policy = &self.config.policy;
+        policy.stops_leftovers(outcome)
+            || (policy.classifier.until_output.is_some() && !self.stdio.ready_so_far(io))
     }
 
     /// Runs a started child, a try or a hook, until it ends or `until` comes, passing signals on

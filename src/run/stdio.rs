@@ -588,6 +588,8 @@ struct Stream {
     written: usize,
     retry_if: Option<LineMatcher>,
     stop_if: Option<LineMatcher>,
+    /// `--until-output`: whether the try said it is ready.
+    until: Option<LineMatcher>,
     /// `--delay-from-output`: reads the waits the output asks for.
     delay_from: Option<CaptureMatcher>,
     held: Spool,
@@ -664,6 +666,7 @@ pub struct RunIo {
     buffer_stdout: bool,
     retry_if: Option<Pattern>,
     stop_if: Option<Pattern>,
+    until: Option<Pattern>,
     delay_from: Option<Pattern>,
     stdout: Sink,
     stderr: Sink,
@@ -786,6 +789,7 @@ impl RunIo {
             buffer_stdout: config.buffer_stdout,
             retry_if: classifier.retry_if_output.clone(),
             stop_if: classifier.stop_if_output.clone(),
+            until: classifier.until_output.clone(),
             delay_from: config.delay_from_output.clone(),
             stdout: Sink::new(Own::Stdout(io::stdout())),
             stderr: Sink::new(Own::Stderr(io::stderr())),
@@ -819,7 +823,10 @@ impl RunIo {
     }
 
     fn watching(&self) -> bool {
-        self.retry_if.is_some() || self.stop_if.is_some() || self.delay_from.is_some()
+        self.retry_if.is_some()
+            || self.stop_if.is_some()
+            || self.until.is_some()
+            || self.delay_from.is_some()
     }
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
@@ -883,6 +890,7 @@ impl RunIo {
                 written: 0,
                 retry_if: self.retry_if.clone().map(LineMatcher::new),
                 stop_if: self.stop_if.clone().map(LineMatcher::new),
+                until: self.until.clone().map(LineMatcher::new),
                 delay_from: self.delay_from.clone().map(CaptureMatcher::new),
                 held: Spool::new(),
                 delivering: None,
@@ -1161,6 +1169,7 @@ impl RunIo {
         if s.dest == Dest::Hold
             && s.retry_if.is_none()
             && s.stop_if.is_none()
+            && s.until.is_none()
             && s.delay_from.is_none()
         {
             match s.held.splice_from(fd.as_fd(), HELD_PIPE) {
@@ -1209,6 +1218,9 @@ impl RunIo {
             m.feed(&buf);
         }
         if let Some(m) = &mut s.stop_if {
+            m.feed(&buf);
+        }
+        if let Some(m) = &mut s.until {
             m.feed(&buf);
         }
         if let Some(m) = &mut s.delay_from {
@@ -1347,12 +1359,28 @@ impl RunIo {
                 m.finish();
                 matched.stop_if |= m.matched();
             }
+            if let Some(m) = &mut s.until {
+                m.finish();
+                matched.until |= m.matched();
+            }
             if let Some(m) = &mut s.delay_from {
                 m.finish(|group| io.requests.saw(group));
             }
         }
         matched.requested = io.requests.wait;
         matched
+    }
+
+    /// Whether the try has printed the match of `--until-output` yet, in what its pipes hold now
+    /// too: a try that exited 0 without it is not ready, and what it left running is stopped as
+    /// a failed try's leftovers are.
+    pub fn ready_so_far(&mut self, io: &mut TryIo) -> bool {
+        for i in 0..io.streams.len() {
+            self.read_queued(io, i);
+        }
+        io.streams
+            .iter()
+            .any(|s| s.until.as_ref().is_some_and(LineMatcher::matched))
     }
 
     /// Reads what a stream's pipe holds now (only that: a process still writing must not keep
@@ -1374,6 +1402,9 @@ impl RunIo {
                 m.feed(data);
             }
             if let Some(m) = &mut s.stop_if {
+                m.feed(data);
+            }
+            if let Some(m) = &mut s.until {
                 m.feed(data);
             }
             if let Some(m) = &mut s.delay_from {

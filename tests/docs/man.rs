@@ -368,7 +368,9 @@ fn exit_status() -> Vec<Block> {
         ),
         literal(
             &ExitStatus::OutputFailed.code().to_string(),
-            "The output of a try could not be written (a full disk); the cause is logged.",
+            "The output of a try could not be written (a full disk); the cause is logged. Also \
+             the status of a run that gave up after a try that exited 0 but was not ready \
+             (--until-output), and of a --replay that left runs pending.",
         ),
         p(
             "When `retry` is interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT and any \
@@ -463,6 +465,12 @@ fn files() -> Vec<Block> {
             "--log-file *PATH*",
             "The log, appended to, instead of standard error.",
         ),
+        item(
+            "--dead-letter *FILE*",
+            "The runs that gave up, one JSON object per line, appended to and never rewritten; \
+             --replay appends a `resolved` line for each run that then succeeds, and an \
+             `attempt` line for each that does not. Created for its owner only (0600).",
+        ),
     ]
 }
 
@@ -485,6 +493,11 @@ fn examples() -> Vec<Block> {
         Example(
             "Wait up to 2 minutes for a database to accept connections, trying every second.",
             "retry -n 0 -B 2m -d 1s -j none -- pg_isready -h db",
+        ),
+        Example(
+            "Wait up to 2 minutes until a service says it is up, asking every second.",
+            "retry -n 0 -B 2m -d 1s -j none --until-output '\"status\":\"up\"' \\\n    \
+             -- curl -fsS localhost:8080/health",
         ),
         Example(
             "Retry only when curl could not resolve the host (6), could not connect (7) or timed \
@@ -510,6 +523,16 @@ fn examples() -> Vec<Block> {
             "Restart a service before each retry, and keep a JSON log of the run.",
             "retry --on-retry 'docker compose restart db' \\\n    \
              --log-format json --log-file migrate.jsonl -- ./migrate",
+        ),
+        Example(
+            "A nightly job: a run that gives up is recorded in failed.jsonl, to be run again \
+             later.",
+            "retry -n 5 -B 30m --dead-letter failed.jsonl -- ./sync-orders",
+        ),
+        Example(
+            "Run again, one try each, the recorded runs that have not succeeded since; exit 0 \
+             when none is left pending.",
+            "retry --replay failed.jsonl -n 1",
         ),
         Example(
             "Print the waits that a policy gives, and run nothing.",

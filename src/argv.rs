@@ -1,0 +1,262 @@
+//! The options of a command line as words: which words before the command give which option,
+//! so that a dead letter can keep the options of its run as they were given (spec 17), and a
+//! replay can let the options given now override them.
+//!
+//! The words are read as clap reads them, from the same definition (`cli::command`): a long
+//! option takes its value after `=` or as the next word, a cluster of short options (`-qn3`)
+//! ends at the first one that takes a value, and `--` or the first word that is not an option
+//! starts the command. Only a command line that clap accepted is read here.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use clap::{Arg, Command};
+
+use crate::cli;
+
+/// One option given: its id (its long name) and its value, if it takes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Given {
+    id: String,
+    value: Option<OsString>,
+}
+
+impl Given {
+    /// The option in one word, `--NAME` or `--NAME=VALUE`, which clap reads the same
+    /// whatever the value holds (a leading `-`, an `=`, nothing at all).
+    fn word(&self) -> OsString {
+        let mut word = format!("--{}", self.id).into_bytes();
+        if let Some(value) = &self.value {
+            word.push(b'=');
+            word.extend_from_slice(value.as_bytes());
+        }
+        OsString::from_vec(word)
+    }
+}
+
+/// The words of one option, or of one cluster of short options, and what they give.
+#[derive(Debug)]
+struct Group {
+    words: Vec<OsString>,
+    given: Vec<Given>,
+}
+
+/// Reads `words` (the program name left out) into groups, up to the start of the command.
+fn groups(cmd: &Command, words: &[OsString]) -> Vec<Group> {
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while let Some(word) = words.get(i) {
+        let bytes = word.as_bytes();
+        if bytes == b"--" || !bytes.starts_with(b"-") || bytes == b"-" {
+            break;
+        }
+        let (given, used) = if let Some(long) = bytes.strip_prefix(b"--") {
+            read_long(cmd, long, words.get(i + 1))
+        } else {
+            read_shorts(cmd, &bytes[1..], words.get(i + 1))
+        };
+        let end = (i + used).min(words.len());
+        groups.push(Group {
+            words: words[i..end].to_vec(),
+            given,
+        });
+        i = end;
+    }
+    groups
+}
+
+/// `--NAME`, `--NAME=VALUE` or `--NAME VALUE`: what it gives, and how many words it used.
+fn read_long(cmd: &Command, long: &[u8], next: Option<&OsString>) -> (Vec<Given>, usize) {
+    let (name, attached) = match long.iter().position(|&b| b == b'=') {
+        Some(eq) => (&long[..eq], Some(&long[eq + 1..])),
+        None => (long, None),
+    };
+    let name = String::from_utf8_lossy(name).into_owned();
+    let arg = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some(name.as_str()));
+    let takes_value = arg.is_some_and(takes_value);
+    let id = arg.map_or(name, |a| a.get_id().to_string());
+    match (takes_value, attached) {
+        (true, Some(value)) => (vec![given(id, Some(value))], 1),
+        (true, None) => (vec![given(id, next.map(|v| v.as_bytes()))], 2),
+        (false, _) => (vec![given(id, None)], 1),
+    }
+}
+
+/// A cluster of short options (`-q`, `-n3`, `-n=3`, `-qn 3`): what it gives, and how many
+/// words it used.
+fn read_shorts(cmd: &Command, cluster: &[u8], next: Option<&OsString>) -> (Vec<Given>, usize) {
+    let mut out = Vec::new();
+    for (k, &c) in cluster.iter().enumerate() {
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_short() == Some(char::from(c)));
+        let Some(arg) = arg else {
+            out.push(given(char::from(c).to_string(), None));
+            continue;
+        };
+        let id = arg.get_id().to_string();
+        if !takes_value(arg) {
+            out.push(given(id, None));
+            continue;
+        }
+        let rest = &cluster[k + 1..];
+        if rest.is_empty() {
+            out.push(given(id, next.map(|v| v.as_bytes())));
+            return (out, 2);
+        }
+        out.push(given(id, Some(rest.strip_prefix(b"=").unwrap_or(rest))));
+        return (out, 1);
+    }
+    (out, 1)
+}
+
+fn given(id: String, value: Option<&[u8]>) -> Given {
+    Given {
+        id,
+        value: value.map(|v| OsStr::from_bytes(v).to_os_string()),
+    }
+}
+
+fn takes_value(arg: &Arg) -> bool {
+    arg.get_action().takes_values()
+}
+
+/// The option words of the command line `args` (the program name first), as given, without
+/// the options whose ids are in `drop`, and without the `--` before the command.
+pub fn option_words(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
+    let cmd = cli::command();
+    groups(&cmd, args.get(1..).unwrap_or_default())
+        .into_iter()
+        .filter(|g| !g.given.iter().all(|o| drop.contains(&o.id.as_str())))
+        .flat_map(|g| g.words)
+        .collect()
+}
+
+/// The options of a replayed run: those it recorded, except those that the options given now
+/// override (the same option, or one that cannot be used with one of them), then those given
+/// now. Each is written as one word, `--NAME=VALUE`, so that a cluster of short options can
+/// lose one of its options and keep the others.
+pub fn merged(recorded: &[OsString], now: &[OsString]) -> Vec<OsString> {
+    let cmd = cli::command();
+    let given = |words: &[OsString]| -> Vec<Given> {
+        groups(&cmd, words)
+            .into_iter()
+            .flat_map(|g| g.given)
+            .collect()
+    };
+    let (old, new) = (given(recorded), given(now));
+    let overridden = |o: &Given| {
+        new.iter()
+            .any(|n| n.id == o.id || conflict(&cmd, &o.id, &n.id))
+    };
+    old.iter()
+        .filter(|o| !overridden(o))
+        .chain(&new)
+        .map(Given::word)
+        .collect()
+}
+
+/// Whether clap refuses the two options together, as declared on either of them.
+fn conflict(cmd: &Command, a: &str, b: &str) -> bool {
+    let find = |id: &str| cmd.get_arguments().find(|arg| arg.get_id() == id);
+    let (Some(x), Some(y)) = (find(a), find(b)) else {
+        return false;
+    };
+    cmd.get_arg_conflicts_with(x)
+        .iter()
+        .any(|c| c.get_id() == y.get_id())
+        || cmd
+            .get_arg_conflicts_with(y)
+            .iter()
+            .any(|c| c.get_id() == x.get_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(ws: &[&str]) -> Vec<OsString> {
+        ws.iter().map(OsString::from).collect()
+    }
+
+    fn shown(ws: &[OsString]) -> Vec<String> {
+        ws.iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_options_stop_where_the_command_starts() {
+        let args = words(&["retry", "-n", "2", "-q", "--", "sh", "-c", "exit 3"]);
+        assert_eq!(shown(&option_words(&args, &[])), ["-n", "2", "-q"]);
+        let args = words(&["retry", "--label=x", "make", "-n", "1"]);
+        assert_eq!(shown(&option_words(&args, &[])), ["--label=x"]);
+    }
+
+    #[test]
+    fn a_value_that_looks_like_an_option_stays_a_value() {
+        // `--label --deadline` names the run "--deadline": nothing to drop.
+        let args = words(&["retry", "--label", "--deadline", "-d", "--", "x"]);
+        assert_eq!(
+            shown(&option_words(&args, &["deadline"])),
+            ["--label", "--deadline", "-d", "--"]
+        );
+    }
+
+    #[test]
+    fn dropped_options_go_with_their_values_in_either_form() {
+        let args = words(&[
+            "retry",
+            "--deadline",
+            "2030-01-01T00:00:00Z",
+            "-n3",
+            "--dead-letter=f.jsonl",
+            "-qd",
+            "1s",
+            "--",
+            "x",
+        ]);
+        assert_eq!(
+            shown(&option_words(&args, &["deadline", "dead-letter"])),
+            ["-n3", "-qd", "1s"]
+        );
+    }
+
+    #[test]
+    fn options_given_now_override_the_same_and_conflicting_recorded_ones() {
+        let recorded = words(&["-qn", "5", "--delays", "1s,2s", "--label", "a"]);
+        let now = words(&["-n", "1", "-v", "-d", "10ms"]);
+        assert_eq!(
+            shown(&merged(&recorded, &now)),
+            ["--label=a", "--tries=1", "--verbose", "--delay=10ms"]
+        );
+        // Values keep every byte, and an empty one stays a value.
+        let recorded = vec![
+            OsString::from("--log-file"),
+            OsString::from_vec(b"l\xff".to_vec()),
+        ];
+        let merged = merged(&recorded, &words(&["--label="]));
+        assert_eq!(merged[0].as_bytes(), b"--log-file=l\xff");
+        assert_eq!(merged[1], "--label=");
+    }
+
+    #[test]
+    fn merged_options_parse_as_clap_reads_them() {
+        let recorded = words(&["-n", "5", "-d=-1s", "--stop-on", "2", "-j", "none"]);
+        let now = words(&["-n", "1", "--delay", "20ms"]);
+        let mut args = words(&["retry"]);
+        args.extend(merged(&recorded, &now));
+        args.extend(words(&["--", "true"]));
+        let now_time = std::time::SystemTime::now();
+        match crate::config::parse(args, now_time) {
+            crate::config::ParseOutcome::Run(c) => {
+                assert_eq!(c.policy.max_tries, Some(1));
+                assert_eq!(c.policy.waits.delay, std::time::Duration::from_millis(20));
+                assert_eq!(c.policy.waits.jitter, crate::policy::Jitter::None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `retry --replay FILE` (spec 17): runs again, one after another, the runs of a dead-letter
+//! file that are still pending, each through the same runner as any run, and appends to the
+//! file what became of each.
+//!
+//! The file is read once, at the start: a run that gives up while the replay goes on is
+//! appended after the lines read, and waits for the next replay. A run is marked resolved
+//! only after it succeeded, so a replay killed between the success and that line runs it
+//! once more next time: at least once, never lost. The run keeps its recorded id as
+//! `RETRY_RUN_ID`, which a command can use as an idempotency key against that.
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::config::{self, Config, ParseOutcome};
+use crate::exit::ExitStatus;
+use crate::report::printable;
+use crate::report::replay::pending_list;
+use crate::run::signals::Signals;
+use crate::run::{open_log, run_again, run_id};
+use crate::store::deadletter::{self, Pending, Replayed};
+
+/// Replays the pending runs of `file`; `args` is the whole command line, whose options
+/// override those each run recorded.
+pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
+    // Each run is replayed in its own directory: the file is named from here once and for all.
+    let file = absolute(file);
+    let pending = match load(&file) {
+        Ok(pending) => pending,
+        Err(line) => {
+            eprintln!("retry: {}", printable(&line));
+            return ExitStatus::Usage;
+        }
+    };
+    if config.dry_run {
+        return list(config, &file, &pending);
+    }
+    let now = crate::argv::option_words(args, &["replay"]);
+    // A --log-file given now names a file from here, not from each run's directory.
+    let log_file = config.log.file.as_deref().map(absolute);
+    let runs = match pending
+        .into_iter()
+        .map(|p| configure(&file, p, &now, log_file.as_deref()))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(runs) => runs,
+        Err(line) => {
+            eprintln!("retry: {}", printable(&line));
+            return ExitStatus::Usage;
+        }
+    };
+    let mut log = match open_log(config, &run_id()) {
+        Ok(log) => log,
+        Err(status) => return status,
+    };
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            log.error(&format!("cannot install signal handlers: {e}"));
+            return ExitStatus::Usage;
+        }
+    };
+    Replay {
+        file,
+        log,
+        resolved: 0,
+        pending: 0,
+    }
+    .run_all(&runs, signals)
+}
+
+/// The pending runs of `file`, or the one line that says why it cannot be replayed.
+fn load(file: &Path) -> Result<Vec<Pending>, String> {
+    let shown = file.display();
+    let contents = deadletter::read(file).map_err(|e| format!("cannot read '{shown}': {e}"))?;
+    deadletter::pending(&contents).map_err(|d| format!("'{shown}' line {}: {}", d.line, d.why))
+}
+
+/// `--replay FILE --dry-run`: lists the pending runs on stdout, and runs nothing. The status
+/// is that of a replay that would change nothing: 0 when nothing is pending, 1 otherwise.
+fn list(config: &Config, file: &Path, pending: &[Pending]) -> ExitStatus {
+    let json = config.log.format == crate::config::LogFormat::Json;
+    let status = match pending.len() {
+        0 => ExitStatus::Success,
+        _ => ExitStatus::LastExit(1),
+    };
+    let mut out = io::stdout().lock();
+    match pending_list(&mut out, file, pending, json).and_then(|()| out.flush()) {
+        Ok(()) => status,
+        // A reader that has seen enough (`| head`) is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => status,
+        Err(e) => {
+            eprintln!("retry: cannot write the list: {e}");
+            ExitStatus::Usage
+        }
+    }
+}
+
+/// The options of the pending run `p`: those it recorded, overridden by those given now
+/// (`now`). Every run is checked before any runs, so that options that do not go together
+/// are a usage error, not a run that fails halfway through the replay.
+fn configure(
+    file: &Path,
+    p: Pending,
+    now: &[OsString],
+    log_file: Option<&Path>,
+) -> Result<(Pending, Config), String> {
+    let mut args = vec![OsString::from("retry")];
+    args.extend(crate::argv::merged(&p.record.options, now));
+    args.push(OsString::from("--"));
+    args.extend(p.record.command.iter().cloned());
+    let at = format!("'{}' line {}", file.display(), p.line);
+    match config::parse(args, SystemTime::now()) {
+        ParseOutcome::Run(config) if config.dry_run => Err(format!(
+            "{at}: its options ask for --dry-run, which a replay cannot run"
+        )),
+        ParseOutcome::Run(mut config) => {
+            if let Some(path) = log_file {
+                config.log.file = Some(path.to_path_buf());
+            }
+            Ok((p, *config))
+        }
+        ParseOutcome::Usage(e) => Err(format!("{at}: its options with those given now: {e}")),
+        ParseOutcome::Info(_) => Err(format!("{at}: its options ask for --help or --version")),
+    }
+}
+
+/// A replay under way: where it writes, and what it has done so far.
+struct Replay {
+    file: PathBuf,
+    log: crate::report::log::Log,
+    resolved: usize,
+    pending: usize,
+}
+
+impl Replay {
+    /// Runs every pending run in order; stops at an interrupt, or when the file can no longer
+    /// be appended to (what would be run could not be recorded).
+    fn run_all(mut self, runs: &[(Pending, Config)], mut signals: Signals) -> ExitStatus {
+        let total = runs.len();
+        for (k, (p, config)) in runs.iter().enumerate() {
+            self.log.replay_start(k + 1, total, p);
+            let (replayed, stopped_by) = match enter(p) {
+                Err(error) => (
+                    Replayed::NotRun {
+                        reason: "cwd".into(),
+                        error,
+                    },
+                    None,
+                ),
+                Ok(()) => {
+                    let end = run_again(config, &p.record.id, signals);
+                    signals = end.signals;
+                    let stopped_by = match end.status {
+                        ExitStatus::Reraise(signal) => Some(signal),
+                        _ => None,
+                    };
+                    (outcome(end.status, end.reason, end.tries), stopped_by)
+                }
+            };
+            if let Err(e) = deadletter::append(
+                &self.file,
+                &deadletter::replayed_line(&p.record.id, &replayed),
+            ) {
+                self.log.error(&format!(
+                    "cannot append to '{}': {e}; the replay stops",
+                    self.file.display()
+                ));
+                self.pending += total - k;
+                self.log
+                    .replay_summary(&self.file, self.resolved, self.pending);
+                return ExitStatus::Usage;
+            }
+            match replayed {
+                Replayed::Resolved { .. } => self.resolved += 1,
+                _ => self.pending += 1,
+            }
+            self.log.replay_end(k + 1, total, p, &replayed);
+            if let Some(signal) = stopped_by {
+                // Interrupted: no further run starts, and retry ends as the run did.
+                self.pending += total - k - 1;
+                self.log
+                    .replay_summary(&self.file, self.resolved, self.pending);
+                return ExitStatus::Reraise(signal);
+            }
+        }
+        self.log
+            .replay_summary(&self.file, self.resolved, self.pending);
+        match self.pending {
+            0 => ExitStatus::Success,
+            _ => ExitStatus::LastExit(1),
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Enters the run's directory; the reason it cannot, if it cannot.
+fn enter(p: &Pending) -> Result<(), String> {
+    let Some(cwd) = &p.record.cwd else {
+        return Err("its directory was unknown when it gave up".into());
+    };
+    std::env::set_current_dir(cwd).map_err(|e| {
+        format!(
+            "cannot enter its directory {}: {e}",
+            crate::report::quote(cwd)
+        )
+    })
+}
+
+/// What the replayed run that ended with `status` came to.
+fn outcome(status: ExitStatus, reason: Option<&str>, tries: u64) -> Replayed {
+    if status == ExitStatus::Success {
+        return Replayed::Resolved { tries };
+    }
+    Replayed::Failed {
+        exit_code: u64::try_from(status.code()).unwrap_or_default(),
+        // No reason: the run ended by retry's own error (usage, output that could not be
+        // written) before it could give up.
+        reason: reason.unwrap_or("error").to_string(),
+        tries,
+    }
+}

@@ -1,0 +1,473 @@
+//! Dead letters and replay (spec 17) through the real binary: the file that runs giving up
+//! append to, and `--replay`, which runs them again.
+
+mod common;
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{retry, retry_std, stderr_of, stdout_of, wait_bounded, wait_until};
+use serde_json::Value;
+
+/// The lines of the dead-letter file, each parsed; a line that is not JSON fails the test.
+fn lines(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+fn events<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["event"] == event).collect()
+}
+
+fn ids(lines: &[&Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Runs `retry --dead-letter FILE ARGS -- sh -c SCRIPT` in `dir`; returns its exit status.
+fn give_up(dir: &Path, file: &Path, args: &[&str], script: &str) -> i32 {
+    let out = retry()
+        .current_dir(dir)
+        .arg("--dead-letter")
+        .arg(file)
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    out.status.code().unwrap_or(-1)
+}
+
+/// Runs `retry --replay FILE ARGS` in `dir`.
+fn replay(dir: &Path, file: &Path, args: &[&str]) -> std::process::Output {
+    retry()
+        .current_dir(dir)
+        .arg("--replay")
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn fifty_runs_giving_up_together_leave_fifty_whole_lines_in_a_private_file() {
+    let dir = common::temp_dir("dl-fifty");
+    let file = dir.join("new").join("dead.jsonl");
+    let mut children: Vec<_> = (0..50)
+        .map(|_| {
+            retry_std()
+                .current_dir(&dir)
+                .arg("--dead-letter")
+                .arg(&file)
+                .args(["-n", "1", "--", "sh", "-c", "exit 3"])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in &mut children {
+        let status = wait_bounded(child, common::TEST_LIMIT);
+        assert_eq!(status.code(), Some(3));
+    }
+    let lines = lines(&file);
+    assert_eq!(lines.len(), 50);
+    let unique: HashSet<String> = ids(&events(&lines, "dead_letter")).into_iter().collect();
+    assert_eq!(unique.len(), 50, "every run has its own id");
+    for line in &lines {
+        assert_eq!(line["command"], serde_json::json!(["sh", "-c", "exit 3"]));
+        assert_eq!(line["options"], serde_json::json!(["-n", "1"]));
+        assert_eq!(line["exit_code"], 3);
+        assert_eq!(line["reason"], "tries");
+        assert_eq!(line["tries"], 1);
+        assert_eq!(line["label"], Value::Null);
+        assert!(
+            line["duration_ms"].is_u64() && line["ts"].is_string(),
+            "{line}"
+        );
+        assert_eq!(line["cwd"], dir.to_str().unwrap_or_default());
+    }
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o700);
+}
+
+#[test]
+fn a_record_keeps_every_field_and_never_the_environment() {
+    let dir = common::temp_dir("dl-fields");
+    let file = dir.join("dead.jsonl");
+    let out = retry()
+        .current_dir(&dir)
+        .env("SECRET_TOKEN", "hunter2")
+        .args(["--label", "nightly sync", "-n", "2", "-d", "1ms"])
+        .args(["--deadline", "2099-01-01T00:00:00Z", "--stop-on", "4"])
+        .arg("--dead-letter")
+        .arg(&file)
+        .args(["--", "sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("hunter2"), "{text}");
+    let lines = lines(&file);
+    assert_eq!(lines.len(), 1);
+    let r = &lines[0];
+    assert_eq!(r["label"], "nightly sync");
+    assert_eq!(r["reason"], "permanent");
+    assert_eq!(
+        (r["exit_code"].as_u64(), r["tries"].as_u64()),
+        (Some(4), Some(1))
+    );
+    // As given, less --dead-letter and --deadline, which would have passed at a replay.
+    assert_eq!(
+        r["options"],
+        serde_json::json!([
+            "--label",
+            "nightly sync",
+            "-n",
+            "2",
+            "-d",
+            "1ms",
+            "--stop-on",
+            "4"
+        ])
+    );
+}
+
+#[test]
+fn a_run_that_succeeds_or_is_interrupted_is_not_recorded() {
+    let dir = common::temp_dir("dl-none");
+    let file = dir.join("dead.jsonl");
+    assert_eq!(give_up(&dir, &file, &["-n", "3"], "exit 0"), 0);
+    // Ctrl-C reached the command: stop at once, and nothing to run again.
+    let out = retry()
+        .current_dir(&dir)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args(["--", "sh", "-c", "exit 130"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr_of(&out));
+    // The file is created when the run starts, so that a path that cannot be written is found
+    // at once; it holds no line.
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+}
+
+#[test]
+fn a_dead_letter_file_that_cannot_be_created_is_an_error_before_the_command_runs() {
+    let dir = common::temp_dir("dl-cannot");
+    std::fs::write(dir.join("plain"), "").unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--dead-letter", "plain/dead.jsonl", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("--dead-letter 'plain/dead.jsonl'"), "{log}");
+    assert!(!dir.join("ran").exists());
+}
+
+#[test]
+fn an_argument_of_any_bytes_replays_byte_exact_in_its_directory() {
+    let base = common::temp_dir("dl-bytes");
+    // The directory's name is not UTF-8 either.
+    let dir = base.join(OsStr::from_bytes(b"d\xffir"));
+    std::fs::create_dir(&dir).unwrap();
+    let file = base.join("dead.jsonl");
+    let weird = OsStr::from_bytes(b"\xff\xfe a 'quote' \"double\"\nnext line");
+    let script = "printf '%s\\0' \"$@\" > argv; test -e ok";
+    let out = retry()
+        .current_dir(&dir)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args(["-n", "1", "--", "sh", "-c", script, "sh"])
+        .arg(weird)
+        .arg("plain")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let mut expected = weird.as_bytes().to_vec();
+    expected.extend_from_slice(b"\0plain\0");
+    assert_eq!(std::fs::read(dir.join("argv")).unwrap(), expected);
+    let record = &lines(&file)[0];
+    assert!(record["command"][4]["base64"].is_string(), "{record}");
+    assert!(record["cwd"]["base64"].is_string(), "{record}");
+
+    std::fs::remove_file(dir.join("argv")).unwrap();
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let out = replay(&base, &file, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(std::fs::read(dir.join("argv")).unwrap(), expected);
+}
+
+/// Three runs that gave up, in directories `a`, `b` and `c` of `base`: each appends its name
+/// to `base/runs` and succeeds once its directory holds `ok`.
+fn three_runs(base: &Path) -> PathBuf {
+    let file = base.join("dead.jsonl");
+    for name in ["a", "b", "c"] {
+        let dir = base.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let script = format!("echo {name} >> ../runs; test -e ok");
+        assert_eq!(give_up(&dir, &file, &["-n", "2", "-d", "1ms"], &script), 1);
+    }
+    file
+}
+
+fn runs(base: &Path) -> String {
+    std::fs::read_to_string(base.join("runs")).unwrap_or_default()
+}
+
+#[test]
+fn of_three_runs_one_resolves_and_two_stay_pending_and_only_those_are_tried_again() {
+    let base = common::temp_dir("dl-three");
+    let file = three_runs(&base);
+    assert_eq!(runs(&base), "a\na\nb\nb\nc\nc\n");
+    let recorded = ids(&events(&lines(&file), "dead_letter"));
+    std::fs::write(base.join("a/ok"), "").unwrap();
+    std::fs::remove_dir_all(base.join("c")).unwrap();
+
+    // -n 1 given now overrides the recorded -n 2: one try each.
+    let out = replay(&base, &file, &["-n", "1"]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert_eq!(runs(&base), "a\na\nb\nb\nc\nc\na\nb\n");
+    assert!(log.contains("run 1/3 resolved"), "{log}");
+    assert!(log.contains("run 2/3 still pending"), "{log}");
+    assert!(
+        log.contains("run 3/3 still pending: cannot enter its directory"),
+        "{log}"
+    );
+    assert!(log.contains(": 1 resolved, 2 still pending"), "{log}");
+    let after = lines(&file);
+    assert_eq!(ids(&events(&after, "resolved")), [recorded[0].clone()]);
+    let attempts = events(&after, "attempt");
+    assert_eq!(ids(&attempts), [recorded[1].clone(), recorded[2].clone()]);
+    assert_eq!(attempts[0]["reason"], "tries");
+    assert_eq!(attempts[1]["reason"], "cwd");
+
+    // The dry run lists the two, and runs nothing.
+    let out = replay(&base, &file, &["--dry-run"]);
+    let list = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(list.starts_with("2 runs pending in "), "{list}");
+    assert!(!list.contains(&recorded[0]), "{list}");
+    for id in &recorded[1..] {
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} not listed: {list}"));
+        assert!(line.contains("tries, exit 1, replayed once"), "{line}");
+        assert!(line.contains("2026") || line.contains('T'), "{line}");
+    }
+    assert!(
+        list.contains("sh -c 'echo b >> ../runs; test -e ok'"),
+        "{list}"
+    );
+    assert_eq!(runs(&base), "a\na\nb\nb\nc\nc\na\nb\n");
+
+    // The second replay tries only the two; its own options are the recorded ones.
+    std::fs::write(base.join("b/ok"), "").unwrap();
+    let out = replay(&base, &file, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert_eq!(runs(&base), "a\na\nb\nb\nc\nc\na\nb\nb\n");
+    assert!(log.contains("run 1/2 resolved"), "{log}");
+    assert!(log.contains(": 1 resolved, 1 still pending"), "{log}");
+}
+
+#[test]
+fn a_replay_killed_midway_then_run_again_resolves_every_run_once() {
+    let base = common::temp_dir("dl-killed");
+    let file = base.join("dead.jsonl");
+    for _ in 0..3 {
+        let script = "test -e ok && sleep 0.4";
+        assert_eq!(give_up(&base, &file, &["-n", "1"], script), 1);
+    }
+    let recorded: HashSet<String> = ids(&events(&lines(&file), "dead_letter"))
+        .into_iter()
+        .collect();
+    std::fs::write(base.join("ok"), "").unwrap();
+    let mut child = retry_std()
+        .current_dir(&base)
+        .arg("--replay")
+        .arg(&file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let resolved = |n: usize| {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .matches("\"event\":\"resolved\"")
+            .count()
+            >= n
+    };
+    assert!(wait_until(common::TEST_LIMIT, || resolved(1)));
+    child.kill().unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    assert_eq!(status.signal(), Some(nix::libc::SIGKILL));
+
+    let out = replay(&base, &file, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let lines = lines(&file);
+    let records = ids(&events(&lines, "dead_letter"));
+    assert_eq!(records.len(), 3, "no record lost or added");
+    let resolved = ids(&events(&lines, "resolved"));
+    assert_eq!(resolved.len(), 3, "each run resolved once: {resolved:?}");
+    assert_eq!(resolved.into_iter().collect::<HashSet<_>>(), recorded);
+    let out = replay(&base, &file, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout_of(&out).starts_with("nothing pending in "));
+}
+
+#[test]
+fn a_run_that_gives_up_during_a_replay_is_kept_for_the_next() {
+    let base = common::temp_dir("dl-meanwhile");
+    let file = base.join("dead.jsonl");
+    let late = format!(
+        "retry --dead-letter {} -n 1 -- sh -c 'exit 5'; true",
+        file.display()
+    );
+    let bin = assert_cmd::cargo::cargo_bin("retry");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = retry()
+        .current_dir(&base)
+        .env("PATH", &path)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args([
+            "-n",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "test -e ok || exit 3; eval \"$LATE\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    std::fs::write(base.join("ok"), "").unwrap();
+    // While replayed, the run starts another that gives up and appends itself.
+    let out = retry()
+        .current_dir(&base)
+        .env("PATH", &path)
+        .env("LATE", &late)
+        .arg("--replay")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let lines = lines(&file);
+    assert_eq!(events(&lines, "dead_letter").len(), 2);
+    assert_eq!(events(&lines, "resolved").len(), 1);
+    let out = replay(&base, &file, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_of(&out).contains("sh -c 'exit 5'"));
+}
+
+#[test]
+fn an_interrupted_replay_stops_and_marks_nothing_resolved() {
+    let base = common::temp_dir("dl-interrupted");
+    let file = base.join("dead.jsonl");
+    for _ in 0..2 {
+        let script = "test -e ok && echo $$ >> pids && sleep 10";
+        assert_eq!(give_up(&base, &file, &["-n", "1"], script), 1);
+    }
+    std::fs::write(base.join("ok"), "").unwrap();
+    let mut child = retry_std()
+        .current_dir(&base)
+        .arg("--replay")
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(common::TEST_LIMIT, || {
+        !common::pids_in(&base.join("pids")).is_empty()
+    }));
+    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    let status = wait_bounded(&mut child, Duration::from_secs(20));
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM));
+    let lines = lines(&file);
+    assert!(events(&lines, "resolved").is_empty());
+    let attempts = events(&lines, "attempt");
+    assert_eq!(attempts.len(), 1, "the second run never started");
+    assert_eq!(attempts[0]["reason"], "interrupted");
+    assert_eq!(common::pids_in(&base.join("pids")).len(), 1);
+}
+
+#[test]
+fn bad_input_to_replay_is_one_line_and_125() {
+    let base = common::temp_dir("dl-bad");
+    let file = base.join("dead.jsonl");
+    assert_eq!(
+        give_up(&base, &file, &["-n", "1", "--success-on", "7"], "exit 3"),
+        3
+    );
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("{\"event\":\"dead_letter\",\"id\":\n");
+    let damaged = base.join("damaged.jsonl");
+    std::fs::write(&damaged, &text).unwrap();
+    let missing = base.join("missing.jsonl");
+    let cases: [(Vec<&OsStr>, &str); 5] = [
+        (
+            vec![file.as_os_str(), OsStr::new("--"), OsStr::new("true")],
+            "takes no command",
+        ),
+        (
+            vec![file.as_os_str(), OsStr::new("true")],
+            "takes no command",
+        ),
+        (vec![missing.as_os_str()], "missing.jsonl"),
+        (vec![damaged.as_os_str()], "line 2: not JSON"),
+        (
+            vec![
+                file.as_os_str(),
+                OsStr::new("--dead-letter"),
+                OsStr::new("x"),
+            ],
+            "--dead-letter",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = retry()
+            .current_dir(&base)
+            .arg("--replay")
+            .args(&args)
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
+        assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+        assert!(log.contains(needle), "{args:?}: {log}");
+    }
+    // A damaged line stops the dry run too: nothing is skipped silently.
+    let out = replay(&base, &damaged, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stdout_of(&out).is_empty());
+    // Options given now that cannot go with a run's are found before anything runs.
+    let out = replay(&base, &file, &["--retry-on", "7"]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(
+        log.contains("line 1") && log.contains("--success-on"),
+        "{log}"
+    );
+}
