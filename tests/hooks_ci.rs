@@ -114,14 +114,15 @@ fn a_failing_or_hanging_hook_changes_neither_the_tries_nor_the_status() {
 
 #[test]
 fn a_nested_retry_warns_once_and_the_tries_multiply() {
-    // The command of the acceptance list, with the default waits.
+    // `retry -n 2 -- retry -n 3 -- false`, with short waits: the default ones (a second and
+    // more) would only make the test slow.
     let retry_bin = assert_cmd::cargo::cargo_bin("retry");
     // The log's `×` needs a UTF-8 locale (tests/log.rs has the ASCII one).
     let out = retry()
         .env("LC_ALL", "C.UTF-8")
-        .args(["-n", "2", "--"])
+        .args(["-n", "2", "-d", "20ms", "--"])
         .arg(&retry_bin)
-        .args(["-n", "3", "--", "false"])
+        .args(["-n", "3", "-d", "20ms", "--", "false"])
         .output()
         .unwrap();
     let log = stderr_of(&out);

@@ -278,7 +278,7 @@ fn a_background_job_stops_when_its_try_reads_the_terminal_and_fg_resumes_it() {
 #[test]
 fn ctrl_z_during_the_countdown_clears_the_line_before_retry_stops() {
     let mut pty = Pty::spawn(&[
-        "--color", "never", "-n", "2", "-d", "4s", "-j", "none", "--", "false",
+        "--color", "never", "-n", "2", "-d", "2500ms", "-j", "none", "--", "false",
     ]);
     let pid = pty.child.id();
     pty.expect("next try (2/2) in");
