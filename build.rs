@@ -16,6 +16,7 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=src/startup.order");
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-env-changed=RETRY_LINK_MAP");
     let order = std::path::Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
         .join("src/startup.order");
     // A comma would split the argument where the compiler driver hands it to the linker.
@@ -24,6 +25,15 @@ fn main() {
         let order = order.display();
         println!("cargo::rustc-link-arg-bin=retry=-Wl,--symbol-ordering-file={order}");
         println!("cargo::rustc-link-arg-bin=retry=-Wl,--no-warn-symbol-ordering");
+        // scripts/startup-order.sh names the functions of the program as built, symbols
+        // stripped, from the linker's map: a build that kept them would name its functions
+        // differently, as the names carry a hash of the build's settings.
+        if let Some(map) = env::var_os("RETRY_LINK_MAP") {
+            let map = std::path::PathBuf::from(map);
+            println!("cargo::rustc-link-arg-bin=retry=-Wl,-Map={}", map.display());
+            // The names as the ordering file takes them.
+            println!("cargo::rustc-link-arg-bin=retry=-Wl,--no-demangle");
+        }
     }
 }
 

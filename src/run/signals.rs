@@ -164,9 +164,16 @@ impl Signals {
         let mut installed = || -> io::Result<()> {
             for &n in &caught {
                 // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner.
-                if catch(n, libc::SA_RESTART)? {
-                    ignore(n);
-                    entry.set_ignored(n);
+                match catch(n, libc::SA_RESTART) {
+                    Ok(true) => {
+                        ignore(n);
+                        entry.set_ignored(n);
+                    }
+                    Ok(false) => {}
+                    // A real-time signal that the system keeps for itself (valgrind keeps one)
+                    // cannot be caught, so it cannot reach retry to be passed on either.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) && n >= libc::SIGRTMIN() => {}
+                    Err(e) => return Err(e),
                 }
             }
             // SIGCHLD always: retry must know when its children end, whatever it inherited;
