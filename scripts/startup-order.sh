@@ -98,9 +98,18 @@ if command -v perf >/dev/null; then
     RETRY_LINK_MAP="$work/retry.map" cargo build --release --locked --quiet --bin retry
     : >"$work/faults"
     for run in "${runs[@]}"; do
-      # shellcheck disable=SC2086
-      perf record -q -e page-faults -c 1 -d -o "$work/perf.data" -- "$bin" ${run#* } </dev/null 2>&1 | cat >/dev/null || true
-      perf script -i "$work/perf.data" -F comm,ip,addr 2>/dev/null | awk '$1 == "retry" { print $2, $3 }' >>"$work/faults"
+      # Output to pipes, to /dev/null, and standard error alone to a pipe (as under a harness
+      # that reads the log): each takes its own path.
+      for output in pipes null log; do
+        set -- perf record -q -e page-faults -c 1 -d -o "$work/perf.data" -- "$bin"
+        # shellcheck disable=SC2086
+        case $output in
+          pipes) "$@" ${run#* } </dev/null 2>&1 | cat >/dev/null || true ;;
+          null) "$@" ${run#* } </dev/null >/dev/null 2>&1 || true ;;
+          log) "$@" ${run#* } </dev/null 2>&1 >/dev/null | cat >/dev/null || true ;;
+        esac
+        perf script -i "$work/perf.data" -F comm,ip,addr 2>/dev/null | awk '$1 == "retry" { print $2, $3 }' >>"$work/faults"
+      done
     done
     added=$(python3 - "$work" <<'EOF'
 import bisect, sys
