@@ -84,7 +84,10 @@ fn overhead() {
     let mut commands: Vec<(&str, Vec<&str>)> = vec![
         ("true", vec!["true"]),
         ("timeout 10 true", vec!["timeout", "10", "true"]),
-        ("retry -n 1 -- true", vec![retry_bin(), "-n", "1", "--", "true"]),
+        (
+            "retry -n 1 -- true",
+            vec![retry_bin(), "-n", "1", "--", "true"],
+        ),
         ("retry --version", vec![retry_bin(), "--version"]),
     ];
     let debian = debian_retry();
@@ -325,7 +328,16 @@ fn wait_overshoot() {
 
 fn idle_cpu() {
     let (wall, cpu, _) = run(&[
-        retry_bin(), "-n", "2", "-d", "3s", "-j", "none", "-q", "--", "false",
+        retry_bin(),
+        "-n",
+        "2",
+        "-d",
+        "3s",
+        "-j",
+        "none",
+        "-q",
+        "--",
+        "false",
     ]);
     println!("CPU used by retry over a run with one 3s wait:");
     println!(
