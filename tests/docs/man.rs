@@ -492,11 +492,12 @@ fn examples() -> Vec<Block> {
         ),
         Example(
             "Wait up to 2 minutes for a database to accept connections, trying every second.",
-            "retry -n 0 -B 2m -d 1s -j none -- pg_isready -h db",
+            "retry -n 0 -B 2m -d 1s --backoff constant -j none \\\n    -- pg_isready -h db",
         ),
         Example(
             "Wait up to 2 minutes until a service says it is up, asking every second.",
-            "retry -n 0 -B 2m -d 1s -j none --until-output '\"status\":\"up\"' \\\n    \
+            "retry -n 0 -B 2m -d 1s --backoff constant -j none \\\n    \
+             --until-output '\"status\":\"up\"' \\\n    \
              -- curl -fsS localhost:8080/health",
         ),
         Example(
