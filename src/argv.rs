@@ -134,6 +134,40 @@ pub fn option_words(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
         .collect()
 }
 
+/// The options of a run as a dead letter records them: as given, but for `drop`, and with no
+/// Redis password in `--quota` (a dead-letter file keeps no secret: a replay that needs the
+/// password is given `--quota` again).
+pub fn recorded_options(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
+    let cmd = cli::command();
+    groups(&cmd, args.get(1..).unwrap_or_default())
+        .into_iter()
+        .filter(|g| !g.given.iter().all(|o| drop.contains(&o.id.as_str())))
+        .flat_map(|g| match &g.given[..] {
+            [o] if o.id == "quota" => match o.value.as_deref().and_then(without_password) {
+                Some(value) => vec![
+                    Given {
+                        id: o.id.clone(),
+                        value: Some(value),
+                    }
+                    .word(),
+                ],
+                None => g.words,
+            },
+            _ => g.words,
+        })
+        .collect()
+}
+
+/// A `redis://` address without the user and password before its `@`; `None` when it has
+/// none to take away.
+fn without_password(value: &std::ffi::OsStr) -> Option<OsString> {
+    let rest = value.as_bytes().strip_prefix(b"redis://")?;
+    let at = rest.iter().rposition(|&b| b == b'@')?;
+    let mut bare = b"redis://".to_vec();
+    bare.extend_from_slice(&rest[at + 1..]);
+    Some(OsString::from_vec(bare))
+}
+
 /// The options of a replayed run: those it recorded, except those that the options given now
 /// override (the same option, or one that cannot be used with one of them), then those given
 /// now. Each is written as one word, `--NAME=VALUE`, so that a cluster of short options can
@@ -258,5 +292,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+    #[test]
+    fn a_redis_password_is_never_recorded() {
+        let args = words(&[
+            "retry",
+            "-n",
+            "2",
+            "--quota",
+            "redis://:s3cret@127.0.0.1:6379/q",
+            "--quota=redis://u:pw@h/q",
+            "--",
+            "x",
+        ]);
+        let recorded = shown(&recorded_options(&args, &[]));
+        assert!(!recorded.concat().contains("s3cret"), "{recorded:?}");
+        assert!(!recorded.concat().contains("pw@"), "{recorded:?}");
+        assert!(recorded.contains(&"--quota=redis://127.0.0.1:6379/q".to_string()));
+        assert!(recorded.contains(&"--quota=redis://h/q".to_string()));
+        let local = words(&["retry", "--quota", "db:ratio=0.2", "--", "x"]);
+        assert_eq!(
+            shown(&recorded_options(&local, &[])),
+            ["--quota", "db:ratio=0.2"]
+        );
     }
 }

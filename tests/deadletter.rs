@@ -471,3 +471,154 @@ fn bad_input_to_replay_is_one_line_and_125() {
         "{log}"
     );
 }
+
+#[test]
+fn a_second_replay_of_the_same_file_meanwhile_ends_at_once_and_runs_nothing() {
+    let base = common::temp_dir("dl-overlap");
+    let file = base.join("dead.jsonl");
+    let count = base.join("count");
+    // Each run counts its tries; the first replay's run takes a second, while the second
+    // replay starts.
+    let script = format!(
+        "echo x >> '{}'; test -e ok || exit 3; sleep 1",
+        count.display()
+    );
+    assert_eq!(give_up(&base, &file, &["-n", "1"], &script), 3);
+    std::fs::write(base.join("ok"), "").unwrap();
+    let mut first = retry_std()
+        .current_dir(&base)
+        .arg("--replay")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first replay's run has started: it counted its try.
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&count).is_ok_and(|c| c.lines().count() == 2)
+    }));
+    let out = replay(&base, &file, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(
+        log.contains("another replay of this file is running"),
+        "{log}"
+    );
+    assert_eq!(
+        wait_bounded(&mut first, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+    // Two tries in all: the one that gave up and the first replay's.
+    assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
+    assert_eq!(events(&lines(&file), "resolved").len(), 1);
+}
+
+#[test]
+fn a_replay_that_could_not_record_what_it_did_runs_nothing() {
+    let base = common::temp_dir("dl-readonly");
+    let file = base.join("dead.jsonl");
+    let ran = base.join("ran");
+    let script = format!("test -e ok || exit 3; touch '{}'", ran.display());
+    assert_eq!(give_up(&base, &file, &["-n", "1"], &script), 3);
+    std::fs::write(base.join("ok"), "").unwrap();
+    // Readable, but no longer writable: by its mode for a user, and for root (who writes
+    // to any file whatever its mode) by the immutable attribute, taken off again whatever
+    // the test finds.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+    struct Immutable<'a>(&'a Path);
+    impl Drop for Immutable<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(self.0)
+                .status();
+        }
+    }
+    let _guard = Immutable(&file);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        let set = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(&file)
+            .status()
+            .expect("chattr, to make a file root cannot write");
+        assert!(set.success(), "chattr +i failed");
+    }
+    let held = file.clone();
+    let out = replay(&base, &held, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(!ran.exists(), "the run was replayed: {log}");
+}
+
+#[test]
+fn the_dry_run_of_a_replay_checks_the_options_as_the_replay_would() {
+    let base = common::temp_dir("dl-dry-options");
+    let file = base.join("dead.jsonl");
+    assert_eq!(
+        give_up(&base, &file, &["-n", "1", "--success-on", "7"], "exit 3"),
+        3
+    );
+    let out = replay(&base, &file, &["--dry-run", "--retry-on", "7"]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(
+        log.contains("line 1") && log.contains("--success-on"),
+        "{log}"
+    );
+    assert!(stdout_of(&out).is_empty());
+    // Options that go together: the dry run lists the run, as before.
+    let out = replay(&base, &file, &["--dry-run", "-n", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains("sh -c 'exit 3'"));
+}
+
+#[test]
+fn a_redis_password_is_not_written_to_the_file() {
+    let base = common::temp_dir("dl-secret");
+    let file = base.join("dead.jsonl");
+    // Nothing listens on port 1: the run warns and goes on with the local store, whose
+    // directory the environment gives.
+    let out = retry()
+        .current_dir(&base)
+        .env("XDG_RUNTIME_DIR", &base)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args([
+            "-n",
+            "1",
+            "--quota",
+            "redis://:s3cret@127.0.0.1:1/q",
+            "--",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("s3cret"), "{text}");
+    let options = &lines(&file)[0]["options"];
+    assert!(
+        options
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o == "--quota=redis://127.0.0.1:1/q"),
+        "{options}"
+    );
+}
+
+#[test]
+fn a_dead_letter_written_to_a_pipe_gives_no_false_warning() {
+    let out = retry()
+        .args(["-n", "1", "--dead-letter", "/dev/stdout", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(stdout_of(&out).contains("\"event\":\"dead_letter\""));
+    assert!(!log.contains("cannot record"), "{log}");
+}

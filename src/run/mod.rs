@@ -256,7 +256,7 @@ fn dead_letter(
         label: config.label.clone(),
         cwd: std::env::current_dir().ok().map(PathBuf::into_os_string),
         command: config.command.clone(),
-        options: crate::argv::option_words(args, &["dead-letter", "deadline"]),
+        options: crate::argv::recorded_options(args, &["dead-letter", "deadline"]),
         exit_code: 0,
         reason: String::new(),
         tries: 0,

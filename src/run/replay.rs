@@ -33,10 +33,8 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
             return ExitStatus::Usage;
         }
     };
-    if config.dry_run {
-        return list(config, &file, &pending);
-    }
-    let now = crate::argv::option_words(args, &["replay"]);
+    // The options of every run are checked, for a dry run too: it says what a replay would do.
+    let now = crate::argv::option_words(args, &["replay", "dry-run"]);
     // A --log-file given now names a file from here, not from each run's directory.
     let log_file = config.log.file.as_deref().map(absolute);
     let runs = match pending
@@ -47,6 +45,26 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         Ok(runs) => runs,
         Err(line) => {
             eprintln!("retry: {}", printable(&line));
+            return ExitStatus::Usage;
+        }
+    };
+    if config.dry_run {
+        let pending: Vec<Pending> = runs.into_iter().map(|(p, _)| p).collect();
+        return list(config, &file, &pending);
+    }
+    // Held until the replay ends.
+    let _held = match deadletter::hold_for_replay(&file) {
+        Ok(held) => held,
+        Err(why) => {
+            let shown = printable(&file.display().to_string());
+            match why {
+                deadletter::Hold::Busy => {
+                    eprintln!("retry: --replay '{shown}': another replay of this file is running")
+                }
+                deadletter::Hold::Io(e) => {
+                    eprintln!("retry: --replay '{shown}': cannot append to it: {e}")
+                }
+            }
             return ExitStatus::Usage;
         }
     };

@@ -45,7 +45,7 @@ pub struct Record {
     /// Its working directory; `None` when it could not be read (it had been removed).
     pub cwd: Option<OsString>,
     pub command: Vec<OsString>,
-    /// Its options, as given (`argv::option_words`).
+    /// Its options, as given but for a Redis password (`argv::recorded_options`).
     pub options: Vec<OsString>,
     pub exit_code: u64,
     /// Why it gave up: `permanent`, `tries`, `budget` or `quota`.
@@ -335,8 +335,46 @@ pub fn append(path: &Path, line: &str) -> io::Result<()> {
         }
     }
     // On disk before the lock goes: a line that a crash of the machine could lose is a run
-    // lost. Closing the file (here) releases the lock.
-    file.sync_data()
+    // lost. Closing the file (here) releases the lock. A pipe or a terminal (`/dev/stdout`)
+    // cannot be synced, and needs not be.
+    match file.sync_data() {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => Ok(()),
+        done => done,
+    }
+}
+
+/// Why a replay cannot take the file: another replay holds it, or it cannot be appended to.
+#[derive(Debug)]
+pub enum Hold {
+    Busy,
+    Io(io::Error),
+}
+
+/// Opens the file for a replay, held until the returned file is dropped (or the process
+/// ends): a replay must be able to append what became of each run before it runs any, and two
+/// replays of one file at once would run every pending run twice. The hold is a lock on a
+/// byte far past any line (an open file description's lock, which the `flock` of the runs
+/// appending meanwhile does not meet).
+pub fn hold_for_replay(path: &Path) -> Result<File, Hold> {
+    let file = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(Hold::Io)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: zero bytes are a valid `flock` (integers only).
+        let mut range: nix::libc::flock = unsafe { std::mem::zeroed() };
+        range.l_type = nix::libc::F_WRLCK as _;
+        range.l_whence = nix::libc::SEEK_SET as _;
+        range.l_start = i64::MAX - 1;
+        range.l_len = 1;
+        match fcntl::fcntl(&file, fcntl::FcntlArg::F_OFD_SETLK(&range)) {
+            Ok(_) => {}
+            Err(Errno::EAGAIN | Errno::EACCES) => return Err(Hold::Busy),
+            Err(e) => return Err(Hold::Io(e.into())),
+        }
+    }
+    Ok(file)
 }
 
 /// Reads the whole file under a shared lock: never half of a line being appended.
