@@ -145,6 +145,13 @@ fn one_line(e: &clap::Error) -> String {
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
+    // An option that conflicts with several: clap lists them on lines of their own.
+    if let (Some(head), Some(ContextValue::Strings(prior))) =
+        (line.strip_suffix(':'), e.get(ContextKind::PriorArg))
+    {
+        let prior: Vec<String> = prior.iter().map(|p| format!("'{p}'")).collect();
+        line = format!("{head} {}", prior.join(" or "));
+    }
     if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
         if !values.is_empty() {
             line += &format!(" (expected one of: {})", values.join(", "));

@@ -196,6 +196,29 @@ fn a_misspelt_option_gets_the_suggestion_on_its_one_line() {
 }
 
 #[test]
+fn an_option_that_conflicts_with_several_names_them_all_on_its_one_line() {
+    let out = retry()
+        .args([
+            "--delays",
+            "10ms",
+            "--backoff",
+            "linear",
+            "--factor",
+            "3",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for option in ["--delays", "--backoff", "--factor"] {
+        assert!(err.contains(option), "{option}: {err}");
+    }
+}
+
+#[test]
 fn real_time_signals_are_accepted_by_name_and_shown_by_name() {
     let out = retry()
         .args([
