@@ -280,6 +280,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
         ..Tally::default()
     };
+    let mut unfinished: u32 = 0;
     while let Some(Reverse((now, id))) = queue.pop() {
         let Some(client) = clients.get_mut(id as usize) else {
             continue;
@@ -287,9 +288,10 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         let next = match client.phase {
             Phase::Start => {
                 if recorder.tries >= max_tries {
-                    // Put back, so that it is counted as still going.
-                    queue.push(Reverse((now, id)));
-                    break;
+                    // No new try: this client is still going. The tries under way run to
+                    // their end, so that every try is counted as a success or a failure.
+                    unfinished = unfinished.saturating_add(1);
+                    continue;
                 }
                 let first = client.schedule.tries() == 0;
                 if first {
@@ -333,7 +335,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         last_finish: Duration::from_nanos(tally.last_finish),
         succeeded: tally.succeeded,
         gave_up: tally.gave_up,
-        unfinished: u32::try_from(queue.len()).unwrap_or(u32::MAX),
+        unfinished,
         series: recorder.series(),
     }
 }

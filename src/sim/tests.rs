@@ -200,6 +200,9 @@ fn a_simulation_that_would_never_end_stops_at_the_try_limit_and_says_who_is_left
     assert_eq!(f.tries, 10_000);
     assert_eq!(f.unfinished, 10);
     assert_eq!(f.succeeded + f.gave_up_in_all(), 0);
+    // Every try started is counted as it ended: none is left under way.
+    let failed = f.failures.outage + f.failures.overload + f.failures.conflict + f.failures.timeout;
+    assert_eq!(failed, f.tries);
 }
 
 #[test]
