@@ -603,12 +603,15 @@ impl Log {
     /// The wait before the next try (JSON only: the human try line already says it).
     pub fn wait(&mut self, attempt: u64, wait: Wait) {
         if self.json {
-            let obj = self
+            let mut obj = self
                 .event("wait")
                 .num("attempt", attempt)
                 .num("base_ms", millis(wait.base))
-                .num("delay_ms", millis(wait.delay))
-                .opt_num("requested_ms", wait.requested.map(millis));
+                .num("delay_ms", millis(wait.delay));
+            // Only when the output asked for a wait, as the README says.
+            if let Some(requested) = wait.requested {
+                obj = obj.num("requested_ms", millis(requested));
+            }
             self.emit(obj);
         }
     }
@@ -1268,6 +1271,18 @@ mod tests {
         assert_eq!(event["base_ms"], 2000);
         assert_eq!(event["delay_ms"], 30000);
         assert_eq!(event["requested_ms"], 30000);
+        // A wait the output did not ask for has no `requested_ms` at all.
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        log.wait(
+            1,
+            Wait {
+                base: Duration::from_secs(2),
+                delay: Duration::from_secs(1),
+                requested: None,
+            },
+        );
+        let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
+        assert!(event.get("requested_ms").is_none(), "{event}");
     }
 
     #[test]
