@@ -105,7 +105,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    match Cli::try_parse_from(&args) {
         Ok(cli) => match Config::from_cli(cli, now) {
             Ok(config) => ParseOutcome::Run(Box::new(config)),
             Err(e) => ParseOutcome::Usage(e),
@@ -114,9 +115,38 @@ where
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                 ParseOutcome::Info(e)
             }
+            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args) {
+                Some(line) => ParseOutcome::Usage(UsageError(line)),
+                None => ParseOutcome::Usage(UsageError(one_line(&e))),
+            },
             _ => ParseOutcome::Usage(UsageError(one_line(&e))),
         },
     }
+}
+
+/// The option whose value is not UTF-8, and the value: clap says only that some argument is
+/// not. The command's own words may hold any bytes, so it is the first such word among the
+/// options: `--NAME=VALUE` itself, or the value after the option.
+fn not_utf8(args: &[OsString]) -> Option<String> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let words = args.get(1..)?;
+    let at = words.iter().position(|w| w.to_str().is_none())?;
+    let word = words[at].as_bytes();
+    let (option, value) = match word.iter().position(|&b| b == b'=') {
+        Some(eq) if word.starts_with(b"--") => (
+            String::from_utf8_lossy(&word[..eq]).into_owned(),
+            OsString::from_vec(word[eq + 1..].to_vec()),
+        ),
+        _ => (
+            words[..at].last()?.to_string_lossy().into_owned(),
+            words[at].clone(),
+        ),
+    };
+    let option = crate::report::printable(&option);
+    let value = crate::report::quote(&value);
+    Some(format!(
+        "invalid value {value} for '{option}': not UTF-8 text"
+    ))
 }
 
 /// Clap's error as one line: what is wrong, the option and the value, the valid values, and

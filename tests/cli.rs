@@ -219,6 +219,40 @@ fn an_option_that_conflicts_with_several_names_them_all_on_its_one_line() {
 }
 
 #[test]
+fn a_value_that_is_not_utf8_names_its_option_on_one_line() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"lab\xe9");
+    let mut joined = b"--label=".to_vec();
+    joined.extend_from_slice(bad.as_bytes());
+    for args in [
+        vec![OsStr::new("--label"), bad],
+        vec![OsStr::from_bytes(&joined)],
+        vec![OsStr::new("--until-output"), OsStr::from_bytes(b"\xff")],
+    ] {
+        let out = retry().args(&args).args(["--", "true"]).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let option = if args.len() == 1 {
+            "--label"
+        } else {
+            args[0].to_str().unwrap()
+        };
+        assert!(err.contains(&format!("'{option}'")), "{args:?}: {err}");
+        assert!(err.contains("\\x"), "the value, escaped: {err}");
+    }
+    // The command's own words may hold any bytes.
+    let out = retry()
+        .args(["-n", "1", "--", "printf", "%s"])
+        .arg(OsStr::from_bytes(b"\xe9"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(out.stdout, b"\xe9");
+}
+
+#[test]
 fn real_time_signals_are_accepted_by_name_and_shown_by_name() {
     let out = retry()
         .args([
