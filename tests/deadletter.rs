@@ -622,3 +622,32 @@ fn a_dead_letter_written_to_a_pipe_gives_no_false_warning() {
     assert!(stdout_of(&out).contains("\"event\":\"dead_letter\""));
     assert!(!log.contains("cannot record"), "{log}");
 }
+
+#[test]
+fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
+    let base = common::temp_dir("dl-edited");
+    let ran = base.join("ran");
+    for (options, needle) in [
+        (r#"["--simulate"]"#, "--simulate"),
+        (r#"["extra"]"#, "not an option"),
+        (r#"["--","x"]"#, "not an option"),
+    ] {
+        let file = base.join("edited.jsonl");
+        let line = format!(
+            "{{\"event\":\"dead_letter\",\"id\":\"e1\",\"ts\":\"2026-11-30T07:47:53.921Z\",\
+             \"label\":null,\"cwd\":{cwd:?},\"command\":[\"touch\",{ran:?}],\"options\":{options},\
+             \"exit_code\":1,\"reason\":\"tries\",\"tries\":1,\"duration_ms\":1}}\n",
+            cwd = base.to_str().unwrap(),
+            ran = ran.to_str().unwrap(),
+        );
+        std::fs::write(&file, line).unwrap();
+        for args in [&[][..], &["--dry-run"][..]] {
+            let out = replay(&base, &file, args);
+            let log = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{options} {args:?}: {log}");
+            assert_eq!(log.lines().count(), 1, "{log}");
+            assert!(log.contains("line 1") && log.contains(needle), "{log}");
+        }
+        assert!(!ran.exists(), "{options}: the run was replayed");
+    }
+}

@@ -124,15 +124,28 @@ fn configure(
     now: &[OsString],
     log_file: Option<&Path>,
 ) -> Result<(Pending, Config), String> {
+    let at = format!("'{}' line {}", file.display(), p.line);
+    // Every recorded word is read as an option or its value: a word that is neither (edited in
+    // by hand) would be dropped or taken for the command.
+    let recorded: Vec<OsString> = std::iter::once(OsString::from("retry"))
+        .chain(p.record.options.iter().cloned())
+        .collect();
+    if crate::argv::option_words(&recorded, &[]).len() != p.record.options.len() {
+        return Err(format!(
+            "{at}: its options hold a word that is not an option"
+        ));
+    }
     let mut args = vec![OsString::from("retry")];
     args.extend(crate::argv::merged(&p.record.options, now));
     args.push(OsString::from("--"));
     args.extend(p.record.command.iter().cloned());
-    let at = format!("'{}' line {}", file.display(), p.line);
     match config::parse(args, SystemTime::now()) {
         ParseOutcome::Run(config) if config.dry_run => Err(format!(
             "{at}: its options ask for --dry-run, which a replay cannot run"
         )),
+        ParseOutcome::Run(config) if config.simulate.is_some() || config.replay.is_some() => Err(
+            format!("{at}: its options ask for --simulate or --replay, which a replay cannot run"),
+        ),
         ParseOutcome::Run(mut config) => {
             if let Some(path) = log_file {
                 config.log.file = Some(path.to_path_buf());
