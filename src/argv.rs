@@ -126,11 +126,18 @@ fn takes_value(arg: &Arg) -> bool {
 /// The option words of the command line `args` (the program name first), as given, without
 /// the options whose ids are in `drop`, and without the `--` before the command.
 pub fn option_words(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
+    kept_groups(args, drop)
+        .into_iter()
+        .flat_map(|g| g.words)
+        .collect()
+}
+
+/// The groups of options in `args` (the program name first), but for those of `drop`.
+fn kept_groups(args: &[OsString], drop: &[&str]) -> Vec<Group> {
     let cmd = cli::command();
     groups(&cmd, args.get(1..).unwrap_or_default())
         .into_iter()
         .filter(|g| !g.given.iter().all(|o| drop.contains(&o.id.as_str())))
-        .flat_map(|g| g.words)
         .collect()
 }
 
@@ -138,10 +145,8 @@ pub fn option_words(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
 /// Redis password in `--quota` (a dead-letter file keeps no secret: a replay that needs the
 /// password is given `--quota` again).
 pub fn recorded_options(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
-    let cmd = cli::command();
-    groups(&cmd, args.get(1..).unwrap_or_default())
+    kept_groups(args, drop)
         .into_iter()
-        .filter(|g| !g.given.iter().all(|o| drop.contains(&o.id.as_str())))
         .flat_map(|g| match &g.given[..] {
             [o] if o.id == "quota" => match o.value.as_deref().and_then(without_password) {
                 Some(value) => vec![

@@ -20,14 +20,15 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+
+use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
+use crate::store::LockError;
 
 /// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
 /// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
@@ -389,29 +390,12 @@ impl LocalStore {
         Ok(Some(file))
     }
 
-    /// Takes the lock without ever blocking: tries again after short sleeps, for at most
-    /// [`LOCK_WAIT`] in all.
+    /// Takes the lock without ever blocking, for at most [`LOCK_WAIT`] in all.
     fn lock(&self, file: &File, how: FlockArg) -> Result<(), StoreError> {
-        use std::os::fd::AsRawFd;
-        let start = Instant::now();
-        let mut pause = Duration::from_micros(100);
-        loop {
-            // The lock is released by closing the file, never by an unlock call: that is what
-            // also happens when the process is killed, and it cannot fail (nix's `Flock` guard
-            // panics when its unlock fails, and a run must not crash).
-            #[allow(deprecated)]
-            match fcntl::flock(file.as_raw_fd(), how) {
-                Ok(()) => return Ok(()),
-                Err(Errno::EINTR) => continue,
-                Err(Errno::EWOULDBLOCK) => {}
-                Err(e) => return Err(self.io_error("lock", self.path(), e)),
-            }
-            let waited = start.elapsed();
-            if waited >= LOCK_WAIT {
-                return Err(StoreError::Busy { path: self.path() });
-            }
-            thread::sleep(pause.min(LOCK_WAIT - waited));
-            pause = (pause * 2).min(Duration::from_millis(2));
+        match crate::store::flock_within(file, how, LOCK_WAIT, Duration::from_millis(2)) {
+            Ok(()) => Ok(()),
+            Err(LockError::Busy) => Err(StoreError::Busy { path: self.path() }),
+            Err(LockError::Os(e)) => Err(self.io_error("lock", self.path(), e)),
         }
     }
 

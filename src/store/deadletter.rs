@@ -21,8 +21,8 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+
+use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
@@ -414,29 +414,16 @@ fn ends_a_line(file: &File) -> io::Result<bool> {
 
 /// Takes the lock, trying again after short sleeps for at most [`LOCK_WAIT`] in all.
 fn lock(file: &File, how: FlockArg) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let start = Instant::now();
-    let mut pause = Duration::from_micros(200);
-    loop {
-        // Released by closing the file, as when the process is killed (see `run::quota`).
-        #[allow(deprecated)]
-        match fcntl::flock(file.as_raw_fd(), how) {
-            Ok(()) => return Ok(()),
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EWOULDBLOCK) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if start.elapsed() >= LOCK_WAIT {
-            return Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                format!(
-                    "another process has held its lock for over {} s",
-                    LOCK_WAIT.as_secs()
-                ),
-            ));
-        }
-        thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
+    match super::flock_within(file, how, LOCK_WAIT, Duration::from_millis(10)) {
+        Ok(()) => Ok(()),
+        Err(super::LockError::Busy) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "another process has held its lock for over {} s",
+                LOCK_WAIT.as_secs()
+            ),
+        )),
+        Err(super::LockError::Os(e)) => Err(e.into()),
     }
 }
 
