@@ -176,25 +176,29 @@ fn without_password(value: &std::ffi::OsStr) -> Option<OsString> {
 /// The options of a replayed run: those it recorded, except those that the options given now
 /// override (the same option, or one that cannot be used with one of them), then those given
 /// now. Each is written as one word, `--NAME=VALUE`, so that a cluster of short options can
-/// lose one of its options and keep the others.
-pub fn merged(recorded: &[OsString], now: &[OsString]) -> Vec<OsString> {
+/// lose one of its options and keep the others. A recorded word that is neither an option nor
+/// its value (a file edited by hand) is an error: it would be dropped, or taken for the command.
+pub fn merged(recorded: &[OsString], now: &[OsString]) -> Result<Vec<OsString>, String> {
     let cmd = cli::command();
-    let given = |words: &[OsString]| -> Vec<Given> {
-        groups(&cmd, words)
-            .into_iter()
-            .flat_map(|g| g.given)
-            .collect()
-    };
-    let (old, new) = (given(recorded), given(now));
+    let old = groups(&cmd, recorded);
+    if old.iter().map(|g| g.words.len()).sum::<usize>() != recorded.len() {
+        return Err("its options hold a word that is not an option".into());
+    }
+    let old: Vec<Given> = old.into_iter().flat_map(|g| g.given).collect();
+    let new: Vec<Given> = groups(&cmd, now)
+        .into_iter()
+        .flat_map(|g| g.given)
+        .collect();
     let overridden = |o: &Given| {
         new.iter()
             .any(|n| n.id == o.id || conflict(&cmd, &o.id, &n.id))
     };
-    old.iter()
+    Ok(old
+        .iter()
         .filter(|o| !overridden(o))
         .chain(&new)
         .map(Given::word)
-        .collect()
+        .collect())
 }
 
 /// Whether clap refuses the two options together, as declared on either of them.
@@ -268,7 +272,7 @@ mod tests {
         let recorded = words(&["-qn", "5", "--delays", "1s,2s", "--label", "a"]);
         let now = words(&["-n", "1", "-v", "-d", "10ms"]);
         assert_eq!(
-            shown(&merged(&recorded, &now)),
+            shown(&merged(&recorded, &now).unwrap()),
             ["--label=a", "--tries=1", "--verbose", "--delay=10ms"]
         );
         // Values keep every byte, and an empty one stays a value.
@@ -276,7 +280,7 @@ mod tests {
             OsString::from("--log-file"),
             OsString::from_vec(b"l\xff".to_vec()),
         ];
-        let merged = merged(&recorded, &words(&["--label="]));
+        let merged = merged(&recorded, &words(&["--label="])).unwrap();
         assert_eq!(merged[0].as_bytes(), b"--log-file=l\xff");
         assert_eq!(merged[1], "--label=");
     }
@@ -286,7 +290,7 @@ mod tests {
         let recorded = words(&["-n", "5", "-d=-1s", "--stop-on", "2", "-j", "none"]);
         let now = words(&["-n", "1", "--delay", "20ms"]);
         let mut args = words(&["retry"]);
-        args.extend(merged(&recorded, &now));
+        args.extend(merged(&recorded, &now).unwrap());
         args.extend(words(&["--", "true"]));
         let now_time = std::time::SystemTime::now();
         match crate::config::parse(args, now_time) {

@@ -125,18 +125,8 @@ fn configure(
     log_file: Option<&Path>,
 ) -> Result<(Pending, Config), String> {
     let at = format!("'{}' line {}", file.display(), p.line);
-    // Every recorded word is read as an option or its value: a word that is neither (edited in
-    // by hand) would be dropped or taken for the command.
-    let recorded: Vec<OsString> = std::iter::once(OsString::from("retry"))
-        .chain(p.record.options.iter().cloned())
-        .collect();
-    if crate::argv::option_words(&recorded, &[]).len() != p.record.options.len() {
-        return Err(format!(
-            "{at}: its options hold a word that is not an option"
-        ));
-    }
     let mut args = vec![OsString::from("retry")];
-    args.extend(crate::argv::merged(&p.record.options, now));
+    args.extend(crate::argv::merged(&p.record.options, now).map_err(|e| format!("{at}: {e}"))?);
     args.push(OsString::from("--"));
     args.extend(p.record.command.iter().cloned());
     match config::parse(args, SystemTime::now()) {
