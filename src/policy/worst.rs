@@ -10,8 +10,10 @@ use super::schedule::Policy;
 /// How long a run can last at most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorstCase {
-    /// `tries × timeout + waits`, which the budget or deadline (if any) leaves room for.
+    /// `stagger + tries × timeout + waits`, which the budget or deadline (if any) leaves room
+    /// for. `stagger` is the most `--stagger` can draw before the first try.
     Sum {
+        stagger: Duration,
         tries: u64,
         timeout: Duration,
         waits: Duration,
@@ -37,9 +39,10 @@ impl WorstCase {
     }
 }
 
-/// The worst case of `policy`. Time spent past a try's timeout (its kill grace period) and in
-/// hooks is not counted: the spec's assumption is that a try takes its timeout.
-pub fn worst_case(policy: &Policy) -> WorstCase {
+/// The worst case of `policy`, after a first wait of at most `stagger` (`--stagger`, which
+/// counts against the budget as any wait does). Time spent past a try's timeout (its kill grace
+/// period) and in hooks is not counted: the spec's assumption is that a try takes its timeout.
+pub fn worst_case(policy: &Policy, stagger: Duration) -> WorstCase {
     // No wait follows the last try.
     let waits = policy
         .max_tries
@@ -47,7 +50,8 @@ pub fn worst_case(policy: &Policy) -> WorstCase {
     let sum = match (policy.max_tries, policy.timeout, waits) {
         (Some(tries), Some(timeout), Some(waits)) => {
             let tries_take = saturating_mul(timeout, tries);
-            Some((tries, timeout, waits, tries_take.saturating_add(waits)))
+            let total = stagger.saturating_add(tries_take).saturating_add(waits);
+            Some((tries, timeout, waits, total))
         }
         _ => None,
     };
@@ -56,6 +60,7 @@ pub fn worst_case(policy: &Policy) -> WorstCase {
             if limit.is_none_or(|limit| total <= limit.at) =>
         {
             WorstCase::Sum {
+                stagger,
                 tries,
                 timeout,
                 waits,
@@ -109,8 +114,9 @@ mod tests {
         // The seed example's waits, 122s, and seven tries of 30s.
         let p = policy(Some(7), Some(s(30)), None, Jitter::None);
         assert_eq!(
-            worst_case(&p),
+            worst_case(&p, Duration::ZERO),
             WorstCase::Sum {
+                stagger: Duration::ZERO,
                 tries: 7,
                 timeout: s(30),
                 waits: s(122),
@@ -119,10 +125,10 @@ mod tests {
         );
         // Jitter draws at most the capped base: the worst case is the same.
         let p = policy(Some(7), Some(s(30)), None, Jitter::Full);
-        assert_eq!(worst_case(&p).total(), Some(s(332)));
+        assert_eq!(worst_case(&p, Duration::ZERO).total(), Some(s(332)));
         // A budget that leaves room for it all changes nothing.
         let p = policy(Some(7), Some(s(30)), Some(s(332)), Jitter::Equal);
-        assert_eq!(worst_case(&p).total(), Some(s(332)));
+        assert_eq!(worst_case(&p, Duration::ZERO).total(), Some(s(332)));
     }
 
     #[test]
@@ -133,7 +139,7 @@ mod tests {
             source: LimitSource::Budget,
         };
         assert_eq!(
-            worst_case(&p),
+            worst_case(&p, Duration::ZERO),
             WorstCase::Limit {
                 limit,
                 sum: Some(s(332))
@@ -144,7 +150,10 @@ mod tests {
             policy(Some(7), None, Some(s(300)), Jitter::Full),
             policy(None, Some(s(30)), Some(s(300)), Jitter::Full),
         ] {
-            assert_eq!(worst_case(&p), WorstCase::Limit { limit, sum: None });
+            assert_eq!(
+                worst_case(&p, Duration::ZERO),
+                WorstCase::Limit { limit, sum: None }
+            );
         }
     }
 
@@ -152,26 +161,58 @@ mod tests {
     fn without_a_budget_a_missing_timeout_or_try_limit_leaves_the_run_unbounded() {
         let p = policy(Some(7), None, None, Jitter::None);
         assert_eq!(
-            worst_case(&p),
+            worst_case(&p, Duration::ZERO),
             WorstCase::Unbounded {
                 waits: Some(s(122))
             }
         );
         let p = policy(None, Some(s(30)), None, Jitter::None);
-        assert_eq!(worst_case(&p), WorstCase::Unbounded { waits: None });
-        assert_eq!(worst_case(&p).total(), None);
+        assert_eq!(
+            worst_case(&p, Duration::ZERO),
+            WorstCase::Unbounded { waits: None }
+        );
+        assert_eq!(worst_case(&p, Duration::ZERO).total(), None);
     }
 
     #[test]
     fn one_try_has_no_wait_and_huge_counts_saturate() {
         let p = policy(Some(1), Some(s(30)), None, Jitter::Full);
-        assert_eq!(worst_case(&p).total(), Some(s(30)));
+        assert_eq!(worst_case(&p, Duration::ZERO).total(), Some(s(30)));
         let p = policy(Some(u64::MAX), Some(s(30)), None, Jitter::Full);
-        assert_eq!(worst_case(&p).total(), Some(Duration::MAX));
+        assert_eq!(worst_case(&p, Duration::ZERO).total(), Some(Duration::MAX));
         let p = policy(Some(5_000_000_000), Some(s(1)), None, Jitter::None);
         assert_eq!(
-            worst_case(&p).total(),
+            worst_case(&p, Duration::ZERO).total(),
             Some(s(5_000_000_000) + s(2 + 4 + 8 + 16 + 32) + s(60 * 4_999_999_994))
         );
+    }
+
+    #[test]
+    fn the_longest_stagger_comes_before_the_first_try() {
+        let p = policy(Some(1), Some(s(1)), None, Jitter::Full);
+        assert_eq!(
+            worst_case(&p, s(5)),
+            WorstCase::Sum {
+                stagger: s(5),
+                tries: 1,
+                timeout: s(1),
+                waits: Duration::ZERO,
+                total: s(6)
+            }
+        );
+        // It counts against the budget as any wait does.
+        let p = policy(Some(1), Some(s(1)), Some(s(5)), Jitter::Full);
+        assert!(matches!(
+            worst_case(&p, s(4)),
+            WorstCase::Sum { total, .. } if total == s(5)
+        ));
+        assert_eq!(
+            worst_case(&p, s(4) + Duration::from_millis(1)).total(),
+            Some(s(5))
+        );
+        assert!(matches!(
+            worst_case(&p, s(4) + Duration::from_millis(1)),
+            WorstCase::Limit { sum: Some(sum), .. } if sum == s(5) + Duration::from_millis(1)
+        ));
     }
 }

@@ -246,6 +246,11 @@ pub fn warning(conflict: &Conflict) -> String {
     }
 }
 
+/// The worst case of the run: its policy after the longest wait `--stagger` can draw.
+fn worst(config: &Config) -> WorstCase {
+    worst_case(&config.policy, config.stagger.unwrap_or_default())
+}
+
 /// What bounds the worst case, for the JSON `worst_case_by` field.
 fn worst_case_by(worst: &WorstCase) -> &'static str {
     match worst {
@@ -264,6 +269,7 @@ fn worst_case_text(config: &Config, worst: &WorstCase) -> String {
     let random = policy.waits.jitter != Jitter::None;
     match *worst {
         WorstCase::Sum {
+            stagger,
             tries,
             timeout,
             waits,
@@ -282,7 +288,15 @@ fn worst_case_text(config: &Config, worst: &WorstCase) -> String {
                     hms(waits)
                 ),
             };
-            format!("{} = {tries} × {} timeout{waits}", hms(total), hms(timeout))
+            let stagger = match stagger.is_zero() {
+                true => String::new(),
+                false => format!("{} of stagger + ", hms(stagger)),
+            };
+            format!(
+                "{} = {stagger}{tries} × {} timeout{waits}",
+                hms(total),
+                hms(timeout)
+            )
         }
         WorstCase::Limit { limit, sum } => {
             let without = match (sum, policy.max_tries, policy.timeout) {
@@ -515,7 +529,7 @@ fn print_human(
             }
         }
     }
-    let worst = worst_case(policy);
+    let worst = worst(config);
     writeln!(out, "worst case: {}", worst_case_text(config, &worst))?;
     if let Some(note) = worst_case_note(config, &worst) {
         writeln!(out, "  {note}")?;
@@ -590,7 +604,7 @@ fn print_json(
             .opt_num("tries", *max_tries)
             .bool("truncated", true),
     };
-    let worst = worst_case(policy);
+    let worst = worst(config);
     let waits = match worst {
         WorstCase::Sum { waits, .. } => Some(waits),
         WorstCase::Unbounded { waits } => waits,
@@ -705,7 +719,7 @@ mod tests {
     fn the_worst_case_reads_as_its_sum_or_what_bounds_it() {
         let text = |args: &[&str]| {
             let c = config(args);
-            worst_case_text(&c, &worst_case(&c.policy))
+            worst_case_text(&c, &worst(&c))
         };
         assert_eq!(
             text(&["-n", "7", "-d", "2s", "-j", "none", "-t", "30s"]),
@@ -716,6 +730,10 @@ mod tests {
             "5m32s = 7 tries × 30s timeout + 2m02s of waits, each the longest the jitter can draw"
         );
         assert_eq!(text(&["-n", "1", "-t", "1h"]), "1h = 1 try × 1h timeout");
+        assert_eq!(
+            text(&["-n", "1", "-t", "1s", "--stagger", "5s"]),
+            "6s = 5s of stagger + 1 try × 1s timeout"
+        );
         assert_eq!(
             text(&[
                 "-n",
@@ -744,7 +762,7 @@ mod tests {
     fn the_grace_period_is_named_where_a_try_is_stopped() {
         let note = |args: &[&str]| {
             let c = config(args);
-            worst_case_note(&c, &worst_case(&c.policy))
+            worst_case_note(&c, &worst(&c))
         };
         assert_eq!(
             note(&["-t", "5s", "-k", "3s"]).as_deref(),
