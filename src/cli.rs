@@ -66,7 +66,8 @@ pub struct Cli {
     pub delays: Option<DelayList>,
     pub jitter: Option<JitterKind>,
     pub seed: Option<u64>,
-    pub stagger: Option<Duration>,
+    /// `--stagger`, and the text it was given as: an error about it quotes what was written.
+    pub stagger: Option<(Duration, String)>,
     pub quota: Option<QuotaSpec>,
     pub retry_on: Option<List>,
     pub stop_on: Option<List>,
@@ -527,7 +528,13 @@ impl Cli {
             log_format: given(m, "log-format"),
             log_file: one(m, "log-file"),
             label: one(m, "label"),
-            stagger: one(m, "stagger"),
+            stagger: {
+                let text = m
+                    .get_raw("stagger")
+                    .and_then(|mut words| words.next_back())
+                    .map(|word| word.to_string_lossy().into_owned());
+                one(m, "stagger").zip(text)
+            },
             quota: one(m, "quota"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),

@@ -187,6 +187,7 @@ fn one_line(e: &clap::Error) -> String {
             line += &format!(" (expected one of: {})", values.join(", "));
         }
     }
+    let mut suggested = false;
     for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
         let suggestions = match e.get(kind) {
             Some(ContextValue::String(s)) => vec![s.clone()],
@@ -195,7 +196,11 @@ fn one_line(e: &clap::Error) -> String {
         };
         if !suggestions.is_empty() {
             line += &format!(" (did you mean {}?)", suggestions.join(" or "));
+            suggested = true;
         }
+    }
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && !suggested {
+        line += " (retry --help lists the options)";
     }
     // Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make retry run `-x` as
     // the command: left out.
@@ -283,16 +288,17 @@ impl Config {
             timeout,
             limit: Limit::earliest(budget, deadline_in),
         };
-        let stagger = cli.stagger.filter(|s| !s.is_zero());
-        if let (Some(most), Some(limit)) = (stagger, policy.limit) {
-            if most >= limit.at {
+        let stagger = cli.stagger.filter(|(s, _)| !s.is_zero());
+        if let (Some((most, written)), Some(limit)) = (&stagger, policy.limit) {
+            if *most >= limit.at {
                 return Err(UsageError(format!(
                     "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
-                    crate::duration::human(most),
+                    crate::report::printable(written),
                     crate::duration::human(limit.at)
                 )));
             }
         }
+        let stagger = stagger.map(|(most, _)| most);
         let simulate = simulation(&cli.simulate, stagger, cli.quota.as_ref())?;
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;

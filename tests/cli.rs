@@ -51,6 +51,12 @@ fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
             "--retry-on",
             "1-5",
         ),
+        // The value as it was written, not as retry would write the duration.
+        (
+            &["--stagger", "500y", "-B", "1s", "--", "true"],
+            "--stagger",
+            "'500y'",
+        ),
     ];
     for (args, option, value) in cases {
         let out = retry().args(*args).output().unwrap();
@@ -180,6 +186,21 @@ fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
             assert!(err.contains(needle), "{needle} not in {err}");
         }
     }
+}
+
+#[test]
+fn an_unknown_option_points_to_the_help_on_its_one_line() {
+    let out = retry()
+        .args(["--no-such-flag", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("'--no-such-flag'") && err.contains("--help"),
+        "{err}"
+    );
 }
 
 #[test]
