@@ -16,7 +16,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         let secs: f64 = s
             .parse()
             .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-        return Duration::try_from_secs_f64(secs).map_err(|_| "the duration is too large".into());
+        let d = Duration::try_from_secs_f64(secs)
+            .map_err(|_| "the duration is too large".to_string())?;
+        // A positive duration below the clock's step rounds up to that step: rounded down to
+        // 0 it would mean no limit at all.
+        return Ok(if d.is_zero() && secs > 0.0 {
+            Duration::from_nanos(1)
+        } else {
+            d
+        });
     }
     humantime::parse_duration(s).map_err(|e| {
         format!("{e}; expected a duration such as 250ms, 2s, 1m30s or a number of seconds")
@@ -169,6 +177,17 @@ mod tests {
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.000"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_positive_duration_too_small_for_the_clock_rounds_up_not_to_zero() {
+        assert_eq!(parse_duration("0.0000000001"), Ok(Duration::from_nanos(1)));
+        assert_eq!(
+            parse_duration("0.000000000000000000001"),
+            Ok(Duration::from_nanos(1))
+        );
+        assert_eq!(parse_duration("0.0000000015"), Ok(Duration::from_nanos(1)));
     }
 
     #[test]

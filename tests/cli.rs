@@ -173,6 +173,29 @@ fn a_zero_timeout_lets_the_try_run_to_its_end() {
 }
 
 #[test]
+fn a_timeout_too_small_for_the_clock_still_stops_the_try() {
+    // Rounded down it would be 0, which means no timeout: the try would run its 5 s.
+    let started = std::time::Instant::now();
+    let out = retry()
+        .args([
+            "-n",
+            "1",
+            "-t",
+            "0.0000000001",
+            "-k",
+            "0",
+            "--",
+            "sleep",
+            "5",
+        ])
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
+
+#[test]
 fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
     for (list, value) in [("--retry-on", "1-5"), ("--stop-on", "3")] {
         let out = retry()
