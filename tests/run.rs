@@ -131,6 +131,24 @@ fn a_missing_command_exits_127_and_a_non_executable_one_126_after_one_try() {
 }
 
 #[test]
+fn a_directory_found_on_path_cannot_be_executed_as_with_timeout() {
+    // `timeout 10 .` says "Permission denied" and exits 126: a directory of that name is on
+    // PATH (every entry of PATH has a `.`), and execve refuses it.
+    let dir = common::temp_dir("dir-on-path");
+    std::fs::create_dir_all(dir.join("tool")).unwrap();
+    for name in [".", "tool"] {
+        let out = retry()
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+            .args(["-d", "0", "--", name])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(126), "{name}: {log}");
+        assert_eq!(lines_with(&log, "retry: try "), 1, "{log}");
+    }
+}
+
+#[test]
 fn a_try_killed_by_a_signal_gives_128_plus_n() {
     let out = retry()
         .args(["-n", "2", "-d", "0", "--", "sh", "-c", "kill -KILL $$"])

@@ -120,8 +120,12 @@ pub fn resolve(program: &std::ffi::OsStr) -> io::Result<std::path::PathBuf> {
     let mut denied = false;
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(program);
+        // As execvp(3) does: a match that cannot be executed (no x bit, or a directory, which
+        // execve refuses with EACCES) is passed over, and makes the result "cannot execute"
+        // (126) rather than "not found" (127) when nothing later matches.
         match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
             Ok(()) if candidate.is_file() => return Ok(candidate),
+            Ok(()) => denied = true,
             Err(Errno::EACCES) if candidate.exists() => denied = true,
             _ => {}
         }
