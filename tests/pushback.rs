@@ -149,6 +149,29 @@ fn gives_up_at_once_when_the_budget_cannot_hold_the_requested_wait() {
 }
 
 #[test]
+fn a_request_past_two_to_the_64_seconds_gives_up_on_the_budget_not_retries_at_once() {
+    for asked in ["18446744073709551616", "99999999999999999999999999"] {
+        let started = Instant::now();
+        let out = retry()
+            .args(["-n", "5", "-d", "0", "-B", "5s"])
+            .args(["--delay-from-output", r"Retry-After: (\d+)"])
+            .args(["--", "sh", "-c"])
+            .arg(format!("echo 'Retry-After: {asked}'; exit 3"))
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(3), "{log}");
+        assert!(!log.contains("try 2/5"), "{log}");
+        assert!(
+            log.contains("giving up: the output asked for ") && log.contains("budget"),
+            "{log}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(4), "{log}");
+    }
+}
+
+#[test]
 fn a_tool_that_says_retry_in_300ms_is_waited_for_past_max_delay() {
     let started = Instant::now();
     let out = retry()

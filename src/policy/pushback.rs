@@ -19,7 +19,24 @@ pub fn read_wait(group: &[u8]) -> Result<Duration, String> {
     if text.is_empty() {
         return Err("empty".into());
     }
-    parse_duration(text).map_err(|_| "not a number of seconds or a duration".into())
+    match parse_duration(text) {
+        Ok(wait) => Ok(wait),
+        // A request longer than a `Duration` holds is the longest wait there is, not none.
+        Err(_) if too_long(text) => Ok(Duration::MAX),
+        Err(_) => Err("not a number of seconds or a duration".into()),
+    }
+}
+
+/// Whether `text` is a wait too long to be held: a number of seconds past 2^64, or a
+/// DURATION whose number overflows.
+fn too_long(text: &str) -> bool {
+    let seconds = text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && text.parse::<f64>().is_ok_and(|secs| secs > 0.0);
+    seconds
+        || matches!(
+            humantime::parse_duration(text),
+            Err(humantime::DurationError::NumberOverflow)
+        )
 }
 
 /// What the output of one try asked for, match after match: the last wait that could be read
@@ -103,6 +120,22 @@ mod tests {
         assert_eq!(read_wait(b"1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(read_wait(b" 250ms."), Ok(ms(250)));
         assert_eq!(read_wait(b"0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_wait_too_long_to_hold_is_the_longest_wait_not_none() {
+        for text in [
+            &b"18446744073709551616"[..],
+            b"99999999999999999999999999999",
+            b"18446744073709551616.5",
+            b"99999999999999999999999y",
+        ] {
+            assert_eq!(read_wait(text), Ok(Duration::MAX), "{text:?}");
+        }
+        assert_eq!(
+            read_wait(b"99999999999"),
+            Ok(Duration::from_secs(99_999_999_999))
+        );
     }
 
     #[test]
