@@ -507,7 +507,7 @@ fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
     assert_eq!(out.status.code(), Some(124), "{log}");
     assert!(log.contains("try 1/1 timed out after"), "{log}");
     assert!(
-        log.contains(", killed after the 300ms grace period"),
+        log.contains(", sent SIGTERM, then SIGKILL after the 300ms grace period"),
         "{log}"
     );
     let out = retry()

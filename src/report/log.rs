@@ -145,7 +145,8 @@ pub struct Log {
     /// `--label`: the run's name, in every line and event.
     run_label: Option<String>,
     max_tries: Option<u64>,
-    /// The grace period between a stopping signal and SIGKILL.
+    /// The signal that stops a try (`--signal`), and the grace period between it and SIGKILL.
+    signal: Signal,
     kill_after: Duration,
     /// What ends the run early, if anything: the budget or the deadline.
     limit: Option<LimitSource>,
@@ -243,6 +244,7 @@ impl Log {
             run_id,
             run_label: config.label.clone(),
             max_tries: config.policy.max_tries,
+            signal: config.signal,
             kill_after: config.kill_after,
             limit: config.policy.limit.map(|l| l.source),
             ci: Ci::default(),
@@ -497,7 +499,9 @@ impl Log {
                 .num("duration_ms", millis(r.took))
                 .obj("outcome", outcome_json(r.outcome));
             if r.outcome == Outcome::Timeout {
-                obj = obj.bool("killed", r.killed);
+                obj = obj
+                    .str("signal", &self.signal.name())
+                    .bool("killed", r.killed);
             }
             if r.stopped_by_limit {
                 obj = obj.str("limit", self.limit_word());
@@ -521,8 +525,10 @@ impl Log {
         }
     }
 
-    /// How a try ended, as words, with how it was stopped: `exited 7`, `timed out after 2s,
-    /// killed after the 1s grace period`, `stopped at the end of the budget after 2s`.
+    /// How a try ended, as words, with how it was stopped and the signals it was sent, as
+    /// `timeout --verbose` names them: `exited 7`, `timed out after 2s, sent SIGTERM, then
+    /// SIGKILL after the 1s grace period`, `stopped at the end of the budget after 2s, sent
+    /// SIGTERM`.
     fn ended_words(&self, r: &TryReport<'_>) -> String {
         if r.outcome != Outcome::Timeout {
             return format!("{} after {}", outcome_words(r.outcome), human(r.took));
@@ -532,9 +538,15 @@ impl Log {
             (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
             (true, _) => "stopped at the end of the budget",
         };
-        let mut words = format!("{stopped} after {}", human(r.took));
-        if r.killed {
-            words += &format!(", killed after the {} grace period", human(self.kill_after));
+        let mut words = format!("{stopped} after {}, sent {}", human(r.took), self.signal);
+        if r.killed && self.signal != Signal::KILL {
+            words += &match self.kill_after.is_zero() {
+                true => ", then SIGKILL at once".to_string(),
+                false => format!(
+                    ", then SIGKILL after the {} grace period",
+                    human(self.kill_after)
+                ),
+            };
         }
         words
     }
@@ -1071,19 +1083,39 @@ mod tests {
         let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], true, false, false);
         assert_eq!(
             human,
-            "retry: try 1/3 timed out after 2.003s, killed after the 1s grace period (transient); next try in 1s\n"
+            "retry: try 1/3 timed out after 2.003s, sent SIGTERM, then SIGKILL after the 1s grace period (transient); next try in 1s\n"
         );
         assert!(
-            json.contains(r#""outcome":{"timeout":true},"killed":true,"#),
+            json.contains(r#""outcome":{"timeout":true},"signal":"TERM","killed":true,"#),
             "{json}"
         );
         assert!(!json.contains("limit"), "{json}");
         let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], false, false, false);
         assert!(
-            human.contains("try 1/3 timed out after 2.003s (transient)"),
+            human.contains("try 1/3 timed out after 2.003s, sent SIGTERM (transient)"),
             "{human}"
         );
         assert!(json.contains(r#""killed":false"#), "{json}");
+    }
+
+    #[test]
+    fn a_timed_out_try_names_the_signals_it_was_sent() {
+        let (human, json) = stopped_try(&["-n1", "-t2s", "-s", "INT"], false, false, false);
+        assert!(
+            human.contains("timed out after 2.003s, sent SIGINT (transient)"),
+            "{human}"
+        );
+        assert!(json.contains(r#""signal":"INT","killed":false"#), "{json}");
+        let (human, _) = stopped_try(&["-n1", "-t2s", "-s", "KILL"], true, false, false);
+        assert!(
+            human.contains("timed out after 2.003s, sent SIGKILL (transient)"),
+            "{human}"
+        );
+        let (human, _) = stopped_try(&["-n1", "-t2s", "-k", "0"], true, false, false);
+        assert!(
+            human.contains("timed out after 2.003s, sent SIGTERM, then SIGKILL at once"),
+            "{human}"
+        );
     }
 
     #[test]
@@ -1091,7 +1123,7 @@ mod tests {
         let (human, json) = stopped_try(&["-n1", "-B2s"], false, true, true);
         assert_eq!(
             human,
-            "retry: try 1/1 stopped at the end of the budget after 2.003s (transient); giving up: no tries left\n"
+            "retry: try 1/1 stopped at the end of the budget after 2.003s, sent SIGTERM (transient); giving up: no tries left\n"
         );
         assert!(
             json.contains(r#""killed":false,"limit":"budget""#),
@@ -1100,7 +1132,7 @@ mod tests {
         let deadline = ["-n1", "--deadline", "1970-01-01T00:00:02Z", "-k", "500ms"];
         let (human, json) = stopped_try(&deadline, true, true, true);
         assert!(
-            human.contains("try 1/1 stopped at the deadline after 2.003s, killed after the 500ms grace period (transient)"),
+            human.contains("try 1/1 stopped at the deadline after 2.003s, sent SIGTERM, then SIGKILL after the 500ms grace period (transient)"),
             "{human}"
         );
         assert!(
