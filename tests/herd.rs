@@ -363,3 +363,30 @@ fn runs_that_lose_redis_warn_and_go_on_with_the_local_store() {
         "{log}"
     );
 }
+
+#[test]
+fn a_signal_during_the_stagger_is_said_as_such_and_no_try_runs() {
+    let dir = temp_dir("herd-stagger-signal");
+    let ran = dir.join("ran");
+    // Seed 1 draws 9.742 s of the 10 s.
+    let mut child = retry_std()
+        .args(["--stagger", "10s", "--seed", "1", "--", "touch"])
+        .arg(&ran)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{log}");
+    assert!(!ran.exists(), "{log}");
+    assert!(
+        log.contains("received SIGTERM during the stagger before the first try: no try ran"),
+        "{log}"
+    );
+    assert!(log.contains("gave up before the first try in "), "{log}");
+    assert!(!log.contains("try 0/") && !log.contains("0 tries"), "{log}");
+}

@@ -156,6 +156,16 @@ pub struct Tally {
     failures: Vec<(String, u64)>,
 }
 
+/// `after 3 tries`, `after 1 try`, or `before the first try` for a run stopped during its
+/// stagger.
+pub fn after_tries(tries: u64) -> String {
+    match tries {
+        0 => "before the first try".into(),
+        1 => "after 1 try".into(),
+        n => format!("after {n} tries"),
+    }
+}
+
 impl Tally {
     /// Adds a try that ended; `failed` counts it among the failures.
     pub fn record(&mut self, row: Row, failed: bool) {
@@ -226,8 +236,8 @@ impl Tally {
             (None, GiveUp::Quota(refusal)) => refusal.to_string(),
         };
         let mut text = format!(
-            "gave up after {tries} {} in {}, {why}",
-            if tries == 1 { "try" } else { "tries" },
+            "gave up {} in {}, {why}",
+            after_tries(tries),
             human(elapsed)
         );
         if !self.failures.is_empty() {

@@ -729,18 +729,31 @@ impl Log {
         self.human(line);
     }
 
-    /// A stopping signal reached `retry` during try `attempt` or the wait after it.
+    /// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait
+    /// after try 0 is the stagger before the first try.
     pub fn received(&mut self, signal: Signal, attempt: u64, in_wait: bool) {
+        let stagger = in_wait && attempt == 0;
         if self.json {
+            let during = match (stagger, in_wait) {
+                (true, _) => "stagger",
+                (false, true) => "wait",
+                (false, false) => "try",
+            };
             let obj = self
                 .event("signal")
                 .str("signal", &signal.name())
                 .num("attempt", attempt)
-                .str("during", if in_wait { "wait" } else { "try" });
+                .str("during", during);
             self.emit(obj);
             return;
         }
         if self.quiet {
+            return;
+        }
+        if stagger {
+            self.human(format!(
+                "received {signal} during the stagger before the first try: no try ran"
+            ));
             return;
         }
         let label = self.label(attempt);
@@ -806,8 +819,8 @@ impl Log {
         let mut line = Line::default();
         line.paint("gave up", Paint::Bad);
         line.push(&format!(
-            " after {} in {}: {cause}",
-            plural(tries, "try", "tries"),
+            " {} in {}: {cause}",
+            ci::after_tries(tries),
             human(elapsed)
         ));
         self.human(line);
