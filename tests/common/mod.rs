@@ -28,6 +28,33 @@ pub fn retry() -> assert_cmd::Command {
 /// of it; the CI tests set them.
 pub const CI_VARS: [&str; 3] = ["GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITLAB_CI"];
 
+/// Whether `what`, from the system package `package`, is on this machine for `test`. Without
+/// it the test says so loudly on stderr and passes, so that `cargo test` passes on a machine
+/// with only the Rust toolchain; RETRY_REQUIRE_PACKAGES=1 (as CI sets it, after installing
+/// them) makes it a failure instead.
+pub fn have_package(test: &str, what: &str, package: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var_os("RETRY_REQUIRE_PACKAGES").is_some_and(|v| v == "1") {
+        panic!("{what} is missing (RETRY_REQUIRE_PACKAGES=1): install the {package} package");
+    }
+    // Written to the real stderr: the test harness captures `eprintln!` of passing tests.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {test} did not run: {what} is missing; install the {package} package, or set \
+         RETRY_REQUIRE_PACKAGES=1 to make this a failure"
+    );
+    false
+}
+
+/// Whether the program `name` can be run (it is on PATH).
+pub fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
 /// `retry` as a plain std command, for tests that signal it while it runs.
 pub fn retry_std() -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
