@@ -592,3 +592,67 @@ fn fish_completes_the_wrapped_command_where_it_is_installed() {
     assert_eq!(replies[6], ["decorrelated", "equal", "full", "none"]);
     assert_eq!(replies[7], ["alpha"]);
 }
+
+/// The README's shell examples: every `retry` command line in a ```sh block is one that
+/// `retry` accepts.
+#[test]
+fn every_example_of_the_readme_is_a_valid_retry_command_line() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut checked = 0;
+    let mut in_sh = false;
+    let mut pending = String::new();
+    for line in readme.lines() {
+        match line.trim_end() {
+            "```sh" => in_sh = true,
+            "```" => in_sh = false,
+            _ if in_sh => {
+                // A comment after the command, and a continued line.
+                let code = line.split("  #").next().unwrap_or("").trim_end();
+                if let Some(head) = code.strip_suffix('\\') {
+                    pending += head;
+                    continue;
+                }
+                let whole = std::mem::take(&mut pending) + code;
+                for words in shell_words(&whole) {
+                    let Some(at) = words.iter().position(|w| w == "retry") else {
+                        continue;
+                    };
+                    let args = &words[at..];
+                    // `cargo run --release -- ARGS` runs retry too.
+                    if let ParseOutcome::Usage(e) = parse(args, SystemTime::now()) {
+                        panic!("the README's example {whole} is a usage error: {e:?}");
+                    }
+                    checked += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(checked > 20, "only {checked} examples found");
+}
+
+/// --help's summary of the exit statuses names every status the manual lists.
+#[test]
+fn the_help_names_every_exit_status_of_the_manual() {
+    let help = command()
+        .get_long_about()
+        .map(|h| h.to_string())
+        .unwrap_or_default()
+        .replace('\n', " ");
+    let statuses = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("--help sums up the exit statuses");
+    for code in ["0", "124", "125", "126", "127", "128+N", "1"] {
+        assert!(
+            statuses.contains(&format!(" {code} when"))
+                || statuses.contains(&format!(" {code} for")),
+            "--help's exit statuses leave out {code}: {statuses}"
+        );
+    }
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    assert!(
+        !readme.contains("(spec "),
+        "the README cites a spec its readers do not have"
+    );
+}

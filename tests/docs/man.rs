@@ -430,8 +430,9 @@ fn environment() -> Vec<Block> {
         ),
         literal(
             "GITHUB_STEP_SUMMARY",
-            "Under GitHub Actions, the file to which a run that retried or gave up appends a \
-             table of its tries, for the job's summary page.",
+            "When it names a file (GitHub Actions sets it; `GITHUB_ACTIONS` need not be set), a \
+             run that retried or gave up appends a table of its tries to it, for the job's \
+             summary page.",
         ),
         literal(
             "GITLAB_CI",
