@@ -294,7 +294,7 @@ impl Config {
                 return Err(UsageError(format!(
                     "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
                     crate::report::printable(written),
-                    crate::duration::human(limit.at)
+                    crate::duration::hms(limit.at)
                 )));
             }
         }

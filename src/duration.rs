@@ -68,46 +68,21 @@ pub fn parse_time(s: &str) -> Result<SystemTime, String> {
     shifted.ok_or_else(bad)
 }
 
-/// Formats a duration for the log: `412ms`, `1.204s`, `122s`, `12m05s`, `1h02m`.
-/// Seconds are kept up to ten minutes, so that waits and totals read in one unit.
-pub fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if d.is_zero() {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        if d > Duration::ZERO && ms == 0 {
-            return format!("{}µs", d.as_micros());
-        }
-        return format!("{ms}ms");
-    }
-    if ms < 600_000 {
-        let secs = format!("{:.3}", d.as_secs_f64());
-        let secs = secs.trim_end_matches('0').trim_end_matches('.');
-        return format!("{secs}s");
-    }
-    let total = d.as_secs();
-    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
-    if h == 0 {
-        format!("{m}m{s:02}s")
-    } else if h < 48 {
-        format!("{h}h{m:02}m")
-    } else {
-        format!("{}d{:02}h", h / 24, h % 24)
-    }
-}
-
-/// Formats a duration in hours, minutes and seconds, for the dry run, whose totals run long:
-/// `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`, `3d04h`. It is rounded to the
-/// millisecond (below one, `human`'s `µs`), and milliseconds are kept at any length, so that the
-/// rows of a table add up. From a minute on, the leading unit stands alone and the ones after
-/// it take two digits, as `human` writes `12m05s`; units of zero at the end are left out, so
-/// `-m 2m` reads back as `2m`. Days start at 48 hours, as in `human`.
+/// Formats a duration as `retry` writes every duration it prints (the log, the dry run, errors),
+/// in a form `retry` reads back: `412ms`, `1.204s`, `4m40.123s`, `2m05s`, `1h`, `1h00m05s`,
+/// `3d04h`. It is rounded to the millisecond (below one, whole microseconds: `7µs`), and
+/// milliseconds are kept at any length, so that the rows of a table add up. From a minute on,
+/// the leading unit stands alone and the ones after it take two digits; units of zero at the end
+/// are left out, so `-m 2m` reads back as `2m`. Days start at 48 hours.
 pub fn hms(d: Duration) -> String {
     const MS: u128 = 1_000_000;
     let ms = (d.as_nanos() + MS / 2) / MS;
     if ms == 0 {
-        return human(d);
+        return match d.as_micros() {
+            0 if d.is_zero() => "0s".into(),
+            0 => format!("{}ns", d.as_nanos()),
+            us => format!("{us}µs"),
+        };
     }
     if ms < 1000 {
         return format!("{ms}ms");
@@ -239,21 +214,21 @@ mod tests {
         assert_eq!(hms(Duration::from_micros(59_999_600)), "1m");
         assert_eq!(hms(Duration::from_micros(999_600)), "1s");
         assert_eq!(hms(Duration::from_micros(400)), "400µs");
+        assert_eq!(hms(Duration::from_nanos(1)), "1ns");
     }
 
     #[test]
-    fn formats_for_people() {
-        assert_eq!(human(Duration::from_millis(412)), "412ms");
-        assert_eq!(human(Duration::from_millis(1204)), "1.204s");
-        assert_eq!(human(Duration::from_millis(1370)), "1.37s");
-        assert_eq!(human(Duration::from_secs(30)), "30s");
-        assert_eq!(human(Duration::from_secs(122)), "122s");
-        assert_eq!(human(Duration::from_secs(725)), "12m05s");
-        assert_eq!(human(Duration::from_secs(3720)), "1h02m");
-        assert_eq!(human(Duration::ZERO), "0s");
-        assert_eq!(
-            human(Duration::MAX),
-            format!("{}d{:02}h", u64::MAX / 86400, u64::MAX / 3600 % 24)
-        );
+    fn what_is_written_reads_back_as_the_same_duration() {
+        for d in [
+            Duration::from_nanos(1),
+            Duration::from_micros(7),
+            Duration::from_millis(1204),
+            Duration::from_secs(60),
+            Duration::from_millis(280_123),
+            Duration::from_secs(3_605),
+            Duration::from_secs(3 * 86_400 + 4 * 3_600),
+        ] {
+            assert_eq!(parse_duration(&hms(d)), Ok(d), "{}", hms(d));
+        }
     }
 }

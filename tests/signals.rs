@@ -97,7 +97,7 @@ fn sigterm_during_a_wait_ends_it_at_once() {
     let pids = dir.join("pids");
     let script = format!("echo $$ >> '{}'; exit 1", pids.display());
     let mut child = start(&dir, &["-n", "3", "-d", "60s", "-j", "none"], &script);
-    wait_for_log(&dir, "next try in 60s");
+    wait_for_log(&dir, "next try in 1m");
     let sent = Instant::now();
     send(child.id(), nix::libc::SIGTERM);
     let status = wait_bounded(&mut child, Duration::from_secs(10));

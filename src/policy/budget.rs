@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::duration::human;
+use crate::duration::hms;
 
 /// Which option set the end of the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,9 +83,9 @@ pub struct BudgetExceeded {
 }
 
 impl BudgetExceeded {
-    /// The comparison that failed, its durations written by `time`: the log's `human`, or the
-    /// dry run's `hms`.
-    pub fn describe(&self, time: impl Fn(Duration) -> String) -> String {
+    /// The comparison that failed.
+    pub fn describe(&self) -> String {
+        let time = hms;
         let what = match self.limit.source {
             LimitSource::Budget => "budget",
             LimitSource::Deadline => "deadline",
@@ -119,7 +119,7 @@ impl BudgetExceeded {
 impl fmt::Display for BudgetExceeded {
     /// `budget: 29s used + 800ms wait + 8s timeout > 30s`, `budget: 9s used + 1s wait ≥ 10s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe(human))
+        f.write_str(&self.describe())
     }
 }
 

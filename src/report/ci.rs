@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::duration::human;
+use crate::duration::hms;
 use crate::policy::{GiveUp, LimitSource, Outcome, Signal};
 
 /// The CI system a run is in, as its environment says.
@@ -212,8 +212,8 @@ impl Tally {
             "succeeded on try {try_label} after {failed} {}: {} ({} in all, {} waiting)",
             if failed == 1 { "failure" } else { "failures" },
             self.failures(),
-            human(elapsed),
-            human(waited)
+            hms(elapsed),
+            hms(waited)
         )
     }
 
@@ -235,11 +235,7 @@ impl Tally {
             (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
             (None, GiveUp::Quota(refusal)) => refusal.to_string(),
         };
-        let mut text = format!(
-            "gave up {} in {}, {why}",
-            after_tries(tries),
-            human(elapsed)
-        );
+        let mut text = format!("gave up {} in {}, {why}", after_tries(tries), hms(elapsed));
         if !self.failures.is_empty() {
             text += ": ";
             text += &self.failures();
@@ -285,12 +281,12 @@ impl Tally {
 }
 
 fn push_row(out: &mut String, row: &Row) {
-    let wait = row.wait.map_or_else(|| "-".to_string(), human);
+    let wait = row.wait.map_or_else(|| "-".to_string(), hms);
     out.push_str(&format!(
         "| {} | {} | {} | {} | {} |\n",
         markdown_text(&row.try_label),
         markdown_text(&row.outcome),
-        human(row.took),
+        hms(row.took),
         wait,
         markdown_text(&row.verdict)
     ));

@@ -15,7 +15,7 @@ use crate::policy::{
     WaitPolicy, WorstCase, conflicts, worst_case,
 };
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy_in, policy_json};
+use crate::report::{command_line, describe_policy, policy_json};
 
 /// Rows shown before the rest of a long schedule is summarised.
 pub const SHOWN_ROWS: u64 = 50;
@@ -121,7 +121,7 @@ pub fn plan(config: &Config, seed: u64) -> Plan {
 fn stop_reason(why: &GiveUp, attempt: u64) -> String {
     match why {
         GiveUp::Tries => format!("the tries run out ({attempt} of {attempt})"),
-        GiveUp::Budget(exceeded) => exceeded.describe(hms),
+        GiveUp::Budget(exceeded) => exceeded.describe(),
         GiveUp::Permanent => "a permanent failure".into(),
         GiveUp::Interrupted => "an interrupt".into(),
         GiveUp::Input => "standard input that cannot be kept".into(),
@@ -229,7 +229,7 @@ pub fn warning(conflict: &Conflict) -> String {
             "{} leaves no room for a retry even after a first try that fails at once ({}), \
              so there is one try",
             end_option(exceeded.limit),
-            exceeded.describe(hms)
+            exceeded.describe()
         ),
         Conflict::BackoffIgnored(backoff) => {
             let option = match backoff {
@@ -408,7 +408,7 @@ fn print_human(
     if !config.command.is_empty() {
         writeln!(out, "  command: {}", command_line(&config.command))?;
     }
-    writeln!(out, "  policy:  {}", describe_policy_in(config, hms))?;
+    writeln!(out, "  policy:  {}", describe_policy(config))?;
     writeln!(out, "  waits:   after try k: {}", formula(&policy.waits))?;
     if let (Some(delay), Some(most)) = (staggered(config, seed), config.stagger) {
         writeln!(

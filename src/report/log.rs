@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::config::{ColorWhen, LogFormat};
-use crate::duration::{human, millis};
+use crate::duration::{hms, millis};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{
@@ -107,7 +107,7 @@ impl fmt::Display for HookFailure<'_> {
             HookFailure::Ended(Outcome::Signal(s)) => write!(f, "was killed by {s}"),
             HookFailure::Ended(other) => write!(f, "{other}"),
             HookFailure::TimedOut(took) => {
-                write!(f, "timed out after {}; stopped it", human(*took))
+                write!(f, "timed out after {}; stopped it", hms(*took))
             }
         }
     }
@@ -531,20 +531,20 @@ impl Log {
     /// SIGTERM`.
     fn ended_words(&self, r: &TryReport<'_>) -> String {
         if r.outcome != Outcome::Timeout {
-            return format!("{} after {}", outcome_words(r.outcome), human(r.took));
+            return format!("{} after {}", outcome_words(r.outcome), hms(r.took));
         }
         let stopped = match (r.stopped_by_limit, self.limit) {
             (false, _) => "timed out",
             (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
             (true, _) => "stopped at the end of the budget",
         };
-        let mut words = format!("{stopped} after {}, sent {}", human(r.took), self.signal);
+        let mut words = format!("{stopped} after {}, sent {}", hms(r.took), self.signal);
         if r.killed && self.signal != Signal::KILL {
             words += &match self.kill_after.is_zero() {
                 true => ", then SIGKILL at once".to_string(),
                 false => format!(
                     ", then SIGKILL after the {} grace period",
-                    human(self.kill_after)
+                    hms(self.kill_after)
                 ),
             };
         }
@@ -568,7 +568,7 @@ impl Log {
             (Verdict::Success(_), _) => {
                 line.paint("succeeded", Paint::Good);
                 if outcome == Outcome::Exit(0) {
-                    line.push(&format!(" after {}", human(r.took)));
+                    line.push(&format!(" after {}", hms(r.took)));
                 } else {
                     line.push(&format!(" ({}, --success-on)", self.ended_words(r)));
                 }
@@ -589,10 +589,10 @@ impl Log {
         }
         match decision {
             Decision::Retry(wait) => {
-                line.push(&format!("; next try in {}", human(wait.delay)));
+                line.push(&format!("; next try in {}", hms(wait.delay)));
                 match wait.requested {
                     Some(_) if wait.set_by_request() => line.push(" (asked for by the output)"),
-                    Some(asked) => line.push(&format!(" (the output asked for {})", human(asked))),
+                    Some(asked) => line.push(&format!(" (the output asked for {})", hms(asked))),
                     None => {}
                 }
             }
@@ -722,9 +722,9 @@ impl Log {
         line.push(&format!(
             " on try {} in {} ({}, {} waiting)",
             self.label(attempt),
-            human(elapsed),
+            hms(elapsed),
             plural(retries, "retry", "retries"),
-            human(waited)
+            hms(waited)
         ));
         self.human(line);
     }
@@ -821,7 +821,7 @@ impl Log {
         line.push(&format!(
             " {} in {}: {cause}",
             ci::after_tries(tries),
-            human(elapsed)
+            hms(elapsed)
         ));
         self.human(line);
     }
@@ -919,8 +919,8 @@ impl Log {
         } else if self.verbose {
             self.human(format!(
                 "first try in {} (--stagger {})",
-                human(delay),
-                human(most)
+                hms(delay),
+                hms(most)
             ));
         }
     }

@@ -11,10 +11,9 @@ pub mod simulate;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
-use std::time::Duration;
 
 use crate::config::Config;
-use crate::duration::{human, millis};
+use crate::duration::{hms, millis};
 use crate::policy::{Backoff, Jitter, LimitSource};
 
 /// Characters that must never reach a terminal raw: control characters (C0, DEL, C1), which
@@ -129,13 +128,9 @@ pub fn printable(line: &str) -> String {
 }
 
 /// The policy in one line: `3 tries, exponential backoff from 1s ×2, cap 60s, jitter full`.
-pub fn describe_policy(config: &Config) -> String {
-    describe_policy_in(config, human)
-}
-
-/// `describe_policy`, its durations written by `time` (the dry run writes `hms`).
 /// Decorrelated jitter has no backoff: its waits are named by what they are drawn from.
-pub fn describe_policy_in(config: &Config, time: impl Fn(Duration) -> String) -> String {
+pub fn describe_policy(config: &Config) -> String {
+    let time = hms;
     let p = &config.policy;
     let tries = match p.max_tries {
         Some(1) => "1 try".to_string(),
@@ -248,7 +243,7 @@ mod tests {
         let line = describe_policy(&config(&["-j", "decorrelated", "--", "true"]));
         assert_eq!(
             line,
-            "3 tries, waits from 1s to 3 × the previous, cap 60s, jitter decorrelated"
+            "3 tries, waits from 1s to 3 × the previous, cap 1m, jitter decorrelated"
         );
         let line = describe_policy(&config(&["-j", "full", "--", "true"]));
         assert!(line.contains("exponential backoff from 1s ×2"), "{line}");

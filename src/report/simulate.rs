@@ -10,7 +10,7 @@ use crate::config::{Config, Simulation};
 use crate::duration::{hms, millis};
 use crate::policy::Jitter;
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy_in, policy_json};
+use crate::report::{command_line, describe_policy, policy_json};
 use crate::sim::{Figures, Model, PEAK_WINDOW, Series, Variant};
 
 /// Rows of the chart.
@@ -105,7 +105,7 @@ fn print_human(
             command_line(&config.command)
         )?;
     }
-    let mut policy = describe_policy_in(config, hms);
+    let mut policy = describe_policy(config);
     if matches!(results, Results::Compare(_)) {
         // Each row of the table has its own jitter.
         if let Some(cut) = policy.rfind(", jitter ") {
