@@ -698,6 +698,23 @@ fn a_retried_try_gets_the_lines_the_first_read_again_and_the_loop_the_rest() {
 }
 
 #[test]
+fn a_try_that_reads_a_thousand_lines_a_byte_at_a_time_leaves_the_rest_and_is_not_slow() {
+    // 3893 bytes, each asked for on its own: fed one read at a time, each soon after it comes.
+    let started = Instant::now();
+    let out = sh(
+        "seq 2000 | { \"$RETRY\" -t 20s -- sh -c 'n=0; while [ $n -lt 1000 ] && read l; do n=$((n+1)); done; echo $l'; wc -l; }",
+    );
+    let took = started.elapsed();
+    assert_eq!(
+        stdout_of(&out).split_whitespace().collect::<Vec<_>>(),
+        ["1000", "1000"],
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+#[test]
 fn readers_that_wait_in_poll_epoll_or_a_thread_are_fed() {
     let poll = "import os, select\n\
                 p = select.poll(); p.register(0, select.POLLIN); p.poll()\n\

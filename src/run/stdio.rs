@@ -989,12 +989,15 @@ impl RunIo {
                 Token::StdinRead => {
                     let Some(feed) = &mut io.feed else { continue };
                     let allowed = feed.allowance();
-                    if allowed > 0 {
-                        self.record(allowed);
-                    }
                     if let Pace::OnRequest(asking) = &mut feed.pace {
                         // One read per request.
                         asking.grant = None;
+                    }
+                    if allowed > 0 {
+                        self.record(allowed);
+                        // Passed on at once rather than after another poll (the write never
+                        // waits): a reader fed a byte at a time pays for each round trip.
+                        self.feed(io, libc::POLLOUT);
                     }
                 }
                 Token::StdinReady => {
@@ -1029,6 +1032,7 @@ impl RunIo {
         let buf = &mut self.scratch;
         buf.resize(CHUNK, 0);
         let n = match rec.read_at(feed.pos, buf) {
+            Ok(0) => return,
             Ok(n) => n,
             Err(_) => {
                 io.feed = None;
