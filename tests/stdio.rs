@@ -613,6 +613,11 @@ fn a_try_that_reads_part_gets_it_again_and_leaves_the_rest_but_one_block_read_ah
     );
     assert_eq!(out, "3000\n3000\n");
     assert_eq!(left, SEQ_BYTES - 3000);
+    // One block read, not followed by another: nothing is read ahead.
+    let (left, out) =
+        left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'head -c 5000 | wc -c; exit 1'");
+    assert_eq!(out, "5000\n5000\n");
+    assert_eq!(left, SEQ_BYTES - 5000);
     // A try that reads 300 kB in reads of 8 KiB (`head -c`): retry is never more than one such
     // read ahead of it.
     let (direct, want) = left_after("head -c 300000 | cksum");
