@@ -600,27 +600,123 @@ fn a_try_takes_from_a_pipe_only_what_it_reads() {
 }
 
 #[test]
-fn a_try_that_reads_part_gets_it_again_and_leaves_the_rest_but_the_read_ahead() {
-    // `read` takes a line a byte at a time: after the first byte, retry keeps at most as many
-    // bytes ready as the try has read.
+fn a_try_that_reads_part_gets_it_again_and_leaves_the_rest_but_one_block_read_ahead() {
+    // `read` takes a line a byte at a time: it is given exactly those bytes, and the rest is
+    // left as it is without retry.
     let (direct, _) = left_after("sh -c 'read x'");
     let (left, out) = left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'read x; echo $x; exit 1'");
     assert_eq!(out, "1\n1\n");
-    let read = SEQ_BYTES - direct;
-    assert!(
-        left < direct + 1 && left >= direct - read.min(65536),
-        "left {left}, direct {direct}"
+    assert_eq!(left, direct);
+    // Reads of less than 1 KiB are exact however many there are: three of 1000 bytes.
+    let (left, out) = left_after(
+        "\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'dd bs=1000 count=3 status=none | wc -c; exit 1'",
     );
-    // A try that reads 300 kB: retry is never more than 64 KiB ahead of it.
+    assert_eq!(out, "3000\n3000\n");
+    assert_eq!(left, SEQ_BYTES - 3000);
+    // One block read, not followed by another: nothing is read ahead.
+    let (left, out) =
+        left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'head -c 5000 | wc -c; exit 1'");
+    assert_eq!(out, "5000\n5000\n");
+    assert_eq!(left, SEQ_BYTES - 5000);
+    // A try that reads 300 kB in reads of 8 KiB (`head -c`): retry is never more than one such
+    // read ahead of it.
     let (direct, want) = left_after("head -c 300000 | cksum");
     let (left, out) =
         left_after("\"$RETRY\" -n 2 -d 0 -t 10s -- sh -c 'head -c 300000 | cksum; exit 1'");
     assert_eq!(out, format!("{want}{want}"));
     assert_eq!(direct, SEQ_BYTES - 300_000);
     assert!(
-        left <= direct && left >= direct - 65536,
+        left <= direct && left >= direct - 8192,
         "left {left}, direct {direct}"
     );
+}
+
+/// What `sh` prints for a loop over twelve lines that prints each line it reads, in brackets,
+/// then runs `cmd`, which reads standard input after it.
+fn shell_loop(cmd: &str) -> String {
+    let script = format!(
+        "printf 'line%s\\n' 1 2 3 4 5 6 7 8 9 10 11 12 | \
+         while read -r l; do printf '[%s]' \"$l\"; {cmd}; done"
+    );
+    let out = assert_cmd::Command::new("sh")
+        .args(["-c", &script])
+        .env("RETRY", assert_cmd::cargo::cargo_bin("retry"))
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", stderr_of(&out));
+    stdout_of(&out)
+}
+
+#[test]
+fn a_shell_loop_sees_every_line_a_try_that_reads_lines_leaves() {
+    for try_ in ["sh -c 'read x'", "sh -c 'read x; read y'"] {
+        let direct = shell_loop(try_);
+        let through_retry = shell_loop(&format!("\"$RETRY\" -q -n 1 -t 10s -- {try_}"));
+        assert_eq!(through_retry, direct, "{try_}");
+    }
+    // The loops the comparison stands for.
+    assert_eq!(
+        shell_loop("sh -c 'read x'"),
+        "[line1][line3][line5][line7][line9][line11]"
+    );
+    assert_eq!(
+        shell_loop("sh -c 'read x; read y'"),
+        "[line1][line4][line7][line10]"
+    );
+}
+
+#[test]
+fn a_retried_try_gets_the_lines_the_first_read_again_and_the_loop_the_rest() {
+    // Each try prints what it read in angle brackets; the first try fails, the second
+    // succeeds. Without retry the command runs once and succeeds.
+    for (reads, alone) in [
+        (
+            "read x; y=",
+            "[line1]<line2|>[line3]<line4|>[line5]<line6|>[line7]<line8|>[line9]<line10|>[line11]<line12|>",
+        ),
+        (
+            "read x; read y",
+            "[line1]<line2|line3>[line4]<line5|line6>[line7]<line8|line9>[line10]<line11|line12>",
+        ),
+    ] {
+        let try_ = format!(
+            "sh -c '{reads}; printf \"<%s|%s>\" \"$x\" \"$y\"; [ \"${{RETRY_ATTEMPT:-2}}\" != 1 ]'"
+        );
+        let direct = shell_loop(&try_);
+        let through_retry = shell_loop(&format!("\"$RETRY\" -q -n 2 -d 0 -t 10s -- {try_}"));
+        // Every try's output twice: the second try read the same lines again.
+        let mut twice = String::new();
+        for part in direct.split_inclusive('>') {
+            match part.find('<') {
+                Some(at) => {
+                    twice.push_str(&part[..at]);
+                    twice.push_str(&part[at..]);
+                    twice.push_str(&part[at..]);
+                }
+                None => twice.push_str(part),
+            }
+        }
+        assert_eq!(direct, alone);
+        assert_eq!(through_retry, twice, "{reads}");
+    }
+}
+
+#[test]
+fn a_try_that_reads_a_thousand_lines_a_byte_at_a_time_leaves_the_rest_and_is_not_slow() {
+    // 3893 bytes, each asked for on its own: fed one read at a time, each soon after it comes.
+    let started = Instant::now();
+    let out = sh(
+        "seq 2000 | { \"$RETRY\" -t 20s -- sh -c 'n=0; while [ $n -lt 1000 ] && read l; do n=$((n+1)); done; echo $l'; wc -l; }",
+    );
+    let took = started.elapsed();
+    assert_eq!(
+        stdout_of(&out).split_whitespace().collect::<Vec<_>>(),
+        ["1000", "1000"],
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
 }
 
 #[test]

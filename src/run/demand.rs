@@ -39,6 +39,11 @@ pub struct Demand {
     dev: u64,
     /// How `/proc/PID/fd/N` names the pipe.
     link: String,
+    /// The task (pid, tid) last seen waiting on the pipe. A reader of a few bytes at a time is
+    /// fed one read at a time, so it is looked at first: a task found asleep in a read of this
+    /// pipe needs no walk of the process tree, and it is the try's, since only the try was
+    /// given the pipe.
+    last: Option<(i32, i32)>,
 }
 
 impl Demand {
@@ -47,6 +52,7 @@ impl Demand {
             ino,
             dev,
             link: format!("pipe:[{ino}]"),
+            last: None,
         }
     }
 
@@ -66,7 +72,7 @@ impl Demand {
             any(target_arch = "x86_64", target_arch = "aarch64")
         )))]
         {
-            let _ = (inherited, self.ino, self.dev, &self.link);
+            let _ = (inherited, self.ino, self.dev, &self.link, self.last);
             Wanted::Unknowable
         }
     }
@@ -108,7 +114,13 @@ mod linux {
         }
     }
 
-    pub(super) fn wanted(demand: &Demand, inherited: &Inherited) -> Wanted {
+    pub(super) fn wanted(demand: &mut Demand, inherited: &Inherited) -> Wanted {
+        if let Some((pid, tid)) = demand.last {
+            if let Seen::Waits(count) = demand.task(pid, tid) {
+                return Wanted::Yes { count };
+            }
+        }
+        demand.last = None;
         let mut wanted = Wanted::No;
         let mut hidden = false;
         for process in descendants(inherited) {
@@ -126,6 +138,7 @@ mod linux {
                 };
                 match demand.task(pid, tid) {
                     Seen::Waits(count) => {
+                        demand.last = Some((pid, tid));
                         wanted = match wanted {
                             Wanted::Yes { count: Some(c) } => Wanted::Yes {
                                 count: count.map(|n| n.max(c)),
@@ -160,11 +173,11 @@ mod linux {
 
     impl Demand {
         fn task(&self, pid: i32, tid: i32) -> Seen {
-            let line = match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")) {
+            let line = match read_syscall(pid, tid) {
                 Ok(line) => line,
                 Err(e) => return refused(&e),
             };
-            let Some((nr, a)) = parse_syscall(&line) else {
+            let Some((nr, a)) = std::str::from_utf8(&line).ok().and_then(parse_syscall) else {
                 return Seen::Not;
             };
             let known = |fd: u64, count: u64| -> Seen {
@@ -317,6 +330,26 @@ mod linux {
         }
     }
 
+    /// The `syscall` file of a task, in one read: the number and eight arguments in hex, fewer
+    /// than 200 bytes. (It is read once per request of a reader fed a byte at a time, where
+    /// `read_to_string`'s growing reads would be half the cost.)
+    fn read_syscall(pid: i32, tid: i32) -> io::Result<Vec<u8>> {
+        use std::io::Read as _;
+        let mut file = File::open(format!("/proc/{pid}/task/{tid}/syscall"))?;
+        let mut buf = vec![0u8; 256];
+        let mut len = 0;
+        while len < buf.len() {
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(len);
+        Ok(buf)
+    }
+
     /// `len` bytes of the memory of `pid` at `addr`.
     fn read_memory(pid: i32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
         let mem = File::open(format!("/proc/{pid}/mem"))?;
@@ -405,6 +438,38 @@ mod tests {
             w != Wanted::No
         });
         assert_eq!(seen, Wanted::Yes { count: Some(777) });
+    }
+
+    #[test]
+    fn a_task_seen_waiting_is_not_taken_to_wait_once_it_has_read() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let st = nix::sys::stat::fstat(r.as_fd()).unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "read x; sleep 5"])
+            .stdin(Stdio::from(r))
+            .spawn()
+            .unwrap();
+        let mut demand = Demand::new(st.st_ino, st.st_dev);
+        let until = Instant::now() + Duration::from_secs(2);
+        let look_until = |demand: &mut Demand, want: Wanted| {
+            let mut seen = demand.wanted(&Inherited::default());
+            while seen != want && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+                seen = demand.wanted(&Inherited::default());
+            }
+            seen
+        };
+        // `read` asks for a byte at a time, and is seen asking again after each.
+        let one = Wanted::Yes { count: Some(1) };
+        assert_eq!(look_until(&mut demand, one), one);
+        nix::unistd::write(&w, b"a").unwrap();
+        assert_eq!(look_until(&mut demand, one), one);
+        // The line ends: the shell sleeps and nothing waits any more.
+        nix::unistd::write(&w, b"\n").unwrap();
+        let seen = look_until(&mut demand, Wanted::No);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(seen, Wanted::No);
     }
 
     #[test]

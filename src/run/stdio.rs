@@ -428,18 +428,28 @@ enum Pace {
     Eager,
     /// Nothing until the try is seen waiting for input; then what that one read asked for.
     OnRequest(Asking),
-    /// The try asked twice: it keeps reading. Its pipe holds at most as many unread bytes as it
-    /// has read, and at most `CHUNK`; the pipe is `capacity` bytes, never more than that bound,
-    /// so that a full pipe means enough is ready and poll wakes retry when the try reads.
-    Streaming { capacity: usize },
+    /// The try reads in blocks: two reads in a row asked for `BLOCK_READ` bytes or more. Its
+    /// pipe holds at most `ahead` unread bytes, the size of the read that started streaming
+    /// (at most `CHUNK`), and the pipe is no larger than that (or one page, if that is more), so
+    /// that a full pipe means enough is ready and poll wakes retry when the try reads.
+    Streaming { ahead: usize },
 }
+
+/// A read that asks for fewer bytes than this is taken to want exactly that many: a shell's
+/// `read` asks for one byte at a time, precisely so as not to take a byte past the line, and
+/// `head -c 100` or `dd bs=512 count=1` ask for what they mean to use. Such a read is given
+/// exactly what it asks for, however many it makes. A read of this size or more is a buffered
+/// reader's: the smallest stdio buffer in common use is musl's 1 KiB (its `readv` asks for
+/// 1 KiB more than the caller wants), glibc's is a page on a pipe, `cat` asks for 128 KiB.
+const BLOCK_READ: usize = 1024;
 
 /// Waiting for a try to ask for input, looking at its processes now and then.
 #[derive(Debug)]
 struct Asking {
     demand: Demand,
-    /// Requests seen so far: the second one starts streaming.
-    requests: u32,
+    /// The last request seen was a block read (`BLOCK_READ` bytes or more, or a wait in
+    /// poll, select or epoll): a second one in a row starts streaming.
+    block_read: bool,
     /// One read of standard input, of at most this many bytes, for the request just seen.
     grant: Option<usize>,
     /// Standard input had something to read, or its end, at the last look: looking is of use
@@ -466,7 +476,7 @@ impl Asking {
         let now = Moment::now();
         Asking {
             demand,
-            requests: 0,
+            block_read: false,
             grant: None,
             stdin_ready: true,
             next: now,
@@ -547,33 +557,22 @@ fn set_pipe_size(_fd: &OwnedFd, _size: usize) -> Option<usize> {
 
 impl Feed {
     /// How much may be read from standard input for this try now.
-    fn allowance(&mut self) -> usize {
-        match &mut self.pace {
+    fn allowance(&self) -> usize {
+        match &self.pace {
             Pace::Eager => CHUNK,
             Pace::OnRequest(asking) => asking.grant.unwrap_or(0),
-            Pace::Streaming { capacity } => {
-                let unread = unread(&self.fd);
-                let read = self.pos.saturating_sub(unread as u64);
-                let ahead = usize::try_from(read).unwrap_or(CHUNK).clamp(1, CHUNK);
-                let size = pipe_size_within(ahead);
-                if size > *capacity {
-                    // On failure the pipe stays smaller, which keeps the bound too.
-                    if let Some(taken) = set_pipe_size(&self.fd, size) {
-                        *capacity = taken;
-                    }
-                }
-                ahead.saturating_sub(unread)
-            }
+            Pace::Streaming { ahead } => ahead.saturating_sub(unread(&self.fd)),
         }
     }
 
-    /// The try asked a second time: it keeps reading. The pipe is empty now, so it can shrink
-    /// to the bound; where it cannot, the try is fed as fast as it takes input.
-    fn start_streaming(&mut self) {
-        let ahead = usize::try_from(self.pos).unwrap_or(CHUNK).clamp(1, CHUNK);
+    /// The try asked in blocks twice in a row, the last time for `block` bytes: it keeps
+    /// reading, and is kept at most that many bytes ahead. The pipe is empty now, so it can
+    /// shrink to the bound; where it cannot, the try is fed as fast as it takes input.
+    fn start_streaming(&mut self, block: usize) {
+        let ahead = block.clamp(1, CHUNK);
         let size = pipe_size_within(ahead);
         self.pace = match set_pipe_size(&self.fd, size) {
-            Some(capacity) if capacity <= size => Pace::Streaming { capacity },
+            Some(capacity) if capacity <= size => Pace::Streaming { ahead },
             _ => Pace::Eager,
         };
     }
@@ -990,12 +989,15 @@ impl RunIo {
                 Token::StdinRead => {
                     let Some(feed) = &mut io.feed else { continue };
                     let allowed = feed.allowance();
-                    if allowed > 0 {
-                        self.record(allowed);
-                    }
                     if let Pace::OnRequest(asking) = &mut feed.pace {
                         // One read per request.
                         asking.grant = None;
+                    }
+                    if allowed > 0 {
+                        self.record(allowed);
+                        // Passed on at once rather than after another poll (the write never
+                        // waits): a reader fed a byte at a time pays for each round trip.
+                        self.feed(io, libc::POLLOUT);
                     }
                 }
                 Token::StdinReady => {
@@ -1030,6 +1032,7 @@ impl RunIo {
         let buf = &mut self.scratch;
         buf.resize(CHUNK, 0);
         let n = match rec.read_at(feed.pos, buf) {
+            Ok(0) => return,
             Ok(n) => n,
             Err(_) => {
                 io.feed = None;
@@ -1101,9 +1104,10 @@ impl RunIo {
     }
 
     /// Looks whether some process of the try waits for input on its pipe, when it is time
-    /// (`next_scan`): a first request is granted one read of what it asked for (at most
-    /// `CHUNK`, and `CHUNK` when poll, select or epoll does not say), a second one starts
-    /// streaming. `inherited` are the processes below `retry` that are not the try's.
+    /// (`next_scan`): a request is granted one read of what it asked for (at most `CHUNK`, and
+    /// `CHUNK` when poll, select or epoll does not say), so that a reader of a few bytes at a
+    /// time gets exactly those; a second block read in a row starts streaming. `inherited` are
+    /// the processes below `retry` that are not the try's.
     pub fn scan(&mut self, io: &mut TryIo, inherited: &Inherited) {
         let Some(due) = self.next_scan(io) else {
             return;
@@ -1139,12 +1143,19 @@ impl RunIo {
         asking.cost = now.elapsed();
         match wanted {
             Wanted::No => asking.look_later(Moment::now()),
-            Wanted::Yes { count } if asking.requests == 0 => {
-                asking.requests = 1;
-                asking.grant = Some(count.unwrap_or(CHUNK).clamp(1, CHUNK));
-                asking.look_soon(Moment::now());
+            Wanted::Yes { count } => {
+                // A wait in poll, select or epoll does not say how much it will read: it is
+                // taken as a block read of `CHUNK`.
+                let count = count.unwrap_or(CHUNK).clamp(1, CHUNK);
+                let block = count >= BLOCK_READ;
+                if block && asking.block_read {
+                    feed.start_streaming(count);
+                } else {
+                    asking.block_read = block;
+                    asking.grant = Some(count);
+                    asking.look_soon(Moment::now());
+                }
             }
-            Wanted::Yes { .. } => feed.start_streaming(),
             Wanted::Unknowable => {
                 feed.pace = Pace::Eager;
                 if !self.warned_unseen {
