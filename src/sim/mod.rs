@@ -42,7 +42,7 @@ pub const PEAK_WINDOW: Duration = Duration::from_millis(100);
 const MAX_BINS: usize = 4000;
 
 /// The width of a bin at the start: one millisecond.
-const FIRST_BIN_NS: Ns = 1_000_000;
+const FIRST_BIN_NS: u64 = 1_000_000;
 
 /// What the clients retry against.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,9 +238,9 @@ struct Client<'p> {
     /// The try's result, decided by the dependency before the client learns it.
     result: Result<(), Failure>,
     /// When the try under way is stopped by its timeout or the end of the run.
-    stop_at: Ns,
+    stop_at: u64,
     /// Model `occ`: when this try's read reached the record.
-    read_at: Ns,
+    read_at: u64,
 }
 
 /// The dependency's state.
@@ -253,7 +253,7 @@ enum Dependency {
 fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u64) -> Figures {
     let mut rng = StdRng::seed_from_u64(seed);
     let n = scenario.clients.min(MAX_CLIENTS);
-    let mut queue: BinaryHeap<Reverse<(Ns, u32)>> = BinaryHeap::with_capacity(n as usize);
+    let mut queue: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(n as usize);
     let mut clients: Vec<Client<'_>> = Vec::with_capacity(n as usize);
     for id in 0..n {
         // As in a real run, the stagger is the first draw; the clients draw in turn.
@@ -264,7 +264,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
             schedule: Schedule::new(policy),
             phase: Phase::Start,
             result: Ok(()),
-            stop_at: Ns::MAX,
+            stop_at: u64::MAX,
             read_at: 0,
         });
         queue.push(Reverse((start, id)));
@@ -299,8 +299,8 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
                         bucket.deposit(params, millis(now));
                     }
                 }
-                let limit = client.schedule.start_try(duration(now));
-                client.stop_at = limit.map_or(Ns::MAX, |l| now.saturating_add(nanos(l)));
+                let limit = client.schedule.start_try(Duration::from_nanos(now));
+                client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
                 recorder.try_started(now, first);
                 match &mut dependency {
                     Dependency::Outage(server) => server.start(client, now),
@@ -332,7 +332,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         failures: tally.failures,
         peak: recorder.peak.result(),
         peak_retries: recorder.peak_retries.result(),
-        last_finish: duration(tally.last_finish),
+        last_finish: Duration::from_nanos(tally.last_finish),
         succeeded: tally.succeeded,
         gave_up: tally.gave_up,
         unfinished,
@@ -346,7 +346,7 @@ struct Tally {
     failures: Failures,
     succeeded: u32,
     gave_up: Vec<(&'static str, u32)>,
-    last_finish: Ns,
+    last_finish: u64,
 }
 
 impl Tally {
@@ -365,11 +365,11 @@ const QUOTA: &str = "quota";
 /// transient failure, then the quota's token for the retry. Returns when its next try starts.
 fn decide(
     client: &mut Client<'_>,
-    now: Ns,
+    now: u64,
     rng: &mut StdRng,
     quota: Option<&mut (QuotaParams, Bucket)>,
     tally: &mut Tally,
-) -> Option<Ns> {
+) -> Option<u64> {
     if let Err(why) = client.result {
         tally.failures.count(why);
     } else {
@@ -377,7 +377,7 @@ fn decide(
         client.phase = Phase::Done;
         return None;
     }
-    let now_since_start = duration(now);
+    let now_since_start = Duration::from_nanos(now);
     let decision = match client.result {
         // A timeout is an outcome a real run sees too: it is classified as one would
         // (`--stop-on timeout` makes it permanent).
@@ -422,44 +422,31 @@ fn decide(
 }
 
 /// Ends the client's try at once (a phase the model does not have).
-fn end_now(client: &mut Client<'_>, now: Ns) -> Option<Ns> {
+fn end_now(client: &mut Client<'_>, now: u64) -> Option<u64> {
     client.phase = Phase::End;
     Some(now)
 }
 
-/// A time on the virtual clock, in nanoseconds since the clients started. 128 bits hold any
-/// sum of `Duration`s a simulation can make: 64 would stop the clock at about 584 years.
-pub(super) type Ns = u128;
-
-/// A duration in nanoseconds.
-fn nanos(d: Duration) -> Ns {
-    d.as_nanos()
+/// A duration in nanoseconds, saturating: about 584 years.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Virtual nanoseconds as a `Duration`, saturating at the longest one.
-fn duration(ns: Ns) -> Duration {
-    const NS: Ns = 1_000_000_000;
-    match u64::try_from(ns / NS) {
-        Ok(secs) => Duration::new(secs, (ns % NS) as u32),
-        Err(_) => Duration::MAX,
-    }
-}
-
-/// Virtual nanoseconds as the quota's milliseconds, saturating.
-fn millis(ns: Ns) -> u64 {
-    u64::try_from(ns / 1_000_000).unwrap_or(u64::MAX)
+/// Virtual nanoseconds as the quota's milliseconds.
+fn millis(ns: u64) -> u64 {
+    ns / 1_000_000
 }
 
 /// The busiest window seen so far, and the window being counted.
 #[derive(Default)]
 struct PeakCounter {
-    window: Ns,
+    window: u64,
     count: u64,
     best: Peak,
 }
 
 impl PeakCounter {
-    fn add(&mut self, now: Ns) {
+    fn add(&mut self, now: u64) {
         let window = now / nanos(PEAK_WINDOW);
         if window != self.window {
             self.close();
@@ -473,7 +460,7 @@ impl PeakCounter {
         if self.count > self.best.tries {
             self.best = Peak {
                 tries: self.count,
-                at: duration(self.window.saturating_mul(nanos(PEAK_WINDOW))),
+                at: Duration::from_nanos(self.window.saturating_mul(nanos(PEAK_WINDOW))),
             };
         }
     }
@@ -489,10 +476,10 @@ struct Recorder {
     tries: u64,
     peak: PeakCounter,
     peak_retries: PeakCounter,
-    width: Ns,
+    width: u64,
     /// The factor of the next widening: 2 and 5 in turn, so that the widths stay round (1ms,
     /// 2ms, 10ms, 20ms, 100ms, ...).
-    next_factor: Ns,
+    next_factor: u64,
     bins: Vec<u64>,
 }
 
@@ -508,7 +495,7 @@ impl Recorder {
         }
     }
 
-    fn try_started(&mut self, now: Ns, first: bool) {
+    fn try_started(&mut self, now: u64, first: bool) {
         self.tries = self.tries.saturating_add(1);
         self.peak.add(now);
         if !first {
@@ -519,9 +506,9 @@ impl Recorder {
     }
 
     /// Makes the series reach `now`; returns its bin.
-    fn reach(&mut self, now: Ns) -> usize {
+    fn reach(&mut self, now: u64) -> usize {
         let mut bin = now / self.width;
-        while bin >= MAX_BINS as Ns {
+        while bin >= MAX_BINS as u64 {
             self.widen();
             bin = now / self.width;
         }
@@ -551,7 +538,7 @@ impl Recorder {
 
     fn series(&self) -> Series {
         Series {
-            width: duration(self.width),
+            width: Duration::from_nanos(self.width),
             tries: self.bins.clone(),
         }
     }

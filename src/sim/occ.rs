@@ -12,7 +12,7 @@
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use super::{Client, Failure, Ns, Phase};
+use super::{Client, Failure, Phase};
 
 /// The mean of one network hop, in nanoseconds.
 const HOP_MEAN: f64 = 10_000_000.0;
@@ -27,7 +27,7 @@ pub struct Occ;
 #[derive(Default)]
 pub(super) struct Record {
     /// When the last successful write landed.
-    last_write: Option<Ns>,
+    last_write: Option<u64>,
 }
 
 impl Record {
@@ -36,9 +36,9 @@ impl Record {
     pub(super) fn start(
         &mut self,
         client: &mut Client<'_>,
-        now: Ns,
+        now: u64,
         rng: &mut StdRng,
-    ) -> Option<Ns> {
+    ) -> Option<u64> {
         client.read_at = now.saturating_add(hop(rng));
         let write_at = client
             .read_at
@@ -59,9 +59,9 @@ impl Record {
     pub(super) fn write(
         &mut self,
         client: &mut Client<'_>,
-        now: Ns,
+        now: u64,
         rng: &mut StdRng,
-    ) -> Option<Ns> {
+    ) -> Option<u64> {
         let seen = self.last_write.is_none_or(|at| at <= client.read_at);
         client.result = if seen {
             self.last_write = Some(now);
@@ -81,8 +81,8 @@ impl Record {
 }
 
 /// One network hop: |Normal(10 ms, 2 ms)| in nanoseconds.
-fn hop(rng: &mut StdRng) -> Ns {
-    (HOP_MEAN + HOP_SD * standard_normal(rng)).abs() as Ns
+fn hop(rng: &mut StdRng) -> u64 {
+    (HOP_MEAN + HOP_SD * standard_normal(rng)).abs() as u64
 }
 
 /// A draw from Normal(0, 1), by the Box–Muller transform of two uniform draws.
@@ -117,7 +117,7 @@ mod tests {
     fn a_hop_takes_about_ten_milliseconds() {
         let mut rng = StdRng::seed_from_u64(2);
         let n = 10_000;
-        let total: Ns = (0..n).map(|_| hop(&mut rng)).sum();
+        let total: u64 = (0..n).map(|_| hop(&mut rng)).sum();
         let mean_ms = total as f64 / n as f64 / 1e6;
         assert!((mean_ms - 10.0).abs() < 0.1, "{mean_ms}");
     }

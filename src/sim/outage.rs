@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Client, Failure, Ns, Phase, nanos};
+use super::{Client, Failure, Phase, nanos};
 
 /// The model's parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,8 +20,8 @@ pub struct Outage {
 
 /// The dependency as the tries find it.
 pub(super) struct Server {
-    until: Ns,
-    latency: Ns,
+    until: u64,
+    latency: u64,
     limiter: Option<Limiter>,
 }
 
@@ -36,7 +36,7 @@ impl Server {
     }
 
     /// A try of `client` starts at `now`: decides its result and returns when it ends.
-    pub(super) fn start(&mut self, client: &mut Client<'_>, now: Ns) -> Option<Ns> {
+    pub(super) fn start(&mut self, client: &mut Client<'_>, now: u64) -> Option<u64> {
         client.result = if now < self.until {
             Err(Failure::Outage)
         } else if self.limiter.as_mut().is_none_or(|l| l.admit(now)) {
@@ -62,11 +62,11 @@ struct Limiter {
     per_ns: f64,
     most: f64,
     tokens: f64,
-    at: Ns,
+    at: u64,
 }
 
 impl Limiter {
-    fn new(rate: f64, from: Ns) -> Limiter {
+    fn new(rate: f64, from: u64) -> Limiter {
         let most = rate.max(1.0);
         Limiter {
             per_ns: rate / 1e9,
@@ -77,7 +77,7 @@ impl Limiter {
     }
 
     /// True when a try arriving at `now` is served.
-    fn admit(&mut self, now: Ns) -> bool {
+    fn admit(&mut self, now: u64) -> bool {
         let elapsed = now.saturating_sub(self.at);
         self.tokens = (self.tokens + elapsed as f64 * self.per_ns).min(self.most);
         self.at = self.at.max(now);
@@ -95,7 +95,7 @@ impl Limiter {
 mod tests {
     use super::*;
 
-    const SECOND: Ns = 1_000_000_000;
+    const SECOND: u64 = 1_000_000_000;
 
     #[test]
     fn the_limiter_lets_one_second_of_tries_through_at_once_then_its_rate() {
