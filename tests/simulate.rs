@@ -490,3 +490,46 @@ fn simulate_needs_no_command_and_touches_no_quota_store() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(out.stderr.is_empty(), "{}", stderr_of(&out));
 }
+
+#[test]
+fn a_simulation_past_the_clocks_end_says_so_rather_than_stopping_silently() {
+    let out = retry()
+        .args([
+            "--simulate",
+            "--clients",
+            "2",
+            "--latency",
+            "500y",
+            "-n",
+            "2",
+            "--seed",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(text.contains("finished:  no client"), "{text}");
+    assert!(
+        text.contains("past the clock: 2 of 2, whose next try or answer would come after the simulated clock ends"),
+        "{text}"
+    );
+    let out = retry()
+        .args([
+            "--simulate",
+            "--log-format",
+            "json",
+            "--clients",
+            "2",
+            "--latency",
+            "500y",
+        ])
+        .args(["-n", "2", "--seed", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains(r#""past_clock":2"#),
+        "{}",
+        stdout_of(&out)
+    );
+}

@@ -233,6 +233,15 @@ fn print_figures(f: &Figures, out: &mut impl Write) -> io::Result<()> {
             f.unfinished, f.clients, f.tries
         )?;
     }
+    if f.past_clock > 0 {
+        writeln!(
+            out,
+            "past the clock: {} of {}, whose next try or answer would come after the simulated clock ends, at about 584 years ({})",
+            f.past_clock,
+            f.clients,
+            hms(crate::sim::CLOCK_END)
+        )?;
+    }
     Ok(())
 }
 
@@ -257,11 +266,13 @@ fn print_table(rows: &[(Variant, Figures)], quota: bool, out: &mut impl Write) -
             if quota {
                 row.push(if v.quota { "yes" } else { "no" }.to_string());
             }
-            let gave_up = if f.unfinished > 0 {
-                format!("{} (+{} unfinished)", f.gave_up_in_all(), f.unfinished)
-            } else {
-                f.gave_up_in_all().to_string()
-            };
+            let mut gave_up = f.gave_up_in_all().to_string();
+            if f.unfinished > 0 {
+                gave_up += &format!(" (+{} unfinished)", f.unfinished);
+            }
+            if f.past_clock > 0 {
+                gave_up += &format!(" (+{} past the clock)", f.past_clock);
+            }
             row.extend([
                 f.tries.to_string(),
                 format!("{:.2}", f.per_client()),
@@ -501,6 +512,10 @@ fn print_json_run(variant: Option<&Variant>, f: &Figures, out: &mut impl Write) 
         .num("succeeded", f.succeeded)
         .obj("gave_up", gave_up)
         .num("unfinished", f.unfinished);
+    let obj = match f.past_clock {
+        0 => obj,
+        n => obj.num("past_clock", n),
+    };
     writeln!(out, "{}", obj.finish())
 }
 

@@ -158,6 +158,9 @@ pub struct Figures {
     pub gave_up: Vec<(&'static str, u32)>,
     /// Clients still retrying when the simulation stopped at [`MAX_TRIES`].
     pub unfinished: u32,
+    /// Clients whose next try or answer would come past the end of the virtual clock
+    /// ([`CLOCK_END`]): they neither succeeded nor gave up within it.
+    pub past_clock: u32,
     pub series: Series,
 }
 
@@ -255,6 +258,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
     let n = scenario.clients.min(MAX_CLIENTS);
     let mut queue: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(n as usize);
     let mut clients: Vec<Client<'_>> = Vec::with_capacity(n as usize);
+    let mut past_clock: u32 = 0;
     for id in 0..n {
         // As in a real run, the stagger is the first draw; the clients draw in turn.
         let start = scenario
@@ -267,7 +271,10 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
             stop_at: u64::MAX,
             read_at: 0,
         });
-        queue.push(Reverse((start, id)));
+        match start {
+            u64::MAX => past_clock = past_clock.saturating_add(1),
+            start => queue.push(Reverse((start, id))),
+        }
     }
     let mut dependency = match &scenario.model {
         Model::Outage(o) => Dependency::Outage(outage::Server::new(o)),
@@ -322,8 +329,11 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
             }
             Phase::Done => None,
         };
-        if let Some(at) = next {
-            queue.push(Reverse((at, id)));
+        match next {
+            // Saturated: the event would come after the clock's end, and cannot be held.
+            Some(u64::MAX) => past_clock = past_clock.saturating_add(1),
+            Some(at) => queue.push(Reverse((at, id))),
+            None => {}
         }
     }
     Figures {
@@ -336,6 +346,7 @@ fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u6
         succeeded: tally.succeeded,
         gave_up: tally.gave_up,
         unfinished,
+        past_clock,
         series: recorder.series(),
     }
 }
@@ -427,7 +438,11 @@ fn end_now(client: &mut Client<'_>, now: u64) -> Option<u64> {
     Some(now)
 }
 
-/// A duration in nanoseconds, saturating: about 584 years.
+/// The end of the virtual clock: its nanoseconds are 64 bits, about 584 years. An event that
+/// would come later is not simulated, and its client is counted in `past_clock`.
+pub const CLOCK_END: Duration = Duration::from_nanos(u64::MAX);
+
+/// A duration in nanoseconds, saturating at the clock's end.
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -311,3 +311,23 @@ fn compare_gives_a_row_per_jitter_and_per_quota_use() {
     let rows = compare(&p, &outage(20, s(5), None), 1);
     assert_eq!(rows[1].1, plain);
 }
+
+#[test]
+fn a_client_whose_next_event_is_past_the_clocks_end_is_counted_not_finished() {
+    // Tries of 500 years: the second one would end past 584 years, where the clock ends.
+    const YEAR: u64 = 365 * 24 * 3600 + 6 * 3600;
+    let p = policy(Some(2), s(1), s(1), Jitter::None);
+    let mut sc = outage(2, s(600 * YEAR), None);
+    if let Model::Outage(o) = &mut sc.model {
+        o.latency = s(500 * YEAR);
+    }
+    let f = simulate(&p, &sc, 1);
+    assert_eq!(f.tries, 4);
+    assert_eq!(f.past_clock, 2);
+    assert_eq!((f.succeeded, f.gave_up_in_all()), (0, 0));
+    // Nothing finished: no finish time was made up at the clock's end.
+    assert_eq!(f.last_finish, Duration::ZERO);
+    // Within the clock, nothing is past it.
+    let f = simulate(&p, &outage(2, s(5), None), 1);
+    assert_eq!(f.past_clock, 0);
+}
