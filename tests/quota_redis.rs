@@ -28,16 +28,15 @@ const NOW: u64 = 0;
 
 /// What these tests do with a server beyond starting it.
 trait ServerExt {
-    fn client(&self) -> redis::Connection;
+    fn cli(&self, args: &[&str]) -> Vec<String>;
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore;
 }
 
 impl ServerExt for Server {
-    /// A plain connection, to look at the server behind the store's back.
-    fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-            .expect("connect to the test server")
+    /// A command sent with `redis-cli`, to look at the server behind the store's back: the
+    /// lines of its raw reply.
+    fn cli(&self, args: &[&str]) -> Vec<String> {
+        common::redis_server::cli(self.port, args)
     }
 
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore {
@@ -157,35 +156,25 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     let Some(server) = Server::start("expiry", &[]) else {
         return;
     };
-    let mut client = server.client();
-    let ttl = |client: &mut redis::Connection, key: &str| -> i64 {
-        redis::cmd("PTTL").arg(key).query(client).unwrap()
-    };
+    let ttl = |key: &str| -> i64 { server.cli(&["PTTL", key])[0].parse().unwrap() };
 
     let store = server.store("idle", params(0.2, 1.0, 10.0));
     assert_eq!(store.key(), "retry:quota:idle");
     // A peek writes nothing.
     store.peek(NOW).unwrap();
-    assert_eq!(
-        ttl(&mut client, "retry:quota:idle"),
-        -2,
-        "no key after a peek"
-    );
+    assert_eq!(ttl("retry:quota:idle"), -2, "no key after a peek");
 
     store.deposit(NOW).unwrap();
-    let left = ttl(&mut client, "retry:quota:idle");
+    let left = ttl("retry:quota:idle");
     // 10 tokens at 1/s fill in 10 s: twice that is under the 2-minute minimum.
     assert!(left > 110_000 && left <= 120_000, "PTTL {left}");
     assert_eq!(store.expiry(), Duration::from_secs(120));
-    let fields: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg("retry:quota:idle")
-        .query(&mut client)
-        .unwrap();
-    let names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    let fields = server.cli(&["HGETALL", "retry:quota:idle"]);
+    let names: Vec<&str> = fields.iter().step_by(2).map(String::as_str).collect();
     assert_eq!(names, ["tokens", "at"]);
-    let at: u64 = fields[1].1.parse().unwrap();
-    let time: (String, String) = redis::cmd("TIME").query(&mut client).unwrap();
-    let server_now_ms = time.0.parse::<u64>().unwrap() * 1000;
+    let at: u64 = fields[3].parse().unwrap();
+    let time = server.cli(&["TIME"]);
+    let server_now_ms = time[0].parse::<u64>().unwrap() * 1000;
     assert!(
         at.abs_diff(server_now_ms) < 5_000,
         "at={at} is the server's time, {server_now_ms}"
@@ -194,7 +183,7 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     // A slow floor keeps the key longer: 1000 tokens at 0.5/s fill in 2000 s.
     let slow = server.store("slow", params(0.2, 0.5, 1000.0));
     slow.take(NOW).unwrap();
-    let left = ttl(&mut client, "retry:quota:slow");
+    let left = ttl("retry:quota:slow");
     assert!(left > 3_990_000 && left <= 4_000_000, "PTTL {left}");
 }
 
@@ -205,11 +194,7 @@ fn a_flushed_script_is_loaded_again() {
     };
     let store = server.store("reload", params(0.0, 0.0, 5.0));
     assert_eq!(store.take(NOW).unwrap().tokens, 4.0);
-    let mut client = server.client();
-    redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query::<()>(&mut client)
-        .unwrap();
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), ["OK"]);
     // EVALSHA answers NOSCRIPT; the store loads the script and runs it on the same bucket.
     let after = store.take(NOW).unwrap();
     assert!(after.granted);
