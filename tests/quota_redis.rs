@@ -344,3 +344,103 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
         }
     }
 }
+
+/// `retry ARGS` with this environment added, its own runtime directory and a bound: its exit
+/// status and log.
+fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
+    let runtime = common::temp_dir("redis-run");
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut cmd = common::retry();
+    cmd.env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("RETRY_REDIS_PASSWORD");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
+    const PASSWORD: &str = "s3cret-from-env";
+    let Some(server) = Server::start("env-password", &["--requirepass", PASSWORD]) else {
+        return;
+    };
+    let failing = |url: &str, format: &str| {
+        vec![
+            "-v".to_string(),
+            "-n".into(),
+            "2".into(),
+            "-d".into(),
+            "0".into(),
+            "--log-format".into(),
+            format.into(),
+            "--quota".into(),
+            url.into(),
+            "--".into(),
+            "false".into(),
+        ]
+    };
+    // No deposits and no refill: each run's retry takes one token of ten.
+    let bare = format!("{}:ratio=0,floor=0", server.url("envpw"));
+    let env = [("RETRY_REDIS_PASSWORD", PASSWORD)];
+
+    // From the environment: no warning, and the bucket is on the server.
+    let words = failing(&bare, "human");
+    let (status, log) = retry_run(&env, &words);
+    assert_eq!(status, Some(1), "{log}");
+    assert!(!log.contains("warning"), "{log}");
+    assert!(log.contains("retry, 9.00 tokens left"), "{log}");
+    let exists = [
+        "--no-auth-warning",
+        "-a",
+        PASSWORD,
+        "EXISTS",
+        "retry:quota:envpw",
+    ];
+    assert_eq!(server.cli(&exists), ["1"]);
+    let words = failing(&bare, "json");
+    let (_, log) = retry_run(&env, &words);
+    assert!(
+        log.contains(r#""tokens":8"#) && !log.contains(r#""event":"warning""#),
+        "{log}"
+    );
+    assert!(!log.contains(PASSWORD), "{log}");
+
+    // Without it, the server refuses the run, which keeps its quota on this machine.
+    let (_, log) = retry_run(&[], &failing(&bare, "human"));
+    assert!(
+        log.contains("cannot be reached") && log.contains("NOAUTH"),
+        "{log}"
+    );
+
+    // In the URL it works too (and wins over the environment's), with one warning naming the
+    // variable; the password is shown nowhere.
+    let with = format!(
+        "redis://:{PASSWORD}@127.0.0.1:{}/envpw:ratio=0,floor=0",
+        server.port
+    );
+    let wrong = [("RETRY_REDIS_PASSWORD", "not-the-password")];
+    for (format, left) in [
+        ("human", "retry, 7.00 tokens left"),
+        ("json", r#""tokens":6"#),
+    ] {
+        let (status, log) = retry_run(&wrong, &failing(&with, format));
+        assert_eq!(status, Some(1), "{log}");
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{log}");
+        assert!(
+            warnings[0].contains("ps") && warnings[0].contains("RETRY_REDIS_PASSWORD"),
+            "{log}"
+        );
+        assert!(log.contains(left), "{left}: {log}");
+        assert!(!log.contains(PASSWORD), "{log}");
+    }
+}

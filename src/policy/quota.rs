@@ -121,6 +121,15 @@ impl QuotaSpec {
         }
     }
 
+    /// Whether the Redis address holds a password, which every user of the machine can read
+    /// in the process list.
+    pub fn has_password(&self) -> bool {
+        match &self.store {
+            QuotaStore::Local => false,
+            QuotaStore::Redis { url } => url.contains('@'),
+        }
+    }
+
     /// Where the quota lives as a log line names it: a local name in quotes, or the URL.
     pub fn shown(&self) -> String {
         match self.store {
@@ -372,6 +381,20 @@ fn clipped(value: &str) -> String {
     }
 }
 
+/// `value` (an option's value, as an error would show it) with the user and password of a
+/// `SCHEME://USER:PASSWORD@HOST` address replaced by `***`; `None` when it holds none. The
+/// last '@' ends them, as [`QuotaSpec`] reads the address.
+pub fn hide_password(value: &str) -> Option<String> {
+    let (scheme, rest) = value.split_once("://")?;
+    let (userinfo, host) = rest.rsplit_once('@')?;
+    let hidden = if userinfo.starts_with(':') {
+        ":***"
+    } else {
+        "***"
+    };
+    Some(format!("{scheme}://{hidden}@{host}"))
+}
+
 /// A token bucket at one moment: `tokens` as they were at `at_ms` (ms since the Unix epoch).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bucket {
@@ -574,6 +597,31 @@ mod tests {
         assert_eq!(short(0.2), "0.2");
         assert_eq!(short(1_000_000.0), "1000000");
         assert_eq!(short(0.123_456_789_012_345), "0.123456789012345");
+    }
+
+    #[test]
+    fn a_password_is_hidden_from_a_value_shown_in_an_error() {
+        assert_eq!(
+            hide_password("redis://:s3cret@h:1/q:cap=0").as_deref(),
+            Some("redis://:***@h:1/q:cap=0")
+        );
+        assert_eq!(
+            hide_password("redis://user:s3c@ret@h/q").as_deref(),
+            Some("redis://***@h/q")
+        );
+        assert_eq!(
+            hide_password("rediss://:s3cret@h/q").as_deref(),
+            Some("rediss://:***@h/q")
+        );
+        assert_eq!(hide_password("redis://h/q"), None);
+        assert_eq!(hide_password("q:cap=0"), None);
+    }
+
+    #[test]
+    fn a_password_in_the_address_is_known_to_be_there() {
+        assert!(spec("redis://:s3cret@h/q").has_password());
+        assert!(!spec("redis://h/q").has_password());
+        assert!(!spec("q").has_password());
     }
 
     #[test]

@@ -158,6 +158,12 @@ fn open_quota(
     log: &mut Log,
 ) -> Option<runner::SharedQuota> {
     let redis = matches!(spec.store, QuotaStore::Redis { .. });
+    if spec.has_password() {
+        log.warn(&format!(
+            "the Redis password in --quota can be read by every user of this machine (with `ps`) while the run lasts; give it in {} instead",
+            quota_redis::PASSWORD_VAR
+        ));
+    }
     let opened = match connect_quota(spec, until) {
         // A Redis quota keeps the local store ready for when Redis goes away.
         Ok(store) => Ok((store, redis.then(|| local_store(spec).ok()).flatten())),
