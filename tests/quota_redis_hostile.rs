@@ -184,15 +184,21 @@ fn a_reply_of_gigabytes_is_a_failed_store_read_no_further_than_its_header() {
     assert!(max_rss_kib < 200 * 1024, "a child used {max_rss_kib} KiB");
 }
 
-/// The error of the first take from a store on `port`, and how long it took.
+/// The error of the first take from a store on `port`, and how long it took; the test fails
+/// when the take has not ended within 5 s.
 fn take_error(port: u16) -> (RedisStoreError, Duration) {
     let url = format!("redis://127.0.0.1:{port}/q");
     let store = RedisStore::connect(&url, "q", QuotaParams::default())
         .unwrap_or_else(|e| panic!("the server answers PING: {e}"));
-    let start = Instant::now();
-    match store.take(0) {
-        Ok(update) => panic!("the take succeeded: {update:?}"),
-        Err(e) => (e, start.elapsed()),
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let _ = tx.send((store.take(0), start.elapsed()));
+    });
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok((Ok(update), _)) => panic!("the take succeeded: {update:?}"),
+        Ok((Err(e), elapsed)) => (e, elapsed),
+        Err(_) => panic!("the take did not end within 5 s"),
     }
 }
 
