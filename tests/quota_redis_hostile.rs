@@ -251,3 +251,39 @@ fn a_whole_reply_that_comes_too_slowly_fails_though_each_byte_comes_in_time() {
     assert!(e.to_string().ends_with("no answer within 250 ms"), "{e}");
     assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
 }
+
+#[test]
+fn a_server_that_quotes_the_password_back_never_gets_it_shown() {
+    // As Redis answers a command renamed away: it quotes the command's arguments.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let mut request = [0u8; 4096];
+            if socket.read(&mut request).unwrap_or(0) > 0 {
+                let _ = socket.write_all(
+                    b"-ERR unknown command 'AUTH', with args beginning with: 'pa55-Word' \r\n",
+                );
+            }
+        }
+    });
+    let url = format!("redis://:pa55-Word@127.0.0.1:{port}/q");
+    match RedisStore::connect(&url, "q", QuotaParams::default()) {
+        Ok(store) => panic!("connected: {store:?}"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("unknown command 'AUTH'"), "{text}");
+            assert!(
+                !text.contains("pa55-Word") && text.contains("'***'"),
+                "{text}"
+            );
+        }
+    }
+    let (_, status, _, log) = run("hostile-echo", &["-n", "1", "--quota", &url, "--", "true"]);
+    assert_eq!(status, Some(0), "{log}");
+    assert!(
+        log.contains("unknown command") && !log.contains("pa55-Word"),
+        "{log}"
+    );
+}

@@ -377,7 +377,9 @@ impl RedisStore {
             server.password = settings.password;
         }
         let deadline = Deadline::new(settings.until);
-        let node = server.open(&server.addr, &deadline, true)?;
+        let node = server
+            .open(&server.addr, &deadline, true)
+            .map_err(|e| server.scrub(e))?;
         Ok(RedisStore {
             server,
             key: format!("{KEY_PREFIX}{name}"),
@@ -428,10 +430,14 @@ impl RedisStore {
         // A thread that panicked while holding the lock left at worst a connection in an
         // unknown state, which the failure below replaces.
         let mut slot = self.node.lock().unwrap_or_else(PoisonError::into_inner);
-        let (reply, at) = self.exchange(&mut slot, &op, &deadline)?;
-        let failed = |reply: String| RedisStoreError::Reply {
-            server: at.to_string(),
-            reply,
+        let (reply, at) = self
+            .exchange(&mut slot, &op, &deadline)
+            .map_err(|e| self.server.scrub(e))?;
+        let failed = |reply: String| {
+            self.server.scrub(RedisStoreError::Reply {
+                server: at.to_string(),
+                reply,
+            })
         };
         let (granted, tokens) = match reply {
             Value::Array(Some(items)) => match &items[..] {
@@ -676,6 +682,38 @@ impl Server {
             },
             password,
         })
+    }
+
+    /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
+    /// arguments of a command it does not know (AUTH renamed away, a proxy without it).
+    fn scrub(&self, e: RedisStoreError) -> RedisStoreError {
+        let Some(password) = self
+            .password
+            .as_deref()
+            .and_then(|p| std::str::from_utf8(p).ok())
+            .filter(|p| !p.is_empty())
+        else {
+            return e;
+        };
+        let clean = |source: Failure| match source {
+            Failure::Server(message) => Failure::Server(message.replace(password, "***")),
+            other => other,
+        };
+        match e {
+            RedisStoreError::Connect { server, source } => RedisStoreError::Connect {
+                server,
+                source: clean(source),
+            },
+            RedisStoreError::Command { server, source } => RedisStoreError::Command {
+                server,
+                source: clean(source),
+            },
+            RedisStoreError::Reply { server, reply } => RedisStoreError::Reply {
+                server,
+                reply: reply.replace(password, "***"),
+            },
+            other => other,
+        }
     }
 
     /// Connects to `addr` before the deadline: resolves the host, tries its addresses in turn
