@@ -139,7 +139,7 @@ pub fn command() -> Command {
             "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --replay FILE",
         )
         .after_help(
-            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of a --quota redis://HOST/NAME that names none: unlike a\n                        password in the URL, other users cannot read it with ps",
+            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
         )
         .max_term_width(100)
         .args(options())

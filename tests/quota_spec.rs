@@ -141,3 +141,15 @@ fn a_redis_password_appears_in_no_log_dry_run_simulation_or_dead_letter() {
     assert!(recorded.contains("127.0.0.1"), "{recorded}");
     assert_hidden("the dead-letter file", &recorded);
 }
+
+#[test]
+fn the_help_and_the_manual_name_the_password_variable() {
+    let (status, out, _) = run(&["--help"]);
+    assert_eq!(status, Some(0));
+    let environment = out.split("Environment:").nth(1).unwrap_or_default();
+    assert!(environment.contains("RETRY_REDIS_PASSWORD"), "{out}");
+    let manual = include_str!("../man/retry.1");
+    let section = manual.split(".SH ENVIRONMENT").nth(1).unwrap_or_default();
+    let section = section.split(".SH ").next().unwrap_or_default();
+    assert!(section.contains("RETRY_REDIS_PASSWORD"), "{section}");
+}
