@@ -6,8 +6,16 @@
 //! flushes scripts or sets a password disturbs no other) and stops it when it ends, also when
 //! it fails. Without `redis-server` the tests say so loudly on stderr and pass, unless
 //! RETRY_REQUIRE_REDIS=1 (as CI sets it) makes them fail.
+//!
+//! Two parts have files of their own: servers that are not Redis (`quota_redis/hostile.rs`),
+//! and a Redis Cluster (`quota_redis/cluster.rs`). They are modules of this test program, not
+//! programs of their own, so that the cluster's two seconds of start-up overlap the other tests.
 
+#[path = "quota_redis/cluster.rs"]
+mod cluster;
 mod common;
+#[path = "quota_redis/hostile.rs"]
+mod hostile;
 
 use common::redis_server::{Server, free_port};
 

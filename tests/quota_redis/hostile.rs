@@ -4,9 +4,7 @@
 //! quickly and in little memory. These servers are small listeners on 127.0.0.1 in the test
 //! itself, so the tests need no `redis-server`.
 
-mod common;
-
-use common::{retry, temp_dir};
+use crate::common::{retry, temp_dir};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -7,10 +7,8 @@
 //! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
 //! sets it) makes it fail.
 
-mod common;
-
-use common::redis_server::{Server, cli, free_port};
-use common::{retry, temp_dir};
+use crate::common::redis_server::{Server, cli, free_port};
+use crate::common::{retry, temp_dir};
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -79,7 +77,7 @@ impl Cluster {
                 .iter()
                 .any(|l| l.trim() == "cluster_state:ok")
         };
-        if common::wait_until(Duration::from_secs(10), || self.nodes.iter().all(ok)) {
+        if crate::common::wait_until(Duration::from_secs(10), || self.nodes.iter().all(ok)) {
             Ok(())
         } else {
             Err("the cluster's state never became ok".into())
