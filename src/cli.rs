@@ -141,7 +141,7 @@ pub fn command() -> Command {
             "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --replay FILE",
         )
         .after_help(
-            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1",
+            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
         )
         .max_term_width(100)
         .args(options())
@@ -187,7 +187,9 @@ Each first try adds 0.2 tokens to the quota NAME, 1 more comes back every second
             every retry takes one: when none is left, the run gives up at once (reason quota). First \
             tries are never held back. Set the numbers as NAME:ratio=0.2,floor=1/s,cap=10 (any of \
             them). NAME (letters, digits, . _ -) is shared by this user's runs on this machine; \
-            redis://[:PASSWORD@]HOST[:PORT]/NAME shares it through Redis with a fleet.",
+            redis://[:PASSWORD@]HOST[:PORT]/NAME shares it through Redis with a fleet; give the \
+            password in RETRY_REDIS_PASSWORD rather than in the URL, which every user can read \
+            with ps.",
         )
         .value_parser(parse_quota)
         .allow_hyphen_values(true),

@@ -161,8 +161,10 @@ fn one_line(e: &clap::Error) -> String {
         e.get(ContextKind::InvalidValue),
         e.get(ContextKind::InvalidArg),
     ) {
-        if value.chars().any(crate::report::unprintable) {
-            let value = crate::report::printable(value);
+        // Nor may it show a Redis password (spec 19).
+        let hidden = crate::policy::quota::hide_password(value);
+        if hidden.is_some() || value.chars().any(crate::report::unprintable) {
+            let value = crate::report::printable(hidden.as_deref().unwrap_or(value));
             rendered = match std::error::Error::source(e) {
                 Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
                 None => format!("invalid value '{value}' for '{arg}'"),

@@ -6,8 +6,16 @@
 //! flushes scripts or sets a password disturbs no other) and stops it when it ends, also when
 //! it fails. Without `redis-server` the tests say so loudly on stderr and pass, unless
 //! RETRY_REQUIRE_REDIS=1 (as CI sets it) makes them fail.
+//!
+//! Two parts have files of their own: servers that are not Redis (`quota_redis/hostile.rs`),
+//! and a Redis Cluster (`quota_redis/cluster.rs`). They are modules of this test program, not
+//! programs of their own, so that the cluster's two seconds of start-up overlap the other tests.
 
+#[path = "quota_redis/cluster.rs"]
+mod cluster;
 mod common;
+#[path = "quota_redis/hostile.rs"]
+mod hostile;
 
 use common::redis_server::{Server, free_port};
 
@@ -28,16 +36,15 @@ const NOW: u64 = 0;
 
 /// What these tests do with a server beyond starting it.
 trait ServerExt {
-    fn client(&self) -> redis::Connection;
+    fn cli(&self, args: &[&str]) -> Vec<String>;
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore;
 }
 
 impl ServerExt for Server {
-    /// A plain connection, to look at the server behind the store's back.
-    fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-            .expect("connect to the test server")
+    /// A command sent with `redis-cli`, to look at the server behind the store's back: the
+    /// lines of its raw reply.
+    fn cli(&self, args: &[&str]) -> Vec<String> {
+        common::redis_server::cli(self.port, args)
     }
 
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore {
@@ -157,35 +164,25 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     let Some(server) = Server::start("expiry", &[]) else {
         return;
     };
-    let mut client = server.client();
-    let ttl = |client: &mut redis::Connection, key: &str| -> i64 {
-        redis::cmd("PTTL").arg(key).query(client).unwrap()
-    };
+    let ttl = |key: &str| -> i64 { server.cli(&["PTTL", key])[0].parse().unwrap() };
 
     let store = server.store("idle", params(0.2, 1.0, 10.0));
     assert_eq!(store.key(), "retry:quota:idle");
     // A peek writes nothing.
     store.peek(NOW).unwrap();
-    assert_eq!(
-        ttl(&mut client, "retry:quota:idle"),
-        -2,
-        "no key after a peek"
-    );
+    assert_eq!(ttl("retry:quota:idle"), -2, "no key after a peek");
 
     store.deposit(NOW).unwrap();
-    let left = ttl(&mut client, "retry:quota:idle");
+    let left = ttl("retry:quota:idle");
     // 10 tokens at 1/s fill in 10 s: twice that is under the 2-minute minimum.
     assert!(left > 110_000 && left <= 120_000, "PTTL {left}");
     assert_eq!(store.expiry(), Duration::from_secs(120));
-    let fields: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg("retry:quota:idle")
-        .query(&mut client)
-        .unwrap();
-    let names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    let fields = server.cli(&["HGETALL", "retry:quota:idle"]);
+    let names: Vec<&str> = fields.iter().step_by(2).map(String::as_str).collect();
     assert_eq!(names, ["tokens", "at"]);
-    let at: u64 = fields[1].1.parse().unwrap();
-    let time: (String, String) = redis::cmd("TIME").query(&mut client).unwrap();
-    let server_now_ms = time.0.parse::<u64>().unwrap() * 1000;
+    let at: u64 = fields[3].parse().unwrap();
+    let time = server.cli(&["TIME"]);
+    let server_now_ms = time[0].parse::<u64>().unwrap() * 1000;
     assert!(
         at.abs_diff(server_now_ms) < 5_000,
         "at={at} is the server's time, {server_now_ms}"
@@ -194,7 +191,7 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     // A slow floor keeps the key longer: 1000 tokens at 0.5/s fill in 2000 s.
     let slow = server.store("slow", params(0.2, 0.5, 1000.0));
     slow.take(NOW).unwrap();
-    let left = ttl(&mut client, "retry:quota:slow");
+    let left = ttl("retry:quota:slow");
     assert!(left > 3_990_000 && left <= 4_000_000, "PTTL {left}");
 }
 
@@ -205,11 +202,7 @@ fn a_flushed_script_is_loaded_again() {
     };
     let store = server.store("reload", params(0.0, 0.0, 5.0));
     assert_eq!(store.take(NOW).unwrap().tokens, 4.0);
-    let mut client = server.client();
-    redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query::<()>(&mut client)
-        .unwrap();
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), ["OK"]);
     // EVALSHA answers NOSCRIPT; the store loads the script and runs it on the same bucket.
     let after = store.take(NOW).unwrap();
     assert!(after.granted);
@@ -357,5 +350,105 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
             Err(RedisStoreError::Address(e)) => assert!(!e.contains('\n'), "{e}"),
             other => panic!("{url} {name:?}: {other:?}"),
         }
+    }
+}
+
+/// `retry ARGS` with this environment added, its own runtime directory and a bound: its exit
+/// status and log.
+fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
+    let runtime = common::temp_dir("redis-run");
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut cmd = common::retry();
+    cmd.env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("RETRY_REDIS_PASSWORD");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
+    const PASSWORD: &str = "s3cret-from-env";
+    let Some(server) = Server::start("env-password", &["--requirepass", PASSWORD]) else {
+        return;
+    };
+    let failing = |url: &str, format: &str| {
+        vec![
+            "-v".to_string(),
+            "-n".into(),
+            "2".into(),
+            "-d".into(),
+            "0".into(),
+            "--log-format".into(),
+            format.into(),
+            "--quota".into(),
+            url.into(),
+            "--".into(),
+            "false".into(),
+        ]
+    };
+    // No deposits and no refill: each run's retry takes one token of ten.
+    let bare = format!("{}:ratio=0,floor=0", server.url("envpw"));
+    let env = [("RETRY_REDIS_PASSWORD", PASSWORD)];
+
+    // From the environment: no warning, and the bucket is on the server.
+    let words = failing(&bare, "human");
+    let (status, log) = retry_run(&env, &words);
+    assert_eq!(status, Some(1), "{log}");
+    assert!(!log.contains("warning"), "{log}");
+    assert!(log.contains("retry, 9.00 tokens left"), "{log}");
+    let exists = [
+        "--no-auth-warning",
+        "-a",
+        PASSWORD,
+        "EXISTS",
+        "retry:quota:envpw",
+    ];
+    assert_eq!(server.cli(&exists), ["1"]);
+    let words = failing(&bare, "json");
+    let (_, log) = retry_run(&env, &words);
+    assert!(
+        log.contains(r#""tokens":8"#) && !log.contains(r#""event":"warning""#),
+        "{log}"
+    );
+    assert!(!log.contains(PASSWORD), "{log}");
+
+    // Without it, the server refuses the run, which keeps its quota on this machine.
+    let (_, log) = retry_run(&[], &failing(&bare, "human"));
+    assert!(
+        log.contains("cannot be reached") && log.contains("NOAUTH"),
+        "{log}"
+    );
+
+    // In the URL it works too (and wins over the environment's), with one warning naming the
+    // variable; the password is shown nowhere.
+    let with = format!(
+        "redis://:{PASSWORD}@127.0.0.1:{}/envpw:ratio=0,floor=0",
+        server.port
+    );
+    let wrong = [("RETRY_REDIS_PASSWORD", "not-the-password")];
+    for (format, left) in [
+        ("human", "retry, 7.00 tokens left"),
+        ("json", r#""tokens":6"#),
+    ] {
+        let (status, log) = retry_run(&wrong, &failing(&with, format));
+        assert_eq!(status, Some(1), "{log}");
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{log}");
+        assert!(
+            warnings[0].contains("ps") && warnings[0].contains("RETRY_REDIS_PASSWORD"),
+            "{log}"
+        );
+        assert!(log.contains(left), "{left}: {log}");
+        assert!(!log.contains(PASSWORD), "{log}");
     }
 }

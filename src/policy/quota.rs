@@ -40,8 +40,25 @@ impl fmt::Display for QuotaParams {
         write!(
             f,
             "ratio={},floor={}/s,cap={}",
-            self.ratio, self.floor, self.cap
+            short(self.ratio),
+            short(self.floor),
+            short(self.cap)
         )
+    }
+}
+
+/// A number as a log line shows it: as Rust writes it (`0.2`), unless that is long, when the
+/// exponent form is shorter (`1e-300`, not three hundred digits).
+pub fn short(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() <= 12 {
+        return plain;
+    }
+    let exponent = format!("{x:e}");
+    if exponent.len() < plain.len() {
+        exponent
+    } else {
+        plain
     }
 }
 
@@ -104,6 +121,15 @@ impl QuotaSpec {
         }
     }
 
+    /// Whether the Redis address holds a password, which every user of the machine can read
+    /// in the process list.
+    pub fn has_password(&self) -> bool {
+        match &self.store {
+            QuotaStore::Local => false,
+            QuotaStore::Redis { url } => url.contains('@'),
+        }
+    }
+
     /// Where the quota lives as a log line names it: a local name in quotes, or the URL.
     pub fn shown(&self) -> String {
         match self.store {
@@ -142,7 +168,10 @@ impl fmt::Display for QuotaRefusal {
             Some(tokens) => write!(
                 f,
                 "the retry quota {} has {tokens:.2} tokens and a retry takes 1 (each first try adds {}, and {}/s come back, up to {})",
-                self.quota, p.ratio, p.floor, p.cap
+                self.quota,
+                short(p.ratio),
+                short(p.floor),
+                short(p.cap)
             ),
             None => write!(
                 f,
@@ -272,7 +301,8 @@ fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
     if s.trim().is_empty() {
         return Err("no parameters after ':' (ratio=R,floor=F/s,cap=C)".into());
     }
-    let mut seen = [false; 3];
+    // Each value as written, for the errors: `1e308` rather than the 309 digits of its value.
+    let mut written: [Option<&str>; 3] = [None; 3];
     for item in s.split(',') {
         let item = item.trim();
         let Some((key, value)) = item.split_once('=') else {
@@ -289,7 +319,7 @@ fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
                 return Err(format!("unknown parameter '{key}' (ratio, floor or cap)"));
             }
         };
-        if std::mem::replace(&mut seen[slot], true) {
+        if written[slot].replace(value).is_some() {
             return Err(format!("the parameter '{key}' is given twice"));
         }
         let number = if key == "floor" {
@@ -301,7 +331,8 @@ fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
             Ok(n) if n.is_finite() => n,
             _ => {
                 return Err(format!(
-                    "{key}={value}: expected a number{}",
+                    "{key}={}: expected a number{}",
+                    clipped(value),
                     if key == "floor" {
                         " of tokens per second (0.5/s)"
                     } else {
@@ -311,30 +342,57 @@ fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
             }
         };
     }
-    validate(params)
+    validate(params, written)
 }
 
-fn validate(p: QuotaParams) -> Result<QuotaParams, String> {
+/// Checks the parameters; an error shows each value as it was `written` (or, for a default,
+/// in [`short`] form).
+fn validate(p: QuotaParams, written: [Option<&str>; 3]) -> Result<QuotaParams, String> {
+    let shown = |slot: usize, value: f64| written[slot].map_or_else(|| short(value), clipped);
     if !(p.cap >= 1.0 && p.cap <= QuotaParams::MAX_CAP) {
         return Err(format!(
             "cap={}: expected a number from 1 to {}",
-            p.cap,
+            shown(2, p.cap),
             QuotaParams::MAX_CAP
         ));
     }
     if p.floor < 0.0 {
+        let floor = shown(1, p.floor);
+        let unit = if floor.ends_with("/s") { "" } else { "/s" };
         return Err(format!(
-            "floor={}/s: expected a rate of at least 0",
-            p.floor
+            "floor={floor}{unit}: expected a rate of at least 0"
         ));
     }
     if !(p.ratio >= 0.0 && p.ratio <= p.cap) {
         return Err(format!(
             "ratio={}: expected a number from 0 to the cap ({})",
-            p.ratio, p.cap
+            shown(0, p.ratio),
+            shown(2, p.cap)
         ));
     }
     Ok(p)
+}
+
+/// A value as written, cut to 24 characters: enough to recognise it in a one-line error.
+fn clipped(value: &str) -> String {
+    match value.char_indices().nth(24) {
+        Some((end, _)) => format!("{}...", &value[..end]),
+        None => value.to_string(),
+    }
+}
+
+/// `value` (an option's value, as an error would show it) with the user and password of a
+/// `SCHEME://USER:PASSWORD@HOST` address replaced by `***`; `None` when it holds none. The
+/// last '@' ends them, as [`QuotaSpec`] reads the address.
+pub fn hide_password(value: &str) -> Option<String> {
+    let (scheme, rest) = value.split_once("://")?;
+    let (userinfo, host) = rest.rsplit_once('@')?;
+    let hidden = if userinfo.starts_with(':') {
+        ":***"
+    } else {
+        "***"
+    };
+    Some(format!("{scheme}://{hidden}@{host}"))
 }
 
 /// A token bucket at one moment: `tokens` as they were at `at_ms` (ms since the Unix epoch).
@@ -509,6 +567,61 @@ mod tests {
         assert!(error("q:ratio=-0.1").contains("ratio=-0.1"));
         assert!(error("q:ratio=0.1,").contains("'' is not KEY=VALUE"));
         assert_eq!(spec("q:ratio=20,cap=20").params, params(20.0, 1.0, 20.0));
+    }
+
+    #[test]
+    fn a_value_too_large_is_shown_as_written() {
+        let e = error("q:ratio=1e308");
+        assert_eq!(e, "ratio=1e308: expected a number from 0 to the cap (10)");
+        assert_eq!(
+            error("q:cap=2e300,ratio=1"),
+            "cap=2e300: expected a number from 1 to 1000000"
+        );
+        assert_eq!(
+            error("q:floor=-1e300/s"),
+            "floor=-1e300/s: expected a rate of at least 0"
+        );
+        assert_eq!(
+            error("q:floor=-1e300"),
+            "floor=-1e300/s: expected a rate of at least 0"
+        );
+        let long = format!("q:ratio=1{}", "0".repeat(400));
+        assert!(error(&long).len() < 80, "{}", error(&long));
+        let long = format!("q:ratio=x{}", "0".repeat(400));
+        assert!(error(&long).len() < 80, "{}", error(&long));
+        // A default in the message is short too, and so is the display of tiny numbers.
+        assert_eq!(
+            spec("q:ratio=1e-300,floor=1e300").params.to_string(),
+            "ratio=1e-300,floor=1e300/s,cap=10"
+        );
+        assert_eq!(short(0.2), "0.2");
+        assert_eq!(short(1_000_000.0), "1000000");
+        assert_eq!(short(0.123_456_789_012_345), "0.123456789012345");
+    }
+
+    #[test]
+    fn a_password_is_hidden_from_a_value_shown_in_an_error() {
+        assert_eq!(
+            hide_password("redis://:s3cret@h:1/q:cap=0").as_deref(),
+            Some("redis://:***@h:1/q:cap=0")
+        );
+        assert_eq!(
+            hide_password("redis://user:s3c@ret@h/q").as_deref(),
+            Some("redis://***@h/q")
+        );
+        assert_eq!(
+            hide_password("rediss://:s3cret@h/q").as_deref(),
+            Some("rediss://:***@h/q")
+        );
+        assert_eq!(hide_password("redis://h/q"), None);
+        assert_eq!(hide_password("q:cap=0"), None);
+    }
+
+    #[test]
+    fn a_password_in_the_address_is_known_to_be_there() {
+        assert!(spec("redis://:s3cret@h/q").has_password());
+        assert!(!spec("redis://h/q").has_password());
+        assert!(!spec("q").has_password());
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
         let now = quota::unix_ms(SystemTime::now());
-        connect_quota(spec)
+        connect_quota(spec, None)
             .and_then(|store| store.peek(now))
             .map(|update| update.tokens)
     });
@@ -132,22 +132,39 @@ fn local_store(spec: &QuotaSpec) -> Result<quota::LocalStore, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The store `--quota` names: the local file, or a connection to Redis.
-fn connect_quota(spec: &QuotaSpec) -> Result<runner::QuotaStoreHandle, String> {
+/// The store `--quota` names: the local file, or a connection to Redis, which never waits
+/// past `until` (the end of the run's budget).
+fn connect_quota(
+    spec: &QuotaSpec,
+    until: Option<std::time::Instant>,
+) -> Result<runner::QuotaStoreHandle, String> {
     match &spec.store {
         QuotaStore::Local => local_store(spec).map(runner::QuotaStoreHandle::Local),
-        QuotaStore::Redis { url } => quota_redis::RedisStore::connect(url, &spec.name, spec.params)
-            .map(|store| runner::QuotaStoreHandle::Redis(Box::new(store)))
-            .map_err(|e| e.to_string()),
+        QuotaStore::Redis { url } => {
+            let settings = quota_redis::Settings::from_env(|name| std::env::var_os(name), until);
+            quota_redis::RedisStore::connect_with(url, &spec.name, spec.params, settings)
+                .map(|store| runner::QuotaStoreHandle::Redis(Box::new(store)))
+                .map_err(|e| e.to_string())
+        }
     }
 }
 
 /// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
 /// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
 /// machine instead.
-fn open_quota(spec: &QuotaSpec, log: &mut Log) -> Option<runner::SharedQuota> {
+fn open_quota(
+    spec: &QuotaSpec,
+    until: Option<std::time::Instant>,
+    log: &mut Log,
+) -> Option<runner::SharedQuota> {
     let redis = matches!(spec.store, QuotaStore::Redis { .. });
-    let opened = match connect_quota(spec) {
+    if spec.has_password() {
+        log.warn(&format!(
+            "the Redis password in --quota can be read by every user of this machine (with `ps`) while the run lasts; give it in {} instead",
+            quota_redis::PASSWORD_VAR
+        ));
+    }
+    let opened = match connect_quota(spec, until) {
         // A Redis quota keeps the local store ready for when Redis goes away.
         Ok(store) => Ok((store, redis.then(|| local_store(spec).ok()).flatten())),
         Err(e) if redis => {
@@ -326,10 +343,14 @@ fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: S
         terminal: process::Terminal::detect(),
         inherited: process::Inherited::now(),
         outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
-        quota: config
-            .quota
-            .as_ref()
-            .and_then(|spec| open_quota(spec, &mut log)),
+        quota: config.quota.as_ref().and_then(|spec| {
+            // The end of the budget, on the clock the Redis client reads.
+            let until = config.policy.limit.and_then(|limit| {
+                std::time::Instant::now()
+                    .checked_add(limit.at.saturating_sub(begin.start.elapsed()))
+            });
+            open_quota(spec, until, &mut log)
+        }),
         dead_letter: begin.dead_letter,
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);

@@ -5,8 +5,9 @@
 //!
 //! - The bucket is the hash `retry:quota:NAME` with the fields `tokens` and `at`. One Lua script
 //!   reads it, refills, deposits or takes, and writes it back; Redis runs a script alone, so
-//!   runs on any number of machines never lose an update. It is run with EVALSHA and loaded
-//!   again when the server answers NOSCRIPT (after a restart or `SCRIPT FLUSH`).
+//!   runs on any number of machines never lose an update. It is run with EVALSHA and sent whole
+//!   with EVAL when the server answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). The script
+//!   touches that one key only, so on a Redis Cluster it runs on the node that holds its slot.
 //! - Time is the server's (`TIME`, in the script), not the caller's: the machines of a fleet
 //!   disagree about the time, and a bucket stamped by a clock ahead of the others would refill
 //!   for the difference each time a slower machine touched it. So the `now_ms` that the
@@ -15,37 +16,53 @@
 //!   (at least 2 minutes, at most a day): a quota idle that long is full anyway, so nothing is
 //!   lost when it vanishes. With a floor of 0 the bucket never refills by itself and vanishes
 //!   after a day idle, which makes it full again.
-//! - Nothing waits long: resolving the host, connecting, the password and a first PING share
-//!   [`CONNECT_TIMEOUT`]; each command then waits at most [`COMMAND_TIMEOUT`] for the socket.
-//!   Errors are values whose `Display` is one line; the run warns with it and goes on with the
-//!   local store.
+//! - Nothing waits long: each quota decision (connecting at the start; or an update, with the
+//!   connecting it needs, the script sent again, and cluster redirects) has one deadline,
+//!   [`DEADLINE`] from its start and never past the end of the run's budget. Every read and
+//!   write waits only for what is left of it, so a server that answers a byte at a time cannot
+//!   stretch it. A reply is read up to [`MAX_REPLY`] bytes, far more than a quota's answer
+//!   takes; a server that sends more is a failed store, not a run that fills its memory.
+//! - A Redis Cluster node that does not hold the key answers `MOVED` (or `ASK` while a slot
+//!   migrates); the update follows it to the node named, up to [`MAX_REDIRECTS`] times within
+//!   the same deadline, and keeps talking to the node that `MOVED` named.
+//! - Errors are values whose `Display` is one line and never holds the password; the run warns
+//!   with it and goes on with the local store.
+//!
+//! The client is this module's own, over a `TcpStream`: the few commands it sends (AUTH, PING,
+//! EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A general client
+//! bounds each read rather than an exchange, reads a reply of any size, and follows cluster
+//! redirects only with its cluster machinery.
 
+use std::ffi::OsString;
 use std::fmt;
-use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::ffi::OsStringExt;
 use std::sync::{Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{
-    Client, Connection, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
-    RedisError, Script,
-};
-
 use crate::policy::quota::{QuotaParams, check_name};
 use crate::run::quota::Update;
 
-/// The longest that resolving the host, connecting and authenticating may take in all.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+/// The longest one quota decision may take with Redis, connecting included.
+pub const DEADLINE: Duration = Duration::from_millis(250);
 
-/// The longest that a command may wait to send its request or for its answer.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
+/// The most bytes a reply may take. The script's answer takes under 50, an error a line.
+pub const MAX_REPLY: usize = 1024;
+
+/// The most cluster redirects (`MOVED`, `ASK`) one update follows.
+pub const MAX_REDIRECTS: usize = 3;
 
 /// The port of `redis://HOST/NAME`.
 pub const DEFAULT_PORT: u16 = 6379;
 
 /// What the name of a quota's key starts with.
 pub const KEY_PREFIX: &str = "retry:quota:";
+
+/// The environment variable that gives the password when the address has none: unlike the
+/// command line, the environment of a process is not shown to other users.
+pub const PASSWORD_VAR: &str = "RETRY_REDIS_PASSWORD";
 
 /// The shortest and the longest time after which an idle quota's key vanishes.
 const MIN_EXPIRY: Duration = Duration::from_secs(120);
@@ -98,25 +115,55 @@ end
 return {granted, string.format('%.17g', tokens)}
 "#;
 
-/// The quota `NAME` on one Redis server.
+/// What a store is opened with besides its address.
+#[derive(Clone, Default)]
+pub struct Settings {
+    /// The password to send when the address has none (from [`PASSWORD_VAR`]).
+    pub password: Option<Vec<u8>>,
+    /// The end of the run's budget, if it has one: no exchange waits past it.
+    pub until: Option<Instant>,
+}
+
+impl Settings {
+    /// The password from [`PASSWORD_VAR`] as `var` reads it (an empty one is none), and the
+    /// end of the run's budget.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>, until: Option<Instant>) -> Settings {
+        Settings {
+            password: var(PASSWORD_VAR)
+                .filter(|p| !p.is_empty())
+                .map(OsString::into_vec),
+            until,
+        }
+    }
+}
+
+/// The quota `NAME` on one Redis server (or cluster).
 pub struct RedisStore {
     server: Server,
     key: String,
     params: QuotaParams,
     expiry_ms: u64,
-    script: Script,
-    /// The open connection; `None` after a failure that may have left an answer unread, until
-    /// the next operation connects again.
-    connection: Mutex<Option<Connection>>,
+    /// The script's SHA-1, in hex, as EVALSHA names it.
+    sha: String,
+    until: Option<Instant>,
+    /// The open connection, to the node that answered last; `None` after a failure that may
+    /// have left a reply unread, until the next operation connects again.
+    node: Mutex<Option<Node>>,
 }
 
-/// Where the server is, from the quota's address.
+/// Where the server is, from the quota's address, and the password to give it.
 #[derive(Clone, PartialEq, Eq)]
 struct Server {
+    addr: Addr,
+    password: Option<Vec<u8>>,
+}
+
+/// A host and a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Addr {
     /// A host name or an IP address, without the brackets of an IPv6 one.
     host: String,
     port: u16,
-    password: Option<String>,
 }
 
 /// Why the fleet store could not be used. The run warns with it, once, and goes on with the
@@ -125,14 +172,32 @@ struct Server {
 pub enum RedisStoreError {
     /// The address is not `redis://[:PASSWORD@]HOST[:PORT]/NAME`, or the name is not one.
     Address(String),
-    /// The host name did not resolve, or not within [`CONNECT_TIMEOUT`].
+    /// The host name did not resolve, or not within the deadline.
     Resolve { host: String, source: io::Error },
     /// No connection, or the server refused it (a wrong password) or did not answer in time.
-    Connect { server: String, source: RedisError },
+    Connect { server: String, source: Failure },
     /// The script failed, or the server did not answer it in time.
-    Command { server: String, source: RedisError },
+    Command { server: String, source: Failure },
     /// The script's answer was not a number of tokens.
     Reply { server: String, reply: String },
+}
+
+/// What went wrong in an exchange with a server.
+#[derive(Debug)]
+pub enum Failure {
+    /// The connection failed or was closed.
+    Io(io::Error),
+    /// The deadline passed: after `waited`, which was what was left of the run's budget when
+    /// `budget` is set.
+    TimedOut { waited: Duration, budget: bool },
+    /// The server answered with an error.
+    Server(String),
+    /// The reply was longer than [`MAX_REPLY`] bytes.
+    TooLarge,
+    /// The reply was not one of Redis's protocol.
+    Protocol(&'static str),
+    /// More than [`MAX_REDIRECTS`] cluster redirects.
+    Redirects,
 }
 
 impl fmt::Display for RedisStoreError {
@@ -145,16 +210,12 @@ impl fmt::Display for RedisStoreError {
                 one_line(host),
                 one_line(&source.to_string())
             ),
-            RedisStoreError::Connect { server, source } => write!(
-                f,
-                "cannot use Redis at {server}: {}",
-                why(source, CONNECT_TIMEOUT)
-            ),
-            RedisStoreError::Command { server, source } => write!(
-                f,
-                "the quota update failed on Redis at {server}: {}",
-                why(source, COMMAND_TIMEOUT)
-            ),
+            RedisStoreError::Connect { server, source } => {
+                write!(f, "cannot use Redis at {server}: {source}")
+            }
+            RedisStoreError::Command { server, source } => {
+                write!(f, "the quota update failed on Redis at {server}: {source}")
+            }
             RedisStoreError::Reply { server, reply } => write!(
                 f,
                 "Redis at {server} answered the quota update with '{}', not a number of tokens",
@@ -176,12 +237,37 @@ impl std::error::Error for RedisStoreError {
     }
 }
 
-/// What went wrong, in words: a timeout says how long was waited.
-fn why(e: &RedisError, waited: Duration) -> String {
-    if e.is_timeout() {
-        format!("no answer within {} ms", waited.as_millis())
-    } else {
-        one_line(&e.to_string())
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Io(e) => write!(f, "{}", one_line(&e.to_string())),
+            Failure::TimedOut { waited, budget } => {
+                write!(f, "no answer within {} ms", waited.as_millis())?;
+                if *budget {
+                    write!(f, ", what was left of the run's budget")?;
+                }
+                Ok(())
+            }
+            Failure::Server(e) => write!(f, "{}", one_line(e)),
+            Failure::TooLarge => write!(
+                f,
+                "its reply is longer than {MAX_REPLY} bytes, which no quota reply is"
+            ),
+            Failure::Protocol(what) => write!(f, "its reply is not Redis's protocol: {what}"),
+            Failure::Redirects => write!(
+                f,
+                "the cluster redirected the update more than {MAX_REDIRECTS} times"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::Io(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -224,32 +310,90 @@ impl Op {
     }
 }
 
+/// The moment an exchange must be over by, and how long that gave it.
+struct Deadline {
+    at: Instant,
+    span: Duration,
+    /// Whether the end of the run's budget set it, rather than [`DEADLINE`].
+    budget: bool,
+}
+
+impl Deadline {
+    /// [`DEADLINE`] from now, or the end of the run's budget when that comes first.
+    fn new(until: Option<Instant>) -> Deadline {
+        let now = Instant::now();
+        let usual = now + DEADLINE;
+        let (at, budget) = match until {
+            Some(end) if end < usual => (end, true),
+            _ => (usual, false),
+        };
+        Deadline {
+            at,
+            span: at.saturating_duration_since(now),
+            budget,
+        }
+    }
+
+    /// The time left, or the failure of a deadline passed.
+    fn left(&self) -> Result<Duration, Failure> {
+        self.at
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| self.timed_out())
+    }
+
+    fn timed_out(&self) -> Failure {
+        Failure::TimedOut {
+            waited: self.span,
+            budget: self.budget,
+        }
+    }
+}
+
 impl RedisStore {
     /// Connects to the server of `url` (`redis://[:PASSWORD@]HOST[:PORT]/NAME`, as
-    /// `QuotaStore::Redis` holds it) for the quota `name`, within [`CONNECT_TIMEOUT`], and
-    /// checks that it answers. The password is taken as written (no %-escapes) and sent with
-    /// AUTH; the database is 0. The NAME of the URL is the quota's, which `name` gives.
+    /// `QuotaStore::Redis` holds it) for the quota `name`, within [`DEADLINE`], and checks that
+    /// it answers. The password is taken as written (no %-escapes) and sent with AUTH; the
+    /// database is 0. The NAME of the URL is the quota's, which `name` gives.
     pub fn connect(
         url: &str,
         name: &str,
         params: QuotaParams,
     ) -> Result<RedisStore, RedisStoreError> {
+        RedisStore::connect_with(url, name, params, Settings::default())
+    }
+
+    /// [`RedisStore::connect`], with the password of `settings` when the URL has none, and
+    /// no exchange, this first one included, going past the end of the run's budget.
+    pub fn connect_with(
+        url: &str,
+        name: &str,
+        params: QuotaParams,
+        settings: Settings,
+    ) -> Result<RedisStore, RedisStoreError> {
         check_name(name).map_err(RedisStoreError::Address)?;
-        let server = Server::parse(url)?;
-        let connection = server.open()?;
+        let mut server = Server::parse(url)?;
+        if server.password.is_none() {
+            server.password = settings.password;
+        }
+        let deadline = Deadline::new(settings.until);
+        let node = server
+            .open(&server.addr, &deadline, true)
+            .map_err(|e| server.scrub(e))?;
         Ok(RedisStore {
             server,
             key: format!("{KEY_PREFIX}{name}"),
             params,
             expiry_ms: expiry(&params).as_millis() as u64,
-            script: Script::new(SCRIPT),
-            connection: Mutex::new(Some(connection)),
+            sha: sha1_hex(SCRIPT.as_bytes()),
+            until: settings.until,
+            node: Mutex::new(Some(node)),
         })
     }
 
     /// The server as the log shows it: `HOST:PORT`, never the password.
     pub fn server(&self) -> String {
-        self.server.to_string()
+        self.server.addr.to_string()
     }
 
     /// The key that holds the bucket: `retry:quota:NAME`.
@@ -279,56 +423,178 @@ impl RedisStore {
         self.run(Op::Peek)
     }
 
-    /// Runs the script for `op`, connecting again first if an earlier failure closed the
-    /// connection.
+    /// Runs the script for `op` within one deadline, connecting again first if an earlier
+    /// failure closed the connection, and following cluster redirects.
     fn run(&self, op: Op) -> Result<Update, RedisStoreError> {
+        let deadline = Deadline::new(self.until);
         // A thread that panicked while holding the lock left at worst a connection in an
         // unknown state, which the failure below replaces.
-        let mut slot = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut connection = match slot.take() {
-            Some(connection) => connection,
-            None => self.server.open()?,
+        let mut slot = self.node.lock().unwrap_or_else(PoisonError::into_inner);
+        let (reply, at) = self
+            .exchange(&mut slot, &op, &deadline)
+            .map_err(|e| self.server.scrub(e))?;
+        let failed = |reply: String| {
+            self.server.scrub(RedisStoreError::Reply {
+                server: at.to_string(),
+                reply,
+            })
         };
-        let p = &self.params;
-        let answer = self
-            .script
-            .key(&self.key)
-            .arg(op.word())
-            .arg(p.ratio.to_string())
-            .arg(p.floor.to_string())
-            .arg(p.cap.to_string())
-            .arg(self.expiry_ms)
-            .invoke::<(i64, String)>(&mut connection);
-        let (granted, tokens) = match answer {
-            Ok(answer) => answer,
-            Err(source) => {
-                // An error the server sent leaves the connection in step; anything else (a
-                // timeout, a reset) may have left an answer to come, so it is dropped.
-                if matches!(source.kind(), ErrorKind::Server(_)) {
-                    *slot = Some(connection);
+        let (granted, tokens) = match reply {
+            Value::Array(Some(items)) => match &items[..] {
+                [Value::Int(granted), Value::Bulk(Some(tokens))] => {
+                    (*granted, String::from_utf8_lossy(tokens).into_owned())
                 }
-                return Err(RedisStoreError::Command {
-                    server: self.server(),
-                    source,
-                });
-            }
+                _ => return Err(failed(Value::Array(Some(items)).to_string())),
+            },
+            other => return Err(failed(other.to_string())),
         };
-        *slot = Some(connection);
         match tokens.parse::<f64>() {
             Ok(tokens) if tokens.is_finite() => Ok(Update {
                 granted: granted == 1,
                 tokens,
                 note: None,
             }),
-            _ => Err(RedisStoreError::Reply {
-                server: self.server(),
-                reply: tokens,
-            }),
+            _ => Err(failed(tokens)),
         }
     }
+
+    /// The script's reply, and the node that gave it.
+    fn exchange(
+        &self,
+        slot: &mut Option<Node>,
+        op: &Op,
+        deadline: &Deadline,
+    ) -> Result<(Value, Addr), RedisStoreError> {
+        let mut ask: Option<Addr> = None;
+        for _ in 0..=MAX_REDIRECTS {
+            let (answer, at) = match ask.take() {
+                // Once, on the node that `ASK` named; the slot stays with the node that
+                // `MOVED` named until the migration ends.
+                Some(addr) => {
+                    let mut node = self.server.open(&addr, deadline, false)?;
+                    let answer = node
+                        .request(&[b"ASKING"], deadline)
+                        .and_then(|_| self.eval(&mut node, op, deadline, true));
+                    (answer, addr)
+                }
+                None => {
+                    let node = match slot {
+                        Some(node) => node,
+                        None => {
+                            slot.insert(self.server.open(&self.server.addr, deadline, false)?)
+                        }
+                    };
+                    let answer = self.eval(node, op, deadline, false);
+                    let at = node.addr.clone();
+                    // An error the server sent leaves the connection in step; anything else (a
+                    // timeout, a reset, a reply cut off) may have left bytes to come.
+                    if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
+                        *slot = None;
+                    }
+                    (answer, at)
+                }
+            };
+            let message = match answer {
+                Ok(value) => return Ok((value, at)),
+                Err(Failure::Server(message)) => message,
+                Err(source) => {
+                    return Err(RedisStoreError::Command {
+                        server: at.to_string(),
+                        source,
+                    });
+                }
+            };
+            match redirect(&message, &at) {
+                Some((Redirect::Moved, addr)) => {
+                    *slot = Some(self.server.open(&addr, deadline, false)?);
+                }
+                Some((Redirect::Ask, addr)) => ask = Some(addr),
+                None => {
+                    return Err(RedisStoreError::Command {
+                        server: at.to_string(),
+                        source: Failure::Server(message),
+                    });
+                }
+            }
+        }
+        Err(RedisStoreError::Command {
+            server: self.server(),
+            source: Failure::Redirects,
+        })
+    }
+
+    /// EVALSHA, then EVAL when the node does not have the script (after ASKING again when
+    /// `asking`, which holds for one command only).
+    fn eval(
+        &self,
+        node: &mut Node,
+        op: &Op,
+        deadline: &Deadline,
+        asking: bool,
+    ) -> Result<Value, Failure> {
+        let p = &self.params;
+        let (ratio, floor, cap) = (p.ratio.to_string(), p.floor.to_string(), p.cap.to_string());
+        let expiry = self.expiry_ms.to_string();
+        let rest: [&[u8]; 7] = [
+            b"1",
+            self.key.as_bytes(),
+            op.word().as_bytes(),
+            ratio.as_bytes(),
+            floor.as_bytes(),
+            cap.as_bytes(),
+            expiry.as_bytes(),
+        ];
+        let evalsha: Vec<&[u8]> = [&b"EVALSHA"[..], self.sha.as_bytes()]
+            .into_iter()
+            .chain(rest)
+            .collect();
+        match node.request(&evalsha, deadline) {
+            Err(Failure::Server(e)) if e.starts_with("NOSCRIPT") => {
+                if asking {
+                    node.request(&[b"ASKING"], deadline)?;
+                }
+                let eval: Vec<&[u8]> = [&b"EVAL"[..], SCRIPT.as_bytes()]
+                    .into_iter()
+                    .chain(rest)
+                    .collect();
+                node.request(&eval, deadline)
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// A cluster's redirect.
+#[derive(Debug, PartialEq, Eq)]
+enum Redirect {
+    /// The slot lives on another node now: go there, this time and the next.
+    Moved,
+    /// The slot is moving: ask the node named, this time only.
+    Ask,
+}
+
+/// Reads `MOVED 3999 127.0.0.1:6381` or `ASK 3999 127.0.0.1:6381`. An endpoint without a host
+/// (`:6381`) is on the host of the node that answered.
+fn redirect(message: &str, from: &Addr) -> Option<(Redirect, Addr)> {
+    let mut words = message.split_ascii_whitespace();
+    let kind = match words.next()? {
+        "MOVED" => Redirect::Moved,
+        "ASK" => Redirect::Ask,
+        _ => return None,
+    };
+    let _slot: u16 = words.next()?.parse().ok()?;
+    let (host, port) = words.next()?.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0)?;
+    let host = if host.is_empty() || host == "?" {
+        from.host.clone()
+    } else {
+        host.to_string()
+    };
+    if host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return None;
+    }
+    Some((kind, Addr { host, port }))
 }
 
 /// How long an idle quota's key lives: twice the time the floor takes to fill an empty bucket,
@@ -344,7 +610,7 @@ pub fn expiry(params: &QuotaParams) -> Duration {
     }
 }
 
-impl fmt::Display for Server {
+impl fmt::Display for Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.host.contains(':') {
             write!(f, "[{}]:{}", self.host, self.port)
@@ -368,7 +634,9 @@ impl Server {
         };
         let (password, after) = match rest.rsplit_once('@') {
             Some((userinfo, after)) => match userinfo.strip_prefix(':') {
-                Some(password) if !password.is_empty() => (Some(password.to_string()), after),
+                Some(password) if !password.is_empty() => {
+                    (Some(password.as_bytes().to_vec()), after)
+                }
                 _ => {
                     return bad(format!(
                         "the part before '@' must be ':PASSWORD': expected {FORM}"
@@ -408,104 +676,373 @@ impl Server {
             },
         };
         Ok(Server {
-            host: host.to_string(),
-            port,
+            addr: Addr {
+                host: host.to_string(),
+                port,
+            },
             password,
         })
     }
 
-    /// Connects within [`CONNECT_TIMEOUT`]: resolves the host, tries its addresses in turn
-    /// with the time left, authenticates and PINGs. The `redis` crate would do the first two
-    /// itself, but gives each address the whole timeout and cannot bound the name lookup.
-    fn open(&self) -> Result<Connection, RedisStoreError> {
-        let deadline = Instant::now() + CONNECT_TIMEOUT;
+    /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
+    /// arguments of a command it does not know (AUTH renamed away, a proxy without it).
+    fn scrub(&self, e: RedisStoreError) -> RedisStoreError {
+        let Some(password) = self
+            .password
+            .as_deref()
+            .and_then(|p| std::str::from_utf8(p).ok())
+            .filter(|p| !p.is_empty())
+        else {
+            return e;
+        };
+        let clean = |source: Failure| match source {
+            Failure::Server(message) => Failure::Server(message.replace(password, "***")),
+            other => other,
+        };
+        match e {
+            RedisStoreError::Connect { server, source } => RedisStoreError::Connect {
+                server,
+                source: clean(source),
+            },
+            RedisStoreError::Command { server, source } => RedisStoreError::Command {
+                server,
+                source: clean(source),
+            },
+            RedisStoreError::Reply { server, reply } => RedisStoreError::Reply {
+                server,
+                reply: reply.replace(password, "***"),
+            },
+            other => other,
+        }
+    }
+
+    /// Connects to `addr` before the deadline: resolves the host, tries its addresses in turn
+    /// with the time left, and authenticates; with `ping`, checks without a password too that
+    /// the server answers.
+    fn open(&self, addr: &Addr, deadline: &Deadline, ping: bool) -> Result<Node, RedisStoreError> {
         let mut last = None;
-        for addr in self.resolve(deadline)? {
-            let Some(budget) = left(deadline) else { break };
-            match self.open_at(addr, budget, deadline) {
-                Ok(connection) => return Ok(connection),
+        for sockaddr in resolve(addr, deadline)? {
+            let left = match deadline.left() {
+                Ok(left) => left,
+                Err(e) => {
+                    last = Some(e);
+                    break;
+                }
+            };
+            let stream = match TcpStream::connect_timeout(&sockaddr, left) {
+                Ok(stream) => stream,
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    last = Some(deadline.timed_out());
+                    continue;
+                }
+                Err(e) => {
+                    last = Some(Failure::Io(e));
+                    continue;
+                }
+            };
+            // Requests are small and each waits for its reply: send them at once.
+            let _ = stream.set_nodelay(true);
+            let mut node = Node {
+                addr: addr.clone(),
+                stream,
+                buf: Vec::new(),
+            };
+            let hello = match &self.password {
+                Some(password) => node.request(&[b"AUTH", password], deadline),
+                // Without a password nothing has been said yet: a port that accepts and never
+                // answers must fail here, not at the first update.
+                None if ping => node.request(&[b"PING"], deadline),
+                None => Ok(Value::Simple(String::new())),
+            };
+            match hello {
+                Ok(_) => return Ok(node),
                 Err(e) => last = Some(e),
             }
         }
-        let source = last.unwrap_or_else(|| RedisError::from(timed_out()));
         Err(RedisStoreError::Connect {
-            server: self.to_string(),
-            source,
+            server: addr.to_string(),
+            source: last.unwrap_or_else(|| deadline.timed_out()),
         })
     }
+}
 
-    fn open_at(
-        &self,
-        addr: SocketAddr,
-        budget: Duration,
-        deadline: Instant,
-    ) -> Result<Connection, RedisError> {
-        let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
-        if let Some(password) = &self.password {
-            settings = settings.set_password(password);
+/// The host's addresses. A name is looked up on a thread of its own, so that a slow resolver
+/// cannot hold the run past the deadline; a lookup still running then is left to finish on its
+/// own.
+fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisStoreError> {
+    if let Ok(ip) = addr.host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, addr.port)]);
+    }
+    let failed = |source| RedisStoreError::Resolve {
+        host: addr.host.clone(),
+        source,
+    };
+    let (tx, rx) = mpsc::channel();
+    let (host, port) = (addr.host.clone(), addr.port);
+    thread::Builder::new()
+        .name("retry-resolve".into())
+        .spawn(move || {
+            let found = (host.as_str(), port)
+                .to_socket_addrs()
+                .map(Iterator::collect::<Vec<_>>);
+            let _ = tx.send(found);
+        })
+        .map_err(failed)?;
+    let wait = deadline.left().unwrap_or_default();
+    match rx.recv_timeout(wait) {
+        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+        Ok(Ok(_)) => Err(failed(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no address found",
+        ))),
+        Ok(Err(e)) => Err(failed(e)),
+        Err(_) => Err(failed(io::Error::new(
+            io::ErrorKind::TimedOut,
+            deadline.timed_out().to_string(),
+        ))),
+    }
+}
+
+/// A connection to one node, and what it has sent past the last reply read.
+struct Node {
+    addr: Addr,
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Node {
+    /// Sends one command and reads its reply, both before the deadline. An error reply is
+    /// [`Failure::Server`].
+    fn request(&mut self, args: &[&[u8]], deadline: &Deadline) -> Result<Value, Failure> {
+        self.send(&encode(args), deadline)?;
+        match self.receive(deadline)? {
+            Value::Error(e) => Err(Failure::Server(e)),
+            value => Ok(value),
         }
-        let info = ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
-            .into_connection_info()?
-            .set_redis_settings(settings);
-        let mut connection = Client::open(info)?.get_connection_with_timeout(budget)?;
-        // Without a password nothing has been said yet: a port that accepts and never answers
-        // must fail here, not at the first update.
-        let rest = left(deadline).ok_or_else(timed_out)?;
-        connection.set_read_timeout(Some(rest))?;
-        connection.set_write_timeout(Some(rest))?;
-        redis::cmd("PING").query::<()>(&mut connection)?;
-        connection.set_read_timeout(Some(COMMAND_TIMEOUT))?;
-        connection.set_write_timeout(Some(COMMAND_TIMEOUT))?;
-        Ok(connection)
     }
 
-    /// The host's addresses. A name is looked up on a thread of its own, so that a slow
-    /// resolver cannot hold the run past the deadline; a lookup still running then is left to
-    /// finish on its own.
-    fn resolve(&self, deadline: Instant) -> Result<Vec<SocketAddr>, RedisStoreError> {
-        if let Ok(ip) = self.host.parse::<IpAddr>() {
-            return Ok(vec![SocketAddr::new(ip, self.port)]);
+    fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), Failure> {
+        while !request.is_empty() {
+            let left = deadline.left()?;
+            self.stream
+                .set_write_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            match self.stream.write(request) {
+                Ok(0) => return Err(Failure::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => request = &request[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
+                Err(e) => return Err(Failure::Io(e)),
+            }
         }
-        let failed = |source| RedisStoreError::Resolve {
-            host: self.host.clone(),
-            source,
-        };
-        let (tx, rx) = mpsc::channel();
-        let (host, port) = (self.host.clone(), self.port);
-        thread::Builder::new()
-            .name("retry-resolve".into())
-            .spawn(move || {
-                let found = (host.as_str(), port)
-                    .to_socket_addrs()
-                    .map(Iterator::collect::<Vec<_>>);
-                let _ = tx.send(found);
-            })
-            .map_err(failed)?;
-        let wait = left(deadline).unwrap_or_default();
-        match rx.recv_timeout(wait) {
-            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-            Ok(Ok(_)) => Err(failed(io::Error::new(
-                io::ErrorKind::NotFound,
-                "no address found",
-            ))),
-            Ok(Err(e)) => Err(failed(e)),
-            Err(_) => Err(failed(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no answer within {} ms", CONNECT_TIMEOUT.as_millis()),
-            ))),
+        Ok(())
+    }
+
+    /// Reads one whole reply, of at most [`MAX_REPLY`] bytes.
+    fn receive(&mut self, deadline: &Deadline) -> Result<Value, Failure> {
+        let mut chunk = [0u8; 512];
+        loop {
+            if let Some((value, len)) = parse(&self.buf)? {
+                self.buf.drain(..len);
+                return Ok(value);
+            }
+            if self.buf.len() >= MAX_REPLY {
+                return Err(Failure::TooLarge);
+            }
+            let left = deadline.left()?;
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            let room = chunk.len().min(MAX_REPLY - self.buf.len());
+            match self.stream.read(&mut chunk[..room]) {
+                Ok(0) => {
+                    return Err(Failure::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    )));
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
+                Err(e) => return Err(Failure::Io(e)),
+            }
         }
     }
 }
 
-/// The time left until `deadline`; `None` once it has passed.
-fn left(deadline: Instant) -> Option<Duration> {
-    deadline
-        .checked_duration_since(Instant::now())
-        .filter(|d| !d.is_zero())
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
-fn timed_out() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
+/// A command as Redis reads it: an array of bulk strings.
+fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// A reply of Redis's protocol (RESP2).
+#[derive(Debug, PartialEq)]
+enum Value {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Value>>),
+}
+
+impl fmt::Display for Value {
+    /// The reply as a log line shows it, when it is not what was expected.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Simple(s) | Value::Error(s) => write!(f, "{s}"),
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Bulk(Some(b)) => write!(f, "{}", String::from_utf8_lossy(b)),
+            Value::Bulk(None) | Value::Array(None) => write!(f, "nil"),
+            Value::Array(Some(items)) => {
+                write!(f, "[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                write!(f, "]")
+            }
+        }
+    }
+}
+
+/// Arrays within arrays deeper than this are no reply to the commands sent.
+const MAX_DEPTH: usize = 4;
+
+/// The reply at the start of `buf` and its length; `None` while it is incomplete. A length
+/// that would take it past [`MAX_REPLY`] fails at once, before its bytes come.
+fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, Failure> {
+    parse_at(buf, 0, 0)
+}
+
+fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)>, Failure> {
+    let Some(&kind) = buf.get(at) else {
+        return Ok(None);
+    };
+    let Some((line, mut next)) = line(buf, at + 1) else {
+        return Ok(None);
+    };
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let value = match kind {
+        b'+' => Value::Simple(text()),
+        b'-' => Value::Error(text()),
+        b':' => Value::Int(number(line)?),
+        b'$' => match number(line)? {
+            -1 => Value::Bulk(None),
+            n if n < 0 => return Err(Failure::Protocol("a negative length")),
+            n if n as u64 > MAX_REPLY as u64 => return Err(Failure::TooLarge),
+            n => {
+                let end = next + n as usize;
+                if buf.len() < end + 2 {
+                    return Ok(None);
+                }
+                if &buf[end..end + 2] != b"\r\n" {
+                    return Err(Failure::Protocol("a string longer than its length"));
+                }
+                let bytes = buf[next..end].to_vec();
+                next = end + 2;
+                Value::Bulk(Some(bytes))
+            }
+        },
+        b'*' => match number(line)? {
+            -1 => Value::Array(None),
+            n if n < 0 => return Err(Failure::Protocol("a negative length")),
+            // Each item takes 3 bytes at least.
+            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(Failure::TooLarge),
+            _ if depth >= MAX_DEPTH => return Err(Failure::Protocol("arrays nested too deep")),
+            n => {
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    let Some((item, after)) = parse_at(buf, next, depth + 1)? else {
+                        return Ok(None);
+                    };
+                    items.push(item);
+                    next = after;
+                }
+                Value::Array(Some(items))
+            }
+        },
+        _ => return Err(Failure::Protocol("an unknown type of reply")),
+    };
+    Ok(Some((value, next)))
+}
+
+/// The line from `from` to the next CRLF, and where the next one starts.
+fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let rest = buf.get(from..)?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    Some((&rest[..end], from + end + 2))
+}
+
+fn number(line: &[u8]) -> Result<i64, Failure> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(Failure::Protocol("a length or number that is not one"))
+}
+
+/// The SHA-1 of `data` in lowercase hex, as EVALSHA names a script (FIPS 180-4).
+fn sha1_hex(data: &[u8]) -> String {
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut message = data.to_vec();
+    message.push(0x80);
+    while message.len() % 64 != 56 {
+        message.push(0);
+    }
+    message.extend_from_slice(&(data.len() as u64).wrapping_mul(8).to_be_bytes());
+    for block in message.chunks_exact(64) {
+        let mut w = [0u32; 80];
+        for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
+            *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, word) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                _ => (b ^ c ^ d, 0xCA62_C1D6),
+            };
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(*word);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = t;
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    h.iter().map(|x| format!("{x:08x}")).collect()
 }
 
 #[cfg(test)]
@@ -521,7 +1058,7 @@ mod tests {
 
     fn error(url: &str) -> String {
         match Server::parse(url) {
-            Ok(s) => panic!("{url} parsed as {s}"),
+            Ok(s) => panic!("{url} parsed as {}", s.addr),
             Err(e) => e.to_string(),
         }
     }
@@ -530,16 +1067,16 @@ mod tests {
     fn an_address_gives_the_host_the_port_and_the_password() {
         let s = server("redis://cache.internal/deploys");
         assert_eq!(
-            (s.host.as_str(), s.port, s.password),
+            (s.addr.host.as_str(), s.addr.port, s.password),
             ("cache.internal", 6379, None)
         );
         let s = server("redis://:p@ss:w@rd@10.0.0.7:6380/deploys");
-        assert_eq!((s.host.as_str(), s.port), ("10.0.0.7", 6380));
-        assert_eq!(s.password.as_deref(), Some("p@ss:w@rd"));
+        assert_eq!((s.addr.host.as_str(), s.addr.port), ("10.0.0.7", 6380));
+        assert_eq!(s.password.as_deref(), Some(&b"p@ss:w@rd"[..]));
         let s = server("redis://[::1]:7000/q");
-        assert_eq!((s.host.as_str(), s.port), ("::1", 7000));
-        assert_eq!(s.to_string(), "[::1]:7000");
-        assert_eq!(server("redis://[fe80::1]/q").port, 6379);
+        assert_eq!((s.addr.host.as_str(), s.addr.port), ("::1", 7000));
+        assert_eq!(s.addr.to_string(), "[::1]:7000");
+        assert_eq!(server("redis://[fe80::1]/q").addr.port, 6379);
     }
 
     #[test]
@@ -580,5 +1117,138 @@ mod tests {
     fn text_from_the_server_is_shown_on_one_bounded_line() {
         assert_eq!(one_line("a\nb\r\nc"), "a b  c");
         assert_eq!(one_line(&"x".repeat(300)).len(), 203);
+    }
+
+    #[test]
+    fn the_script_is_named_by_its_sha1() {
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(sha1_hex(b"abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(
+            sha1_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
+        );
+        assert_eq!(
+            sha1_hex(&[b'a'; 1000]),
+            "291e9a6c66994949b57ba5e650361e98fc36b1ba"
+        );
+    }
+
+    #[test]
+    fn a_command_is_an_array_of_bulk_strings() {
+        assert_eq!(
+            encode(&[b"AUTH", b"p w"]),
+            b"*2\r\n$4\r\nAUTH\r\n$3\r\np w\r\n".to_vec()
+        );
+    }
+
+    fn parsed(bytes: &[u8]) -> Option<(Value, usize)> {
+        parse(bytes).unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(bytes)))
+    }
+
+    #[test]
+    fn replies_are_read_whole_or_not_yet() {
+        let reply = b"*2\r\n:1\r\n$3\r\n9.4\r\n";
+        assert_eq!(
+            parsed(reply),
+            Some((
+                Value::Array(Some(vec![
+                    Value::Int(1),
+                    Value::Bulk(Some(b"9.4".to_vec()))
+                ])),
+                reply.len()
+            ))
+        );
+        for cut in 0..reply.len() {
+            assert_eq!(parsed(&reply[..cut]), None, "{cut} bytes");
+        }
+        assert_eq!(
+            parsed(b"+OK\r\n+PONG"),
+            Some((Value::Simple("OK".into()), 5))
+        );
+        assert_eq!(
+            parsed(b"-NOSCRIPT No matching script\r\n"),
+            Some((Value::Error("NOSCRIPT No matching script".into()), 30))
+        );
+        assert_eq!(parsed(b"$-1\r\n"), Some((Value::Bulk(None), 5)));
+        assert_eq!(parsed(b"*-1\r\n"), Some((Value::Array(None), 5)));
+        assert_eq!(
+            parsed(b"$0\r\n\r\n"),
+            Some((Value::Bulk(Some(Vec::new())), 6))
+        );
+    }
+
+    #[test]
+    fn a_reply_longer_than_a_quota_reply_fails_before_it_comes() {
+        for header in [&b"$2000000000\r\n"[..], b"$1025\r\n", b"*1000\r\n"] {
+            assert!(
+                matches!(parse(header), Err(Failure::TooLarge)),
+                "{header:?}"
+            );
+        }
+        assert!(parse(b"$1024\r\n").unwrap().is_none());
+        for bad in [&b"?x\r\n"[..], b":x\r\n", b"$-2\r\n", b"$1\r\nab\r\n"] {
+            assert!(matches!(parse(bad), Err(Failure::Protocol(_))), "{bad:?}");
+        }
+        assert!(matches!(
+            parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
+            Err(Failure::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn a_redirect_names_the_node_that_holds_the_slot() {
+        let from = Addr {
+            host: "10.0.0.1".into(),
+            port: 7000,
+        };
+        let at = |host: &str, port| Addr {
+            host: host.into(),
+            port,
+        };
+        assert_eq!(
+            redirect("MOVED 14156 127.0.0.1:7103", &from),
+            Some((Redirect::Moved, at("127.0.0.1", 7103)))
+        );
+        assert_eq!(
+            redirect("ASK 3999 10.0.0.2:7001", &from),
+            Some((Redirect::Ask, at("10.0.0.2", 7001)))
+        );
+        assert_eq!(
+            redirect("MOVED 1 :7002", &from),
+            Some((Redirect::Moved, at("10.0.0.1", 7002)))
+        );
+        assert_eq!(
+            redirect("MOVED 1 ::1:7002", &from),
+            Some((Redirect::Moved, at("::1", 7002)))
+        );
+        for other in [
+            "ERR unknown command",
+            "MOVED",
+            "MOVED x 1.2.3.4:5",
+            "MOVED 1 1.2.3.4",
+            "MOVED 1 1.2.3.4:0",
+            "NOSCRIPT No matching script",
+        ] {
+            assert_eq!(redirect(other, &from), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_deadline_is_the_usual_one_or_the_end_of_the_budget() {
+        let usual = Deadline::new(None);
+        assert_eq!(usual.span, DEADLINE);
+        assert!(!usual.budget);
+        let later = Deadline::new(Some(Instant::now() + Duration::from_secs(5)));
+        assert_eq!(later.span, DEADLINE);
+        let soon = Deadline::new(Some(Instant::now() + Duration::from_millis(40)));
+        assert!(soon.budget && soon.span <= Duration::from_millis(40));
+        let spent = Deadline::new(Some(Instant::now()));
+        assert!(spent.left().is_err());
+        assert!(
+            spent
+                .timed_out()
+                .to_string()
+                .ends_with("what was left of the run's budget")
+        );
     }
 }

@@ -106,3 +106,18 @@ pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("its address").port()
 }
+
+/// `redis-cli -p PORT --raw ARGS...` on 127.0.0.1: the lines of its reply.
+pub fn cli(port: u16, args: &[&str]) -> Vec<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--raw"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run redis-cli");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}

@@ -419,6 +419,13 @@ fn environment() -> Vec<Block> {
              tries multiply.",
         ),
         literal(
+            "RETRY_REDIS_PASSWORD",
+            "The password of a --quota redis://HOST/NAME whose URL names none. Unlike a password \
+             in the URL, which every user of the machine can read with `ps` while the run lasts \
+             (`retry` warns when it is given so), the environment of a process is not shown to \
+             other users. `retry` never prints it.",
+        ),
+        literal(
             "NO_COLOR",
             "When set and not empty, --color auto writes no colour.",
         ),
