@@ -1,13 +1,19 @@
 //! What CI systems read (spec 8.4): GitHub Actions' annotations, groups and job summary, and
-//! GitLab's collapsible sections. Text only: `Log` decides when to write it, and where.
+//! GitLab's collapsible sections. Three sinks of the run's events: the tally of its tries
+//! (which announces the end of a run that retried or gave up, once), the job summary, and the
+//! markers written to standard error.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::duration::hms;
-use crate::policy::{GiveUp, LimitSource, Outcome, Signal};
+use crate::policy::{Decision, GiveUp, LimitSource, Outcome, Signal, Verdict};
+use crate::report::event::{Event, Level, TryReport, Warning};
+use crate::report::log::{RunFacts, Sink};
+use crate::report::{charset, printable};
 
 /// The CI system a run is in, as its environment says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,13 +153,16 @@ const KEEP: usize = 25;
 
 /// The tries of one run, for the annotation and the summary: the failed outcomes counted,
 /// and the first and last `KEEP` rows, so that memory stays bounded however long the run.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     head: Vec<Row>,
     tail: VecDeque<Row>,
     rows: u64,
     /// Each failed outcome, in the order first seen, with how many tries ended so.
     failures: Vec<(String, u64)>,
+    /// The end of the run has been announced: a later give-up (a signal during
+    /// `--on-give-up`) announces nothing more.
+    concluded: bool,
 }
 
 /// `after 3 tries`, `after 1 try`, or `before the first try` for a run stopped during its
@@ -325,6 +334,189 @@ pub fn code_span(text: &str) -> String {
         ""
     };
     format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// The tally as a sink: it counts the tries as they end, and announces the end of a run that
+/// needed retries or gave up, once, with an [`Event::Concluded`] before the last line.
+impl Sink for Tally {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        let (level, summary) = match event {
+            Event::TryEnded(r) => {
+                self.record_try(r, true, facts);
+                return Vec::new();
+            }
+            Event::TryInterrupted(r) => {
+                self.record_try(r, false, facts);
+                return Vec::new();
+            }
+            // A run that succeeded at once is not announced: nothing needed retrying.
+            Event::Succeeded {
+                attempt,
+                elapsed,
+                waited,
+            } if *attempt > 1 => (
+                Level::Warning,
+                self.succeeded(&facts.label(*attempt), *elapsed, *waited),
+            ),
+            Event::GaveUp {
+                tries,
+                elapsed,
+                why,
+                signal,
+                ..
+            } => (Level::Error, self.gave_up(*tries, *elapsed, why, *signal)),
+            _ => return Vec::new(),
+        };
+        if std::mem::replace(&mut self.concluded, true) {
+            return Vec::new();
+        }
+        vec![Event::Concluded {
+            level,
+            summary,
+            tally: self.clone(),
+        }]
+    }
+}
+
+impl Tally {
+    /// Adds the ended try `r`; `ended` when it ended by itself (a try that `retry` stopped on a
+    /// signal it received is not one of the command's failures).
+    fn record_try(&mut self, r: &TryReport, ended: bool, facts: &RunFacts) {
+        let limit = r
+            .stopped_by_limit
+            .then_some(facts.limit.unwrap_or(LimitSource::Budget));
+        let verdict = match r.verdict.reason() {
+            Some(reason) => format!("{}: {reason}", r.verdict.word()),
+            None => r.verdict.word().to_string(),
+        };
+        let row = Row {
+            try_label: facts.label(r.attempt),
+            outcome: outcome_words(r.outcome, limit),
+            took: r.took,
+            wait: match r.decision {
+                Decision::Retry(wait) => Some(wait.delay),
+                _ => None,
+            },
+            verdict,
+        };
+        let failed = ended && !matches!(r.verdict, Verdict::Success(_));
+        self.record(row, failed);
+    }
+}
+
+/// Appends the table of a run's tries to `GITHUB_STEP_SUMMARY` when its end is announced, in
+/// one write to a file opened for appending, so that runs ending together in one step never
+/// interleave their tables.
+#[derive(Default)]
+pub struct StepSummary;
+
+impl Sink for StepSummary {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        let (Event::Concluded { summary, tally, .. }, Some(path)) = (event, &facts.ci.step_summary)
+        else {
+            return Vec::new();
+        };
+        let text = tally.markdown(facts.run_label.as_deref(), &facts.command, summary);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(text.as_bytes()));
+        match written {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![Event::Warning(Warning::SummaryNotWritten {
+                path: path.clone(),
+                why: e.to_string(),
+            })],
+        }
+    }
+}
+
+/// The markers of GitHub Actions and GitLab CI, always on standard error, where the CI reads
+/// them whatever `--log-file` says: the output of every try after the first folded (a first
+/// try follows no failure, so a run that succeeds at once shows its output), and under GitHub
+/// the one annotation that announces the end of a run.
+#[derive(Default)]
+pub struct Markers {
+    /// The group (GitHub, an empty name) or section (GitLab, its name) open around a try.
+    fold: Option<String>,
+}
+
+impl Sink for Markers {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        let Some(system) = facts.ci_markers() else {
+            return Vec::new();
+        };
+        match event {
+            Event::TryStarted { attempt } => self.open(system, *attempt, facts),
+            Event::TryOutputDone { .. } => self.close(system, facts),
+            // `-q` asks for no announcement of a success.
+            Event::Concluded { level, summary, .. }
+                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) =>
+            {
+                let label = facts.run_label.as_deref();
+                write_marker(&annotation(level.word(), label, &printable(summary)), facts);
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}
+
+impl Markers {
+    fn open(&mut self, system: System, attempt: u64, facts: &RunFacts) {
+        if attempt < 2 || facts.quiet || self.fold.is_some() {
+            return;
+        }
+        let title = fold_title(facts.run_label.as_deref(), &facts.label(attempt));
+        match system {
+            System::GitHub => {
+                write_marker(&github_group(&title), facts);
+                self.fold = Some(String::new());
+            }
+            System::GitLab => {
+                let name = gitlab_section_name(&facts.run_id, attempt);
+                write_marker(&gitlab_section_start(unix_secs(), &name, &title), facts);
+                self.fold = Some(name);
+            }
+        }
+    }
+
+    fn close(&mut self, system: System, facts: &RunFacts) {
+        let Some(name) = self.fold.take() else {
+            return;
+        };
+        match system {
+            System::GitHub => write_marker(GITHUB_END_GROUP, facts),
+            System::GitLab => write_marker(&gitlab_section_end(unix_secs(), &name), facts),
+        }
+    }
+}
+
+/// Whether GitHub's annotation announced the end of the run in place of the log's last line:
+/// in the same stream, the same line is never written twice.
+pub fn annotation_replaces_line(level: Level, facts: &RunFacts) -> bool {
+    facts.ci_markers() == Some(System::GitHub)
+        && facts.on_stderr
+        && !(facts.quiet && level == Level::Warning)
+}
+
+/// Writes one CI marker line to standard error.
+fn write_marker(line: &str, facts: &RunFacts) {
+    let mut text = if facts.ascii {
+        charset::ascii_text(line)
+    } else {
+        line.to_string()
+    };
+    text.push('\n');
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}
+
+/// Seconds since the epoch, for GitLab's section markers.
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

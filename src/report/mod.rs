@@ -3,7 +3,10 @@
 pub mod charset;
 pub mod ci;
 pub mod dryrun;
+pub mod event;
+pub mod human;
 pub mod json;
+pub mod jsonlog;
 pub mod log;
 pub mod replay;
 pub mod simulate;

@@ -5,8 +5,10 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::report::event::Event;
 use crate::report::json::Obj;
-use crate::report::log::Log;
+use crate::report::jsonlog::head;
+use crate::report::log::RunFacts;
 use crate::report::{command_line, printable};
 use crate::store::deadletter::{Pending, Replayed};
 
@@ -26,37 +28,64 @@ fn gave_up(p: &Pending) -> String {
     text
 }
 
-impl Log {
-    /// Replaying run `k` of `total`, `p`.
-    pub fn replay_start(&mut self, k: usize, total: usize, p: &Pending) {
-        if self.json {
-            let obj = self
-                .event("replay")
-                .num("run", k as u64)
-                .num("of", total as u64)
-                .num("line", p.line as u64)
-                .str("id", &p.record.id)
-                .words("command", p.record.command.iter().map(OsString::as_os_str));
-            self.emit(obj);
-        } else if !self.quiet {
-            self.human(format!(
+/// The human line of a replay's event, if any: `-q` keeps only a summary with runs still
+/// pending.
+pub fn line(event: &Event, quiet: bool) -> Option<String> {
+    match event {
+        Event::ReplayStart { k, total, pending } if !quiet => {
+            let p = pending.as_ref();
+            Some(format!(
                 "replaying run {k}/{total} (line {}, run {}, gave up {}: {}): {}",
                 p.line,
                 p.record.id,
                 p.record.ts,
                 gave_up(p),
                 command_line(&p.record.command)
-            ));
+            ))
         }
+        Event::ReplayEnd {
+            k, total, replayed, ..
+        } if !quiet => Some(match replayed {
+            Replayed::Resolved { .. } => format!("run {k}/{total} resolved"),
+            Replayed::Failed { .. } => format!("run {k}/{total} still pending"),
+            Replayed::NotRun { error, .. } => format!("run {k}/{total} still pending: {error}"),
+        }),
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+        } if !quiet || *pending > 0 => {
+            let file = shown(file);
+            Some(match (resolved, pending) {
+                (0, 0) => format!("replay of {file}: nothing was pending"),
+                (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
+            })
+        }
+        _ => None,
     }
+}
 
-    /// What replaying run `k` of `total` came to.
-    pub fn replay_end(&mut self, k: usize, total: usize, p: &Pending, replayed: &Replayed) {
-        if self.json {
-            let mut obj = self
-                .event("replayed")
-                .num("run", k as u64)
+/// The JSON object of a replay's event.
+pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
+    let obj = match event {
+        Event::ReplayStart { k, total, pending } => {
+            let p = pending.as_ref();
+            head("replay", facts)
+                .num("run", *k as u64)
+                .num("of", *total as u64)
+                .num("line", p.line as u64)
                 .str("id", &p.record.id)
+                .words("command", p.record.command.iter().map(OsString::as_os_str))
+        }
+        Event::ReplayEnd {
+            k,
+            pending,
+            replayed,
+            ..
+        } => {
+            let obj = head("replayed", facts)
+                .num("run", *k as u64)
+                .str("id", &pending.record.id)
                 .str(
                     "result",
                     match replayed {
@@ -64,44 +93,22 @@ impl Log {
                         _ => "pending",
                     },
                 );
-            if let Replayed::NotRun { error, .. } = replayed {
-                obj = obj.str("error", error);
+            match replayed {
+                Replayed::NotRun { error, .. } => obj.str("error", error),
+                _ => obj,
             }
-            self.emit(obj);
-            return;
         }
-        if self.quiet {
-            return;
-        }
-        let line = match replayed {
-            Replayed::Resolved { .. } => format!("run {k}/{total} resolved"),
-            Replayed::Failed { .. } => format!("run {k}/{total} still pending"),
-            Replayed::NotRun { error, .. } => format!("run {k}/{total} still pending: {error}"),
-        };
-        self.human(line);
-    }
-
-    /// The end of a replay of `file`: how many runs it resolved, how many are still pending.
-    /// Under `-q`, only when some are.
-    pub fn replay_summary(&mut self, file: &Path, resolved: usize, pending: usize) {
-        if self.json {
-            let obj = self
-                .event("replay_end")
-                .str("file", &file.to_string_lossy())
-                .num("resolved", resolved as u64)
-                .num("pending", pending as u64);
-            self.emit(obj);
-            return;
-        }
-        if self.quiet && pending == 0 {
-            return;
-        }
-        let file = shown(file);
-        self.human(match (resolved, pending) {
-            (0, 0) => format!("replay of {file}: nothing was pending"),
-            (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
-        });
-    }
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+        } => head("replay_end", facts)
+            .str("file", &file.to_string_lossy())
+            .num("resolved", *resolved as u64)
+            .num("pending", *pending as u64),
+        _ => return None,
+    };
+    Some(obj)
 }
 
 /// The pending runs of `file`, for `--replay FILE --dry-run`: a line each (id, when it gave

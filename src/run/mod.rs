@@ -30,6 +30,7 @@ use crate::exit::ExitStatus;
 use crate::policy::quota::{QuotaSpec, QuotaStore};
 use crate::report::ci::Ci;
 use crate::report::dryrun;
+use crate::report::event::{Event, Failure, Warning};
 use crate::report::log::{Log, use_color};
 use crate::store::deadletter::{self, DeadLetter, Record};
 use runner::RunEnd;
@@ -159,19 +160,19 @@ fn open_quota(
 ) -> Option<runner::SharedQuota> {
     let redis = matches!(spec.store, QuotaStore::Redis { .. });
     if spec.has_password() {
-        log.warn(&format!(
-            "the Redis password in --quota can be read by every user of this machine (with `ps`) while the run lasts; give it in {} instead",
-            quota_redis::PASSWORD_VAR
-        ));
+        log.warn(Warning::PasswordInUrl {
+            variable: quota_redis::PASSWORD_VAR,
+        });
     }
     let opened = match connect_quota(spec, until) {
         // A Redis quota keeps the local store ready for when Redis goes away.
         Ok(store) => Ok((store, redis.then(|| local_store(spec).ok()).flatten())),
         Err(e) if redis => {
-            log.warn(&format!(
-                "the retry quota {} cannot be reached ({e}); the quota is kept on this machine",
-                spec.shown()
-            ));
+            log.warn(Warning::QuotaUnreachable {
+                quota: spec.shown(),
+                why: e,
+                from_now_on: false,
+            });
             local_store(spec).map(|store| (runner::QuotaStoreHandle::Local(store), None))
         }
         Err(e) => Err(e),
@@ -183,10 +184,10 @@ fn open_quota(
             fallback,
         }),
         Err(e) => {
-            log.warn(&format!(
-                "the retry quota {} cannot be used ({e}); only this run's own limits apply",
-                spec.shown()
-            ));
+            log.warn(Warning::QuotaUnusable {
+                quota: spec.shown(),
+                why: e,
+            });
             None
         }
     }
@@ -230,10 +231,10 @@ fn real_run(
         Some(path) => match dead_letter(config, args, path, &run_id) {
             Ok(letter) => Some(letter),
             Err(e) => {
-                log.error(&format!(
-                    "cannot open --dead-letter '{}': {e}",
-                    path.display()
-                ));
+                log.emit(Event::Error(Failure::DeadLetter {
+                    path: path.clone(),
+                    why: e.to_string(),
+                }));
                 return ExitStatus::Usage;
             }
         },
@@ -242,7 +243,7 @@ fn real_run(
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
-            log.error(&format!("cannot install signal handlers: {e}"));
+            log.emit(Event::Error(Failure::SignalHandlers(e.to_string())));
             return ExitStatus::Usage;
         }
     };
@@ -252,6 +253,29 @@ fn real_run(
         wall_start,
         run_id,
         dead_letter,
+    };
+    run_logged(config, log, signals, begin).status
+}
+
+/// Runs the command of `config` with the seed given, reporting to `log` (whose sinks may be
+/// any: a test collects the events). `retry`'s signals are caught while it runs. This is the
+/// run of `real_run` less the dead-letter file.
+pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
+    let (start, wall_start) = (Moment::now(), SystemTime::now());
+    let signals = match signals::Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            log.emit(Event::Error(Failure::SignalHandlers(e.to_string())));
+            return ExitStatus::Usage;
+        }
+    };
+    let run_id = log.facts().run_id.clone();
+    let begin = Start {
+        seed,
+        start,
+        wall_start,
+        run_id,
+        dead_letter: None,
     };
     run_logged(config, log, signals, begin).status
 }
@@ -310,7 +334,10 @@ pub(crate) fn open_log(config: &Config, run_id: &str) -> Result<Log, ExitStatus>
     let on_stderr = opened.is_err() || config.log.file.is_none();
     let mut log = Log::new(out, config, color, run_id.to_string()).with_ci(ci, on_stderr);
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
-        log.error(&format!("cannot open --log-file '{}': {e}", path.display()));
+        log.emit(Event::Error(Failure::LogFile {
+            path: path.clone(),
+            why: e.to_string(),
+        }));
         return Err(ExitStatus::Usage);
     }
     Ok(log)
@@ -325,7 +352,7 @@ fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: S
     let mut stdio = match stdio::RunIo::new(config) {
         Ok(stdio) => stdio,
         Err(e) => {
-            log.error(&format!("{e:#}"));
+            log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
             return RunEnd {
                 status: ExitStatus::Usage,
                 tries: 0,

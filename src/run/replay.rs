@@ -15,6 +15,7 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
+use crate::report::event::{Event, Failure};
 use crate::report::printable;
 use crate::report::replay::pending_list;
 use crate::run::signals::Signals;
@@ -75,7 +76,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
-            log.error(&format!("cannot install signal handlers: {e}"));
+            log.emit(Event::Error(Failure::SignalHandlers(e.to_string())));
             return ExitStatus::Usage;
         }
     };
@@ -156,12 +157,25 @@ struct Replay {
 }
 
 impl Replay {
+    /// The end of the replay, in the log.
+    fn summary(&mut self) {
+        self.log.emit(Event::ReplaySummary {
+            file: self.file.clone(),
+            resolved: self.resolved,
+            pending: self.pending,
+        });
+    }
+
     /// Runs every pending run in order; stops at an interrupt, or when the file can no longer
     /// be appended to (what would be run could not be recorded).
     fn run_all(mut self, runs: &[(Pending, Config)], mut signals: Signals) -> ExitStatus {
         let total = runs.len();
         for (k, (p, config)) in runs.iter().enumerate() {
-            self.log.replay_start(k + 1, total, p);
+            self.log.emit(Event::ReplayStart {
+                k: k + 1,
+                total,
+                pending: Box::new(p.clone()),
+            });
             let (replayed, stopped_by) = match enter(p) {
                 Err(error) => (
                     Replayed::NotRun {
@@ -184,30 +198,32 @@ impl Replay {
                 &self.file,
                 &deadletter::replayed_line(&p.record.id, &replayed),
             ) {
-                self.log.error(&format!(
-                    "cannot append to '{}': {e}; the replay stops",
-                    self.file.display()
-                ));
+                self.log.emit(Event::Error(Failure::ReplayNotRecorded {
+                    path: self.file.clone(),
+                    why: e.to_string(),
+                }));
                 self.pending += total - k;
-                self.log
-                    .replay_summary(&self.file, self.resolved, self.pending);
+                self.summary();
                 return ExitStatus::Usage;
             }
             match replayed {
                 Replayed::Resolved { .. } => self.resolved += 1,
                 _ => self.pending += 1,
             }
-            self.log.replay_end(k + 1, total, p, &replayed);
+            self.log.emit(Event::ReplayEnd {
+                k: k + 1,
+                total,
+                pending: Box::new(p.clone()),
+                replayed: replayed.clone(),
+            });
             if let Some(signal) = stopped_by {
                 // Interrupted: no further run starts, and retry ends as the run did.
                 self.pending += total - k - 1;
-                self.log
-                    .replay_summary(&self.file, self.resolved, self.pending);
+                self.summary();
                 return ExitStatus::Reraise(signal);
             }
         }
-        self.log
-            .replay_summary(&self.file, self.resolved, self.pending);
+        self.summary();
         match self.pending {
             0 => ExitStatus::Success,
             _ => ExitStatus::LastExit(1),

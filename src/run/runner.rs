@@ -14,7 +14,8 @@ use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::quota::{QuotaRefusal, QuotaSpec};
 use crate::policy::{Decision, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict, Wait};
-use crate::report::log::{HookFailure, Log, TryReport, not_started};
+use crate::report::event::{Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
+use crate::report::log::{Log, not_started};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
@@ -22,7 +23,7 @@ use crate::run::process::{
 };
 use crate::run::quota::{LocalStore, StoreError, Update};
 use crate::run::quota_redis::RedisStore;
-use crate::run::signals::{Event, Signals};
+use crate::run::signals::{Event as SignalEvent, Signals};
 use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
 use crate::store::deadletter::DeadLetter;
 
@@ -135,14 +136,14 @@ impl Ended {
     }
 
     /// What the log says about try `attempt`, which ended so after `took`.
-    fn report<'a>(
+    fn report(
         &self,
         attempt: u64,
         took: Duration,
-        verdict: &'a Verdict,
-        decision: &'a Decision,
-        detail: Option<&'a str>,
-    ) -> TryReport<'a> {
+        verdict: Verdict,
+        decision: Decision,
+        detail: Option<String>,
+    ) -> TryReport {
         TryReport {
             attempt,
             outcome: self.outcome,
@@ -396,7 +397,11 @@ impl<'c> Runner<'c> {
             return;
         }
         let inner = self.config.policy.max_tries.unwrap_or(0);
-        self.log.nested(&outer.id, outer.max_tries, inner);
+        self.log.warn(Warning::Nested {
+            outer_id: outer.id.clone(),
+            outer: outer.max_tries,
+            inner,
+        });
     }
 
     pub fn run(mut self, seed: u64) -> RunEnd {
@@ -414,11 +419,11 @@ impl<'c> Runner<'c> {
         let config = self.config;
         let mut rng = StdRng::seed_from_u64(seed);
         let mut schedule = Schedule::new(&config.policy);
-        self.log.start(config, seed);
+        self.log.emit(Event::Start { seed });
         self.warn_if_nested();
         if let Some(most) = config.stagger {
             let delay = crate::policy::schedule::stagger(most, &mut rng);
-            self.log.stagger(delay, most);
+            self.log.emit(Event::Stagger { delay, most });
             if let Some(signal) = self.sleep(delay, 1) {
                 return self.interrupted(0, signal, true);
             }
@@ -452,24 +457,25 @@ impl<'c> Runner<'c> {
             start: Moment::now(),
             io: TryIo::default(),
         };
-        self.log.group_start(t.attempt);
+        self.log.emit(Event::TryStarted { attempt: t.attempt });
         let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
             Ok(end) => end,
             Err(e) => {
-                self.log.group_end();
-                self.log.error(&format!("{e:#}"));
+                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                self.log
+                    .emit(Event::Error(Failure::Internal(format!("{e:#}"))));
                 return ControlFlow::Break(ExitStatus::Usage);
             }
         };
         let output = self.stdio.finish_try(&mut t.io);
         if let Some(warning) = self.stdio.take_warning() {
-            self.log.warn(&warning);
+            self.log.warn(Warning::Stdio(warning));
         }
         let (ended, detail) = match end {
             TryEnd::Ended(ended) => (ended, None),
             TryEnd::NotStarted(outcome, detail) => (Ended::by_itself(outcome), Some(detail)),
             TryEnd::OutputFailed => {
-                self.log.group_end();
+                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
                 return ControlFlow::Break(self.output_failed(&t.io));
             }
             TryEnd::Interrupted(signal, ended) => {
@@ -481,21 +487,28 @@ impl<'c> Runner<'c> {
         let success = matches!(decision, Decision::Succeed);
         self.stdio.deliver(&mut t.io, success);
         let drained = self.drain(&mut t.io, self.run_end());
-        self.log.group_end();
-        self.log
-            .try_ended(&ended.report(t.attempt, took, &verdict, &decision, detail.as_deref()));
+        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
         // A request matters only to the wait after a transient failure.
         let transient = matches!(verdict, Verdict::Transient(_));
-        if let Some(ignored) = t.io.requests.ignored.as_ref().filter(|_| transient) {
-            self.log.request_ignored(t.attempt, ignored);
+        let report = ended.report(t.attempt, took, verdict, decision.clone(), detail);
+        self.log.emit(Event::TryEnded(report));
+        if let Some(ignored) = t.io.requests.ignored.clone().filter(|_| transient) {
+            self.log.emit(Event::RequestIgnored {
+                attempt: t.attempt,
+                ignored,
+            });
         }
         if let Some(status) = self.output_ends_run(t.attempt, drained, &t.io, success) {
             return ControlFlow::Break(status);
         }
         if let Some(left) = ended.leftovers {
-            let killed = left.ending.killed();
-            let signal = self.config.signal;
-            self.log.leftovers(t.attempt, signal, killed, left.count);
+            self.log.emit(Event::Leftovers {
+                attempt: t.attempt,
+                hook: None,
+                signal: self.config.signal,
+                killed: left.ending.killed(),
+                count: left.count,
+            });
         }
         self.obey(schedule, decision, &mut t, ended.outcome)
     }
@@ -530,17 +543,21 @@ impl<'c> Runner<'c> {
         let quota = self.quota.as_ref()?;
         let now = crate::run::quota::unix_ms(SystemTime::now());
         let action = match what {
-            QuotaUse::Deposit => "first try",
-            QuotaUse::Take => "retry",
+            QuotaUse::Deposit => QuotaAction::FirstTry,
+            QuotaUse::Take => QuotaAction::Retry,
         };
         let shown = quota.spec.shown();
         match quota.store.apply(what, now) {
             Ok(update) => {
-                if let Some(note) = &update.note {
-                    self.log.warn(&note.to_string());
+                if let Some(note) = update.note.clone() {
+                    self.log.warn(Warning::QuotaNote(note));
                 }
-                self.log
-                    .quota(&shown, action, update.granted, update.tokens);
+                self.log.emit(Event::Quota {
+                    quota: shown.clone(),
+                    action,
+                    granted: update.granted,
+                    tokens: update.tokens,
+                });
                 let params = quota.spec.params;
                 (!update.granted).then_some(QuotaRefusal {
                     quota: shown,
@@ -553,9 +570,10 @@ impl<'c> Runner<'c> {
             // no token, so that the quota holds when it is needed most.
             Err(QuotaFailure::Busy(e)) => match what {
                 QuotaUse::Deposit => {
-                    self.log.warn(&format!(
-                        "the retry quota {shown} is busy ({e}); this first try adds nothing to it"
-                    ));
+                    self.log.warn(Warning::QuotaBusy {
+                        quota: shown,
+                        why: e,
+                    });
                     None
                 }
                 QuotaUse::Take => Some(QuotaRefusal {
@@ -569,18 +587,21 @@ impl<'c> Runner<'c> {
                 let fallback = self.quota.as_mut().and_then(|q| q.fallback.take());
                 match fallback {
                     Some(local) => {
-                        self.log.warn(&format!(
-                            "the retry quota {shown} cannot be reached ({e}); the quota is kept on this machine from now on"
-                        ));
+                        self.log.warn(Warning::QuotaUnreachable {
+                            quota: shown,
+                            why: e,
+                            from_now_on: true,
+                        });
                         if let Some(q) = self.quota.as_mut() {
                             q.store = QuotaStoreHandle::Local(local);
                         }
                         self.use_quota(what)
                     }
                     None => {
-                        self.log.warn(&format!(
-                            "the retry quota {shown} cannot be used ({e}); only this run's own limits apply"
-                        ));
+                        self.log.warn(Warning::QuotaUnusable {
+                            quota: shown,
+                            why: e,
+                        });
                         self.quota = None;
                         None
                     }
@@ -600,8 +621,11 @@ impl<'c> Runner<'c> {
         match decision {
             Decision::Succeed => {
                 self.ended = (t.attempt, None);
-                self.log
-                    .succeeded(t.attempt, self.start.elapsed(), schedule.waited());
+                self.log.emit(Event::Succeeded {
+                    attempt: t.attempt,
+                    elapsed: self.start.elapsed(),
+                    waited: schedule.waited(),
+                });
                 self.stdio.hand_off(&mut t.io);
                 ControlFlow::Break(ExitStatus::Success)
             }
@@ -620,15 +644,20 @@ impl<'c> Runner<'c> {
         // What can be written at once is; a received signal waits for nothing.
         self.stdio.deliver(&mut t.io, false);
         let _ = self.drain(&mut t.io, Some(Moment::now()));
-        self.log.group_end();
+        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
         if let Some(ended) = ended {
             let decision = Decision::GiveUp(GiveUp::Interrupted);
             let took = t.start.elapsed();
-            let report = ended.report(t.attempt, took, &Verdict::Interrupted, &decision, None);
-            self.log.try_interrupted(&report);
+            let report = ended.report(t.attempt, took, Verdict::Interrupted, decision, None);
+            self.log.emit(Event::TryInterrupted(report));
             if let Some(left) = ended.leftovers {
-                let killed = left.ending.killed();
-                self.log.leftovers(t.attempt, signal, killed, left.count);
+                self.log.emit(Event::Leftovers {
+                    attempt: t.attempt,
+                    hook: None,
+                    signal,
+                    killed: left.ending.killed(),
+                    count: left.count,
+                });
             }
         }
         self.interrupted(t.attempt, signal, false)
@@ -652,7 +681,7 @@ impl<'c> Runner<'c> {
         }
         if io.broken && success {
             // Never 0 after losing output: the command itself would have met SIGPIPE.
-            self.log.reader_gone();
+            self.log.warn(Warning::ReaderGone);
             return Some(ExitStatus::KilledBy(Signal::PIPE));
         }
         None
@@ -667,7 +696,7 @@ impl<'c> Runner<'c> {
             wait,
         } = *retry;
         let config = self.config;
-        self.log.wait(attempt, wait);
+        self.log.emit(Event::Wait { attempt, wait });
         let waiting = Moment::now();
         if let Some(command) = &config.on_retry {
             let hook = Hook {
@@ -687,7 +716,10 @@ impl<'c> Runner<'c> {
         // needed.
         let left = wait.delay.saturating_sub(waiting.elapsed());
         if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
-            self.log.no_time_after_hook(attempt + 1, &exceeded);
+            self.log.emit(Event::NoTimeAfterHook {
+                next: attempt + 1,
+                exceeded,
+            });
             let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
             return ControlFlow::Break(status);
         }
@@ -718,7 +750,7 @@ impl<'c> Runner<'c> {
                 Wake::Stop(signal) => return Some(signal),
                 Wake::Timeout => {
                     if self.stdio.has_output(io) {
-                        self.log.slow_reader();
+                        self.log.warn(Warning::SlowReader);
                     }
                     break;
                 }
@@ -732,7 +764,8 @@ impl<'c> Runner<'c> {
     /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
     fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
         if let Some(failure) = &io.failed {
-            self.log.error(&failure.to_string());
+            self.log
+                .emit(Event::Error(Failure::Output(failure.to_string())));
         }
         ExitStatus::OutputFailed
     }
@@ -749,8 +782,14 @@ impl<'c> Runner<'c> {
         };
         let elapsed = self.start.elapsed();
         self.ended = (attempt, Some(why.word()));
-        self.log
-            .gave_up(attempt, elapsed, why, status, Some(outcome), None);
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed,
+            why: why.clone(),
+            status,
+            last: Some(outcome),
+            signal: None,
+        });
         self.record_dead_letter(attempt, why, status, elapsed);
         if let Some(command) = &config.on_give_up {
             let hook = Hook {
@@ -789,26 +828,32 @@ impl<'c> Runner<'c> {
         }
         let code = u64::try_from(status.code()).unwrap_or_default();
         match letter.append(code, why.word(), attempt, elapsed) {
-            Ok(()) => self.log.dead_lettered(&letter.path),
-            Err(e) => self.log.warn(&format!(
-                "cannot record this run in --dead-letter '{}': {e}",
-                letter.path.display()
-            )),
+            Ok(()) => self.log.emit(Event::DeadLettered {
+                path: letter.path.clone(),
+            }),
+            Err(e) => self.log.warn(Warning::DeadLetterNotWritten {
+                path: letter.path.clone(),
+                why: e.to_string(),
+            }),
         }
     }
 
     fn interrupted(&mut self, attempt: u64, signal: Signal, in_wait: bool) -> ExitStatus {
         self.ended = (attempt, Some(GiveUp::Interrupted.word()));
-        self.log.received(signal, attempt, in_wait);
-        let status = ExitStatus::Reraise(signal);
-        self.log.gave_up(
+        self.log.emit(Event::Received {
+            signal,
             attempt,
-            self.start.elapsed(),
-            &GiveUp::Interrupted,
+            in_wait,
+        });
+        let status = ExitStatus::Reraise(signal);
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed: self.start.elapsed(),
+            why: GiveUp::Interrupted,
             status,
-            None,
-            Some(signal),
-        );
+            last: None,
+            signal: Some(signal),
+        });
         status
     }
 
@@ -999,15 +1044,15 @@ impl<'c> Runner<'c> {
                 (until, scan) => until.or(scan),
             };
             match self.signals.next_with(&mut fds, wake) {
-                Event::Child => return Wake::Child,
-                Event::Stop(signal) => return Wake::Stop(signal),
-                Event::Timeout if until.is_none_or(|until| Moment::now() < until) => {
+                SignalEvent::Child => return Wake::Child,
+                SignalEvent::Stop(signal) => return Wake::Stop(signal),
+                SignalEvent::Timeout if until.is_none_or(|until| Moment::now() < until) => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.scan(io, &self.inherited);
                     }
                 }
-                Event::Timeout => return Wake::Timeout,
-                Event::Io => {
+                SignalEvent::Timeout => return Wake::Timeout,
+                SignalEvent::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);
                         if io.failed.is_some() {
@@ -1018,13 +1063,13 @@ impl<'c> Runner<'c> {
                         }
                     }
                 }
-                Event::Forward(signal) => {
+                SignalEvent::Forward(signal) => {
                     if let Some(target) = self.current {
                         target.signal(signal);
                     }
                 }
-                Event::Suspend => self.suspend(),
-                Event::Resize => {
+                SignalEvent::Suspend => self.suspend(),
+                SignalEvent::Resize => {
                     if let Some(io) = io.as_deref() {
                         self.stdio.follow_window_sizes(io);
                     }
@@ -1060,7 +1105,7 @@ impl<'c> Runner<'c> {
     /// continue the try.
     fn suspend(&mut self) {
         if self.status_shown {
-            self.log.clear_status_line();
+            self.log.emit(Event::StatusCleared);
             self.status_shown = false;
         }
         if let Some(target) = self.current {
@@ -1145,7 +1190,10 @@ impl<'c> Runner<'c> {
                     received.get_or_insert(signal);
                 }
                 Wake::Timeout | Wake::OutputFailed | Wake::Drained => {
-                    self.log.survivors(child.pid().as_raw(), KILL_SETTLE);
+                    self.log.warn(Warning::Survivors {
+                        pid: child.pid().as_raw(),
+                        settle: KILL_SETTLE,
+                    });
                     break;
                 }
             }
@@ -1192,8 +1240,8 @@ impl<'c> Runner<'c> {
         let mut child = match self.spawn_hook(hook) {
             Ok(child) => child,
             Err(e) => {
-                let failure = HookFailure::NotStarted(&e.error);
-                self.log.hook_ended(hook.which, hook.attempt, failure);
+                let failure = HookFailure::NotStarted(e.error.to_string());
+                self.hook_failed(hook, failure);
                 return None;
             }
         };
@@ -1210,17 +1258,29 @@ impl<'c> Runner<'c> {
             Finish::OutputFailed => (None, None),
         };
         if let Some(failure) = failure {
-            self.log.hook_ended(hook.which, hook.attempt, failure);
+            self.hook_failed(hook, failure);
         }
         if received.is_some() {
             return received;
         }
         // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
         let stopped = self.stop_leftovers(&mut child, None)?;
-        let (signal, killed) = (self.config.signal, stopped.ending.killed());
-        self.log
-            .hook_leftovers(hook.which, hook.attempt, signal, killed, stopped.count);
+        self.log.emit(Event::Leftovers {
+            attempt: hook.attempt,
+            hook: Some(hook.which),
+            signal: self.config.signal,
+            killed: stopped.ending.killed(),
+            count: stopped.count,
+        });
         stopped.received
+    }
+
+    fn hook_failed(&mut self, hook: &Hook<'_>, failure: HookFailure) {
+        self.log.emit(Event::HookFailed {
+            which: hook.which,
+            attempt: hook.attempt,
+            failure,
+        });
     }
 
     /// Starts `sh -c CMD` for `hook`, with the environment of a try plus `RETRY_EXIT_CODE` and
@@ -1264,7 +1324,7 @@ impl<'c> Runner<'c> {
                 Some(until) if countdown => {
                     let left = until.saturating_duration_since(Moment::now());
                     let secs = left.as_secs_f64().ceil() as u64;
-                    self.log.countdown(next, secs);
+                    self.log.emit(Event::Countdown { next, secs });
                     self.status_shown = true;
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
@@ -1283,7 +1343,7 @@ impl<'c> Runner<'c> {
             }
         };
         if self.status_shown {
-            self.log.clear_status_line();
+            self.log.emit(Event::StatusCleared);
             self.status_shown = false;
         }
         result

@@ -1,0 +1,241 @@
+//! What a run does, as typed events: the one vocabulary between the runner (and the replay),
+//! which carry decisions out and say what happened, and the sinks that turn it into what people
+//! and programs read (the human log, JSON lines, CI markers, the step summary). The runner writes
+//! no text: every sentence of the log is written by a sink, from one of these.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::exit::ExitStatus;
+use crate::policy::pushback::Ignored;
+use crate::policy::{BudgetExceeded, Decision, GiveUp, Outcome, Signal, Verdict};
+use crate::report::ci::Tally;
+use crate::run::quota::Note;
+use crate::store::deadletter::{Pending, Replayed};
+
+/// One thing a run did or met.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The run starts, with this seed (the command and the policy are the sinks' own).
+    Start { seed: u64 },
+    /// `--stagger` holds the first try back by `delay`, drawn up to `most`.
+    Stagger { delay: Duration, most: Duration },
+    /// Try `attempt` starts: its output follows.
+    TryStarted { attempt: u64 },
+    /// The output of try `attempt` has gone out (or the try could not start).
+    TryOutputDone { attempt: u64 },
+    /// A try ended, and the schedule decided what follows.
+    TryEnded(TryReport),
+    /// A try that `retry` stopped because it received a stopping signal.
+    TryInterrupted(TryReport),
+    /// Try `attempt`'s output matched `--delay-from-output`, but asked for no wait.
+    RequestIgnored { attempt: u64, ignored: Ignored },
+    /// What a failed try (or a hook, `hook`) left running was stopped: `count` processes (0:
+    /// not counted), with `signal`, then SIGKILL if `killed`.
+    Leftovers {
+        attempt: u64,
+        hook: Option<&'static str>,
+        signal: Signal,
+        killed: bool,
+        count: usize,
+    },
+    /// The wait before the try after `attempt`.
+    Wait {
+        attempt: u64,
+        wait: crate::policy::Wait,
+    },
+    /// A hook (`--on-retry`, `--on-give-up`) after try `attempt` failed; the run goes on.
+    HookFailed {
+        which: &'static str,
+        attempt: u64,
+        failure: HookFailure,
+    },
+    /// The `--on-retry` hook took so long that try `next` no longer fits in the budget.
+    NoTimeAfterHook { next: u64, exceeded: BudgetExceeded },
+    /// The retry quota after a first try's deposit or a retry's take.
+    Quota {
+        quota: String,
+        action: QuotaAction,
+        granted: bool,
+        tokens: f64,
+    },
+    /// The run succeeded on try `attempt`.
+    Succeeded {
+        attempt: u64,
+        elapsed: Duration,
+        waited: Duration,
+    },
+    /// A stopping signal reached `retry` during try `attempt`, or the wait after it (the
+    /// stagger, when `attempt` is 0).
+    Received {
+        signal: Signal,
+        attempt: u64,
+        in_wait: bool,
+    },
+    /// The run gave up after `tries` tries, for `why`, with `status`. `last` is how the last try
+    /// ended; `signal` the signal that stops `retry`, if one does.
+    GaveUp {
+        tries: u64,
+        elapsed: Duration,
+        why: GiveUp,
+        status: ExitStatus,
+        last: Option<Outcome>,
+        signal: Option<Signal>,
+    },
+    /// The run that gave up was appended to the `--dead-letter` file.
+    DeadLettered { path: PathBuf },
+    /// The countdown to try `next`, `secs` seconds away, on the terminal's status line.
+    Countdown { next: u64, secs: u64 },
+    /// The status line is cleared, for the next line to take its place.
+    StatusCleared,
+    /// The end of a run that retried or gave up, announced once, before its last line:
+    /// `summary` sums it up (`succeeded on try 3/4 after 2 failures: ...`), and `tally` holds
+    /// its tries, for GitHub's annotation and the job summary.
+    Concluded {
+        level: Level,
+        summary: String,
+        tally: Tally,
+    },
+    /// A problem that does not change the run.
+    Warning(Warning),
+    /// A failure of `retry` itself, or of writing the try's output: the run ends next.
+    Error(Failure),
+    /// `--replay` runs pending run `k` of `total`.
+    ReplayStart {
+        k: usize,
+        total: usize,
+        pending: Box<Pending>,
+    },
+    /// What replaying run `k` of `total` came to.
+    ReplayEnd {
+        k: usize,
+        total: usize,
+        pending: Box<Pending>,
+        replayed: Replayed,
+    },
+    /// A replay of `file` ended: how many runs it resolved, how many are still pending.
+    ReplaySummary {
+        file: PathBuf,
+        resolved: usize,
+        pending: usize,
+    },
+}
+
+/// What the log says about an ended try.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TryReport {
+    pub attempt: u64,
+    pub outcome: Outcome,
+    pub took: Duration,
+    pub verdict: Verdict,
+    pub decision: Decision,
+    /// Why the command could not start, if it could not.
+    pub detail: Option<String>,
+    /// The try was stopped (a timeout outcome) and its group outlived the grace period
+    /// (`--kill-after`), so it got SIGKILL.
+    pub killed: bool,
+    /// The try was stopped because the budget or the deadline ended, not by `--timeout`.
+    pub stopped_by_limit: bool,
+}
+
+/// How a run's end is announced: a flaky success warns, giving up is an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Warning,
+    Error,
+}
+
+impl Level {
+    pub fn word(self) -> &'static str {
+        match self {
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// What a quota operation was for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaAction {
+    /// A first try deposits its share.
+    FirstTry,
+    /// A retry takes a token.
+    Retry,
+}
+
+impl QuotaAction {
+    pub fn word(self) -> &'static str {
+        match self {
+            QuotaAction::FirstTry => "first try",
+            QuotaAction::Retry => "retry",
+        }
+    }
+}
+
+/// How a hook failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookFailure {
+    /// `sh` could not be started: why.
+    NotStarted(String),
+    /// It ended badly by itself.
+    Ended(Outcome),
+    /// It ran past its bound, this long, and was stopped.
+    TimedOut(Duration),
+}
+
+/// A failure that ends the run, as a value: the sinks word it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Something failed inside `retry`: the error and its causes, in words.
+    Internal(String),
+    /// `retry`'s signal handlers could not be installed.
+    SignalHandlers(String),
+    /// `--log-file` cannot be opened.
+    LogFile { path: PathBuf, why: String },
+    /// `--dead-letter` cannot be opened.
+    DeadLetter { path: PathBuf, why: String },
+    /// The try's output could not be written (not for a closed pipe): the failure in words.
+    Output(String),
+    /// A replay cannot append what became of a run to its file: it stops.
+    ReplayNotRecorded { path: PathBuf, why: String },
+}
+
+/// A problem that does not change the run, as a value: the sinks word it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Warning {
+    /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
+    /// `inner`; 0: no limit): the tries multiply.
+    Nested {
+        outer_id: String,
+        outer: u64,
+        inner: u64,
+    },
+    /// The try's output could not all be written before the run had to go on.
+    SlowReader,
+    /// The reader of standard output left before the successful try's output was all written.
+    ReaderGone,
+    /// Processes of the group led by `pid` outlived SIGKILL by `settle`.
+    Survivors { pid: i32, settle: Duration },
+    /// What the try's input or output plumbing has to say (`stdio`'s own sentence).
+    Stdio(String),
+    /// The quota's store had something to say of its state (a damaged file, reset).
+    QuotaNote(Note),
+    /// The quota's store is held by other runs for longer than a run may wait: a first try
+    /// adds nothing to it.
+    QuotaBusy { quota: String, why: String },
+    /// The Redis quota cannot be reached: it is kept on this machine (`from_now_on`: after it
+    /// was reached before).
+    QuotaUnreachable {
+        quota: String,
+        why: String,
+        from_now_on: bool,
+    },
+    /// The quota cannot be used at all: only the run's own limits apply.
+    QuotaUnusable { quota: String, why: String },
+    /// The Redis password is written in `--quota`'s URL, where `ps` shows it.
+    PasswordInUrl { variable: &'static str },
+    /// The run could not be recorded in `--dead-letter`.
+    DeadLetterNotWritten { path: PathBuf, why: String },
+    /// The tries could not be appended to the job summary.
+    SummaryNotWritten { path: PathBuf, why: String },
+}

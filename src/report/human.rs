@@ -1,0 +1,520 @@
+//! The human log (spec 8.1): one line per event that a person needs, `retry: ` first, to
+//! standard error or `--log-file`. Each event becomes a line (or none) by a pure function of
+//! the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use crate::config::Config;
+use crate::duration::hms;
+use crate::policy::{Decision, GiveUp, LimitSource, Outcome, Signal, Verdict};
+use crate::report::ci::{after_tries, annotation_replaces_line};
+use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
+use crate::report::log::{RunFacts, Sink, outcome_words};
+use crate::report::{charset, command_line_in, describe_policy, printable};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Paint {
+    Good,
+    Warn,
+    Bad,
+}
+
+impl Paint {
+    fn code(self) -> &'static str {
+        match self {
+            Paint::Good => "32",
+            Paint::Warn => "33",
+            Paint::Bad => "31",
+        }
+    }
+}
+
+/// A human log line: text, some of it to be coloured. Only `HumanLog::write` turns it into
+/// bytes, and it escapes every part (`printable`), so that the colour codes it adds are the
+/// only escape sequences that can reach the log, whatever the user gave.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Line {
+    parts: Vec<(String, Option<Paint>)>,
+}
+
+impl Line {
+    fn push(&mut self, text: &str) {
+        self.parts.push((text.to_string(), None));
+    }
+
+    fn paint(&mut self, text: &str, paint: Paint) {
+        self.parts.push((text.to_string(), Some(paint)));
+    }
+
+    /// The line without its colours, escaped.
+    pub fn plain(&self) -> String {
+        self.parts.iter().map(|(p, _)| printable(p)).collect()
+    }
+}
+
+impl From<String> for Line {
+    fn from(text: String) -> Line {
+        Line {
+            parts: vec![(text, None)],
+        }
+    }
+}
+
+/// The human log of a run.
+pub struct HumanLog {
+    out: Box<dyn Write>,
+    color: bool,
+    /// The command, for `-v`.
+    command: Vec<OsString>,
+    /// The policy in words, for `-v`.
+    policy: String,
+    /// GitHub's annotation announced the end of the run in this stream: its last line is left
+    /// out.
+    replaced: bool,
+}
+
+impl HumanLog {
+    pub fn new(out: Box<dyn Write>, config: &Config, color: bool) -> HumanLog {
+        HumanLog {
+            out,
+            color,
+            command: config.command.clone(),
+            policy: describe_policy(config),
+            replaced: false,
+        }
+    }
+
+    /// Writes one line; every part of it is made `printable`, then coloured if asked.
+    fn write(&mut self, line: &Line, facts: &RunFacts) {
+        let mut text = prefix(facts);
+        if facts.verbose {
+            text += &format!("[{}] ", local_time(SystemTime::now()));
+        }
+        for (part, paint) in &line.parts {
+            let part = printable(part);
+            match paint.filter(|_| self.color) {
+                Some(paint) => text += &format!("\x1b[{}m{part}\x1b[0m", paint.code()),
+                None => text += &part,
+            }
+        }
+        text.push('\n');
+        self.put(&text, facts);
+    }
+
+    fn put(&mut self, text: &str, facts: &RunFacts) {
+        let text = match facts.ascii {
+            false => std::borrow::Cow::Borrowed(text),
+            true => charset::ascii_text(text).into(),
+        };
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// The lines `-v` starts the run with: the command, the policy and the seed.
+    fn start(&self, seed: u64, facts: &RunFacts) -> Vec<Line> {
+        if !facts.verbose {
+            return Vec::new();
+        }
+        let command = command_line_in(&self.command, facts.ascii);
+        vec![
+            format!("command: {command}").into(),
+            format!("policy: {}", self.policy).into(),
+            format!("seed: {seed} (pass --seed {seed} to get the same waits)").into(),
+        ]
+    }
+}
+
+impl Sink for HumanLog {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        match event {
+            Event::Start { seed } => {
+                for line in self.start(*seed, facts) {
+                    self.write(&line, facts);
+                }
+            }
+            Event::Countdown { next, secs } => {
+                let text = format!("next try ({}) in {secs}s", facts.label(*next));
+                let line = format!("\r\x1b[2K{}{}", prefix(facts), printable(&text));
+                self.put(&line, facts);
+            }
+            Event::StatusCleared => self.put("\r\x1b[2K", facts),
+            Event::Concluded { level, .. } => {
+                self.replaced = annotation_replaces_line(*level, facts);
+            }
+            Event::Succeeded { .. } | Event::GaveUp { .. }
+                if std::mem::take(&mut self.replaced) => {}
+            event => {
+                if let Some(line) = line(event, facts) {
+                    self.write(&line, facts);
+                }
+            }
+        }
+        Vec::new()
+    }
+}
+
+/// What every line starts with: `retry: `, or `retry[NAME]: ` with `--label`.
+fn prefix(facts: &RunFacts) -> String {
+    match &facts.run_label {
+        Some(name) => format!("retry[{}]: ", printable(name)),
+        None => "retry: ".to_string(),
+    }
+}
+
+/// The line an event makes in the human log, if any: `-q` keeps only errors, warnings and
+/// the last line of a run that gave up; `-v` adds the details.
+pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
+    let (quiet, verbose) = (facts.quiet, facts.verbose);
+    match event {
+        Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
+        Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
+        Event::GaveUp { .. } => Some(gave_up(event)),
+        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
+            crate::report::replay::line(event, quiet).map(Line::from)
+        }
+        _ if quiet => None,
+        Event::TryEnded(r) => {
+            let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
+            (verbose || !first_success).then(|| try_line(r, facts))
+        }
+        Event::Succeeded {
+            attempt,
+            elapsed,
+            waited,
+        } => (verbose || *attempt > 1).then(|| succeeded(*attempt, *elapsed, *waited, facts)),
+        Event::Received {
+            signal,
+            attempt,
+            in_wait,
+        } => Some(received(*signal, *attempt, *in_wait, facts).into()),
+        Event::Leftovers {
+            attempt,
+            hook,
+            signal,
+            killed,
+            count,
+        } => Some(leftovers(*attempt, *hook, *signal, *killed, *count, facts).into()),
+        Event::HookFailed { which, failure, .. } => {
+            Some(format!("{which} hook {}; going on", hook_failure(failure)).into())
+        }
+        Event::NoTimeAfterHook { next, exceeded } => Some(
+            format!(
+                "no time left for try {} after the --on-retry hook; giving up: {exceeded}",
+                facts.label(*next)
+            )
+            .into(),
+        ),
+        _ if !verbose => None,
+        Event::RequestIgnored { attempt, ignored } => {
+            let what = match &ignored.group {
+                Some(group) => format!("its capture group held '{group}', {}", ignored.why),
+                None => ignored.why.clone(),
+            };
+            Some(
+                format!(
+                    "try {}: output matched --delay-from-output, but {what}; ignored",
+                    facts.label(*attempt)
+                )
+                .into(),
+            )
+        }
+        Event::Stagger { delay, most } => {
+            Some(format!("first try in {} (--stagger {})", hms(*delay), hms(*most)).into())
+        }
+        Event::Quota {
+            quota,
+            action,
+            tokens,
+            ..
+        } => Some(format!("quota {quota}: {}, {tokens:.2} tokens left", action.word()).into()),
+        Event::DeadLettered { path } => {
+            Some(format!("recorded in --dead-letter '{}'", path.to_string_lossy()).into())
+        }
+        _ => None,
+    }
+}
+
+/// How a hook failed: `could not start: ...`, `exited 3`, `was killed by SIGSEGV`, `timed out
+/// after 2s; stopped it`.
+pub fn hook_failure(failure: &HookFailure) -> String {
+    match failure {
+        HookFailure::NotStarted(error) => format!("could not start: {error}"),
+        HookFailure::Ended(Outcome::Exit(code)) => format!("exited {code}"),
+        HookFailure::Ended(Outcome::Signal(s)) => format!("was killed by {s}"),
+        HookFailure::Ended(other) => other.to_string(),
+        HookFailure::TimedOut(took) => format!("timed out after {}; stopped it", hms(*took)),
+    }
+}
+
+/// A failure in words.
+pub fn failure_text(f: &Failure) -> String {
+    match f {
+        Failure::Internal(text) | Failure::Output(text) => text.clone(),
+        Failure::SignalHandlers(why) => format!("cannot install signal handlers: {why}"),
+        Failure::LogFile { path, why } => {
+            format!("cannot open --log-file '{}': {why}", path.display())
+        }
+        Failure::DeadLetter { path, why } => {
+            format!("cannot open --dead-letter '{}': {why}", path.display())
+        }
+        Failure::ReplayNotRecorded { path, why } => {
+            format!(
+                "cannot append to '{}': {why}; the replay stops",
+                path.display()
+            )
+        }
+    }
+}
+
+/// A warning in words.
+pub fn warning_text(w: &Warning) -> String {
+    match w {
+        Warning::Nested {
+            outer_id,
+            outer,
+            inner,
+        } => {
+            let total = match (outer, inner) {
+                (0, _) | (_, 0) => "without limit".to_string(),
+                (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(*i)),
+            };
+            format!(
+                "running inside another retry (run {outer_id}): the tries multiply, and the \
+                 command may run {total}; nested retries are a classic cause of retry storms"
+            )
+        }
+        Warning::SlowReader => "the reader of the output is too slow: what the try wrote last \
+                                was not all passed on"
+            .into(),
+        Warning::ReaderGone => {
+            "the reader of standard output is gone before all of it was written".into()
+        }
+        Warning::Survivors { pid, settle } => {
+            format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
+        }
+        Warning::Stdio(text) => text.clone(),
+        Warning::QuotaNote(note) => note.to_string(),
+        Warning::QuotaBusy { quota, why } => {
+            format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
+        }
+        Warning::QuotaUnreachable {
+            quota,
+            why,
+            from_now_on,
+        } => format!(
+            "the retry quota {quota} cannot be reached ({why}); the quota is kept on this \
+             machine{}",
+            if *from_now_on { " from now on" } else { "" }
+        ),
+        Warning::QuotaUnusable { quota, why } => {
+            format!(
+                "the retry quota {quota} cannot be used ({why}); only this run's own limits apply"
+            )
+        }
+        Warning::PasswordInUrl { variable } => format!(
+            "the Redis password in --quota can be read by every user of this machine (with \
+             `ps`) while the run lasts; give it in {variable} instead"
+        ),
+        Warning::DeadLetterNotWritten { path, why } => format!(
+            "cannot record this run in --dead-letter '{}': {why}",
+            path.display()
+        ),
+        Warning::SummaryNotWritten { path, why } => format!(
+            "cannot append the tries to the job summary '{}': {why}",
+            path.display()
+        ),
+    }
+}
+
+/// How a try ended, as words, with how it was stopped and the signals it was sent, as
+/// `timeout --verbose` names them: `exited 7`, `timed out after 2s, sent SIGTERM, then
+/// SIGKILL after the 1s grace period`, `stopped at the end of the budget after 2s, sent
+/// SIGTERM`.
+fn ended_words(r: &TryReport, facts: &RunFacts) -> String {
+    if r.outcome != Outcome::Timeout {
+        return format!("{} after {}", outcome_words(r.outcome), hms(r.took));
+    }
+    let stopped = match (r.stopped_by_limit, facts.limit) {
+        (false, _) => "timed out",
+        (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
+        (true, _) => "stopped at the end of the budget",
+    };
+    let mut words = format!("{stopped} after {}, sent {}", hms(r.took), facts.signal);
+    if r.killed && facts.signal != Signal::KILL {
+        words += &match facts.kill_after.is_zero() {
+            true => ", then SIGKILL at once".to_string(),
+            false => format!(
+                ", then SIGKILL after the {} grace period",
+                hms(facts.kill_after)
+            ),
+        };
+    }
+    words
+}
+
+/// The line about an ended try: how it ended, the verdict, and what follows.
+fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
+    let mut line = Line::default();
+    line.push(&format!("try {} ", facts.label(r.attempt)));
+    match (&r.verdict, &r.detail) {
+        (Verdict::Success(_), _) => {
+            line.paint("succeeded", Paint::Good);
+            if r.outcome == Outcome::Exit(0) {
+                line.push(&format!(" after {}", hms(r.took)));
+            } else {
+                line.push(&format!(" ({}, --success-on)", ended_words(r, facts)));
+            }
+        }
+        (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
+        _ => line.push(&ended_words(r, facts)),
+    }
+    if !matches!(r.verdict, Verdict::Success(_)) {
+        line.push(" (");
+        match &r.verdict {
+            Verdict::Transient(_) => line.paint("transient", Paint::Warn),
+            verdict => line.paint(verdict.word(), Paint::Bad),
+        }
+        if let Some(reason) = r.verdict.reason().filter(|_| r.detail.is_none()) {
+            line.push(&format!(": {reason}"));
+        }
+        line.push(")");
+    }
+    line.push(&decision_words(&r.decision));
+    line
+}
+
+/// What follows a try, as the end of its line: `; next try in 1s`, `; giving up: ...`.
+fn decision_words(decision: &Decision) -> String {
+    match decision {
+        Decision::Retry(wait) => {
+            let mut words = format!("; next try in {}", hms(wait.delay));
+            match wait.requested {
+                Some(_) if wait.set_by_request() => words += " (asked for by the output)",
+                Some(asked) => words += &format!(" (the output asked for {})", hms(asked)),
+                None => {}
+            }
+            words
+        }
+        Decision::Succeed => String::new(),
+        Decision::GiveUp(GiveUp::Tries) => "; giving up: no tries left".into(),
+        Decision::GiveUp(GiveUp::Input) => {
+            "; giving up: standard input could not be kept for another try".into()
+        }
+        Decision::GiveUp(GiveUp::Budget(exceeded)) => format!("; giving up: {exceeded}"),
+        Decision::GiveUp(GiveUp::Quota(refusal)) => format!("; giving up: {refusal}"),
+        Decision::GiveUp(_) => "; giving up".into(),
+    }
+}
+
+fn succeeded(attempt: u64, elapsed: Duration, waited: Duration, facts: &RunFacts) -> Line {
+    let retries = attempt.saturating_sub(1);
+    let mut line = Line::default();
+    line.paint("succeeded", Paint::Good);
+    line.push(&format!(
+        " on try {} in {} ({}, {} waiting)",
+        facts.label(attempt),
+        hms(elapsed),
+        plural(retries, "retry", "retries"),
+        hms(waited)
+    ));
+    line
+}
+
+/// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait after
+/// try 0 is the stagger before the first try.
+fn received(signal: Signal, attempt: u64, in_wait: bool, facts: &RunFacts) -> String {
+    if in_wait && attempt == 0 {
+        return format!("received {signal} during the stagger before the first try: no try ran");
+    }
+    let label = facts.label(attempt);
+    match in_wait {
+        true => format!("received {signal} during the wait after try {label}: no further try"),
+        false => format!("received {signal} during try {label}: stopped the try; no further try"),
+    }
+}
+
+fn leftovers(
+    attempt: u64,
+    hook: Option<&str>,
+    signal: Signal,
+    killed: bool,
+    count: usize,
+    facts: &RunFacts,
+) -> String {
+    let how = match killed {
+        true => format!("{signal}, then SIGKILL"),
+        false => signal.to_string(),
+    };
+    if let Some(which) = hook {
+        let what = match count {
+            1 => "1 process running; stopped it".to_string(),
+            n => format!("{n} processes running; stopped them"),
+        };
+        return format!("the {which} hook left {what} ({how})");
+    }
+    let left = match count {
+        0 => "left processes running in its group; stopped them".to_string(),
+        1 => "left 1 process running; stopped it".to_string(),
+        n => format!("left {n} processes running; stopped them"),
+    };
+    format!("try {} {left} ({how})", facts.label(attempt))
+}
+
+/// The last line of a run that gave up: `gave up after 3 tries in 2.1s: exit 4`.
+fn gave_up(event: &Event) -> Line {
+    let Event::GaveUp {
+        tries,
+        elapsed,
+        signal,
+        last,
+        ..
+    } = event
+    else {
+        return Line::default();
+    };
+    let cause = match (signal, last) {
+        (Some(s), _) => format!("interrupted by {s}"),
+        // Only --until-output gives up after a try that exited 0.
+        (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
+        (None, Some(outcome)) => outcome.to_string(),
+        (None, None) => "no try ran".into(),
+    };
+    let mut line = Line::default();
+    line.paint("gave up", Paint::Bad);
+    line.push(&format!(
+        " {} in {}: {cause}",
+        after_tries(*tries),
+        hms(*elapsed)
+    ));
+    line
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The local wall-clock time of day, `14:03:07.123`, for `-v`.
+fn local_time(now: SystemTime) -> String {
+    let since = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs() as nix::libc::time_t;
+    // SAFETY: `tm` holds integers and, on glibc, a pointer to the zone's name, for all of
+    // which zero bytes are a valid value (a null pointer).
+    let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `secs` and writes only into `tm`, both of which outlive the
+    // call; the zone name it may point `tm` at is static. It reads TZ, which retry never sets.
+    let ok = unsafe { !nix::libc::localtime_r(&secs, &mut tm).is_null() };
+    if !ok {
+        return humantime::format_rfc3339_millis(now).to_string();
+    }
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since.subsec_millis()
+    )
+}

@@ -1,0 +1,248 @@
+//! The JSON log (spec 8.2): one JSON object per event, whatever `-q` and `-v` say, each with
+//! `event`, `ts`, `run_id` and the run's `label`. Each event becomes an object (or none) by a
+//! pure function of the event and the run's facts.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::time::SystemTime;
+
+use crate::config::Config;
+use crate::duration::millis;
+use crate::policy::{GiveUp, Outcome};
+use crate::report::event::{Event, TryReport};
+use crate::report::human::{failure_text, hook_failure, warning_text};
+use crate::report::json::Obj;
+use crate::report::log::{RunFacts, Sink};
+use crate::report::{charset, policy_json};
+
+/// The JSON log of a run.
+pub struct JsonLog {
+    out: Box<dyn Write>,
+    command: Vec<OsString>,
+    /// The policy as the `start` event holds it, less the seed, which the event brings.
+    config: Box<Config>,
+}
+
+impl JsonLog {
+    pub fn new(out: Box<dyn Write>, config: &Config) -> JsonLog {
+        JsonLog {
+            out,
+            command: config.command.clone(),
+            config: Box::new(config.clone()),
+        }
+    }
+}
+
+impl Sink for JsonLog {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        let obj = match event {
+            Event::Start { seed } => Some(
+                head("start", facts)
+                    .words("command", self.command.iter().map(OsString::as_os_str))
+                    .obj("policy", policy_json(&self.config, *seed)),
+            ),
+            event => object(event, facts),
+        };
+        if let Some(obj) = obj {
+            let mut line = obj.finish();
+            line.push('\n');
+            if facts.ascii {
+                line = charset::ascii_json(&line);
+            }
+            let _ = self.out.write_all(line.as_bytes());
+            let _ = self.out.flush();
+        }
+        Vec::new()
+    }
+}
+
+/// What every event starts with: its name, the time, the run's id and label.
+pub fn head(event: &str, facts: &RunFacts) -> Obj {
+    let obj = Obj::new()
+        .str("event", event)
+        .str(
+            "ts",
+            &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        )
+        .str("run_id", &facts.run_id);
+    match &facts.run_label {
+        Some(name) => obj.str("label", name),
+        None => obj,
+    }
+}
+
+fn outcome_json(outcome: Outcome) -> Obj {
+    match outcome {
+        Outcome::Exit(code) => Obj::new().num("exit", code),
+        Outcome::Signal(s) => Obj::new().str("signal", &s.name()),
+        Outcome::Timeout => Obj::new().bool("timeout", true),
+        Outcome::NotFound => Obj::new().bool("not_found", true),
+        Outcome::NotExecutable => Obj::new().bool("not_executable", true),
+        Outcome::NoResources => Obj::new().bool("no_resources", true),
+    }
+}
+
+/// The object an event makes in the JSON log, if any (the terminal's countdown and the
+/// announcement of the end, which CI reads elsewhere, make none).
+pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
+    let obj = match event {
+        Event::Stagger { delay, most } => head("stagger", facts)
+            .num("delay_ms", millis(*delay))
+            .num("most_ms", millis(*most)),
+        Event::TryEnded(r) | Event::TryInterrupted(r) => try_object(r, facts),
+        Event::RequestIgnored { attempt, ignored } => {
+            let obj = head("request_ignored", facts)
+                .num("attempt", *attempt)
+                .str("reason", &ignored.why);
+            match &ignored.group {
+                Some(group) => obj.str("group", group),
+                None => obj,
+            }
+        }
+        Event::Leftovers {
+            attempt,
+            hook,
+            signal,
+            killed,
+            count,
+        } => {
+            let obj = head("leftovers", facts).num("attempt", *attempt);
+            let obj = match hook {
+                Some(which) => obj.str("hook", which),
+                None => obj,
+            };
+            let obj = obj.str("signal", &signal.name()).bool("killed", *killed);
+            // A hook's count is always known; a try's is 0 when not counted.
+            match (hook, *count) {
+                (None, 0) => obj,
+                (_, n) => obj.num("count", n as u64),
+            }
+        }
+        Event::Wait { attempt, wait } => {
+            let obj = head("wait", facts)
+                .num("attempt", *attempt)
+                .num("base_ms", millis(wait.base))
+                .num("delay_ms", millis(wait.delay));
+            // Only when the output asked for a wait, as the README says.
+            match wait.requested {
+                Some(requested) => obj.num("requested_ms", millis(requested)),
+                None => obj,
+            }
+        }
+        Event::HookFailed {
+            which,
+            attempt,
+            failure,
+        } => head("hook", facts)
+            .num("attempt", *attempt)
+            .str("hook", which)
+            .str("result", &hook_failure(failure)),
+        Event::Quota {
+            quota,
+            action,
+            granted,
+            tokens,
+        } => head("quota", facts)
+            .str("quota", quota)
+            .str("action", action.word())
+            .bool("granted", *granted)
+            .float("tokens", (tokens * 1000.0).round() / 1000.0),
+        Event::Succeeded {
+            attempt,
+            elapsed,
+            waited,
+        } => head("success", facts)
+            .num("attempt", *attempt)
+            .num("elapsed_ms", millis(*elapsed))
+            .num("waited_ms", millis(*waited)),
+        Event::Received {
+            signal,
+            attempt,
+            in_wait,
+        } => {
+            let during = match (*in_wait, *attempt) {
+                (true, 0) => "stagger",
+                (true, _) => "wait",
+                (false, _) => "try",
+            };
+            head("signal", facts)
+                .str("signal", &signal.name())
+                .num("attempt", *attempt)
+                .str("during", during)
+        }
+        Event::GaveUp { .. } => gave_up(event, facts),
+        Event::DeadLettered { path } => {
+            head("dead_letter", facts).str("file", &path.to_string_lossy())
+        }
+        Event::Warning(w) => head("warning", facts).str("message", &warning_text(w)),
+        Event::Error(failure) => head("error", facts).str("message", &failure_text(failure)),
+        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
+            crate::report::replay::object(event, facts)?
+        }
+        // The human log's own, or read by CI elsewhere.
+        Event::Start { .. }
+        | Event::TryStarted { .. }
+        | Event::TryOutputDone { .. }
+        | Event::NoTimeAfterHook { .. }
+        | Event::Countdown { .. }
+        | Event::StatusCleared
+        | Event::Concluded { .. } => return None,
+    };
+    Some(obj)
+}
+
+fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {
+    let mut obj = head("try", facts)
+        .num("attempt", r.attempt)
+        .num("duration_ms", millis(r.took))
+        .obj("outcome", outcome_json(r.outcome));
+    if r.outcome == Outcome::Timeout {
+        obj = obj
+            .str("signal", &facts.signal.name())
+            .bool("killed", r.killed);
+    }
+    if r.stopped_by_limit {
+        obj = obj.str("limit", facts.limit_word());
+    }
+    obj = obj.str("verdict", r.verdict.word());
+    if let Some(reason) = r.verdict.reason() {
+        obj = obj.str("reason", &reason.to_string());
+    }
+    if let Some(detail) = &r.detail {
+        obj = obj.str("error", detail);
+    }
+    obj
+}
+
+fn gave_up(event: &Event, facts: &RunFacts) -> Obj {
+    let Event::GaveUp {
+        tries,
+        elapsed,
+        why,
+        status,
+        signal,
+        ..
+    } = event
+    else {
+        return head("give_up", facts);
+    };
+    let mut obj = head("give_up", facts)
+        .str("reason", why.word())
+        .num("exit_code", status.code() as u64)
+        .num("tries", *tries)
+        .num("elapsed_ms", millis(*elapsed));
+    if let Some(s) = signal {
+        obj = obj.str("signal", &s.name());
+    }
+    match why {
+        GiveUp::Budget(exceeded) => {
+            obj = obj.str("detail", &exceeded.to_string());
+            if exceeded.requested {
+                obj = obj.num("requested_ms", millis(exceeded.wait));
+            }
+        }
+        GiveUp::Quota(refusal) => obj = obj.str("detail", &refusal.to_string()),
+        _ => {}
+    }
+    obj
+}
