@@ -1,7 +1,9 @@
 //! The dead-letter file (spec 17): one JSON line per run that gave up, and the lines a replay
 //! appends after them. The file is only ever appended to, each line in one write(2) under an
 //! exclusive `flock`, so that runs giving up together never mix their lines, and a process
-//! killed at any moment leaves every line before its own whole.
+//! killed at any moment leaves every line before its own whole. A write cut short is cut back
+//! to the length the file had, under the same lock. The file is opened by the rules of spec 19
+//! (`store::open_record_file`): the file decides what a replay runs, often as root.
 //!
 //! The lines, each a JSON object:
 //!
