@@ -775,6 +775,16 @@ mod tests {
             );
         }
         assert!(config(&["--log-file", "log", "--dead-letter", "f.jsonl", "x"]).is_ok());
+        // A link in place of the log, to a dead-letter file not created yet.
+        let dir = std::env::temp_dir().join(format!("retry-same-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (link, letters) = (dir.join("log"), dir.join("f.jsonl"));
+        std::os::unix::fs::symlink("f.jsonl", &link).unwrap();
+        let (link, letters) = (link.to_str().unwrap(), letters.to_str().unwrap());
+        let err = config(&["--log-file", link, "--dead-letter", letters, "x"]).unwrap_err();
+        assert!(err.contains("same file"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -4,9 +4,8 @@
 //!
 //! The file is held first, then read once: a second replay of it meanwhile ends at once, and
 //! a run that gives up while the replay goes on is appended after the lines read, and waits
-//! for the next replay. A run is marked resolved
-//! only after it succeeded, so a replay killed between the success and that line runs it
-//! once more next time: at least once, never lost. The run keeps its recorded id as
+//! for the next replay. A run is marked resolved only after it succeeded, so a replay killed
+//! between the success and that line runs it once more next time: at least once, never lost. The run keeps its recorded id as
 //! `RETRY_RUN_ID`, which a command can use as an idempotency key against that.
 
 use std::ffi::OsString;

@@ -187,10 +187,8 @@ fn check_type(meta: &std::fs::Metadata) -> Result<(), Refusal> {
 
 /// Checks an opened file: a regular file that the effective user owns and that neither group
 /// nor others may write.
-pub fn check_opened(file: &File) -> Result<(), Refusal> {
-    let meta = file
-        .metadata()
-        .map_err(|_| Refusal::NotRegular("not a file"))?;
+fn check_opened(file: &File) -> io::Result<()> {
+    let meta = file.metadata()?;
     check_type(&meta)?;
     let euid = euid();
     if meta.uid() != euid || meta.mode() & 0o022 != 0 {
@@ -198,7 +196,8 @@ pub fn check_opened(file: &File) -> Result<(), Refusal> {
             uid: meta.uid(),
             mode: meta.mode() & 0o7777,
             euid,
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -246,14 +245,22 @@ pub fn euid() -> u32 {
 }
 
 /// Whether two paths name one file: the same device and inode when both exist, else the same
-/// path once made absolute with its directory's symbolic links resolved.
+/// path once made absolute, with a symbolic link in place of the file followed (it may point
+/// to a file not created yet) and its directory's links resolved.
 pub fn same_file(a: &Path, b: &Path) -> bool {
     if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return x.dev() == y.dev() && x.ino() == y.ino();
     }
     // The directory with its links resolved when it exists, else with `.` and `..` taken out.
     let resolved = |p: &Path| -> Option<PathBuf> {
-        let p = std::path::absolute(p).ok()?;
+        let mut p = std::path::absolute(p).ok()?;
+        // A dangling link: where it points, a few links deep at most.
+        for _ in 0..8 {
+            match std::fs::read_link(&p) {
+                Ok(target) => p = std::path::absolute(p.parent()?.join(target)).ok()?,
+                Err(_) => break,
+            }
+        }
         let name = p.file_name()?.to_os_string();
         let dir = p.parent()?;
         let dir = dir.canonicalize().unwrap_or_else(|_| {
