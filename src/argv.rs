@@ -19,12 +19,19 @@ use crate::cli;
 struct Given {
     id: String,
     value: Option<OsString>,
+    /// A short option that the definition does not list (clap's own `-V` and `-h`), as
+    /// written: it has no long name to be written with.
+    unlisted_short: Option<char>,
 }
 
 impl Given {
     /// The option in one word, `--NAME` or `--NAME=VALUE`, which clap reads the same
-    /// whatever the value holds (a leading `-`, an `=`, nothing at all).
+    /// whatever the value holds (a leading `-`, an `=`, nothing at all); a short option the
+    /// definition does not list, `-C`, as it was written.
     fn word(&self) -> OsString {
+        if let Some(c) = self.unlisted_short {
+            return OsString::from(format!("-{c}"));
+        }
         let mut word = format!("--{}", self.id).into_bytes();
         if let Some(value) = &self.value {
             word.push(b'=');
@@ -93,7 +100,10 @@ fn read_shorts(cmd: &Command, cluster: &[u8], next: Option<&OsString>) -> (Vec<G
             .get_arguments()
             .find(|a| a.get_short() == Some(char::from(c)));
         let Some(arg) = arg else {
-            out.push(given(char::from(c).to_string(), None));
+            out.push(Given {
+                unlisted_short: Some(char::from(c)),
+                ..given(char::from(c).to_string(), None)
+            });
             continue;
         };
         let id = arg.get_id().to_string();
@@ -116,6 +126,7 @@ fn given(id: String, value: Option<&[u8]>) -> Given {
     Given {
         id,
         value: value.map(|v| OsStr::from_bytes(v).to_os_string()),
+        unlisted_short: None,
     }
 }
 
@@ -153,6 +164,7 @@ pub fn recorded_options(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
                     Given {
                         id: o.id.clone(),
                         value: Some(value),
+                        unlisted_short: None,
                     }
                     .word(),
                 ],
@@ -283,6 +295,14 @@ mod tests {
         let merged = merged(&recorded, &words(&["--label="])).unwrap();
         assert_eq!(merged[0].as_bytes(), b"--log-file=l\xff");
         assert_eq!(merged[1], "--label=");
+    }
+
+    #[test]
+    fn a_short_option_the_definition_does_not_list_is_merged_as_written() {
+        // clap's own -V and -h: a replay says they ask for --version or --help, never
+        // `unexpected argument '--V'`.
+        let merged = merged(&words(&["-V", "-qh"]), &words(&["-n", "1"])).unwrap();
+        assert_eq!(shown(&merged), ["-V", "--quiet", "-h", "--tries=1"]);
     }
 
     #[test]

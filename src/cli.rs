@@ -415,7 +415,9 @@ Not when it is interrupted. The line holds the run's id, the time (ts), the --la
             environment. A word that is not UTF-8 is written as {\"base64\":\"...\"}, its bytes in \
             base64. --deadline is not kept, as it would have passed by the time of a replay. FILE \
             and its directory are created if missing, for their owner only (0600, 0700); each \
-            line is written whole under a lock, so runs giving up together never mix their lines.",
+            line is written whole under a lock, so runs giving up together never mix their lines. \
+            FILE must be a regular file (not a symbolic link, a FIFO or a device) of the user \
+            running retry, that group and others cannot write, and not the --log-file.",
         )
         .value_parser(ValueParser::path_buf())
         .conflicts_with("replay"),
@@ -432,7 +434,8 @@ Each runs in its working directory with its recorded options, where the options 
             appended to FILE, which is never rewritten: runs that give up meanwhile are kept, and \
             a replay killed midway loses nothing (a run it had not marked resolved runs again \
             next time). Exit status: 0 when nothing is left pending, 1 otherwise, 125 when \
-            FILE cannot be read or a line of it is damaged. With --dry-run, lists the pending runs \
+            FILE cannot be read, is refused as --dead-letter refuses it, or a line of it is \
+            damaged (a line cut short by a write that never finished is skipped with a warning). With --dry-run, lists the pending runs \
             and runs nothing. It takes no command.",
         )
         .value_parser(ValueParser::path_buf()),

@@ -217,6 +217,7 @@ impl Config {
                     .into(),
             ));
         }
+        same_file_as_the_log(&cli)?;
         if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate
         {
             return Err(UsageError(
@@ -333,6 +334,27 @@ impl Config {
             command: cli.command,
         })
     }
+}
+
+/// `--log-file` naming the file of `--dead-letter` or `--replay` (spec 19): the log's lines
+/// would make every replay of it fail. The same file by another path counts too.
+fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
+    let Some(log) = &cli.log_file else {
+        return Ok(());
+    };
+    for (option, path) in [
+        ("--dead-letter", &cli.dead_letter),
+        ("--replay", &cli.replay),
+    ] {
+        if let Some(path) = path.as_ref().filter(|p| crate::store::same_file(log, p)) {
+            return Err(UsageError(format!(
+                "--log-file '{}' and {option} '{}' name the same file: the log would make its records unreadable",
+                crate::report::printable(&log.display().to_string()),
+                crate::report::printable(&path.display().to_string())
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
@@ -744,6 +766,33 @@ mod tests {
             assert!(!err.contains('\n'), "{err}");
             assert!(err.contains("--replay"), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_log_cannot_go_to_the_dead_letter_or_replayed_file() {
+        for args in [
+            &["--log-file", "f.jsonl", "--dead-letter", "f.jsonl", "x"][..],
+            &["--log-file", "./f.jsonl", "--dead-letter", "f.jsonl", "x"],
+            &["--log-file", "f.jsonl", "--replay", "sub/../f.jsonl"],
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(
+                err.contains("--log-file") && err.contains("same file"),
+                "{args:?}: {err}"
+            );
+        }
+        assert!(config(&["--log-file", "log", "--dead-letter", "f.jsonl", "x"]).is_ok());
+        // A link in place of the log, to a dead-letter file not created yet.
+        let dir = std::env::temp_dir().join(format!("retry-same-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (link, letters) = (dir.join("log"), dir.join("f.jsonl"));
+        std::os::unix::fs::symlink("f.jsonl", &link).unwrap();
+        let (link, letters) = (link.to_str().unwrap(), letters.to_str().unwrap());
+        let err = config(&["--log-file", link, "--dead-letter", letters, "x"]).unwrap_err();
+        assert!(err.contains("same file"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -421,7 +421,7 @@ fn bad_input_to_replay_is_one_line_and_125() {
         3
     );
     let mut text = std::fs::read_to_string(&file).unwrap();
-    text.push_str("{\"event\":\"dead_letter\",\"id\":\n");
+    text.push_str("{\"event\":\"dead_letter\",\"id\":]\n");
     let damaged = base.join("damaged.jsonl");
     std::fs::write(&damaged, &text).unwrap();
     let missing = base.join("missing.jsonl");
@@ -612,18 +612,6 @@ fn a_redis_password_is_not_written_to_the_file() {
 }
 
 #[test]
-fn a_dead_letter_written_to_a_pipe_gives_no_false_warning() {
-    let out = retry()
-        .args(["-n", "1", "--dead-letter", "/dev/stdout", "--", "false"])
-        .output()
-        .unwrap();
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(stdout_of(&out).contains("\"event\":\"dead_letter\""));
-    assert!(!log.contains("cannot record"), "{log}");
-}
-
-#[test]
 fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
     let base = common::temp_dir("dl-edited");
     let ran = base.join("ran");
@@ -631,6 +619,8 @@ fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
         (r#"["--simulate"]"#, "--simulate"),
         (r#"["extra"]"#, "not an option"),
         (r#"["--","x"]"#, "not an option"),
+        // clap's own -V, named as it was written.
+        (r#"["-V"]"#, "--version"),
     ] {
         let file = base.join("edited.jsonl");
         let line = format!(
@@ -647,7 +637,444 @@ fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
             assert_eq!(out.status.code(), Some(125), "{options} {args:?}: {log}");
             assert_eq!(log.lines().count(), 1, "{log}");
             assert!(log.contains("line 1") && log.contains(needle), "{log}");
+            assert!(!log.contains("'--V'"), "{log}");
         }
         assert!(!ran.exists(), "{options}: the run was replayed");
     }
+}
+
+// Spec 19: the file itself, which outlives the run and may be shared with other users.
+
+/// The effective uid of this process.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { nix::libc::geteuid() }
+}
+
+/// The uid of a second user, created when missing; `None` (the test says it skips that part)
+/// when this process is not root and cannot create one.
+fn other_user() -> Option<u32> {
+    if euid() != 0 {
+        eprintln!("SKIPPED: not root, so no second user to own a file");
+        return None;
+    }
+    let name = "retry-test-other";
+    let uid = || {
+        let out = std::process::Command::new("id")
+            .args(["-u", name])
+            .output()
+            .ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    if uid().is_none() {
+        // Several tests may create it at once: whichever does, the uid is then there.
+        let _ = std::process::Command::new("useradd")
+            .args(["-M", "-N", name])
+            .status();
+    }
+    let found = uid();
+    if found.is_none() {
+        eprintln!("SKIPPED: useradd could not create a second user");
+    }
+    found
+}
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+}
+
+/// A file of `text` that only its owner may read and write, as `retry` creates one.
+fn private_file(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// A `sleep` that holds an exclusive `flock` on `path` (the lock was taken on the file it got
+/// as its standard input), killed when dropped.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn lock(path: &Path) -> Holder {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new().read(true).open(path).unwrap();
+        #[allow(deprecated)]
+        nix::fcntl::flock(file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(file)
+            .spawn()
+            .unwrap();
+        Holder(child)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `retry ARGS -- touch ran` in `dir`, expecting one line and 125 that contains every
+/// one of `needles`, and that the command never ran, soon.
+fn refused(dir: &Path, args: &[&OsStr], needles: &[&str]) {
+    let started = std::time::Instant::now();
+    let out = retry()
+        .current_dir(dir)
+        .timeout(Duration::from_secs(10))
+        .args(args)
+        .args(["--", "touch", "ran"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
+    assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+    for needle in needles {
+        assert!(log.contains(needle), "{args:?}: {needle}: {log}");
+    }
+    assert!(!dir.join("ran").exists(), "{args:?}: the command ran");
+    assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+}
+
+#[test]
+fn a_dead_letter_file_that_is_no_regular_file_or_is_a_link_is_refused_before_the_command_runs() {
+    let dir = common::temp_dir("dl-kinds");
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let target = dir.join("target");
+    private_file(&target, "keep\n");
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let sub = dir.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    for (file, needle) in [
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/null"), "a character device"),
+        (&sub, "a directory"),
+        (&link, "symbolic link"),
+        (Path::new("/dev/stdout"), "symbolic link"),
+    ] {
+        let args = [
+            OsStr::new("-n1"),
+            OsStr::new("--dead-letter"),
+            file.as_os_str(),
+        ];
+        refused(&dir, &args, &["--dead-letter", needle]);
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+}
+
+#[test]
+fn replaying_a_fifo_a_device_or_a_link_is_refused_at_once() {
+    let base = common::temp_dir("dl-replay-kinds");
+    let file = base.join("dead.jsonl");
+    assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 3"), 3);
+    let fifo = base.join("fifo");
+    mkfifo(&fifo);
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    for target in [fifo.as_path(), Path::new("/dev/zero"), &link] {
+        for args in [&[][..], &["--dry-run"]] {
+            let started = std::time::Instant::now();
+            let out = retry()
+                .current_dir(&base)
+                .timeout(Duration::from_secs(10))
+                .arg("--replay")
+                .arg(target)
+                .args(args)
+                .output()
+                .unwrap();
+            let log = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{target:?} {args:?}: {log}");
+            assert_eq!(log.lines().count(), 1, "{log}");
+            assert!(started.elapsed() < Duration::from_secs(5), "{target:?}");
+        }
+    }
+}
+
+#[test]
+fn a_file_that_another_user_owns_or_others_may_write_is_refused_before_anything_runs() {
+    let base = common::temp_dir("dl-owner");
+    let file = base.join("failed.jsonl");
+    let script = "test -e ok || exit 3; touch replayed";
+    assert_eq!(give_up(&base, &file, &["-n", "1"], script), 3);
+    std::fs::write(base.join("ok"), "").unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let mut cases = vec![(euid(), 0o666), (euid(), 0o620)];
+    if let Some(other) = other_user() {
+        // Another user's file, as in a shared directory where a forged record waits.
+        cases.extend([(other, 0o600), (other, 0o666)]);
+    }
+    let shown = file.display().to_string();
+    for (owner, m) in cases {
+        std::os::unix::fs::chown(&file, Some(owner), None).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(m)).unwrap();
+        let needles = [shown.as_str(), &format!("uid {owner}"), &format!("{m:04o}")];
+        for dry in [&[][..], &["--dry-run"]] {
+            let out = replay(&base, &file, dry);
+            let log = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{owner} {m:o} {dry:?}: {log}");
+            assert_eq!(log.lines().count(), 1, "{log}");
+            for needle in needles {
+                assert!(log.contains(needle), "{needle}: {log}");
+            }
+            assert!(!base.join("replayed").exists(), "{owner} {m:o}: replayed");
+        }
+        let args = [OsStr::new("--dead-letter"), file.as_os_str()];
+        refused(&base, &args, &needles);
+        assert_eq!(std::fs::read(&file).unwrap(), before, "nothing appended");
+    }
+    // Ours again, and private: the run is replayed.
+    std::os::unix::fs::chown(&file, Some(euid()), None).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = replay(&base, &file, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(base.join("replayed").exists());
+}
+
+#[test]
+fn a_file_in_a_directory_anyone_may_write_without_the_sticky_bit_is_refused() {
+    let base = common::temp_dir("dl-open-dir");
+    let open = base.join("open");
+    std::fs::create_dir(&open).unwrap();
+    let file = open.join("dead.jsonl");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // With the sticky bit, as /tmp: nobody else may replace the file.
+    assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 3"), 3);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let args = [OsStr::new("--dead-letter"), file.as_os_str()];
+    refused(&base, &args, &["--dead-letter", "0777", "sticky"]);
+    let out = replay(&base, &file, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(log.contains("sticky"), "{log}");
+    assert_eq!(lines(&file).len(), 1);
+}
+
+#[test]
+fn a_dead_letter_file_and_its_directory_are_private_whatever_the_umask() {
+    use std::os::unix::process::CommandExt;
+    let base = common::temp_dir("dl-umask");
+    let file = base.join("new").join("deeper").join("dead.jsonl");
+    let mut cmd = retry_std();
+    cmd.current_dir(&base)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args(["-n", "1", "--", "false"]);
+    // SAFETY: umask is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o277));
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    assert_eq!(wait_bounded(&mut child, common::TEST_LIMIT).code(), Some(1));
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(&base.join("new")), 0o700);
+    assert_eq!(mode(&base.join("new").join("deeper")), 0o700);
+    assert_eq!(lines(&file).len(), 1);
+}
+
+#[test]
+fn a_lock_held_elsewhere_delays_giving_up_no_longer_than_the_budget_allows() {
+    let base = common::temp_dir("dl-held");
+    let file = base.join("dead.jsonl");
+    private_file(&file, "");
+    let _holder = Holder::lock(&file);
+    let spawn = |args: &[&str]| {
+        let child = retry_std()
+            .current_dir(&base)
+            .arg("--dead-letter")
+            .arg(&file)
+            .args(args)
+            .args(["--", "false"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, std::time::Instant::now())
+    };
+    // One with a budget of a second, which it spends on its tries; one with no budget.
+    let runs = [
+        spawn(&["-B", "1s", "-d", "50ms", "-j", "none"]),
+        spawn(&["-n", "1"]),
+    ];
+    let mut took = vec![];
+    for (mut child, started) in runs {
+        let status = wait_bounded(&mut child, Duration::from_secs(15));
+        took.push(started.elapsed());
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        assert_eq!(status.code(), Some(1), "{log}");
+        assert!(
+            log.contains("cannot record") && log.contains("lock"),
+            "{log}"
+        );
+    }
+    // The budgeted run waited about what it had left (nothing, so a tenth of a second), where
+    // it waited 10 s; the other the two seconds at most that any run waits.
+    assert!(took[0] >= Duration::from_millis(500), "{took:?}");
+    assert!(took[0] < Duration::from_millis(2500), "{took:?}");
+    assert!(took[1] >= Duration::from_secs(2), "{took:?}");
+    assert!(took[1] < Duration::from_secs(6), "{took:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+}
+
+#[test]
+fn a_replay_takes_its_hold_before_it_reads_the_file() {
+    use std::os::fd::AsFd;
+    let base = common::temp_dir("dl-hold-first");
+    let file = base.join("dead.jsonl");
+    // What a replay would refuse if it read it: it must not read it while another holds it.
+    private_file(&file, "not a record\n");
+    let held = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    // SAFETY: zero bytes are a valid `flock` (integers only).
+    let mut range: nix::libc::flock = unsafe { std::mem::zeroed() };
+    range.l_type = nix::libc::F_WRLCK as _;
+    range.l_whence = nix::libc::SEEK_SET as _;
+    range.l_start = i64::MAX - 1;
+    range.l_len = 1;
+    nix::fcntl::fcntl(held.as_fd(), nix::fcntl::FcntlArg::F_OFD_SETLK(&range)).unwrap();
+    let out = replay(&base, &file, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(
+        log.contains("another replay of this file is running"),
+        "{log}"
+    );
+    drop(held);
+    let out = replay(&base, &file, &[]);
+    assert!(stderr_of(&out).contains("line 1: not JSON"));
+}
+
+#[test]
+fn a_write_cut_short_by_a_full_disk_is_taken_back_and_the_file_stays_replayable() {
+    use std::os::unix::process::CommandExt;
+    let base = common::temp_dir("dl-full");
+    let file = base.join("dead.jsonl");
+    assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 3"), 3);
+    let before = std::fs::read(&file).unwrap();
+    // The file may grow by 10 bytes: the next line is written in part, then not at all.
+    let limit = before.len() as u64 + 10;
+    let mut cmd = retry_std();
+    cmd.current_dir(&base)
+        .arg("--dead-letter")
+        .arg(&file)
+        .args(["-n", "1", "--", "sh", "-c", "exit 3"])
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{Resource, setrlimit};
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            // Past the limit a write is cut short, then fails with EFBIG, as on a full disk.
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
+            setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
+            Ok(())
+        });
+    }
+    let out = cmd.spawn().unwrap().wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    assert!(
+        log.contains("cannot record")
+            && log.contains("after 10 of the")
+            && log.contains("cut back"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "no half line is left"
+    );
+    let out = replay(&base, &file, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains("1 run pending"));
+}
+
+#[test]
+fn a_line_that_an_older_retry_left_cut_short_is_skipped_with_a_warning() {
+    let base = common::temp_dir("dl-torn");
+    let file = base.join("dead.jsonl");
+    assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 3"), 3);
+    assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 4"), 4);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (first, second) = text.trim_end().split_once('\n').unwrap();
+    // A line cut short by a full disk, and ended by the next run's append.
+    std::fs::write(&file, format!("{first}\n{}\n{second}\n", &second[..10])).unwrap();
+    let out = replay(&base, &file, &["--dry-run"]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        stdout_of(&out).contains("2 runs pending"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("line 2") && log.contains("cut short"), "{log}");
+    let out = replay(&base, &file, &[]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("line 2") && log.contains("cut short"), "{log}");
+    assert_eq!(events(&lines_after(&file, 3), "attempt").len(), 2);
+}
+
+/// The lines of the file after the first `skip`, each parsed.
+fn lines_after(file: &Path, skip: usize) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .skip(skip)
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+#[test]
+fn the_log_and_the_dead_letters_cannot_share_a_file() {
+    let base = common::temp_dir("dl-same");
+    std::fs::create_dir(base.join("sub")).unwrap();
+    fn both<'a>(log: &'a str, letters: &'a str, to: &'a str) -> Vec<&'a OsStr> {
+        ["--log-format", "json", "--log-file", log, to, letters]
+            .into_iter()
+            .map(OsStr::new)
+            .collect()
+    }
+    let needles = ["--log-file", "--dead-letter", "same file"];
+    refused(
+        &base,
+        &both("f.jsonl", "f.jsonl", "--dead-letter"),
+        &needles,
+    );
+    refused(
+        &base,
+        &both("./sub/../f.jsonl", "f.jsonl", "--dead-letter"),
+        &needles,
+    );
+    // By a link to a file that is there: the same device and inode.
+    assert_eq!(
+        give_up(&base, &base.join("f.jsonl"), &["-n", "1"], "exit 3"),
+        3
+    );
+    std::os::unix::fs::symlink(base.join("f.jsonl"), base.join("link")).unwrap();
+    refused(&base, &both("link", "f.jsonl", "--dead-letter"), &needles);
+    let out = retry()
+        .current_dir(&base)
+        .args(["--replay", "f.jsonl", "--log-file", "link"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(
+        log.contains("--log-file") && log.contains("--replay"),
+        "{log}"
+    );
+    assert_eq!(lines(&base.join("f.jsonl")).len(), 1);
 }

@@ -456,3 +456,138 @@ fn a_holder_of_the_lock_killed_with_sigkill_stalls_nobody() {
     assert_eq!(update.tokens, 8.0);
     assert_eq!(update.note, None);
 }
+
+/// The uid of a second user, created when missing; `None` (the test says it skips) when this
+/// process is not root and cannot create one.
+fn other_user() -> Option<u32> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: not root, so no second user to own a file");
+        return None;
+    }
+    let name = "retry-test-other";
+    let uid = || {
+        let out = Command::new("id").args(["-u", name]).output().ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    if uid().is_none() {
+        // Several tests may create it at once: whichever does, the uid is then there.
+        let _ = Command::new("useradd").args(["-M", "-N", name]).status();
+    }
+    let found = uid();
+    if found.is_none() {
+        eprintln!("SKIPPED: useradd could not create a second user");
+    }
+    found
+}
+
+#[test]
+fn a_fifo_in_place_of_the_quota_file_is_refused_at_once() {
+    let (_runtime, q) = store("fifo-file", "q", QuotaParams::default());
+    q.deposit(T0).unwrap();
+    fs::remove_file(q.path()).unwrap();
+    nix::unistd::mkfifo(&q.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    type Op = fn(&LocalStore, u64) -> Result<Update, StoreError>;
+    for op in [
+        LocalStore::peek as Op,
+        LocalStore::take,
+        LocalStore::deposit,
+    ] {
+        let started = Instant::now();
+        let e = op(&q, T0).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(
+            matches!(
+                e,
+                StoreError::Unsafe {
+                    problem: Problem::NotRegularFile,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn the_dry_run_of_a_quota_whose_file_is_a_fifo_ends_at_once() {
+    let (runtime, q) = store("fifo-dry", "q", QuotaParams::default());
+    q.deposit(T0).unwrap();
+    fs::remove_file(q.path()).unwrap();
+    nix::unistd::mkfifo(&q.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let started = Instant::now();
+    let out = common::retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .timeout(Duration::from_secs(10))
+        .args(["--dry-run", "--quota", "q", "-n", "2"])
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr_of(&out));
+    // A run goes on with its own limits and says why.
+    let out = common::retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .timeout(Duration::from_secs(10))
+        .args(["--quota", "q", "-n", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let log = common::stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("not a regular file"), "{log}");
+}
+
+#[test]
+fn a_quota_file_that_others_may_write_or_another_user_owns_is_refused() {
+    let (_runtime, q) = store("untrusted-file", "q", params(0.0, 0.0, 10.0));
+    q.take(T0).unwrap();
+    let before = fs::read(q.path()).unwrap();
+    let mut owners = vec![(uid(), 0o666), (uid(), 0o620)];
+    owners.extend(other_user().map(|other| (other, 0o600)));
+    for (owner, m) in owners {
+        std::os::unix::fs::chown(q.path(), Some(owner), None).unwrap();
+        fs::set_permissions(q.path(), fs::Permissions::from_mode(m)).unwrap();
+        let e = q.take(T0).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::Unsafe {
+                    problem: Problem::Untrusted { uid, mode, .. },
+                    ..
+                } if uid == owner && mode == m
+            ),
+            "{owner} {m:o}: {e}"
+        );
+        let message = e.to_string();
+        assert!(
+            message.contains(&format!("uid {owner}")) && message.contains(&format!("{m:04o}")),
+            "{message}"
+        );
+        assert!(q.peek(T0).is_err());
+        assert_eq!(fs::read(q.path()).unwrap(), before, "left as it was");
+    }
+}
+
+#[test]
+fn the_store_is_private_whatever_the_umask() {
+    use std::os::unix::process::CommandExt;
+    let runtime = common::temp_dir("umask");
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.env("XDG_RUNTIME_DIR", &runtime)
+        .args(["--quota", "q", "-n", "1", "--", "true"]);
+    // SAFETY: umask is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o277));
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    assert_eq!(
+        common::wait_bounded(&mut child, common::TEST_LIMIT).code(),
+        Some(0)
+    );
+    let dir = runtime.join("retry");
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("q.quota")), 0o600);
+    assert_eq!(fs::read(dir.join("q.quota")).unwrap().len(), RECORD_LEN);
+}

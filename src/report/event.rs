@@ -236,6 +236,9 @@ pub enum Warning {
     PasswordInUrl { variable: &'static str },
     /// The run could not be recorded in `--dead-letter`.
     DeadLetterNotWritten { path: PathBuf, why: String },
+    /// Line `line` of the dead-letter file `path` was cut short by a write that did not
+    /// finish: it holds no whole run, and is skipped.
+    LineCutShort { path: PathBuf, line: usize },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
 }

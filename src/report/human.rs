@@ -321,6 +321,11 @@ pub fn warning_text(w: &Warning) -> String {
             "cannot record this run in --dead-letter '{}': {why}",
             path.display()
         ),
+        Warning::LineCutShort { path, line } => format!(
+            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
+             and is skipped",
+            path.display()
+        ),
         Warning::SummaryNotWritten { path, why } => format!(
             "cannot append the tries to the job summary '{}': {why}",
             path.display()

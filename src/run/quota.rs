@@ -12,7 +12,10 @@
 //!
 //! The directory is `$XDG_RUNTIME_DIR/retry/`, else `$TMPDIR/retry-UID/`, else
 //! `/tmp/retry-UID/`, mode 0700; one that a symbolic link stands in for, that another user owns
-//! or that others may enter is refused, so no other user can read, replace or hold a quota.
+//! or that others may enter is refused, so no other user can read, replace or hold a quota. The
+//! file follows the rules of every file that outlives a run (spec 19): 0600 whatever the umask,
+//! never a symbolic link, a regular file (a FIFO is refused at once, never waited on), owned by
+//! the effective user and writable by nobody else; a store that breaks them is not used.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -94,8 +97,19 @@ pub enum Problem {
     Symlink,
     NotDirectory,
     NotRegularFile,
-    Owner { uid: u32, expected: u32 },
-    Mode { mode: u32 },
+    Owner {
+        uid: u32,
+        expected: u32,
+    },
+    Mode {
+        mode: u32,
+    },
+    /// The quota's file: another user owns it, or group or others may write it.
+    Untrusted {
+        uid: u32,
+        mode: u32,
+        expected: u32,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -120,6 +134,15 @@ impl fmt::Display for StoreError {
                     Problem::Mode { mode } => write!(
                         f,
                         "its mode is {mode:04o}: group and others must have no access (0700)"
+                    ),
+                    Problem::Untrusted {
+                        uid,
+                        mode,
+                        expected,
+                    } => write!(
+                        f,
+                        "it is owned by uid {uid} with mode {mode:04o}: it must belong to uid \
+                         {expected} and not be writable by group or others"
                     ),
                 }
             }
@@ -306,7 +329,16 @@ impl LocalStore {
                 Ok(fd) => break File::from(fd),
                 Err(Errno::ENOENT) if create && !created => {
                     match nix::unistd::mkdir(&self.dir, Mode::S_IRWXU) {
-                        Ok(()) | Err(Errno::EEXIST) => created = true,
+                        // 0700 whatever the umask took away.
+                        Ok(()) => {
+                            use std::os::unix::fs::PermissionsExt;
+                            let private = std::fs::Permissions::from_mode(0o700);
+                            std::fs::set_permissions(&self.dir, private).map_err(|e| {
+                                self.io_failed("create the directory", self.dir.clone(), e)
+                            })?;
+                            created = true;
+                        }
+                        Err(Errno::EEXIST) => created = true,
                         Err(e) => {
                             return Err(self.io_error("create the directory", self.dir.clone(), e));
                         }
@@ -355,22 +387,34 @@ impl LocalStore {
     }
 
     /// Opens the quota's file in the checked directory (relative to it, so that the directory
-    /// cannot be swapped in between), creating it with mode 0600 when `create` is set. `None`
-    /// when it does not exist and `create` is not set.
+    /// cannot be swapped in between), creating it with mode 0600 (whatever the umask) when
+    /// `create` is set, and checks it (spec 19): a regular file, never opened through a
+    /// symbolic link nor blocked on (a FIFO is refused at once), owned by the effective user and
+    /// writable by nobody else. `None` when it does not exist and `create` is not set.
     fn open_file(&self, dir: &File, create: bool) -> Result<Option<File>, StoreError> {
-        let mut flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let mut flags = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         flags |= if create {
-            OFlag::O_RDWR | OFlag::O_CREAT
+            OFlag::O_RDWR
         } else {
             OFlag::O_RDONLY
         };
-        let file = match fcntl::openat(
-            dir,
-            self.file.as_str(),
-            flags,
-            Mode::S_IRUSR | Mode::S_IWUSR,
-        ) {
-            Ok(fd) => File::from(fd),
+        let private = Mode::S_IRUSR | Mode::S_IWUSR;
+        let open = |flags| fcntl::openat(dir, self.file.as_str(), flags, private);
+        let opened = match create {
+            true => match open(flags | OFlag::O_CREAT | OFlag::O_EXCL) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    stat::fchmod(&file, private)
+                        .map_err(|e| self.io_error("create", self.path(), e))?;
+                    Ok(file)
+                }
+                Err(Errno::EEXIST) => open(flags).map(File::from),
+                Err(e) => Err(e),
+            },
+            false => open(flags).map(File::from),
+        };
+        let file = match opened {
+            Ok(file) => file,
             Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ELOOP) => {
                 return Err(StoreError::Unsafe {
@@ -387,6 +431,20 @@ impl LocalStore {
                 problem: Problem::NotRegularFile,
             });
         }
+        let expected = euid();
+        if st.st_uid != expected || st.st_mode & 0o022 != 0 {
+            return Err(StoreError::Unsafe {
+                path: self.path(),
+                problem: Problem::Untrusted {
+                    uid: st.st_uid,
+                    mode: st.st_mode & 0o7777,
+                    expected,
+                },
+            });
+        }
+        // Reads and writes of a regular file never block: the flag goes all the same.
+        fcntl::fcntl(&file, fcntl::FcntlArg::F_SETFL(OFlag::empty()))
+            .map_err(|e| self.io_error("open", self.path(), e))?;
         Ok(Some(file))
     }
 

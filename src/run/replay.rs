@@ -2,38 +2,70 @@
 //! file that are still pending, each through the same runner as any run, and appends to the
 //! file what became of each.
 //!
-//! The file is read once, at the start: a run that gives up while the replay goes on is
-//! appended after the lines read, and waits for the next replay. A run is marked resolved
-//! only after it succeeded, so a replay killed between the success and that line runs it
-//! once more next time: at least once, never lost. The run keeps its recorded id as
+//! The file is held first, then read once: a second replay of it meanwhile ends at once, and
+//! a run that gives up while the replay goes on is appended after the lines read, and waits
+//! for the next replay. A run is marked resolved only after it succeeded, so a replay killed
+//! between the success and that line runs it once more next time: at least once, never lost. The run keeps its recorded id as
 //! `RETRY_RUN_ID`, which a command can use as an idempotency key against that.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
-use crate::report::event::{Event, Failure};
+use crate::report::event::{Event, Failure, Warning};
 use crate::report::printable;
 use crate::report::replay::pending_list;
 use crate::run::signals::Signals;
 use crate::run::{open_log, run_again, run_id};
-use crate::store::deadletter::{self, Pending, Replayed};
+use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
 
 /// Replays the pending runs of `file`; `args` is the whole command line, whose options
 /// override those each run recorded.
 pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     // Each run is replayed in its own directory: the file is named from here once and for all.
     let file = absolute(file);
-    let pending = match load(&file) {
-        Ok(pending) => pending,
+    // Held until the replay ends, and taken before the file is read: two replays never both
+    // read a run as pending. A dry run runs nothing, and holds nothing.
+    let held = match config.dry_run {
+        true => None,
+        false => match deadletter::hold_for_replay(&file) {
+            Ok(held) => Some(held),
+            Err(why) => {
+                let shown = printable(&file.display().to_string());
+                match why {
+                    deadletter::Hold::Busy => eprintln!(
+                        "retry: --replay '{shown}': another replay of this file is running"
+                    ),
+                    deadletter::Hold::Refused(r) => eprintln!("retry: --replay '{shown}': {r}"),
+                    deadletter::Hold::Io(e) if e.kind() == io::ErrorKind::NotFound => {
+                        eprintln!("retry: --replay '{shown}': cannot open it: {e}")
+                    }
+                    deadletter::Hold::Io(e) => {
+                        eprintln!("retry: --replay '{shown}': cannot append to it: {e}")
+                    }
+                }
+                return ExitStatus::Usage;
+            }
+        },
+    };
+    let Listing { pending, cut_short } = match load(&file, held.as_ref()) {
+        Ok(listing) => listing,
         Err(line) => {
             eprintln!("retry: {}", printable(&line));
             return ExitStatus::Usage;
         }
     };
+    let cut_short: Vec<Warning> = cut_short
+        .iter()
+        .map(|&line| Warning::LineCutShort {
+            path: file.clone(),
+            line,
+        })
+        .collect();
     // The options of every run are checked, for a dry run too: it says what a replay would do.
     let now = crate::argv::option_words(args, &["replay", "dry-run"]);
     // A --log-file given now names a file from here, not from each run's directory.
@@ -50,29 +82,20 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         }
     };
     if config.dry_run {
+        for warning in &cut_short {
+            let text = crate::report::human::warning_text(warning);
+            eprintln!("retry: warning: {}", printable(&text));
+        }
         let pending: Vec<Pending> = runs.into_iter().map(|(p, _)| p).collect();
         return list(config, &file, &pending);
     }
-    // Held until the replay ends.
-    let _held = match deadletter::hold_for_replay(&file) {
-        Ok(held) => held,
-        Err(why) => {
-            let shown = printable(&file.display().to_string());
-            match why {
-                deadletter::Hold::Busy => {
-                    eprintln!("retry: --replay '{shown}': another replay of this file is running")
-                }
-                deadletter::Hold::Io(e) => {
-                    eprintln!("retry: --replay '{shown}': cannot append to it: {e}")
-                }
-            }
-            return ExitStatus::Usage;
-        }
-    };
     let mut log = match open_log(config, &run_id()) {
         Ok(log) => log,
         Err(status) => return status,
     };
+    for warning in cut_short {
+        log.warn(warning);
+    }
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
@@ -89,11 +112,14 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     .run_all(&runs, signals)
 }
 
-/// The pending runs of `file`, or the one line that says why it cannot be replayed.
-fn load(file: &Path) -> Result<Vec<Pending>, String> {
+/// What `file` holds (the replay holding it as `held`), or the one line that says why it
+/// cannot be replayed.
+fn load(file: &Path, held: Option<&File>) -> Result<Listing, String> {
     let shown = file.display();
-    let contents = deadletter::read(file).map_err(|e| format!("cannot read '{shown}': {e}"))?;
-    deadletter::pending(&contents).map_err(|d| format!("'{shown}' line {}: {}", d.line, d.why))
+    deadletter::read(file, held, deadletter::LOCK_WAIT).map_err(|e| match e {
+        ReadError::Io(e) => format!("cannot read '{shown}': {e}"),
+        ReadError::Damaged(d) => format!("'{shown}' line {}: {}", d.line, d.why),
+    })
 }
 
 /// `--replay FILE --dry-run`: lists the pending runs on stdout, and runs nothing. The status
@@ -197,6 +223,7 @@ impl Replay {
             if let Err(e) = deadletter::append(
                 &self.file,
                 &deadletter::replayed_line(&p.record.id, &replayed),
+                deadletter::LOCK_WAIT,
             ) {
                 self.log.emit(Event::Error(Failure::ReplayNotRecorded {
                     path: self.file.clone(),

@@ -827,7 +827,10 @@ impl<'c> Runner<'c> {
             return;
         }
         let code = u64::try_from(status.code()).unwrap_or_default();
-        match letter.append(code, why.word(), attempt, elapsed) {
+        let left = self
+            .run_end()
+            .map(|end| end.saturating_duration_since(Moment::now()));
+        match letter.append(code, why.word(), attempt, elapsed, left) {
             Ok(()) => self.log.emit(Event::DeadLettered {
                 path: letter.path.clone(),
             }),

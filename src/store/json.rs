@@ -2,6 +2,7 @@
 //! what `report::json` writes, strict about everything else, and never a panic or an unbounded
 //! recursion on what a damaged or hostile file holds.
 
+use std::cell::Cell;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -64,7 +65,7 @@ impl Value {
 /// Parses one JSON text, the whole of `text`; the error says what is wrong and at which
 /// column (counted in characters, from 1).
 pub fn parse(text: &str) -> Result<Value, String> {
-    let mut p = Parser { text, pos: 0 };
+    let mut p = Parser::new(text);
     p.space();
     let value = p.value(0)?;
     p.space();
@@ -74,14 +75,40 @@ pub fn parse(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
+/// Whether `text` is the start of a JSON value that stops too soon: nothing in it is wrong but
+/// that it ends, as a line does whose write was cut short.
+pub fn ends_too_soon(text: &str) -> bool {
+    let mut p = Parser::new(text);
+    p.space();
+    p.value(0).is_err() && p.ran_out.get()
+}
+
 struct Parser<'a> {
     text: &'a str,
     /// A byte offset, always at a character boundary.
     pos: usize,
+    /// Whether the error found was the end of the text.
+    ran_out: Cell<bool>,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Parser<'a> {
+        Parser {
+            text,
+            pos: 0,
+            ran_out: Cell::new(false),
+        }
+    }
+
+    /// Moves to the end when what is left is the start of `expected`: the text ends in it.
+    fn ends_in(&mut self, expected: &str) {
+        if expected.starts_with(&self.text[self.pos..]) {
+            self.pos = self.text.len();
+        }
+    }
+
     fn error(&self, what: &str) -> String {
+        self.ran_out.set(self.pos >= self.text.len());
         let column = self.text[..self.pos].chars().count() + 1;
         format!("{what} at column {column}")
     }
@@ -110,6 +137,7 @@ impl Parser<'_> {
             self.pos += word.len();
             Ok(value)
         } else {
+            self.ends_in(word);
             Err(self.error("expected a JSON value"))
         }
     }
@@ -289,6 +317,7 @@ impl Parser<'_> {
         let code = match first {
             0xD800..=0xDBFF => {
                 if !self.text[self.pos..].starts_with("\\u") {
+                    self.ends_in("\\u");
                     return Err(self.error("a lone surrogate in a string"));
                 }
                 self.pos += 2;
@@ -305,6 +334,10 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, String> {
+        let rest = &self.text[self.pos..];
+        if rest.len() < 4 && rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            self.pos = self.text.len();
+        }
         let digits = self
             .text
             .get(self.pos..self.pos + 4)
@@ -381,6 +414,36 @@ mod tests {
         };
         let read: Vec<OsString> = read.iter().filter_map(Value::as_word).collect();
         assert_eq!(read, words);
+    }
+
+    #[test]
+    fn every_start_of_a_line_ends_too_soon_and_nothing_else_does() {
+        let line = Obj::new()
+            .str("event", "dead_letter")
+            .raw("label", "null")
+            .raw("ok", "true")
+            .str("s", "\u{1}é😀\"\\")
+            .words("w", [OsStr::from_bytes(b"\xff x")])
+            .num("n", 1234u64)
+            .finish();
+        assert!(line.contains("\\u0001"), "{line}");
+        let escaped = r#"{"s":"\ud83d\ude00\n\u00e9"}"#;
+        for line in [line.as_str(), escaped] {
+            assert!(!ends_too_soon(line));
+            for (end, _) in line.char_indices().skip(1) {
+                assert!(ends_too_soon(&line[..end]), "{}", &line[..end]);
+            }
+        }
+        for damaged in [
+            "{\"a\":nux",
+            "{\"a\" 1",
+            "[1,,",
+            "{\"a\":\"\\q",
+            "x",
+            "{\"a\":1}}",
+        ] {
+            assert!(!ends_too_soon(damaged), "{damaged}");
+        }
     }
 
     #[test]
