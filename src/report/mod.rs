@@ -4,6 +4,7 @@ pub mod charset;
 pub mod ci;
 pub mod dryrun;
 pub mod json;
+pub mod layout;
 pub mod log;
 pub mod replay;
 pub mod simulate;
