@@ -723,4 +723,67 @@ mod tests {
              one before"
         );
     }
+
+    /// A plan of `rows` tries a second apart, ending as `end`.
+    fn hand_built(rows: u64, end: End) -> Plan {
+        let s = Duration::from_secs;
+        Plan {
+            stagger: None,
+            random: false,
+            conflicts: Vec::new(),
+            rows: (1..=rows)
+                .map(|attempt| Row {
+                    attempt,
+                    start: s(attempt - 1),
+                    wait: None,
+                    waited: s(attempt - 1),
+                })
+                .collect(),
+            end,
+            worst: WorstCase::Unbounded { waits: None },
+        }
+    }
+
+    #[test]
+    fn the_end_reads_from_a_hand_built_plan() {
+        let gives_up = End::GivesUp {
+            attempt: 60,
+            why: GiveUp::Tries,
+            waited: Duration::from_secs(59),
+        };
+        assert_eq!(
+            end(&hand_built(50, gives_up), None),
+            [
+                "… 10 more tries, not shown",
+                "",
+                "stops after try 60: the tries run out (60 of 60)",
+                "59s waited in all",
+            ]
+        );
+        let beyond = End::Beyond { max_tries: None };
+        let budget = Limit {
+            at: Duration::from_secs(600),
+            source: LimitSource::Budget,
+        };
+        assert_eq!(
+            end(&hand_built(50, beyond), Some(budget)),
+            [
+                "… more tries, not shown",
+                "",
+                "the run has no try limit and goes on past 100050 tries, until the budget ends",
+            ]
+        );
+        let table = table(
+            &hand_built(2, End::Beyond { max_tries: None }),
+            Duration::ZERO,
+        );
+        assert_eq!(
+            table,
+            [
+                "try  latest start  base wait  wait  waited in all",
+                "  1            0s          -     -             0s",
+                "  2            1s          -     -             1s",
+            ]
+        );
+    }
 }

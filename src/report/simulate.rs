@@ -432,6 +432,22 @@ fn print_json(
     results: &Results,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    let runs: Vec<(Option<&Variant>, &Figures)> = match results {
+        Results::One(f) => vec![(None, f)],
+        Results::Compare(rows) => rows.iter().map(|(v, f)| (Some(v), f)).collect(),
+    };
+    let objects = std::iter::once(json_header(config, sim, seed)).chain(
+        runs.into_iter()
+            .flat_map(|(variant, f)| json_intervals(variant, f).chain([json_figures(variant, f)])),
+    );
+    for obj in objects {
+        writeln!(out, "{}", obj.finish())?;
+    }
+    Ok(())
+}
+
+/// The `simulation_start` event: the policy and the scenario.
+fn json_header(config: &Config, sim: &Simulation, seed: u64) -> Obj {
     let scenario = &sim.scenario;
     let mut start = layout::json_start("simulation_start", config, seed)
         .str("model", scenario.model.name())
@@ -450,16 +466,7 @@ fn print_json(
     if let Some(params) = scenario.quota {
         start = start.str("quota", &params.to_string());
     }
-    writeln!(out, "{}", start.bool("compare", sim.compare).finish())?;
-    match results {
-        Results::One(f) => print_json_run(None, f, out),
-        Results::Compare(rows) => {
-            for (variant, f) in rows {
-                print_json_run(Some(variant), f, out)?;
-            }
-            Ok(())
-        }
-    }
+    start.bool("compare", sim.compare)
 }
 
 /// The fields that say which row of `--compare` a line belongs to.
@@ -475,25 +482,29 @@ fn thousandths(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn print_json_run(variant: Option<&Variant>, f: &Figures, out: &mut impl Write) -> io::Result<()> {
+/// The `interval` events of one run: its tries per interval, merged in round steps.
+fn json_intervals<'a>(variant: Option<&'a Variant>, f: &Figures) -> impl Iterator<Item = Obj> + 'a {
     let series = f.series.merged(round_factor(
         f.series.tries.len(),
         JSON_INTERVALS,
         JSON_STEPS,
     ));
     let width = series.width;
-    for (i, &tries) in series.tries.iter().enumerate() {
+    series.tries.into_iter().enumerate().map(move |(i, tries)| {
         let from = width.saturating_mul(i as u32);
-        let obj = variant_fields(Obj::new().str("event", "interval"), variant)
+        variant_fields(Obj::new().str("event", "interval"), variant)
             .num("start_ms", millis(from))
             .num("end_ms", millis(from.saturating_add(width)))
             .num("tries", tries)
             .float(
                 "per_second",
                 thousandths(tries as f64 / width.as_secs_f64()),
-            );
-        writeln!(out, "{}", obj.finish())?;
-    }
+            )
+    })
+}
+
+/// The `figures` event of one run.
+fn json_figures(variant: Option<&Variant>, f: &Figures) -> Obj {
     let failed = Obj::new()
         .num("outage", f.failures.outage)
         .num("overload", f.failures.overload)
@@ -517,11 +528,10 @@ fn print_json_run(variant: Option<&Variant>, f: &Figures, out: &mut impl Write) 
         .num("succeeded", f.succeeded)
         .obj("gave_up", gave_up)
         .num("unfinished", f.unfinished);
-    let obj = match f.past_clock {
+    match f.past_clock {
         0 => obj,
         n => obj.num("past_clock", n),
-    };
-    writeln!(out, "{}", obj.finish())
+    }
 }
 
 #[cfg(test)]
