@@ -17,7 +17,7 @@ use crate::policy::{
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
 
-pub use crate::policy::plan::{End, Plan, Row, SHOWN_ROWS, SIMULATED_TRIES};
+use crate::policy::plan::{End, Plan, Row, SIMULATED_TRIES};
 
 /// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
 /// seed draws from.
