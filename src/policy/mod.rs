@@ -6,6 +6,7 @@ pub mod budget;
 pub mod classify;
 pub mod conflict;
 pub mod output;
+pub mod plan;
 pub mod pushback;
 pub mod quota;
 pub mod schedule;

@@ -37,6 +37,18 @@ impl WorstCase {
             WorstCase::Unbounded { .. } => None,
         }
     }
+
+    /// The most the waits of `policy`, whose worst case this is, add up to, when the tries are
+    /// limited: what the run waits in all when the budget or deadline does not end it first.
+    pub fn waits(&self, policy: &Policy) -> Option<Duration> {
+        match *self {
+            WorstCase::Sum { waits, .. } => Some(waits),
+            WorstCase::Unbounded { waits } => waits,
+            WorstCase::Limit { .. } => policy
+                .max_tries
+                .map(|n| policy.waits.longest_waits(n.saturating_sub(1))),
+        }
+    }
 }
 
 /// The worst case of `policy`, after a first wait of at most `stagger` (`--stagger`, which
@@ -214,5 +226,24 @@ mod tests {
             worst_case(&p, s(4) + Duration::from_millis(1)),
             WorstCase::Limit { sum: Some(sum), .. } if sum == s(5) + Duration::from_millis(1)
         ));
+    }
+
+    #[test]
+    fn the_waits_are_the_longest_the_tries_allow_whatever_ends_the_run() {
+        // The seed example's waits, 122s, under each kind of worst case.
+        for (timeout, budget) in [
+            (Some(s(30)), None),
+            (None, None),
+            (Some(s(30)), Some(s(60))),
+        ] {
+            let p = policy(Some(7), timeout, budget, Jitter::None);
+            let worst = worst_case(&p, Duration::ZERO);
+            assert_eq!(worst.waits(&p), Some(s(122)), "{worst:?}");
+        }
+        // Without a try limit the waits have no bound.
+        for budget in [None, Some(s(60))] {
+            let p = policy(None, Some(s(30)), budget, Jitter::None);
+            assert_eq!(worst_case(&p, Duration::ZERO).waits(&p), None);
+        }
     }
 }

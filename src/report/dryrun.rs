@@ -1,5 +1,6 @@
-//! `--dry-run` (spec 9): the schedule the options give, computed by the same policy code as a
-//! real run, assuming that every try fails and takes its whole timeout (or no time).
+//! `--dry-run` (spec 9) for people and for programs: the plan that `policy::plan` computes
+//! from the options, rendered as a table or as JSON lines. Nothing here decides: every figure
+//! shown comes from the plan or the configuration.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -9,113 +10,20 @@ use rand::rngs::StdRng;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
-use crate::policy::schedule::stagger;
 use crate::policy::{
-    Backoff, Conflict, Decision, GiveUp, Jitter, Limit, LimitSource, Policy, Schedule, Wait,
-    WaitPolicy, WorstCase, conflicts, worst_case,
+    Backoff, BudgetExceeded, Conflict, GiveUp, Jitter, Limit, LimitSource, Policy, WaitPolicy,
+    WorstCase,
 };
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::layout::{self, Header};
 
-/// Rows shown before the rest of a long schedule is summarised.
-pub const SHOWN_ROWS: u64 = 50;
-/// Tries simulated past the shown rows to find where a long run ends.
-const SIMULATED_TRIES: u64 = 100_000;
+use crate::policy::plan::{End, Plan, Row, SIMULATED_TRIES};
 
-/// One planned try and the wait after it (none after the last).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
-    pub attempt: u64,
-    /// The latest the try starts: every earlier try took its whole timeout.
-    pub start: Duration,
-    pub wait: Option<Wait>,
-    /// Total waited once this row's wait is over.
-    pub waited: Duration,
-}
-
-/// How the planned run ends.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
-    /// It gives up after this try.
-    GivesUp {
-        attempt: u64,
-        why: GiveUp,
-        waited: Duration,
-    },
-    /// It goes past what was simulated; `max_tries` is the try limit if there is one.
-    Beyond { max_tries: Option<u64> },
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
-    pub rows: Vec<Row>,
-    pub end: End,
-}
-
-/// Computes the plan: at most `SHOWN_ROWS` rows, and the end of the run.
+/// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
+/// seed draws from.
 pub fn plan(config: &Config, seed: u64) -> Plan {
-    let policy = &config.policy;
     let mut rng = StdRng::seed_from_u64(seed);
-    // The stagger is the first draw of a real run too, so the waits after it are the same.
-    let mut now = config
-        .stagger
-        .map_or(Duration::ZERO, |most| stagger(most, &mut rng));
-    let mut schedule = Schedule::new(policy);
-    let mut rows = Vec::new();
-    // Without a budget only the try limit ends the run; when that is far off, simulating
-    // further finds nothing more than the limit itself.
-    let far_off = policy.limit.is_none()
-        && policy
-            .max_tries
-            .is_none_or(|n| n > SHOWN_ROWS + SIMULATED_TRIES);
-    let horizon = if far_off {
-        SHOWN_ROWS
-    } else {
-        SHOWN_ROWS + SIMULATED_TRIES
-    };
-    loop {
-        let attempt = schedule.tries() + 1;
-        if attempt > horizon {
-            return Plan {
-                rows,
-                end: End::Beyond {
-                    max_tries: policy.max_tries,
-                },
-            };
-        }
-        let start = now;
-        let limit = schedule.start_try(now);
-        if policy.timeout.is_some() {
-            now = now.saturating_add(limit.unwrap_or(Duration::ZERO));
-        }
-        let decision = schedule.after_transient_failure(now, &mut rng);
-        let wait = match decision {
-            Decision::Retry(wait) => Some(wait),
-            _ => None,
-        };
-        if attempt <= SHOWN_ROWS {
-            rows.push(Row {
-                attempt,
-                start,
-                wait,
-                waited: schedule.waited(),
-            });
-        }
-        match decision {
-            Decision::Retry(wait) => now = now.saturating_add(wait.delay),
-            Decision::GiveUp(why) => {
-                return Plan {
-                    rows,
-                    end: End::GivesUp {
-                        attempt,
-                        why,
-                        waited: schedule.waited(),
-                    },
-                };
-            }
-            Decision::Succeed => unreachable!("a dry run assumes every try fails"),
-        }
-    }
+    crate::policy::plan::plan(&config.policy, config.stagger, &mut rng)
 }
 
 fn stop_reason(why: &GiveUp, attempt: u64) -> String {
@@ -129,12 +37,6 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
     }
 }
 
-/// True when the random source decides some wait, so that the seed is worth showing: a jitter
-/// with room to move, and more than one try to wait between.
-pub fn is_random(policy: &Policy) -> bool {
-    policy.max_tries != Some(1) && policy.waits.is_random()
-}
-
 /// The wait after try `k` as the policy computes it (spec 4.1), with this run's numbers:
 /// `U[0, d], d = min(1s × 2^(k−1), 1m) (full jitter: uniform from 0 to d)`.
 pub fn formula(waits: &WaitPolicy) -> String {
@@ -145,19 +47,7 @@ pub fn formula(waits: &WaitPolicy) -> String {
              (decorrelated jitter: uniform from {delay} to 3 times the previous wait; no backoff)"
         );
     }
-    let base = match &waits.backoff {
-        Backoff::Exponential { factor } if *factor > 1.0 && !waits.delay.is_zero() => {
-            format!("{delay} × {factor}^(k−1)")
-        }
-        Backoff::Linear if !waits.delay.is_zero() => format!("{delay} × k"),
-        Backoff::Exponential { .. } | Backoff::Linear | Backoff::Constant => delay,
-        Backoff::List(list) if list.len() == 1 => hms(list[0]),
-        Backoff::List(list) => format!(
-            "the k-th of {} (the last repeats)",
-            list.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(",")
-        ),
-    };
-    let d = format!("min({base}, {cap})");
+    let d = format!("min({}, {cap})", base_formula(waits));
     match waits.jitter {
         Jitter::None => format!("{d} (no jitter)"),
         Jitter::Full => format!("U[0, d], d = {d} (full jitter: uniform from 0 to d)"),
@@ -166,6 +56,25 @@ pub fn formula(waits: &WaitPolicy) -> String {
         }
         Jitter::Decorrelated => unreachable!("written above"),
     }
+}
+
+/// The base wait after try `k`, before the cap and the jitter: `1s × 2^(k−1)`.
+fn base_formula(waits: &WaitPolicy) -> String {
+    let delay = hms(waits.delay);
+    match &waits.backoff {
+        Backoff::Exponential { factor } if *factor > 1.0 && !waits.delay.is_zero() => {
+            format!("{delay} × {factor}^(k−1)")
+        }
+        Backoff::Linear if !waits.delay.is_zero() => format!("{delay} × k"),
+        Backoff::Exponential { .. } | Backoff::Linear | Backoff::Constant => delay,
+        Backoff::List(list) if list.len() == 1 => hms(list[0]),
+        Backoff::List(list) => format!("the k-th of {} (the last repeats)", durations(list)),
+    }
+}
+
+/// `1s,1m30s`.
+fn durations(list: &[Duration]) -> String {
+    list.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(",")
 }
 
 /// How the end of the run is named: `the budget` or `the deadline`.
@@ -193,62 +102,66 @@ pub fn warning(conflict: &Conflict) -> String {
             hms(*max_delay),
             hms(*max_delay)
         ),
-        Conflict::ListAboveCap { over, max_delay } => {
-            let (is, they) = if over.len() == 1 {
-                ("is", "it is")
-            } else {
-                ("are", "they are")
-            };
-            format!(
-                "{} in --delays {is} above --max-delay {}: {they} cut to it",
-                over.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(","),
-                hms(*max_delay)
-            )
-        }
+        Conflict::ListAboveCap { over, max_delay } => list_above_cap(over, *max_delay),
         Conflict::TimeoutPastEnd {
             timeout,
             limit,
             retries,
-        } => {
-            let (which, then) = if *retries {
-                (
-                    "the first try",
-                    ", and no retry can fit a whole timeout before the end, so there is one try",
-                )
-            } else {
-                ("the try", "")
-            };
-            format!(
-                "--timeout {} is longer than {}: {} stops {which} before its timeout{then}",
-                hms(*timeout),
-                end_option(*limit),
-                end_name(*limit)
-            )
-        }
-        Conflict::NoRetryFits(exceeded) => format!(
-            "{} leaves no room for a retry even after a first try that fails at once ({}), \
-             so there is one try",
-            end_option(exceeded.limit),
-            exceeded.describe()
-        ),
-        Conflict::BackoffIgnored(backoff) => {
-            let option = match backoff {
-                Backoff::Exponential { factor } => format!("--factor {factor}"),
-                Backoff::Linear => "--backoff linear".into(),
-                Backoff::Constant => "--backoff constant".into(),
-                Backoff::List(_) => "--delays".into(),
-            };
-            format!(
-                "{option} is ignored by --jitter decorrelated, which draws each wait from the \
-                 one before"
-            )
-        }
+        } => timeout_past_end(*timeout, *limit, *retries),
+        Conflict::NoRetryFits(exceeded) => no_retry_fits(exceeded),
+        Conflict::BackoffIgnored(backoff) => backoff_ignored(backoff),
     }
 }
 
-/// The worst case of the run: its policy after the longest wait `--stagger` can draw.
-fn worst(config: &Config) -> WorstCase {
-    worst_case(&config.policy, config.stagger.unwrap_or_default())
+fn list_above_cap(over: &[Duration], max_delay: Duration) -> String {
+    let (is, they) = if over.len() == 1 {
+        ("is", "it is")
+    } else {
+        ("are", "they are")
+    };
+    format!(
+        "{} in --delays {is} above --max-delay {}: {they} cut to it",
+        durations(over),
+        hms(max_delay)
+    )
+}
+
+fn timeout_past_end(timeout: Duration, limit: Limit, retries: bool) -> String {
+    let (which, then) = if retries {
+        (
+            "the first try",
+            ", and no retry can fit a whole timeout before the end, so there is one try",
+        )
+    } else {
+        ("the try", "")
+    };
+    format!(
+        "--timeout {} is longer than {}: {} stops {which} before its timeout{then}",
+        hms(timeout),
+        end_option(limit),
+        end_name(limit)
+    )
+}
+
+fn no_retry_fits(exceeded: &BudgetExceeded) -> String {
+    format!(
+        "{} leaves no room for a retry even after a first try that fails at once ({}), \
+         so there is one try",
+        end_option(exceeded.limit),
+        exceeded.describe()
+    )
+}
+
+fn backoff_ignored(backoff: &Backoff) -> String {
+    let option = match backoff {
+        Backoff::Exponential { factor } => format!("--factor {factor}"),
+        Backoff::Linear => "--backoff linear".into(),
+        Backoff::Constant => "--backoff constant".into(),
+        Backoff::List(_) => "--delays".into(),
+    };
+    format!(
+        "{option} is ignored by --jitter decorrelated, which draws each wait from the one before"
+    )
 }
 
 /// What bounds the worst case, for the JSON `worst_case_by` field.
@@ -264,9 +177,7 @@ fn worst_case_by(worst: &WorstCase) -> &'static str {
 }
 
 /// The worst case in words: `7m30s = 5 tries × 1m timeout + 2m30s of waits`.
-fn worst_case_text(config: &Config, worst: &WorstCase) -> String {
-    let policy = &config.policy;
-    let random = policy.waits.jitter != Jitter::None;
+fn worst_case_text(policy: &Policy, worst: &WorstCase) -> String {
     match *worst {
         WorstCase::Sum {
             stagger,
@@ -275,58 +186,76 @@ fn worst_case_text(config: &Config, worst: &WorstCase) -> String {
             waits,
             total,
         } => {
-            let tries = if tries == 1 {
-                "1 try".to_string()
-            } else {
-                format!("{tries} tries")
-            };
-            let waits = match (waits.is_zero(), random) {
-                (true, _) => String::new(),
-                (false, false) => format!(" + {} of waits", hms(waits)),
-                (false, true) => format!(
-                    " + {} of waits, each the longest the jitter can draw",
-                    hms(waits)
-                ),
-            };
-            let stagger = match stagger.is_zero() {
-                true => String::new(),
-                false => format!("{} of stagger + ", hms(stagger)),
-            };
-            format!(
-                "{} = {stagger}{tries} × {} timeout{waits}",
-                hms(total),
-                hms(timeout)
-            )
+            let random = policy.waits.jitter != Jitter::None;
+            sum_text(stagger, tries, timeout, (waits, random), total)
         }
-        WorstCase::Limit { limit, sum } => {
-            let without = match (sum, policy.max_tries, policy.timeout) {
-                (Some(sum), ..) => format!("tries and waits could take {}", hms(sum)),
-                (None, None, None) => "the run has no try limit, and no --timeout".into(),
-                (None, Some(_), None) => "a try could run for ever, with no --timeout".into(),
-                (None, None, Some(_)) => "the run has no try limit".into(),
-                (None, Some(_), Some(_)) => unreachable!("a sum with tries and a timeout"),
-            };
-            format!(
-                "{}, {}; without it {without}",
-                hms(limit.at),
-                end_name(limit)
-            )
-        }
-        WorstCase::Unbounded { waits } => {
-            let missing = match (policy.max_tries, policy.timeout) {
-                (None, None) => "no try limit, no --timeout and no --budget",
-                (None, Some(_)) => "no try limit and no --budget",
-                (Some(_), _) => "no --timeout and no --budget",
-            };
-            match waits {
-                Some(waits) => format!(
-                    "unbounded: {missing}, so a try may run for ever (the waits add up to at \
-                     most {})",
-                    hms(waits)
-                ),
-                None => format!("unbounded: {missing}"),
-            }
-        }
+        WorstCase::Limit { limit, sum } => limit_text(policy, limit, sum),
+        WorstCase::Unbounded { waits } => unbounded_text(policy, waits),
+    }
+}
+
+/// `6s = 5s of stagger + 1 try × 1s timeout + 2s of waits`; `random` when a jitter draws the
+/// waits, which are then the longest it can draw.
+fn sum_text(
+    stagger: Duration,
+    tries: u64,
+    timeout: Duration,
+    (waits, random): (Duration, bool),
+    total: Duration,
+) -> String {
+    let tries = if tries == 1 {
+        "1 try".to_string()
+    } else {
+        format!("{tries} tries")
+    };
+    let waits = match (waits.is_zero(), random) {
+        (true, _) => String::new(),
+        (false, false) => format!(" + {} of waits", hms(waits)),
+        (false, true) => format!(
+            " + {} of waits, each the longest the jitter can draw",
+            hms(waits)
+        ),
+    };
+    let stagger = match stagger.is_zero() {
+        true => String::new(),
+        false => format!("{} of stagger + ", hms(stagger)),
+    };
+    format!(
+        "{} = {stagger}{tries} × {} timeout{waits}",
+        hms(total),
+        hms(timeout)
+    )
+}
+
+/// `5m, the deadline; without it tries and waits could take 5m32s`.
+fn limit_text(policy: &Policy, limit: Limit, sum: Option<Duration>) -> String {
+    let without = match (sum, policy.max_tries, policy.timeout) {
+        (Some(sum), ..) => format!("tries and waits could take {}", hms(sum)),
+        (None, None, None) => "the run has no try limit, and no --timeout".into(),
+        (None, Some(_), None) => "a try could run for ever, with no --timeout".into(),
+        (None, None, Some(_)) => "the run has no try limit".into(),
+        (None, Some(_), Some(_)) => unreachable!("a sum with tries and a timeout"),
+    };
+    format!(
+        "{}, {}; without it {without}",
+        hms(limit.at),
+        end_name(limit)
+    )
+}
+
+/// `unbounded: no --timeout and no --budget, …`: what is missing for a bound.
+fn unbounded_text(policy: &Policy, waits: Option<Duration>) -> String {
+    let missing = match (policy.max_tries, policy.timeout) {
+        (None, None) => "no try limit, no --timeout and no --budget",
+        (None, Some(_)) => "no try limit and no --budget",
+        (Some(_), _) => "no --timeout and no --budget",
+    };
+    match waits {
+        Some(waits) => format!(
+            "unbounded: {missing}, so a try may run for ever (the waits add up to at most {})",
+            hms(waits)
+        ),
+        None => format!("unbounded: {missing}"),
     }
 }
 
@@ -387,12 +316,6 @@ pub fn render(
     }
 }
 
-/// The wait `--stagger` draws before the first try with this seed.
-fn staggered(config: &Config, seed: u64) -> Option<Duration> {
-    let most = config.stagger?;
-    Some(stagger(most, &mut StdRng::seed_from_u64(seed)))
-}
-
 fn print_human(
     config: &Config,
     seed: u64,
@@ -400,49 +323,59 @@ fn print_human(
     quota: Option<&QuotaNow>,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let policy = &config.policy;
-    writeln!(
-        out,
-        "retry: dry run, nothing is run; every try is assumed to fail"
-    )?;
-    if !config.command.is_empty() {
-        writeln!(out, "  command: {}", command_line(&config.command))?;
+    header(config, seed, plan, quota).write(out)?;
+    for conflict in &plan.conflicts {
+        writeln!(out, "retry: warning: {}", warning(conflict))?;
     }
-    writeln!(out, "  policy:  {}", describe_policy(config))?;
-    writeln!(out, "  waits:   after try k: {}", formula(&policy.waits))?;
-    if let (Some(delay), Some(most)) = (staggered(config, seed), config.stagger) {
-        writeln!(
-            out,
-            "  stagger: the first try waits {} (a random time up to {}, --stagger)",
+    writeln!(out)?;
+    let lines = table(plan, config.policy.waits.max_delay)
+        .into_iter()
+        .chain(end(plan, config.policy.limit))
+        .chain(worst_case(config, &plan.worst));
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// The dry run's header: the command, the policy, its waits, stagger, quota and seed.
+fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> Header {
+    let policy = &config.policy;
+    let stagger = plan.stagger.zip(config.stagger).map(|(delay, most)| {
+        format!(
+            "the first try waits {} (a random time up to {}, --stagger)",
             hms(delay),
             hms(most)
-        )?;
-    }
-    if let Some(spec) = &config.quota {
+        )
+    });
+    let quota = config.quota.as_ref().map(|spec| {
         let now = match quota {
             Some(Ok(tokens)) => format!("{tokens:.2} tokens now"),
             Some(Err(e)) => format!("its store cannot be read ({e})"),
             None => "its store was not read".into(),
         };
-        writeln!(out, "  quota:   {spec}: {now}")?;
-    }
-    if is_random(policy) || config.stagger.is_some() {
-        writeln!(
-            out,
-            "  seed:    {seed} (pass --seed {seed} to get these waits again)"
-        )?;
+        format!("{spec}: {now}")
+    });
+    let mut header = Header::new("retry: dry run, nothing is run; every try is assumed to fail")
+        .command(&config.command, "")
+        .policy(config, false)
+        .field("waits", format!("after try k: {}", formula(&policy.waits)))
+        .field_if("stagger", stagger)
+        .field_if("quota", quota);
+    if plan.random {
+        header = header.seed(seed, "waits");
     }
     let duration = match policy.timeout {
         Some(t) => format!("its timeout, {}", hms(t)),
         None => "no time (no --timeout)".into(),
     };
-    writeln!(out, "  each try is assumed to take {duration}")?;
-    for conflict in conflicts(policy) {
-        writeln!(out, "retry: warning: {}", warning(&conflict))?;
-    }
-    writeln!(out)?;
+    header.line(format!("each try is assumed to take {duration}"))
+}
+
+/// The table of the shown rows, each wait drawn as a bar against the cap.
+fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
     let header = ["try", "latest start", "base wait", "wait", "waited in all"];
-    let cells: Vec<[String; 5]> = plan
+    let cells: Vec<Vec<String>> = plan
         .rows
         .iter()
         .map(|r| {
@@ -450,7 +383,7 @@ fn print_human(
                 Some(w) => (hms(w.base), hms(w.delay)),
                 None => ("-".into(), "-".into()),
             };
-            [
+            vec![
                 r.attempt.to_string(),
                 hms(r.start),
                 base,
@@ -459,35 +392,22 @@ fn print_human(
             ]
         })
         .collect();
-    let width = |i: usize| {
-        cells
-            .iter()
-            .map(|c| c[i].chars().count())
-            .chain([header[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..5).map(width).collect();
-    let line = |cols: [&str; 5]| {
-        cols.iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    writeln!(out, "{}", line(header))?;
-    for (row, c) in plan.rows.iter().zip(&cells) {
-        let b = row
+    let mut lines = layout::table(&header, &cells, 0);
+    for (line, row) in lines.iter_mut().skip(1).zip(&plan.rows) {
+        let bar = row
             .wait
-            .map(|w| bar(w.delay, policy.waits.max_delay))
+            .map(|w| bar(w.delay, max_delay))
             .unwrap_or_default();
-        let text = line([&c[0], &c[1], &c[2], &c[3], &c[4]]);
-        if b.is_empty() {
-            writeln!(out, "{text}")?;
-        } else {
-            writeln!(out, "{text}  {b}")?;
+        if !bar.is_empty() {
+            line.push_str("  ");
+            line.push_str(&bar);
         }
     }
+    lines
+}
+
+/// The rows not shown, then how the run ends and what it waited.
+fn end(plan: &Plan, limit: Option<Limit>) -> Vec<String> {
     let shown = plan.rows.len() as u64;
     match &plan.end {
         End::GivesUp {
@@ -495,53 +415,52 @@ fn print_human(
             why,
             waited,
         } => {
-            if *attempt > shown {
-                writeln!(out, "… {} more tries, not shown", attempt - shown)?;
-            }
-            writeln!(out)?;
-            writeln!(
-                out,
-                "stops after try {attempt}: {}",
-                stop_reason(why, *attempt)
-            )?;
-            writeln!(out, "{} waited in all", hms(*waited))?;
+            let more =
+                (*attempt > shown).then(|| format!("… {} more tries, not shown", attempt - shown));
+            let stops = format!("stops after try {attempt}: {}", stop_reason(why, *attempt));
+            let waited = format!("{} waited in all", hms(*waited));
+            more.into_iter()
+                .chain([String::new(), stops, waited])
+                .collect()
         }
-        End::Beyond { max_tries: Some(n) } => {
-            writeln!(out, "… {} more tries, not shown", n.saturating_sub(shown))?;
-            writeln!(out)?;
-            writeln!(out, "stops after try {n}: the tries run out ({n} of {n})")?;
-        }
+        End::Beyond { max_tries: Some(n) } => vec![
+            format!("… {} more tries, not shown", n.saturating_sub(shown)),
+            String::new(),
+            format!("stops after try {n}: the tries run out ({n} of {n})"),
+        ],
         End::Beyond { max_tries: None } => {
-            writeln!(out, "… more tries, not shown")?;
-            writeln!(out)?;
-            if let Some(limit) = policy.limit {
-                writeln!(
-                    out,
+            let goes_on = match limit {
+                Some(limit) => format!(
                     "the run has no try limit and goes on past {} tries, until {} ends",
                     shown + SIMULATED_TRIES,
                     end_name(limit)
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "the run has no try limit: it goes on until a try succeeds or a failure is permanent"
-                )?;
-            }
+                ),
+                None => "the run has no try limit: it goes on until a try succeeds or a failure \
+                         is permanent"
+                    .into(),
+            };
+            vec!["… more tries, not shown".into(), String::new(), goes_on]
         }
     }
-    let worst = worst(config);
-    writeln!(out, "worst case: {}", worst_case_text(config, &worst))?;
-    if let Some(note) = worst_case_note(config, &worst) {
-        writeln!(out, "  {note}")?;
+}
+
+/// The worst case, and what it leaves out.
+fn worst_case(config: &Config, worst: &WorstCase) -> Vec<String> {
+    let mut lines = vec![format!(
+        "worst case: {}",
+        worst_case_text(&config.policy, worst)
+    )];
+    if let Some(note) = worst_case_note(config, worst) {
+        lines.push(format!("  {note}"));
     }
     // A request can make a wait longer than any the policy draws; only a budget bounds it.
     if config.delay_from_output.is_some() && !matches!(worst, WorstCase::Limit { .. }) {
-        writeln!(
-            out,
+        lines.push(
             "  (not counted: waits the output asks for past the policy's, --delay-from-output)"
-        )?;
+                .into(),
+        );
     }
-    Ok(())
+    lines
 }
 
 fn print_json(
@@ -551,14 +470,27 @@ fn print_json(
     quota: Option<&QuotaNow>,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    writeln!(out, "{}", json_header(config, seed, plan, quota).finish())?;
+    for conflict in &plan.conflicts {
+        let obj = Obj::new()
+            .str("event", "warning")
+            .str("kind", conflict.kind())
+            .str("message", &warning(conflict));
+        writeln!(out, "{}", obj.finish())?;
+    }
+    for row in &plan.rows {
+        writeln!(out, "{}", json_row(row).finish())?;
+    }
+    writeln!(out, "{}", json_end(plan, &config.policy).finish())
+}
+
+/// The `plan_start` event.
+fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> Obj {
     let policy = &config.policy;
-    let mut header = Obj::new()
-        .str("event", "plan_start")
-        .words("command", config.command.iter().map(|w| w.as_os_str()))
-        .obj("policy", policy_json(config, seed))
-        .bool("random", is_random(policy) || config.stagger.is_some())
+    let mut header = layout::json_start("plan_start", config, seed)
+        .bool("random", plan.random)
         .str("formula", &formula(&policy.waits));
-    if let Some(delay) = staggered(config, seed) {
+    if let Some(delay) = plan.stagger {
         header = header.num("stagger_ms", millis(delay));
     }
     if let Some(spec) = &config.quota {
@@ -567,26 +499,25 @@ fn print_json(
             header = header.float("quota_tokens", (tokens * 1000.0).round() / 1000.0);
         }
     }
-    writeln!(out, "{}", header.finish())?;
-    for conflict in conflicts(policy) {
-        let obj = Obj::new()
-            .str("event", "warning")
-            .str("kind", conflict.kind())
-            .str("message", &warning(&conflict));
-        writeln!(out, "{}", obj.finish())?;
+    header
+}
+
+/// One `plan` event.
+fn json_row(row: &Row) -> Obj {
+    let mut obj = Obj::new()
+        .str("event", "plan")
+        .num("attempt", row.attempt)
+        .num("start_ms", millis(row.start));
+    if let Some(w) = row.wait {
+        obj = obj
+            .num("base_ms", millis(w.base))
+            .num("delay_ms", millis(w.delay));
     }
-    for row in &plan.rows {
-        let mut obj = Obj::new()
-            .str("event", "plan")
-            .num("attempt", row.attempt)
-            .num("start_ms", millis(row.start));
-        if let Some(w) = row.wait {
-            obj = obj
-                .num("base_ms", millis(w.base))
-                .num("delay_ms", millis(w.delay));
-        }
-        writeln!(out, "{}", obj.num("waited_ms", millis(row.waited)).finish())?;
-    }
+    obj.num("waited_ms", millis(row.waited))
+}
+
+/// The `plan_end` event: how the run ends, and its worst case.
+fn json_end(plan: &Plan, policy: &Policy) -> Obj {
     let end = match &plan.end {
         End::GivesUp {
             attempt,
@@ -604,19 +535,10 @@ fn print_json(
             .opt_num("tries", *max_tries)
             .bool("truncated", true),
     };
-    let worst = worst(config);
-    let waits = match worst {
-        WorstCase::Sum { waits, .. } => Some(waits),
-        WorstCase::Unbounded { waits } => waits,
-        WorstCase::Limit { .. } => policy
-            .max_tries
-            .map(|n| policy.waits.longest_waits(n.saturating_sub(1))),
-    };
-    let end = end
-        .opt_num("worst_case_ms", worst.total().map(millis))
-        .str("worst_case_by", worst_case_by(&worst))
-        .opt_num("worst_case_waits_ms", waits.map(millis));
-    writeln!(out, "{}", end.finish())
+    let worst = &plan.worst;
+    end.opt_num("worst_case_ms", worst.total().map(millis))
+        .str("worst_case_by", worst_case_by(worst))
+        .opt_num("worst_case_waits_ms", worst.waits(policy).map(millis))
 }
 
 #[cfg(test)]
@@ -633,36 +555,6 @@ mod tests {
             ParseOutcome::Run(c) => *c,
             other => panic!("{other:?}"),
         }
-    }
-
-    fn waits(plan: &Plan) -> Vec<u64> {
-        plan.rows
-            .iter()
-            .filter_map(|r| r.wait.map(|w| w.delay.as_secs()))
-            .collect()
-    }
-
-    #[test]
-    fn the_seed_example_waits_122_seconds_in_all() {
-        let p = plan(
-            &config(&["-n", "7", "-d", "2s", "-m", "60s", "-j", "none"]),
-            1,
-        );
-        assert_eq!(waits(&p), [2, 4, 8, 16, 32, 60]);
-        assert_eq!(
-            p.end,
-            End::GivesUp {
-                attempt: 7,
-                why: GiveUp::Tries,
-                waited: Duration::from_secs(122)
-            }
-        );
-        let p = plan(
-            &config(&["-n", "6", "-d", "2s", "-m", "60s", "-j", "none"]),
-            1,
-        );
-        assert_eq!(waits(&p), [2, 4, 8, 16, 32]);
-        assert!(matches!(p.end, End::GivesUp { waited, .. } if waited == Duration::from_secs(62)));
     }
 
     fn wait_policy(backoff: Backoff, delay: u64, max: u64, jitter: Jitter) -> WaitPolicy {
@@ -719,7 +611,7 @@ mod tests {
     fn the_worst_case_reads_as_its_sum_or_what_bounds_it() {
         let text = |args: &[&str]| {
             let c = config(args);
-            worst_case_text(&c, &worst(&c))
+            worst_case_text(&c.policy, &plan(&c, 1).worst)
         };
         assert_eq!(
             text(&["-n", "7", "-d", "2s", "-j", "none", "-t", "30s"]),
@@ -762,7 +654,7 @@ mod tests {
     fn the_grace_period_is_named_where_a_try_is_stopped() {
         let note = |args: &[&str]| {
             let c = config(args);
-            worst_case_note(&c, &worst(&c))
+            worst_case_note(&c, &plan(&c, 1).worst)
         };
         assert_eq!(
             note(&["-t", "5s", "-k", "3s"]).as_deref(),
@@ -832,90 +724,66 @@ mod tests {
         );
     }
 
-    #[test]
-    fn latest_starts_add_up_timeouts_and_waits() {
-        let p = plan(
-            &config(&[
-                "-n",
-                "10",
-                "-d",
-                "1s",
-                "-j",
-                "none",
-                "--backoff",
-                "constant",
-                "-t",
-                "8s",
-                "-B",
-                "30s",
-            ]),
-            1,
-        );
-        let starts: Vec<u64> = p.rows.iter().map(|r| r.start.as_secs()).collect();
-        assert_eq!(starts, [0, 9, 18]);
-        match &p.end {
-            End::GivesUp {
-                attempt: 3,
-                why: GiveUp::Budget(e),
-                ..
-            } => {
-                assert_eq!(
-                    e.to_string(),
-                    "budget: 26s used + 1s wait + 8s timeout > 30s"
-                )
-            }
-            other => panic!("{other:?}"),
+    /// A plan of `rows` tries a second apart, ending as `end`.
+    fn hand_built(rows: u64, end: End) -> Plan {
+        let s = Duration::from_secs;
+        Plan {
+            stagger: None,
+            random: false,
+            conflicts: Vec::new(),
+            rows: (1..=rows)
+                .map(|attempt| Row {
+                    attempt,
+                    start: s(attempt - 1),
+                    wait: None,
+                    waited: s(attempt - 1),
+                })
+                .collect(),
+            end,
+            worst: WorstCase::Unbounded { waits: None },
         }
     }
 
     #[test]
-    fn long_runs_show_fifty_rows_and_say_what_follows() {
-        let p = plan(&config(&["-n", "4000000000", "--factor", "10"]), 1);
-        assert_eq!(p.rows.len(), 50);
+    fn the_end_reads_from_a_hand_built_plan() {
+        let gives_up = End::GivesUp {
+            attempt: 60,
+            why: GiveUp::Tries,
+            waited: Duration::from_secs(59),
+        };
         assert_eq!(
-            p.end,
-            End::Beyond {
-                max_tries: Some(4_000_000_000)
-            }
+            end(&hand_built(50, gives_up), None),
+            [
+                "… 10 more tries, not shown",
+                "",
+                "stops after try 60: the tries run out (60 of 60)",
+                "59s waited in all",
+            ]
         );
-        let p = plan(&config(&["-n", "0"]), 1);
-        assert_eq!(p.rows.len(), 50);
-        assert_eq!(p.end, End::Beyond { max_tries: None });
-        let p = plan(&config(&["-n", "500", "-j", "none", "-d", "1s"]), 1);
-        assert_eq!(p.rows.len(), 50);
-        assert!(matches!(p.end, End::GivesUp { attempt: 500, .. }));
-    }
-
-    #[test]
-    fn a_budget_ends_an_unlimited_run_past_the_shown_rows() {
-        let p = plan(
-            &config(&[
-                "-n",
-                "0",
-                "-d",
-                "1s",
-                "-j",
-                "none",
-                "--backoff",
-                "constant",
-                "-B",
-                "100s",
-            ]),
-            1,
+        let beyond = End::Beyond { max_tries: None };
+        let budget = Limit {
+            at: Duration::from_secs(600),
+            source: LimitSource::Budget,
+        };
+        assert_eq!(
+            end(&hand_built(50, beyond), Some(budget)),
+            [
+                "… more tries, not shown",
+                "",
+                "the run has no try limit and goes on past 100050 tries, until the budget ends",
+            ]
         );
-        assert_eq!(p.rows.len(), 50);
-        // Tries take no time, so tries start at 0s, 1s, … 99s: the hundredth is the last.
-        assert!(
-            matches!(
-                p.end,
-                End::GivesUp {
-                    attempt: 100,
-                    why: GiveUp::Budget(_),
-                    ..
-                }
-            ),
-            "{:?}",
-            p.end
+        let table = table(
+            &hand_built(2, End::Beyond { max_tries: None }),
+            Duration::ZERO,
+        );
+        assert_eq!(
+            table,
+            [
+                "try  latest start  base wait  wait  waited in all",
+                "  1            0s          -     -             0s",
+                "  2            1s          -     -             1s",
+            ]
         );
     }
 }

@@ -7,6 +7,7 @@ pub mod event;
 pub mod human;
 pub mod json;
 pub mod jsonlog;
+pub mod layout;
 pub mod log;
 pub mod replay;
 pub mod simulate;

@@ -10,7 +10,7 @@ use crate::config::{Config, Simulation};
 use crate::duration::{hms, millis};
 use crate::policy::Jitter;
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::layout::{self, Header};
 use crate::sim::{Figures, Model, PEAK_WINDOW, Series, Variant};
 
 /// Rows of the chart.
@@ -89,73 +89,58 @@ fn print_human(
     width: usize,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    header(config, sim, seed, results).write(out)?;
+    writeln!(out)?;
+    let lines = match results {
+        Results::One(figures) => {
+            let outage_end = match &sim.scenario.model {
+                Model::Outage(o) if !o.until.is_zero() => Some(o.until),
+                _ => None,
+            };
+            let mut lines = figure_lines(figures);
+            lines.push(String::new());
+            lines.extend(chart(&figures.series, outage_end, width));
+            lines
+        }
+        Results::Compare(rows) => {
+            let mut lines = table(rows, sim.scenario.quota.is_some());
+            if !rows.iter().any(|(v, _)| v.jitter == Jitter::Decorrelated) {
+                lines.push(
+                    "(no row for decorrelated jitter: it cannot be combined with --delays)".into(),
+                );
+            }
+            lines
+        }
+    };
+    lines.iter().try_for_each(|line| writeln!(out, "{line}"))
+}
+
+/// The simulation's header: the command, the policy, the model, stagger, quota and seed.
+fn header(config: &Config, sim: &Simulation, seed: u64, results: &Results) -> Header {
     let scenario = &sim.scenario;
     let clients = match scenario.clients {
         1 => "1 client follows".to_string(),
         n => format!("{n} clients follow"),
     };
-    writeln!(
-        out,
-        "retry: simulation, nothing is run: {clients} this policy at once"
-    )?;
-    if !config.command.is_empty() {
-        writeln!(
-            out,
-            "  command: {} (not run)",
-            command_line(&config.command)
-        )?;
-    }
-    let mut policy = describe_policy(config);
-    if matches!(results, Results::Compare(_)) {
-        // Each row of the table has its own jitter.
-        if let Some(cut) = policy.rfind(", jitter ") {
-            policy.truncate(cut);
-        }
-        policy += ", each jitter in turn";
-    }
-    writeln!(out, "  policy:  {policy}")?;
-    writeln!(out, "  model:   {}", describe_model(&scenario.model))?;
-    if let Some(most) = scenario.stagger {
-        writeln!(
-            out,
-            "  stagger: each client's first try waits a random time up to {}",
+    let stagger = scenario.stagger.map(|most| {
+        format!(
+            "each client's first try waits a random time up to {}",
             hms(most)
-        )?;
-    }
-    if let Some(params) = scenario.quota {
-        writeln!(
-            out,
-            "  quota:   one bucket shared by every client, starting full ({params})"
-        )?;
-    }
-    writeln!(
-        out,
-        "  seed:    {seed} (pass --seed {seed} to get these figures again)"
-    )?;
-    writeln!(out)?;
-    match results {
-        Results::One(figures) => {
-            print_figures(figures, out)?;
-            writeln!(out)?;
-            let outage_end = match &scenario.model {
-                Model::Outage(o) if !o.until.is_zero() => Some(o.until),
-                _ => None,
-            };
-            for line in chart(&figures.series, outage_end, width) {
-                writeln!(out, "{line}")?;
-            }
-        }
-        Results::Compare(rows) => {
-            print_table(rows, scenario.quota.is_some(), out)?;
-            if !rows.iter().any(|(v, _)| v.jitter == Jitter::Decorrelated) {
-                writeln!(
-                    out,
-                    "(no row for decorrelated jitter: it cannot be combined with --delays)"
-                )?;
-            }
-        }
-    }
-    Ok(())
+        )
+    });
+    let quota = scenario
+        .quota
+        .map(|params| format!("one bucket shared by every client, starting full ({params})"));
+    Header::new(format!(
+        "retry: simulation, nothing is run: {clients} this policy at once"
+    ))
+    .command(&config.command, " (not run)")
+    // Each row of `--compare`'s table has its own jitter.
+    .policy(config, matches!(results, Results::Compare(_)))
+    .field("model", describe_model(&scenario.model))
+    .field_if("stagger", stagger)
+    .field_if("quota", quota)
+    .seed(seed, "figures")
 }
 
 /// Failed tries by cause, the causes that happened only: `900 in the outage, 20 overloaded`.
@@ -188,19 +173,49 @@ fn gave_up(f: &Figures) -> String {
     format!("{all} of {} ({})", f.clients, reasons.join(", "))
 }
 
-fn print_figures(f: &Figures, out: &mut impl Write) -> io::Result<()> {
+/// The figures of one simulation, a line each.
+fn figure_lines(f: &Figures) -> Vec<String> {
+    let mut lines = vec![
+        tries_line(f),
+        peak_line(f),
+        finished_line(f),
+        format!("succeeded: {} of {}", f.succeeded, f.clients),
+        format!("gave up:   {}", gave_up(f)),
+    ];
+    if f.unfinished > 0 {
+        lines.push(format!(
+            "unfinished: {} of {}, still retrying when the simulation stopped after {} tries, the most it makes",
+            f.unfinished, f.clients, f.tries
+        ));
+    }
+    if f.past_clock > 0 {
+        lines.push(format!(
+            "past the clock: {} of {}, whose next try or answer would come after the simulated clock ends, at about 584 years ({})",
+            f.past_clock,
+            f.clients,
+            hms(crate::sim::CLOCK_END)
+        ));
+    }
+    lines
+}
+
+/// `tries:     1200 in all, 12.00 per client; failed: 900 in the outage`.
+fn tries_line(f: &Figures) -> String {
     let failed = failures(f);
     let failed = if failed.is_empty() {
         String::new()
     } else {
         format!("; failed: {failed}")
     };
-    writeln!(
-        out,
+    format!(
         "tries:     {} in all, {:.2} per client{failed}",
         f.tries,
         f.per_client()
-    )?;
+    )
+}
+
+/// The busiest window, of all tries and of the retries alone.
+fn peak_line(f: &Figures) -> String {
     let window = hms(PEAK_WINDOW);
     let retries = if f.peak_retries.tries == 0 {
         "no retries".to_string()
@@ -212,40 +227,24 @@ fn print_figures(f: &Figures, out: &mut impl Write) -> io::Result<()> {
             hms(f.peak_retries.at)
         )
     };
-    writeln!(
-        out,
+    format!(
         "peak:      {} tries/s ({} in the {window} from {}); {retries}",
         rate(f.peak.per_second()),
         f.peak.tries,
         hms(f.peak.at)
-    )?;
-    if f.succeeded == 0 && f.gave_up_in_all() == 0 {
-        writeln!(out, "finished:  no client")?;
-    } else {
-        writeln!(out, "finished:  the last client at {}", hms(f.last_finish))?;
-    }
-    writeln!(out, "succeeded: {} of {}", f.succeeded, f.clients)?;
-    writeln!(out, "gave up:   {}", gave_up(f))?;
-    if f.unfinished > 0 {
-        writeln!(
-            out,
-            "unfinished: {} of {}, still retrying when the simulation stopped after {} tries, the most it makes",
-            f.unfinished, f.clients, f.tries
-        )?;
-    }
-    if f.past_clock > 0 {
-        writeln!(
-            out,
-            "past the clock: {} of {}, whose next try or answer would come after the simulated clock ends, at about 584 years ({})",
-            f.past_clock,
-            f.clients,
-            hms(crate::sim::CLOCK_END)
-        )?;
-    }
-    Ok(())
+    )
 }
 
-fn print_table(rows: &[(Variant, Figures)], quota: bool, out: &mut impl Write) -> io::Result<()> {
+fn finished_line(f: &Figures) -> String {
+    if f.succeeded == 0 && f.gave_up_in_all() == 0 {
+        "finished:  no client".into()
+    } else {
+        format!("finished:  the last client at {}", hms(f.last_finish))
+    }
+}
+
+/// `--compare`'s table: a row per variant, the jitter (and the quota) named on the left.
+fn table(rows: &[(Variant, Figures)], quota: bool) -> Vec<String> {
     let mut header = vec!["jitter"];
     if quota {
         header.push("quota");
@@ -259,63 +258,33 @@ fn print_table(rows: &[(Variant, Figures)], quota: bool, out: &mut impl Write) -
         "succeeded",
         "gave up",
     ]);
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(v, f)| {
-            let mut row = vec![v.jitter.name().to_string()];
-            if quota {
-                row.push(if v.quota { "yes" } else { "no" }.to_string());
-            }
-            let mut gave_up = f.gave_up_in_all().to_string();
-            if f.unfinished > 0 {
-                gave_up += &format!(" (+{} unfinished)", f.unfinished);
-            }
-            if f.past_clock > 0 {
-                gave_up += &format!(" (+{} past the clock)", f.past_clock);
-            }
-            row.extend([
-                f.tries.to_string(),
-                format!("{:.2}", f.per_client()),
-                rate(f.peak.per_second()),
-                rate(f.peak_retries.per_second()),
-                hms(f.last_finish),
-                f.succeeded.to_string(),
-                gave_up,
-            ]);
-            row
-        })
-        .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            cells
-                .iter()
-                .map(|r| r[i].chars().count())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let cells: Vec<Vec<String>> = rows.iter().map(|(v, f)| table_row(v, f, quota)).collect();
     // The names on the left, the numbers on the right.
-    let left = if quota { 2 } else { 1 };
-    let line = |cols: Vec<&str>| {
-        cols.iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i < left {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    writeln!(out, "{}", line(header.clone()))?;
-    for row in &cells {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    layout::table(&header, &cells, if quota { 2 } else { 1 })
+}
+
+fn table_row(v: &Variant, f: &Figures, quota: bool) -> Vec<String> {
+    let mut row = vec![v.jitter.name().to_string()];
+    if quota {
+        row.push(if v.quota { "yes" } else { "no" }.to_string());
     }
-    Ok(())
+    let mut gave_up = f.gave_up_in_all().to_string();
+    if f.unfinished > 0 {
+        gave_up += &format!(" (+{} unfinished)", f.unfinished);
+    }
+    if f.past_clock > 0 {
+        gave_up += &format!(" (+{} past the clock)", f.past_clock);
+    }
+    row.extend([
+        f.tries.to_string(),
+        format!("{:.2}", f.per_client()),
+        rate(f.peak.per_second()),
+        rate(f.peak_retries.per_second()),
+        hms(f.last_finish),
+        f.succeeded.to_string(),
+        gave_up,
+    ]);
+    row
 }
 
 /// The factors of the JSON series' widths: 1, 2, 5, 10, 20, 50, ...
@@ -339,6 +308,9 @@ fn round_factor(n: usize, most: usize, steps: &[usize]) -> usize {
     }
 }
 
+/// Each row of the chart is eight steps high: a column's top cell is a partial block.
+const STEPS: usize = 8;
+
 /// The chart of tries per second over time, at most `width` columns wide: one column per
 /// interval (merged so that they fit), the height of each its rate. A line under the axis
 /// marks the end of the outage.
@@ -346,10 +318,45 @@ pub fn chart(series: &Series, outage_end: Option<Duration>, width: usize) -> Vec
     if series.tries.is_empty() || series.width.is_zero() {
         return Vec::new();
     }
+    let fit = fit(series, width);
+    if fit.top <= 0.0 {
+        return Vec::new();
+    }
+    let levels = levels(&fit.values, fit.top);
+    let columns = levels.len();
+    let label_width = fit.label_width;
+    let mut lines = vec![format!(
+        "tries per second, each column {}",
+        hms(fit.merged.width)
+    )];
+    lines.extend(bar_rows(&levels, &rate(fit.top), label_width));
+    lines.push(format!("{:>label_width$} +{}", "0", "-".repeat(columns)));
+    // Time labels under the first and the last column.
+    let end = hms(fit.merged.width.saturating_mul(columns as u32));
+    let pad = label_width + 2;
+    let gap = columns.saturating_sub(2 + end.len()).max(1);
+    lines.push(format!("{:pad$}0s{:gap$}{end}", "", ""));
+    if let Some(at) = outage_end {
+        lines.extend(outage_mark(at, fit.merged.width, columns, pad));
+    }
+    lines
+}
+
+/// The series merged to fit the chart, the rate of each column, the tallest, and the width of
+/// the labels left of the axis.
+struct Fit {
+    merged: Series,
+    values: Vec<f64>,
+    top: f64,
+    label_width: usize,
+}
+
+/// Merges the series into as many columns as `width` leaves beside the labels.
+fn fit(series: &Series, width: usize) -> Fit {
     // The columns depend on the width of the labels, which depend on the columns: a first
     // guess at the labels' width, then again if the top label is wider.
     let mut label_width = 6;
-    let (merged, values, top) = loop {
+    loop {
         let columns = width.saturating_sub(label_width + 2).max(CHART_MIN_COLUMNS);
         let merged = series.merged(round_factor(series.tries.len(), columns, CHART_STEPS));
         let seconds = merged.width.as_secs_f64();
@@ -357,64 +364,65 @@ pub fn chart(series: &Series, outage_end: Option<Duration>, width: usize) -> Vec
         let top = values.iter().copied().fold(0.0, f64::max);
         let needed = rate(top).len();
         if needed <= label_width {
-            break (merged, values, top);
+            return Fit {
+                merged,
+                values,
+                top,
+                label_width,
+            };
         }
         label_width = needed;
-    };
-    if top <= 0.0 {
-        return Vec::new();
     }
-    // Each row is eight steps high: a column's top cell is a partial block.
-    const STEPS: usize = 8;
-    let levels: Vec<usize> = values
+}
+
+/// The height of each column in steps, the tallest `CHART_ROWS × STEPS`.
+fn levels(values: &[f64], top: f64) -> Vec<usize> {
+    values
         .iter()
         .map(|v| {
             let level = (v / top * (CHART_ROWS * STEPS) as f64).round() as usize;
             // Any try at all shows.
             level.clamp(usize::from(*v > 0.0), CHART_ROWS * STEPS)
         })
-        .collect();
-    let mut lines = vec![format!(
-        "tries per second, each column {}",
-        hms(merged.width)
-    )];
-    for row in 0..CHART_ROWS {
-        // The steps below this row's cells.
-        let floor = (CHART_ROWS - 1 - row) * STEPS;
-        let label = if row == 0 { rate(top) } else { String::new() };
-        let bars: String = levels
-            .iter()
-            .map(|&level| match level.saturating_sub(floor) {
-                0 => ' ',
-                n if n >= STEPS => '█',
-                n => PARTIAL[n - 1],
-            })
-            .collect();
-        lines.push(format!("{label:>label_width$} |{}", bars.trim_end()));
+        .collect()
+}
+
+/// The rows of bars from the top down, the top one labelled with the highest rate.
+fn bar_rows(levels: &[usize], top: &str, label_width: usize) -> Vec<String> {
+    (0..CHART_ROWS)
+        .map(|row| {
+            // The steps below this row's cells.
+            let floor = (CHART_ROWS - 1 - row) * STEPS;
+            let label = if row == 0 { top } else { "" };
+            let bars: String = levels
+                .iter()
+                .map(|&level| match level.saturating_sub(floor) {
+                    0 => ' ',
+                    n if n >= STEPS => '█',
+                    n => PARTIAL[n - 1],
+                })
+                .collect();
+            format!("{label:>label_width$} |{}", bars.trim_end())
+        })
+        .collect()
+}
+
+/// The mark under the column where the outage ends at `at`, when the chart reaches it; `pad`
+/// is the width left of the axis.
+fn outage_mark(at: Duration, column_width: Duration, columns: usize, pad: usize) -> Option<String> {
+    let column =
+        usize::try_from(at.as_nanos() / column_width.as_nanos().max(1)).unwrap_or(usize::MAX);
+    if column >= columns {
+        return None;
     }
-    let columns = levels.len();
-    lines.push(format!("{:>label_width$} +{}", "0", "-".repeat(columns)));
-    // Time labels under the first and the last column.
-    let end = hms(merged.width.saturating_mul(columns as u32));
-    let pad = label_width + 2;
-    let gap = columns.saturating_sub(2 + end.len()).max(1);
-    lines.push(format!("{:pad$}0s{:gap$}{end}", "", ""));
-    if let Some(at) = outage_end {
-        let column =
-            usize::try_from(at.as_nanos() / merged.width.as_nanos().max(1)).unwrap_or(usize::MAX);
-        if column < columns {
-            let text = format!("the outage ends at {}", hms(at));
-            // The words to the right of the mark when they fit, else to its left.
-            let line = if column + 2 + text.len() <= columns {
-                format!("{:pad$}{:column$}^ {text}", "", "")
-            } else {
-                let before = column.saturating_sub(text.len() + 1);
-                format!("{:pad$}{:before$}{text} ^", "", "")
-            };
-            lines.push(line);
-        }
-    }
-    lines
+    let text = format!("the outage ends at {}", hms(at));
+    // The words to the right of the mark when they fit, else to its left.
+    Some(if column + 2 + text.len() <= columns {
+        format!("{:pad$}{:column$}^ {text}", "", "")
+    } else {
+        let before = column.saturating_sub(text.len() + 1);
+        format!("{:pad$}{:before$}{text} ^", "", "")
+    })
 }
 
 fn print_json(
@@ -424,11 +432,24 @@ fn print_json(
     results: &Results,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    let runs: Vec<(Option<&Variant>, &Figures)> = match results {
+        Results::One(f) => vec![(None, f)],
+        Results::Compare(rows) => rows.iter().map(|(v, f)| (Some(v), f)).collect(),
+    };
+    let objects = std::iter::once(json_header(config, sim, seed)).chain(
+        runs.into_iter()
+            .flat_map(|(variant, f)| json_intervals(variant, f).chain([json_figures(variant, f)])),
+    );
+    for obj in objects {
+        writeln!(out, "{}", obj.finish())?;
+    }
+    Ok(())
+}
+
+/// The `simulation_start` event: the policy and the scenario.
+fn json_header(config: &Config, sim: &Simulation, seed: u64) -> Obj {
     let scenario = &sim.scenario;
-    let mut start = Obj::new()
-        .str("event", "simulation_start")
-        .words("command", config.command.iter().map(|w| w.as_os_str()))
-        .obj("policy", policy_json(config, seed))
+    let mut start = layout::json_start("simulation_start", config, seed)
         .str("model", scenario.model.name())
         .num("clients", scenario.clients);
     if let Model::Outage(o) = &scenario.model {
@@ -445,16 +466,7 @@ fn print_json(
     if let Some(params) = scenario.quota {
         start = start.str("quota", &params.to_string());
     }
-    writeln!(out, "{}", start.bool("compare", sim.compare).finish())?;
-    match results {
-        Results::One(f) => print_json_run(None, f, out),
-        Results::Compare(rows) => {
-            for (variant, f) in rows {
-                print_json_run(Some(variant), f, out)?;
-            }
-            Ok(())
-        }
-    }
+    start.bool("compare", sim.compare)
 }
 
 /// The fields that say which row of `--compare` a line belongs to.
@@ -470,25 +482,29 @@ fn thousandths(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn print_json_run(variant: Option<&Variant>, f: &Figures, out: &mut impl Write) -> io::Result<()> {
+/// The `interval` events of one run: its tries per interval, merged in round steps.
+fn json_intervals<'a>(variant: Option<&'a Variant>, f: &Figures) -> impl Iterator<Item = Obj> + 'a {
     let series = f.series.merged(round_factor(
         f.series.tries.len(),
         JSON_INTERVALS,
         JSON_STEPS,
     ));
     let width = series.width;
-    for (i, &tries) in series.tries.iter().enumerate() {
+    series.tries.into_iter().enumerate().map(move |(i, tries)| {
         let from = width.saturating_mul(i as u32);
-        let obj = variant_fields(Obj::new().str("event", "interval"), variant)
+        variant_fields(Obj::new().str("event", "interval"), variant)
             .num("start_ms", millis(from))
             .num("end_ms", millis(from.saturating_add(width)))
             .num("tries", tries)
             .float(
                 "per_second",
                 thousandths(tries as f64 / width.as_secs_f64()),
-            );
-        writeln!(out, "{}", obj.finish())?;
-    }
+            )
+    })
+}
+
+/// The `figures` event of one run.
+fn json_figures(variant: Option<&Variant>, f: &Figures) -> Obj {
     let failed = Obj::new()
         .num("outage", f.failures.outage)
         .num("overload", f.failures.overload)
@@ -512,11 +528,10 @@ fn print_json_run(variant: Option<&Variant>, f: &Figures, out: &mut impl Write) 
         .num("succeeded", f.succeeded)
         .obj("gave_up", gave_up)
         .num("unfinished", f.unfinished);
-    let obj = match f.past_clock {
+    match f.past_clock {
         0 => obj,
         n => obj.num("past_clock", n),
-    };
-    writeln!(out, "{}", obj.finish())
+    }
 }
 
 #[cfg(test)]
@@ -585,5 +600,64 @@ mod tests {
         assert_eq!(rate(12.6), "13");
         assert_eq!(rate(2.5), "2.5");
         assert_eq!(rate(3.0), "3");
+    }
+
+    fn figures() -> Figures {
+        Figures {
+            clients: 10,
+            tries: 25,
+            failures: crate::sim::Failures {
+                outage: 12,
+                timeout: 3,
+                ..Default::default()
+            },
+            peak: crate::sim::Peak {
+                tries: 10,
+                at: Duration::ZERO,
+            },
+            peak_retries: crate::sim::Peak::default(),
+            last_finish: Duration::from_millis(2500),
+            succeeded: 8,
+            gave_up: vec![("tries", 1), ("budget", 0), ("quota", 0)],
+            unfinished: 1,
+            past_clock: 0,
+            series: series(1, &[10]),
+        }
+    }
+
+    #[test]
+    fn the_figures_read_from_hand_built_figures() {
+        assert_eq!(
+            figure_lines(&figures()),
+            [
+                "tries:     25 in all, 2.50 per client; failed: 12 in the outage, 3 timed out",
+                "peak:      100 tries/s (10 in the 100ms from 0s); no retries",
+                "finished:  the last client at 2.5s",
+                "succeeded: 8 of 10",
+                "gave up:   1 of 10 (tries 1)",
+                "unfinished: 1 of 10, still retrying when the simulation stopped after 25 tries, \
+                 the most it makes",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_compare_table_names_each_variant_and_what_did_not_finish() {
+        let variant = |jitter, quota| Variant { jitter, quota };
+        let rows = [
+            (variant(Jitter::None, false), figures()),
+            (variant(Jitter::Decorrelated, true), figures()),
+        ];
+        let lines = table(&rows, true);
+        assert_eq!(
+            lines[0],
+            "jitter        quota  tries  per client  peak tries/s  peak retries/s  \
+             last finished  succeeded            gave up"
+        );
+        assert_eq!(
+            lines[2],
+            "decorrelated  yes       25        2.50           100               0           \
+             2.5s          8  1 (+1 unfinished)"
+        );
     }
 }

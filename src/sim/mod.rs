@@ -254,100 +254,138 @@ enum Dependency {
 
 /// Runs one simulation, stopping after `max_tries` tries.
 fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u64) -> Figures {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let n = scenario.clients.min(MAX_CLIENTS);
-    let mut queue: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(n as usize);
-    let mut clients: Vec<Client<'_>> = Vec::with_capacity(n as usize);
-    let mut past_clock: u32 = 0;
-    for id in 0..n {
-        // As in a real run, the stagger is the first draw; the clients draw in turn.
-        let start = scenario
-            .stagger
-            .map_or(0, |most| nanos(stagger(most, &mut rng)));
-        clients.push(Client {
-            schedule: Schedule::new(policy),
-            phase: Phase::Start,
-            result: Ok(()),
-            stop_at: u64::MAX,
-            read_at: 0,
-        });
-        match start {
-            u64::MAX => past_clock = past_clock.saturating_add(1),
-            start => queue.push(Reverse((start, id))),
-        }
+    let mut run = Run::new(policy, scenario, seed, max_tries);
+    while let Some(Reverse((now, id))) = run.queue.pop() {
+        run.step(now, id);
     }
-    let mut dependency = match &scenario.model {
-        Model::Outage(o) => Dependency::Outage(outage::Server::new(o)),
-        Model::Occ => Dependency::Occ(occ::Record::default()),
-    };
-    let mut quota = scenario.quota.map(|p| (p, Bucket::full(&p, 0)));
-    let mut recorder = Recorder::new();
-    let mut tally = Tally {
-        // The reasons a simulated run can give up, always listed, in this order.
-        gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
-        ..Tally::default()
-    };
-    let mut unfinished: u32 = 0;
-    while let Some(Reverse((now, id))) = queue.pop() {
-        let Some(client) = clients.get_mut(id as usize) else {
-            continue;
+    run.figures()
+}
+
+/// One simulation under way: the clients, the queue of their next events, the dependency and
+/// the shared quota, and what has been counted so far.
+struct Run<'p> {
+    rng: StdRng,
+    clients: Vec<Client<'p>>,
+    /// The time of each client's next event, earliest first.
+    queue: BinaryHeap<Reverse<(u64, u32)>>,
+    dependency: Dependency,
+    quota: Option<(QuotaParams, Bucket)>,
+    recorder: Recorder,
+    tally: Tally,
+    max_tries: u64,
+}
+
+impl<'p> Run<'p> {
+    /// The clients at their first try, each after its stagger, and the dependency's start.
+    fn new(policy: &'p Policy, scenario: &Scenario, seed: u64, max_tries: u64) -> Run<'p> {
+        let n = scenario.clients.min(MAX_CLIENTS);
+        let mut run = Run {
+            rng: StdRng::seed_from_u64(seed),
+            clients: Vec::with_capacity(n as usize),
+            queue: BinaryHeap::with_capacity(n as usize),
+            dependency: match &scenario.model {
+                Model::Outage(o) => Dependency::Outage(outage::Server::new(o)),
+                Model::Occ => Dependency::Occ(occ::Record::default()),
+            },
+            quota: scenario.quota.map(|p| (p, Bucket::full(&p, 0))),
+            recorder: Recorder::new(),
+            tally: Tally {
+                // The reasons a simulated run can give up, always listed, in this order.
+                gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
+                ..Tally::default()
+            },
+            max_tries,
+        };
+        for id in 0..n {
+            // As in a real run, the stagger is the first draw; the clients draw in turn.
+            let start = scenario
+                .stagger
+                .map_or(0, |most| nanos(stagger(most, &mut run.rng)));
+            run.clients.push(Client {
+                schedule: Schedule::new(policy),
+                phase: Phase::Start,
+                result: Ok(()),
+                stop_at: u64::MAX,
+                read_at: 0,
+            });
+            run.queue_at(Some(start), id);
+        }
+        run
+    }
+
+    /// Client `id`'s event at `now`: the start of a try, its write, or its end.
+    fn step(&mut self, now: u64, id: u32) {
+        let Some(client) = self.clients.get_mut(id as usize) else {
+            return;
         };
         let next = match client.phase {
+            Phase::Start if self.recorder.tries >= self.max_tries => {
+                // No new try: this client is still going. The tries under way run to their
+                // end, so that every try is counted as a success or a failure.
+                self.tally.unfinished = self.tally.unfinished.saturating_add(1);
+                None
+            }
             Phase::Start => {
-                if recorder.tries >= max_tries {
-                    // No new try: this client is still going. The tries under way run to
-                    // their end, so that every try is counted as a success or a failure.
-                    unfinished = unfinished.saturating_add(1);
-                    continue;
-                }
                 let first = client.schedule.tries() == 0;
-                if first {
-                    if let Some((params, bucket)) = quota.as_mut() {
-                        bucket.deposit(params, millis(now));
-                    }
+                if let Some((params, bucket)) = self.quota.as_mut().filter(|_| first) {
+                    bucket.deposit(params, millis(now));
                 }
                 let limit = client.schedule.start_try(Duration::from_nanos(now));
                 client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
-                recorder.try_started(now, first);
-                match &mut dependency {
+                self.recorder.try_started(now, first);
+                match &mut self.dependency {
                     Dependency::Outage(server) => server.start(client, now),
-                    Dependency::Occ(record) => record.start(client, now, &mut rng),
+                    Dependency::Occ(record) => record.start(client, now, &mut self.rng),
                 }
             }
-            Phase::Write => match &mut dependency {
-                Dependency::Occ(record) => record.write(client, now, &mut rng),
+            Phase::Write => match &mut self.dependency {
+                Dependency::Occ(record) => record.write(client, now, &mut self.rng),
                 // Only the occ model has a write phase.
                 Dependency::Outage(_) => end_now(client, now),
             },
             Phase::End => {
-                let next = decide(client, now, &mut rng, quota.as_mut(), &mut tally);
+                let next = decide(
+                    client,
+                    now,
+                    &mut self.rng,
+                    self.quota.as_mut(),
+                    &mut self.tally,
+                );
                 if client.phase == Phase::Done {
-                    recorder.reach(now);
-                    tally.last_finish = tally.last_finish.max(now);
+                    self.recorder.reach(now);
+                    self.tally.last_finish = self.tally.last_finish.max(now);
                 }
                 next
             }
             Phase::Done => None,
         };
+        self.queue_at(next, id);
+    }
+
+    /// Queues client `id`'s next event, if it has one.
+    fn queue_at(&mut self, next: Option<u64>, id: u32) {
         match next {
             // Saturated: the event would come after the clock's end, and cannot be held.
-            Some(u64::MAX) => past_clock = past_clock.saturating_add(1),
-            Some(at) => queue.push(Reverse((at, id))),
+            Some(u64::MAX) => self.tally.past_clock = self.tally.past_clock.saturating_add(1),
+            Some(at) => self.queue.push(Reverse((at, id))),
             None => {}
         }
     }
-    Figures {
-        clients: n,
-        tries: recorder.tries,
-        failures: tally.failures,
-        peak: recorder.peak.result(),
-        peak_retries: recorder.peak_retries.result(),
-        last_finish: Duration::from_nanos(tally.last_finish),
-        succeeded: tally.succeeded,
-        gave_up: tally.gave_up,
-        unfinished,
-        past_clock,
-        series: recorder.series(),
+
+    fn figures(mut self) -> Figures {
+        Figures {
+            clients: u32::try_from(self.clients.len()).unwrap_or(u32::MAX),
+            tries: self.recorder.tries,
+            failures: self.tally.failures,
+            peak: self.recorder.peak.result(),
+            peak_retries: self.recorder.peak_retries.result(),
+            last_finish: Duration::from_nanos(self.tally.last_finish),
+            succeeded: self.tally.succeeded,
+            gave_up: self.tally.gave_up,
+            unfinished: self.tally.unfinished,
+            past_clock: self.tally.past_clock,
+            series: self.recorder.series(),
+        }
     }
 }
 
@@ -358,6 +396,10 @@ struct Tally {
     succeeded: u32,
     gave_up: Vec<(&'static str, u32)>,
     last_finish: u64,
+    /// Clients still going when the tries ran out.
+    unfinished: u32,
+    /// Clients whose next event would come past the clock's end.
+    past_clock: u32,
 }
 
 impl Tally {
@@ -381,18 +423,16 @@ fn decide(
     quota: Option<&mut (QuotaParams, Bucket)>,
     tally: &mut Tally,
 ) -> Option<u64> {
-    if let Err(why) = client.result {
-        tally.failures.count(why);
-    } else {
+    let Err(why) = client.result else {
         tally.succeeded = tally.succeeded.saturating_add(1);
-        client.phase = Phase::Done;
-        return None;
-    }
+        return done(client);
+    };
+    tally.failures.count(why);
     let now_since_start = Duration::from_nanos(now);
-    let decision = match client.result {
+    let decision = match why {
         // A timeout is an outcome a real run sees too: it is classified as one would
         // (`--stop-on timeout` makes it permanent).
-        Err(Failure::Timeout) => {
+        Failure::Timeout => {
             client
                 .schedule
                 .after_try(Outcome::Timeout, now_since_start, rng)
@@ -405,31 +445,43 @@ fn decide(
             .after_transient_failure(now_since_start, rng),
     };
     match decision {
-        Decision::Retry(wait) => {
-            if let Some((params, bucket)) = quota {
-                // As in a real run, the token is taken once the retry is decided; without one
-                // the run gives up at once, reason `quota`.
-                if !bucket.take(params, millis(now)) {
-                    tally.gave_up(QUOTA);
-                    client.phase = Phase::Done;
-                    return None;
-                }
-            }
-            client.phase = Phase::Start;
-            Some(now.saturating_add(nanos(wait.delay)))
-        }
+        Decision::Retry(wait) => retry(client, now, wait.delay, quota, tally),
         Decision::GiveUp(why) => {
             tally.gave_up(why.word());
-            client.phase = Phase::Done;
-            None
+            done(client)
         }
         // After a failure the schedule retries or gives up.
         Decision::Succeed => {
             tally.succeeded = tally.succeeded.saturating_add(1);
-            client.phase = Phase::Done;
-            None
+            done(client)
         }
     }
+}
+
+/// A retry decided at `now`, after `delay`, once the quota (if any) gives it a token.
+fn retry(
+    client: &mut Client<'_>,
+    now: u64,
+    delay: Duration,
+    quota: Option<&mut (QuotaParams, Bucket)>,
+    tally: &mut Tally,
+) -> Option<u64> {
+    if let Some((params, bucket)) = quota {
+        // As in a real run, the token is taken once the retry is decided; without one the
+        // run gives up at once, reason `quota`.
+        if !bucket.take(params, millis(now)) {
+            tally.gave_up(QUOTA);
+            return done(client);
+        }
+    }
+    client.phase = Phase::Start;
+    Some(now.saturating_add(nanos(delay)))
+}
+
+/// The client has succeeded or given up: it has no next event.
+fn done(client: &mut Client<'_>) -> Option<u64> {
+    client.phase = Phase::Done;
+    None
 }
 
 /// Ends the client's try at once (a phase the model does not have).

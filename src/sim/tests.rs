@@ -331,3 +331,28 @@ fn a_client_whose_next_event_is_past_the_clocks_end_is_counted_not_finished() {
     let f = simulate(&p, &outage(2, s(5), None), 1);
     assert_eq!(f.past_clock, 0);
 }
+
+/// The simulator sits beside the policy and below everything else: it may use the policy and
+/// nothing above it (`run`, `report`, `cli`, `config`), so that it can be read and tested
+/// alone.
+#[test]
+fn the_simulator_imports_from_the_policy_alone() {
+    let files = [
+        ("mod.rs", include_str!("mod.rs")),
+        ("occ.rs", include_str!("occ.rs")),
+        ("outage.rs", include_str!("outage.rs")),
+        ("tests.rs", include_str!("tests.rs")),
+    ];
+    // Spelled in two halves, so that this file does not match itself.
+    let root = ["crate", "::"].concat();
+    for (file, text) in files {
+        for (at, _) in text.match_indices(&root) {
+            let path = &text[at + root.len()..];
+            assert!(
+                path.starts_with("policy"),
+                "src/sim/{file} uses {}",
+                path.lines().next().unwrap_or_default()
+            );
+        }
+    }
+}
