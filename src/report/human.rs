@@ -166,15 +166,22 @@ fn prefix(facts: &RunFacts) -> String {
 /// The line an event makes in the human log, if any: `-q` keeps only errors, warnings and
 /// the last line of a run that gave up; `-v` adds the details.
 pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
-    let (quiet, verbose) = (facts.quiet, facts.verbose);
     match event {
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            crate::report::replay::line(event, quiet).map(Line::from)
+            crate::report::replay::line(event, facts.quiet).map(Line::from)
         }
-        _ if quiet => None,
+        _ if facts.quiet => None,
+        event => run_line(event, facts),
+    }
+}
+
+/// The lines of what a run does, without `-q`.
+fn run_line(event: &Event, facts: &RunFacts) -> Option<Line> {
+    let verbose = facts.verbose;
+    match event {
         Event::TryEnded(r) => {
             let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
             (verbose || !first_success).then(|| try_line(r, facts))
@@ -206,32 +213,42 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             )
             .into(),
         ),
-        _ if !verbose => None,
+        event if verbose => verbose_line(event, facts).map(Line::from),
+        _ => None,
+    }
+}
+
+/// The lines that only `-v` writes.
+fn verbose_line(event: &Event, facts: &RunFacts) -> Option<String> {
+    match event {
         Event::RequestIgnored { attempt, ignored } => {
             let what = match &ignored.group {
                 Some(group) => format!("its capture group held '{group}', {}", ignored.why),
                 None => ignored.why.clone(),
             };
-            Some(
-                format!(
-                    "try {}: output matched --delay-from-output, but {what}; ignored",
-                    facts.label(*attempt)
-                )
-                .into(),
-            )
+            Some(format!(
+                "try {}: output matched --delay-from-output, but {what}; ignored",
+                facts.label(*attempt)
+            ))
         }
-        Event::Stagger { delay, most } => {
-            Some(format!("first try in {} (--stagger {})", hms(*delay), hms(*most)).into())
-        }
+        Event::Stagger { delay, most } => Some(format!(
+            "first try in {} (--stagger {})",
+            hms(*delay),
+            hms(*most)
+        )),
         Event::Quota {
             quota,
             action,
             tokens,
             ..
-        } => Some(format!("quota {quota}: {}, {tokens:.2} tokens left", action.word()).into()),
-        Event::DeadLettered { path } => {
-            Some(format!("recorded in --dead-letter '{}'", path.to_string_lossy()).into())
-        }
+        } => Some(format!(
+            "quota {quota}: {}, {tokens:.2} tokens left",
+            action.word()
+        )),
+        Event::DeadLettered { path } => Some(format!(
+            "recorded in --dead-letter '{}'",
+            path.to_string_lossy()
+        )),
         _ => None,
     }
 }
@@ -295,6 +312,30 @@ pub fn warning_text(w: &Warning) -> String {
             format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
         }
         Warning::Stdio(text) => text.clone(),
+        w @ (Warning::QuotaNote(_)
+        | Warning::QuotaBusy { .. }
+        | Warning::QuotaUnreachable { .. }
+        | Warning::QuotaUnusable { .. }
+        | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
+        Warning::DeadLetterNotWritten { path, why } => format!(
+            "cannot record this run in --dead-letter '{}': {why}",
+            path.display()
+        ),
+        Warning::LineCutShort { path, line } => format!(
+            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
+             and is skipped",
+            path.display()
+        ),
+        Warning::SummaryNotWritten { path, why } => format!(
+            "cannot append the tries to the job summary '{}': {why}",
+            path.display()
+        ),
+    }
+}
+
+/// A warning about the retry quota, in words.
+fn quota_warning_text(w: &Warning) -> String {
+    match w {
         Warning::QuotaNote(note) => note.to_string(),
         Warning::QuotaBusy { quota, why } => {
             format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
@@ -317,19 +358,7 @@ pub fn warning_text(w: &Warning) -> String {
             "the Redis password in --quota can be read by every user of this machine (with \
              `ps`) while the run lasts; give it in {variable} instead"
         ),
-        Warning::DeadLetterNotWritten { path, why } => format!(
-            "cannot record this run in --dead-letter '{}': {why}",
-            path.display()
-        ),
-        Warning::LineCutShort { path, line } => format!(
-            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
-             and is skipped",
-            path.display()
-        ),
-        Warning::SummaryNotWritten { path, why } => format!(
-            "cannot append the tries to the job summary '{}': {why}",
-            path.display()
-        ),
+        other => warning_text(other),
     }
 }
 

@@ -99,36 +99,8 @@ pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
                 None => obj,
             }
         }
-        Event::Leftovers {
-            attempt,
-            hook,
-            signal,
-            killed,
-            count,
-        } => {
-            let obj = head("leftovers", facts).num("attempt", *attempt);
-            let obj = match hook {
-                Some(which) => obj.str("hook", which),
-                None => obj,
-            };
-            let obj = obj.str("signal", &signal.name()).bool("killed", *killed);
-            // A hook's count is always known; a try's is 0 when not counted.
-            match (hook, *count) {
-                (None, 0) => obj,
-                (_, n) => obj.num("count", n as u64),
-            }
-        }
-        Event::Wait { attempt, wait } => {
-            let obj = head("wait", facts)
-                .num("attempt", *attempt)
-                .num("base_ms", millis(wait.base))
-                .num("delay_ms", millis(wait.delay));
-            // Only when the output asked for a wait, as the README says.
-            match wait.requested {
-                Some(requested) => obj.num("requested_ms", millis(requested)),
-                None => obj,
-            }
-        }
+        Event::Leftovers { .. } => leftovers(event, facts),
+        Event::Wait { attempt, wait } => wait_object(*attempt, wait, facts),
         Event::HookFailed {
             which,
             attempt,
@@ -147,6 +119,18 @@ pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
             .str("action", action.word())
             .bool("granted", *granted)
             .float("tokens", (tokens * 1000.0).round() / 1000.0),
+        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
+            crate::report::replay::object(event, facts)?
+        }
+        event => return end_object(event, facts),
+    };
+    Some(obj)
+}
+
+/// The objects of how a run ends, and of what may come at any time: a signal, a warning, an
+/// error.
+fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
+    let obj = match event {
         Event::Succeeded {
             attempt,
             elapsed,
@@ -176,19 +160,46 @@ pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
         }
         Event::Warning(w) => head("warning", facts).str("message", &warning_text(w)),
         Event::Error(failure) => head("error", facts).str("message", &failure_text(failure)),
-        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            crate::report::replay::object(event, facts)?
-        }
         // The human log's own, or read by CI elsewhere.
-        Event::Start { .. }
-        | Event::TryStarted { .. }
-        | Event::TryOutputDone { .. }
-        | Event::NoTimeAfterHook { .. }
-        | Event::Countdown { .. }
-        | Event::StatusCleared
-        | Event::Concluded { .. } => return None,
+        _ => return None,
     };
     Some(obj)
+}
+
+fn leftovers(event: &Event, facts: &RunFacts) -> Obj {
+    let Event::Leftovers {
+        attempt,
+        hook,
+        signal,
+        killed,
+        count,
+    } = event
+    else {
+        return head("leftovers", facts);
+    };
+    let obj = head("leftovers", facts).num("attempt", *attempt);
+    let obj = match hook {
+        Some(which) => obj.str("hook", which),
+        None => obj,
+    };
+    let obj = obj.str("signal", &signal.name()).bool("killed", *killed);
+    // A hook's count is always known; a try's is 0 when not counted.
+    match (hook, *count) {
+        (None, 0) => obj,
+        (_, n) => obj.num("count", n as u64),
+    }
+}
+
+fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &RunFacts) -> Obj {
+    let obj = head("wait", facts)
+        .num("attempt", attempt)
+        .num("base_ms", millis(wait.base))
+        .num("delay_ms", millis(wait.delay));
+    // Only when the output asked for a wait, as the README says.
+    match wait.requested {
+        Some(requested) => obj.num("requested_ms", millis(requested)),
+        None => obj,
+    }
 }
 
 fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {

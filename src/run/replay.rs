@@ -16,6 +16,7 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
+use crate::policy::Signal;
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::printable;
 use crate::report::replay::pending_list;
@@ -30,56 +31,13 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     let file = absolute(file);
     // Held until the replay ends, and taken before the file is read: two replays never both
     // read a run as pending. A dry run runs nothing, and holds nothing.
-    let held = match config.dry_run {
-        true => None,
-        false => match deadletter::hold_for_replay(&file) {
-            Ok(held) => Some(held),
-            Err(why) => {
-                let shown = printable(&file.display().to_string());
-                match why {
-                    deadletter::Hold::Busy => eprintln!(
-                        "retry: --replay '{shown}': another replay of this file is running"
-                    ),
-                    deadletter::Hold::Refused(r) => eprintln!("retry: --replay '{shown}': {r}"),
-                    deadletter::Hold::Io(e) if e.kind() == io::ErrorKind::NotFound => {
-                        eprintln!("retry: --replay '{shown}': cannot open it: {e}")
-                    }
-                    deadletter::Hold::Io(e) => {
-                        eprintln!("retry: --replay '{shown}': cannot append to it: {e}")
-                    }
-                }
-                return ExitStatus::Usage;
-            }
-        },
+    let held = match hold(&file, config.dry_run) {
+        Ok(held) => held,
+        Err(line) => return usage(&line),
     };
-    let Listing { pending, cut_short } = match load(&file, held.as_ref()) {
-        Ok(listing) => listing,
-        Err(line) => {
-            eprintln!("retry: {}", printable(&line));
-            return ExitStatus::Usage;
-        }
-    };
-    let cut_short: Vec<Warning> = cut_short
-        .iter()
-        .map(|&line| Warning::LineCutShort {
-            path: file.clone(),
-            line,
-        })
-        .collect();
-    // The options of every run are checked, for a dry run too: it says what a replay would do.
-    let now = crate::argv::option_words(args, &["replay", "dry-run"]);
-    // A --log-file given now names a file from here, not from each run's directory.
-    let log_file = config.log.file.as_deref().map(absolute);
-    let runs = match pending
-        .into_iter()
-        .map(|p| configure(&file, p, &now, log_file.as_deref()))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(runs) => runs,
-        Err(line) => {
-            eprintln!("retry: {}", printable(&line));
-            return ExitStatus::Usage;
-        }
+    let (runs, cut_short) = match prepare(args, config, &file, held.as_ref()) {
+        Ok(prepared) => prepared,
+        Err(line) => return usage(&line),
     };
     if config.dry_run {
         for warning in &cut_short {
@@ -110,6 +68,62 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         pending: 0,
     }
     .run_all(&runs, signals)
+}
+
+/// A pending run, and the options it is replayed with.
+type Run = (Pending, Config);
+
+/// A usage error of the replay, on its one line: status 125.
+fn usage(line: &str) -> ExitStatus {
+    eprintln!("retry: {}", printable(line));
+    ExitStatus::Usage
+}
+
+/// Takes the replay's hold on `file` (none for a dry run), or the line that says why not.
+fn hold(file: &Path, dry_run: bool) -> Result<Option<File>, String> {
+    if dry_run {
+        return Ok(None);
+    }
+    deadletter::hold_for_replay(file).map(Some).map_err(|why| {
+        let shown = printable(&file.display().to_string());
+        match why {
+            deadletter::Hold::Busy => {
+                format!("--replay '{shown}': another replay of this file is running")
+            }
+            deadletter::Hold::Refused(r) => format!("--replay '{shown}': {r}"),
+            deadletter::Hold::Io(e) if e.kind() == io::ErrorKind::NotFound => {
+                format!("--replay '{shown}': cannot open it: {e}")
+            }
+            deadletter::Hold::Io(e) => format!("--replay '{shown}': cannot append to it: {e}"),
+        }
+    })
+}
+
+/// The pending runs of `file`, each with its options checked (for a dry run too: it says what
+/// a replay would do), and the warnings of the lines cut short; or the one line that says why
+/// the file cannot be replayed.
+fn prepare(
+    args: &[OsString],
+    config: &Config,
+    file: &Path,
+    held: Option<&File>,
+) -> Result<(Vec<Run>, Vec<Warning>), String> {
+    let Listing { pending, cut_short } = load(file, held)?;
+    let cut_short = cut_short
+        .iter()
+        .map(|&line| Warning::LineCutShort {
+            path: file.to_path_buf(),
+            line,
+        })
+        .collect();
+    let now = crate::argv::option_words(args, &["replay", "dry-run"]);
+    // A --log-file given now names a file from here, not from each run's directory.
+    let log_file = config.log.file.as_deref().map(absolute);
+    let runs = pending
+        .into_iter()
+        .map(|p| configure(file, p, &now, log_file.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((runs, cut_short))
 }
 
 /// What `file` holds (the replay holding it as `held`), or the one line that says why it
@@ -182,6 +196,28 @@ struct Replay {
     pending: usize,
 }
 
+/// Runs the pending run `p` again in its directory, with its options `config`: what became of
+/// it, the signal that stopped it (then the replay stops too), and the signal handling back.
+fn run_one(p: &Pending, config: &Config, signals: Signals) -> (Replayed, Option<Signal>, Signals) {
+    if let Err(error) = enter(p) {
+        let not_run = Replayed::NotRun {
+            reason: "cwd".into(),
+            error,
+        };
+        return (not_run, None, signals);
+    }
+    let end = run_again(config, &p.record.id, signals);
+    let stopped_by = match end.status {
+        ExitStatus::Reraise(signal) => Some(signal),
+        _ => None,
+    };
+    (
+        outcome(end.status, end.reason, end.tries),
+        stopped_by,
+        end.signals,
+    )
+}
+
 impl Replay {
     /// The end of the replay, in the log.
     fn summary(&mut self) {
@@ -194,7 +230,7 @@ impl Replay {
 
     /// Runs every pending run in order; stops at an interrupt, or when the file can no longer
     /// be appended to (what would be run could not be recorded).
-    fn run_all(mut self, runs: &[(Pending, Config)], mut signals: Signals) -> ExitStatus {
+    fn run_all(mut self, runs: &[Run], mut signals: Signals) -> ExitStatus {
         let total = runs.len();
         for (k, (p, config)) in runs.iter().enumerate() {
             self.log.emit(Event::ReplayStart {
@@ -202,24 +238,8 @@ impl Replay {
                 total,
                 pending: Box::new(p.clone()),
             });
-            let (replayed, stopped_by) = match enter(p) {
-                Err(error) => (
-                    Replayed::NotRun {
-                        reason: "cwd".into(),
-                        error,
-                    },
-                    None,
-                ),
-                Ok(()) => {
-                    let end = run_again(config, &p.record.id, signals);
-                    signals = end.signals;
-                    let stopped_by = match end.status {
-                        ExitStatus::Reraise(signal) => Some(signal),
-                        _ => None,
-                    };
-                    (outcome(end.status, end.reason, end.tries), stopped_by)
-                }
-            };
+            let (replayed, stopped_by, kept) = run_one(p, config, signals);
+            signals = kept;
             if let Err(e) = deadletter::append(
                 &self.file,
                 &deadletter::replayed_line(&p.record.id, &replayed),

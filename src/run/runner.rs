@@ -484,6 +484,21 @@ impl<'c> Runner<'c> {
         };
         let took = t.start.elapsed();
         let (verdict, decision) = self.decide(schedule, rng, ended.outcome, output);
+        self.report_try(&mut t, took, &ended, verdict, &decision, detail)?;
+        self.obey(schedule, decision, &mut t, ended.outcome)
+    }
+
+    /// Writes out the output of try `t`, which ended as `ended`, and reports it with what the
+    /// schedule decided: `Break` when writing the output ends the run.
+    fn report_try(
+        &mut self,
+        t: &mut Try,
+        took: Duration,
+        ended: &Ended,
+        verdict: Verdict,
+        decision: &Decision,
+        detail: Option<String>,
+    ) -> ControlFlow<ExitStatus> {
         let success = matches!(decision, Decision::Succeed);
         self.stdio.deliver(&mut t.io, success);
         let drained = self.drain(&mut t.io, self.run_end());
@@ -510,7 +525,7 @@ impl<'c> Runner<'c> {
                 count: left.count,
             });
         }
-        self.obey(schedule, decision, &mut t, ended.outcome)
+        ControlFlow::Continue(())
     }
 
     /// What the schedule makes of the try, which ended with `outcome` and whose output matched
