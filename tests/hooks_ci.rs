@@ -668,3 +668,85 @@ fn gitlab_sections_fold_each_later_try_balanced_and_uniquely_named() {
         "a first-try success is not folded"
     );
 }
+
+/// The step outputs a run appends to GITHUB_OUTPUT, as a map (the last value of a name wins,
+/// as GitHub reads them).
+fn step_outputs(file: &std::path::Path) -> std::collections::HashMap<String, String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.ends_with('\n'), "{text:?}");
+    text.lines()
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("not name=value: {l}"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_run_hands_its_outcome_to_later_steps_in_github_output() {
+    let dir = common::temp_dir("outputs");
+    let outputs = dir.join("outputs");
+    let out = retry()
+        .env("GITHUB_OUTPUT", &outputs)
+        .args(["-n", "4", "-d", "10ms", "--", "sh", "-c"])
+        .arg(format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; [ $n -ge 3 ] || exit 3",
+            c = dir.join("count").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let got = step_outputs(&outputs);
+    assert_eq!(got["tries"], "3");
+    assert_eq!(got["exit_code"], "0");
+    assert_eq!(got["flaky"], "true");
+    assert_eq!(got["outcome"], "success");
+    assert_eq!(got["reason"], "");
+
+    // A second run in the same step: its values are the ones read.
+    let out = retry()
+        .env("GITHUB_OUTPUT", &outputs)
+        .args(["-n", "2", "-d", "10ms", "--", "sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let got = step_outputs(&outputs);
+    assert_eq!(got["tries"], "2");
+    assert_eq!(got["exit_code"], "4");
+    assert_eq!(got["flaky"], "false");
+    assert_eq!(got["outcome"], "gave_up");
+    assert_eq!(got["reason"], "tries");
+    assert_eq!(
+        std::fs::read_to_string(&outputs).unwrap().lines().count(),
+        10
+    );
+
+    // A first try that succeeds is no flake.
+    let out = retry()
+        .env("GITHUB_OUTPUT", &outputs)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(step_outputs(&outputs)["flaky"], "false");
+    assert_eq!(step_outputs(&outputs)["tries"], "1");
+}
+
+#[test]
+fn an_outputs_file_that_cannot_be_written_warns_once_and_changes_nothing_else() {
+    let dir = common::temp_dir("outputs-bad");
+    let out = retry()
+        .env("GITHUB_OUTPUT", &dir)
+        .args(["-n", "2", "-d", "10ms", "--", "sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{log}");
+    assert_eq!(
+        log.matches("cannot append the step outputs to").count(),
+        1,
+        "{log}"
+    );
+}

@@ -31,6 +31,8 @@ pub struct Ci {
     /// `GITHUB_STEP_SUMMARY`: the Markdown file that a run that retried or gave up appends the
     /// table of its tries to.
     pub step_summary: Option<PathBuf>,
+    /// `GITHUB_OUTPUT`: the file of the step's outputs, which every run appends its own to.
+    pub outputs: Option<PathBuf>,
 }
 
 impl Ci {
@@ -48,6 +50,9 @@ impl Ci {
         Ci {
             system,
             step_summary: var("GITHUB_STEP_SUMMARY")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            outputs: var("GITHUB_OUTPUT")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
         }
@@ -430,6 +435,66 @@ impl Sink for StepSummary {
             })],
         }
     }
+}
+
+/// The step outputs of GitHub Actions (spec 18.2): every run appends `tries`, `exit_code` (its
+/// own exit status), `flaky`, `outcome` (`success`, `gave_up`, `interrupted`) and `reason` (why
+/// it gave up; empty after a success) to `GITHUB_OUTPUT`, as `name=value` lines in one write, so
+/// that a later step reads `steps.ID.outputs.tries`. A second run in the same step writes its
+/// own, which GitHub keeps, as it keeps the last value of a name.
+#[derive(Default)]
+pub struct StepOutputs;
+
+impl Sink for StepOutputs {
+    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
+        let Some(path) = &facts.ci.outputs else {
+            return Vec::new();
+        };
+        let Some(outputs) = step_outputs(event) else {
+            return Vec::new();
+        };
+        let text: String = outputs
+            .iter()
+            .map(|(name, value)| format!("{name}={value}\n"))
+            .collect();
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(text.as_bytes()));
+        match written {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![Event::Warning(Warning::OutputsNotWritten {
+                path: path.clone(),
+                why: e.to_string(),
+            })],
+        }
+    }
+}
+
+/// The step outputs of the event that ends a run, in the order they are written. Every value
+/// is a number or a word: none can hold a line break.
+pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
+    let (tries, code, flaky, outcome, reason) = match event {
+        Event::Succeeded { attempt, .. } => (*attempt, 0, *attempt > 1, "success", ""),
+        Event::GaveUp {
+            tries, status, why, ..
+        } => {
+            let outcome = match why {
+                GiveUp::Interrupted => "interrupted",
+                _ => "gave_up",
+            };
+            (*tries, status.code(), false, outcome, why.word())
+        }
+        _ => return None,
+    };
+    Some([
+        ("tries", tries.to_string()),
+        ("exit_code", code.to_string()),
+        ("flaky", flaky.to_string()),
+        ("outcome", outcome.to_string()),
+        ("reason", reason.to_string()),
+    ])
 }
 
 /// The markers of GitHub Actions and GitLab CI, always on standard error, where the CI reads

@@ -239,6 +239,8 @@ pub enum Warning {
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },
+    /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.
+    OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
 }

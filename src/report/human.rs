@@ -326,6 +326,10 @@ pub fn warning_text(w: &Warning) -> String {
              and is skipped",
             path.display()
         ),
+        Warning::OutputsNotWritten { path, why } => format!(
+            "cannot append the step outputs to '{}': {why}",
+            path.display()
+        ),
         Warning::SummaryNotWritten { path, why } => format!(
             "cannot append the tries to the job summary '{}': {why}",
             path.display()

@@ -146,6 +146,7 @@ impl Log {
         self.facts.on_stderr = on_stderr;
         let log = self.sinks.pop();
         self.sinks.push(Box::new(ci::StepSummary));
+        self.sinks.push(Box::new(ci::StepOutputs));
         self.sinks.push(Box::new(ci::Markers::default()));
         self.sinks.extend(log);
         self

@@ -26,7 +26,12 @@ pub fn retry() -> assert_cmd::Command {
 
 /// What tells `retry` it runs in CI: removed, so that the tests behave the same in CI and out
 /// of it; the CI tests set them.
-pub const CI_VARS: [&str; 3] = ["GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITLAB_CI"];
+pub const CI_VARS: [&str; 4] = [
+    "GITHUB_ACTIONS",
+    "GITHUB_STEP_SUMMARY",
+    "GITHUB_OUTPUT",
+    "GITLAB_CI",
+];
 
 /// Whether `what`, from the system package `package`, is on this machine for `test`. Without
 /// it the test says so loudly on stderr and passes, so that `cargo test` passes on a machine

@@ -442,6 +442,14 @@ fn environment() -> Vec<Block> {
              summary page.",
         ),
         literal(
+            "GITHUB_OUTPUT",
+            "When it names a file, every run appends its step outputs to it: `tries`, `exit_code` \
+             (the run's own exit status), `flaky` (`true` when it succeeded after a failed try), \
+             `outcome` (`success`, `gave_up` or `interrupted`) and `reason` (why it gave up; \
+             empty after a success), as `name=value` lines that a later step reads as \
+             `steps.ID.outputs.NAME`.",
+        ),
+        literal(
             "GITLAB_CI",
             "When `true`, the tries after a failure are folded in GitLab's collapsible sections.",
         ),
