@@ -593,42 +593,233 @@ fn fish_completes_the_wrapped_command_where_it_is_installed() {
     assert_eq!(replies[7], ["alpha"]);
 }
 
-/// The README's shell examples: every `retry` command line in a ```sh block is one that
-/// `retry` accepts.
+/// The pages a user reads: the README, then `docs/*.md` in the order of their names.
+fn markdown_pages() -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("read docs/")
+        .map(|entry| entry.expect("read docs/").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    let mut pages = vec![root().join("README.md")];
+    pages.extend(docs);
+    pages
+}
+
+fn read_page(page: &Path) -> String {
+    std::fs::read_to_string(page).unwrap_or_else(|e| panic!("{}: {e}", page.display()))
+}
+
+/// A page's path from the root of the checkout, for messages.
+fn shown(page: &Path) -> String {
+    page.strip_prefix(root())
+        .unwrap_or(page)
+        .display()
+        .to_string()
+}
+
+/// The shell examples of the README and of docs/: every `retry` command line in a ```sh block
+/// is one that `retry` accepts.
 #[test]
 fn every_example_of_the_readme_is_a_valid_retry_command_line() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let mut checked = 0;
-    let mut in_sh = false;
-    let mut pending = String::new();
-    for line in readme.lines() {
-        match line.trim_end() {
-            "```sh" => in_sh = true,
-            "```" => in_sh = false,
-            _ if in_sh => {
-                // A comment after the command, and a continued line.
-                let code = line.split("  #").next().unwrap_or("").trim_end();
-                if let Some(head) = code.strip_suffix('\\') {
-                    pending += head;
-                    continue;
-                }
-                let whole = std::mem::take(&mut pending) + code;
-                for words in shell_words(&whole) {
-                    let Some(at) = words.iter().position(|w| w == "retry") else {
+    for page in markdown_pages() {
+        let text = read_page(&page);
+        let mut in_sh = false;
+        let mut pending = String::new();
+        for line in text.lines() {
+            match line.trim_end() {
+                "```sh" => in_sh = true,
+                "```" => in_sh = false,
+                _ if in_sh => {
+                    // A comment after the command, and a continued line.
+                    let code = line.split("  #").next().unwrap_or("").trim_end();
+                    if let Some(head) = code.strip_suffix('\\') {
+                        pending += head;
                         continue;
-                    };
-                    let args = &words[at..];
-                    // `cargo run --release -- ARGS` runs retry too.
-                    if let ParseOutcome::Usage(e) = parse(args, SystemTime::now()) {
-                        panic!("the README's example {whole} is a usage error: {e:?}");
                     }
-                    checked += 1;
+                    let whole = std::mem::take(&mut pending) + code;
+                    for words in shell_words(&whole) {
+                        let Some(at) = words.iter().position(|w| w == "retry") else {
+                            continue;
+                        };
+                        let args = &words[at..];
+                        // `cargo run --release -- ARGS` runs retry too.
+                        if let ParseOutcome::Usage(e) = parse(args, SystemTime::now()) {
+                            panic!(
+                                "{}: the example {whole} is a usage error: {e:?}",
+                                shown(&page)
+                            );
+                        }
+                        checked += 1;
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
     }
     assert!(checked > 20, "only {checked} examples found");
+}
+
+/// The README starts with the two commands that build and try `retry` and run its tests.
+#[test]
+fn the_readme_starts_with_its_two_commands() {
+    let readme = read_page(&root().join("README.md"));
+    let start: Vec<&str> = readme.lines().take(5).collect();
+    assert_eq!(start[..3], ["# retry", "", "```sh"], "{start:?}");
+    assert!(start[3].starts_with("cargo run --release -- "), "{start:?}");
+    assert_eq!(start[4], "cargo test --locked", "{start:?}");
+}
+
+/// A page's text outside its fenced code blocks and inline code spans, where a `[text](target)`
+/// is a link and a line starting with `#` a heading.
+fn prose(text: &str) -> String {
+    let mut in_fence = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence {
+            lines.push(line);
+        }
+    }
+    // A code span may run over a line break; what is between backticks is code.
+    lines
+        .join("\n")
+        .split('`')
+        .step_by(2)
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// The anchor GitHub gives a heading: lower case, blanks become `-`, other punctuation is
+/// dropped; a heading met again gets `-1`, `-2`...
+fn anchors(text: &str) -> Vec<String> {
+    let mut anchors: Vec<String> = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        let Some(heading) = heading.trim_start_matches('#').strip_prefix(' ') else {
+            continue;
+        };
+        if in_fence {
+            continue;
+        }
+        let anchor: String = heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                '-' | '_' => Some(c),
+                c if c.is_alphanumeric() => Some(c),
+                _ => None,
+            })
+            .collect();
+        let seen = anchors
+            .iter()
+            .filter(|a| a.as_str() == anchor || a.starts_with(&format!("{anchor}-")))
+            .count();
+        anchors.push(match seen {
+            0 => anchor,
+            n => format!("{anchor}-{n}"),
+        });
+    }
+    anchors
+}
+
+/// The targets of a page's links: what is between `](` and `)`.
+fn link_targets(text: &str) -> Vec<String> {
+    prose(text)
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(target, _)| target.to_string()))
+        // Markdown takes no blank in a link's target: that is text in brackets and parentheses.
+        .filter(|target| !target.contains(char::is_whitespace))
+        .collect()
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    let text = "# retry\n## Cron jobs and batches: dead letters, and replay\n```\n# no\n```\n\
+                ## The folds, and `-q`\n## Notes\n## Notes\n";
+    assert_eq!(
+        anchors(text),
+        [
+            "retry",
+            "cron-jobs-and-batches-dead-letters-and-replay",
+            "the-folds-and--q",
+            "notes",
+            "notes-1"
+        ]
+    );
+    assert_eq!(
+        link_targets("[a](x.md#b) `[c](not-a-link)` and [d](\ny.md)\n```\n[e](f)\n```\n"),
+        ["x.md#b"]
+    );
+}
+
+/// Every relative link of the README and of docs/ names a file that exists and, with an
+/// `#anchor`, a heading of it; and every page of docs/ is linked from the README.
+#[test]
+fn every_relative_link_of_the_docs_leads_somewhere() {
+    let pages = markdown_pages();
+    let mut broken = Vec::new();
+    let mut linked = Vec::new();
+    let mut checked = 0;
+    for page in &pages {
+        let text = read_page(page);
+        let dir = page.parent().expect("a page is in a directory");
+        for target in link_targets(&text) {
+            checked += 1;
+            if ["http://", "https://", "mailto:"]
+                .iter()
+                .any(|scheme| target.starts_with(scheme))
+            {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let file = match path {
+                "" => page.clone(),
+                path => dir.join(path),
+            };
+            let Ok(file) = file.canonicalize() else {
+                broken.push(format!("{}: {target}: no such file", shown(page)));
+                continue;
+            };
+            if page.ends_with("README.md") {
+                linked.push(file.clone());
+            }
+            let Some(anchor) = anchor else { continue };
+            let headings = match file.extension().and_then(|e| e.to_str()) {
+                Some("md") => anchors(&read_page(&file)),
+                _ => {
+                    broken.push(format!("{}: {target}: an anchor in no page", shown(page)));
+                    continue;
+                }
+            };
+            if !headings.iter().any(|h| h == anchor) {
+                broken.push(format!("{}: {target}: no such heading", shown(page)));
+            }
+        }
+    }
+    for page in &pages[1..] {
+        let page = page.canonicalize().expect("a page exists");
+        if !linked.contains(&page) {
+            broken.push(format!("{}: not linked from the README", shown(&page)));
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(checked > 30, "only {checked} links found");
 }
 
 /// --help's summary of the exit statuses names every status the manual lists.
@@ -650,9 +841,11 @@ fn the_help_names_every_exit_status_of_the_manual() {
             "--help's exit statuses leave out {code}: {statuses}"
         );
     }
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    assert!(
-        !readme.contains("(spec "),
-        "the README cites a spec its readers do not have"
-    );
+    for page in markdown_pages() {
+        assert!(
+            !read_page(&page).contains("(spec "),
+            "{} cites a spec its readers do not have",
+            shown(&page)
+        );
+    }
 }
