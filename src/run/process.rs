@@ -12,6 +12,8 @@ use nix::sys::signal::{SigSet, SigmaskHow, killpg, pthread_sigmask};
 use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
 
 use crate::policy::{Outcome, Signal};
+use crate::run::child::ChildStdio;
+use crate::run::dispositions::Dispositions;
 
 /// Makes `retry` the parent of every orphan its tries leave (Linux): their deaths then wake the
 /// runner, so it knows at once when a try's whole process group is gone.
@@ -80,7 +82,7 @@ fn hand_terminal_to(group: Pid) {
 
 /// How the command is started.
 pub struct SpawnOptions<'a> {
-    pub stdio: crate::run::stdio::ChildStdio,
+    pub stdio: ChildStdio,
     pub command: &'a [OsString],
     pub env: &'a [(&'static str, String)],
     /// Keep the command in `retry`'s own process group (`--foreground`).
@@ -103,38 +105,6 @@ impl SpawnError {
     pub fn wants_shell(&self) -> bool {
         self.error.raw_os_error() == Some(libc::ENOEXEC)
     }
-}
-
-/// The file execvp would run for `program`: itself when it names a path, else the first
-/// executable file of that name in PATH; `EACCES` when one exists but none is executable,
-/// `ENOENT` when there is none.
-pub fn resolve(program: &std::ffi::OsStr) -> io::Result<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    if program.as_bytes().contains(&b'/') {
-        return Ok(program.into());
-    }
-    if program.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    let mut denied = false;
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(program);
-        // As execvp(3) does: a match that cannot be executed (no x bit, or a directory, which
-        // execve refuses with EACCES) is passed over, and makes the result "cannot execute"
-        // (126) rather than "not found" (127) when nothing later matches.
-        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
-            Ok(()) if candidate.is_file() => return Ok(candidate),
-            Ok(()) => denied = true,
-            Err(Errno::EACCES) if candidate.exists() => denied = true,
-            _ => {}
-        }
-    }
-    Err(io::Error::from_raw_os_error(if denied {
-        libc::EACCES
-    } else {
-        libc::ENOENT
-    }))
 }
 
 /// A running (or ended, not yet cleaned up) try.
@@ -342,88 +312,6 @@ pub fn send(pid: Pid, signal: Signal) {
 pub fn send_group(group: Pid, signal: Signal) {
     // SAFETY: killpg takes two integers and touches no memory of ours.
     unsafe { libc::killpg(group.as_raw(), signal.number()) };
-}
-
-/// The set of signals ignored when `retry` started, and so in every command it starts (spec
-/// 6.4): `nohup` ignores SIGHUP, a non-interactive shell starts background jobs with SIGINT and
-/// SIGQUIT ignored. Every other signal starts at its default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Dispositions {
-    /// Bit `n` set: signal `n` is ignored.
-    ignored: u128,
-}
-
-impl Dispositions {
-    /// Records that signal `n` was ignored on entry.
-    pub fn set_ignored(&mut self, n: i32) {
-        if (0..128).contains(&n) {
-            self.ignored |= 1 << n;
-        }
-    }
-
-    /// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP
-    /// and, on Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
-    pub fn settable_signals() -> impl Iterator<Item = i32> {
-        settable_signals()
-    }
-
-    /// The signals a command starts with at their default: every one that can be set but those
-    /// ignored on entry (glibc's reserved 32 and 33 included).
-    pub fn defaults(&self) -> impl Iterator<Item = i32> + '_ {
-        settable_signals()
-            .chain(crate::run::rawsig::reserved())
-            .filter(|n| self.ignored & (1 << n) == 0)
-    }
-
-    pub fn is_ignored(&self, signal: Signal) -> bool {
-        let n = signal.number();
-        (0..128).contains(&n) && self.ignored & (1 << n) != 0
-    }
-
-    /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in a
-    /// child of `retry` (between fork and exec, or in the output forwarder): async-signal-safe,
-    /// no allocation.
-    pub fn apply(&self) {
-        for n in settable_signals() {
-            let handler = if self.ignored & (1 << n) != 0 {
-                libc::SIG_IGN
-            } else {
-                libc::SIG_DFL
-            };
-            // SAFETY: `sigaction` holds integers, a handler address and a signal set, for all
-            // of which zero bytes are a valid value.
-            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-            action.sa_sigaction = handler;
-            // SAFETY: sigemptyset writes only the mask of `action`; sigaction reads `action`,
-            // a plain handler (SIG_DFL or SIG_IGN) with an empty mask, which outlives the call,
-            // and is given no pointer for the old action. Both are async-signal-safe.
-            unsafe {
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(n, &action, std::ptr::null_mut());
-            }
-        }
-        reset_reserved_signals();
-    }
-}
-
-/// The signals glibc keeps for itself (32 and 33) cannot be set through its `sigaction`, yet a
-/// caller started through `posix_spawn` hands them down ignored: set them to their default
-/// with the system call itself, so that the command starts as from a shell.
-fn reset_reserved_signals() {
-    for n in crate::run::rawsig::reserved() {
-        crate::run::rawsig::set_default(n);
-    }
-}
-
-/// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP and, on
-/// Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
-fn settable_signals() -> impl Iterator<Item = i32> {
-    #[cfg(target_os = "linux")]
-    let (reserved, max) = (32..libc::SIGRTMIN(), libc::SIGRTMAX());
-    #[cfg(not(target_os = "linux"))]
-    let (reserved, max) = (0..0, 31);
-    (1..=max.min(127))
-        .filter(move |n| *n != libc::SIGKILL && *n != libc::SIGSTOP && !reserved.contains(n))
 }
 
 /// True when `retry` has a child, ended or not: when it has none, nothing that a try started

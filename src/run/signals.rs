@@ -17,7 +17,7 @@ use nix::libc;
 
 use crate::policy::Signal;
 use crate::run::clock::{CLOCK, Moment};
-use crate::run::process::Dispositions;
+use crate::run::dispositions::Dispositions;
 use crate::run::rawsig;
 
 /// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`

@@ -12,8 +12,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use nix::libc;
 use nix::unistd::Pid;
 
-use crate::run::process::{Dispositions, resolve};
-use crate::run::stdio::{ChildFd, ChildStdio};
+use crate::run::child::{ChildFd, ChildStdio, resolve};
+use crate::run::dispositions::Dispositions;
 
 /// What `spawn` needs.
 pub struct Spawn<'a> {

@@ -18,8 +18,10 @@ use nix::unistd::{Whence, isatty, lseek};
 use crate::config::Config;
 use crate::config::StdinMode;
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
+use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
+use crate::run::dispositions::Dispositions;
 use crate::run::process::Inherited;
 use crate::run::spool::Spool;
 
@@ -677,7 +679,7 @@ pub struct RunIo {
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
     /// The dispositions the forwarder of late output starts with: those of a command.
-    forwarder_dispositions: crate::run::process::Dispositions,
+    forwarder_dispositions: Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
     /// Input is read only when a try asks for it (`--stdin auto` on a pipe), not as fast as the
@@ -721,32 +723,6 @@ impl std::fmt::Display for OutputError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "cannot write {}: {}", self.stream, self.error)
     }
-}
-
-/// One standard stream of a child: `retry`'s own, `/dev/null`, or this descriptor.
-#[derive(Debug)]
-pub enum ChildFd {
-    Inherit,
-    Null,
-    Fd(OwnedFd),
-}
-
-impl ChildFd {
-    /// The same, for `std::process::Command`.
-    pub fn into_stdio(self) -> std::process::Stdio {
-        match self {
-            ChildFd::Inherit => std::process::Stdio::inherit(),
-            ChildFd::Null => std::process::Stdio::null(),
-            ChildFd::Fd(fd) => std::process::Stdio::from(fd),
-        }
-    }
-}
-
-/// The child's ends, for spawning.
-pub struct ChildStdio {
-    pub stdin: ChildFd,
-    pub stdout: ChildFd,
-    pub stderr: ChildFd,
 }
 
 impl RunIo {
@@ -807,7 +783,7 @@ impl RunIo {
 
     /// The signal dispositions a forwarder of late output starts with (those of a command:
     /// retry's own handlers must not run in it).
-    pub fn set_dispositions(&mut self, dispositions: crate::run::process::Dispositions) {
+    pub fn set_dispositions(&mut self, dispositions: Dispositions) {
         self.forwarder_dispositions = dispositions;
     }
 
