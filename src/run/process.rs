@@ -127,11 +127,11 @@ impl Child {
                 error: io::Error::new(io::ErrorKind::NotFound, "empty command"),
             });
         };
-        let terminal = opts.terminal.filter(|_| !opts.foreground);
+        let own_group = !opts.foreground;
+        let take_terminal = opts.terminal.is_some() && own_group;
         // Without a terminal to hand over, posix_spawn does all a try needs, at vfork's cost.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        if terminal.is_none() {
-            let own_group = !opts.foreground;
+        if !take_terminal {
             let pid = crate::run::spawn::spawn(crate::run::spawn::Spawn {
                 command: opts.command,
                 env: opts.env,
@@ -140,60 +140,42 @@ impl Child {
                 dispositions: opts.dispositions,
             })
             .map_err(spawn_error)?;
-            return Ok(Child {
-                pid,
-                group: own_group.then_some(pid),
-                status: None,
-                has_terminal: false,
-                stopped: false,
-            });
+            return Ok(Child::started(pid, own_group, false));
         }
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(opts.stdio.stdin.into_stdio())
-            .stdout(opts.stdio.stdout.into_stdio())
-            .stderr(opts.stdio.stderr.into_stdio());
-        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
-        if !opts.foreground {
-            cmd.process_group(0);
-        }
-        let dispositions = opts.dispositions;
-        let take_terminal = terminal.is_some();
-        // A closure also keeps std from using posix_spawn, whose glibc version leaves the
-        // signals glibc reserves (32 and 33) ignored in the new program.
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe functions may be called: it calls sigemptyset, sigaction,
-        // rt_sigaction, getpid, tcsetpgrp and pthread_sigmask, and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                dispositions.apply();
-                if take_terminal {
-                    // The child takes the terminal itself, before exec, so that it cannot read
-                    // from the terminal before it is in the foreground (and be stopped by
-                    // SIGTTIN).
-                    hand_terminal_to(nix::unistd::getpid());
-                }
-                Ok(())
-            });
-        }
+        let cmd = command(program, args, opts, take_terminal);
+        Child::fork_exec(cmd, own_group, take_terminal)
+    }
+
+    /// Starts `cmd` (fork and exec), in a group of its own if `own_group`, and hands it the
+    /// terminal if `take_terminal`.
+    fn fork_exec(
+        mut cmd: Command,
+        own_group: bool,
+        take_terminal: bool,
+    ) -> Result<Child, SpawnError> {
         let child = cmd.spawn().map_err(spawn_error)?;
         let pid = Pid::from_raw(child.id() as i32);
         // The parent hands the terminal over too, as shells do: whichever runs first wins the
         // race, and both leave the same state.
-        if terminal.is_some() {
+        if take_terminal {
             hand_terminal_to(pid);
         }
         // `child` is dropped without waiting: the runner reaps every child itself. Dropping
         // `cmd` closes retry's copies of the child's ends of its pipes.
         drop(child);
         drop(cmd);
-        Ok(Child {
+        Ok(Child::started(pid, own_group, take_terminal))
+    }
+
+    /// The child just started as `pid`, the leader of its own group if `own_group`.
+    fn started(pid: Pid, own_group: bool, has_terminal: bool) -> Child {
+        Child {
             pid,
-            group: (!opts.foreground).then_some(pid),
+            group: own_group.then_some(pid),
             status: None,
-            has_terminal: terminal.is_some(),
+            has_terminal,
             stopped: false,
-        })
+        }
     }
 
     pub fn pid(&self) -> Pid {
@@ -266,6 +248,43 @@ impl Child {
             None => self.status.is_none(),
         }
     }
+}
+
+/// The `Command` that runs `program` with `args` as `opts` say; with `take_terminal`, the child
+/// makes its group the terminal's foreground group before exec.
+fn command(
+    program: &OsString,
+    args: &[OsString],
+    opts: SpawnOptions<'_>,
+    take_terminal: bool,
+) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(opts.stdio.stdin.into_stdio())
+        .stdout(opts.stdio.stdout.into_stdio())
+        .stderr(opts.stdio.stderr.into_stdio());
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    if !opts.foreground {
+        cmd.process_group(0);
+    }
+    let dispositions = opts.dispositions;
+    // A closure also keeps std from using posix_spawn, whose glibc version leaves the signals
+    // glibc reserves (32 and 33) ignored in the new program.
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe functions may be called: it calls sigemptyset, sigaction,
+    // rt_sigaction, getpid, tcsetpgrp and pthread_sigmask, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            dispositions.apply();
+            if take_terminal {
+                // The child takes the terminal itself, before exec, so that it cannot read from
+                // the terminal before it is in the foreground (and be stopped by SIGTTIN).
+                hand_terminal_to(nix::unistd::getpid());
+            }
+            Ok(())
+        });
+    }
+    cmd
 }
 
 /// Where signals passed on to a running try (or hook) go: its group, or the command itself
