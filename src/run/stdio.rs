@@ -49,6 +49,34 @@ fn kind_of(fd: BorrowedFd<'_>) -> Option<Kind> {
     })
 }
 
+/// What a destination of output is, for writing: `/dev/null` takes every write whole and at
+/// once, as a regular file does, and is written as one (a device that may make a write wait is
+/// written only what poll promises).
+fn sink_kind(fd: BorrowedFd<'_>) -> Kind {
+    let Ok(st) = fstat(fd) else {
+        return Kind::Other;
+    };
+    let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    if fmt == SFlag::S_IFIFO {
+        Kind::Pipe
+    } else if fmt == SFlag::S_IFREG || (fmt == SFlag::S_IFCHR && is_null_device(st.st_rdev)) {
+        Kind::Regular
+    } else {
+        Kind::Other
+    }
+}
+
+/// True when `rdev` is the device of `/dev/null`: on Linux, always major 1, minor 3.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn is_null_device(rdev: libc::dev_t) -> bool {
+    rdev == libc::makedev(1, 3)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn is_null_device(rdev: libc::dev_t) -> bool {
+    nix::sys::stat::stat("/dev/null").is_ok_and(|null| null.st_rdev == rdev)
+}
+
 fn is_socket(fd: BorrowedFd<'_>) -> bool {
     fstat(fd).is_ok_and(|st| {
         SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFSOCK
@@ -103,7 +131,7 @@ impl AsFd for Own {
 
 impl Sink {
     fn new(own: Own) -> Sink {
-        let kind = kind_of(own.as_fd()).unwrap_or(Kind::Other);
+        let kind = sink_kind(own.as_fd());
         // A regular file or /dev/null never makes a write wait, and a second description of a
         // file would have an offset of its own: only pipes and terminals are opened again.
         let private = match kind {
@@ -1391,9 +1419,10 @@ impl RunIo {
         }
     }
 
-    /// Held output on its way out, with nothing pending: the part in the temporary file goes
-    /// out with sendfile, where the destination takes it; the rest is taken a chunk at a time
-    /// into `pending`. True when something is pending now, to be written.
+    /// Held output on its way out, with nothing pending: the part in memory is written from
+    /// the spool, the part in the temporary file goes out with sendfile, where the destination
+    /// takes it; the rest is taken a chunk at a time into `pending`. True when something is
+    /// pending now, to be written.
     fn send_held(
         &self,
         s: &mut Stream,
@@ -1403,6 +1432,15 @@ impl RunIo {
         let Some((_, pos)) = &mut s.delivering else {
             return Ok(false);
         };
+        // The part held in memory is written from where it is, not copied to `pending` first.
+        if let Some(part) = s.held.memory_part(*pos) {
+            let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
+            *pos += n as u64;
+            if *pos >= s.held.len() {
+                s.delivering = None;
+            }
+            return Ok(false);
+        }
         let sent = s
             .held
             .file_part(*pos)
@@ -1574,6 +1612,22 @@ impl RunIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dev_null_is_written_as_a_regular_file_and_a_pipe_as_a_pipe() {
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null");
+        assert_eq!(sink_kind(null.as_fd()), Kind::Regular);
+        let (r, w) = pipe().expect("a pipe");
+        assert_eq!(sink_kind(w.as_fd()), Kind::Pipe);
+        drop(r);
+        // Another character device may make a write wait: only what poll promises is written.
+        if let Ok(zero) = std::fs::OpenOptions::new().write(true).open("/dev/zero") {
+            assert_eq!(sink_kind(zero.as_fd()), Kind::Other);
+        }
+    }
 
     #[test]
     fn layout_looks_at_the_place_only_when_watching_without_holding() {
