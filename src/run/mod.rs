@@ -12,6 +12,7 @@ pub mod rawsig;
 pub mod replay;
 pub mod runner;
 pub mod signals;
+pub mod sink;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub mod spawn;
 pub mod spool;
