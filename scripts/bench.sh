@@ -5,7 +5,8 @@
 #   scripts/bench.sh --stress   also the reliability stress run (about three minutes)
 #
 # Debian's `retry` (a C program) is installed for comparison when it is missing and apt-get is
-# there. Nothing else is needed: the harnesses time commands themselves.
+# there. Nothing else is needed: the harnesses time commands themselves. The stdio bench runs a
+# sponge (cat > $t; cat $t) beside --buffer-stdout and prints the ratio of the two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,8 +1,10 @@
 //! The imperative shell: parse, then print the dry run or the simulation, replay a dead-letter
 //! file, or run the command for real.
 
+pub mod child;
 pub mod clock;
 pub mod demand;
+pub mod dispositions;
 pub mod process;
 pub mod quota;
 pub mod quota_redis;
@@ -10,6 +12,7 @@ pub mod rawsig;
 pub mod replay;
 pub mod runner;
 pub mod signals;
+pub mod sink;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub mod spawn;
 pub mod spool;

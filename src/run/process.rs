@@ -12,6 +12,8 @@ use nix::sys::signal::{SigSet, SigmaskHow, killpg, pthread_sigmask};
 use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
 
 use crate::policy::{Outcome, Signal};
+use crate::run::child::ChildStdio;
+use crate::run::dispositions::Dispositions;
 
 /// Makes `retry` the parent of every orphan its tries leave (Linux): their deaths then wake the
 /// runner, so it knows at once when a try's whole process group is gone.
@@ -80,7 +82,7 @@ fn hand_terminal_to(group: Pid) {
 
 /// How the command is started.
 pub struct SpawnOptions<'a> {
-    pub stdio: crate::run::stdio::ChildStdio,
+    pub stdio: ChildStdio,
     pub command: &'a [OsString],
     pub env: &'a [(&'static str, String)],
     /// Keep the command in `retry`'s own process group (`--foreground`).
@@ -105,38 +107,6 @@ impl SpawnError {
     }
 }
 
-/// The file execvp would run for `program`: itself when it names a path, else the first
-/// executable file of that name in PATH; `EACCES` when one exists but none is executable,
-/// `ENOENT` when there is none.
-pub fn resolve(program: &std::ffi::OsStr) -> io::Result<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    if program.as_bytes().contains(&b'/') {
-        return Ok(program.into());
-    }
-    if program.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    let mut denied = false;
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(program);
-        // As execvp(3) does: a match that cannot be executed (no x bit, or a directory, which
-        // execve refuses with EACCES) is passed over, and makes the result "cannot execute"
-        // (126) rather than "not found" (127) when nothing later matches.
-        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
-            Ok(()) if candidate.is_file() => return Ok(candidate),
-            Ok(()) => denied = true,
-            Err(Errno::EACCES) if candidate.exists() => denied = true,
-            _ => {}
-        }
-    }
-    Err(io::Error::from_raw_os_error(if denied {
-        libc::EACCES
-    } else {
-        libc::ENOENT
-    }))
-}
-
 /// A running (or ended, not yet cleaned up) try.
 #[derive(Debug)]
 pub struct Child {
@@ -157,11 +127,11 @@ impl Child {
                 error: io::Error::new(io::ErrorKind::NotFound, "empty command"),
             });
         };
-        let terminal = opts.terminal.filter(|_| !opts.foreground);
+        let own_group = !opts.foreground;
+        let take_terminal = opts.terminal.is_some() && own_group;
         // Without a terminal to hand over, posix_spawn does all a try needs, at vfork's cost.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        if terminal.is_none() {
-            let own_group = !opts.foreground;
+        if !take_terminal {
             let pid = crate::run::spawn::spawn(crate::run::spawn::Spawn {
                 command: opts.command,
                 env: opts.env,
@@ -170,60 +140,42 @@ impl Child {
                 dispositions: opts.dispositions,
             })
             .map_err(spawn_error)?;
-            return Ok(Child {
-                pid,
-                group: own_group.then_some(pid),
-                status: None,
-                has_terminal: false,
-                stopped: false,
-            });
+            return Ok(Child::started(pid, own_group, false));
         }
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(opts.stdio.stdin.into_stdio())
-            .stdout(opts.stdio.stdout.into_stdio())
-            .stderr(opts.stdio.stderr.into_stdio());
-        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
-        if !opts.foreground {
-            cmd.process_group(0);
-        }
-        let dispositions = opts.dispositions;
-        let take_terminal = terminal.is_some();
-        // A closure also keeps std from using posix_spawn, whose glibc version leaves the
-        // signals glibc reserves (32 and 33) ignored in the new program.
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe functions may be called: it calls sigemptyset, sigaction,
-        // rt_sigaction, getpid, tcsetpgrp and pthread_sigmask, and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                dispositions.apply();
-                if take_terminal {
-                    // The child takes the terminal itself, before exec, so that it cannot read
-                    // from the terminal before it is in the foreground (and be stopped by
-                    // SIGTTIN).
-                    hand_terminal_to(nix::unistd::getpid());
-                }
-                Ok(())
-            });
-        }
+        let cmd = command(program, args, opts, take_terminal);
+        Child::fork_exec(cmd, own_group, take_terminal)
+    }
+
+    /// Starts `cmd` (fork and exec), in a group of its own if `own_group`, and hands it the
+    /// terminal if `take_terminal`.
+    fn fork_exec(
+        mut cmd: Command,
+        own_group: bool,
+        take_terminal: bool,
+    ) -> Result<Child, SpawnError> {
         let child = cmd.spawn().map_err(spawn_error)?;
         let pid = Pid::from_raw(child.id() as i32);
         // The parent hands the terminal over too, as shells do: whichever runs first wins the
         // race, and both leave the same state.
-        if terminal.is_some() {
+        if take_terminal {
             hand_terminal_to(pid);
         }
         // `child` is dropped without waiting: the runner reaps every child itself. Dropping
         // `cmd` closes retry's copies of the child's ends of its pipes.
         drop(child);
         drop(cmd);
-        Ok(Child {
+        Ok(Child::started(pid, own_group, take_terminal))
+    }
+
+    /// The child just started as `pid`, the leader of its own group if `own_group`.
+    fn started(pid: Pid, own_group: bool, has_terminal: bool) -> Child {
+        Child {
             pid,
-            group: (!opts.foreground).then_some(pid),
+            group: own_group.then_some(pid),
             status: None,
-            has_terminal: terminal.is_some(),
+            has_terminal,
             stopped: false,
-        })
+        }
     }
 
     pub fn pid(&self) -> Pid {
@@ -298,6 +250,43 @@ impl Child {
     }
 }
 
+/// The `Command` that runs `program` with `args` as `opts` say; with `take_terminal`, the child
+/// makes its group the terminal's foreground group before exec.
+fn command(
+    program: &OsString,
+    args: &[OsString],
+    opts: SpawnOptions<'_>,
+    take_terminal: bool,
+) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(opts.stdio.stdin.into_stdio())
+        .stdout(opts.stdio.stdout.into_stdio())
+        .stderr(opts.stdio.stderr.into_stdio());
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    if !opts.foreground {
+        cmd.process_group(0);
+    }
+    let dispositions = opts.dispositions;
+    // A closure also keeps std from using posix_spawn, whose glibc version leaves the signals
+    // glibc reserves (32 and 33) ignored in the new program.
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe functions may be called: it calls sigemptyset, sigaction,
+    // rt_sigaction, getpid, tcsetpgrp and pthread_sigmask, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            dispositions.apply();
+            if take_terminal {
+                // The child takes the terminal itself, before exec, so that it cannot read from
+                // the terminal before it is in the foreground (and be stopped by SIGTTIN).
+                hand_terminal_to(nix::unistd::getpid());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// Where signals passed on to a running try (or hook) go: its group, or the command itself
 /// with `--foreground`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,88 +331,6 @@ pub fn send(pid: Pid, signal: Signal) {
 pub fn send_group(group: Pid, signal: Signal) {
     // SAFETY: killpg takes two integers and touches no memory of ours.
     unsafe { libc::killpg(group.as_raw(), signal.number()) };
-}
-
-/// The set of signals ignored when `retry` started, and so in every command it starts (spec
-/// 6.4): `nohup` ignores SIGHUP, a non-interactive shell starts background jobs with SIGINT and
-/// SIGQUIT ignored. Every other signal starts at its default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Dispositions {
-    /// Bit `n` set: signal `n` is ignored.
-    ignored: u128,
-}
-
-impl Dispositions {
-    /// Records that signal `n` was ignored on entry.
-    pub fn set_ignored(&mut self, n: i32) {
-        if (0..128).contains(&n) {
-            self.ignored |= 1 << n;
-        }
-    }
-
-    /// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP
-    /// and, on Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
-    pub fn settable_signals() -> impl Iterator<Item = i32> {
-        settable_signals()
-    }
-
-    /// The signals a command starts with at their default: every one that can be set but those
-    /// ignored on entry (glibc's reserved 32 and 33 included).
-    pub fn defaults(&self) -> impl Iterator<Item = i32> + '_ {
-        settable_signals()
-            .chain(crate::run::rawsig::reserved())
-            .filter(|n| self.ignored & (1 << n) == 0)
-    }
-
-    pub fn is_ignored(&self, signal: Signal) -> bool {
-        let n = signal.number();
-        (0..128).contains(&n) && self.ignored & (1 << n) != 0
-    }
-
-    /// Sets every signal to its default, or to ignored if it was ignored on entry. Runs in a
-    /// child of `retry` (between fork and exec, or in the output forwarder): async-signal-safe,
-    /// no allocation.
-    pub fn apply(&self) {
-        for n in settable_signals() {
-            let handler = if self.ignored & (1 << n) != 0 {
-                libc::SIG_IGN
-            } else {
-                libc::SIG_DFL
-            };
-            // SAFETY: `sigaction` holds integers, a handler address and a signal set, for all
-            // of which zero bytes are a valid value.
-            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-            action.sa_sigaction = handler;
-            // SAFETY: sigemptyset writes only the mask of `action`; sigaction reads `action`,
-            // a plain handler (SIG_DFL or SIG_IGN) with an empty mask, which outlives the call,
-            // and is given no pointer for the old action. Both are async-signal-safe.
-            unsafe {
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(n, &action, std::ptr::null_mut());
-            }
-        }
-        reset_reserved_signals();
-    }
-}
-
-/// The signals glibc keeps for itself (32 and 33) cannot be set through its `sigaction`, yet a
-/// caller started through `posix_spawn` hands them down ignored: set them to their default
-/// with the system call itself, so that the command starts as from a shell.
-fn reset_reserved_signals() {
-    for n in crate::run::rawsig::reserved() {
-        crate::run::rawsig::set_default(n);
-    }
-}
-
-/// The signals whose disposition a process may set: 1 to SIGRTMAX but SIGKILL, SIGSTOP and, on
-/// Linux, the ones glibc reserves for itself (32 up to SIGRTMIN).
-fn settable_signals() -> impl Iterator<Item = i32> {
-    #[cfg(target_os = "linux")]
-    let (reserved, max) = (32..libc::SIGRTMIN(), libc::SIGRTMAX());
-    #[cfg(not(target_os = "linux"))]
-    let (reserved, max) = (0..0, 31);
-    (1..=max.min(127))
-        .filter(move |n| *n != libc::SIGKILL && *n != libc::SIGSTOP && !reserved.contains(n))
 }
 
 /// True when `retry` has a child, ended or not: when it has none, nothing that a try started

@@ -16,15 +16,16 @@ use crate::policy::quota::{QuotaRefusal, QuotaSpec};
 use crate::policy::{Decision, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict, Wait};
 use crate::report::event::{Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
 use crate::report::log::{Log, not_started};
+use crate::run::child::{ChildFd, ChildStdio, resolve};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
-    reap_all, resolve, send,
+    reap_all, send,
 };
 use crate::run::quota::{LocalStore, StoreError, Update};
 use crate::run::quota_redis::RedisStore;
 use crate::run::signals::{Event as SignalEvent, Signals};
-use crate::run::stdio::{ChildFd, ChildStdio, RunIo, TryIo};
+use crate::run::stdio::{RunIo, TryIo};
 use crate::store::deadletter::DeadLetter;
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without

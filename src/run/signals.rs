@@ -17,7 +17,7 @@ use nix::libc;
 
 use crate::policy::Signal;
 use crate::run::clock::{CLOCK, Moment};
-use crate::run::process::Dispositions;
+use crate::run::dispositions::Dispositions;
 use crate::run::rawsig;
 
 /// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`
@@ -144,64 +144,7 @@ impl Signals {
         let (read, write) = self_pipe()?;
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
         OWNER.store(std::process::id() as i32, Ordering::Relaxed);
-        let mut caught: Vec<i32> = vec![libc::SIGTSTP, libc::SIGWINCH];
-        caught.extend(FORWARDED.iter().map(|s| s.number()));
-        caught.extend(ending());
-        caught.sort_unstable();
-        caught.dedup();
-        // Installing a handler reads the action it replaces, so one call per signal both
-        // catches it and tells whether it was ignored on entry; one that was is set back to
-        // ignored. Every signal is blocked meanwhile, and setting one back to ignored discards
-        // any instance that arrived in between: none reaches the handler it should not.
-        let all = nix::sys::signal::SigSet::all();
-        let mut before = nix::sys::signal::SigSet::empty();
-        nix::sys::signal::sigprocmask(
-            nix::sys::signal::SigmaskHow::SIG_SETMASK,
-            Some(&all),
-            Some(&mut before),
-        )?;
-        let mut entry = Dispositions::default();
-        let mut installed = || -> io::Result<()> {
-            for &n in &caught {
-                // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner.
-                match catch(n, libc::SA_RESTART) {
-                    Ok(true) => {
-                        ignore(n);
-                        entry.set_ignored(n);
-                    }
-                    Ok(false) => {}
-                    // A real-time signal that the system keeps for itself (valgrind keeps one)
-                    // cannot be caught, so it cannot reach retry to be passed on either.
-                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) && n >= libc::SIGRTMIN() => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            // SIGCHLD always: retry must know when its children end, whatever it inherited;
-            // its tries still start with it ignored if it was.
-            if catch(libc::SIGCHLD, libc::SA_RESTART)? {
-                entry.set_ignored(libc::SIGCHLD);
-            }
-            for n in FAULTS {
-                if catch(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)? {
-                    ignore(n);
-                    entry.set_ignored(n);
-                }
-            }
-            Ok(())
-        };
-        let result = installed();
-        for n in Dispositions::settable_signals() {
-            let handled = caught.contains(&n) || FAULTS.contains(&n) || n == libc::SIGCHLD;
-            if !handled && is_ignored(n) {
-                entry.set_ignored(n);
-            }
-        }
-        nix::sys::signal::sigprocmask(
-            nix::sys::signal::SigmaskHow::SIG_SETMASK,
-            Some(&before),
-            None,
-        )?;
-        result?;
+        let entry = catch_all(&caught())?;
         // The signals glibc reserves end a process by default too: catch them like SIGTERM.
         // Whether they were ignored on entry says nothing: glibc's posix_spawn leaves them
         // ignored in every program it starts, so nobody ignores them on purpose.
@@ -363,6 +306,77 @@ fn arm(timer: &OwnedFd, at: Moment) -> bool {
         let _ = (timer, at);
         false
     }
+}
+
+/// The signals caught with `SA_RESTART` alone: SIGTSTP, SIGWINCH, the forwarded ones and
+/// those that would end `retry`, in order, once each.
+fn caught() -> Vec<i32> {
+    let mut caught: Vec<i32> = vec![libc::SIGTSTP, libc::SIGWINCH];
+    caught.extend(FORWARDED.iter().map(|s| s.number()));
+    caught.extend(ending());
+    caught.sort_unstable();
+    caught.dedup();
+    caught
+}
+
+/// Catches `caught`, SIGCHLD and the faults, and returns the dispositions found on entry.
+/// Installing a handler reads the action it replaces, so one call per signal both catches it
+/// and tells whether it was ignored on entry; one that was is set back to ignored. Every signal
+/// is blocked meanwhile, and setting one back to ignored discards any instance that arrived in
+/// between: none reaches the handler it should not.
+fn catch_all(caught: &[i32]) -> io::Result<Dispositions> {
+    let all = nix::sys::signal::SigSet::all();
+    let mut before = nix::sys::signal::SigSet::empty();
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&all),
+        Some(&mut before),
+    )?;
+    let mut entry = Dispositions::default();
+    let result = catch_each(caught, &mut entry);
+    for n in Dispositions::settable_signals() {
+        let handled = caught.contains(&n) || FAULTS.contains(&n) || n == libc::SIGCHLD;
+        if !handled && is_ignored(n) {
+            entry.set_ignored(n);
+        }
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&before),
+        None,
+    )?;
+    result?;
+    Ok(entry)
+}
+
+/// The catching of `catch_all`, with every signal blocked; what was ignored goes in `entry`.
+fn catch_each(caught: &[i32], entry: &mut Dispositions) -> io::Result<()> {
+    for &n in caught {
+        // No SA_NOCLDSTOP: a try stopped at the terminal (Ctrl-Z) must wake the runner.
+        match catch(n, libc::SA_RESTART) {
+            Ok(true) => {
+                ignore(n);
+                entry.set_ignored(n);
+            }
+            Ok(false) => {}
+            // A real-time signal that the system keeps for itself (valgrind keeps one) cannot
+            // be caught, so it cannot reach retry to be passed on either.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && n >= libc::SIGRTMIN() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // SIGCHLD always: retry must know when its children end, whatever it inherited; its tries
+    // still start with it ignored if it was.
+    if catch(libc::SIGCHLD, libc::SA_RESTART)? {
+        entry.set_ignored(libc::SIGCHLD);
+    }
+    for n in FAULTS {
+        if catch(n, libc::SA_RESTART | libc::SA_RESETHAND | libc::SA_ONSTACK)? {
+            ignore(n);
+            entry.set_ignored(n);
+        }
+    }
+    Ok(())
 }
 
 /// Catches signal `n` with `on_signal`; returns whether it was ignored until then.

@@ -12,8 +12,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use nix::libc;
 use nix::unistd::Pid;
 
-use crate::run::process::{Dispositions, resolve};
-use crate::run::stdio::{ChildFd, ChildStdio};
+use crate::run::child::{ChildFd, ChildStdio, resolve};
+use crate::run::dispositions::Dispositions;
 
 /// What `spawn` needs.
 pub struct Spawn<'a> {
@@ -33,7 +33,7 @@ struct Attrs {
 
 impl Drop for Attrs {
     fn drop(&mut self) {
-        // SAFETY: both were initialised in `spawn` before an `Attrs` exists.
+        // SAFETY: both were initialised in `Attrs::new` before an `Attrs` exists.
         unsafe {
             libc::posix_spawnattr_destroy(&mut self.attr);
             libc::posix_spawn_file_actions_destroy(&mut self.actions);
@@ -99,67 +99,11 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
         .map(|w| cstring(w.as_bytes()))
         .collect::<io::Result<_>>()?;
     let envp = environment(s.env)?;
-    let mut argv_ptrs: Vec<*mut libc::c_char> =
-        argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
-    argv_ptrs.push(std::ptr::null_mut());
-    let mut envp_ptrs: Vec<*mut libc::c_char> =
-        envp.iter().map(|e| e.as_ptr().cast_mut()).collect();
-    envp_ptrs.push(std::ptr::null_mut());
-
-    // SAFETY: zeroed objects initialised by their init functions before any other use, and
-    // destroyed by `Attrs` whatever happens after.
-    let mut attrs = unsafe {
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-        check(libc::posix_spawnattr_init(&mut attr))?;
-        if let Err(e) = check(libc::posix_spawn_file_actions_init(&mut actions)) {
-            libc::posix_spawnattr_destroy(&mut attr);
-            return Err(e);
-        }
-        Attrs { attr, actions }
-    };
-    let null = c"/dev/null";
-    for (target, fd) in [
-        (libc::STDIN_FILENO, &s.stdio.stdin),
-        (libc::STDOUT_FILENO, &s.stdio.stdout),
-        (libc::STDERR_FILENO, &s.stdio.stderr),
-    ] {
-        match fd {
-            ChildFd::Inherit => {}
-            // SAFETY: the file-action object is initialised, and the path is NUL-terminated
-            // and static: it outlives the spawn.
-            ChildFd::Null => check(unsafe {
-                libc::posix_spawn_file_actions_addopen(
-                    &mut attrs.actions,
-                    target,
-                    null.as_ptr(),
-                    libc::O_RDWR,
-                    0,
-                )
-            })?,
-            // SAFETY: the file-action object is initialised; `fd` is open, and stays so until
-            // `s.stdio` is dropped after the spawn.
-            ChildFd::Fd(fd) => check(unsafe {
-                libc::posix_spawn_file_actions_adddup2(&mut attrs.actions, fd.as_raw_fd(), target)
-            })?,
-        }
-    }
-    let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-    if s.own_group {
-        flags |= libc::POSIX_SPAWN_SETPGROUP;
-    }
-    let empty = signal_set(std::iter::empty());
-    let defaults = signal_set(s.dispositions.defaults());
-    // SAFETY: the attribute object is initialised; the sets are plain values.
-    unsafe {
-        check(libc::posix_spawnattr_setflags(&mut attrs.attr, flags as _))?;
-        check(libc::posix_spawnattr_setpgroup(&mut attrs.attr, 0))?;
-        check(libc::posix_spawnattr_setsigmask(&mut attrs.attr, &empty))?;
-        check(libc::posix_spawnattr_setsigdefault(
-            &mut attrs.attr,
-            &defaults,
-        ))?;
-    }
+    let argv_ptrs = pointers(&argv);
+    let envp_ptrs = pointers(&envp);
+    let mut attrs = Attrs::new()?;
+    attrs.redirect(&s.stdio)?;
+    attrs.start_with(s.own_group, &s.dispositions)?;
     let mut pid: libc::pid_t = 0;
     // SAFETY: every pointer is valid and NUL-terminated where it must be, and outlives the call.
     check(unsafe {
@@ -174,4 +118,87 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
     })?;
     // `s.stdio` is dropped here: retry's copies of the child's ends close.
     Ok(Pid::from_raw(pid))
+}
+
+/// The null-terminated array of pointers to `strings` that exec takes; valid while `strings`
+/// is.
+fn pointers(strings: &[CString]) -> Vec<*mut libc::c_char> {
+    let mut ptrs: Vec<*mut libc::c_char> = strings.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    ptrs.push(std::ptr::null_mut());
+    ptrs
+}
+
+impl Attrs {
+    fn new() -> io::Result<Attrs> {
+        // SAFETY: zeroed objects initialised by their init functions before any other use, and
+        // destroyed by `Attrs` whatever happens after.
+        unsafe {
+            let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+            let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+            check(libc::posix_spawnattr_init(&mut attr))?;
+            if let Err(e) = check(libc::posix_spawn_file_actions_init(&mut actions)) {
+                libc::posix_spawnattr_destroy(&mut attr);
+                return Err(e);
+            }
+            Ok(Attrs { attr, actions })
+        }
+    }
+
+    /// The child's standard streams: `retry`'s own, `/dev/null`, or the descriptors of
+    /// `stdio`, which must stay open until the spawn.
+    fn redirect(&mut self, stdio: &ChildStdio) -> io::Result<()> {
+        let null = c"/dev/null";
+        for (target, fd) in [
+            (libc::STDIN_FILENO, &stdio.stdin),
+            (libc::STDOUT_FILENO, &stdio.stdout),
+            (libc::STDERR_FILENO, &stdio.stderr),
+        ] {
+            match fd {
+                ChildFd::Inherit => {}
+                // SAFETY: the file-action object is initialised, and the path is
+                // NUL-terminated and static: it outlives the spawn.
+                ChildFd::Null => check(unsafe {
+                    libc::posix_spawn_file_actions_addopen(
+                        &mut self.actions,
+                        target,
+                        null.as_ptr(),
+                        libc::O_RDWR,
+                        0,
+                    )
+                })?,
+                // SAFETY: the file-action object is initialised; `fd` is open, and stays so
+                // until `s.stdio` is dropped after the spawn.
+                ChildFd::Fd(fd) => check(unsafe {
+                    libc::posix_spawn_file_actions_adddup2(
+                        &mut self.actions,
+                        fd.as_raw_fd(),
+                        target,
+                    )
+                })?,
+            }
+        }
+        Ok(())
+    }
+
+    /// What the child starts with: a process group of its own if `own_group`, an empty signal
+    /// mask, and `dispositions`.
+    fn start_with(&mut self, own_group: bool, dispositions: &Dispositions) -> io::Result<()> {
+        let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        if own_group {
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+        }
+        let empty = signal_set(std::iter::empty());
+        let defaults = signal_set(dispositions.defaults());
+        // SAFETY: the attribute object is initialised; the sets are plain values.
+        unsafe {
+            check(libc::posix_spawnattr_setflags(&mut self.attr, flags as _))?;
+            check(libc::posix_spawnattr_setpgroup(&mut self.attr, 0))?;
+            check(libc::posix_spawnattr_setsigmask(&mut self.attr, &empty))?;
+            check(libc::posix_spawnattr_setsigdefault(
+                &mut self.attr,
+                &defaults,
+            ))?;
+        }
+        Ok(())
+    }
 }

@@ -181,6 +181,13 @@ impl Spool {
         None
     }
 
+    /// The part of the spool from `pos` that is held in memory before the temporary file, for a
+    /// write that needs no copy first; `None` when `pos` is past it.
+    pub fn memory_part(&self, pos: u64) -> Option<&[u8]> {
+        let start = usize::try_from(pos).ok()?;
+        self.memory.get(start..).filter(|part| !part.is_empty())
+    }
+
     /// The part of the spool from `pos` that lives in the temporary file, as the file, the
     /// offset in it and the length, for a copy that does not pass through `retry`
     /// (sendfile(2)); `None` when `pos` is not in the file.
@@ -277,6 +284,22 @@ mod tests {
         assert_eq!(out, data);
         spool.clear();
         assert!(spool.is_empty() && !spool.spilled());
+    }
+
+    #[test]
+    fn the_memory_part_ends_where_the_file_begins() {
+        let mut spool = Spool::with_limit(4);
+        spool.append(b"ab").unwrap();
+        assert_eq!(spool.memory_part(0), Some(&b"ab"[..]));
+        spool.append(b"cdefg").unwrap();
+        assert!(spool.spilled());
+        assert_eq!(spool.memory_part(1), Some(&b"bcd"[..]));
+        assert_eq!(spool.memory_part(4), None);
+        assert_eq!(
+            spool.file_part(4).map(|(_, at, len)| (at, len)),
+            Some((0, 3))
+        );
+        assert_eq!(spool.memory_part(u64::MAX), None);
     }
 
     #[test]

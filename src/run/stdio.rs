@@ -9,230 +9,28 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::stat::{SFlag, fstat};
+use nix::sys::stat::fstat;
 use nix::unistd::{Whence, isatty, lseek};
 
 use crate::config::Config;
 use crate::config::StdinMode;
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
+use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
+use crate::run::dispositions::Dispositions;
 use crate::run::process::Inherited;
+use crate::run::sink::{
+    Kind, Own, Sink, is_socket, kind_of, pipe, read_fd, ready_now, set_nonblocking, write_all_fd,
+};
 use crate::run::spool::Spool;
 
 const CHUNK: usize = 64 * 1024;
 /// The size asked for the pipe that carries held output, and the most read from it at once.
 const HELD_PIPE: usize = 256 * 1024;
-
-/// What a descriptor is, for deciding how much can be written to it without blocking.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Pipe,
-    Regular,
-    Other,
-}
-
-fn kind_of(fd: BorrowedFd<'_>) -> Option<Kind> {
-    let st = fstat(fd).ok()?;
-    let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
-    Some(if fmt == SFlag::S_IFIFO {
-        Kind::Pipe
-    } else if fmt == SFlag::S_IFREG {
-        Kind::Regular
-    } else {
-        Kind::Other
-    })
-}
-
-fn is_socket(fd: BorrowedFd<'_>) -> bool {
-    fstat(fd).is_ok_and(|st| {
-        SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFSOCK
-    })
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
-    Ok(())
-}
-
-/// A pipe whose ends are close-on-exec; the child's end is handed over as a `ChildFd`.
-/// (pipe2 would do it in one call, but macOS has no pipe2; retry is single-threaded, so no other
-/// thread can spawn between the two calls.)
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = nix::unistd::pipe()?;
-    for fd in [&r, &w] {
-        fcntl(fd, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
-    }
-    Ok((r, w))
-}
-
-/// Where `retry` writes a try's output: its own standard output or error. A write never blocks,
-/// so that a slow reader cannot delay a timeout, the budget or a signal (spec 7.2): on Linux the
-/// descriptor is opened again, as a private description that can be made nonblocking without
-/// touching the one `retry` shares with other processes; where that fails, only what poll
-/// promises to take (`PIPE_BUF` bytes) is written at a time.
-#[derive(Debug)]
-pub(crate) struct Sink {
-    own: Own,
-    private: Option<OwnedFd>,
-    kind: Kind,
-}
-
-/// `retry`'s own standard output or error, written through its descriptor, never through
-/// std's buffer.
-#[derive(Debug)]
-enum Own {
-    Stdout(io::Stdout),
-    Stderr(io::Stderr),
-}
-
-impl AsFd for Own {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Own::Stdout(out) => out.as_fd(),
-            Own::Stderr(err) => err.as_fd(),
-        }
-    }
-}
-
-impl Sink {
-    fn new(own: Own) -> Sink {
-        let kind = kind_of(own.as_fd()).unwrap_or(Kind::Other);
-        // A regular file or /dev/null never makes a write wait, and a second description of a
-        // file would have an offset of its own: only pipes and terminals are opened again.
-        let private = match kind {
-            Kind::Pipe => reopen_nonblocking(own.as_fd()),
-            Kind::Other if isatty(&own).unwrap_or(false) => reopen_nonblocking(own.as_fd()),
-            _ => None,
-        };
-        Sink { own, private, kind }
-    }
-
-    /// The descriptor to poll for room.
-    fn poll_fd(&self) -> RawFd {
-        match &self.private {
-            Some(private) => private.as_raw_fd(),
-            None => self.own.as_fd().as_raw_fd(),
-        }
-    }
-
-    /// Writes what fits now, never waiting: `WouldBlock` when nothing does.
-    fn write(&self, data: &[u8]) -> io::Result<usize> {
-        if let Some(private) = &self.private {
-            return write_fd(private.as_fd(), data);
-        }
-        let fd = self.own.as_fd();
-        match self.kind {
-            Kind::Regular => write_fd(fd, data),
-            _ => {
-                if !writable_now(fd) {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                write_fd(fd, &data[..data.len().min(libc::PIPE_BUF)])
-            }
-        }
-    }
-}
-
-impl Sink {
-    /// Copies up to `len` bytes of `file` from `offset` with sendfile(2), never waiting; the
-    /// data does not pass through `retry` (into a pipe, the pages are shared, not copied).
-    /// `None` when this destination cannot take it that way: the caller writes instead.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    fn send_file(&self, file: &std::fs::File, offset: u64, len: u64) -> Option<io::Result<usize>> {
-        let out = match (&self.private, self.kind) {
-            (Some(private), _) => private.as_fd(),
-            (None, Kind::Regular) => self.own.as_fd(),
-            // A blocking description shared with others: only what poll promises may be
-            // written, which `write` knows how to do.
-            _ => return None,
-        };
-        let mut at = nix::libc::off_t::try_from(offset).ok()?;
-        let count = usize::try_from(len).unwrap_or(usize::MAX).min(1 << 30);
-        match nix::sys::sendfile::sendfile(out, file, Some(&mut at), count) {
-            Ok(n) => Some(Ok(n)),
-            // Not for this pair of files (an O_APPEND file, say): the caller writes instead.
-            Err(Errno::EINVAL | Errno::ENOSYS) => None,
-            Err(e) => Some(Err(e.into())),
-        }
-    }
-
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    fn send_file(
-        &self,
-        _file: &std::fs::File,
-        _offset: u64,
-        _len: u64,
-    ) -> Option<io::Result<usize>> {
-        None
-    }
-}
-
-/// A second, nonblocking open file description of `fd` (a pipe, a terminal), if the system
-/// gives one.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn reopen_nonblocking(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .ok()?;
-    Some(OwnedFd::from(file))
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn reopen_nonblocking(_fd: BorrowedFd<'_>) -> Option<OwnedFd> {
-    None
-}
-
-/// Looks, without waiting, whether `fd` is ready for `events`: what poll reported (empty when
-/// nothing is ready), or `None` when poll failed. (The kernel reports only the events asked
-/// for and POLLERR, POLLHUP, POLLNVAL, all of which nix knows.)
-fn ready_now(fd: BorrowedFd<'_>, events: PollFlags) -> Option<PollFlags> {
-    let mut fds = [PollFd::new(fd, events)];
-    match poll(&mut fds, PollTimeout::ZERO) {
-        Ok(0) => Some(PollFlags::empty()),
-        Ok(_) => fds[0].revents(),
-        Err(_) => None,
-    }
-}
-
-/// True when poll says `fd` takes a write now.
-fn writable_now(fd: BorrowedFd<'_>) -> bool {
-    ready_now(fd, PollFlags::POLLOUT).is_some_and(|r| r.contains(PollFlags::POLLOUT))
-}
-
-/// Writes what `fd` takes of `data` now.
-fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
-    Ok(nix::unistd::write(fd, data)?)
-}
-
-/// Writes all of `data` to `fd`, which blocks.
-fn write_all_fd(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        match nix::unistd::write(fd, data) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => data = &data[n..],
-            Err(Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-fn read_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match nix::unistd::read(fd, buf) {
-            Err(Errno::EINTR) => {}
-            read => return Ok(read?),
-        }
-    }
-}
 
 /// The most recorded input held in memory when no temporary file can be written. Past it,
 /// recording stops: the try that is reading still gets every byte, passed through, but no
@@ -360,6 +158,40 @@ struct Overflow {
     start: u64,
 }
 
+impl Input {
+    /// What the tries get as standard input in `mode` (spec 7.1), from what retry's own is.
+    fn new(mode: StdinMode) -> anyhow::Result<Input> {
+        let stdin_kind = kind_of(io::stdin().as_fd());
+        // Looked at only when it matters: each look is a system call at start-up.
+        let stdin_socket = || is_socket(io::stdin().as_fd());
+        let is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
+        let record = || Input::Replay(Recorder::default());
+        // Where retry cannot see what a try asks for, a pipe is passed on as it is: read
+        // ahead, a line meant for whoever reads after retry would be lost.
+        let unreplayed = Input::Unreplayed { tries: 0 };
+        Ok(match mode {
+            StdinMode::Inherit => Input::Inherit,
+            StdinMode::Null => Input::Null,
+            StdinMode::Replay if is_tty => {
+                bail!("--stdin replay: standard input is a terminal, which cannot be replayed")
+            }
+            StdinMode::Replay if stdin_kind.is_none() => Input::Inherit,
+            StdinMode::Replay => record(),
+            StdinMode::Auto => match stdin_kind {
+                Some(Kind::Pipe) if !demand::SUPPORTED => unreplayed,
+                Some(Kind::Pipe) => record(),
+                Some(Kind::Other) if stdin_socket() && !demand::SUPPORTED => unreplayed,
+                Some(Kind::Other) if stdin_socket() => record(),
+                Some(Kind::Regular) => match lseek(io::stdin().as_fd(), 0, Whence::SeekCur) {
+                    Ok(offset) => Input::Rewind(offset as u64),
+                    Err(_) => Input::Inherit,
+                },
+                _ => Input::Inherit,
+            },
+        })
+    }
+}
+
 impl Recorder {
     /// How much of the input has been read: recorded, then passed through.
     fn len(&self) -> u64 {
@@ -397,6 +229,11 @@ impl Recorder {
 #[derive(Debug)]
 enum Input {
     Inherit,
+    /// A pipe passed on as it is, since this system does not show what a try waits for: worth
+    /// a warning when a second try runs. Counts the tries started.
+    Unreplayed {
+        tries: u64,
+    },
     Null,
     /// A regular file, read again from this offset by every try.
     Rewind(u64),
@@ -565,6 +402,26 @@ impl Feed {
         }
     }
 
+    /// The try, fed on request, was seen waiting for input, for `count` bytes when its system
+    /// call says: it is granted one read of that much, or, after a second block read in a row,
+    /// it is streamed to.
+    fn requested(&mut self, count: Option<usize>) {
+        let Pace::OnRequest(asking) = &mut self.pace else {
+            return;
+        };
+        // A wait in poll, select or epoll does not say how much it will read: it is taken as a
+        // block read of `CHUNK`.
+        let count = count.unwrap_or(CHUNK).clamp(1, CHUNK);
+        let block = count >= BLOCK_READ;
+        if block && asking.block_read {
+            self.start_streaming(count);
+        } else {
+            asking.block_read = block;
+            asking.grant = Some(count);
+            asking.look_soon(Moment::now());
+        }
+    }
+
     /// The try asked in blocks twice in a row, the last time for `block` bytes: it keeps
     /// reading, and is kept at most that many bytes ahead. The pipe is empty now, so it can
     /// shrink to the bound; where it cannot, the try is fed as fast as it takes input.
@@ -585,18 +442,101 @@ struct Stream {
     dest: Dest,
     pending: Vec<u8>,
     written: usize,
-    retry_if: Option<LineMatcher>,
-    stop_if: Option<LineMatcher>,
-    /// `--until-output`: whether the try said it is ready.
-    until: Option<LineMatcher>,
-    /// `--delay-from-output`: reads the waits the output asks for.
-    delay_from: Option<CaptureMatcher>,
+    watch: Matchers,
     held: Spool,
     /// Held output on its way out after the try: where to (stdout or stderr), and how much of
     /// the spool has been taken into `pending`.
     delivering: Option<(Dest, u64)>,
     /// `fd` is the master of a pseudo-terminal whose size follows the real terminal's.
     tty: bool,
+}
+
+/// The patterns of the run that watch a try's output (spec 7.4), given once.
+#[derive(Debug, Default)]
+struct Patterns {
+    retry_if: Option<Pattern>,
+    stop_if: Option<Pattern>,
+    until: Option<Pattern>,
+    delay_from: Option<Pattern>,
+}
+
+impl Patterns {
+    fn any(&self) -> bool {
+        self.retry_if.is_some()
+            || self.stop_if.is_some()
+            || self.until.is_some()
+            || self.delay_from.is_some()
+    }
+
+    /// Matchers of these patterns for one stream of one try.
+    fn matchers(&self) -> Matchers {
+        Matchers {
+            retry_if: self.retry_if.clone().map(LineMatcher::new),
+            stop_if: self.stop_if.clone().map(LineMatcher::new),
+            until: self.until.clone().map(LineMatcher::new),
+            delay_from: self.delay_from.clone().map(CaptureMatcher::new),
+        }
+    }
+}
+
+/// What watches one stream of a try.
+#[derive(Debug)]
+struct Matchers {
+    retry_if: Option<LineMatcher>,
+    stop_if: Option<LineMatcher>,
+    /// `--until-output`: whether the try said it is ready.
+    until: Option<LineMatcher>,
+    /// `--delay-from-output`: reads the waits the output asks for.
+    delay_from: Option<CaptureMatcher>,
+}
+
+impl Matchers {
+    fn is_empty(&self) -> bool {
+        self.retry_if.is_none()
+            && self.stop_if.is_none()
+            && self.until.is_none()
+            && self.delay_from.is_none()
+    }
+
+    /// Matches `data`, the next bytes of the stream; the waits it asks for go to `requests`.
+    fn feed(&mut self, data: &[u8], requests: &mut Requests) {
+        if let Some(m) = &mut self.retry_if {
+            m.feed(data);
+        }
+        if let Some(m) = &mut self.stop_if {
+            m.feed(data);
+        }
+        if let Some(m) = &mut self.until {
+            m.feed(data);
+        }
+        if let Some(m) = &mut self.delay_from {
+            m.feed(data, |group| requests.saw(group));
+        }
+    }
+
+    /// The stream has ended: its last line is matched, and what matched is added to `matched`.
+    fn finish(&mut self, matched: &mut OutputMatch, requests: &mut Requests) {
+        if let Some(m) = &mut self.retry_if {
+            m.finish();
+            matched.retry_if |= m.matched();
+        }
+        if let Some(m) = &mut self.stop_if {
+            m.finish();
+            matched.stop_if |= m.matched();
+        }
+        if let Some(m) = &mut self.until {
+            m.finish();
+            matched.until |= m.matched();
+        }
+        if let Some(m) = &mut self.delay_from {
+            m.finish(|group| requests.saw(group));
+        }
+    }
+
+    /// `--until-output` has matched.
+    fn ready(&self) -> bool {
+        self.until.as_ref().is_some_and(LineMatcher::matched)
+    }
 }
 
 impl Stream {
@@ -628,6 +568,30 @@ impl Stream {
             return false;
         }
         true
+    }
+
+    /// Held output that nothing matches goes from the pipe to the temporary file without
+    /// passing through `retry`, once the part held in memory is full: what that read gave, or
+    /// `None` when this stream's output is not taken that way now.
+    fn splice_held(&mut self) -> Option<Read> {
+        if self.dest != Dest::Hold || !self.watch.is_empty() {
+            return None;
+        }
+        let fd = self.fd.as_ref()?;
+        match self.held.splice_from(fd.as_fd(), HELD_PIPE)? {
+            Ok(0) => {
+                self.fd = None;
+                Some(Read::End)
+            }
+            Ok(n) => Some(Read::Data(n)),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                Some(Read::Nothing)
+            }
+            Err(_) => None,
+        }
     }
 
     /// Where this stream's output goes now, if some waits to be written.
@@ -662,22 +626,18 @@ pub enum Token {
 #[derive(Debug)]
 pub struct RunIo {
     input: Input,
-    buffer_stdout: bool,
-    retry_if: Option<Pattern>,
-    stop_if: Option<Pattern>,
-    until: Option<Pattern>,
-    delay_from: Option<Pattern>,
+    patterns: Patterns,
+    /// Which of a try's streams pass through retry.
+    layout: Layout,
     stdout: Sink,
     stderr: Sink,
-    /// Standard output and error are the same file (`2>&1`, one terminal).
-    same_place: bool,
     /// Standard output, or error, is a terminal.
     stdout_tty: bool,
     stderr_tty: bool,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
     /// The dispositions the forwarder of late output starts with: those of a command.
-    forwarder_dispositions: crate::run::process::Dispositions,
+    forwarder_dispositions: Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
     /// Input is read only when a try asks for it (`--stdin auto` on a pipe), not as fast as the
@@ -685,11 +645,34 @@ pub struct RunIo {
     on_request: bool,
     /// The warning that a try could not be looked at has been given.
     warned_unseen: bool,
-    /// Standard input is a pipe passed on as it is, since this system does not show what a
-    /// try waits for: worth a warning when a second try runs.
-    unreplayed: bool,
-    /// Tries started.
-    tries: u64,
+}
+
+/// Which of a try's output streams pass through retry, chosen once for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Nothing holds or watches the output: the try writes to retry's own stdout and stderr.
+    Inherit,
+    /// `--buffer-stdout`: standard output is held, and standard error read too when a pattern
+    /// watches it.
+    Hold { watch_stderr: bool },
+    /// Watched, and standard output and error go to the same place (`2>&1`, one terminal):
+    /// one stream for both keeps their order exactly as the command wrote it.
+    Shared,
+    /// Watched, each stream on its own.
+    Separate,
+}
+
+impl Layout {
+    /// `same_place` (stdout and stderr are the same file) is looked at only when it matters:
+    /// each look is a system call at start-up.
+    fn new(buffer_stdout: bool, watching: bool, same_place: impl FnOnce() -> bool) -> Layout {
+        match (buffer_stdout, watching) {
+            (true, watch_stderr) => Layout::Hold { watch_stderr },
+            (false, false) => Layout::Inherit,
+            (false, true) if same_place() => Layout::Shared,
+            (false, true) => Layout::Separate,
+        }
+    }
 }
 
 /// The plumbing of one try.
@@ -723,76 +706,26 @@ impl std::fmt::Display for OutputError {
     }
 }
 
-/// One standard stream of a child: `retry`'s own, `/dev/null`, or this descriptor.
-#[derive(Debug)]
-pub enum ChildFd {
-    Inherit,
-    Null,
-    Fd(OwnedFd),
-}
-
-impl ChildFd {
-    /// The same, for `std::process::Command`.
-    pub fn into_stdio(self) -> std::process::Stdio {
-        match self {
-            ChildFd::Inherit => std::process::Stdio::inherit(),
-            ChildFd::Null => std::process::Stdio::null(),
-            ChildFd::Fd(fd) => std::process::Stdio::from(fd),
-        }
-    }
-}
-
-/// The child's ends, for spawning.
-pub struct ChildStdio {
-    pub stdin: ChildFd,
-    pub stdout: ChildFd,
-    pub stderr: ChildFd,
-}
-
 impl RunIo {
     pub fn new(config: &Config) -> anyhow::Result<RunIo> {
-        let stdin_kind = kind_of(io::stdin().as_fd());
-        // Looked at only when it matters: each look is a system call at start-up.
-        let stdin_socket = || is_socket(io::stdin().as_fd());
-        let is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
-        let record = || Input::Replay(Recorder::default());
-        let input = match config.stdin {
-            StdinMode::Inherit => Input::Inherit,
-            StdinMode::Null => Input::Null,
-            StdinMode::Replay if is_tty => {
-                bail!("--stdin replay: standard input is a terminal, which cannot be replayed")
-            }
-            StdinMode::Replay if stdin_kind.is_none() => Input::Inherit,
-            StdinMode::Replay => record(),
-            // Where retry cannot see what a try asks for, a pipe is passed on as it is: read
-            // ahead, a line meant for whoever reads after retry would be lost.
-            StdinMode::Auto => match stdin_kind {
-                Some(Kind::Pipe) if !demand::SUPPORTED => Input::Inherit,
-                Some(Kind::Pipe) => record(),
-                Some(Kind::Other) if stdin_socket() && !demand::SUPPORTED => Input::Inherit,
-                Some(Kind::Other) if stdin_socket() => record(),
-                Some(Kind::Regular) => match lseek(io::stdin().as_fd(), 0, Whence::SeekCur) {
-                    Ok(offset) => Input::Rewind(offset as u64),
-                    Err(_) => Input::Inherit,
-                },
-                _ => Input::Inherit,
-            },
-        };
+        let input = Input::new(config.stdin)?;
         let on_request = config.stdin == StdinMode::Auto && matches!(input, Input::Replay(_));
-        let unreplayed = config.stdin == StdinMode::Auto
-            && !demand::SUPPORTED
-            && (stdin_kind == Some(Kind::Pipe) || stdin_socket());
         let classifier = &config.policy.classifier;
-        Ok(RunIo {
-            input,
-            buffer_stdout: config.buffer_stdout,
+        let patterns = Patterns {
             retry_if: classifier.retry_if_output.clone(),
             stop_if: classifier.stop_if_output.clone(),
             until: classifier.until_output.clone(),
             delay_from: config.delay_from_output.clone(),
+        };
+        let layout = Layout::new(config.buffer_stdout, patterns.any(), || {
+            same_file(io::stdout().as_fd(), io::stderr().as_fd())
+        });
+        Ok(RunIo {
+            input,
+            patterns,
+            layout,
             stdout: Sink::new(Own::Stdout(io::stdout())),
             stderr: Sink::new(Own::Stderr(io::stderr())),
-            same_place: same_file(io::stdout().as_fd(), io::stderr().as_fd()),
             stdout_tty: isatty(io::stdout()).unwrap_or(false),
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
@@ -800,14 +733,12 @@ impl RunIo {
             scratch: Vec::new(),
             on_request,
             warned_unseen: false,
-            unreplayed,
-            tries: 0,
         })
     }
 
     /// The signal dispositions a forwarder of late output starts with (those of a command:
     /// retry's own handlers must not run in it).
-    pub fn set_dispositions(&mut self, dispositions: crate::run::process::Dispositions) {
+    pub fn set_dispositions(&mut self, dispositions: Dispositions) {
         self.forwarder_dispositions = dispositions;
     }
 
@@ -821,104 +752,11 @@ impl RunIo {
         self.warning.take()
     }
 
-    fn watching(&self) -> bool {
-        self.retry_if.is_some()
-            || self.stop_if.is_some()
-            || self.until.is_some()
-            || self.delay_from.is_some()
-    }
-
     /// Sets up one try: the child's standard streams, and retry's ends of them.
     pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
         let mut io = TryIo::default();
-        self.tries += 1;
-        if self.unreplayed && self.tries == 2 {
-            self.warning = Some(
-                "standard input is a pipe, which retry cannot replay on this system: this try reads what the earlier ones left of it (--stdin replay records it for every try)"
-                    .to_string(),
-            );
-        }
-        let stdin = match &mut self.input {
-            Input::Inherit => ChildFd::Inherit,
-            Input::Null => ChildFd::Null,
-            Input::Rewind(offset) => {
-                let _ = lseek(io::stdin().as_fd(), *offset as libc::off_t, Whence::SeekSet);
-                ChildFd::Inherit
-            }
-            Input::Replay(_) => {
-                let (r, w) = pipe().context("cannot create a pipe for standard input")?;
-                set_nonblocking(&w)?;
-                // The pipe is known in /proc by its inode and device. (Their types differ
-                // between systems, hence the casts.)
-                #[allow(clippy::unnecessary_cast)]
-                let pace = match fstat(&r) {
-                    Ok(st) if self.on_request => Pace::OnRequest(Asking::new(Demand::new(
-                        st.st_ino as u64,
-                        st.st_dev as u64,
-                    ))),
-                    _ => Pace::Eager,
-                };
-                io.feed = Some(Feed {
-                    fd: w,
-                    pos: 0,
-                    pace,
-                });
-                ChildFd::Fd(r)
-            }
-        };
-        // Each stream passed through retry is a pipe, or a pseudo-terminal when its
-        // destination is a terminal, so that the try still sees one (spec 7.3).
-        let mut stream = |dest: Dest, tty: bool| -> anyhow::Result<OwnedFd> {
-            let (r, w) = if tty {
-                pseudo_terminal(real_stream(dest).as_fd())
-                    .context("cannot create a pseudo-terminal for output")?
-            } else {
-                let (r, w) = pipe().context("cannot create a pipe for output")?;
-                if dest == Dest::Hold {
-                    // Held output is taken as fast as it comes: a larger pipe means fewer
-                    // wake-ups per byte (1 GiB held: 1.2 times as fast, BENCHMARKS.md).
-                    set_pipe_size(&r, HELD_PIPE);
-                }
-                (r, w)
-            };
-            set_nonblocking(&r)?;
-            io.streams.push(Stream {
-                fd: Some(r),
-                dest,
-                pending: Vec::new(),
-                written: 0,
-                retry_if: self.retry_if.clone().map(LineMatcher::new),
-                stop_if: self.stop_if.clone().map(LineMatcher::new),
-                until: self.until.clone().map(LineMatcher::new),
-                delay_from: self.delay_from.clone().map(CaptureMatcher::new),
-                held: Spool::new(),
-                delivering: None,
-                tty,
-            });
-            Ok(w)
-        };
-        let (stdout, stderr) = if self.buffer_stdout {
-            let stdout = stream(Dest::Hold, self.stdout_tty)?;
-            let stderr = if self.watching() {
-                ChildFd::Fd(stream(Dest::Stderr, self.stderr_tty)?)
-            } else {
-                ChildFd::Inherit
-            };
-            (ChildFd::Fd(stdout), stderr)
-        } else if self.watching() && self.same_place {
-            // stdout and stderr go to the same place (2>&1, one terminal): one stream for both
-            // keeps their order exactly as the command wrote it.
-            let both = stream(Dest::Stdout, self.stdout_tty)?;
-            let again = both.try_clone().context("cannot share the output pipe")?;
-            (ChildFd::Fd(both), ChildFd::Fd(again))
-        } else if self.watching() {
-            (
-                ChildFd::Fd(stream(Dest::Stdout, self.stdout_tty)?),
-                ChildFd::Fd(stream(Dest::Stderr, self.stderr_tty)?),
-            )
-        } else {
-            (ChildFd::Inherit, ChildFd::Inherit)
-        };
+        let stdin = self.child_stdin(&mut io)?;
+        let (stdout, stderr) = self.child_output(&mut io)?;
         Ok((
             ChildStdio {
                 stdin,
@@ -927,6 +765,106 @@ impl RunIo {
             },
             io,
         ))
+    }
+
+    /// The try's standard input, and retry's end of it when retry feeds it.
+    fn child_stdin(&mut self, io: &mut TryIo) -> anyhow::Result<ChildFd> {
+        Ok(match &mut self.input {
+            Input::Inherit => ChildFd::Inherit,
+            Input::Unreplayed { tries } => {
+                *tries += 1;
+                if *tries == 2 {
+                    self.warning = Some(
+                        "standard input is a pipe, which retry cannot replay on this system: this try reads what the earlier ones left of it (--stdin replay records it for every try)"
+                            .to_string(),
+                    );
+                }
+                ChildFd::Inherit
+            }
+            Input::Null => ChildFd::Null,
+            Input::Rewind(offset) => {
+                let _ = lseek(io::stdin().as_fd(), *offset as libc::off_t, Whence::SeekSet);
+                ChildFd::Inherit
+            }
+            Input::Replay(_) => {
+                let (r, w) = pipe().context("cannot create a pipe for standard input")?;
+                set_nonblocking(&w)?;
+                io.feed = Some(Feed {
+                    fd: w,
+                    pos: 0,
+                    pace: self.first_pace(&r),
+                });
+                ChildFd::Fd(r)
+            }
+        })
+    }
+
+    /// How a try whose input pipe reads from `r` is fed at first.
+    fn first_pace(&self, r: &OwnedFd) -> Pace {
+        // The pipe is known in /proc by its inode and device. (Their types differ between
+        // systems, hence the casts.)
+        #[allow(clippy::unnecessary_cast)]
+        match fstat(r) {
+            Ok(st) if self.on_request => {
+                Pace::OnRequest(Asking::new(Demand::new(st.st_ino as u64, st.st_dev as u64)))
+            }
+            _ => Pace::Eager,
+        }
+    }
+
+    /// The try's standard output and error, as `layout` has them.
+    fn child_output(&self, io: &mut TryIo) -> anyhow::Result<(ChildFd, ChildFd)> {
+        Ok(match self.layout {
+            Layout::Inherit => (ChildFd::Inherit, ChildFd::Inherit),
+            Layout::Hold { watch_stderr } => {
+                let stdout = self.open_stream(io, Dest::Hold, self.stdout_tty)?;
+                let stderr = if watch_stderr {
+                    ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?)
+                } else {
+                    ChildFd::Inherit
+                };
+                (ChildFd::Fd(stdout), stderr)
+            }
+            Layout::Shared => {
+                let both = self.open_stream(io, Dest::Stdout, self.stdout_tty)?;
+                let again = both.try_clone().context("cannot share the output pipe")?;
+                (ChildFd::Fd(both), ChildFd::Fd(again))
+            }
+            Layout::Separate => (
+                ChildFd::Fd(self.open_stream(io, Dest::Stdout, self.stdout_tty)?),
+                ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
+            ),
+        })
+    }
+
+    /// One stream passed through retry, to `dest`: a pipe, or a pseudo-terminal when `tty`
+    /// (its destination is a terminal), so that the try still sees one (spec 7.3). Returns the
+    /// try's end.
+    fn open_stream(&self, io: &mut TryIo, dest: Dest, tty: bool) -> anyhow::Result<OwnedFd> {
+        let (r, w) = if tty {
+            pseudo_terminal(real_stream(dest).as_fd())
+                .context("cannot create a pseudo-terminal for output")?
+        } else {
+            let (r, w) = pipe().context("cannot create a pipe for output")?;
+            if dest == Dest::Hold {
+                // Held output is taken as fast as it comes: a larger pipe means fewer
+                // wake-ups per byte (1 GiB held: 1.2 times as fast, BENCHMARKS.md).
+                set_pipe_size(&r, HELD_PIPE);
+            }
+            (r, w)
+        };
+        set_nonblocking(&r)?;
+        io.streams.push(Stream {
+            fd: Some(r),
+            dest,
+            pending: Vec::new(),
+            written: 0,
+            watch: self.patterns.matchers(),
+            held: Spool::new(),
+            delivering: None,
+            tty,
+        });
+        Ok(w)
     }
 
     /// The descriptors to poll for this try, with what each is for.
@@ -1143,19 +1081,7 @@ impl RunIo {
         asking.cost = now.elapsed();
         match wanted {
             Wanted::No => asking.look_later(Moment::now()),
-            Wanted::Yes { count } => {
-                // A wait in poll, select or epoll does not say how much it will read: it is
-                // taken as a block read of `CHUNK`.
-                let count = count.unwrap_or(CHUNK).clamp(1, CHUNK);
-                let block = count >= BLOCK_READ;
-                if block && asking.block_read {
-                    feed.start_streaming(count);
-                } else {
-                    asking.block_read = block;
-                    asking.grant = Some(count);
-                    asking.look_soon(Moment::now());
-                }
-            }
+            Wanted::Yes { count } => feed.requested(count),
             Wanted::Unknowable => {
                 feed.pace = Pace::Eager;
                 if !self.warned_unseen {
@@ -1173,31 +1099,11 @@ impl RunIo {
     /// stream passed on, that buffer becomes the pending output, and the emptied pending buffer
     /// becomes the next read's, so a byte is copied once, by the kernel.
     fn read_stream(&mut self, io: &mut TryIo, i: usize) -> Read {
+        if let Some(read) = io.streams[i].splice_held() {
+            return read;
+        }
         let s = &mut io.streams[i];
         let Some(fd) = &s.fd else { return Read::End };
-        // Held output that nothing matches goes from the pipe to the temporary file without
-        // passing through `retry`, once the part held in memory is full.
-        if s.dest == Dest::Hold
-            && s.retry_if.is_none()
-            && s.stop_if.is_none()
-            && s.until.is_none()
-            && s.delay_from.is_none()
-        {
-            match s.held.splice_from(fd.as_fd(), HELD_PIPE) {
-                Some(Ok(0)) => {
-                    s.fd = None;
-                    return Read::End;
-                }
-                Some(Ok(n)) => return Read::Data(n),
-                Some(Err(e))
-                    if e.kind() == io::ErrorKind::WouldBlock
-                        || e.kind() == io::ErrorKind::Interrupted =>
-                {
-                    return Read::Nothing;
-                }
-                Some(Err(_)) | None => {}
-            }
-        }
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(
             if s.dest == Dest::Hold {
@@ -1225,25 +1131,10 @@ impl RunIo {
             return Read::End;
         }
         buf.truncate(n);
-        if let Some(m) = &mut s.retry_if {
-            m.feed(&buf);
-        }
-        if let Some(m) = &mut s.stop_if {
-            m.feed(&buf);
-        }
-        if let Some(m) = &mut s.until {
-            m.feed(&buf);
-        }
-        if let Some(m) = &mut s.delay_from {
-            m.feed(&buf, |group| io.requests.saw(group));
-        }
+        s.watch.feed(&buf, &mut io.requests);
         match s.dest {
             Dest::Hold => {
-                if let Err(e) = s.held.append(&buf) {
-                    self.warning = Some(format!(
-                        "cannot spill held standard output to a temporary file ({e}); holding it in memory"
-                    ));
-                }
+                self.hold(&mut s.held, &buf);
                 self.scratch = buf;
             }
             Dest::Stdout | Dest::Stderr => {
@@ -1254,6 +1145,15 @@ impl RunIo {
             }
         }
         Read::Data(n)
+    }
+
+    /// Adds `data` to held output; a temporary file that fails is worth a warning.
+    fn hold(&mut self, held: &mut Spool, data: &[u8]) {
+        if let Err(e) = held.append(data) {
+            self.warning = Some(format!(
+                "cannot spill held standard output to a temporary file ({e}); holding it in memory"
+            ));
+        }
     }
 
     fn sink(&self, dest: Dest) -> &Sink {
@@ -1268,39 +1168,10 @@ impl RunIo {
         let s = &mut io.streams[i];
         let Some(dest) = s.outgoing() else { return };
         if s.written >= s.pending.len() {
-            // Held output: the part in the temporary file goes out with sendfile, where the
-            // destination takes it; the rest is taken a chunk at a time into `pending`.
-            let Some((_, pos)) = &mut s.delivering else {
-                return;
-            };
-            let sent = s
-                .held
-                .file_part(*pos)
-                .and_then(|(file, offset, len)| self.sink(dest).send_file(file, offset, len));
-            let failed = match sent {
-                Some(Ok(n)) if n > 0 => {
-                    *pos += n as u64;
-                    if *pos >= s.held.len() {
-                        s.delivering = None;
-                    }
-                    None
-                }
-                Some(Err(e)) => Some(e),
-                // Nothing sent (the file ended early) or no sendfile here: read and write.
-                Some(Ok(_)) | None => {
-                    if !s.take_held_chunk(&mut io.failed) {
-                        return;
-                    }
-                    None
-                }
-            };
-            match failed {
-                None if s.written >= s.pending.len() => return,
-                None => {}
-                Some(e) => {
-                    Self::write_failed(io, i, dest, e);
-                    return;
-                }
+            match self.send_held(s, dest, &mut io.failed) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => return Self::write_failed(io, i, dest, e),
             }
         }
         let s = &mut io.streams[i];
@@ -1313,6 +1184,46 @@ impl RunIo {
                 }
             }
             Err(e) => Self::write_failed(io, i, dest, e),
+        }
+    }
+
+    /// Held output on its way out, with nothing pending: the part in memory is written from
+    /// the spool, the part in the temporary file goes out with sendfile, where the destination
+    /// takes it; the rest is taken a chunk at a time into `pending`. True when something is
+    /// pending now, to be written.
+    fn send_held(
+        &self,
+        s: &mut Stream,
+        dest: Dest,
+        failed: &mut Option<OutputError>,
+    ) -> io::Result<bool> {
+        let Some((_, pos)) = &mut s.delivering else {
+            return Ok(false);
+        };
+        // The part held in memory is written from where it is, not copied to `pending` first.
+        if let Some(part) = s.held.memory_part(*pos) {
+            let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
+            *pos += n as u64;
+            if *pos >= s.held.len() {
+                s.delivering = None;
+            }
+            return Ok(false);
+        }
+        let sent = s
+            .held
+            .file_part(*pos)
+            .and_then(|(file, offset, len)| self.sink(dest).send_file(file, offset, len));
+        match sent {
+            Some(Ok(n)) if n > 0 => {
+                *pos += n as u64;
+                if *pos >= s.held.len() {
+                    s.delivering = None;
+                }
+                Ok(s.written < s.pending.len())
+            }
+            Some(Err(e)) => Err(e),
+            // Nothing sent (the file ended early) or no sendfile here: read and write.
+            Some(Ok(_)) | None => Ok(s.take_held_chunk(failed) && s.written < s.pending.len()),
         }
     }
 
@@ -1362,21 +1273,7 @@ impl RunIo {
         }
         let mut matched = OutputMatch::default();
         for s in &mut io.streams {
-            if let Some(m) = &mut s.retry_if {
-                m.finish();
-                matched.retry_if |= m.matched();
-            }
-            if let Some(m) = &mut s.stop_if {
-                m.finish();
-                matched.stop_if |= m.matched();
-            }
-            if let Some(m) = &mut s.until {
-                m.finish();
-                matched.until |= m.matched();
-            }
-            if let Some(m) = &mut s.delay_from {
-                m.finish(|group| io.requests.saw(group));
-            }
+            s.watch.finish(&mut matched, &mut io.requests);
         }
         matched.requested = io.requests.wait;
         matched
@@ -1389,9 +1286,7 @@ impl RunIo {
         for i in 0..io.streams.len() {
             self.read_queued(io, i);
         }
-        io.streams
-            .iter()
-            .any(|s| s.until.as_ref().is_some_and(LineMatcher::matched))
+        io.streams.iter().any(|s| s.watch.ready())
     }
 
     /// Reads what a stream's pipe holds now (only that: a process still writing must not keep
@@ -1409,26 +1304,9 @@ impl RunIo {
             };
             left = left.saturating_sub(n);
             let data = &buf[..n];
-            if let Some(m) = &mut s.retry_if {
-                m.feed(data);
-            }
-            if let Some(m) = &mut s.stop_if {
-                m.feed(data);
-            }
-            if let Some(m) = &mut s.until {
-                m.feed(data);
-            }
-            if let Some(m) = &mut s.delay_from {
-                m.feed(data, |group| io.requests.saw(group));
-            }
+            s.watch.feed(data, &mut io.requests);
             match s.dest {
-                Dest::Hold => {
-                    if let Err(e) = s.held.append(data) {
-                        self.warning = Some(format!(
-                            "cannot spill held standard output to a temporary file ({e}); holding it in memory"
-                        ));
-                    }
-                }
+                Dest::Hold => self.hold(&mut s.held, data),
                 Dest::Stdout | Dest::Stderr => {
                     if s.written >= s.pending.len() {
                         s.pending.clear();
@@ -1496,5 +1374,50 @@ impl RunIo {
             let dest = if success { Dest::Stdout } else { Dest::Stderr };
             s.delivering = Some((dest, 0));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_looks_at_the_place_only_when_watching_without_holding() {
+        let never = || -> bool { panic!("same_place looked at") };
+        assert_eq!(Layout::new(false, false, never), Layout::Inherit);
+        assert_eq!(
+            Layout::new(true, false, never),
+            Layout::Hold {
+                watch_stderr: false
+            }
+        );
+        assert_eq!(
+            Layout::new(true, true, never),
+            Layout::Hold { watch_stderr: true }
+        );
+        assert_eq!(Layout::new(false, true, || true), Layout::Shared);
+        assert_eq!(Layout::new(false, true, || false), Layout::Separate);
+    }
+
+    #[test]
+    fn matchers_match_across_feeds_and_the_last_line_at_the_end() {
+        let pattern = |text: &str| Some(Pattern::new(text).expect("a valid pattern"));
+        let patterns = Patterns {
+            retry_if: pattern("busy"),
+            until: pattern("ready$"),
+            ..Patterns::default()
+        };
+        assert!(patterns.any() && !Patterns::default().any());
+        assert!(Patterns::default().matchers().is_empty());
+        let mut watch = patterns.matchers();
+        let mut requests = Requests::default();
+        watch.feed(b"server bu", &mut requests);
+        watch.feed(b"sy\nnow rea", &mut requests);
+        watch.feed(b"dy", &mut requests);
+        assert!(!watch.ready(), "the last line is not a line until the end");
+        let mut matched = OutputMatch::default();
+        watch.finish(&mut matched, &mut requests);
+        assert!(matched.retry_if && matched.until && !matched.stop_if);
+        assert!(watch.ready());
     }
 }
