@@ -12,7 +12,6 @@ use std::time::{Duration, SystemTime};
 use clap::builder::{EnumValueParser, PossibleValue, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Command, ValueEnum};
 
-pub use crate::config::{ColorWhen, LogFormat, StdinMode};
 use crate::duration::{parse_duration, parse_time};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{List, Pattern, Signal};
@@ -570,6 +569,30 @@ pub enum JitterKind {
     None,
 }
 
+/// Where the tries' standard input comes from (`--stdin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+    Auto,
+    Replay,
+    Inherit,
+    Null,
+}
+
+/// The log's format (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// When the log is coloured (`--color`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
 /// The values of an option that names one of a few kinds, as clap lists and parses them.
 macro_rules! value_enum {
     ($kind:ty { $($variant:ident => $name:literal),+ $(,)? }) => {
@@ -633,7 +656,7 @@ fn parse_label(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err("a label cannot be empty".into());
     }
-    if s.chars().any(crate::report::unprintable) {
+    if s.chars().any(crate::text::unprintable) {
         return Err("a label cannot hold a line break or another control character".into());
     }
     Ok(s.to_string())

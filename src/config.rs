@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::cli::{BackoffKind, Cli, JitterKind, ModelKind, SimulateArgs};
+pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
     Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
 };
+use crate::text::{Charset, printable, quote, unprintable};
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,30 +24,6 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
-
-/// Where the tries' standard input comes from (`--stdin`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StdinMode {
-    Auto,
-    Replay,
-    Inherit,
-    Null,
-}
-
-/// The log's format (`--log-format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Human,
-    Json,
-}
-
-/// When the log is coloured (`--color`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColorWhen {
-    Auto,
-    Always,
-    Never,
-}
 
 /// What the parser did instead of producing a `Config`.
 #[derive(Debug)]
@@ -96,18 +74,31 @@ pub struct Config {
     pub on_retry: Option<String>,
     pub on_give_up: Option<String>,
     pub command: Vec<OsString>,
+    /// The character set of what the run prints (spec 8.1).
+    pub charset: Charset,
+}
+
+/// Parses the arguments (the program name first), for output in the character set of the
+/// locale that the environment names (`LC_ALL`, `LC_CTYPE`, `LANG`): `parse_in` with it.
+pub fn parse<I, T>(args: I, now: SystemTime) -> ParseOutcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    parse_in(args, now, Charset::of_locale(|name| std::env::var_os(name)))
 }
 
 /// Parses the arguments (the program name first). `now` is the time the run starts, used to
-/// turn `--deadline` into time since start.
-pub fn parse<I, T>(args: I, now: SystemTime) -> ParseOutcome
+/// turn `--deadline` into time since start; `charset` is the character set of what the run
+/// prints, usage errors included.
+pub fn parse_in<I, T>(args: I, now: SystemTime, charset: Charset) -> ParseOutcome
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     match Cli::try_parse_from(&args) {
-        Ok(cli) => match Config::from_cli(cli, now) {
+        Ok(cli) => match Config::from_cli(cli, now, charset) {
             Ok(config) => ParseOutcome::Run(Box::new(config)),
             Err(e) => ParseOutcome::Usage(e),
         },
@@ -115,7 +106,7 @@ where
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                 ParseOutcome::Info(e)
             }
-            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args) {
+            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args, charset) {
                 Some(line) => ParseOutcome::Usage(UsageError(line)),
                 None => ParseOutcome::Usage(UsageError(one_line(&e))),
             },
@@ -127,7 +118,7 @@ where
 /// The option whose value is not UTF-8, and the value: clap says only that some argument is
 /// not. The command's own words may hold any bytes, so it is the first such word among the
 /// options: `--NAME=VALUE` itself, or the value after the option.
-fn not_utf8(args: &[OsString]) -> Option<String> {
+fn not_utf8(args: &[OsString], charset: Charset) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let words = args.get(1..)?;
     let at = words.iter().position(|w| w.to_str().is_none())?;
@@ -142,8 +133,8 @@ fn not_utf8(args: &[OsString]) -> Option<String> {
             words[at].clone(),
         ),
     };
-    let option = crate::report::printable(&option);
-    let value = crate::report::quote(&value);
+    let option = printable(&option);
+    let value = quote(&value, charset);
     Some(format!(
         "invalid value {value} for '{option}': not UTF-8 text"
     ))
@@ -163,8 +154,8 @@ fn one_line(e: &clap::Error) -> String {
     ) {
         // Nor may it show a Redis password (spec 19).
         let hidden = crate::policy::quota::hide_password(value);
-        if hidden.is_some() || value.chars().any(crate::report::unprintable) {
-            let value = crate::report::printable(hidden.as_deref().unwrap_or(value));
+        if hidden.is_some() || value.chars().any(unprintable) {
+            let value = printable(hidden.as_deref().unwrap_or(value));
             rendered = match std::error::Error::source(e) {
                 Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
                 None => format!("invalid value '{value}' for '{arg}'"),
@@ -210,7 +201,7 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 impl Config {
-    pub fn from_cli(cli: Cli, now: SystemTime) -> Result<Config, UsageError> {
+    pub fn from_cli(cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
         if cli.replay.is_some() && !cli.command.is_empty() {
             return Err(UsageError(
                 "--replay runs the commands its FILE recorded: it takes no command (see --help)"
@@ -296,7 +287,7 @@ impl Config {
             if *most >= limit.at {
                 return Err(UsageError(format!(
                     "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
-                    crate::report::printable(written),
+                    printable(written),
                     crate::duration::hms(limit.at)
                 )));
             }
@@ -332,6 +323,7 @@ impl Config {
             on_retry: cli.on_retry,
             on_give_up: cli.on_give_up,
             command: cli.command,
+            charset,
         })
     }
 }
@@ -349,8 +341,8 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
         if let Some(path) = path.as_ref().filter(|p| crate::store::same_file(log, p)) {
             return Err(UsageError(format!(
                 "--log-file '{}' and {option} '{}' name the same file: the log would make its records unreadable",
-                crate::report::printable(&log.display().to_string()),
-                crate::report::printable(&path.display().to_string())
+                printable(&log.display().to_string()),
+                printable(&path.display().to_string())
             )));
         }
     }
@@ -793,6 +785,33 @@ mod tests {
         let err = config(&["--log-file", link, "--dead-letter", letters, "x"]).unwrap_err();
         assert!(err.contains("same file"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_quoted_in_the_character_set_given() {
+        use std::os::unix::ffi::OsStringExt;
+        let now = SystemTime::UNIX_EPOCH;
+        let args = |value: &[u8]| {
+            ["retry", "--label"]
+                .map(OsString::from)
+                .into_iter()
+                .chain([OsString::from_vec(value.to_vec()), OsString::from("x")])
+                .collect::<Vec<_>>()
+        };
+        let error = |charset| match parse_in(args(b"\xc3\xa9\xff"), now, charset) {
+            ParseOutcome::Usage(e) => e.0,
+            other => panic!("{other:?}"),
+        };
+        let utf8 = error(Charset::Utf8);
+        assert_eq!(
+            error(Charset::Ascii),
+            r"invalid value $'\xc3\xa9\xff' for '--label': not UTF-8 text"
+        );
+        assert_eq!(
+            utf8,
+            r"invalid value $'é\xff' for '--label': not UTF-8 text"
+        );
+        assert_eq!(error(Charset::Utf8), utf8, "whatever was asked before");
     }
 
     #[test]
