@@ -69,12 +69,7 @@ pub struct Cli {
     /// `--stagger`, and the text it was given as: an error about it quotes what was written.
     pub stagger: Option<(Duration, String)>,
     pub quota: Option<QuotaSpec>,
-    pub retry_on: Option<List>,
-    pub stop_on: Option<List>,
-    pub success_on: Option<List>,
-    pub retry_if_output: Option<Pattern>,
-    pub stop_if_output: Option<Pattern>,
-    pub until_output: Option<Pattern>,
+    pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -494,13 +489,6 @@ impl Cli {
     }
 
     fn from_matches(m: &mut ArgMatches) -> Cli {
-        // Every option with a default has a value; the value parsers fixed each one's type.
-        fn one<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> Option<T> {
-            m.remove_one::<T>(id)
-        }
-        fn given<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> T {
-            one(m, id).expect("an option with a default value")
-        }
         let simulate = SimulateArgs::from_matches(m);
         Cli {
             tries: given(m, "tries"),
@@ -518,12 +506,7 @@ impl Cli {
             delays: one(m, "delays"),
             jitter: one(m, "jitter"),
             seed: one(m, "seed"),
-            retry_on: one(m, "retry-on"),
-            stop_on: one(m, "stop-on"),
-            success_on: one(m, "success-on"),
-            retry_if_output: one(m, "retry-if-output"),
-            stop_if_output: one(m, "stop-if-output"),
-            until_output: one(m, "until-output"),
+            classify: ClassifyArgs::from_matches(m),
             stdin: given(m, "stdin"),
             buffer_stdout: m.get_flag("buffer-stdout"),
             on_retry: one(m, "on-retry"),
@@ -533,13 +516,7 @@ impl Cli {
             log_format: given(m, "log-format"),
             log_file: one(m, "log-file"),
             label: one(m, "label"),
-            stagger: {
-                let text = m
-                    .get_raw("stagger")
-                    .and_then(|mut words| words.next_back())
-                    .map(|word| word.to_string_lossy().into_owned());
-                one(m, "stagger").zip(text)
-            },
+            stagger: with_text(m, "stagger"),
             quota: one(m, "quota"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),
@@ -550,6 +527,53 @@ impl Cli {
                 .remove_many::<OsString>("command")
                 .map(Iterator::collect)
                 .unwrap_or_default(),
+        }
+    }
+}
+
+/// The value of an option, taken out of the matches; the value parsers fixed each one's type.
+fn one<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> Option<T> {
+    m.remove_one::<T>(id)
+}
+
+/// The value of an option with a default, which always has one.
+fn given<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> T {
+    one(m, id).expect("an option with a default value")
+}
+
+/// The value of an option and the text it was given as (the last, if given more than once).
+fn with_text<T: Clone + Send + Sync + 'static>(
+    m: &mut ArgMatches,
+    id: &str,
+) -> Option<(T, String)> {
+    let text = m
+        .get_raw(id)
+        .and_then(|mut words| words.next_back())
+        .map(|word| word.to_string_lossy().into_owned());
+    one(m, id).zip(text)
+}
+
+/// The options that say which tries succeed, which failures are retried and which stop the
+/// run (spec 5 and 7.3), each `None` where not given.
+#[derive(Debug)]
+pub struct ClassifyArgs {
+    pub retry_on: Option<List>,
+    pub stop_on: Option<List>,
+    pub success_on: Option<List>,
+    pub retry_if_output: Option<Pattern>,
+    pub stop_if_output: Option<Pattern>,
+    pub until_output: Option<Pattern>,
+}
+
+impl ClassifyArgs {
+    fn from_matches(m: &mut ArgMatches) -> ClassifyArgs {
+        ClassifyArgs {
+            retry_on: one(m, "retry-on"),
+            stop_on: one(m, "stop-on"),
+            success_on: one(m, "success-on"),
+            retry_if_output: one(m, "retry-if-output"),
+            stop_if_output: one(m, "stop-if-output"),
+            until_output: one(m, "until-output"),
         }
     }
 }

@@ -2,10 +2,10 @@
 //! Pure apart from the time of day it is handed.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, Cli, JitterKind, ModelKind, SimulateArgs};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, JitterKind, ModelKind, SimulateArgs};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
@@ -44,6 +44,20 @@ pub struct LogConfig {
     pub color: ColorWhen,
 }
 
+/// What a run does, chosen once from the options (`--dry-run`, `--simulate`, `--replay`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// Run the command, and again as the policy says.
+    Run,
+    /// `--dry-run`: print the schedule the options give, and run nothing (spec 9).
+    DryRun,
+    /// `--simulate`: simulate a fleet following the policy, and run nothing (spec 16).
+    Simulate(Simulation),
+    /// `--replay FILE`: run the pending runs of a dead-letter file again (spec 17); with
+    /// `--dry-run`, list them and run nothing.
+    Replay { file: PathBuf, dry_run: bool },
+}
+
 /// Everything a run needs, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -62,12 +76,17 @@ pub struct Config {
     pub stagger: Option<Duration>,
     /// `--quota`: the retry quota shared with other runs.
     pub quota: Option<QuotaSpec>,
+    /// What the run does: run the command, print its schedule, simulate a fleet or replay.
+    pub mode: Mode,
+    /// `--dry-run`, alone or with `--replay`; [`Config::is_dry_run`] says it from `mode`.
     pub dry_run: bool,
     /// `--dead-letter`: where a run that gives up is recorded (spec 17).
     pub dead_letter: Option<PathBuf>,
-    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17).
+    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17);
+    /// [`Config::replay_file`] says it from `mode`.
     pub replay: Option<PathBuf>,
-    /// `--simulate`: the fleet to simulate instead of running the command (spec 16).
+    /// `--simulate`: the fleet to simulate instead of running the command (spec 16);
+    /// [`Config::simulation`] says it from `mode`.
     pub simulate: Option<Simulation>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -202,101 +221,24 @@ fn one_line(e: &clap::Error) -> String {
 
 impl Config {
     pub fn from_cli(cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
-        if cli.replay.is_some() && !cli.command.is_empty() {
-            return Err(UsageError(
-                "--replay runs the commands its FILE recorded: it takes no command (see --help)"
-                    .into(),
-            ));
-        }
-        same_file_as_the_log(&cli)?;
-        if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate
-        {
-            return Err(UsageError(
-                "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)"
-                    .into(),
-            ));
-        }
-        // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
-        // waits are jittered unless asked not to be, so that clients failing together spread out.
-        let default_jitter = if cli.delays.is_some() {
-            JitterKind::None
-        } else {
-            JitterKind::Full
-        };
-        let jitter = match cli.jitter.unwrap_or(default_jitter) {
-            JitterKind::None => Jitter::None,
-            JitterKind::Full => Jitter::Full,
-            JitterKind::Equal => Jitter::Equal,
-            JitterKind::Decorrelated => Jitter::Decorrelated,
-        };
-        let backoff = match (cli.delays, cli.backoff) {
-            (Some(_), _) if jitter == Jitter::Decorrelated => {
-                return Err(UsageError(
-                    "--jitter decorrelated cannot be used with --delays: decorrelated jitter computes its own waits".into(),
-                ));
-            }
-            (Some(list), _) => Backoff::List(list.0),
-            (None, BackoffKind::Exponential) => Backoff::Exponential { factor: cli.factor },
-            (None, BackoffKind::Linear) => Backoff::Linear,
-            (None, BackoffKind::Constant) => Backoff::Constant,
-        };
-        let success_on = cli.success_on.unwrap_or_default();
-        if let Err(item) = success_on.codes_only() {
-            return Err(UsageError(format!(
-                "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
-            )));
-        }
-        let stop_on = cli.stop_on.unwrap_or_default();
-        check_lists(cli.retry_on.as_ref(), &stop_on, &success_on)?;
-        let deadline_in = match cli.deadline {
-            None => None,
-            Some(at) => match at.duration_since(now) {
-                Ok(left) if !left.is_zero() => Some(left),
-                _ => {
-                    return Err(UsageError(format!(
-                        "invalid value '{}' for '--deadline <TIME>': that time has already passed",
-                        humantime::format_rfc3339_seconds(at)
-                    )));
-                }
-            },
-        };
+        check_command(&cli)?;
+        let waits = wait_policy(&cli)?;
+        let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
-        let timeout = cli.timeout.filter(|t| !t.is_zero());
         let budget = cli.budget.filter(|b| !b.is_zero());
         let mut policy = Policy {
             max_tries: (cli.tries > 0).then_some(cli.tries),
-            waits: WaitPolicy {
-                backoff,
-                delay: cli.delay,
-                max_delay: cli.max_delay,
-                jitter,
-            },
-            classifier: Classifier {
-                retry_on: cli.retry_on,
-                stop_on,
-                success_on,
-                retry_if_output: cli.retry_if_output,
-                stop_if_output: cli.stop_if_output,
-                until_output: cli.until_output,
-            },
-            timeout,
-            limit: Limit::earliest(budget, deadline_in),
+            waits,
+            classifier,
+            timeout: cli.timeout.filter(|t| !t.is_zero()),
+            limit: Limit::earliest(budget, deadline_in(cli.deadline, now)?),
         };
-        let stagger = cli.stagger.filter(|(s, _)| !s.is_zero());
-        if let (Some((most, written)), Some(limit)) = (&stagger, policy.limit) {
-            if *most >= limit.at {
-                return Err(UsageError(format!(
-                    "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
-                    printable(written),
-                    crate::duration::hms(limit.at)
-                )));
-            }
-        }
-        let stagger = stagger.map(|(most, _)| most);
+        let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate = simulation(&cli.simulate, stagger, cli.quota.as_ref())?;
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
+        let mode = Mode::chosen(cli.dry_run, cli.replay.as_ref(), simulate.as_ref());
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -314,6 +256,7 @@ impl Config {
             delay_from_output: cli.delay_from_output,
             stagger,
             quota: cli.quota,
+            mode,
             dry_run: cli.dry_run,
             dead_letter: cli.dead_letter,
             replay: cli.replay,
@@ -326,6 +269,132 @@ impl Config {
             charset,
         })
     }
+
+    /// Whether the run prints what it would do and runs nothing: `--dry-run`, of the schedule
+    /// or of a replay.
+    pub fn is_dry_run(&self) -> bool {
+        matches!(self.mode, Mode::DryRun | Mode::Replay { dry_run: true, .. })
+    }
+
+    /// The fleet to simulate, in the mode `--simulate`.
+    pub fn simulation(&self) -> Option<&Simulation> {
+        match &self.mode {
+            Mode::Simulate(simulation) => Some(simulation),
+            _ => None,
+        }
+    }
+
+    /// The dead-letter file to replay, in the mode `--replay`.
+    pub fn replay_file(&self) -> Option<&Path> {
+        match &self.mode {
+            Mode::Replay { file, .. } => Some(file),
+            _ => None,
+        }
+    }
+}
+
+impl Mode {
+    /// The mode the options name; `--simulate` conflicts with the others (cli.rs), and
+    /// `--dry-run` with `--replay` lists what the replay would run.
+    fn chosen(dry_run: bool, replay: Option<&PathBuf>, simulate: Option<&Simulation>) -> Mode {
+        match (replay, simulate) {
+            (Some(file), _) => Mode::Replay {
+                file: file.clone(),
+                dry_run,
+            },
+            (None, Some(simulation)) => Mode::Simulate(simulation.clone()),
+            (None, None) if dry_run => Mode::DryRun,
+            (None, None) => Mode::Run,
+        }
+    }
+}
+
+/// The command, given where the mode needs one and only there: `--replay` runs the commands
+/// its file recorded, and the log cannot go to that file nor to the dead-letter file.
+fn check_command(cli: &Cli) -> Result<(), UsageError> {
+    if cli.replay.is_some() && !cli.command.is_empty() {
+        return Err(UsageError(
+            "--replay runs the commands its FILE recorded: it takes no command (see --help)".into(),
+        ));
+    }
+    same_file_as_the_log(cli)?;
+    if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate {
+        return Err(UsageError(
+            "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The waits between tries: `--backoff`, `--delay`, `--max-delay` and `--jitter`, or the list
+/// of `--delays`.
+fn wait_policy(cli: &Cli) -> Result<WaitPolicy, UsageError> {
+    // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
+    // waits are jittered unless asked not to be, so that clients failing together spread out.
+    let default_jitter = if cli.delays.is_some() {
+        JitterKind::None
+    } else {
+        JitterKind::Full
+    };
+    let jitter = match cli.jitter.unwrap_or(default_jitter) {
+        JitterKind::None => Jitter::None,
+        JitterKind::Full => Jitter::Full,
+        JitterKind::Equal => Jitter::Equal,
+        JitterKind::Decorrelated => Jitter::Decorrelated,
+    };
+    let backoff = match (&cli.delays, cli.backoff) {
+        (Some(_), _) if jitter == Jitter::Decorrelated => {
+            return Err(UsageError(
+                "--jitter decorrelated cannot be used with --delays: decorrelated jitter computes its own waits".into(),
+            ));
+        }
+        (Some(list), _) => Backoff::List(list.0.clone()),
+        (None, BackoffKind::Exponential) => Backoff::Exponential { factor: cli.factor },
+        (None, BackoffKind::Linear) => Backoff::Linear,
+        (None, BackoffKind::Constant) => Backoff::Constant,
+    };
+    Ok(WaitPolicy {
+        backoff,
+        delay: cli.delay,
+        max_delay: cli.max_delay,
+        jitter,
+    })
+}
+
+/// `--deadline` as time since `now`, the start of the run; a time already passed is an error.
+fn deadline_in(
+    deadline: Option<SystemTime>,
+    now: SystemTime,
+) -> Result<Option<Duration>, UsageError> {
+    let Some(at) = deadline else {
+        return Ok(None);
+    };
+    match at.duration_since(now) {
+        Ok(left) if !left.is_zero() => Ok(Some(left)),
+        _ => Err(UsageError(format!(
+            "invalid value '{}' for '--deadline <TIME>': that time has already passed",
+            humantime::format_rfc3339_seconds(at)
+        ))),
+    }
+}
+
+/// `--stagger` (`None` for 0), which must end before the run's `limit` may: else the first try
+/// might never start.
+fn stagger(
+    stagger: Option<(Duration, String)>,
+    limit: Option<Limit>,
+) -> Result<Option<Duration>, UsageError> {
+    let stagger = stagger.filter(|(s, _)| !s.is_zero());
+    if let (Some((most, written)), Some(limit)) = (&stagger, limit) {
+        if *most >= limit.at {
+            return Err(UsageError(format!(
+                "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
+                printable(written),
+                crate::duration::hms(limit.at)
+            )));
+        }
+    }
+    Ok(stagger.map(|(most, _)| most))
 }
 
 /// `--log-file` naming the file of `--dead-letter` or `--replay` (spec 19): the log's lines
@@ -347,6 +416,27 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
         }
     }
     Ok(())
+}
+
+/// Which tries succeed, which failures are retried and which stop the run, with the defaults
+/// of the lists not given; lists that contradict each other are an error.
+fn classifier(args: ClassifyArgs) -> Result<Classifier, UsageError> {
+    let success_on = args.success_on.unwrap_or_default();
+    if let Err(item) = success_on.codes_only() {
+        return Err(UsageError(format!(
+            "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
+        )));
+    }
+    let stop_on = args.stop_on.unwrap_or_default();
+    check_lists(args.retry_on.as_ref(), &stop_on, &success_on)?;
+    Ok(Classifier {
+        retry_on: args.retry_on,
+        stop_on,
+        success_on,
+        retry_if_output: args.retry_if_output,
+        stop_if_output: args.stop_if_output,
+        until_output: args.until_output,
+    })
 }
 
 /// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
@@ -812,6 +902,49 @@ mod tests {
             r"invalid value $'é\xff' for '--label': not UTF-8 text"
         );
         assert_eq!(error(Charset::Utf8), utf8, "whatever was asked before");
+    }
+
+    #[test]
+    fn the_mode_is_chosen_once_from_the_options() {
+        let mode = |args: &[&str]| config(args).unwrap().mode;
+        assert_eq!(mode(&["x"]), Mode::Run);
+        assert_eq!(mode(&["--dry-run"]), Mode::DryRun);
+        assert_eq!(mode(&["--dry-run", "x"]), Mode::DryRun);
+        let file = PathBuf::from("f.jsonl");
+        assert_eq!(
+            mode(&["--replay", "f.jsonl"]),
+            Mode::Replay {
+                file: file.clone(),
+                dry_run: false
+            }
+        );
+        assert_eq!(
+            mode(&["--replay", "f.jsonl", "--dry-run"]),
+            Mode::Replay {
+                file: file.clone(),
+                dry_run: true
+            }
+        );
+        let c = config(&["--simulate", "--clients", "7"]).unwrap();
+        let Mode::Simulate(simulation) = &c.mode else {
+            panic!("{:?}", c.mode);
+        };
+        assert_eq!(simulation.scenario.clients, 7);
+        assert_eq!(c.simulation(), Some(simulation));
+        assert_eq!(c.simulation(), c.simulate.as_ref());
+        for (args, dry_run, replay) in [
+            (&["x"][..], false, None),
+            (&["--dry-run"], true, None),
+            (&["--replay", "f.jsonl"], false, Some(&file)),
+            (&["--replay", "f.jsonl", "--dry-run"], true, Some(&file)),
+            (&["--simulate"], false, None),
+        ] {
+            let c = config(args).unwrap();
+            assert_eq!(c.is_dry_run(), dry_run, "{args:?}");
+            assert_eq!(c.is_dry_run(), c.dry_run, "{args:?}");
+            assert_eq!(c.replay_file(), replay.map(PathBuf::as_path), "{args:?}");
+            assert_eq!(c.replay_file(), c.replay.as_deref(), "{args:?}");
+        }
     }
 
     #[test]
