@@ -163,24 +163,7 @@ fn not_utf8(args: &[OsString], charset: Charset) -> Option<String> {
 /// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
-    let mut rendered = e.render().to_string();
-    // A value with a line break in it must not break the one line (nor forge another); clap's
-    // rendering drops escape sequences from it, so the line is written anew with the value
-    // escaped.
-    if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
-        e.get(ContextKind::InvalidValue),
-        e.get(ContextKind::InvalidArg),
-    ) {
-        // Nor may it show a Redis password (spec 19).
-        let hidden = crate::policy::quota::hide_password(value);
-        if hidden.is_some() || value.chars().any(unprintable) {
-            let value = printable(hidden.as_deref().unwrap_or(value));
-            rendered = match std::error::Error::source(e) {
-                Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
-                None => format!("invalid value '{value}' for '{arg}'"),
-            };
-        }
-    }
+    let rendered = rendered(e);
     let mut line = rendered
         .lines()
         .next()
@@ -199,7 +182,37 @@ fn one_line(e: &clap::Error) -> String {
             line += &format!(" (expected one of: {})", values.join(", "));
         }
     }
-    let mut suggested = false;
+    line + &suggestions(e)
+}
+
+/// Clap's rendering of the error, or the line written anew when the value in it needs
+/// escaping. A value with a line break in it must not break the one line (nor forge another),
+/// and clap's rendering drops escape sequences from it; nor may it show a Redis password
+/// (spec 19).
+fn rendered(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
+        e.get(ContextKind::InvalidValue),
+        e.get(ContextKind::InvalidArg),
+    ) {
+        let hidden = crate::policy::quota::hide_password(value);
+        if hidden.is_some() || value.chars().any(unprintable) {
+            let value = printable(hidden.as_deref().unwrap_or(value));
+            return match std::error::Error::source(e) {
+                Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
+                None => format!("invalid value '{value}' for '{arg}'"),
+            };
+        }
+    }
+    e.render().to_string()
+}
+
+/// Clap's suggestions (`did you mean --timeout?`), or a pointer to `--help` for an unknown
+/// option without one. Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make
+/// retry run `-x` as the command: left out.
+fn suggestions(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut out = String::new();
     for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
         let suggestions = match e.get(kind) {
             Some(ContextValue::String(s)) => vec![s.clone()],
@@ -207,16 +220,13 @@ fn one_line(e: &clap::Error) -> String {
             _ => Vec::new(),
         };
         if !suggestions.is_empty() {
-            line += &format!(" (did you mean {}?)", suggestions.join(" or "));
-            suggested = true;
+            out += &format!(" (did you mean {}?)", suggestions.join(" or "));
         }
     }
-    if e.kind() == clap::error::ErrorKind::UnknownArgument && !suggested {
-        line += " (retry --help lists the options)";
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && out.is_empty() {
+        out += " (retry --help lists the options)";
     }
-    // Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make retry run `-x` as
-    // the command: left out.
-    line
+    out
 }
 
 impl Config {
@@ -484,37 +494,14 @@ fn simulation(
     stagger: Option<Duration>,
     quota: Option<&QuotaSpec>,
 ) -> Result<Option<Simulation>, UsageError> {
-    use crate::duration::hms;
     use crate::sim::{Model, Outage, Scenario};
-    use clap::ValueEnum;
-    let outage_options = [
-        ("--outage", args.outage.map(hms)),
-        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
-        ("--latency", args.latency.map(hms)),
-    ];
     if !args.simulate {
-        let given = [
-            ("--clients", args.clients.map(|n| n.to_string())),
-            (
-                "--model",
-                args.model
-                    .and_then(|m| m.to_possible_value())
-                    .map(|v| v.get_name().to_string()),
-            ),
-            ("--compare", args.compare.then(String::new)),
-        ];
-        if let Some((option, value)) = given
-            .into_iter()
-            .chain(outage_options)
-            .find_map(|(option, value)| Some((option, value?)))
-        {
-            let shown = format!("{option} {value}");
-            return Err(UsageError(format!(
-                "'{}' is an option of --simulate, and is given without it",
-                shown.trim_end()
-            )));
-        }
-        return Ok(None);
+        return match given_without_simulate(args) {
+            Some(shown) => Err(UsageError(format!(
+                "'{shown}' is an option of --simulate, and is given without it"
+            ))),
+            None => Ok(None),
+        };
     }
     let kind = args.model.unwrap_or(ModelKind::Outage);
     let model = match kind {
@@ -524,10 +511,7 @@ fn simulation(
             latency: args.latency.unwrap_or(Duration::from_millis(100)),
         }),
         ModelKind::Occ => {
-            if let Some((option, value)) = outage_options
-                .into_iter()
-                .find_map(|(option, value)| Some((option, value?)))
-            {
+            if let Some((option, value)) = first_given(outage_options(args)) {
                 return Err(UsageError(format!(
                     "'{option} {value}' is for --model outage: --model occ times its own network (about 10ms a hop)"
                 )));
@@ -545,6 +529,42 @@ fn simulation(
         compare: args.compare,
         until_success: kind == ModelKind::Occ && !args.tries_given,
     }))
+}
+
+/// The options of the outage model, each with its value as given, or `None`.
+fn outage_options(args: &SimulateArgs) -> [(&'static str, Option<String>); 3] {
+    use crate::duration::hms;
+    [
+        ("--outage", args.outage.map(hms)),
+        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
+        ("--latency", args.latency.map(hms)),
+    ]
+}
+
+/// The first of `options` given, with its value.
+fn first_given<'a>(
+    options: impl IntoIterator<Item = (&'a str, Option<String>)>,
+) -> Option<(&'a str, String)> {
+    options
+        .into_iter()
+        .find_map(|(option, value)| Some((option, value?)))
+}
+
+/// The first option of `--simulate` given, as written back (`--clients 7`, `--compare`).
+fn given_without_simulate(args: &SimulateArgs) -> Option<String> {
+    use clap::ValueEnum;
+    let given = [
+        ("--clients", args.clients.map(|n| n.to_string())),
+        (
+            "--model",
+            args.model
+                .and_then(|m| m.to_possible_value())
+                .map(|v| v.get_name().to_string()),
+        ),
+        ("--compare", args.compare.then(String::new)),
+    ];
+    let (option, value) = first_given(given.into_iter().chain(outage_options(args)))?;
+    Some(format!("{option} {value}").trim_end().to_string())
 }
 
 #[cfg(test)]
@@ -945,6 +965,38 @@ mod tests {
             assert_eq!(c.replay_file(), replay.map(PathBuf::as_path), "{args:?}");
             assert_eq!(c.replay_file(), c.replay.as_deref(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn the_options_of_the_simulation_need_it_and_their_model() {
+        for (args, error) in [
+            (
+                &["--clients", "7", "x"][..],
+                "'--clients 7' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--compare", "x"],
+                "'--compare' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--latency", "5ms", "--model", "occ", "x"],
+                "'--model occ' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--capacity", "3", "x"],
+                "'--capacity 3/s' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--simulate", "--model", "occ", "--latency", "5ms"],
+                "'--latency 5ms' is for --model outage: --model occ times its own network (about 10ms a hop)",
+            ),
+        ] {
+            assert_eq!(config(args).unwrap_err(), error, "{args:?}");
+        }
+        let c = config(&["--simulate", "--model", "occ"]).unwrap();
+        assert_eq!(c.policy.max_tries, None, "occ tries until it succeeds");
+        let c = config(&["--simulate", "--model", "occ", "-n", "4"]).unwrap();
+        assert_eq!(c.policy.max_tries, Some(4));
     }
 
     #[test]
