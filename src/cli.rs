@@ -751,22 +751,39 @@ pub enum ModelKind {
     Occ,
 }
 
+/// The options of `--simulate` (spec 16), in the order `--help` lists them.
 fn simulate_options() -> Vec<Arg> {
-    vec![
-        flag(
-            "simulate",
-            SIMULATE,
-            "Simulate many clients following this policy at once, and run nothing
+    let mut options = vec![simulate_flag()];
+    options.extend(fleet_options());
+    options.extend(outage_options());
+    options.push(flag(
+        "compare",
+        SIMULATE,
+        "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
+    ));
+    options
+}
+
+fn simulate_flag() -> Arg {
+    flag(
+        "simulate",
+        SIMULATE,
+        "Simulate many clients following this policy at once, and run nothing
 
 The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota) drives \
-            --clients simulated runs on a virtual clock against the dependency of --model, and \
-            retry prints what they do to it: the tries in all and per client, the peak rate, when \
-            the last client finished, how many succeeded or gave up and why, and a chart of tries \
-            per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
-            gives the same figures; with --log-format json, the figures and the tries per \
-            interval are JSON lines.",
-        )
-        .conflicts_with_all(["dry-run", "replay"]),
+        --clients simulated runs on a virtual clock against the dependency of --model, and \
+        retry prints what they do to it: the tries in all and per client, the peak rate, when \
+        the last client finished, how many succeeded or gave up and why, and a chart of tries \
+        per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
+        gives the same figures; with --log-format json, the figures and the tries per \
+        interval are JSON lines.",
+    )
+    .conflicts_with_all(["dry-run", "replay"])
+}
+
+/// How many clients there are, and what they retry against.
+fn fleet_options() -> [Arg; 2] {
+    [
         option(
             "clients",
             "N",
@@ -790,6 +807,12 @@ outage: every try fails until --outage is over, then at most --capacity tries pe
         )
         .value_parser(EnumValueParser::<ModelKind>::new())
         .allow_hyphen_values(true),
+    ]
+}
+
+/// The dependency of `--model outage`.
+fn outage_options() -> [Arg; 3] {
+    [
         option(
             "outage",
             "DURATION",
@@ -817,11 +840,6 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
         )
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
-        flag(
-            "compare",
-            SIMULATE,
-            "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
-        ),
     ]
 }
 
