@@ -1,5 +1,6 @@
-//! From parsed flags to one validated `Config`: the cross-field checks and the usage errors.
-//! Pure apart from the time of day it is handed.
+//! From parsed flags to one validated `Config`: the cross-field checks, the usage errors and
+//! the run's `Mode`. Pure apart from the time of day and the character set it is handed
+//! (`parse_in`); `parse` reads the character set from the locale.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
