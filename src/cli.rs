@@ -12,7 +12,6 @@ use std::time::{Duration, SystemTime};
 use clap::builder::{EnumValueParser, PossibleValue, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Command, ValueEnum};
 
-pub use crate::config::{ColorWhen, LogFormat, StdinMode};
 use crate::duration::{parse_duration, parse_time};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{List, Pattern, Signal};
@@ -70,12 +69,7 @@ pub struct Cli {
     /// `--stagger`, and the text it was given as: an error about it quotes what was written.
     pub stagger: Option<(Duration, String)>,
     pub quota: Option<QuotaSpec>,
-    pub retry_on: Option<List>,
-    pub stop_on: Option<List>,
-    pub success_on: Option<List>,
-    pub retry_if_output: Option<Pattern>,
-    pub stop_if_output: Option<Pattern>,
-    pub until_output: Option<Pattern>,
+    pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -495,13 +489,6 @@ impl Cli {
     }
 
     fn from_matches(m: &mut ArgMatches) -> Cli {
-        // Every option with a default has a value; the value parsers fixed each one's type.
-        fn one<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> Option<T> {
-            m.remove_one::<T>(id)
-        }
-        fn given<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> T {
-            one(m, id).expect("an option with a default value")
-        }
         let simulate = SimulateArgs::from_matches(m);
         Cli {
             tries: given(m, "tries"),
@@ -519,12 +506,7 @@ impl Cli {
             delays: one(m, "delays"),
             jitter: one(m, "jitter"),
             seed: one(m, "seed"),
-            retry_on: one(m, "retry-on"),
-            stop_on: one(m, "stop-on"),
-            success_on: one(m, "success-on"),
-            retry_if_output: one(m, "retry-if-output"),
-            stop_if_output: one(m, "stop-if-output"),
-            until_output: one(m, "until-output"),
+            classify: ClassifyArgs::from_matches(m),
             stdin: given(m, "stdin"),
             buffer_stdout: m.get_flag("buffer-stdout"),
             on_retry: one(m, "on-retry"),
@@ -534,13 +516,7 @@ impl Cli {
             log_format: given(m, "log-format"),
             log_file: one(m, "log-file"),
             label: one(m, "label"),
-            stagger: {
-                let text = m
-                    .get_raw("stagger")
-                    .and_then(|mut words| words.next_back())
-                    .map(|word| word.to_string_lossy().into_owned());
-                one(m, "stagger").zip(text)
-            },
+            stagger: with_text(m, "stagger"),
             quota: one(m, "quota"),
             color: given(m, "color"),
             dry_run: m.get_flag("dry-run"),
@@ -551,6 +527,53 @@ impl Cli {
                 .remove_many::<OsString>("command")
                 .map(Iterator::collect)
                 .unwrap_or_default(),
+        }
+    }
+}
+
+/// The value of an option, taken out of the matches; the value parsers fixed each one's type.
+fn one<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> Option<T> {
+    m.remove_one::<T>(id)
+}
+
+/// The value of an option with a default, which always has one.
+fn given<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> T {
+    one(m, id).expect("an option with a default value")
+}
+
+/// The value of an option and the text it was given as (the last, if given more than once).
+fn with_text<T: Clone + Send + Sync + 'static>(
+    m: &mut ArgMatches,
+    id: &str,
+) -> Option<(T, String)> {
+    let text = m
+        .get_raw(id)
+        .and_then(|mut words| words.next_back())
+        .map(|word| word.to_string_lossy().into_owned());
+    one(m, id).zip(text)
+}
+
+/// The options that say which tries succeed, which failures are retried and which stop the
+/// run (spec 5 and 7.3), each `None` where not given.
+#[derive(Debug)]
+pub struct ClassifyArgs {
+    pub retry_on: Option<List>,
+    pub stop_on: Option<List>,
+    pub success_on: Option<List>,
+    pub retry_if_output: Option<Pattern>,
+    pub stop_if_output: Option<Pattern>,
+    pub until_output: Option<Pattern>,
+}
+
+impl ClassifyArgs {
+    fn from_matches(m: &mut ArgMatches) -> ClassifyArgs {
+        ClassifyArgs {
+            retry_on: one(m, "retry-on"),
+            stop_on: one(m, "stop-on"),
+            success_on: one(m, "success-on"),
+            retry_if_output: one(m, "retry-if-output"),
+            stop_if_output: one(m, "stop-if-output"),
+            until_output: one(m, "until-output"),
         }
     }
 }
@@ -568,6 +591,30 @@ pub enum JitterKind {
     Equal,
     Decorrelated,
     None,
+}
+
+/// Where the tries' standard input comes from (`--stdin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+    Auto,
+    Replay,
+    Inherit,
+    Null,
+}
+
+/// The log's format (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// When the log is coloured (`--color`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
 }
 
 /// The values of an option that names one of a few kinds, as clap lists and parses them.
@@ -633,7 +680,7 @@ fn parse_label(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err("a label cannot be empty".into());
     }
-    if s.chars().any(crate::report::unprintable) {
+    if s.chars().any(crate::text::unprintable) {
         return Err("a label cannot hold a line break or another control character".into());
     }
     Ok(s.to_string())
@@ -704,22 +751,39 @@ pub enum ModelKind {
     Occ,
 }
 
+/// The options of `--simulate` (spec 16), in the order `--help` lists them.
 fn simulate_options() -> Vec<Arg> {
-    vec![
-        flag(
-            "simulate",
-            SIMULATE,
-            "Simulate many clients following this policy at once, and run nothing
+    let mut options = vec![simulate_flag()];
+    options.extend(fleet_options());
+    options.extend(outage_options());
+    options.push(flag(
+        "compare",
+        SIMULATE,
+        "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
+    ));
+    options
+}
+
+fn simulate_flag() -> Arg {
+    flag(
+        "simulate",
+        SIMULATE,
+        "Simulate many clients following this policy at once, and run nothing
 
 The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota) drives \
-            --clients simulated runs on a virtual clock against the dependency of --model, and \
-            retry prints what they do to it: the tries in all and per client, the peak rate, when \
-            the last client finished, how many succeeded or gave up and why, and a chart of tries \
-            per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
-            gives the same figures; with --log-format json, the figures and the tries per \
-            interval are JSON lines.",
-        )
-        .conflicts_with_all(["dry-run", "replay"]),
+        --clients simulated runs on a virtual clock against the dependency of --model, and \
+        retry prints what they do to it: the tries in all and per client, the peak rate, when \
+        the last client finished, how many succeeded or gave up and why, and a chart of tries \
+        per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
+        gives the same figures; with --log-format json, the figures and the tries per \
+        interval are JSON lines.",
+    )
+    .conflicts_with_all(["dry-run", "replay"])
+}
+
+/// How many clients there are, and what they retry against.
+fn fleet_options() -> [Arg; 2] {
+    [
         option(
             "clients",
             "N",
@@ -743,6 +807,12 @@ outage: every try fails until --outage is over, then at most --capacity tries pe
         )
         .value_parser(EnumValueParser::<ModelKind>::new())
         .allow_hyphen_values(true),
+    ]
+}
+
+/// The dependency of `--model outage`.
+fn outage_options() -> [Arg; 3] {
+    [
         option(
             "outage",
             "DURATION",
@@ -770,11 +840,6 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
         )
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
-        flag(
-            "compare",
-            SIMULATE,
-            "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
-        ),
     ]
 }
 

@@ -1,15 +1,18 @@
-//! From parsed flags to one validated `Config`: the cross-field checks and the usage errors.
-//! Pure apart from the time of day it is handed.
+//! From parsed flags to one validated `Config`: the cross-field checks, the usage errors and
+//! the run's `Mode`. Pure apart from the time of day and the character set it is handed
+//! (`parse_in`); `parse` reads the character set from the locale.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, Cli, JitterKind, ModelKind, SimulateArgs};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, JitterKind, ModelKind, SimulateArgs};
+pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
     Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
 };
+use crate::text::{Charset, printable, quote, unprintable};
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,30 +25,6 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
-
-/// Where the tries' standard input comes from (`--stdin`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StdinMode {
-    Auto,
-    Replay,
-    Inherit,
-    Null,
-}
-
-/// The log's format (`--log-format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Human,
-    Json,
-}
-
-/// When the log is coloured (`--color`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColorWhen {
-    Auto,
-    Always,
-    Never,
-}
 
 /// What the parser did instead of producing a `Config`.
 #[derive(Debug)]
@@ -66,6 +45,20 @@ pub struct LogConfig {
     pub color: ColorWhen,
 }
 
+/// What a run does, chosen once from the options (`--dry-run`, `--simulate`, `--replay`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// Run the command, and again as the policy says.
+    Run,
+    /// `--dry-run`: print the schedule the options give, and run nothing (spec 9).
+    DryRun,
+    /// `--simulate`: simulate a fleet following the policy, and run nothing (spec 16).
+    Simulate(Simulation),
+    /// `--replay FILE`: run the pending runs of a dead-letter file again (spec 17); with
+    /// `--dry-run`, list them and run nothing.
+    Replay { file: PathBuf, dry_run: bool },
+}
+
 /// Everything a run needs, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -84,30 +77,48 @@ pub struct Config {
     pub stagger: Option<Duration>,
     /// `--quota`: the retry quota shared with other runs.
     pub quota: Option<QuotaSpec>,
+    /// What the run does: run the command, print its schedule, simulate a fleet or replay.
+    pub mode: Mode,
+    /// `--dry-run`, alone or with `--replay`; [`Config::is_dry_run`] says it from `mode`.
     pub dry_run: bool,
     /// `--dead-letter`: where a run that gives up is recorded (spec 17).
     pub dead_letter: Option<PathBuf>,
-    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17).
+    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17);
+    /// [`Config::replay_file`] says it from `mode`.
     pub replay: Option<PathBuf>,
-    /// `--simulate`: the fleet to simulate instead of running the command (spec 16).
+    /// `--simulate`: the fleet to simulate instead of running the command (spec 16);
+    /// [`Config::simulation`] says it from `mode`.
     pub simulate: Option<Simulation>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
     pub on_give_up: Option<String>,
     pub command: Vec<OsString>,
+    /// The character set of what the run prints (spec 8.1).
+    pub charset: Charset,
+}
+
+/// Parses the arguments (the program name first), for output in the character set of the
+/// locale that the environment names (`LC_ALL`, `LC_CTYPE`, `LANG`): `parse_in` with it.
+pub fn parse<I, T>(args: I, now: SystemTime) -> ParseOutcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    parse_in(args, now, Charset::of_locale(|name| std::env::var_os(name)))
 }
 
 /// Parses the arguments (the program name first). `now` is the time the run starts, used to
-/// turn `--deadline` into time since start.
-pub fn parse<I, T>(args: I, now: SystemTime) -> ParseOutcome
+/// turn `--deadline` into time since start; `charset` is the character set of what the run
+/// prints, usage errors included.
+pub fn parse_in<I, T>(args: I, now: SystemTime, charset: Charset) -> ParseOutcome
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     match Cli::try_parse_from(&args) {
-        Ok(cli) => match Config::from_cli(cli, now) {
+        Ok(cli) => match Config::from_cli(cli, now, charset) {
             Ok(config) => ParseOutcome::Run(Box::new(config)),
             Err(e) => ParseOutcome::Usage(e),
         },
@@ -115,7 +126,7 @@ where
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                 ParseOutcome::Info(e)
             }
-            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args) {
+            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args, charset) {
                 Some(line) => ParseOutcome::Usage(UsageError(line)),
                 None => ParseOutcome::Usage(UsageError(one_line(&e))),
             },
@@ -127,7 +138,7 @@ where
 /// The option whose value is not UTF-8, and the value: clap says only that some argument is
 /// not. The command's own words may hold any bytes, so it is the first such word among the
 /// options: `--NAME=VALUE` itself, or the value after the option.
-fn not_utf8(args: &[OsString]) -> Option<String> {
+fn not_utf8(args: &[OsString], charset: Charset) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let words = args.get(1..)?;
     let at = words.iter().position(|w| w.to_str().is_none())?;
@@ -142,8 +153,8 @@ fn not_utf8(args: &[OsString]) -> Option<String> {
             words[at].clone(),
         ),
     };
-    let option = crate::report::printable(&option);
-    let value = crate::report::quote(&value);
+    let option = printable(&option);
+    let value = quote(&value, charset);
     Some(format!(
         "invalid value {value} for '{option}': not UTF-8 text"
     ))
@@ -153,24 +164,7 @@ fn not_utf8(args: &[OsString]) -> Option<String> {
 /// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
-    let mut rendered = e.render().to_string();
-    // A value with a line break in it must not break the one line (nor forge another); clap's
-    // rendering drops escape sequences from it, so the line is written anew with the value
-    // escaped.
-    if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
-        e.get(ContextKind::InvalidValue),
-        e.get(ContextKind::InvalidArg),
-    ) {
-        // Nor may it show a Redis password (spec 19).
-        let hidden = crate::policy::quota::hide_password(value);
-        if hidden.is_some() || value.chars().any(crate::report::unprintable) {
-            let value = crate::report::printable(hidden.as_deref().unwrap_or(value));
-            rendered = match std::error::Error::source(e) {
-                Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
-                None => format!("invalid value '{value}' for '{arg}'"),
-            };
-        }
-    }
+    let rendered = rendered(e);
     let mut line = rendered
         .lines()
         .next()
@@ -189,7 +183,37 @@ fn one_line(e: &clap::Error) -> String {
             line += &format!(" (expected one of: {})", values.join(", "));
         }
     }
-    let mut suggested = false;
+    line + &suggestions(e)
+}
+
+/// Clap's rendering of the error, or the line written anew when the value in it needs
+/// escaping. A value with a line break in it must not break the one line (nor forge another),
+/// and clap's rendering drops escape sequences from it; nor may it show a Redis password
+/// (spec 19).
+fn rendered(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
+        e.get(ContextKind::InvalidValue),
+        e.get(ContextKind::InvalidArg),
+    ) {
+        let hidden = crate::policy::quota::hide_password(value);
+        if hidden.is_some() || value.chars().any(unprintable) {
+            let value = printable(hidden.as_deref().unwrap_or(value));
+            return match std::error::Error::source(e) {
+                Some(why) => format!("invalid value '{value}' for '{arg}': {why}"),
+                None => format!("invalid value '{value}' for '{arg}'"),
+            };
+        }
+    }
+    e.render().to_string()
+}
+
+/// Clap's suggestions (`did you mean --timeout?`), or a pointer to `--help` for an unknown
+/// option without one. Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make
+/// retry run `-x` as the command: left out.
+fn suggestions(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut out = String::new();
     for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
         let suggestions = match e.get(kind) {
             Some(ContextValue::String(s)) => vec![s.clone()],
@@ -197,115 +221,35 @@ fn one_line(e: &clap::Error) -> String {
             _ => Vec::new(),
         };
         if !suggestions.is_empty() {
-            line += &format!(" (did you mean {}?)", suggestions.join(" or "));
-            suggested = true;
+            out += &format!(" (did you mean {}?)", suggestions.join(" or "));
         }
     }
-    if e.kind() == clap::error::ErrorKind::UnknownArgument && !suggested {
-        line += " (retry --help lists the options)";
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && out.is_empty() {
+        out += " (retry --help lists the options)";
     }
-    // Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make retry run `-x` as
-    // the command: left out.
-    line
+    out
 }
 
 impl Config {
-    pub fn from_cli(cli: Cli, now: SystemTime) -> Result<Config, UsageError> {
-        if cli.replay.is_some() && !cli.command.is_empty() {
-            return Err(UsageError(
-                "--replay runs the commands its FILE recorded: it takes no command (see --help)"
-                    .into(),
-            ));
-        }
-        same_file_as_the_log(&cli)?;
-        if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate
-        {
-            return Err(UsageError(
-                "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)"
-                    .into(),
-            ));
-        }
-        // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
-        // waits are jittered unless asked not to be, so that clients failing together spread out.
-        let default_jitter = if cli.delays.is_some() {
-            JitterKind::None
-        } else {
-            JitterKind::Full
-        };
-        let jitter = match cli.jitter.unwrap_or(default_jitter) {
-            JitterKind::None => Jitter::None,
-            JitterKind::Full => Jitter::Full,
-            JitterKind::Equal => Jitter::Equal,
-            JitterKind::Decorrelated => Jitter::Decorrelated,
-        };
-        let backoff = match (cli.delays, cli.backoff) {
-            (Some(_), _) if jitter == Jitter::Decorrelated => {
-                return Err(UsageError(
-                    "--jitter decorrelated cannot be used with --delays: decorrelated jitter computes its own waits".into(),
-                ));
-            }
-            (Some(list), _) => Backoff::List(list.0),
-            (None, BackoffKind::Exponential) => Backoff::Exponential { factor: cli.factor },
-            (None, BackoffKind::Linear) => Backoff::Linear,
-            (None, BackoffKind::Constant) => Backoff::Constant,
-        };
-        let success_on = cli.success_on.unwrap_or_default();
-        if let Err(item) = success_on.codes_only() {
-            return Err(UsageError(format!(
-                "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
-            )));
-        }
-        let stop_on = cli.stop_on.unwrap_or_default();
-        check_lists(cli.retry_on.as_ref(), &stop_on, &success_on)?;
-        let deadline_in = match cli.deadline {
-            None => None,
-            Some(at) => match at.duration_since(now) {
-                Ok(left) if !left.is_zero() => Some(left),
-                _ => {
-                    return Err(UsageError(format!(
-                        "invalid value '{}' for '--deadline <TIME>': that time has already passed",
-                        humantime::format_rfc3339_seconds(at)
-                    )));
-                }
-            },
-        };
+    pub fn from_cli(cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
+        check_command(&cli)?;
+        let waits = wait_policy(&cli)?;
+        let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
-        let timeout = cli.timeout.filter(|t| !t.is_zero());
         let budget = cli.budget.filter(|b| !b.is_zero());
         let mut policy = Policy {
             max_tries: (cli.tries > 0).then_some(cli.tries),
-            waits: WaitPolicy {
-                backoff,
-                delay: cli.delay,
-                max_delay: cli.max_delay,
-                jitter,
-            },
-            classifier: Classifier {
-                retry_on: cli.retry_on,
-                stop_on,
-                success_on,
-                retry_if_output: cli.retry_if_output,
-                stop_if_output: cli.stop_if_output,
-                until_output: cli.until_output,
-            },
-            timeout,
-            limit: Limit::earliest(budget, deadline_in),
+            waits,
+            classifier,
+            timeout: cli.timeout.filter(|t| !t.is_zero()),
+            limit: Limit::earliest(budget, deadline_in(cli.deadline, now)?),
         };
-        let stagger = cli.stagger.filter(|(s, _)| !s.is_zero());
-        if let (Some((most, written)), Some(limit)) = (&stagger, policy.limit) {
-            if *most >= limit.at {
-                return Err(UsageError(format!(
-                    "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
-                    crate::report::printable(written),
-                    crate::duration::hms(limit.at)
-                )));
-            }
-        }
-        let stagger = stagger.map(|(most, _)| most);
+        let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate = simulation(&cli.simulate, stagger, cli.quota.as_ref())?;
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
+        let mode = Mode::chosen(cli.dry_run, cli.replay.as_ref(), simulate.as_ref());
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -323,6 +267,7 @@ impl Config {
             delay_from_output: cli.delay_from_output,
             stagger,
             quota: cli.quota,
+            mode,
             dry_run: cli.dry_run,
             dead_letter: cli.dead_letter,
             replay: cli.replay,
@@ -332,8 +277,135 @@ impl Config {
             on_retry: cli.on_retry,
             on_give_up: cli.on_give_up,
             command: cli.command,
+            charset,
         })
     }
+
+    /// Whether the run prints what it would do and runs nothing: `--dry-run`, of the schedule
+    /// or of a replay.
+    pub fn is_dry_run(&self) -> bool {
+        matches!(self.mode, Mode::DryRun | Mode::Replay { dry_run: true, .. })
+    }
+
+    /// The fleet to simulate, in the mode `--simulate`.
+    pub fn simulation(&self) -> Option<&Simulation> {
+        match &self.mode {
+            Mode::Simulate(simulation) => Some(simulation),
+            _ => None,
+        }
+    }
+
+    /// The dead-letter file to replay, in the mode `--replay`.
+    pub fn replay_file(&self) -> Option<&Path> {
+        match &self.mode {
+            Mode::Replay { file, .. } => Some(file),
+            _ => None,
+        }
+    }
+}
+
+impl Mode {
+    /// The mode the options name; `--simulate` conflicts with the others (cli.rs), and
+    /// `--dry-run` with `--replay` lists what the replay would run.
+    fn chosen(dry_run: bool, replay: Option<&PathBuf>, simulate: Option<&Simulation>) -> Mode {
+        match (replay, simulate) {
+            (Some(file), _) => Mode::Replay {
+                file: file.clone(),
+                dry_run,
+            },
+            (None, Some(simulation)) => Mode::Simulate(simulation.clone()),
+            (None, None) if dry_run => Mode::DryRun,
+            (None, None) => Mode::Run,
+        }
+    }
+}
+
+/// The command, given where the mode needs one and only there: `--replay` runs the commands
+/// its file recorded, and the log cannot go to that file nor to the dead-letter file.
+fn check_command(cli: &Cli) -> Result<(), UsageError> {
+    if cli.replay.is_some() && !cli.command.is_empty() {
+        return Err(UsageError(
+            "--replay runs the commands its FILE recorded: it takes no command (see --help)".into(),
+        ));
+    }
+    same_file_as_the_log(cli)?;
+    if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate {
+        return Err(UsageError(
+            "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The waits between tries: `--backoff`, `--delay`, `--max-delay` and `--jitter`, or the list
+/// of `--delays`.
+fn wait_policy(cli: &Cli) -> Result<WaitPolicy, UsageError> {
+    // Listed waits are meant as they are written (Laravel's `$backoff = [2, 4]`); other
+    // waits are jittered unless asked not to be, so that clients failing together spread out.
+    let default_jitter = if cli.delays.is_some() {
+        JitterKind::None
+    } else {
+        JitterKind::Full
+    };
+    let jitter = match cli.jitter.unwrap_or(default_jitter) {
+        JitterKind::None => Jitter::None,
+        JitterKind::Full => Jitter::Full,
+        JitterKind::Equal => Jitter::Equal,
+        JitterKind::Decorrelated => Jitter::Decorrelated,
+    };
+    let backoff = match (&cli.delays, cli.backoff) {
+        (Some(_), _) if jitter == Jitter::Decorrelated => {
+            return Err(UsageError(
+                "--jitter decorrelated cannot be used with --delays: decorrelated jitter computes its own waits".into(),
+            ));
+        }
+        (Some(list), _) => Backoff::List(list.0.clone()),
+        (None, BackoffKind::Exponential) => Backoff::Exponential { factor: cli.factor },
+        (None, BackoffKind::Linear) => Backoff::Linear,
+        (None, BackoffKind::Constant) => Backoff::Constant,
+    };
+    Ok(WaitPolicy {
+        backoff,
+        delay: cli.delay,
+        max_delay: cli.max_delay,
+        jitter,
+    })
+}
+
+/// `--deadline` as time since `now`, the start of the run; a time already passed is an error.
+fn deadline_in(
+    deadline: Option<SystemTime>,
+    now: SystemTime,
+) -> Result<Option<Duration>, UsageError> {
+    let Some(at) = deadline else {
+        return Ok(None);
+    };
+    match at.duration_since(now) {
+        Ok(left) if !left.is_zero() => Ok(Some(left)),
+        _ => Err(UsageError(format!(
+            "invalid value '{}' for '--deadline <TIME>': that time has already passed",
+            humantime::format_rfc3339_seconds(at)
+        ))),
+    }
+}
+
+/// `--stagger` (`None` for 0), which must end before the run's `limit` may: else the first try
+/// might never start.
+fn stagger(
+    stagger: Option<(Duration, String)>,
+    limit: Option<Limit>,
+) -> Result<Option<Duration>, UsageError> {
+    let stagger = stagger.filter(|(s, _)| !s.is_zero());
+    if let (Some((most, written)), Some(limit)) = (&stagger, limit) {
+        if *most >= limit.at {
+            return Err(UsageError(format!(
+                "invalid value '{}' for '--stagger <DURATION>': it is not shorter than the {} the run may take, so the first try might never start",
+                printable(written),
+                crate::duration::hms(limit.at)
+            )));
+        }
+    }
+    Ok(stagger.map(|(most, _)| most))
 }
 
 /// `--log-file` naming the file of `--dead-letter` or `--replay` (spec 19): the log's lines
@@ -349,12 +421,33 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
         if let Some(path) = path.as_ref().filter(|p| crate::store::same_file(log, p)) {
             return Err(UsageError(format!(
                 "--log-file '{}' and {option} '{}' name the same file: the log would make its records unreadable",
-                crate::report::printable(&log.display().to_string()),
-                crate::report::printable(&path.display().to_string())
+                printable(&log.display().to_string()),
+                printable(&path.display().to_string())
             )));
         }
     }
     Ok(())
+}
+
+/// Which tries succeed, which failures are retried and which stop the run, with the defaults
+/// of the lists not given; lists that contradict each other are an error.
+fn classifier(args: ClassifyArgs) -> Result<Classifier, UsageError> {
+    let success_on = args.success_on.unwrap_or_default();
+    if let Err(item) = success_on.codes_only() {
+        return Err(UsageError(format!(
+            "invalid value '{success_on}' for '--success-on <LIST>': item '{item}' is not an exit code or a range"
+        )));
+    }
+    let stop_on = args.stop_on.unwrap_or_default();
+    check_lists(args.retry_on.as_ref(), &stop_on, &success_on)?;
+    Ok(Classifier {
+        retry_on: args.retry_on,
+        stop_on,
+        success_on,
+        retry_if_output: args.retry_if_output,
+        stop_if_output: args.stop_if_output,
+        until_output: args.until_output,
+    })
 }
 
 /// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
@@ -402,37 +495,14 @@ fn simulation(
     stagger: Option<Duration>,
     quota: Option<&QuotaSpec>,
 ) -> Result<Option<Simulation>, UsageError> {
-    use crate::duration::hms;
     use crate::sim::{Model, Outage, Scenario};
-    use clap::ValueEnum;
-    let outage_options = [
-        ("--outage", args.outage.map(hms)),
-        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
-        ("--latency", args.latency.map(hms)),
-    ];
     if !args.simulate {
-        let given = [
-            ("--clients", args.clients.map(|n| n.to_string())),
-            (
-                "--model",
-                args.model
-                    .and_then(|m| m.to_possible_value())
-                    .map(|v| v.get_name().to_string()),
-            ),
-            ("--compare", args.compare.then(String::new)),
-        ];
-        if let Some((option, value)) = given
-            .into_iter()
-            .chain(outage_options)
-            .find_map(|(option, value)| Some((option, value?)))
-        {
-            let shown = format!("{option} {value}");
-            return Err(UsageError(format!(
-                "'{}' is an option of --simulate, and is given without it",
-                shown.trim_end()
-            )));
-        }
-        return Ok(None);
+        return match given_without_simulate(args) {
+            Some(shown) => Err(UsageError(format!(
+                "'{shown}' is an option of --simulate, and is given without it"
+            ))),
+            None => Ok(None),
+        };
     }
     let kind = args.model.unwrap_or(ModelKind::Outage);
     let model = match kind {
@@ -442,10 +512,7 @@ fn simulation(
             latency: args.latency.unwrap_or(Duration::from_millis(100)),
         }),
         ModelKind::Occ => {
-            if let Some((option, value)) = outage_options
-                .into_iter()
-                .find_map(|(option, value)| Some((option, value?)))
-            {
+            if let Some((option, value)) = first_given(outage_options(args)) {
                 return Err(UsageError(format!(
                     "'{option} {value}' is for --model outage: --model occ times its own network (about 10ms a hop)"
                 )));
@@ -463,6 +530,42 @@ fn simulation(
         compare: args.compare,
         until_success: kind == ModelKind::Occ && !args.tries_given,
     }))
+}
+
+/// The options of the outage model, each with its value as given, or `None`.
+fn outage_options(args: &SimulateArgs) -> [(&'static str, Option<String>); 3] {
+    use crate::duration::hms;
+    [
+        ("--outage", args.outage.map(hms)),
+        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
+        ("--latency", args.latency.map(hms)),
+    ]
+}
+
+/// The first of `options` given, with its value.
+fn first_given<'a>(
+    options: impl IntoIterator<Item = (&'a str, Option<String>)>,
+) -> Option<(&'a str, String)> {
+    options
+        .into_iter()
+        .find_map(|(option, value)| Some((option, value?)))
+}
+
+/// The first option of `--simulate` given, as written back (`--clients 7`, `--compare`).
+fn given_without_simulate(args: &SimulateArgs) -> Option<String> {
+    use clap::ValueEnum;
+    let given = [
+        ("--clients", args.clients.map(|n| n.to_string())),
+        (
+            "--model",
+            args.model
+                .and_then(|m| m.to_possible_value())
+                .map(|v| v.get_name().to_string()),
+        ),
+        ("--compare", args.compare.then(String::new)),
+    ];
+    let (option, value) = first_given(given.into_iter().chain(outage_options(args)))?;
+    Some(format!("{option} {value}").trim_end().to_string())
 }
 
 #[cfg(test)]
@@ -793,6 +896,108 @@ mod tests {
         let err = config(&["--log-file", link, "--dead-letter", letters, "x"]).unwrap_err();
         assert!(err.contains("same file"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_quoted_in_the_character_set_given() {
+        use std::os::unix::ffi::OsStringExt;
+        let now = SystemTime::UNIX_EPOCH;
+        let args = |value: &[u8]| {
+            ["retry", "--label"]
+                .map(OsString::from)
+                .into_iter()
+                .chain([OsString::from_vec(value.to_vec()), OsString::from("x")])
+                .collect::<Vec<_>>()
+        };
+        let error = |charset| match parse_in(args(b"\xc3\xa9\xff"), now, charset) {
+            ParseOutcome::Usage(e) => e.0,
+            other => panic!("{other:?}"),
+        };
+        let utf8 = error(Charset::Utf8);
+        assert_eq!(
+            error(Charset::Ascii),
+            r"invalid value $'\xc3\xa9\xff' for '--label': not UTF-8 text"
+        );
+        assert_eq!(
+            utf8,
+            r"invalid value $'é\xff' for '--label': not UTF-8 text"
+        );
+        assert_eq!(error(Charset::Utf8), utf8, "whatever was asked before");
+    }
+
+    #[test]
+    fn the_mode_is_chosen_once_from_the_options() {
+        let mode = |args: &[&str]| config(args).unwrap().mode;
+        assert_eq!(mode(&["x"]), Mode::Run);
+        assert_eq!(mode(&["--dry-run"]), Mode::DryRun);
+        assert_eq!(mode(&["--dry-run", "x"]), Mode::DryRun);
+        let file = PathBuf::from("f.jsonl");
+        assert_eq!(
+            mode(&["--replay", "f.jsonl"]),
+            Mode::Replay {
+                file: file.clone(),
+                dry_run: false
+            }
+        );
+        assert_eq!(
+            mode(&["--replay", "f.jsonl", "--dry-run"]),
+            Mode::Replay {
+                file: file.clone(),
+                dry_run: true
+            }
+        );
+        let c = config(&["--simulate", "--clients", "7"]).unwrap();
+        let Mode::Simulate(simulation) = &c.mode else {
+            panic!("{:?}", c.mode);
+        };
+        assert_eq!(simulation.scenario.clients, 7);
+        assert_eq!(c.simulation(), Some(simulation));
+        assert_eq!(c.simulation(), c.simulate.as_ref());
+        for (args, dry_run, replay) in [
+            (&["x"][..], false, None),
+            (&["--dry-run"], true, None),
+            (&["--replay", "f.jsonl"], false, Some(&file)),
+            (&["--replay", "f.jsonl", "--dry-run"], true, Some(&file)),
+            (&["--simulate"], false, None),
+        ] {
+            let c = config(args).unwrap();
+            assert_eq!(c.is_dry_run(), dry_run, "{args:?}");
+            assert_eq!(c.is_dry_run(), c.dry_run, "{args:?}");
+            assert_eq!(c.replay_file(), replay.map(PathBuf::as_path), "{args:?}");
+            assert_eq!(c.replay_file(), c.replay.as_deref(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_options_of_the_simulation_need_it_and_their_model() {
+        for (args, error) in [
+            (
+                &["--clients", "7", "x"][..],
+                "'--clients 7' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--compare", "x"],
+                "'--compare' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--latency", "5ms", "--model", "occ", "x"],
+                "'--model occ' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--capacity", "3", "x"],
+                "'--capacity 3/s' is an option of --simulate, and is given without it",
+            ),
+            (
+                &["--simulate", "--model", "occ", "--latency", "5ms"],
+                "'--latency 5ms' is for --model outage: --model occ times its own network (about 10ms a hop)",
+            ),
+        ] {
+            assert_eq!(config(args).unwrap_err(), error, "{args:?}");
+        }
+        let c = config(&["--simulate", "--model", "occ"]).unwrap();
+        assert_eq!(c.policy.max_tries, None, "occ tries until it succeeds");
+        let c = config(&["--simulate", "--model", "occ", "-n", "4"]).unwrap();
+        assert_eq!(c.policy.max_tries, Some(4));
     }
 
     #[test]

@@ -88,21 +88,8 @@ pub fn hms(d: Duration) -> String {
         return format!("{ms}ms");
     }
     let (total, ms) = (ms / 1000, ms % 1000);
-    let (days, h, m, s) = (
-        total / 86400,
-        total / 3600 % 24,
-        total / 60 % 60,
-        total % 60,
-    );
-    let mut units: Vec<(u128, &str)> = Vec::with_capacity(4);
-    if total >= 48 * 3600 {
-        units.extend([(days, "d"), (h, "h"), (m, "m")]);
-    } else if total >= 3600 {
-        units.extend([(total / 3600, "h"), (m, "m")]);
-    } else if total >= 60 {
-        units.push((m, "m"));
-    }
-    let mut out = String::new();
+    let s = total % 60;
+    let mut units = units_above_seconds(total);
     let seconds_shown = s > 0 || ms > 0 || units.is_empty();
     if !seconds_shown {
         // Units of zero at the end are left out; the leading one always stays.
@@ -110,6 +97,7 @@ pub fn hms(d: Duration) -> String {
             units.pop();
         }
     }
+    let mut out = String::new();
     for (i, (value, unit)) in units.iter().enumerate() {
         if i == 0 {
             out += &format!("{value}{unit}");
@@ -118,20 +106,41 @@ pub fn hms(d: Duration) -> String {
         }
     }
     if seconds_shown {
-        let fraction = format!("{ms:03}");
-        let fraction = fraction.trim_end_matches('0');
-        let secs = if out.is_empty() {
-            s.to_string()
-        } else {
-            format!("{s:02}")
-        };
-        if fraction.is_empty() {
-            out += &format!("{secs}s");
-        } else {
-            out += &format!("{secs}.{fraction}s");
-        }
+        out += &seconds(s, ms, out.is_empty());
     }
     out
+}
+
+/// The units above seconds that `total` seconds are written in, each with its value: days,
+/// hours and minutes from 48 hours on, hours and minutes from one hour, minutes from one.
+fn units_above_seconds(total: u128) -> Vec<(u128, &'static str)> {
+    let (days, h, m) = (total / 86400, total / 3600 % 24, total / 60 % 60);
+    if total >= 48 * 3600 {
+        vec![(days, "d"), (h, "h"), (m, "m")]
+    } else if total >= 3600 {
+        vec![(total / 3600, "h"), (m, "m")]
+    } else if total >= 60 {
+        vec![(m, "m")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The seconds and milliseconds part: `5s`, `4.2s`; two digits of seconds after a larger unit
+/// (`2m05s`), as many as there are when they `lead`.
+fn seconds(s: u128, ms: u128, lead: bool) -> String {
+    let fraction = format!("{ms:03}");
+    let fraction = fraction.trim_end_matches('0');
+    let secs = if lead {
+        s.to_string()
+    } else {
+        format!("{s:02}")
+    };
+    if fraction.is_empty() {
+        format!("{secs}s")
+    } else {
+        format!("{secs}.{fraction}s")
+    }
 }
 
 /// Whole milliseconds, saturating, for JSON fields.

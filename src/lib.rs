@@ -2,7 +2,8 @@
 //!
 //! The crate is a pure core (`policy`) inside a thin imperative shell: the command line is
 //! parsed into a validated [`config::Config`], the policy decides, `report` writes what people
-//! read, and [`exit::ExitStatus`] is the exit-status contract.
+//! read, and [`exit::ExitStatus`] is the exit-status contract. At the bottom, [`text`] makes
+//! text safe to print, in the character set it is given.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -16,3 +17,4 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod store;
+pub mod text;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::backoff::{Backoff, Jitter};
+use super::backoff::{Backoff, Jitter, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::schedule::Policy;
 
@@ -51,8 +51,18 @@ impl Conflict {
 
 /// The conflicts among the options of `policy`, in the order of the options.
 pub fn conflicts(policy: &Policy) -> Vec<Conflict> {
-    let waits = &policy.waits;
-    let mut found = Vec::new();
+    [
+        above_cap(&policy.waits),
+        backoff_ignored(&policy.waits),
+        past_the_end(policy),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Waits that the cap cuts: the listed waits above it, or a first wait above it.
+fn above_cap(waits: &WaitPolicy) -> Option<Conflict> {
     match &waits.backoff {
         Backoff::List(list) => {
             let over: Vec<Duration> = list
@@ -60,45 +70,45 @@ pub fn conflicts(policy: &Policy) -> Vec<Conflict> {
                 .copied()
                 .filter(|d| *d > waits.max_delay)
                 .collect();
-            if !over.is_empty() {
-                found.push(Conflict::ListAboveCap {
-                    over,
-                    max_delay: waits.max_delay,
-                });
-            }
+            (!over.is_empty()).then_some(Conflict::ListAboveCap {
+                over,
+                max_delay: waits.max_delay,
+            })
         }
-        _ if waits.delay > waits.max_delay => found.push(Conflict::DelayAboveCap {
+        _ if waits.delay > waits.max_delay => Some(Conflict::DelayAboveCap {
             delay: waits.delay,
             max_delay: waits.max_delay,
         }),
-        _ => {}
+        _ => None,
     }
-    if waits.jitter == Jitter::Decorrelated
-        && waits.backoff != (Backoff::Exponential { factor: 2.0 })
-    {
-        found.push(Conflict::BackoffIgnored(waits.backoff.clone()));
-    }
-    let Some(limit) = policy.limit else {
-        return found;
-    };
+}
+
+/// A backoff other than the default, which decorrelated jitter ignores.
+fn backoff_ignored(waits: &WaitPolicy) -> Option<Conflict> {
+    (waits.jitter == Jitter::Decorrelated
+        && waits.backoff != (Backoff::Exponential { factor: 2.0 }))
+    .then(|| Conflict::BackoffIgnored(waits.backoff.clone()))
+}
+
+/// The end of the run (budget or deadline) before the first try's timeout, or before any
+/// retry could start.
+fn past_the_end(policy: &Policy) -> Option<Conflict> {
+    let limit = policy.limit?;
+    let retries = policy.max_tries != Some(1);
     match policy.timeout {
-        Some(timeout) if timeout > limit.at => {
-            found.push(Conflict::TimeoutPastEnd {
-                timeout,
-                limit,
-                retries: policy.max_tries != Some(1),
-            });
+        Some(timeout) if timeout > limit.at => Some(Conflict::TimeoutPastEnd {
+            timeout,
+            limit,
+            retries,
+        }),
+        _ if retries => {
+            let first = policy.waits.shortest_first();
+            budget::check_retry(Some(limit), Duration::ZERO, first, policy.timeout)
+                .err()
+                .map(Conflict::NoRetryFits)
         }
-        _ if policy.max_tries != Some(1) => {
-            let first = waits.shortest_first();
-            if let Err(e) = budget::check_retry(Some(limit), Duration::ZERO, first, policy.timeout)
-            {
-                found.push(Conflict::NoRetryFits(e));
-            }
-        }
-        _ => {}
+        _ => None,
     }
-    found
 }
 
 #[cfg(test)]

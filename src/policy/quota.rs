@@ -322,27 +322,30 @@ fn parse_params(s: Option<&str>) -> Result<QuotaParams, String> {
         if written[slot].replace(value).is_some() {
             return Err(format!("the parameter '{key}' is given twice"));
         }
-        let number = if key == "floor" {
-            value.strip_suffix("/s").unwrap_or(value)
-        } else {
-            value
-        };
-        *field = match number.parse::<f64>() {
-            Ok(n) if n.is_finite() => n,
-            _ => {
-                return Err(format!(
-                    "{key}={}: expected a number{}",
-                    clipped(value),
-                    if key == "floor" {
-                        " of tokens per second (0.5/s)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-        };
+        *field = parse_param(key, value)?;
     }
     validate(params, written)
+}
+
+/// The number of one parameter: `floor` may say its unit (`0.5/s`).
+fn parse_param(key: &str, value: &str) -> Result<f64, String> {
+    let number = if key == "floor" {
+        value.strip_suffix("/s").unwrap_or(value)
+    } else {
+        value
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() => Ok(n),
+        _ => Err(format!(
+            "{key}={}: expected a number{}",
+            clipped(value),
+            if key == "floor" {
+                " of tokens per second (0.5/s)"
+            } else {
+                ""
+            }
+        )),
+    }
 }
 
 /// Checks the parameters; an error shows each value as it was `written` (or, for a default,

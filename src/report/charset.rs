@@ -1,11 +1,13 @@
 //! The character set of what `retry` prints (spec 8.1): UTF-8, or ASCII only when the locale's
-//! character set is not UTF-8. One process-wide switch, set once at start from the environment;
-//! the conversions themselves are pure and take the choice as an argument.
+//! character set is not UTF-8 ([`Charset`]). The conversions are pure and take the choice as an
+//! argument; the process-wide switch below is set once at start from the environment, for the
+//! writers that have not been handed the choice yet.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use crate::text::Charset;
 
 static ASCII: AtomicBool = AtomicBool::new(false);
 
@@ -14,26 +16,17 @@ pub fn ascii() -> bool {
     ASCII.load(Ordering::Relaxed)
 }
 
+/// The process-wide switch as a [`Charset`].
+pub fn current() -> Charset {
+    Charset::ascii_if(ascii())
+}
+
 /// Sets the switch from `LC_ALL`, `LC_CTYPE` and `LANG`.
 pub fn init_from_env() {
     ASCII.store(
-        !utf8_locale(|name| std::env::var_os(name)),
+        Charset::of_locale(|name| std::env::var_os(name)).is_ascii(),
         Ordering::Relaxed,
     );
-}
-
-/// Whether the locale that `var` describes has a UTF-8 character set: the first non-empty of
-/// `LC_ALL`, `LC_CTYPE` and `LANG` decides (unset everywhere is the C locale, ASCII), and it is
-/// UTF-8 when it names `UTF-8` or `utf8`, in any case.
-pub fn utf8_locale(var: impl Fn(&str) -> Option<OsString>) -> bool {
-    ["LC_ALL", "LC_CTYPE", "LANG"]
-        .into_iter()
-        .filter_map(var)
-        .find(|value| !value.is_empty())
-        .is_some_and(|value| {
-            let value = value.to_string_lossy().to_ascii_lowercase();
-            value.contains("utf-8") || value.contains("utf8")
-        })
 }
 
 /// The ASCII stand-in for a character that `retry` itself prints, if it has one.
@@ -169,31 +162,6 @@ impl<W: Write> Write for Output<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn locale(vars: &[(&str, &str)]) -> bool {
-        let vars: Vec<(String, OsString)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), OsString::from(v)))
-            .collect();
-        utf8_locale(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
-    }
-
-    #[test]
-    fn the_first_non_empty_locale_variable_decides_the_character_set() {
-        assert!(!locale(&[]), "unset everywhere is the C locale");
-        assert!(locale(&[("LANG", "C.UTF-8")]));
-        assert!(locale(&[("LANG", "en_US.utf8")]));
-        assert!(locale(&[("LANG", "de_DE.Utf-8@euro")]));
-        assert!(!locale(&[("LANG", "POSIX")]));
-        assert!(!locale(&[("LANG", "en_US.ISO-8859-1")]));
-        assert!(!locale(&[("LC_ALL", "C"), ("LANG", "C.UTF-8")]));
-        assert!(locale(&[
-            ("LC_ALL", ""),
-            ("LC_CTYPE", "C.UTF-8"),
-            ("LANG", "C")
-        ]));
-        assert!(!locale(&[("LC_CTYPE", "C"), ("LANG", "C.UTF-8")]));
-    }
 
     #[test]
     fn retry_s_own_symbols_have_ascii_stand_ins() {

@@ -13,122 +13,32 @@ pub mod replay;
 pub mod simulate;
 
 use std::ffi::{OsStr, OsString};
-use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
 use crate::policy::{Backoff, Jitter, LimitSource};
+use crate::text::{self, Charset};
 
-/// Characters that must never reach a terminal raw: control characters (C0, DEL, C1), which
-/// can move the cursor, end a line or start an escape sequence, and the invisible ones that
-/// reorder or hide text (bidirectional overrides, zero-width characters).
-pub fn unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{2069}'
-                | '\u{feff}'
-        )
-}
+pub use crate::text::{printable, unprintable};
 
-/// Pushes the escape of one character as bash's `$'...'` reads it: `\n`, `\t`, `\r`, `\e`,
-/// otherwise each of its UTF-8 bytes as `\xHH`.
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '\n' => out.push_str("\\n"),
-        '\t' => out.push_str("\\t"),
-        '\r' => out.push_str("\\r"),
-        '\u{1b}' => out.push_str("\\e"),
-        c => {
-            let mut buf = [0; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                let _ = write!(out, "\\x{b:02x}");
-            }
-        }
-    }
-}
-
-/// One word of a command line as a shell reads it back, on one line of printable text: a
-/// plain word stays bare (`make`, `--jobs=4`), a word with spaces, quotes or other shell
-/// characters is single-quoted (`'a b'`, `'it'\''s'`), and a word with control characters or
-/// bytes that are not UTF-8 takes bash's `$'...'` form with `\n`, `\t`, `\r`, `\e`, `\'`, `\\`
-/// and `\xHH` escapes (`$'nope\nretry: forged'`). When the output is ASCII only (a locale that
-/// is not UTF-8), characters outside ASCII are escaped as their `\xHH` bytes too.
+/// [`text::quote`] in the character set of the process-wide switch ([`charset::ascii`]).
 pub fn quote(word: &OsStr) -> String {
-    quote_in(word, charset::ascii())
+    text::quote(word, charset::current())
 }
 
-/// `quote`, with the output's character set given.
+/// [`text::quote`], with the output's character set given.
 pub fn quote_in(word: &OsStr, ascii: bool) -> String {
-    let bytes = word.as_bytes();
-    let plain = !bytes.is_empty()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(b));
-    let printable = |s: &str| {
-        s.chars()
-            .all(|c| !unprintable(c) && (!ascii || c.is_ascii()))
-    };
-    match std::str::from_utf8(bytes) {
-        Ok(s) if plain => s.to_string(),
-        Ok(s) if printable(s) => format!("'{}'", s.replace('\'', r"'\''")),
-        _ => {
-            let mut out = String::from("$'");
-            for chunk in bytes.utf8_chunks() {
-                for c in chunk.valid().chars() {
-                    match c {
-                        '\\' => out.push_str(r"\\"),
-                        '\'' => out.push_str(r"\'"),
-                        c if unprintable(c) || (ascii && !c.is_ascii()) => {
-                            push_escaped(&mut out, c)
-                        }
-                        c => out.push(c),
-                    }
-                }
-                for b in chunk.invalid() {
-                    let _ = write!(out, "\\x{b:02x}");
-                }
-            }
-            out.push('\'');
-            out
-        }
-    }
+    text::quote(word, Charset::ascii_if(ascii))
 }
 
-/// The command line as one shell-like string, for the log: every word `quote`d.
+/// [`text::command_line`] in the character set of the process-wide switch.
 pub fn command_line(command: &[OsString]) -> String {
-    command_line_in(command, charset::ascii())
+    text::command_line(command, charset::current())
 }
 
-/// `command_line`, with the output's character set given.
+/// [`text::command_line`], with the output's character set given.
 pub fn command_line_in(command: &[OsString], ascii: bool) -> String {
-    command
-        .iter()
-        .map(|word| quote_in(word, ascii))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A line of log text made safe for a terminal: every unprintable character (see
-/// `unprintable`) escaped as in `quote`, so that nothing the user gave can end the line, forge
-/// another, or reach the terminal as an escape sequence. Backslashes are left alone.
-pub fn printable(line: &str) -> String {
-    if !line.chars().any(unprintable) {
-        return line.to_string();
-    }
-    let mut out = String::with_capacity(line.len() + 8);
-    for c in line.chars() {
-        if unprintable(c) {
-            push_escaped(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    text::command_line(command, Charset::ascii_if(ascii))
 }
 
 /// The policy in one line: `3 tries, exponential backoff from 1s ×2, cap 60s, jitter full`.
@@ -231,15 +141,6 @@ mod tests {
             ParseOutcome::Run(c) => *c,
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn a_printable_line_has_no_control_character_left() {
-        assert_eq!(printable("plain \\n text"), "plain \\n text");
-        assert_eq!(
-            printable("a\nb\tc\u{1b}[2J\u{7}\u{9b}\u{202e}"),
-            r"a\nb\tc\e[2J\x07\xc2\x9b\xe2\x80\xae"
-        );
     }
 
     #[test]
