@@ -29,8 +29,7 @@ use std::time::{Duration, SystemTime};
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::report::json::Obj;
-use crate::store::json::{self, Value};
+use crate::json::{self, Obj, Value};
 use crate::store::{Access, open_record_file};
 
 /// The longest an append or a read waits for the lock (spec 19: a few seconds at most; a run

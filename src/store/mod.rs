@@ -1,9 +1,7 @@
 //! Where state that outlives a run is kept: the dead-letter file of runs that gave up
-//! (spec 17), the small JSON reader it needs, and the lock that it and the quota's local store
-//! take.
+//! (spec 17), and the lock that it and the quota's local store take.
 
 pub mod deadletter;
-pub mod json;
 
 use std::fmt;
 use std::fs::File;
