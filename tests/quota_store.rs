@@ -14,9 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use retry::policy::quota::{Bucket, QuotaParams, RECORD_LEN};
-use retry::run::quota::{
-    LOCK_WAIT, LocalStore, Note, Problem, StoreError, Update, store_dir, unix_ms,
-};
+use retry::store::file::{LOCK_WAIT, LocalStore, Problem, StoreError, store_dir};
+use retry::store::quota::{Note, Update, unix_ms};
 
 const T0: u64 = 1_764_480_000_000;
 

@@ -24,14 +24,15 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
-use crate::store::LockError;
+use crate::store::quota::{BucketStore, Note, Unanswered, Update};
+use crate::store::{LockError, euid};
 
 /// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
 /// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
@@ -44,34 +45,6 @@ pub struct LocalStore {
     dir: PathBuf,
     file: String,
     params: QuotaParams,
-}
-
-/// What an operation did: whether the retry may run (always true for a first try), the tokens
-/// left after it, and a note for the log when the store had to repair the quota.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Update {
-    pub granted: bool,
-    pub tokens: f64,
-    pub note: Option<Note>,
-}
-
-/// Something the log should warn about although the operation succeeded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Note {
-    /// The file held no record that `retry` writes: the bucket was reset to full.
-    Damaged { path: PathBuf },
-}
-
-impl fmt::Display for Note {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Note::Damaged { path } => write!(
-                f,
-                "the quota file '{}' was damaged; it was reset to a full bucket",
-                path.display()
-            ),
-        }
-    }
 }
 
 /// Why the store could not be used. The run warns with it and goes on with its own limits.
@@ -162,12 +135,6 @@ impl std::error::Error for StoreError {
             _ => None,
         }
     }
-}
-
-/// Milliseconds since the Unix epoch, the time the bucket is kept in (0 before the epoch).
-pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The store's directory for the user `uid`, from the environment that `var` reads:
@@ -491,9 +458,25 @@ impl LocalStore {
     }
 }
 
-/// The effective user, who owns what the store creates. (nix's `geteuid` needs its "user"
-/// feature, which `retry` does not otherwise use.)
-fn euid() -> u32 {
-    // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
-    unsafe { nix::libc::geteuid() }
+/// The local store answers busy when another process holds the lock too long, and fails
+/// otherwise.
+impl BucketStore for LocalStore {
+    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::deposit(self, now_ms).map_err(unanswered)
+    }
+
+    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::take(self, now_ms).map_err(unanswered)
+    }
+
+    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::peek(self, now_ms).map_err(unanswered)
+    }
+}
+
+fn unanswered(e: StoreError) -> Unanswered {
+    match e {
+        StoreError::Busy { .. } => Unanswered::Busy(e.to_string()),
+        e => Unanswered::Failed(e.to_string()),
+    }
 }
