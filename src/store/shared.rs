@@ -141,3 +141,128 @@ impl Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::quota::QuotaParams;
+    use std::cell::Cell;
+    use std::path::PathBuf;
+
+    /// A store that always gives the same answer, and counts the operations it got.
+    struct Fixed {
+        answer: Result<Update, Unanswered>,
+        asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl BucketStore for Fixed {
+        fn deposit(&self, _: u64) -> Result<Update, Unanswered> {
+            self.peek(0)
+        }
+        fn take(&self, _: u64) -> Result<Update, Unanswered> {
+            self.peek(0)
+        }
+        fn peek(&self, _: u64) -> Result<Update, Unanswered> {
+            self.asked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.answer.clone()
+        }
+    }
+
+    thread_local!(static DIRS: Cell<u32> = const { Cell::new(0) });
+
+    /// A local store in a directory of its own, not created yet.
+    fn local_store() -> (LocalStore, PathBuf) {
+        let n = DIRS.with(|d| {
+            d.set(d.get() + 1);
+            d.get()
+        });
+        let dir = std::env::temp_dir().join(format!(
+            "retry-shared-{}-{:?}-{n}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let params = QuotaParams {
+            ratio: 0.5,
+            floor: 0.0,
+            cap: 2.0,
+        };
+        let store = LocalStore::in_dir(dir.clone(), "q", params).expect("a valid name");
+        (store, dir)
+    }
+
+    fn shared(
+        answer: Result<Update, Unanswered>,
+        fallback: Option<LocalStore>,
+    ) -> (Shared, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let asked = std::sync::Arc::default();
+        let store = Fixed {
+            answer,
+            asked: std::sync::Arc::clone(&asked),
+        };
+        let shared = Shared {
+            store: Box::new(store),
+            fallback,
+        };
+        (shared, asked)
+    }
+
+    const T0: u64 = 1_764_480_000_000;
+
+    #[test]
+    fn a_store_that_fails_is_replaced_by_the_local_one_once_and_for_good() {
+        let (local, dir) = local_store();
+        let failed = Err(Unanswered::Failed("Redis is gone".into()));
+        let (mut quota, asked) = shared(failed, Some(local));
+        let first = quota.apply(Use::Take, T0);
+        assert_eq!(first.fell_back.as_deref(), Some("Redis is gone"));
+        // The local bucket starts full (2 tokens): the retry gets one.
+        let update = first.answer.expect("the local store answers");
+        assert!(update.granted);
+        assert_eq!(update.tokens, 1.0);
+        let second = quota.apply(Use::Take, T0);
+        assert_eq!(second.fell_back, None);
+        assert_eq!(second.answer.map(|u| u.tokens), Ok(0.0));
+        // Redis was asked once, then never again.
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_store_that_fails_with_nothing_to_fall_back_on_is_unusable() {
+        let failed = Err(Unanswered::Failed("no such file".into()));
+        let (mut quota, _) = shared(failed.clone(), None);
+        let applied = quota.apply(Use::Deposit, T0);
+        assert_eq!(applied.fell_back, None);
+        assert_eq!(applied.answer, failed);
+    }
+
+    #[test]
+    fn a_busy_store_is_kept_and_its_fallback_too() {
+        let (local, dir) = local_store();
+        let busy = Err(Unanswered::Busy("the lock is held".into()));
+        let (mut quota, asked) = shared(busy.clone(), Some(local));
+        for _ in 0..2 {
+            let applied = quota.apply(Use::Take, T0);
+            assert_eq!(applied.fell_back, None);
+            assert_eq!(applied.answer, busy);
+        }
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert!(quota.fallback.is_some());
+        // Nothing was written on this machine.
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_redis_quota_that_cannot_be_reached_is_kept_on_this_machine_from_the_start() {
+        let spec: QuotaSpec = "redis://127.0.0.1:1/q".parse().expect("a valid quota");
+        // Nothing in the environment: no password, the local store under /tmp (not created
+        // until it is used).
+        let opened = Shared::open(&spec, None, &|_| None);
+        let why = opened.unreachable.expect("port 1 does not answer");
+        assert!(why.contains("127.0.0.1:1"), "{why}");
+        let quota = opened.shared.expect("the local store is used instead");
+        assert!(quota.fallback.is_none());
+    }
+}
