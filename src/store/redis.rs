@@ -350,31 +350,8 @@ impl RedisStore {
         let mut ask: Option<Addr> = None;
         for _ in 0..=MAX_REDIRECTS {
             let (answer, at) = match ask.take() {
-                // Once, on the node that `ASK` named; the slot stays with the node that
-                // `MOVED` named until the migration ends.
-                Some(addr) => {
-                    let mut node = self.server.open(&addr, deadline, false)?;
-                    let answer = node
-                        .request(&[b"ASKING"], deadline)
-                        .and_then(|_| self.eval(&mut node, op, deadline, true));
-                    (answer, addr)
-                }
-                None => {
-                    let node = match slot {
-                        Some(node) => node,
-                        None => {
-                            slot.insert(self.server.open(&self.server.addr, deadline, false)?)
-                        }
-                    };
-                    let answer = self.eval(node, op, deadline, false);
-                    let at = node.addr.clone();
-                    // An error the server sent leaves the connection in step; anything else (a
-                    // timeout, a reset, a reply cut off) may have left bytes to come.
-                    if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
-                        *slot = None;
-                    }
-                    (answer, at)
-                }
+                Some(addr) => self.eval_asking(addr, op, deadline)?,
+                None => self.eval_on(slot, op, deadline)?,
             };
             let message = match answer {
                 Ok(value) => return Ok((value, at)),
@@ -403,6 +380,43 @@ impl RedisStore {
             server: self.server(),
             source: Failure::Redirects,
         })
+    }
+
+    /// The script's answer from the node of the connection kept, opened first if there is
+    /// none, and that node.
+    fn eval_on(
+        &self,
+        slot: &mut Option<Node>,
+        op: &Op,
+        deadline: &Deadline,
+    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+        let node = match slot {
+            Some(node) => node,
+            None => slot.insert(self.server.open(&self.server.addr, deadline, false)?),
+        };
+        let answer = self.eval(node, op, deadline, false);
+        let at = node.addr.clone();
+        // An error the server sent leaves the connection in step; anything else (a timeout, a
+        // reset, a reply cut off) may have left bytes to come.
+        if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
+            *slot = None;
+        }
+        Ok((answer, at))
+    }
+
+    /// The script's answer from the node that `ASK` named, asked once on a connection of its
+    /// own: the slot stays with the node that `MOVED` named until the migration ends.
+    fn eval_asking(
+        &self,
+        addr: Addr,
+        op: &Op,
+        deadline: &Deadline,
+    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+        let mut node = self.server.open(&addr, deadline, false)?;
+        let answer = node
+            .request(&[b"ASKING"], deadline)
+            .and_then(|_| self.eval(&mut node, op, deadline, true));
+        Ok((answer, addr))
     }
 
     /// EVALSHA, then EVAL when the node does not have the script (after ASKING again when
@@ -494,15 +508,50 @@ pub fn expiry(params: &QuotaParams) -> Duration {
 
 const FORM: &str = "redis://[:PASSWORD@]HOST[:PORT]/NAME";
 
+/// Reads `HOST[:PORT]`, or `[IPV6]:PORT`, as the address of a quota gives it.
+fn parse_host_port(host_port: &str) -> Result<Addr, String> {
+    let (host, port) = if let Some(inner) = host_port.strip_prefix('[') {
+        match inner.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, after)) => match after.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err(format!("unexpected '{after}' after the host '[{host}]'")),
+            },
+            None => return Err(format!("the host '{host_port}' lacks its closing ']'")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the host '{host}' is not a host name or address: expected {FORM}"
+        ));
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(port) => match port.parse::<u16>() {
+            Ok(port) if port > 0 => port,
+            _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
+        },
+    };
+    Ok(Addr {
+        host: host.to_string(),
+        port,
+    })
+}
+
 impl Server {
     /// Reads `redis://[:PASSWORD@]HOST[:PORT]/NAME`: the last '@' ends the password, which may
     /// hold any character; the first '/' after it ends the host and port.
     fn parse(url: &str) -> Result<Server, RedisStoreError> {
-        let bad = |why: String| Err(RedisStoreError::Address(why));
+        let bad = |why: String| RedisStoreError::Address(why);
         let Some(rest) = url.strip_prefix("redis://") else {
-            return bad(format!(
+            return Err(bad(format!(
                 "the Redis address does not start with redis://: expected {FORM}"
-            ));
+            )));
         };
         let (password, after) = match rest.rsplit_once('@') {
             Some((userinfo, after)) => match userinfo.strip_prefix(':') {
@@ -510,50 +559,20 @@ impl Server {
                     (Some(password.as_bytes().to_vec()), after)
                 }
                 _ => {
-                    return bad(format!(
+                    return Err(bad(format!(
                         "the part before '@' must be ':PASSWORD': expected {FORM}"
-                    ));
+                    )));
                 }
             },
             None => (None, rest),
         };
         let Some((host_port, _name)) = after.split_once('/') else {
-            return bad(format!("no quota NAME after the host: expected {FORM}"));
+            return Err(bad(format!(
+                "no quota NAME after the host: expected {FORM}"
+            )));
         };
-        let (host, port) = if let Some(inner) = host_port.strip_prefix('[') {
-            match inner.split_once(']') {
-                Some((host, "")) => (host, None),
-                Some((host, after)) => match after.strip_prefix(':') {
-                    Some(port) => (host, Some(port)),
-                    None => return bad(format!("unexpected '{after}' after the host '[{host}]'")),
-                },
-                None => return bad(format!("the host '{host_port}' lacks its closing ']'")),
-            }
-        } else {
-            match host_port.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (host_port, None),
-            }
-        };
-        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return bad(format!(
-                "the host '{host}' is not a host name or address: expected {FORM}"
-            ));
-        }
-        let port = match port {
-            None => DEFAULT_PORT,
-            Some(port) => match port.parse::<u16>() {
-                Ok(port) if port > 0 => port,
-                _ => return bad(format!("the port '{port}' is not a number from 1 to 65535")),
-            },
-        };
-        Ok(Server {
-            addr: Addr {
-                host: host.to_string(),
-                port,
-            },
-            password,
-        })
+        let addr = parse_host_port(host_port).map_err(bad)?;
+        Ok(Server { addr, password })
     }
 
     /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
