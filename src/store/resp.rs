@@ -292,18 +292,13 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)
             -1 => Value::Bulk(None),
             n if n < 0 => return Err(Failure::Protocol("a negative length")),
             n if n as u64 > MAX_REPLY as u64 => return Err(Failure::TooLarge),
-            n => {
-                let end = next + n as usize;
-                if buf.len() < end + 2 {
-                    return Ok(None);
+            n => match bulk(buf, next, n as usize)? {
+                Some((bytes, after)) => {
+                    next = after;
+                    Value::Bulk(Some(bytes))
                 }
-                if &buf[end..end + 2] != b"\r\n" {
-                    return Err(Failure::Protocol("a string longer than its length"));
-                }
-                let bytes = buf[next..end].to_vec();
-                next = end + 2;
-                Value::Bulk(Some(bytes))
-            }
+                None => return Ok(None),
+            },
         },
         b'*' => match number(line)? {
             -1 => Value::Array(None),
@@ -326,6 +321,19 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)
         _ => return Err(Failure::Protocol("an unknown type of reply")),
     };
     Ok(Some((value, next)))
+}
+
+/// The `len` bytes of a bulk string from `at`, and where its CRLF ends; `None` while they
+/// are incomplete.
+fn bulk(buf: &[u8], at: usize, len: usize) -> Result<Option<(Vec<u8>, usize)>, Failure> {
+    let end = at + len;
+    if buf.len() < end + 2 {
+        return Ok(None);
+    }
+    if &buf[end..end + 2] != b"\r\n" {
+        return Err(Failure::Protocol("a string longer than its length"));
+    }
+    Ok(Some((buf[at..end].to_vec(), end + 2)))
 }
 
 /// The line from `from` to the next CRLF, and where the next one starts.
