@@ -1,5 +1,5 @@
 //! A small reader of JSON (RFC 8259), for the lines of a dead-letter file: enough to read back
-//! what [`super::write`] writes, strict about everything else, and never a panic or an unbounded
+//! what the writer (`json::Obj`) writes, strict about everything else, and never a panic or an unbounded
 //! recursion on what a damaged or hostile file holds.
 
 use std::cell::Cell;
@@ -348,7 +348,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Standard base64 with padding (RFC 4648, section 4), as [`super::base64`] writes it;
+/// Standard base64 with padding (RFC 4648, section 4), as `json::base64` writes it;
 /// `None` for anything else.
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     fn sextet(c: u8) -> Option<u32> {

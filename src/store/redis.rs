@@ -28,10 +28,11 @@
 //! - Errors are values whose `Display` is one line and never holds the password; the run warns
 //!   with it and goes on with the local store.
 //!
-//! The client is this module's own, over a `TcpStream`: the few commands it sends (AUTH, PING,
-//! EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A general client
-//! bounds each read rather than an exchange, reads a reply of any size, and follows cluster
-//! redirects only with its cluster machinery.
+//! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
+//! (AUTH, PING, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
+//! EVALSHA's SHA-1 is `store::sha1`. A general client bounds each read rather than an
+//! exchange, reads a reply of any size, and follows cluster redirects only with its cluster
+//! machinery.
 
 use std::ffi::OsString;
 use std::fmt;
