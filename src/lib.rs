@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod exit;
+pub mod json;
 pub mod policy;
 pub mod report;
 pub mod run;

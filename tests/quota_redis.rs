@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::{Bucket, QuotaParams};
-use retry::run::quota_redis::{RedisStore, RedisStoreError};
+use retry::store::redis::{RedisStore, RedisStoreError};
 
 fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
     QuotaParams { ratio, floor, cap }

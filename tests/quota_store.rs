@@ -14,9 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use retry::policy::quota::{Bucket, QuotaParams, RECORD_LEN};
-use retry::run::quota::{
-    LOCK_WAIT, LocalStore, Note, Problem, StoreError, Update, store_dir, unix_ms,
-};
+use retry::store::file::{LOCK_WAIT, LocalStore, Problem, StoreError, store_dir};
+use retry::store::quota::{BucketStore, Note, Unanswered, Update, unix_ms};
 
 const T0: u64 = 1_764_480_000_000;
 
@@ -435,11 +434,30 @@ fn a_held_lock_makes_an_operation_busy_at_once_instead_of_waiting() {
         assert!(took >= LOCK_WAIT, "{took:?}");
         assert!(took < Duration::from_millis(250), "{took:?}");
     }
+    // Through the interface every quota store offers, busy is told from failed: the runner
+    // counts a busy retry as refused, and drops a store that failed.
+    let as_store: &dyn BucketStore = &q;
+    for answer in [as_store.take(T0), as_store.deposit(T0), as_store.peek(T0)] {
+        assert!(matches!(answer, Err(Unanswered::Busy(ref why)) if why.contains("busy")));
+    }
     assert_eq!(
         fs::read(q.path()).unwrap(),
         before,
         "a busy store is left as it was"
     );
+}
+
+#[test]
+fn a_store_that_cannot_be_used_fails_through_the_common_interface() {
+    let base = common::temp_dir("quota-failed");
+    let not_a_dir = base.join("file");
+    fs::write(&not_a_dir, "").unwrap();
+    let q = LocalStore::in_dir(not_a_dir, "q", QuotaParams::default()).unwrap();
+    let as_store: &dyn BucketStore = &q;
+    match as_store.take(T0) {
+        Err(Unanswered::Failed(why)) => assert!(why.contains("not a directory"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -10,8 +10,8 @@ use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{BudgetExceeded, Decision, GiveUp, Outcome, Signal, Verdict};
 use crate::report::ci::Tally;
-use crate::run::quota::Note;
 use crate::store::deadletter::{Pending, Replayed};
+use crate::store::quota::Note;
 
 /// One thing a run did or met.
 #[derive(Clone, Debug, PartialEq)]

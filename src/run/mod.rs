@@ -6,8 +6,6 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod process;
-pub mod quota;
-pub mod quota_redis;
 pub mod rawsig;
 pub mod replay;
 pub mod runner;
@@ -30,12 +28,14 @@ use clock::Moment;
 
 use crate::config::{self, Config, ParseOutcome};
 use crate::exit::ExitStatus;
-use crate::policy::quota::{QuotaSpec, QuotaStore};
+use crate::policy::quota::QuotaSpec;
 use crate::report::ci::Ci;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::log::{Log, use_color};
 use crate::store::deadletter::{self, DeadLetter, Record};
+use crate::store::quota::unix_ms;
+use crate::store::shared;
 use runner::RunEnd;
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
@@ -73,10 +73,8 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
-        let now = quota::unix_ms(SystemTime::now());
-        connect_quota(spec, None)
-            .and_then(|store| store.peek(now))
-            .map(|update| update.tokens)
+        let now = unix_ms(SystemTime::now());
+        shared::peek(spec, now, &|name| std::env::var_os(name))
     });
     match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
         .and_then(|()| out.flush())
@@ -130,29 +128,6 @@ fn terminal_width(var: impl Fn(&str) -> Option<OsString>) -> usize {
         .clamp(40, 1000)
 }
 
-/// The local store of the quota's name, under the directory the environment gives.
-fn local_store(spec: &QuotaSpec) -> Result<quota::LocalStore, String> {
-    quota::LocalStore::new(&spec.name, spec.params, |name| std::env::var_os(name))
-        .map_err(|e| e.to_string())
-}
-
-/// The store `--quota` names: the local file, or a connection to Redis, which never waits
-/// past `until` (the end of the run's budget).
-fn connect_quota(
-    spec: &QuotaSpec,
-    until: Option<std::time::Instant>,
-) -> Result<runner::QuotaStoreHandle, String> {
-    match &spec.store {
-        QuotaStore::Local => local_store(spec).map(runner::QuotaStoreHandle::Local),
-        QuotaStore::Redis { url } => {
-            let settings = quota_redis::Settings::from_env(|name| std::env::var_os(name), until);
-            quota_redis::RedisStore::connect_with(url, &spec.name, spec.params, settings)
-                .map(|store| runner::QuotaStoreHandle::Redis(Box::new(store)))
-                .map_err(|e| e.to_string())
-        }
-    }
-}
-
 /// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
 /// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
 /// machine instead.
@@ -161,35 +136,28 @@ fn open_quota(
     until: Option<std::time::Instant>,
     log: &mut Log,
 ) -> Option<runner::SharedQuota> {
-    let redis = matches!(spec.store, QuotaStore::Redis { .. });
     if spec.has_password() {
         log.warn(Warning::PasswordInUrl {
-            variable: quota_redis::PASSWORD_VAR,
+            variable: crate::store::redis::PASSWORD_VAR,
         });
     }
-    let opened = match connect_quota(spec, until) {
-        // A Redis quota keeps the local store ready for when Redis goes away.
-        Ok(store) => Ok((store, redis.then(|| local_store(spec).ok()).flatten())),
-        Err(e) if redis => {
-            log.warn(Warning::QuotaUnreachable {
-                quota: spec.shown(),
-                why: e,
-                from_now_on: false,
-            });
-            local_store(spec).map(|store| (runner::QuotaStoreHandle::Local(store), None))
-        }
-        Err(e) => Err(e),
-    };
-    match opened {
-        Ok((store, fallback)) => Some(runner::SharedQuota {
+    let opened = shared::Shared::open(spec, until, &|name| std::env::var_os(name));
+    if let Some(why) = opened.unreachable {
+        log.warn(Warning::QuotaUnreachable {
+            quota: spec.shown(),
+            why,
+            from_now_on: false,
+        });
+    }
+    match opened.shared {
+        Ok(store) => Some(runner::SharedQuota {
             spec: spec.clone(),
             store,
-            fallback,
         }),
-        Err(e) => {
+        Err(why) => {
             log.warn(Warning::QuotaUnusable {
                 quota: spec.shown(),
-                why: e,
+                why,
             });
             None
         }

@@ -22,11 +22,11 @@ use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, send,
 };
-use crate::run::quota::{LocalStore, StoreError, Update};
-use crate::run::quota_redis::RedisStore;
 use crate::run::signals::{Event as SignalEvent, Signals};
 use crate::run::stdio::{RunIo, TryIo};
 use crate::store::deadletter::DeadLetter;
+use crate::store::quota::{Unanswered, Update, unix_ms};
+use crate::store::shared::{Shared, Use as QuotaUse};
 
 /// After SIGKILL, how long to wait for the kernel to finish the group before going on without
 /// it (a process in uninterruptible sleep dies only when its I/O ends).
@@ -203,13 +203,6 @@ enum Wake {
     Drained,
 }
 
-/// What a run does with the shared quota.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum QuotaUse {
-    Deposit,
-    Take,
-}
-
 /// What `retry` found around it when it started: read once by the shell (`run::real_run`)
 /// and handed to the runner, which reads no environment and probes no terminal itself.
 pub struct Surroundings {
@@ -243,49 +236,7 @@ pub struct RunEnd {
 /// A retry quota and the store that keeps it.
 pub struct SharedQuota {
     pub spec: QuotaSpec,
-    pub store: QuotaStoreHandle,
-    /// For a Redis quota: the same bucket on this machine, used once Redis cannot be reached.
-    pub fallback: Option<LocalStore>,
-}
-
-/// Where a quota's bucket is kept: a file on this machine, or Redis for a fleet.
-pub enum QuotaStoreHandle {
-    Local(LocalStore),
-    Redis(Box<RedisStore>),
-}
-
-/// Why a quota store did not answer: busy for a moment, or failed.
-enum QuotaFailure {
-    Busy(String),
-    Failed(String),
-}
-
-impl QuotaStoreHandle {
-    /// The bucket now, changing nothing (the dry run's view).
-    pub fn peek(&self, now_ms: u64) -> Result<Update, String> {
-        match self {
-            QuotaStoreHandle::Local(store) => store.peek(now_ms).map_err(|e| e.to_string()),
-            QuotaStoreHandle::Redis(store) => store.peek(now_ms).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn apply(&self, what: QuotaUse, now_ms: u64) -> Result<Update, QuotaFailure> {
-        match self {
-            QuotaStoreHandle::Local(store) => match what {
-                QuotaUse::Deposit => store.deposit(now_ms),
-                QuotaUse::Take => store.take(now_ms),
-            }
-            .map_err(|e| match e {
-                StoreError::Busy { .. } => QuotaFailure::Busy(e.to_string()),
-                e => QuotaFailure::Failed(e.to_string()),
-            }),
-            QuotaStoreHandle::Redis(store) => match what {
-                QuotaUse::Deposit => store.deposit(now_ms),
-                QuotaUse::Take => store.take(now_ms),
-            }
-            .map_err(|e| QuotaFailure::Failed(e.to_string())),
-        }
-    }
+    pub store: Shared,
 }
 
 /// The `retry` run that started this one, as its try's environment says.
@@ -556,74 +507,61 @@ impl<'c> Runner<'c> {
     /// when there is none. A store that fails is warned about once and left: the run's own
     /// limits still hold.
     fn use_quota(&mut self, what: QuotaUse) -> Option<QuotaRefusal> {
-        let quota = self.quota.as_ref()?;
-        let now = crate::run::quota::unix_ms(SystemTime::now());
-        let action = match what {
-            QuotaUse::Deposit => QuotaAction::FirstTry,
-            QuotaUse::Take => QuotaAction::Retry,
+        let quota = self.quota.as_mut()?;
+        let applied = quota.store.apply(what, unix_ms(SystemTime::now()));
+        let (shown, params) = (quota.spec.shown(), quota.spec.params);
+        if let Some(why) = applied.fell_back {
+            // Redis gone: the same bucket, kept on this machine from now on.
+            self.log.warn(Warning::QuotaUnreachable {
+                quota: shown.clone(),
+                why,
+                from_now_on: true,
+            });
+        }
+        let refused = |tokens| QuotaRefusal {
+            quota: shown.clone(),
+            tokens,
+            params,
         };
-        let shown = quota.spec.shown();
-        match quota.store.apply(what, now) {
+        match applied.answer {
             Ok(update) => {
-                if let Some(note) = update.note.clone() {
-                    self.log.warn(Warning::QuotaNote(note));
-                }
-                self.log.emit(Event::Quota {
-                    quota: shown.clone(),
-                    action,
-                    granted: update.granted,
-                    tokens: update.tokens,
-                });
-                let params = quota.spec.params;
-                (!update.granted).then_some(QuotaRefusal {
-                    quota: shown,
-                    tokens: Some(update.tokens),
-                    params,
-                })
+                let refusal = (!update.granted).then(|| refused(Some(update.tokens)));
+                self.quota_updated(what, shown, update);
+                refusal
             }
             // Held by other runs for longer than a run may wait, as when many retry at once on
             // a loaded machine: a first try goes on without depositing, and a retry counts it as
             // no token, so that the quota holds when it is needed most.
-            Err(QuotaFailure::Busy(e)) => match what {
+            Err(Unanswered::Busy(why)) => match what {
                 QuotaUse::Deposit => {
-                    self.log.warn(Warning::QuotaBusy {
-                        quota: shown,
-                        why: e,
-                    });
+                    self.log.warn(Warning::QuotaBusy { quota: shown, why });
                     None
                 }
-                QuotaUse::Take => Some(QuotaRefusal {
-                    quota: shown,
-                    tokens: None,
-                    params: quota.spec.params,
-                }),
+                QuotaUse::Take => Some(refused(None)),
             },
-            Err(QuotaFailure::Failed(e)) => {
-                // Redis gone: the same bucket, kept on this machine from now on.
-                let fallback = self.quota.as_mut().and_then(|q| q.fallback.take());
-                match fallback {
-                    Some(local) => {
-                        self.log.warn(Warning::QuotaUnreachable {
-                            quota: shown,
-                            why: e,
-                            from_now_on: true,
-                        });
-                        if let Some(q) = self.quota.as_mut() {
-                            q.store = QuotaStoreHandle::Local(local);
-                        }
-                        self.use_quota(what)
-                    }
-                    None => {
-                        self.log.warn(Warning::QuotaUnusable {
-                            quota: shown,
-                            why: e,
-                        });
-                        self.quota = None;
-                        None
-                    }
-                }
+            Err(Unanswered::Failed(why)) => {
+                self.log.warn(Warning::QuotaUnusable { quota: shown, why });
+                self.quota = None;
+                None
             }
         }
+    }
+
+    /// Reports what a quota operation did.
+    fn quota_updated(&mut self, what: QuotaUse, quota: String, update: Update) {
+        if let Some(note) = update.note {
+            self.log.warn(Warning::QuotaNote(note));
+        }
+        let action = match what {
+            QuotaUse::Deposit => QuotaAction::FirstTry,
+            QuotaUse::Take => QuotaAction::Retry,
+        };
+        self.log.emit(Event::Quota {
+            quota,
+            action,
+            granted: update.granted,
+            tokens: update.tokens,
+        });
     }
 
     /// Carries out the decision on try `t`, whose output has been written out.

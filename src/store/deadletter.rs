@@ -29,8 +29,7 @@ use std::time::{Duration, SystemTime};
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::report::json::Obj;
-use crate::store::json::{self, Value};
+use crate::json::{self, Obj, Value};
 use crate::store::{Access, open_record_file};
 
 /// The longest an append or a read waits for the lock (spec 19: a few seconds at most; a run
@@ -246,9 +245,7 @@ pub fn pending(contents: &[u8]) -> Result<Listing, Damaged> {
 /// whose write did not finish) is skipped and named in `cut_short`; any other line that is not
 /// one `retry` writes is an error, never skipped, and so is a line over [`MAX_LINE`] bytes.
 pub fn pending_from(mut input: impl BufRead) -> Result<Listing, ReadError> {
-    let mut runs: Vec<Pending> = Vec::new();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut resolved: HashSet<usize> = HashSet::new();
+    let mut runs = Runs::default();
     let mut cut_short = Vec::new();
     let mut raw = Vec::new();
     let mut line = 0;
@@ -270,54 +267,93 @@ pub fn pending_from(mut input: impl BufRead) -> Result<Listing, ReadError> {
                 MAX_LINE >> 20
             )));
         }
-        let text = match std::str::from_utf8(&raw) {
-            Ok(text) => text,
-            // A character cut in two at the end: a line cut short.
-            Err(e) if e.error_len().is_none() => {
-                cut_short.push(line);
-                continue;
+        match text_of(&raw).map_err(damaged)? {
+            Text::Blank => {}
+            Text::CutShort => cut_short.push(line),
+            Text::Line(text) => {
+                let read = read_line(text).map_err(damaged)?;
+                runs.add(line, read).map_err(damaged)?;
             }
-            Err(_) => return Err(damaged("it is not UTF-8".into())),
-        };
-        if text.trim().is_empty() {
-            continue;
         }
-        if json::ends_too_soon(text) {
-            cut_short.push(line);
-            continue;
-        }
-        match read_line(text).map_err(damaged)? {
+    }
+    Ok(Listing {
+        pending: runs.pending(),
+        cut_short,
+    })
+}
+
+/// What a line of the file holds, before it is read as a record.
+enum Text<'a> {
+    Blank,
+    /// The start of a line whose write did not finish.
+    CutShort,
+    Line(&'a str),
+}
+
+fn text_of(raw: &[u8]) -> Result<Text<'_>, String> {
+    let text = match std::str::from_utf8(raw) {
+        Ok(text) => text,
+        // A character cut in two at the end: a line cut short.
+        Err(e) if e.error_len().is_none() => return Ok(Text::CutShort),
+        Err(_) => return Err("it is not UTF-8".into()),
+    };
+    if text.trim().is_empty() {
+        Ok(Text::Blank)
+    } else if json::ends_too_soon(text) {
+        Ok(Text::CutShort)
+    } else {
+        Ok(Text::Line(text))
+    }
+}
+
+/// The runs recorded so far, in order, with their tries since, and which were resolved.
+#[derive(Default)]
+struct Runs {
+    runs: Vec<Pending>,
+    by_id: HashMap<String, usize>,
+    resolved: HashSet<usize>,
+}
+
+impl Runs {
+    /// Takes in the line numbered `line`; a run recorded twice is an error.
+    fn add(&mut self, line: usize, read: Line) -> Result<(), String> {
+        match read {
             Line::Record(record) => {
-                if let Some(&k) = by_id.get(&record.id) {
-                    let first = runs[k].line;
-                    return Err(damaged(format!(
+                if let Some(&k) = self.by_id.get(&record.id) {
+                    let first = self.runs[k].line;
+                    return Err(format!(
                         "the run {} is already recorded on line {first}",
                         record.id
-                    )));
+                    ));
                 }
-                by_id.insert(record.id.clone(), runs.len());
-                runs.push(Pending {
+                self.by_id.insert(record.id.clone(), self.runs.len());
+                self.runs.push(Pending {
                     line,
                     record,
                     attempts: 0,
                 });
             }
             // A line about a run recorded nowhere above (the file was edited) changes nothing.
-            Line::Resolved(id) => resolved.extend(by_id.get(&id).copied()),
+            Line::Resolved(id) => self.resolved.extend(self.by_id.get(&id).copied()),
             Line::Attempt(id) => {
-                if let Some(&k) = by_id.get(&id) {
-                    runs[k].attempts += 1;
+                if let Some(&k) = self.by_id.get(&id) {
+                    self.runs[k].attempts += 1;
                 }
             }
         }
+        Ok(())
     }
-    let pending = runs
-        .into_iter()
-        .enumerate()
-        .filter(|(k, _)| !resolved.contains(k))
-        .map(|(_, run)| run)
-        .collect();
-    Ok(Listing { pending, cut_short })
+
+    /// The runs not resolved, in the order they were recorded.
+    fn pending(self) -> Vec<Pending> {
+        let resolved = self.resolved;
+        self.runs
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| !resolved.contains(k))
+            .map(|(_, run)| run)
+            .collect()
+    }
 }
 
 fn read_line(text: &str) -> Result<Line, String> {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::QuotaParams;
-use retry::run::quota_redis::{RedisStore, RedisStoreError};
+use retry::store::redis::{RedisStore, RedisStoreError};
 
 /// What a hostile server does with the commands it is sent.
 #[derive(Clone, Copy)]

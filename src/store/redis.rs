@@ -1,6 +1,6 @@
 //! The fleet quota store (spec 15.3): the bucket of `policy::quota` kept in Redis, shared by
 //! every run on every machine that names the same `redis://[:PASSWORD@]HOST[:PORT]/NAME`. It
-//! offers what [`LocalStore`](crate::run::quota::LocalStore) offers (`deposit`, `take`, `peek`,
+//! offers what [`LocalStore`](crate::store::file::LocalStore) offers (`deposit`, `take`, `peek`,
 //! each returning an [`Update`]), so the runner can use either.
 //!
 //! - The bucket is the hash `retry:quota:NAME` with the fields `tokens` and `at`. One Lua script
@@ -28,14 +28,15 @@
 //! - Errors are values whose `Display` is one line and never holds the password; the run warns
 //!   with it and goes on with the local store.
 //!
-//! The client is this module's own, over a `TcpStream`: the few commands it sends (AUTH, PING,
-//! EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A general client
-//! bounds each read rather than an exchange, reads a reply of any size, and follows cluster
-//! redirects only with its cluster machinery.
+//! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
+//! (AUTH, PING, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
+//! EVALSHA's SHA-1 is `store::sha1`. A general client bounds each read rather than an
+//! exchange, reads a reply of any size, and follows cluster redirects only with its cluster
+//! machinery.
 
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::{Mutex, PoisonError, mpsc};
@@ -43,16 +44,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::policy::quota::{QuotaParams, check_name};
-use crate::run::quota::Update;
+use crate::store::quota::{BucketStore, Unanswered, Update};
+use crate::store::resp::{Addr, Deadline, Node, Value, one_line};
+use crate::store::sha1::sha1_hex;
 
-/// The longest one quota decision may take with Redis, connecting included.
-pub const DEADLINE: Duration = Duration::from_millis(250);
-
-/// The most bytes a reply may take. The script's answer takes under 50, an error a line.
-pub const MAX_REPLY: usize = 1024;
-
-/// The most cluster redirects (`MOVED`, `ASK`) one update follows.
-pub const MAX_REDIRECTS: usize = 3;
+pub use crate::store::resp::{DEADLINE, Failure, MAX_REDIRECTS, MAX_REPLY};
 
 /// The port of `redis://HOST/NAME`.
 pub const DEFAULT_PORT: u16 = 6379;
@@ -158,14 +154,6 @@ struct Server {
     password: Option<Vec<u8>>,
 }
 
-/// A host and a port.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Addr {
-    /// A host name or an IP address, without the brackets of an IPv6 one.
-    host: String,
-    port: u16,
-}
-
 /// Why the fleet store could not be used. The run warns with it, once, and goes on with the
 /// local store.
 #[derive(Debug)]
@@ -180,24 +168,6 @@ pub enum RedisStoreError {
     Command { server: String, source: Failure },
     /// The script's answer was not a number of tokens.
     Reply { server: String, reply: String },
-}
-
-/// What went wrong in an exchange with a server.
-#[derive(Debug)]
-pub enum Failure {
-    /// The connection failed or was closed.
-    Io(io::Error),
-    /// The deadline passed: after `waited`, which was what was left of the run's budget when
-    /// `budget` is set.
-    TimedOut { waited: Duration, budget: bool },
-    /// The server answered with an error.
-    Server(String),
-    /// The reply was longer than [`MAX_REPLY`] bytes.
-    TooLarge,
-    /// The reply was not one of Redis's protocol.
-    Protocol(&'static str),
-    /// More than [`MAX_REDIRECTS`] cluster redirects.
-    Redirects,
 }
 
 impl fmt::Display for RedisStoreError {
@@ -237,53 +207,6 @@ impl std::error::Error for RedisStoreError {
     }
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Io(e) => write!(f, "{}", one_line(&e.to_string())),
-            Failure::TimedOut { waited, budget } => {
-                write!(f, "no answer within {} ms", waited.as_millis())?;
-                if *budget {
-                    write!(f, ", what was left of the run's budget")?;
-                }
-                Ok(())
-            }
-            Failure::Server(e) => write!(f, "{}", one_line(e)),
-            Failure::TooLarge => write!(
-                f,
-                "its reply is longer than {MAX_REPLY} bytes, which no quota reply is"
-            ),
-            Failure::Protocol(what) => write!(f, "its reply is not Redis's protocol: {what}"),
-            Failure::Redirects => write!(
-                f,
-                "the cluster redirected the update more than {MAX_REDIRECTS} times"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Failure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Failure::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// `s` on one line, at most 200 characters: it comes from a server and goes into a log line.
-fn one_line(s: &str) -> String {
-    let mut line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(200)
-        .collect();
-    if s.chars().nth(200).is_some() {
-        line.push_str("...");
-    }
-    line
-}
-
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
@@ -306,46 +229,6 @@ impl Op {
             Op::Deposit => "deposit",
             Op::Take => "take",
             Op::Peek => "peek",
-        }
-    }
-}
-
-/// The moment an exchange must be over by, and how long that gave it.
-struct Deadline {
-    at: Instant,
-    span: Duration,
-    /// Whether the end of the run's budget set it, rather than [`DEADLINE`].
-    budget: bool,
-}
-
-impl Deadline {
-    /// [`DEADLINE`] from now, or the end of the run's budget when that comes first.
-    fn new(until: Option<Instant>) -> Deadline {
-        let now = Instant::now();
-        let usual = now + DEADLINE;
-        let (at, budget) = match until {
-            Some(end) if end < usual => (end, true),
-            _ => (usual, false),
-        };
-        Deadline {
-            at,
-            span: at.saturating_duration_since(now),
-            budget,
-        }
-    }
-
-    /// The time left, or the failure of a deadline passed.
-    fn left(&self) -> Result<Duration, Failure> {
-        self.at
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| self.timed_out())
-    }
-
-    fn timed_out(&self) -> Failure {
-        Failure::TimedOut {
-            waited: self.span,
-            budget: self.budget,
         }
     }
 }
@@ -468,31 +351,8 @@ impl RedisStore {
         let mut ask: Option<Addr> = None;
         for _ in 0..=MAX_REDIRECTS {
             let (answer, at) = match ask.take() {
-                // Once, on the node that `ASK` named; the slot stays with the node that
-                // `MOVED` named until the migration ends.
-                Some(addr) => {
-                    let mut node = self.server.open(&addr, deadline, false)?;
-                    let answer = node
-                        .request(&[b"ASKING"], deadline)
-                        .and_then(|_| self.eval(&mut node, op, deadline, true));
-                    (answer, addr)
-                }
-                None => {
-                    let node = match slot {
-                        Some(node) => node,
-                        None => {
-                            slot.insert(self.server.open(&self.server.addr, deadline, false)?)
-                        }
-                    };
-                    let answer = self.eval(node, op, deadline, false);
-                    let at = node.addr.clone();
-                    // An error the server sent leaves the connection in step; anything else (a
-                    // timeout, a reset, a reply cut off) may have left bytes to come.
-                    if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
-                        *slot = None;
-                    }
-                    (answer, at)
-                }
+                Some(addr) => self.eval_asking(addr, op, deadline)?,
+                None => self.eval_on(slot, op, deadline)?,
             };
             let message = match answer {
                 Ok(value) => return Ok((value, at)),
@@ -521,6 +381,43 @@ impl RedisStore {
             server: self.server(),
             source: Failure::Redirects,
         })
+    }
+
+    /// The script's answer from the node of the connection kept, opened first if there is
+    /// none, and that node.
+    fn eval_on(
+        &self,
+        slot: &mut Option<Node>,
+        op: &Op,
+        deadline: &Deadline,
+    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+        let node = match slot {
+            Some(node) => node,
+            None => slot.insert(self.server.open(&self.server.addr, deadline, false)?),
+        };
+        let answer = self.eval(node, op, deadline, false);
+        let at = node.addr.clone();
+        // An error the server sent leaves the connection in step; anything else (a timeout, a
+        // reset, a reply cut off) may have left bytes to come.
+        if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
+            *slot = None;
+        }
+        Ok((answer, at))
+    }
+
+    /// The script's answer from the node that `ASK` named, asked once on a connection of its
+    /// own: the slot stays with the node that `MOVED` named until the migration ends.
+    fn eval_asking(
+        &self,
+        addr: Addr,
+        op: &Op,
+        deadline: &Deadline,
+    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+        let mut node = self.server.open(&addr, deadline, false)?;
+        let answer = node
+            .request(&[b"ASKING"], deadline)
+            .and_then(|_| self.eval(&mut node, op, deadline, true));
+        Ok((answer, addr))
     }
 
     /// EVALSHA, then EVAL when the node does not have the script (after ASKING again when
@@ -610,27 +507,52 @@ pub fn expiry(params: &QuotaParams) -> Duration {
     }
 }
 
-impl fmt::Display for Addr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
-
 const FORM: &str = "redis://[:PASSWORD@]HOST[:PORT]/NAME";
+
+/// Reads `HOST[:PORT]`, or `[IPV6]:PORT`, as the address of a quota gives it.
+fn parse_host_port(host_port: &str) -> Result<Addr, String> {
+    let (host, port) = if let Some(inner) = host_port.strip_prefix('[') {
+        match inner.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, after)) => match after.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err(format!("unexpected '{after}' after the host '[{host}]'")),
+            },
+            None => return Err(format!("the host '{host_port}' lacks its closing ']'")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the host '{host}' is not a host name or address: expected {FORM}"
+        ));
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(port) => match port.parse::<u16>() {
+            Ok(port) if port > 0 => port,
+            _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
+        },
+    };
+    Ok(Addr {
+        host: host.to_string(),
+        port,
+    })
+}
 
 impl Server {
     /// Reads `redis://[:PASSWORD@]HOST[:PORT]/NAME`: the last '@' ends the password, which may
     /// hold any character; the first '/' after it ends the host and port.
     fn parse(url: &str) -> Result<Server, RedisStoreError> {
-        let bad = |why: String| Err(RedisStoreError::Address(why));
+        let bad = |why: String| RedisStoreError::Address(why);
         let Some(rest) = url.strip_prefix("redis://") else {
-            return bad(format!(
+            return Err(bad(format!(
                 "the Redis address does not start with redis://: expected {FORM}"
-            ));
+            )));
         };
         let (password, after) = match rest.rsplit_once('@') {
             Some((userinfo, after)) => match userinfo.strip_prefix(':') {
@@ -638,50 +560,20 @@ impl Server {
                     (Some(password.as_bytes().to_vec()), after)
                 }
                 _ => {
-                    return bad(format!(
+                    return Err(bad(format!(
                         "the part before '@' must be ':PASSWORD': expected {FORM}"
-                    ));
+                    )));
                 }
             },
             None => (None, rest),
         };
         let Some((host_port, _name)) = after.split_once('/') else {
-            return bad(format!("no quota NAME after the host: expected {FORM}"));
+            return Err(bad(format!(
+                "no quota NAME after the host: expected {FORM}"
+            )));
         };
-        let (host, port) = if let Some(inner) = host_port.strip_prefix('[') {
-            match inner.split_once(']') {
-                Some((host, "")) => (host, None),
-                Some((host, after)) => match after.strip_prefix(':') {
-                    Some(port) => (host, Some(port)),
-                    None => return bad(format!("unexpected '{after}' after the host '[{host}]'")),
-                },
-                None => return bad(format!("the host '{host_port}' lacks its closing ']'")),
-            }
-        } else {
-            match host_port.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (host_port, None),
-            }
-        };
-        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return bad(format!(
-                "the host '{host}' is not a host name or address: expected {FORM}"
-            ));
-        }
-        let port = match port {
-            None => DEFAULT_PORT,
-            Some(port) => match port.parse::<u16>() {
-                Ok(port) if port > 0 => port,
-                _ => return bad(format!("the port '{port}' is not a number from 1 to 65535")),
-            },
-        };
-        Ok(Server {
-            addr: Addr {
-                host: host.to_string(),
-                port,
-            },
-            password,
-        })
+        let addr = parse_host_port(host_port).map_err(bad)?;
+        Ok(Server { addr, password })
     }
 
     /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
@@ -742,11 +634,7 @@ impl Server {
             };
             // Requests are small and each waits for its reply: send them at once.
             let _ = stream.set_nodelay(true);
-            let mut node = Node {
-                addr: addr.clone(),
-                stream,
-                buf: Vec::new(),
-            };
+            let mut node = Node::new(addr.clone(), stream);
             let hello = match &self.password {
                 Some(password) => node.request(&[b"AUTH", password], deadline),
                 // Without a password nothing has been said yet: a port that accepts and never
@@ -803,246 +691,20 @@ fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisSto
     }
 }
 
-/// A connection to one node, and what it has sent past the last reply read.
-struct Node {
-    addr: Addr,
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Node {
-    /// Sends one command and reads its reply, both before the deadline. An error reply is
-    /// [`Failure::Server`].
-    fn request(&mut self, args: &[&[u8]], deadline: &Deadline) -> Result<Value, Failure> {
-        self.send(&encode(args), deadline)?;
-        match self.receive(deadline)? {
-            Value::Error(e) => Err(Failure::Server(e)),
-            value => Ok(value),
-        }
+/// Whatever goes wrong with Redis is a failure, never busy: the run goes on with the local
+/// store.
+impl BucketStore for RedisStore {
+    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        RedisStore::deposit(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
     }
 
-    fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), Failure> {
-        while !request.is_empty() {
-            let left = deadline.left()?;
-            self.stream
-                .set_write_timeout(Some(left))
-                .map_err(Failure::Io)?;
-            match self.stream.write(request) {
-                Ok(0) => return Err(Failure::Io(io::ErrorKind::WriteZero.into())),
-                Ok(n) => request = &request[n..],
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
-                Err(e) => return Err(Failure::Io(e)),
-            }
-        }
-        Ok(())
+    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        RedisStore::take(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
     }
 
-    /// Reads one whole reply, of at most [`MAX_REPLY`] bytes.
-    fn receive(&mut self, deadline: &Deadline) -> Result<Value, Failure> {
-        let mut chunk = [0u8; 512];
-        loop {
-            if let Some((value, len)) = parse(&self.buf)? {
-                self.buf.drain(..len);
-                return Ok(value);
-            }
-            if self.buf.len() >= MAX_REPLY {
-                return Err(Failure::TooLarge);
-            }
-            let left = deadline.left()?;
-            self.stream
-                .set_read_timeout(Some(left))
-                .map_err(Failure::Io)?;
-            let room = chunk.len().min(MAX_REPLY - self.buf.len());
-            match self.stream.read(&mut chunk[..room]) {
-                Ok(0) => {
-                    return Err(Failure::Io(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the server closed the connection",
-                    )));
-                }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
-                Err(e) => return Err(Failure::Io(e)),
-            }
-        }
+    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        RedisStore::peek(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
     }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-/// A command as Redis reads it: an array of bulk strings.
-fn encode(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
-/// A reply of Redis's protocol (RESP2).
-#[derive(Debug, PartialEq)]
-enum Value {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Option<Vec<Value>>),
-}
-
-impl fmt::Display for Value {
-    /// The reply as a log line shows it, when it is not what was expected.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Simple(s) | Value::Error(s) => write!(f, "{s}"),
-            Value::Int(n) => write!(f, "{n}"),
-            Value::Bulk(Some(b)) => write!(f, "{}", String::from_utf8_lossy(b)),
-            Value::Bulk(None) | Value::Array(None) => write!(f, "nil"),
-            Value::Array(Some(items)) => {
-                write!(f, "[")?;
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        write!(f, ", ")?;
-                    }
-                    write!(f, "{item}")?;
-                }
-                write!(f, "]")
-            }
-        }
-    }
-}
-
-/// Arrays within arrays deeper than this are no reply to the commands sent.
-const MAX_DEPTH: usize = 4;
-
-/// The reply at the start of `buf` and its length; `None` while it is incomplete. A length
-/// that would take it past [`MAX_REPLY`] fails at once, before its bytes come.
-fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, Failure> {
-    parse_at(buf, 0, 0)
-}
-
-fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)>, Failure> {
-    let Some(&kind) = buf.get(at) else {
-        return Ok(None);
-    };
-    let Some((line, mut next)) = line(buf, at + 1) else {
-        return Ok(None);
-    };
-    let text = || String::from_utf8_lossy(line).into_owned();
-    let value = match kind {
-        b'+' => Value::Simple(text()),
-        b'-' => Value::Error(text()),
-        b':' => Value::Int(number(line)?),
-        b'$' => match number(line)? {
-            -1 => Value::Bulk(None),
-            n if n < 0 => return Err(Failure::Protocol("a negative length")),
-            n if n as u64 > MAX_REPLY as u64 => return Err(Failure::TooLarge),
-            n => {
-                let end = next + n as usize;
-                if buf.len() < end + 2 {
-                    return Ok(None);
-                }
-                if &buf[end..end + 2] != b"\r\n" {
-                    return Err(Failure::Protocol("a string longer than its length"));
-                }
-                let bytes = buf[next..end].to_vec();
-                next = end + 2;
-                Value::Bulk(Some(bytes))
-            }
-        },
-        b'*' => match number(line)? {
-            -1 => Value::Array(None),
-            n if n < 0 => return Err(Failure::Protocol("a negative length")),
-            // Each item takes 3 bytes at least.
-            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(Failure::TooLarge),
-            _ if depth >= MAX_DEPTH => return Err(Failure::Protocol("arrays nested too deep")),
-            n => {
-                let mut items = Vec::new();
-                for _ in 0..n {
-                    let Some((item, after)) = parse_at(buf, next, depth + 1)? else {
-                        return Ok(None);
-                    };
-                    items.push(item);
-                    next = after;
-                }
-                Value::Array(Some(items))
-            }
-        },
-        _ => return Err(Failure::Protocol("an unknown type of reply")),
-    };
-    Ok(Some((value, next)))
-}
-
-/// The line from `from` to the next CRLF, and where the next one starts.
-fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
-    let rest = buf.get(from..)?;
-    let end = rest.windows(2).position(|w| w == b"\r\n")?;
-    Some((&rest[..end], from + end + 2))
-}
-
-fn number(line: &[u8]) -> Result<i64, Failure> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(Failure::Protocol("a length or number that is not one"))
-}
-
-/// The SHA-1 of `data` in lowercase hex, as EVALSHA names a script (FIPS 180-4).
-fn sha1_hex(data: &[u8]) -> String {
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
-    let mut message = data.to_vec();
-    message.push(0x80);
-    while message.len() % 64 != 56 {
-        message.push(0);
-    }
-    message.extend_from_slice(&(data.len() as u64).wrapping_mul(8).to_be_bytes());
-    for block in message.chunks_exact(64) {
-        let mut w = [0u32; 80];
-        for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-            *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (i, word) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
-                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
-                _ => (b ^ c ^ d, 0xCA62_C1D6),
-            };
-            let t = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(*word);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = t;
-        }
-        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
-            *x = x.wrapping_add(y);
-        }
-    }
-    h.iter().map(|x| format!("{x:08x}")).collect()
 }
 
 #[cfg(test)]
@@ -1114,88 +776,6 @@ mod tests {
     }
 
     #[test]
-    fn text_from_the_server_is_shown_on_one_bounded_line() {
-        assert_eq!(one_line("a\nb\r\nc"), "a b  c");
-        assert_eq!(one_line(&"x".repeat(300)).len(), 203);
-    }
-
-    #[test]
-    fn the_script_is_named_by_its_sha1() {
-        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(sha1_hex(b"abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(
-            sha1_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
-        );
-        assert_eq!(
-            sha1_hex(&[b'a'; 1000]),
-            "291e9a6c66994949b57ba5e650361e98fc36b1ba"
-        );
-    }
-
-    #[test]
-    fn a_command_is_an_array_of_bulk_strings() {
-        assert_eq!(
-            encode(&[b"AUTH", b"p w"]),
-            b"*2\r\n$4\r\nAUTH\r\n$3\r\np w\r\n".to_vec()
-        );
-    }
-
-    fn parsed(bytes: &[u8]) -> Option<(Value, usize)> {
-        parse(bytes).unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(bytes)))
-    }
-
-    #[test]
-    fn replies_are_read_whole_or_not_yet() {
-        let reply = b"*2\r\n:1\r\n$3\r\n9.4\r\n";
-        assert_eq!(
-            parsed(reply),
-            Some((
-                Value::Array(Some(vec![
-                    Value::Int(1),
-                    Value::Bulk(Some(b"9.4".to_vec()))
-                ])),
-                reply.len()
-            ))
-        );
-        for cut in 0..reply.len() {
-            assert_eq!(parsed(&reply[..cut]), None, "{cut} bytes");
-        }
-        assert_eq!(
-            parsed(b"+OK\r\n+PONG"),
-            Some((Value::Simple("OK".into()), 5))
-        );
-        assert_eq!(
-            parsed(b"-NOSCRIPT No matching script\r\n"),
-            Some((Value::Error("NOSCRIPT No matching script".into()), 30))
-        );
-        assert_eq!(parsed(b"$-1\r\n"), Some((Value::Bulk(None), 5)));
-        assert_eq!(parsed(b"*-1\r\n"), Some((Value::Array(None), 5)));
-        assert_eq!(
-            parsed(b"$0\r\n\r\n"),
-            Some((Value::Bulk(Some(Vec::new())), 6))
-        );
-    }
-
-    #[test]
-    fn a_reply_longer_than_a_quota_reply_fails_before_it_comes() {
-        for header in [&b"$2000000000\r\n"[..], b"$1025\r\n", b"*1000\r\n"] {
-            assert!(
-                matches!(parse(header), Err(Failure::TooLarge)),
-                "{header:?}"
-            );
-        }
-        assert!(parse(b"$1024\r\n").unwrap().is_none());
-        for bad in [&b"?x\r\n"[..], b":x\r\n", b"$-2\r\n", b"$1\r\nab\r\n"] {
-            assert!(matches!(parse(bad), Err(Failure::Protocol(_))), "{bad:?}");
-        }
-        assert!(matches!(
-            parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
-            Err(Failure::Protocol(_))
-        ));
-    }
-
-    #[test]
     fn a_redirect_names_the_node_that_holds_the_slot() {
         let from = Addr {
             host: "10.0.0.1".into(),
@@ -1231,24 +811,5 @@ mod tests {
         ] {
             assert_eq!(redirect(other, &from), None, "{other}");
         }
-    }
-
-    #[test]
-    fn a_deadline_is_the_usual_one_or_the_end_of_the_budget() {
-        let usual = Deadline::new(None);
-        assert_eq!(usual.span, DEADLINE);
-        assert!(!usual.budget);
-        let later = Deadline::new(Some(Instant::now() + Duration::from_secs(5)));
-        assert_eq!(later.span, DEADLINE);
-        let soon = Deadline::new(Some(Instant::now() + Duration::from_millis(40)));
-        assert!(soon.budget && soon.span <= Duration::from_millis(40));
-        let spent = Deadline::new(Some(Instant::now()));
-        assert!(spent.left().is_err());
-        assert!(
-            spent
-                .timed_out()
-                .to_string()
-                .ends_with("what was left of the run's budget")
-        );
     }
 }

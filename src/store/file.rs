@@ -24,14 +24,15 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
-use crate::store::LockError;
+use crate::store::quota::{BucketStore, Note, Unanswered, Update};
+use crate::store::{LockError, euid};
 
 /// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
 /// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
@@ -44,34 +45,6 @@ pub struct LocalStore {
     dir: PathBuf,
     file: String,
     params: QuotaParams,
-}
-
-/// What an operation did: whether the retry may run (always true for a first try), the tokens
-/// left after it, and a note for the log when the store had to repair the quota.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Update {
-    pub granted: bool,
-    pub tokens: f64,
-    pub note: Option<Note>,
-}
-
-/// Something the log should warn about although the operation succeeded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Note {
-    /// The file held no record that `retry` writes: the bucket was reset to full.
-    Damaged { path: PathBuf },
-}
-
-impl fmt::Display for Note {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Note::Damaged { path } => write!(
-                f,
-                "the quota file '{}' was damaged; it was reset to a full bucket",
-                path.display()
-            ),
-        }
-    }
 }
 
 /// Why the store could not be used. The run warns with it and goes on with its own limits.
@@ -162,12 +135,6 @@ impl std::error::Error for StoreError {
             _ => None,
         }
     }
-}
-
-/// Milliseconds since the Unix epoch, the time the bucket is kept in (0 before the epoch).
-pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The store's directory for the user `uid`, from the environment that `var` reads:
@@ -328,62 +295,71 @@ impl LocalStore {
             match fcntl::open(&self.dir, flags, Mode::empty()) {
                 Ok(fd) => break File::from(fd),
                 Err(Errno::ENOENT) if create && !created => {
-                    match nix::unistd::mkdir(&self.dir, Mode::S_IRWXU) {
-                        // 0700 whatever the umask took away.
-                        Ok(()) => {
-                            use std::os::unix::fs::PermissionsExt;
-                            let private = std::fs::Permissions::from_mode(0o700);
-                            std::fs::set_permissions(&self.dir, private).map_err(|e| {
-                                self.io_failed("create the directory", self.dir.clone(), e)
-                            })?;
-                            created = true;
-                        }
-                        Err(Errno::EEXIST) => created = true,
-                        Err(e) => {
-                            return Err(self.io_error("create the directory", self.dir.clone(), e));
-                        }
-                    }
+                    self.create_dir()?;
+                    created = true;
                 }
                 Err(Errno::ENOENT) if !create => return Ok(None),
-                Err(e @ (Errno::ELOOP | Errno::ENOTDIR)) => {
-                    let problem = match std::fs::symlink_metadata(&self.dir) {
-                        Ok(m) if m.file_type().is_symlink() => Problem::Symlink,
-                        Ok(_) => Problem::NotDirectory,
-                        Err(_) => {
-                            return Err(self.io_error("open the directory", self.dir.clone(), e));
-                        }
-                    };
-                    return Err(StoreError::Unsafe {
-                        path: self.dir.clone(),
-                        problem,
-                    });
-                }
-                Err(e) => return Err(self.io_error("open the directory", self.dir.clone(), e)),
+                Err(e) => return Err(self.dir_unopened(e)),
             }
         };
+        self.check_dir(&dir)?;
+        Ok(Some(dir))
+    }
+
+    /// Creates the directory, 0700 whatever the umask takes away; one created meanwhile by
+    /// another run will do.
+    fn create_dir(&self) -> Result<(), StoreError> {
+        match nix::unistd::mkdir(&self.dir, Mode::S_IRWXU) {
+            Ok(()) => {
+                use std::os::unix::fs::PermissionsExt;
+                let private = std::fs::Permissions::from_mode(0o700);
+                std::fs::set_permissions(&self.dir, private)
+                    .map_err(|e| self.io_failed("create the directory", self.dir.clone(), e))
+            }
+            Err(Errno::EEXIST) => Ok(()),
+            Err(e) => Err(self.io_error("create the directory", self.dir.clone(), e)),
+        }
+    }
+
+    /// Why the directory did not open: a symbolic link or something else than a directory
+    /// stands in its place, or the system call failed.
+    fn dir_unopened(&self, e: Errno) -> StoreError {
+        let problem = match e {
+            Errno::ELOOP | Errno::ENOTDIR => match std::fs::symlink_metadata(&self.dir) {
+                Ok(m) if m.file_type().is_symlink() => Problem::Symlink,
+                Ok(_) => Problem::NotDirectory,
+                Err(_) => return self.io_error("open the directory", self.dir.clone(), e),
+            },
+            e => return self.io_error("open the directory", self.dir.clone(), e),
+        };
+        StoreError::Unsafe {
+            path: self.dir.clone(),
+            problem,
+        }
+    }
+
+    /// Checks the opened directory: owned by the effective user, no access for others.
+    fn check_dir(&self, dir: &File) -> Result<(), StoreError> {
         let meta = dir
             .metadata()
             .map_err(|e| self.io_failed("inspect the directory", self.dir.clone(), e))?;
         let expected = euid();
         let problem = if meta.uid() != expected {
-            Some(Problem::Owner {
+            Problem::Owner {
                 uid: meta.uid(),
                 expected,
-            })
+            }
         } else if meta.mode() & 0o077 != 0 {
-            Some(Problem::Mode {
+            Problem::Mode {
                 mode: meta.mode() & 0o7777,
-            })
+            }
         } else {
-            None
+            return Ok(());
         };
-        match problem {
-            Some(problem) => Err(StoreError::Unsafe {
-                path: self.dir.clone(),
-                problem,
-            }),
-            None => Ok(Some(dir)),
-        }
+        Err(StoreError::Unsafe {
+            path: self.dir.clone(),
+            problem,
+        })
     }
 
     /// Opens the quota's file in the checked directory (relative to it, so that the directory
@@ -392,6 +368,28 @@ impl LocalStore {
     /// symbolic link nor blocked on (a FIFO is refused at once), owned by the effective user and
     /// writable by nobody else. `None` when it does not exist and `create` is not set.
     fn open_file(&self, dir: &File, create: bool) -> Result<Option<File>, StoreError> {
+        let file = match self.open_at(dir, create) {
+            Ok(file) => file,
+            Err(("open", Errno::ENOENT)) if !create => return Ok(None),
+            Err(("open", Errno::ELOOP)) => {
+                return Err(StoreError::Unsafe {
+                    path: self.path(),
+                    problem: Problem::Symlink,
+                });
+            }
+            Err((action, e)) => return Err(self.io_error(action, self.path(), e)),
+        };
+        self.check_file(&file)?;
+        // Reads and writes of a regular file never block: the flag goes all the same.
+        fcntl::fcntl(&file, fcntl::FcntlArg::F_SETFL(OFlag::empty()))
+            .map_err(|e| self.io_error("open", self.path(), e))?;
+        Ok(Some(file))
+    }
+
+    /// Opens the quota's file relative to `dir`, never through a symbolic link nor blocking;
+    /// with `create`, creates it if missing, 0600 whatever the umask. An error comes with what
+    /// failed: to `open` the file, or to `create` it with its mode.
+    fn open_at(&self, dir: &File, create: bool) -> Result<File, (&'static str, Errno)> {
         let mut flags = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         flags |= if create {
             OFlag::O_RDWR
@@ -399,32 +397,28 @@ impl LocalStore {
             OFlag::O_RDONLY
         };
         let private = Mode::S_IRUSR | Mode::S_IWUSR;
-        let open = |flags| fcntl::openat(dir, self.file.as_str(), flags, private);
-        let opened = match create {
-            true => match open(flags | OFlag::O_CREAT | OFlag::O_EXCL) {
-                Ok(fd) => {
-                    let file = File::from(fd);
-                    stat::fchmod(&file, private)
-                        .map_err(|e| self.io_error("create", self.path(), e))?;
-                    Ok(file)
-                }
-                Err(Errno::EEXIST) => open(flags).map(File::from),
-                Err(e) => Err(e),
-            },
-            false => open(flags).map(File::from),
+        let open = |flags| {
+            fcntl::openat(dir, self.file.as_str(), flags, private)
+                .map(File::from)
+                .map_err(|e| ("open", e))
         };
-        let file = match opened {
-            Ok(file) => file,
-            Err(Errno::ENOENT) if !create => return Ok(None),
-            Err(Errno::ELOOP) => {
-                return Err(StoreError::Unsafe {
-                    path: self.path(),
-                    problem: Problem::Symlink,
-                });
+        if !create {
+            return open(flags);
+        }
+        match open(flags | OFlag::O_CREAT | OFlag::O_EXCL) {
+            Ok(file) => {
+                stat::fchmod(&file, private).map_err(|e| ("create", e))?;
+                Ok(file)
             }
-            Err(e) => return Err(self.io_error("open", self.path(), e)),
-        };
-        let st = stat::fstat(&file).map_err(|e| self.io_error("inspect", self.path(), e))?;
+            Err((_, Errno::EEXIST)) => open(flags),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Checks the opened file: a regular file, owned by the effective user and writable by
+    /// nobody else.
+    fn check_file(&self, file: &File) -> Result<(), StoreError> {
+        let st = stat::fstat(file).map_err(|e| self.io_error("inspect", self.path(), e))?;
         if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
             return Err(StoreError::Unsafe {
                 path: self.path(),
@@ -442,10 +436,7 @@ impl LocalStore {
                 },
             });
         }
-        // Reads and writes of a regular file never block: the flag goes all the same.
-        fcntl::fcntl(&file, fcntl::FcntlArg::F_SETFL(OFlag::empty()))
-            .map_err(|e| self.io_error("open", self.path(), e))?;
-        Ok(Some(file))
+        Ok(())
     }
 
     /// Takes the lock without ever blocking, for at most [`LOCK_WAIT`] in all.
@@ -491,9 +482,25 @@ impl LocalStore {
     }
 }
 
-/// The effective user, who owns what the store creates. (nix's `geteuid` needs its "user"
-/// feature, which `retry` does not otherwise use.)
-fn euid() -> u32 {
-    // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
-    unsafe { nix::libc::geteuid() }
+/// The local store answers busy when another process holds the lock too long, and fails
+/// otherwise.
+impl BucketStore for LocalStore {
+    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::deposit(self, now_ms).map_err(unanswered)
+    }
+
+    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::take(self, now_ms).map_err(unanswered)
+    }
+
+    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::peek(self, now_ms).map_err(unanswered)
+    }
+}
+
+fn unanswered(e: StoreError) -> Unanswered {
+    match e {
+        StoreError::Busy { .. } => Unanswered::Busy(e.to_string()),
+        e => Unanswered::Failed(e.to_string()),
+    }
 }

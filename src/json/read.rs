@@ -1,5 +1,5 @@
 //! A small reader of JSON (RFC 8259), for the lines of a dead-letter file: enough to read back
-//! what `report::json` writes, strict about everything else, and never a panic or an unbounded
+//! what the writer (`json::Obj`) writes, strict about everything else, and never a panic or an unbounded
 //! recursion on what a damaged or hostile file holds.
 
 use std::cell::Cell;
@@ -46,7 +46,7 @@ impl Value {
         }
     }
 
-    /// A word as `report::json::Obj::words` writes it: a string, or `{"base64":"..."}` for
+    /// A word as `Obj::words` writes it: a string, or `{"base64":"..."}` for
     /// bytes that are not UTF-8.
     pub fn as_word(&self) -> Option<OsString> {
         match self {
@@ -348,7 +348,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Standard base64 with padding (RFC 4648, section 4), as `report::json::base64` writes it;
+/// Standard base64 with padding (RFC 4648, section 4), as `json::base64` writes it;
 /// `None` for anything else.
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     fn sextet(c: u8) -> Option<u32> {
@@ -390,7 +390,7 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::json::{Obj, base64};
+    use crate::json::{Obj, base64};
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
 

@@ -1,0 +1,443 @@
+//! The client side of Redis's protocol (RESP2) that the fleet quota store speaks: one
+//! connection to one node, each request sent and its reply read whole before one deadline, and
+//! the replies parsed without trusting their lengths. A general client bounds each read rather
+//! than an exchange and reads a reply of any size; this one fails as soon as a reply would pass
+//! [`MAX_REPLY`] bytes, so that a hostile server costs a run neither its time nor its memory.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// The longest one quota decision may take with Redis, connecting included.
+pub const DEADLINE: Duration = Duration::from_millis(250);
+
+/// The most bytes a reply may take. The script's answer takes under 50, an error a line.
+pub const MAX_REPLY: usize = 1024;
+
+/// The most cluster redirects (`MOVED`, `ASK`) one update follows.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// What went wrong in an exchange with a server.
+#[derive(Debug)]
+pub enum Failure {
+    /// The connection failed or was closed.
+    Io(io::Error),
+    /// The deadline passed: after `waited`, which was what was left of the run's budget when
+    /// `budget` is set.
+    TimedOut { waited: Duration, budget: bool },
+    /// The server answered with an error.
+    Server(String),
+    /// The reply was longer than [`MAX_REPLY`] bytes.
+    TooLarge,
+    /// The reply was not one of Redis's protocol.
+    Protocol(&'static str),
+    /// More than [`MAX_REDIRECTS`] cluster redirects.
+    Redirects,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Io(e) => write!(f, "{}", one_line(&e.to_string())),
+            Failure::TimedOut { waited, budget } => {
+                write!(f, "no answer within {} ms", waited.as_millis())?;
+                if *budget {
+                    write!(f, ", what was left of the run's budget")?;
+                }
+                Ok(())
+            }
+            Failure::Server(e) => write!(f, "{}", one_line(e)),
+            Failure::TooLarge => write!(
+                f,
+                "its reply is longer than {MAX_REPLY} bytes, which no quota reply is"
+            ),
+            Failure::Protocol(what) => write!(f, "its reply is not Redis's protocol: {what}"),
+            Failure::Redirects => write!(
+                f,
+                "the cluster redirected the update more than {MAX_REDIRECTS} times"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// `s` on one line, at most 200 characters: it comes from a server and goes into a log line.
+pub fn one_line(s: &str) -> String {
+    let mut line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(200)
+        .collect();
+    if s.chars().nth(200).is_some() {
+        line.push_str("...");
+    }
+    line
+}
+
+/// The moment an exchange must be over by, and how long that gave it.
+pub struct Deadline {
+    pub at: Instant,
+    pub span: Duration,
+    /// Whether the end of the run's budget set it, rather than [`DEADLINE`].
+    pub budget: bool,
+}
+
+impl Deadline {
+    /// [`DEADLINE`] from now, or the end of the run's budget when that comes first.
+    pub fn new(until: Option<Instant>) -> Deadline {
+        let now = Instant::now();
+        let usual = now + DEADLINE;
+        let (at, budget) = match until {
+            Some(end) if end < usual => (end, true),
+            _ => (usual, false),
+        };
+        Deadline {
+            at,
+            span: at.saturating_duration_since(now),
+            budget,
+        }
+    }
+
+    /// The time left, or the failure of a deadline passed.
+    pub fn left(&self) -> Result<Duration, Failure> {
+        self.at
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| self.timed_out())
+    }
+
+    pub fn timed_out(&self) -> Failure {
+        Failure::TimedOut {
+            waited: self.span,
+            budget: self.budget,
+        }
+    }
+}
+
+/// A host and a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addr {
+    /// A host name or an IP address, without the brackets of an IPv6 one.
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A connection to one node, and what it has sent past the last reply read.
+pub struct Node {
+    pub addr: Addr,
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Node {
+    /// A node just connected to, nothing read from it yet.
+    pub fn new(addr: Addr, stream: TcpStream) -> Node {
+        Node {
+            addr,
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends one command and reads its reply, both before the deadline. An error reply is
+    /// [`Failure::Server`].
+    pub fn request(&mut self, args: &[&[u8]], deadline: &Deadline) -> Result<Value, Failure> {
+        self.send(&encode(args), deadline)?;
+        match self.receive(deadline)? {
+            Value::Error(e) => Err(Failure::Server(e)),
+            value => Ok(value),
+        }
+    }
+
+    fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), Failure> {
+        while !request.is_empty() {
+            let left = deadline.left()?;
+            self.stream
+                .set_write_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            match self.stream.write(request) {
+                Ok(0) => return Err(Failure::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => request = &request[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
+                Err(e) => return Err(Failure::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one whole reply, of at most [`MAX_REPLY`] bytes.
+    fn receive(&mut self, deadline: &Deadline) -> Result<Value, Failure> {
+        let mut chunk = [0u8; 512];
+        loop {
+            if let Some((value, len)) = parse(&self.buf)? {
+                self.buf.drain(..len);
+                return Ok(value);
+            }
+            if self.buf.len() >= MAX_REPLY {
+                return Err(Failure::TooLarge);
+            }
+            let left = deadline.left()?;
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            let room = chunk.len().min(MAX_REPLY - self.buf.len());
+            match self.stream.read(&mut chunk[..room]) {
+                Ok(0) => {
+                    return Err(Failure::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    )));
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
+                Err(e) => return Err(Failure::Io(e)),
+            }
+        }
+    }
+}
+
+pub fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// A command as Redis reads it: an array of bulk strings.
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// A reply of Redis's protocol (RESP2).
+#[derive(Debug, PartialEq)]
+pub enum Value {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Value>>),
+}
+
+impl fmt::Display for Value {
+    /// The reply as a log line shows it, when it is not what was expected.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Simple(s) | Value::Error(s) => write!(f, "{s}"),
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Bulk(Some(b)) => write!(f, "{}", String::from_utf8_lossy(b)),
+            Value::Bulk(None) | Value::Array(None) => write!(f, "nil"),
+            Value::Array(Some(items)) => {
+                write!(f, "[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                write!(f, "]")
+            }
+        }
+    }
+}
+
+/// Arrays within arrays deeper than this are no reply to the commands sent.
+const MAX_DEPTH: usize = 4;
+
+/// The reply at the start of `buf` and its length; `None` while it is incomplete. A length
+/// that would take it past [`MAX_REPLY`] fails at once, before its bytes come.
+pub fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, Failure> {
+    parse_at(buf, 0, 0)
+}
+
+fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)>, Failure> {
+    let Some(&kind) = buf.get(at) else {
+        return Ok(None);
+    };
+    let Some((line, mut next)) = line(buf, at + 1) else {
+        return Ok(None);
+    };
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let value = match kind {
+        b'+' => Value::Simple(text()),
+        b'-' => Value::Error(text()),
+        b':' => Value::Int(number(line)?),
+        b'$' => match number(line)? {
+            -1 => Value::Bulk(None),
+            n if n < 0 => return Err(Failure::Protocol("a negative length")),
+            n if n as u64 > MAX_REPLY as u64 => return Err(Failure::TooLarge),
+            n => match bulk(buf, next, n as usize)? {
+                Some((bytes, after)) => {
+                    next = after;
+                    Value::Bulk(Some(bytes))
+                }
+                None => return Ok(None),
+            },
+        },
+        b'*' => match number(line)? {
+            -1 => Value::Array(None),
+            n if n < 0 => return Err(Failure::Protocol("a negative length")),
+            // Each item takes 3 bytes at least.
+            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(Failure::TooLarge),
+            _ if depth >= MAX_DEPTH => return Err(Failure::Protocol("arrays nested too deep")),
+            n => {
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    let Some((item, after)) = parse_at(buf, next, depth + 1)? else {
+                        return Ok(None);
+                    };
+                    items.push(item);
+                    next = after;
+                }
+                Value::Array(Some(items))
+            }
+        },
+        _ => return Err(Failure::Protocol("an unknown type of reply")),
+    };
+    Ok(Some((value, next)))
+}
+
+/// The `len` bytes of a bulk string from `at`, and where its CRLF ends; `None` while they
+/// are incomplete.
+fn bulk(buf: &[u8], at: usize, len: usize) -> Result<Option<(Vec<u8>, usize)>, Failure> {
+    let end = at + len;
+    if buf.len() < end + 2 {
+        return Ok(None);
+    }
+    if &buf[end..end + 2] != b"\r\n" {
+        return Err(Failure::Protocol("a string longer than its length"));
+    }
+    Ok(Some((buf[at..end].to_vec(), end + 2)))
+}
+
+/// The line from `from` to the next CRLF, and where the next one starts.
+fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let rest = buf.get(from..)?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    Some((&rest[..end], from + end + 2))
+}
+
+fn number(line: &[u8]) -> Result<i64, Failure> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(Failure::Protocol("a length or number that is not one"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_the_server_is_shown_on_one_bounded_line() {
+        assert_eq!(one_line("a\nb\r\nc"), "a b  c");
+        assert_eq!(one_line(&"x".repeat(300)).len(), 203);
+    }
+
+    #[test]
+    fn a_command_is_an_array_of_bulk_strings() {
+        assert_eq!(
+            encode(&[b"AUTH", b"p w"]),
+            b"*2\r\n$4\r\nAUTH\r\n$3\r\np w\r\n".to_vec()
+        );
+    }
+
+    fn parsed(bytes: &[u8]) -> Option<(Value, usize)> {
+        parse(bytes).unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(bytes)))
+    }
+
+    #[test]
+    fn replies_are_read_whole_or_not_yet() {
+        let reply = b"*2\r\n:1\r\n$3\r\n9.4\r\n";
+        assert_eq!(
+            parsed(reply),
+            Some((
+                Value::Array(Some(vec![
+                    Value::Int(1),
+                    Value::Bulk(Some(b"9.4".to_vec()))
+                ])),
+                reply.len()
+            ))
+        );
+        for cut in 0..reply.len() {
+            assert_eq!(parsed(&reply[..cut]), None, "{cut} bytes");
+        }
+        assert_eq!(
+            parsed(b"+OK\r\n+PONG"),
+            Some((Value::Simple("OK".into()), 5))
+        );
+        assert_eq!(
+            parsed(b"-NOSCRIPT No matching script\r\n"),
+            Some((Value::Error("NOSCRIPT No matching script".into()), 30))
+        );
+        assert_eq!(parsed(b"$-1\r\n"), Some((Value::Bulk(None), 5)));
+        assert_eq!(parsed(b"*-1\r\n"), Some((Value::Array(None), 5)));
+        assert_eq!(
+            parsed(b"$0\r\n\r\n"),
+            Some((Value::Bulk(Some(Vec::new())), 6))
+        );
+    }
+
+    #[test]
+    fn a_reply_longer_than_a_quota_reply_fails_before_it_comes() {
+        for header in [&b"$2000000000\r\n"[..], b"$1025\r\n", b"*1000\r\n"] {
+            assert!(
+                matches!(parse(header), Err(Failure::TooLarge)),
+                "{header:?}"
+            );
+        }
+        assert!(parse(b"$1024\r\n").unwrap().is_none());
+        for bad in [&b"?x\r\n"[..], b":x\r\n", b"$-2\r\n", b"$1\r\nab\r\n"] {
+            assert!(matches!(parse(bad), Err(Failure::Protocol(_))), "{bad:?}");
+        }
+        assert!(matches!(
+            parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
+            Err(Failure::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn a_deadline_is_the_usual_one_or_the_end_of_the_budget() {
+        let usual = Deadline::new(None);
+        assert_eq!(usual.span, DEADLINE);
+        assert!(!usual.budget);
+        let later = Deadline::new(Some(Instant::now() + Duration::from_secs(5)));
+        assert_eq!(later.span, DEADLINE);
+        let soon = Deadline::new(Some(Instant::now() + Duration::from_millis(40)));
+        assert!(soon.budget && soon.span <= Duration::from_millis(40));
+        let spent = Deadline::new(Some(Instant::now()));
+        assert!(spent.left().is_err());
+        assert!(
+            spent
+                .timed_out()
+                .to_string()
+                .ends_with("what was left of the run's budget")
+        );
+    }
+}
