@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{BudgetExceeded, Decision, GiveUp, Outcome, Signal, Verdict};
-use crate::report::ci::Tally;
+use crate::report::tally::Tally;
 use crate::store::deadletter::{Pending, Replayed};
 use crate::store::quota::Note;
 

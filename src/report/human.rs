@@ -2,17 +2,19 @@
 //! standard error or `--log-file`. Each event becomes a line (or none) by a pure function of
 //! the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::duration::hms;
 use crate::policy::{Decision, GiveUp, LimitSource, Outcome, Signal, Verdict};
-use crate::report::ci::{after_tries, annotation_replaces_line};
 use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
-use crate::report::log::{RunFacts, Sink, outcome_words};
-use crate::report::{charset, command_line_in, describe_policy, printable};
+use crate::report::facts::{RunFacts, Sink};
+use crate::report::replay;
+use crate::report::tally::after_tries;
+use crate::report::{charset, command_line, command_line_in, describe_policy, printable};
+use crate::store::deadletter::Replayed;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Paint {
@@ -141,7 +143,7 @@ impl Sink for HumanLog {
             }
             Event::StatusCleared => self.put("\r\x1b[2K", facts),
             Event::Concluded { level, .. } => {
-                self.replaced = annotation_replaces_line(*level, facts);
+                self.replaced = facts.annotation_replaces_line(*level);
             }
             Event::Succeeded { .. } | Event::GaveUp { .. }
                 if std::mem::take(&mut self.replaced) => {}
@@ -171,7 +173,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            crate::report::replay::line(event, facts.quiet).map(Line::from)
+            replay_line(event, facts.quiet).map(Line::from)
         }
         _ if facts.quiet => None,
         event => run_line(event, facts),
@@ -249,6 +251,74 @@ fn verbose_line(event: &Event, facts: &RunFacts) -> Option<String> {
             "recorded in --dead-letter '{}'",
             path.to_string_lossy()
         )),
+        _ => None,
+    }
+}
+
+/// How a try ended, as words: `exited 7`, `timed out`, `was killed by SIGKILL`.
+pub fn outcome_words(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Exit(code) => format!("exited {code}"),
+        Outcome::Signal(s) => format!("was killed by {s}"),
+        Outcome::Timeout => "timed out".into(),
+        Outcome::NotFound => "could not start: command not found".into(),
+        Outcome::NotExecutable => "could not start: command cannot be executed".into(),
+        Outcome::NoResources => "could not start: no resources".into(),
+    }
+}
+
+/// Why the command `program` could not be started, for the try line and the `error` field of
+/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
+pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) -> String {
+    let name = crate::report::quote(program);
+    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
+    let reason = match errno {
+        Some(errno) => errno.desc().to_string(),
+        None => error.to_string(),
+    };
+    match (outcome, errno) {
+        (Outcome::NotFound, _) => format!("{name} was not found"),
+        (Outcome::NoResources, Some(errno)) => {
+            format!("{name} could not be started: out of resources ({errno:?}: {reason})")
+        }
+        (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
+        _ => format!("{name} cannot be executed: {reason}"),
+    }
+}
+
+/// The human line of a replay's event, if any: `-q` keeps only a summary with runs still
+/// pending.
+fn replay_line(event: &Event, quiet: bool) -> Option<String> {
+    match event {
+        Event::ReplayStart { k, total, pending } if !quiet => {
+            let p = pending.as_ref();
+            Some(format!(
+                "replaying run {k}/{total} (line {}, run {}, gave up {}: {}): {}",
+                p.line,
+                p.record.id,
+                p.record.ts,
+                replay::gave_up(p),
+                command_line(&p.record.command)
+            ))
+        }
+        Event::ReplayEnd {
+            k, total, replayed, ..
+        } if !quiet => Some(match replayed {
+            Replayed::Resolved { .. } => format!("run {k}/{total} resolved"),
+            Replayed::Failed { .. } => format!("run {k}/{total} still pending"),
+            Replayed::NotRun { error, .. } => format!("run {k}/{total} still pending: {error}"),
+        }),
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+        } if !quiet || *pending > 0 => {
+            let file = replay::shown(file);
+            Some(match (resolved, pending) {
+                (0, 0) => format!("replay of {file}: nothing was pending"),
+                (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
+            })
+        }
         _ => None,
     }
 }

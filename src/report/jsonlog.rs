@@ -10,10 +10,11 @@ use crate::config::Config;
 use crate::duration::millis;
 use crate::policy::{GiveUp, Outcome};
 use crate::report::event::{Event, TryReport};
+use crate::report::facts::{RunFacts, Sink};
 use crate::report::human::{failure_text, hook_failure, warning_text};
 use crate::report::json::Obj;
-use crate::report::log::{RunFacts, Sink};
 use crate::report::{charset, policy_json};
+use crate::store::deadletter::Replayed;
 
 /// The JSON log of a run.
 pub struct JsonLog {
@@ -120,7 +121,7 @@ pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
             .bool("granted", *granted)
             .float("tokens", (tokens * 1000.0).round() / 1000.0),
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            crate::report::replay::object(event, facts)?
+            replay_object(event, facts)?
         }
         event => return end_object(event, facts),
     };
@@ -200,6 +201,52 @@ fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &RunFacts) -> Ob
         Some(requested) => obj.num("requested_ms", millis(requested)),
         None => obj,
     }
+}
+
+/// The JSON object of a replay's event.
+fn replay_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
+    let obj = match event {
+        Event::ReplayStart { k, total, pending } => {
+            let p = pending.as_ref();
+            head("replay", facts)
+                .num("run", *k as u64)
+                .num("of", *total as u64)
+                .num("line", p.line as u64)
+                .str("id", &p.record.id)
+                .words("command", p.record.command.iter().map(OsString::as_os_str))
+        }
+        Event::ReplayEnd {
+            k,
+            pending,
+            replayed,
+            ..
+        } => {
+            let obj = head("replayed", facts)
+                .num("run", *k as u64)
+                .str("id", &pending.record.id)
+                .str(
+                    "result",
+                    match replayed {
+                        Replayed::Resolved { .. } => "resolved",
+                        _ => "pending",
+                    },
+                );
+            match replayed {
+                Replayed::NotRun { error, .. } => obj.str("error", error),
+                _ => obj,
+            }
+        }
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+        } => head("replay_end", facts)
+            .str("file", &file.to_string_lossy())
+            .num("resolved", *resolved as u64)
+            .num("pending", *pending as u64),
+        _ => return None,
+    };
+    Some(obj)
 }
 
 fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {

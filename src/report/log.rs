@@ -4,104 +4,15 @@
 //! or `--log-file`). Writing never fails the run: a closed stderr loses the log, not the
 //! command's result.
 
-use std::cell::RefCell;
-use std::ffi::OsStr;
 use std::io::Write;
-use std::rc::Rc;
-use std::time::Duration;
 
-use crate::config::{ColorWhen, Config, LogFormat};
-use crate::policy::{LimitSource, Outcome, Signal};
-use crate::report::ci::{self, Ci, System};
+use crate::config::{ColorWhen, Config};
+use crate::report::ci::{self, Ci};
 use crate::report::event::{Event, Warning};
+pub use crate::report::facts::{Collect, RunFacts, Sink};
 use crate::report::human::HumanLog;
+pub use crate::report::human::{not_started, outcome_words};
 use crate::report::jsonlog::JsonLog;
-use crate::report::{charset, command_line_in};
-
-/// What every sink knows of the run from its options and surroundings.
-#[derive(Clone, Debug)]
-pub struct RunFacts {
-    pub run_id: String,
-    /// `--label`: the run's name, in every line and event.
-    pub run_label: Option<String>,
-    pub max_tries: Option<u64>,
-    /// The signal that stops a try (`--signal`), and the grace period before SIGKILL.
-    pub signal: Signal,
-    pub kill_after: Duration,
-    /// What ends the run early, if anything: the budget or the deadline.
-    pub limit: Option<LimitSource>,
-    pub json: bool,
-    pub quiet: bool,
-    pub verbose: bool,
-    /// Write ASCII only (a locale whose character set is not UTF-8).
-    pub ascii: bool,
-    /// The CI around the run (spec 8.4): what it reads besides the log.
-    pub ci: Ci,
-    /// The log goes to standard error (no `--log-file`), where the CI reads its markers too.
-    pub on_stderr: bool,
-    /// The command line, for the job summary.
-    pub command: String,
-}
-
-impl RunFacts {
-    pub fn new(config: &Config, run_id: String) -> RunFacts {
-        RunFacts {
-            run_id,
-            run_label: config.label.clone(),
-            max_tries: config.policy.max_tries,
-            signal: config.signal,
-            kill_after: config.kill_after,
-            limit: config.policy.limit.map(|l| l.source),
-            json: config.log.format == LogFormat::Json,
-            quiet: config.log.quiet,
-            verbose: config.log.verbose,
-            ascii: charset::ascii(),
-            ci: Ci::default(),
-            on_stderr: config.log.file.is_none(),
-            command: command_line_in(&config.command, false),
-        }
-    }
-
-    /// `3/5`, or `3` without a try limit.
-    pub fn label(&self, attempt: u64) -> String {
-        match self.max_tries {
-            Some(n) => format!("{attempt}/{n}"),
-            None => attempt.to_string(),
-        }
-    }
-
-    /// The CI whose markers (annotations, groups, sections) the run writes, if any: none into a
-    /// JSON log on standard error, which stays JSON lines only.
-    pub fn ci_markers(&self) -> Option<System> {
-        self.ci.system.filter(|_| !(self.json && self.on_stderr))
-    }
-
-    /// `budget` or `deadline`: what stopped a try that `--timeout` did not.
-    pub fn limit_word(&self) -> &'static str {
-        match self.limit {
-            Some(LimitSource::Deadline) => "deadline",
-            Some(LimitSource::Budget) | None => "budget",
-        }
-    }
-}
-
-/// A receiver of events: it writes them somewhere, or keeps them. It may answer with events of
-/// its own (a file it could not write), which every sink then takes, before the next one takes
-/// the event that caused them.
-pub trait Sink {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event>;
-}
-
-/// A sink that keeps every event, for tests.
-#[derive(Clone, Default)]
-pub struct Collect(pub Rc<RefCell<Vec<Event>>>);
-
-impl Sink for Collect {
-    fn take(&mut self, event: &Event, _: &RunFacts) -> Vec<Event> {
-        self.0.borrow_mut().push(event.clone());
-        Vec::new()
-    }
-}
 
 /// The run's reporter: every event goes to every sink.
 pub struct Log {
@@ -183,37 +94,6 @@ impl Log {
                 }
             }
         }
-    }
-}
-
-/// How a try ended, as words: `exited 7`, `timed out`, `was killed by SIGKILL`.
-pub fn outcome_words(outcome: Outcome) -> String {
-    match outcome {
-        Outcome::Exit(code) => format!("exited {code}"),
-        Outcome::Signal(s) => format!("was killed by {s}"),
-        Outcome::Timeout => "timed out".into(),
-        Outcome::NotFound => "could not start: command not found".into(),
-        Outcome::NotExecutable => "could not start: command cannot be executed".into(),
-        Outcome::NoResources => "could not start: no resources".into(),
-    }
-}
-
-/// Why the command `program` could not be started, for the try line and the `error` field of
-/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
-pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) -> String {
-    let name = crate::report::quote(program);
-    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
-    let reason = match errno {
-        Some(errno) => errno.desc().to_string(),
-        None => error.to_string(),
-    };
-    match (outcome, errno) {
-        (Outcome::NotFound, _) => format!("{name} was not found"),
-        (Outcome::NoResources, Some(errno)) => {
-            format!("{name} could not be started: out of resources ({errno:?}: {reason})")
-        }
-        (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
-        _ => format!("{name} cannot be executed: {reason}"),
     }
 }
 

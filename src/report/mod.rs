@@ -4,6 +4,7 @@ pub mod charset;
 pub mod ci;
 pub mod dryrun;
 pub mod event;
+pub mod facts;
 pub mod human;
 pub mod json;
 pub mod jsonlog;
@@ -11,6 +12,7 @@ pub mod layout;
 pub mod log;
 pub mod replay;
 pub mod simulate;
+pub mod tally;
 
 use std::ffi::{OsStr, OsString};
 

@@ -7,11 +7,13 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use super::*;
+use crate::config::Config;
 use crate::config::{ParseOutcome, parse};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
-use crate::policy::{Decision, GiveUp, Reason, Verdict, Wait};
+use crate::policy::{Decision, GiveUp, Outcome, Reason, Signal, Verdict, Wait};
 use crate::report::event::{Failure, HookFailure, TryReport};
+use std::io::Write;
 
 /// A log sink that the test can read afterwards.
 #[derive(Clone, Default)]
