@@ -29,7 +29,7 @@ fn config(args: &[&str]) -> retry::config::Config {
 /// Median seconds of one simulation, and the tries it made.
 fn library(args: &[&str]) -> (f64, u64) {
     let config = config(args);
-    let sim = config.simulate.as_ref().expect("--simulate");
+    let sim = config.simulation().expect("--simulate");
     let mut walls = Vec::new();
     let mut tries = 0;
     for round in 0..ROUNDS {

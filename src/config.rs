@@ -79,16 +79,8 @@ pub struct Config {
     pub quota: Option<QuotaSpec>,
     /// What the run does: run the command, print its schedule, simulate a fleet or replay.
     pub mode: Mode,
-    /// `--dry-run`, alone or with `--replay`; [`Config::is_dry_run`] says it from `mode`.
-    pub dry_run: bool,
     /// `--dead-letter`: where a run that gives up is recorded (spec 17).
     pub dead_letter: Option<PathBuf>,
-    /// `--replay`: the dead-letter file whose pending runs to run again (spec 17);
-    /// [`Config::replay_file`] says it from `mode`.
-    pub replay: Option<PathBuf>,
-    /// `--simulate`: the fleet to simulate instead of running the command (spec 16);
-    /// [`Config::simulation`] says it from `mode`.
-    pub simulate: Option<Simulation>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -268,10 +260,7 @@ impl Config {
             stagger,
             quota: cli.quota,
             mode,
-            dry_run: cli.dry_run,
             dead_letter: cli.dead_letter,
-            replay: cli.replay,
-            simulate,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
             on_retry: cli.on_retry,
@@ -858,7 +847,7 @@ mod tests {
     #[test]
     fn replay_takes_no_command_and_no_dead_letter_file() {
         let c = config(&["--replay", "f.jsonl", "-n", "1"]).unwrap();
-        assert_eq!(c.replay, Some(PathBuf::from("f.jsonl")));
+        assert_eq!(c.replay_file(), Some(Path::new("f.jsonl")));
         assert!(c.command.is_empty());
         for args in [
             &["--replay", "f", "--", "true"][..],
@@ -952,7 +941,6 @@ mod tests {
         };
         assert_eq!(simulation.scenario.clients, 7);
         assert_eq!(c.simulation(), Some(simulation));
-        assert_eq!(c.simulation(), c.simulate.as_ref());
         for (args, dry_run, replay) in [
             (&["x"][..], false, None),
             (&["--dry-run"], true, None),
@@ -962,9 +950,7 @@ mod tests {
         ] {
             let c = config(args).unwrap();
             assert_eq!(c.is_dry_run(), dry_run, "{args:?}");
-            assert_eq!(c.is_dry_run(), c.dry_run, "{args:?}");
             assert_eq!(c.replay_file(), replay.map(PathBuf::as_path), "{args:?}");
-            assert_eq!(c.replay_file(), c.replay.as_deref(), "{args:?}");
         }
     }
 

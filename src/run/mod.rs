@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use clock::Moment;
 
-use crate::config::{self, Config, ParseOutcome};
+use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::policy::quota::QuotaSpec;
 use crate::report::ci::Ci;
@@ -55,17 +55,14 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
             return ExitStatus::Usage;
         }
     };
-    if let Some(file) = &config.replay {
-        return replay::replay(&args, &config, file);
+    // A replay draws a seed for each run it replays.
+    let seed = || config.seed.unwrap_or_else(rand::random);
+    match &config.mode {
+        Mode::Replay { file, .. } => replay::replay(&args, &config, file),
+        Mode::Simulate(sim) => simulate(&config, sim, seed()),
+        Mode::DryRun => dry_run(&config, seed()),
+        Mode::Run => real_run(&config, &args, seed(), start, wall_start),
     }
-    let seed = config.seed.unwrap_or_else(rand::random);
-    if let Some(sim) = &config.simulate {
-        return simulate(&config, sim, seed);
-    }
-    if config.dry_run {
-        return dry_run(&config, seed);
-    }
-    real_run(&config, &args, seed, start, wall_start)
 }
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::config::{self, Config, ParseOutcome};
+use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::policy::Signal;
 use crate::report::event::{Event, Failure, Warning};
@@ -31,7 +31,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     let file = absolute(file);
     // Held until the replay ends, and taken before the file is read: two replays never both
     // read a run as pending. A dry run runs nothing, and holds nothing.
-    let held = match hold(&file, config.dry_run) {
+    let held = match hold(&file, config.is_dry_run()) {
         Ok(held) => held,
         Err(line) => return usage(&line),
     };
@@ -39,7 +39,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         Ok(prepared) => prepared,
         Err(line) => return usage(&line),
     };
-    if config.dry_run {
+    if config.is_dry_run() {
         for warning in &cut_short {
             let text = crate::report::human::warning_text(warning);
             eprintln!("retry: warning: {}", printable(&text));
@@ -171,12 +171,12 @@ fn configure(
     args.push(OsString::from("--"));
     args.extend(p.record.command.iter().cloned());
     match config::parse(args, SystemTime::now()) {
-        ParseOutcome::Run(config) if config.dry_run => Err(format!(
+        ParseOutcome::Run(config) if config.is_dry_run() => Err(format!(
             "{at}: its options ask for --dry-run, which a replay cannot run"
         )),
-        ParseOutcome::Run(config) if config.simulate.is_some() || config.replay.is_some() => Err(
-            format!("{at}: its options ask for --simulate or --replay, which a replay cannot run"),
-        ),
+        ParseOutcome::Run(config) if config.mode != Mode::Run => Err(format!(
+            "{at}: its options ask for --simulate or --replay, which a replay cannot run"
+        )),
         ParseOutcome::Run(mut config) => {
             if let Some(path) = log_file {
                 config.log.file = Some(path.to_path_buf());
