@@ -1,6 +1,6 @@
 //! The exit-status contract (spec section 11), in one type.
 
-use crate::policy::{Outcome, Signal};
+use crate::policy::{GiveUp, Outcome, Signal};
 
 /// How `retry` ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +46,18 @@ impl ExitStatus {
         }
     }
 
+    /// The status of a run that gives up for `why` after a try that ended with `last`: the
+    /// last try's status; 125 when the input could not be kept for another try (`retry`'s own
+    /// failure); and 1 after a try that exited 0 but was not ready (`--until-output`): giving
+    /// up is never a success, and 1 is what grep exits when nothing matched.
+    pub fn of_giving_up(why: &GiveUp, last: Outcome) -> ExitStatus {
+        match why {
+            GiveUp::Input => ExitStatus::Usage,
+            _ if last == Outcome::Exit(0) => ExitStatus::LastExit(1),
+            _ => ExitStatus::from_last_try(last),
+        }
+    }
+
     /// The numeric exit code; for `Reraise`, what a shell would show (128+N), used only if the
     /// signal fails to end the process.
     pub fn code(self) -> i32 {
@@ -65,6 +77,19 @@ impl ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn giving_up_exits_with_the_last_try_but_never_0_and_125_for_lost_input() {
+        let why = GiveUp::Tries;
+        assert_eq!(ExitStatus::of_giving_up(&why, Outcome::Exit(3)).code(), 3);
+        assert_eq!(ExitStatus::of_giving_up(&why, Outcome::Timeout).code(), 124);
+        assert_eq!(ExitStatus::of_giving_up(&why, Outcome::Exit(0)).code(), 1);
+        let input = GiveUp::Input;
+        assert_eq!(
+            ExitStatus::of_giving_up(&input, Outcome::Exit(3)).code(),
+            125
+        );
+    }
 
     #[test]
     fn statuses_follow_section_11() {

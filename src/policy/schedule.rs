@@ -77,6 +77,28 @@ pub enum Decision {
     GiveUp(GiveUp),
 }
 
+impl Decision {
+    /// The decision once what the run found around it is known (spec 7.1, 15.3): a retry whose
+    /// input cannot be given again gives up (`Input`), before any quota token is taken for it;
+    /// then a retry that the shared quota refuses (`take_token` answers the refusal) gives up
+    /// (`Quota`). `take_token` is called only for a retry that would otherwise go ahead, and
+    /// other decisions stand as they are.
+    pub fn confirmed(
+        self,
+        input_kept: bool,
+        take_token: impl FnOnce() -> Option<QuotaRefusal>,
+    ) -> Decision {
+        match self {
+            Decision::Retry(_) if !input_kept => Decision::GiveUp(GiveUp::Input),
+            Decision::Retry(wait) => match take_token() {
+                Some(refusal) => Decision::GiveUp(GiveUp::Quota(refusal)),
+                None => Decision::Retry(wait),
+            },
+            other => other,
+        }
+    }
+}
+
 /// The state of one run: how many tries ran, the previous wait, the time spent waiting.
 #[derive(Clone, Debug)]
 pub struct Schedule<'p> {

@@ -491,15 +491,9 @@ impl<'c> Runner<'c> {
     ) -> (Verdict, Decision) {
         let now = self.start.elapsed();
         let (verdict, decision) = schedule.after_try_with_output(outcome, output, now, rng);
-        if matches!(decision, Decision::Retry(_)) && !self.stdio.can_replay() {
-            // Another try would read only part of the input.
-            return (verdict, Decision::GiveUp(GiveUp::Input));
-        }
-        if matches!(decision, Decision::Retry(_)) {
-            if let Some(refusal) = self.use_quota(QuotaUse::Take) {
-                return (verdict, Decision::GiveUp(GiveUp::Quota(refusal)));
-            }
-        }
+        // Another try would read only part of the input; the quota may have no token for it.
+        let input_kept = self.stdio.can_replay();
+        let decision = decision.confirmed(input_kept, || self.use_quota(QuotaUse::Take));
         (verdict, decision)
     }
 
@@ -727,13 +721,7 @@ impl<'c> Runner<'c> {
     /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
     fn give_up(&mut self, attempt: u64, why: &GiveUp, outcome: Outcome) -> ExitStatus {
         let config = self.config;
-        let status = match why {
-            GiveUp::Input => ExitStatus::Usage,
-            // A last try that exited 0 but was not ready (--until-output): giving up is never a
-            // success, and 1 is what grep exits when nothing matched.
-            _ if outcome == Outcome::Exit(0) => ExitStatus::LastExit(1),
-            _ => ExitStatus::from_last_try(outcome),
-        };
+        let status = ExitStatus::of_giving_up(why, outcome);
         let elapsed = self.start.elapsed();
         self.ended = (attempt, Some(why.word()));
         self.log.emit(Event::GaveUp {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::policy::quota::{Bucket, QuotaParams};
+use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
 use crate::policy::schedule::stagger;
 use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
 
@@ -291,7 +291,7 @@ impl<'p> Run<'p> {
             recorder: Recorder::new(),
             tally: Tally {
                 // The reasons a simulated run can give up, always listed, in this order.
-                gave_up: vec![("tries", 0), ("budget", 0), (QUOTA, 0)],
+                gave_up: vec![("tries", 0), ("budget", 0), ("quota", 0)],
                 ..Tally::default()
             },
             max_tries,
@@ -412,8 +412,6 @@ impl Tally {
 }
 
 /// The reason a run gives up when the quota has no token (`GiveUp::Quota`'s word).
-const QUOTA: &str = "quota";
-
 /// The end of a client's try at `now`: success, or the decision a real run makes after a
 /// transient failure, then the quota's token for the retry. Returns when its next try starts.
 fn decide(
@@ -444,8 +442,21 @@ fn decide(
             .schedule
             .after_transient_failure(now_since_start, rng),
     };
+    // As in a real run, the token is taken once the retry is decided; without one the run
+    // gives up at once, reason `quota`.
+    let decision = decision.confirmed(true, || {
+        let (params, bucket) = quota?;
+        (!bucket.take(params, millis(now))).then(|| QuotaRefusal {
+            quota: String::new(),
+            tokens: Some(bucket.tokens),
+            params: *params,
+        })
+    });
     match decision {
-        Decision::Retry(wait) => retry(client, now, wait.delay, quota, tally),
+        Decision::Retry(wait) => {
+            client.phase = Phase::Start;
+            Some(now.saturating_add(nanos(wait.delay)))
+        }
         Decision::GiveUp(why) => {
             tally.gave_up(why.word());
             done(client)
@@ -456,26 +467,6 @@ fn decide(
             done(client)
         }
     }
-}
-
-/// A retry decided at `now`, after `delay`, once the quota (if any) gives it a token.
-fn retry(
-    client: &mut Client<'_>,
-    now: u64,
-    delay: Duration,
-    quota: Option<&mut (QuotaParams, Bucket)>,
-    tally: &mut Tally,
-) -> Option<u64> {
-    if let Some((params, bucket)) = quota {
-        // As in a real run, the token is taken once the retry is decided; without one the
-        // run gives up at once, reason `quota`.
-        if !bucket.take(params, millis(now)) {
-            tally.gave_up(QUOTA);
-            return done(client);
-        }
-    }
-    client.phase = Phase::Start;
-    Some(now.saturating_add(nanos(delay)))
 }
 
 /// The client has succeeded or given up: it has no next event.
