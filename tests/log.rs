@@ -201,7 +201,8 @@ fn quoted_words_read_back_in_bash_as_the_same_bytes() {
     ];
     for ascii in [false, true] {
         for word in words {
-            let quoted = retry::report::quote_in(std::ffi::OsStr::from_bytes(word), ascii);
+            let charset = retry::text::Charset::ascii_if(ascii);
+            let quoted = retry::text::quote(std::ffi::OsStr::from_bytes(word), charset);
             assert!(!quoted.chars().any(retry::report::unprintable), "{quoted}");
             assert!(!ascii || quoted.is_ascii(), "{quoted}");
             let out = assert_cmd::Command::new("bash")
@@ -212,7 +213,7 @@ fn quoted_words_read_back_in_bash_as_the_same_bytes() {
             assert_eq!(out.stdout, word, "{quoted}");
         }
     }
-    let q = |w: &str| retry::report::quote(std::ffi::OsStr::new(w));
+    let q = |w: &str| retry::text::quote(std::ffi::OsStr::new(w), retry::text::Charset::Utf8);
     assert_eq!(q("make"), "make");
     assert_eq!(q("--jobs=4"), "--jobs=4");
     assert_eq!(q("a b"), "'a b'");

@@ -1,33 +1,11 @@
 //! The character set of what `retry` prints (spec 8.1): UTF-8, or ASCII only when the locale's
-//! character set is not UTF-8 ([`Charset`]). The conversions are pure and take the choice as an
-//! argument; the process-wide switch below is set once at start from the environment, for the
-//! writers that have not been handed the choice yet.
+//! character set is not UTF-8 ([`Charset`], chosen once in `config` from the locale). The
+//! conversions are pure and take the choice as an argument.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use crate::text::Charset;
-
-static ASCII: AtomicBool = AtomicBool::new(false);
-
-/// True when what `retry` prints must be ASCII only. Until `init_from_env` runs it is false.
-pub fn ascii() -> bool {
-    ASCII.load(Ordering::Relaxed)
-}
-
-/// The process-wide switch as a [`Charset`].
-pub fn current() -> Charset {
-    Charset::ascii_if(ascii())
-}
-
-/// Sets the switch from `LC_ALL`, `LC_CTYPE` and `LANG`.
-pub fn init_from_env() {
-    ASCII.store(
-        Charset::of_locale(|name| std::env::var_os(name)).is_ascii(),
-        Ordering::Relaxed,
-    );
-}
 
 /// The ASCII stand-in for a character that `retry` itself prints, if it has one.
 fn stand_in(c: char) -> Option<&'static str> {
@@ -97,10 +75,6 @@ pub struct Output<W: Write> {
 
 impl<W: Write> Output<W> {
     /// Follows the process-wide switch.
-    pub fn new(inner: W, json: bool) -> Output<W> {
-        Output::with(inner, ascii(), json)
-    }
-
     pub fn with(inner: W, ascii: bool, json: bool) -> Output<W> {
         Output {
             inner,

@@ -357,7 +357,7 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
         format!("{spec}: {now}")
     });
     let mut header = Header::new("retry: dry run, nothing is run; every try is assumed to fail")
-        .command(&config.command, "")
+        .command(&config.command, config.charset, "")
         .policy(config, false)
         .field("waits", format!("after try k: {}", formula(&policy.waits)))
         .field_if("stagger", stagger)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::config::{Config, LogFormat};
 use crate::policy::{LimitSource, Signal};
 use crate::report::event::{Event, Level};
-use crate::report::{charset, command_line_in};
+use crate::text::{self, Charset};
 
 /// The CI system a run is in, as its environment says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,10 +92,10 @@ impl RunFacts {
             json: config.log.format == LogFormat::Json,
             quiet: config.log.quiet,
             verbose: config.log.verbose,
-            ascii: charset::ascii(),
+            ascii: config.charset.is_ascii(),
             ci: Ci::default(),
             on_stderr: config.log.file.is_none(),
-            command: command_line_in(&config.command, false),
+            command: text::command_line(&config.command, Charset::Utf8),
         }
     }
 

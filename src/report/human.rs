@@ -13,8 +13,9 @@ use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
 use crate::report::tally::after_tries;
-use crate::report::{charset, command_line, command_line_in, describe_policy, printable};
+use crate::report::{charset, describe_policy, printable};
 use crate::store::deadletter::Replayed;
+use crate::text::{self, Charset};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Paint {
@@ -119,7 +120,7 @@ impl HumanLog {
         if !facts.verbose {
             return Vec::new();
         }
-        let command = command_line_in(&self.command, facts.ascii);
+        let command = text::command_line(&self.command, Charset::ascii_if(facts.ascii));
         vec![
             format!("command: {command}").into(),
             format!("policy: {}", self.policy).into(),
@@ -173,7 +174,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            replay_line(event, facts.quiet).map(Line::from)
+            replay_line(event, facts).map(Line::from)
         }
         _ if facts.quiet => None,
         event => run_line(event, facts),
@@ -269,8 +270,13 @@ pub fn outcome_words(outcome: Outcome) -> String {
 
 /// Why the command `program` could not be started, for the try line and the `error` field of
 /// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
-pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) -> String {
-    let name = crate::report::quote(program);
+pub fn not_started(
+    program: &OsStr,
+    outcome: Outcome,
+    error: &std::io::Error,
+    charset: Charset,
+) -> String {
+    let name = text::quote(program, charset);
     let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
     let reason = match errno {
         Some(errno) => errno.desc().to_string(),
@@ -288,7 +294,8 @@ pub fn not_started(program: &OsStr, outcome: Outcome, error: &std::io::Error) ->
 
 /// The human line of a replay's event, if any: `-q` keeps only a summary with runs still
 /// pending.
-fn replay_line(event: &Event, quiet: bool) -> Option<String> {
+fn replay_line(event: &Event, facts: &RunFacts) -> Option<String> {
+    let (quiet, charset) = (facts.quiet, Charset::ascii_if(facts.ascii));
     match event {
         Event::ReplayStart { k, total, pending } if !quiet => {
             let p = pending.as_ref();
@@ -298,7 +305,7 @@ fn replay_line(event: &Event, quiet: bool) -> Option<String> {
                 p.record.id,
                 p.record.ts,
                 replay::gave_up(p),
-                command_line(&p.record.command)
+                text::command_line(&p.record.command, charset)
             ))
         }
         Event::ReplayEnd {
@@ -313,7 +320,7 @@ fn replay_line(event: &Event, quiet: bool) -> Option<String> {
             resolved,
             pending,
         } if !quiet || *pending > 0 => {
-            let file = replay::shown(file);
+            let file = replay::shown(file, charset);
             Some(match (resolved, pending) {
                 (0, 0) => format!("replay of {file}: nothing was pending"),
                 (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),

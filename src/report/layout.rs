@@ -7,7 +7,8 @@ use std::io::{self, Write};
 
 use crate::config::Config;
 use crate::report::json::Obj;
-use crate::report::{command_line, describe_policy, policy_json};
+use crate::report::{describe_policy, policy_json};
+use crate::text::{self, Charset};
 
 /// The opening lines: a title, then the facts, each on a line of its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +40,10 @@ impl Header {
         }
     }
 
-    /// The command, quoted as a shell reads it back, with `note` after it; nothing without one.
-    pub fn command(self, command: &[OsString], note: &str) -> Header {
-        let text = (!command.is_empty()).then(|| command_line(command) + note);
+    /// The command, quoted as a shell reads it back in `charset`, with `note` after it;
+    /// nothing without one.
+    pub fn command(self, command: &[OsString], charset: Charset, note: &str) -> Header {
+        let text = (!command.is_empty()).then(|| text::command_line(command, charset) + note);
         self.field_if("command", text)
     }
 
@@ -134,7 +136,7 @@ mod tests {
     #[test]
     fn the_facts_line_up_after_the_longest_label() {
         let header = Header::new("retry: title")
-            .command(&[], " (not run)")
+            .command(&[], Charset::Utf8, " (not run)")
             .field("policy", "3 tries")
             .field_if("stagger", None)
             .field_if("quota", Some("q".into()))
@@ -151,7 +153,8 @@ mod tests {
                 "  each try is assumed to take no time",
             ]
         );
-        let command = Header::new("t").command(&["make".into(), "a b".into()], " (not run)");
+        let command =
+            Header::new("t").command(&["make".into(), "a b".into()], Charset::Utf8, " (not run)");
         assert_eq!(
             command.lines().nth(1),
             Some("  command: make 'a b' (not run)")

@@ -14,34 +14,11 @@ pub mod replay;
 pub mod simulate;
 pub mod tally;
 
-use std::ffi::{OsStr, OsString};
-
 use crate::config::Config;
 use crate::duration::{hms, millis};
 use crate::policy::{Backoff, Jitter, LimitSource};
-use crate::text::{self, Charset};
 
 pub use crate::text::{printable, unprintable};
-
-/// [`text::quote`] in the character set of the process-wide switch ([`charset::ascii`]).
-pub fn quote(word: &OsStr) -> String {
-    text::quote(word, charset::current())
-}
-
-/// [`text::quote`], with the output's character set given.
-pub fn quote_in(word: &OsStr, ascii: bool) -> String {
-    text::quote(word, Charset::ascii_if(ascii))
-}
-
-/// [`text::command_line`] in the character set of the process-wide switch.
-pub fn command_line(command: &[OsString]) -> String {
-    text::command_line(command, charset::current())
-}
-
-/// [`text::command_line`], with the output's character set given.
-pub fn command_line_in(command: &[OsString], ascii: bool) -> String {
-    text::command_line(command, Charset::ascii_if(ascii))
-}
 
 /// The policy in one line: `3 tries, exponential backoff from 1s ×2, cap 60s, jitter full`.
 /// Decorrelated jitter has no backoff: its waits are named by what they are drawn from.

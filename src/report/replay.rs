@@ -6,12 +6,13 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::report::json::Obj;
-use crate::report::{command_line, printable};
+use crate::report::printable;
 use crate::store::deadletter::Pending;
+use crate::text::{self, Charset};
 
 /// `'/path/to/file'`, as the lines show the dead-letter file.
-pub fn shown(file: &Path) -> String {
-    crate::report::quote(file.as_os_str())
+pub fn shown(file: &Path, charset: Charset) -> String {
+    text::quote(file.as_os_str(), charset)
 }
 
 /// How the run of `p` gave up: `tries, exit 3`, with the replays that failed since.
@@ -32,6 +33,7 @@ pub fn pending_list(
     file: &Path,
     pending: &[Pending],
     json: bool,
+    charset: Charset,
 ) -> io::Result<()> {
     if json {
         for p in pending {
@@ -49,7 +51,7 @@ pub fn pending_list(
         }
         return Ok(());
     }
-    let file = shown(file);
+    let file = shown(file, charset);
     match pending.len() {
         0 => writeln!(out, "nothing pending in {file}")?,
         1 => writeln!(out, "1 run pending in {file}:")?,
@@ -61,7 +63,7 @@ pub fn pending_list(
             p.record.id,
             p.record.ts,
             gave_up(p),
-            command_line(&p.record.command)
+            text::command_line(&p.record.command, charset)
         );
         writeln!(out, "{}", printable(&line))?;
     }

@@ -134,7 +134,7 @@ fn header(config: &Config, sim: &Simulation, seed: u64, results: &Results) -> He
     Header::new(format!(
         "retry: simulation, nothing is run: {clients} this policy at once"
     ))
-    .command(&config.command, " (not run)")
+    .command(&config.command, config.charset, " (not run)")
     // Each row of `--compare`'s table has its own jitter.
     .policy(config, matches!(results, Results::Compare(_)))
     .field("model", describe_model(&scenario.model))

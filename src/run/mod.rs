@@ -42,7 +42,6 @@ use runner::RunEnd;
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     let start = Moment::now();
     let wall_start = SystemTime::now();
-    crate::report::charset::init_from_env();
     let args: Vec<OsString> = args.into_iter().collect();
     let config = match config::parse(&args, wall_start) {
         ParseOutcome::Run(config) => config,
@@ -67,7 +66,8 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
 
 fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::config::LogFormat::Json;
-    let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
+    let ascii = config.charset.is_ascii();
+    let mut out = crate::report::charset::Output::with(io::stdout().lock(), ascii, json);
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
         let now = unix_ms(SystemTime::now());
@@ -97,7 +97,8 @@ fn simulate(config: &Config, sim: &config::Simulation, seed: u64) -> ExitStatus 
         Results::One(crate::sim::simulate(&config.policy, &sim.scenario, seed))
     };
     let width = terminal_width(|name| std::env::var_os(name));
-    let mut out = crate::report::charset::Output::new(io::stdout().lock(), json);
+    let ascii = config.charset.is_ascii();
+    let mut out = crate::report::charset::Output::with(io::stdout().lock(), ascii, json);
     match print(config, sim, seed, &results, json, width, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,

@@ -23,6 +23,7 @@ use crate::report::replay::pending_list;
 use crate::run::signals::Signals;
 use crate::run::{open_log, run_again, run_id};
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
+use crate::text::Charset;
 
 /// Replays the pending runs of `file`; `args` is the whole command line, whose options
 /// override those each run recorded.
@@ -145,7 +146,7 @@ fn list(config: &Config, file: &Path, pending: &[Pending]) -> ExitStatus {
         _ => ExitStatus::LastExit(1),
     };
     let mut out = io::stdout().lock();
-    match pending_list(&mut out, file, pending, json).and_then(|()| out.flush()) {
+    match pending_list(&mut out, file, pending, json, config.charset).and_then(|()| out.flush()) {
         Ok(()) => status,
         // A reader that has seen enough (`| head`) is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => status,
@@ -199,7 +200,7 @@ struct Replay {
 /// Runs the pending run `p` again in its directory, with its options `config`: what became of
 /// it, the signal that stopped it (then the replay stops too), and the signal handling back.
 fn run_one(p: &Pending, config: &Config, signals: Signals) -> (Replayed, Option<Signal>, Signals) {
-    if let Err(error) = enter(p) {
+    if let Err(error) = enter(p, config.charset) {
         let not_run = Replayed::NotRun {
             reason: "cwd".into(),
             error,
@@ -283,14 +284,14 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// Enters the run's directory; the reason it cannot, if it cannot.
-fn enter(p: &Pending) -> Result<(), String> {
+fn enter(p: &Pending, charset: Charset) -> Result<(), String> {
     let Some(cwd) = &p.record.cwd else {
         return Err("its directory was unknown when it gave up".into());
     };
     std::env::set_current_dir(cwd).map_err(|e| {
         format!(
             "cannot enter its directory {}: {e}",
-            crate::report::quote(cwd)
+            crate::text::quote(cwd, charset)
         )
     })
 }

@@ -819,7 +819,8 @@ impl<'c> Runner<'c> {
         let mut child = match self.spawn_command(io)? {
             Ok(child) => child,
             Err(e) => {
-                let detail = not_started(&self.config.command[0], e.outcome, &e.error);
+                let charset = self.config.charset;
+                let detail = not_started(&self.config.command[0], e.outcome, &e.error, charset);
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };

@@ -13,6 +13,7 @@ use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{Decision, GiveUp, Outcome, Reason, Signal, Verdict, Wait};
 use crate::report::event::{Failure, HookFailure, TryReport};
+use crate::text::Charset;
 use std::io::Write;
 
 /// A log sink that the test can read afterwards.
@@ -313,15 +314,30 @@ fn a_command_that_could_not_start_is_named_with_the_reason() {
     let error = |errno| std::io::Error::from_raw_os_error(errno);
     let name = OsStr::new("my cmd");
     assert_eq!(
-        not_started(name, Outcome::NotFound, &error(nix::libc::ENOENT)),
+        not_started(
+            name,
+            Outcome::NotFound,
+            &error(nix::libc::ENOENT),
+            Charset::Utf8
+        ),
         "'my cmd' was not found"
     );
     assert_eq!(
-        not_started(name, Outcome::NotExecutable, &error(nix::libc::EACCES)),
+        not_started(
+            name,
+            Outcome::NotExecutable,
+            &error(nix::libc::EACCES),
+            Charset::Utf8
+        ),
         "'my cmd' cannot be executed: Permission denied"
     );
     assert_eq!(
-        not_started(name, Outcome::NoResources, &error(nix::libc::EAGAIN)),
+        not_started(
+            name,
+            Outcome::NoResources,
+            &error(nix::libc::EAGAIN),
+            Charset::Utf8
+        ),
         format!(
             "'my cmd' could not be started: out of resources (EAGAIN: {})",
             nix::errno::Errno::EAGAIN.desc()
