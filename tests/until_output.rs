@@ -135,8 +135,11 @@ fn with_buffer_stdout_only_the_ready_answer_reaches_stdout() {
 #[test]
 fn a_budget_too_short_gives_up_not_ready_and_says_why() {
     let server = Server::start(1000);
+    // Tries at 0 and about 400 ms; the next wait, 800 ms, does not fit in the budget. The last
+    // try ends half a second before the budget does, so a loaded machine does not have the
+    // budget cut it short (a timeout, 124).
     let out = retry()
-        .args(["-n", "0", "-B", "1s", "-d", "300ms", "-j", "none"])
+        .args(["-n", "0", "-B", "1s", "-d", "400ms", "-j", "none"])
         .args(["--until-output", "ready", "--"])
         .args(CURL)
         .arg(server.url())
