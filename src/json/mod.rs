@@ -15,5 +15,5 @@
 mod read;
 mod write;
 
-pub use read::{Value, base64_decode, ends_too_soon, parse};
+pub use read::{Unparsed, Value, base64_decode, ends_too_soon, parse, parse_line};
 pub use write::{Obj, base64};

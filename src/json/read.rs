@@ -75,6 +75,35 @@ pub fn parse(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
+/// Why a line is not one whole JSON value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unparsed {
+    /// Nothing in it is wrong but that it ends, as a line does whose write was cut short.
+    EndsTooSoon,
+    /// It is not JSON: what is wrong, and at which column.
+    Wrong(String),
+}
+
+/// Parses one JSON text, the whole of `text`, in one pass, telling a text that only stops too
+/// soon from one that is wrong: what [`parse`] and [`ends_too_soon`] say together.
+pub fn parse_line(text: &str) -> Result<Value, Unparsed> {
+    let mut p = Parser::new(text);
+    p.space();
+    match p.value(0) {
+        Ok(value) => {
+            p.space();
+            match p.pos < text.len() {
+                true => Err(Unparsed::Wrong(
+                    p.error("unexpected text after the JSON value"),
+                )),
+                false => Ok(value),
+            }
+        }
+        Err(_) if p.ran_out.get() => Err(Unparsed::EndsTooSoon),
+        Err(e) => Err(Unparsed::Wrong(e)),
+    }
+}
+
 /// Whether `text` is the start of a JSON value that stops too soon: nothing in it is wrong but
 /// that it ends, as a line does whose write was cut short.
 pub fn ends_too_soon(text: &str) -> bool {

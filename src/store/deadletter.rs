@@ -270,10 +270,11 @@ pub fn pending_from(mut input: impl BufRead) -> Result<Listing, ReadError> {
         match text_of(&raw).map_err(damaged)? {
             Text::Blank => {}
             Text::CutShort => cut_short.push(line),
-            Text::Line(text) => {
-                let read = read_line(text).map_err(damaged)?;
-                runs.add(line, read).map_err(damaged)?;
-            }
+            Text::Line(text) => match read_line(text) {
+                Ok(read) => runs.add(line, read).map_err(damaged)?,
+                Err(None) => cut_short.push(line),
+                Err(Some(why)) => return Err(damaged(why)),
+            },
         }
     }
     Ok(Listing {
@@ -299,19 +300,58 @@ fn text_of(raw: &[u8]) -> Result<Text<'_>, String> {
     };
     if text.trim().is_empty() {
         Ok(Text::Blank)
-    } else if json::ends_too_soon(text) {
-        Ok(Text::CutShort)
     } else {
         Ok(Text::Line(text))
     }
 }
 
+/// The id of a `resolved` line exactly as `retry` writes it
+/// (`{"event":"resolved","id":"ID","ts":"TS","tries":N}`, nothing escaped), read without
+/// parsing it as any JSON: what the parser would make of it, and `None` for any other line,
+/// which the parser then reads.
+fn resolved_as_written(text: &str) -> Option<&str> {
+    let plain = |s: &str| !s.is_empty() && !s.contains('\\') && !s.chars().any(char::is_control);
+    let rest = text.strip_prefix(r#"{"event":"resolved","id":""#)?;
+    let (id, rest) = rest.split_once('"')?;
+    let (ts, rest) = rest.strip_prefix(r#","ts":""#)?.split_once('"')?;
+    let tries = rest.strip_prefix(r#","tries":"#)?.strip_suffix('}')?;
+    let number = !tries.is_empty()
+        && tries.bytes().all(|b| b.is_ascii_digit())
+        && (tries == "0" || !tries.starts_with('0'));
+    (plain(id) && plain(ts) && number).then_some(id)
+}
+
+/// FNV-1a over a run's id: the ids of one file, which its owner wrote, need no defence
+/// against collisions made on purpose, and SipHash was a tenth of reading a long file.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type ById<V> = HashMap<String, V, std::hash::BuildHasherDefault<Fnv>>;
+
 /// The runs recorded so far, in order, with their tries since, and which were resolved.
 #[derive(Default)]
 struct Runs {
     runs: Vec<Pending>,
-    by_id: HashMap<String, usize>,
-    resolved: HashSet<usize>,
+    by_id: ById<usize>,
+    resolved: HashSet<usize, std::hash::BuildHasherDefault<Fnv>>,
 }
 
 impl Runs {
@@ -356,8 +396,21 @@ impl Runs {
     }
 }
 
-fn read_line(text: &str) -> Result<Line, String> {
-    let value = json::parse(text).map_err(|e| format!("not JSON: {e}"))?;
+/// What a line says, or why it says nothing: `None` when it was cut short. Most lines of a
+/// long file say that a run was resolved, as `retry` writes them: those are read without the
+/// parser. Any other line is parsed once, which also tells a line that only stops too soon.
+fn read_line(text: &str) -> Result<Line, Option<String>> {
+    if let Some(id) = resolved_as_written(text) {
+        return Ok(Line::Resolved(id.to_string()));
+    }
+    match json::parse_line(text) {
+        Ok(value) => read_value(&value).map_err(Some),
+        Err(json::Unparsed::EndsTooSoon) => Err(None),
+        Err(json::Unparsed::Wrong(e)) => Err(Some(format!("not JSON: {e}"))),
+    }
+}
+
+fn read_value(value: &Value) -> Result<Line, String> {
     if !matches!(value, Value::Object(_)) {
         return Err("not a JSON object".into());
     }
@@ -373,7 +426,7 @@ fn read_line(text: &str) -> Result<Line, String> {
         }
     };
     match event {
-        "dead_letter" => read_record(&value, id()?).map(Line::Record),
+        "dead_letter" => read_record(value, id()?).map(Line::Record),
         "resolved" => Ok(Line::Resolved(id()?)),
         "attempt" => Ok(Line::Attempt(id()?)),
         other => Err(format!("unknown event \"{other}\"")),
@@ -755,6 +808,37 @@ mod tests {
         let listing = pending(text.as_bytes()).unwrap();
         assert_eq!(listing.pending.len(), 1);
         assert_eq!(listing.pending[0].record.id, format!("r{}", n - 1));
+    }
+
+    #[test]
+    fn a_resolved_line_as_written_is_read_as_the_parser_reads_it() {
+        let written = replayed_line("r-1", &Replayed::Resolved { tries: 12 });
+        assert_eq!(resolved_as_written(&written), Some("r-1"));
+        assert!(matches!(read_line(&written), Ok(Line::Resolved(id)) if id == "r-1"));
+        // Anything else is left to the parser, which reads the same or names what is wrong.
+        for other in [
+            r#"{"event":"resolved","id":"a"b","ts":"t","tries":1}"#,
+            r#"{"event":"resolved","id":"a","ts":"t","tries":01}"#,
+            r#"{"event":"resolved","id":"a","ts":"t","tries":1} "#,
+            r#"{"event":"resolved","id":"","ts":"t","tries":1}"#,
+            r#"{"event":"resolved", "id":"a","ts":"t","tries":1}"#,
+            "{\"event\":\"resolved\",\"id\":\"a\u{7}\",\"ts\":\"t\",\"tries\":1}",
+            r#"{"event":"resolved","id":"a","ts":"t","tries":}"#,
+        ] {
+            assert_eq!(resolved_as_written(other), None, "{other}");
+        }
+        assert!(matches!(
+            read_line(r#"{"event":"resolved", "id":"a","ts":"t","tries":1}"#),
+            Ok(Line::Resolved(id)) if id == "a"
+        ));
+        assert!(matches!(
+            read_line(r#"{"event":"resolved","id":"a","ts":"t","tries":01}"#),
+            Err(Some(_))
+        ));
+        assert!(matches!(
+            read_line(r#"{"event":"resolved","id":"a","#),
+            Err(None)
+        ));
     }
 
     #[test]
