@@ -48,3 +48,16 @@ fn host_names_resolve_in_a_static_build() {
         "localhost resolved to {addresses:?}"
     );
 }
+
+#[test]
+fn retry_is_position_independent_so_its_image_is_placed_at_a_random_address() {
+    let elf = std::fs::read(RETRY).expect("read the binary");
+    // e_type: ET_EXEC (2) is linked at a fixed address; ET_DYN (3) with no interpreter is a
+    // static PIE, which the kernel places at a random address.
+    let e_type = u16::from_le_bytes([elf[16], elf[17]]);
+    assert_eq!(
+        e_type, 3,
+        "{RETRY} is not position-independent (e_type {e_type})"
+    );
+    assert!(!has_interpreter(RETRY));
+}

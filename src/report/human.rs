@@ -83,8 +83,15 @@ impl HumanLog {
         HumanLog {
             out,
             color,
-            command: config.command.clone(),
-            policy: describe_policy(config),
+            // Only `-v` shows them: a run without it does not spend its start on them.
+            command: match config.log.verbose {
+                true => config.command.clone(),
+                false => Vec::new(),
+            },
+            policy: match config.log.verbose {
+                true => describe_policy(config),
+                false => String::new(),
+            },
             replaced: false,
         }
     }
