@@ -159,12 +159,7 @@ impl Sink for StepSummary {
             return Vec::new();
         };
         let text = tally.markdown(facts.run_label.as_deref(), &facts.command, summary);
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut file| file.write_all(text.as_bytes()));
-        match written {
+        match append(path, &text) {
             Ok(()) => Vec::new(),
             Err(e) => vec![Event::Warning(Warning::SummaryNotWritten {
                 path: path.clone(),
@@ -172,6 +167,16 @@ impl Sink for StepSummary {
             })],
         }
     }
+}
+
+/// Appends `text` to the file at `path` in one write, so that runs ending together never
+/// interleave what they write.
+fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
 }
 
 /// The step outputs of GitHub Actions (spec 18.2): every run appends `tries`, `exit_code` (its
@@ -194,12 +199,7 @@ impl Sink for StepOutputs {
             .iter()
             .map(|(name, value)| format!("{name}={value}\n"))
             .collect();
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut file| file.write_all(text.as_bytes()));
-        match written {
+        match append(path, &text) {
             Ok(()) => Vec::new(),
             Err(e) => vec![Event::Warning(Warning::OutputsNotWritten {
                 path: path.clone(),
