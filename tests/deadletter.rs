@@ -951,8 +951,25 @@ fn a_replay_takes_its_hold_before_it_reads_the_file() {
         "{log}"
     );
     drop(held);
+    // A child that another test forks meanwhile shares the open file until its exec closes it,
+    // and the hold with it: wait until no one holds it (a moment), then replay.
+    let free = || {
+        let probe = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        let mut range = range;
+        range.l_type = nix::libc::F_WRLCK as _;
+        nix::fcntl::fcntl(probe.as_fd(), nix::fcntl::FcntlArg::F_OFD_GETLK(&mut range)).is_ok()
+            && i32::from(range.l_type) == nix::libc::F_UNLCK
+    };
+    assert!(
+        common::wait_until(Duration::from_secs(5), free),
+        "the hold was never let go"
+    );
     let out = replay(&base, &file, &[]);
-    assert!(stderr_of(&out).contains("line 1: not JSON"));
+    assert!(
+        stderr_of(&out).contains("line 1: not JSON"),
+        "{}",
+        stderr_of(&out)
+    );
 }
 
 #[test]
