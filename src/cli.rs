@@ -25,6 +25,7 @@ const HOOKS: &str = "Hooks";
 const UNATTENDED: &str = "Runs that gave up";
 const OUTPUT: &str = "Log and dry run";
 const SIMULATE: &str = "Simulation";
+const FLAKY: &str = "Flaky commands";
 
 const ABOUT: &str = "Run a command again when it fails, with capped, jittered exponential backoff";
 
@@ -84,6 +85,7 @@ pub struct Cli {
     pub dead_letter: Option<PathBuf>,
     pub replay: Option<PathBuf>,
     pub simulate: SimulateArgs,
+    pub flaky: FlakyArgs,
     pub command: Vec<OsString>,
 }
 
@@ -132,13 +134,14 @@ pub fn command() -> Command {
         .about(ABOUT)
         .long_about(LONG_ABOUT)
         .override_usage(
-            "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --replay FILE",
+            "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --replay FILE\n       retry --stats FILE [--since DURATION]",
         )
         .after_help(
-            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
+            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n  retry --repeat 200 --keep-going -t 1m -- cargo test flaky_test\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
         )
         .max_term_width(100)
         .args(options())
+        .args(flaky_options())
         .args(simulate_options())
 }
 
@@ -490,6 +493,7 @@ impl Cli {
 
     fn from_matches(m: &mut ArgMatches) -> Cli {
         let simulate = SimulateArgs::from_matches(m);
+        let flaky = FlakyArgs::from_matches(m);
         Cli {
             tries: given(m, "tries"),
             budget: one(m, "budget"),
@@ -523,6 +527,7 @@ impl Cli {
             dead_letter: one(m, "dead-letter"),
             replay: one(m, "replay"),
             simulate,
+            flaky,
             command: m
                 .remove_many::<OsString>("command")
                 .map(Iterator::collect)
@@ -551,6 +556,134 @@ fn with_text<T: Clone + Send + Sync + 'static>(
         .and_then(|mut words| words.next_back())
         .map(|word| word.to_string_lossy().into_owned());
     one(m, id).zip(text)
+}
+
+/// The options of flaky commands (spec 18): `--flaky`, `--repeat`, `--history`, `--stats`.
+#[derive(Debug)]
+pub struct FlakyArgs {
+    pub flaky: FlakyMode,
+    pub repeat: Option<u64>,
+    pub keep_going: bool,
+    /// `--delay` was given on the command line: the wait between the tries of a repeat.
+    pub delay_given: bool,
+    pub history: Option<PathBuf>,
+    pub stats: Option<PathBuf>,
+    pub since: Option<Duration>,
+}
+
+impl FlakyArgs {
+    fn from_matches(m: &mut ArgMatches) -> FlakyArgs {
+        FlakyArgs {
+            flaky: given(m, "flaky"),
+            repeat: one(m, "repeat"),
+            keep_going: m.get_flag("keep-going"),
+            delay_given: m.value_source("delay") == Some(clap::parser::ValueSource::CommandLine),
+            history: one(m, "history"),
+            stats: one(m, "stats"),
+            since: one(m, "since"),
+        }
+    }
+}
+
+/// The options that mean nothing to `--repeat`, which has no retries to shape (spec 18.3).
+const NOT_WITH_REPEAT: [&str; 13] = [
+    "tries",
+    "backoff",
+    "factor",
+    "max-delay",
+    "delays",
+    "jitter",
+    "delay-from-output",
+    "retry-on",
+    "stop-on",
+    "quota",
+    "dead-letter",
+    "on-retry",
+    "on-give-up",
+];
+
+fn flaky_options() -> Vec<Arg> {
+    vec![
+        option(
+            "flaky",
+            "MODE",
+            FLAKY,
+            "What a run that succeeded only after a failed try exits with: pass, warn or fail
+
+pass exits 0, as any success. warn exits 0 and logs a warning (under GitHub Actions, the run's \
+            ::warning). fail exits, once the successful try's output has gone out, with the status \
+            the last failed try would have given when giving up, and the last line says so: \
+            succeeded on try 3/5, but --flaky fail: exit 1.",
+        )
+        .value_parser(EnumValueParser::<FlakyMode>::new())
+        .allow_hyphen_values(true)
+        .default_value("pass"),
+        option(
+            "repeat",
+            "N",
+            FLAKY,
+            "Run the command N times in a row to reproduce a flake; 0 runs until a try fails
+
+Every try has its timeout, its process tree stopped, standard input replayed and the output \
+            patterns, as in any run; there is no backoff, and --delay waits that long between tries \
+            when given. The run stops at the first failed try, whose output is the flake to look \
+            at, and exits with the status that try would give when giving up (0 when none failed); \
+            the last line sums up: 200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first \
+            failure on try 17. --budget bounds it as any run. The options that shape retries \
+            (--tries, the backoff and jitter options, --retry-on, --stop-on, --quota, \
+            --dead-letter, the hooks) cannot be given with it.",
+        )
+        .value_parser(parse_repeat)
+        .allow_hyphen_values(true)
+        .conflicts_with_all(NOT_WITH_REPEAT)
+        .conflicts_with_all(["flaky", "replay", "simulate"]),
+        flag(
+            "keep-going",
+            FLAKY,
+            "With --repeat, run all N tries whatever fails, and report the failure rate
+
+The exit status is then that of the first failed try, 0 when none failed.",
+        )
+        .requires("repeat"),
+        option(
+            "history",
+            "FILE",
+            FLAKY,
+            "Append one JSON line for every run, whatever its end, for --stats to read
+
+The line holds the run's id, the time (ts), the --label, the command, the tries, the outcome \
+            (success, gave_up, interrupted, or repeat), the give-up reason, the exit status \
+            (exit_code), whether it was flaky, the duration (duration_ms) and how each try ended \
+            (try_outcomes). FILE follows the rules of --dead-letter: created for its owner only, \
+            each line written whole under a lock, so that many runs can share it, and refused \
+            unless it is a regular file of the user running retry that group and others cannot \
+            write.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .conflicts_with_all(["replay", "simulate"]),
+        option(
+            "stats",
+            "FILE",
+            FLAKY,
+            "Summarise a --history FILE: one row per label (else per command line), flakiest first
+
+Each row has the runs, the share that succeeded on the first try, that were flaky and that \
+            gave up, the mean tries, the median and 95th-percentile duration, when it last failed, \
+            and a bar of its flaky share. Damaged lines are counted and named, and skipped. With \
+            --log-format json, one JSON object per row. It takes no command.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .conflicts_with_all(["dry-run", "replay", "simulate", "repeat", "history", "dead-letter"]),
+        option(
+            "since",
+            "DURATION",
+            FLAKY,
+            "With --stats, count only the runs that ended this long ago or less (7d, 24h)",
+        )
+        .value_parser(parse_duration)
+        .allow_hyphen_values(true)
+        .requires("stats"),
+    ]
 }
 
 /// The options that say which tries succeed, which failures are retried and which stop the
@@ -602,6 +735,14 @@ pub enum StdinMode {
     Null,
 }
 
+/// What a flaky run exits with (`--flaky`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlakyMode {
+    Pass,
+    Warn,
+    Fail,
+}
+
 /// The log's format (`--log-format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
@@ -639,12 +780,19 @@ value_enum!(JitterKind { Full => "full", Equal => "equal", Decorrelated => "deco
 value_enum!(StdinMode { Auto => "auto", Replay => "replay", Inherit => "inherit", Null => "null" });
 value_enum!(LogFormat { Human => "human", Json => "json" });
 value_enum!(ColorWhen { Auto => "auto", Always => "always", Never => "never" });
+value_enum!(FlakyMode { Pass => "pass", Warn => "warn", Fail => "fail" });
 value_enum!(ModelKind { Outage => "outage", Occ => "occ" });
 
 fn parse_tries(s: &str) -> Result<u64, String> {
     s.trim()
         .parse::<u64>()
         .map_err(|_| "expected a whole number of tries (0 for no limit)".into())
+}
+
+fn parse_repeat(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .map_err(|_| "expected a whole number of tries (0 runs until a try fails)".into())
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {

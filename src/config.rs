@@ -6,11 +6,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, ClassifyArgs, Cli, JitterKind, ModelKind, SimulateArgs};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyMode, JitterKind, ModelKind, SimulateArgs};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
-    Backoff, Classifier, Item, Jitter, Limit, List, Pattern, Policy, Signal, WaitPolicy,
+    Backoff, Classifier, Flaky, Item, Jitter, Limit, List, Pattern, Policy, RepeatPolicy, Signal,
+    WaitPolicy,
 };
 use crate::text::{Charset, printable, quote, unprintable};
 
@@ -57,6 +58,12 @@ pub enum Mode {
     /// `--replay FILE`: run the pending runs of a dead-letter file again (spec 17); with
     /// `--dry-run`, list them and run nothing.
     Replay { file: PathBuf, dry_run: bool },
+    /// `--stats FILE`: summarise a history file (spec 18.4), counting only the runs of the
+    /// last `since` when given.
+    Stats {
+        file: PathBuf,
+        since: Option<Duration>,
+    },
 }
 
 /// Everything a run needs, validated.
@@ -81,6 +88,12 @@ pub struct Config {
     pub mode: Mode,
     /// `--dead-letter`: where a run that gives up is recorded (spec 17).
     pub dead_letter: Option<PathBuf>,
+    /// `--history`: where every run is recorded (spec 18.4).
+    pub history: Option<PathBuf>,
+    /// `--flaky`: what a run that succeeded after a failed try exits with (spec 18.1).
+    pub flaky: Flaky,
+    /// `--repeat`: the command run many times in a row, in place of the retry policy (18.3).
+    pub repeat: Option<RepeatPolicy>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
@@ -170,6 +183,14 @@ fn one_line(e: &clap::Error) -> String {
         let prior: Vec<String> = prior.iter().map(|p| format!("'{p}'")).collect();
         line = format!("{head} {}", prior.join(" or "));
     }
+    // An option that needs another (`--keep-going` without `--repeat`): clap lists the missing
+    // ones on lines of their own.
+    if let (Some(head), Some(ContextValue::Strings(missing))) =
+        (line.strip_suffix(':'), e.get(ContextKind::InvalidArg))
+    {
+        let missing: Vec<String> = missing.iter().map(|m| format!("'{m}'")).collect();
+        line = format!("{head}: {}", missing.join(", "));
+    }
     if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
         if !values.is_empty() {
             line += &format!(" (expected one of: {})", values.join(", "));
@@ -225,6 +246,7 @@ fn suggestions(e: &clap::Error) -> String {
 impl Config {
     pub fn from_cli(cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
         check_command(&cli)?;
+        let repeat = repeat(&cli);
         let waits = wait_policy(&cli)?;
         let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
@@ -241,7 +263,17 @@ impl Config {
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
-        let mode = Mode::chosen(cli.dry_run, cli.replay.as_ref(), simulate.as_ref());
+        if let Some(repeat) = repeat {
+            // A try's number shows out of how many: RETRY_MAX_TRIES, `try 3/50`.
+            policy.max_tries = repeat.runs;
+        }
+        let mode = match &cli.flaky.stats {
+            Some(file) => Mode::Stats {
+                file: file.clone(),
+                since: cli.flaky.since,
+            },
+            None => Mode::chosen(cli.dry_run, cli.replay.as_ref(), simulate.as_ref()),
+        };
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -261,6 +293,13 @@ impl Config {
             quota: cli.quota,
             mode,
             dead_letter: cli.dead_letter,
+            history: cli.flaky.history,
+            flaky: match cli.flaky.flaky {
+                FlakyMode::Pass => Flaky::Pass,
+                FlakyMode::Warn => Flaky::Warn,
+                FlakyMode::Fail => Flaky::Fail,
+            },
+            repeat,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
             on_retry: cli.on_retry,
@@ -309,16 +348,38 @@ impl Mode {
     }
 }
 
+/// `--repeat N` and what shapes it: `--keep-going`, and `--delay` when it was given.
+fn repeat(cli: &Cli) -> Option<RepeatPolicy> {
+    let runs = cli.flaky.repeat?;
+    Some(RepeatPolicy {
+        runs: (runs > 0).then_some(runs),
+        keep_going: cli.flaky.keep_going,
+        delay: match cli.flaky.delay_given {
+            true => cli.delay,
+            false => Duration::ZERO,
+        },
+    })
+}
+
 /// The command, given where the mode needs one and only there: `--replay` runs the commands
-/// its file recorded, and the log cannot go to that file nor to the dead-letter file.
+/// its file recorded, `--stats` reads a file, and the log cannot go to the file of either
+/// nor to the dead-letter or history file.
 fn check_command(cli: &Cli) -> Result<(), UsageError> {
     if cli.replay.is_some() && !cli.command.is_empty() {
         return Err(UsageError(
             "--replay runs the commands its FILE recorded: it takes no command (see --help)".into(),
         ));
     }
+    if cli.flaky.stats.is_some() && !cli.command.is_empty() {
+        return Err(UsageError(
+            "--stats reads its FILE and runs nothing: it takes no command (see --help)".into(),
+        ));
+    }
     same_file_as_the_log(cli)?;
-    if cli.command.is_empty() && !cli.dry_run && cli.replay.is_none() && !cli.simulate.simulate {
+    same_record_file(cli)?;
+    let runs_nothing =
+        cli.dry_run || cli.replay.is_some() || cli.simulate.simulate || cli.flaky.stats.is_some();
+    if cli.command.is_empty() && !runs_nothing {
         return Err(UsageError(
             "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)".into(),
         ));
@@ -397,6 +458,22 @@ fn stagger(
     Ok(stagger.map(|(most, _)| most))
 }
 
+/// `--dead-letter` and `--history` naming one file (spec 19): each would take the other's lines
+/// for damaged ones.
+fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
+    let (Some(letters), Some(history)) = (&cli.dead_letter, &cli.flaky.history) else {
+        return Ok(());
+    };
+    if !crate::store::same_file(letters, history) {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "--dead-letter '{}' and --history '{}' name the same file: each would find the other's lines damaged",
+        printable(&letters.display().to_string()),
+        printable(&history.display().to_string())
+    )))
+}
+
 /// `--log-file` naming the file of `--dead-letter` or `--replay` (spec 19): the log's lines
 /// would make every replay of it fail. The same file by another path counts too.
 fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
@@ -406,6 +483,8 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
     for (option, path) in [
         ("--dead-letter", &cli.dead_letter),
         ("--replay", &cli.replay),
+        ("--history", &cli.flaky.history),
+        ("--stats", &cli.flaky.stats),
     ] {
         if let Some(path) = path.as_ref().filter(|p| crate::store::same_file(log, p)) {
             return Err(UsageError(format!(

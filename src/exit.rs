@@ -58,6 +58,17 @@ impl ExitStatus {
         }
     }
 
+    /// The status of a run that succeeded after failed tries, under `--flaky fail` (spec
+    /// 18.1): what giving up after the last failed one, which ended with `last_failed`, would
+    /// have given; a try that died of SIGINT gives 130 and `retry` does not die of it, since
+    /// nobody interrupted `retry`.
+    pub fn of_flaky_success(last_failed: Outcome) -> ExitStatus {
+        match ExitStatus::of_giving_up(&GiveUp::Tries, last_failed) {
+            ExitStatus::Reraise(s) => ExitStatus::KilledBy(s),
+            status => status,
+        }
+    }
+
     /// The numeric exit code; for `Reraise`, what a shell would show (128+N), used only if the
     /// signal fails to end the process.
     pub fn code(self) -> i32 {
@@ -89,6 +100,17 @@ mod tests {
             ExitStatus::of_giving_up(&input, Outcome::Exit(3)).code(),
             125
         );
+    }
+
+    #[test]
+    fn a_flaky_success_under_flaky_fail_exits_as_its_last_failed_try_would_have() {
+        assert_eq!(ExitStatus::of_flaky_success(Outcome::Exit(3)).code(), 3);
+        assert_eq!(ExitStatus::of_flaky_success(Outcome::Timeout).code(), 124);
+        let int = ExitStatus::of_flaky_success(Outcome::Signal(Signal::INT));
+        assert_eq!(int, ExitStatus::KilledBy(Signal::INT));
+        assert_eq!(int.code(), 130);
+        // Exit 0 that was not ready (--until-output) gives 1, as giving up after it would.
+        assert_eq!(ExitStatus::of_flaky_success(Outcome::Exit(0)).code(), 1);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod output;
 pub mod plan;
 pub mod pushback;
 pub mod quota;
+pub mod repeat;
 pub mod schedule;
 pub mod signal;
 pub mod worst;
@@ -19,6 +20,7 @@ pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict
 pub use conflict::{Conflict, conflicts};
 pub use output::{CaptureMatcher, LineMatcher, Pattern};
 pub use pushback::Requests;
+pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;
 pub use worst::{WorstCase, worst_case};

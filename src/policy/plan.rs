@@ -119,6 +119,7 @@ fn tries<R: Rng + ?Sized>(policy: &Policy, mut now: Duration, rng: &mut R) -> (V
                 return (rows, end);
             }
             Decision::Succeed => unreachable!("a dry run assumes every try fails"),
+            Decision::Stop(_) => unreachable!("the schedule never stops a repeat"),
         }
     }
 }

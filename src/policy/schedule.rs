@@ -10,6 +10,7 @@ use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
 use super::pushback;
 use super::quota::QuotaRefusal;
+use super::repeat::RepeatEnd;
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +76,8 @@ pub enum Decision {
     Retry(Wait),
     Succeed,
     GiveUp(GiveUp),
+    /// `--repeat` ends after this try (spec 18.3); a `Retry` there is the next try of it.
+    Stop(RepeatEnd),
 }
 
 impl Decision {

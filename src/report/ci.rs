@@ -6,11 +6,14 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-use crate::policy::{Decision, GiveUp, LimitSource, Verdict};
+use crate::exit::ExitStatus;
+use crate::policy::{Decision, GiveUp, LimitSource, RepeatEnd, Verdict};
 use crate::report::event::{Event, Level, TryReport, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
-pub use crate::report::tally::{Row, Tally, after_tries, code_span, markdown_text, outcome_words};
+pub use crate::report::tally::{
+    Row, Tally, after_tries, code_span, markdown_text, outcome_words, repeat_summary,
+};
 use crate::report::{charset, printable};
 
 /// The name of the run in CI output: `retry`, or `retry[NAME]` with `--label`.
@@ -96,10 +99,23 @@ impl Sink for Tally {
                 attempt,
                 elapsed,
                 waited,
-            } if *attempt > 1 => (
-                Level::Warning,
-                self.succeeded(&facts.label(*attempt), *elapsed, *waited),
-            ),
+                status,
+            } if *attempt > 1 => {
+                let summary = self.succeeded(&facts.label(*attempt), *elapsed, *waited);
+                match status {
+                    ExitStatus::Success => (Level::Warning, summary),
+                    failed => (
+                        Level::Error,
+                        format!("{summary}, but --flaky fail: exit {}", failed.code()),
+                    ),
+                }
+            }
+            // A repeat in which every try passed has nothing to announce.
+            Event::RepeatEnded { count, why, .. }
+                if count.failed > 0 || matches!(why, RepeatEnd::Interrupted(_)) =>
+            {
+                (Level::Error, repeat_summary(count, why))
+            }
             Event::GaveUp {
                 tries,
                 elapsed,
@@ -213,7 +229,26 @@ impl Sink for StepOutputs {
 /// is a number or a word: none can hold a line break.
 pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
     let (tries, code, flaky, outcome, reason) = match event {
-        Event::Succeeded { attempt, .. } => (*attempt, 0, *attempt > 1, "success", ""),
+        Event::Succeeded {
+            attempt, status, ..
+        } => (*attempt, status.code(), *attempt > 1, "success", ""),
+        Event::RepeatEnded {
+            count,
+            why,
+            status,
+            ..
+        } => {
+            let outcome = match (why, count.failed) {
+                (RepeatEnd::Interrupted(_), _) => "interrupted",
+                (_, 0) => "success",
+                _ => "failed",
+            };
+            let reason = match why {
+                RepeatEnd::Done => "",
+                why => why.word(),
+            };
+            (count.tries, status.code(), false, outcome, reason)
+        }
         Event::GaveUp {
             tries, status, why, ..
         } => {

@@ -11,8 +11,8 @@ use rand::rngs::StdRng;
 use crate::config::Config;
 use crate::duration::{hms, millis};
 use crate::policy::{
-    Backoff, BudgetExceeded, Conflict, GiveUp, Jitter, Limit, LimitSource, Policy, WaitPolicy,
-    WorstCase,
+    Backoff, BudgetExceeded, Conflict, GiveUp, Jitter, Limit, LimitSource, Policy, RepeatPolicy,
+    WaitPolicy, WorstCase,
 };
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
@@ -297,7 +297,62 @@ pub fn print_with(
     quota: Option<&QuotaNow>,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    if let Some(repeat) = config.repeat {
+        return print_repeat(config, seed, repeat, json, out);
+    }
     render(config, seed, &plan(config, seed), json, quota, out)
+}
+
+/// The dry run of `--repeat` (spec 18.3): the tries in a row, and how long they can take, as
+/// long as a run of the same tries, timeout and limits with a constant wait of the delay.
+fn print_repeat(
+    config: &Config,
+    seed: u64,
+    repeat: RepeatPolicy,
+    json: bool,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let policy = repeat.as_policy(&config.policy);
+    let stagger = config.stagger.unwrap_or_default();
+    let worst = crate::policy::worst_case(&policy, stagger);
+    if json {
+        let start = layout::json_start("plan_start", config, seed).bool("random", false);
+        writeln!(out, "{}", start.finish())?;
+        let end = Obj::new()
+            .str("event", "plan_end")
+            .str("reason", "repeat")
+            .opt_num("tries", repeat.runs)
+            .opt_num("worst_case_ms", worst.total().map(millis))
+            .str("worst_case_by", worst_case_by(&worst))
+            .opt_num("worst_case_waits_ms", worst.waits(&policy).map(millis));
+        return writeln!(out, "{}", end.finish());
+    }
+    let mut header = Header::new("retry: dry run, nothing is run")
+        .command(&config.command, config.charset, "")
+        .policy(config, false);
+    if let Some(most) = config.stagger {
+        header = header.field("stagger", format!("the first try waits up to {}", hms(most)));
+    }
+    let duration = match policy.timeout {
+        Some(t) => format!("each try is assumed to take its timeout, {}", hms(t)),
+        None => "each try may run for ever (no --timeout)".into(),
+    };
+    header.line(duration).write(out)?;
+    writeln!(out)?;
+    let stops = match (repeat.runs, repeat.keep_going) {
+        (Some(n), true) => format!("runs all {n} tries, whatever fails (--keep-going)"),
+        (Some(n), false) => format!("stops at the first failed try, or after try {n}"),
+        (None, _) => "stops at the first failed try, or when the budget ends".into(),
+    };
+    writeln!(out, "{stops}")?;
+    let with_policy = Config {
+        policy,
+        ..config.clone()
+    };
+    for line in worst_case(&with_policy, &worst) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 /// Prints a plan already computed by `plan` with the same configuration and seed.

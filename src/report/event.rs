@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
-use crate::policy::{BudgetExceeded, Decision, GiveUp, Outcome, Signal, Verdict};
+use crate::policy::{
+    BudgetExceeded, Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict,
+};
 use crate::report::tally::Tally;
 use crate::store::deadletter::{Pending, Replayed};
 use crate::store::quota::Note;
@@ -59,11 +61,21 @@ pub enum Event {
         granted: bool,
         tokens: f64,
     },
-    /// The run succeeded on try `attempt`.
+    /// The run succeeded on try `attempt`, and exits with `status`: 0, or under `--flaky fail`
+    /// after failed tries, what giving up after the last of them would have given.
     Succeeded {
         attempt: u64,
         elapsed: Duration,
         waited: Duration,
+        status: ExitStatus,
+    },
+    /// `--repeat` ended, for `why`, with `status`: what its tries came to (`signal` when a
+    /// stopping signal ends `retry`).
+    RepeatEnded {
+        count: RepeatCount,
+        why: RepeatEnd,
+        status: ExitStatus,
+        elapsed: Duration,
     },
     /// A stopping signal reached `retry` during try `attempt`, or the wait after it (the
     /// stagger, when `attempt` is 0).

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::config::{Config, LogFormat};
-use crate::policy::{LimitSource, Signal};
+use crate::policy::{Flaky, LimitSource, RepeatPolicy, Signal};
 use crate::report::event::{Event, Level};
 use crate::text::{self, Charset};
 
@@ -78,6 +78,10 @@ pub struct RunFacts {
     pub on_stderr: bool,
     /// The command line, for the job summary.
     pub command: String,
+    /// `--flaky`: how a success after failed tries is announced.
+    pub flaky: Flaky,
+    /// `--repeat`: the tries are a repeat, not retries.
+    pub repeat: Option<RepeatPolicy>,
 }
 
 impl RunFacts {
@@ -96,6 +100,8 @@ impl RunFacts {
             ci: Ci::default(),
             on_stderr: config.log.file.is_none(),
             command: text::command_line(&config.command, Charset::Utf8),
+            flaky: config.flaky,
+            repeat: config.repeat,
         }
     }
 

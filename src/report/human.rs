@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::duration::hms;
-use crate::policy::{Decision, GiveUp, LimitSource, Outcome, Signal, Verdict};
+use crate::exit::ExitStatus;
+use crate::policy::{Decision, Flaky, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
-use crate::report::tally::after_tries;
+use crate::report::tally::{after_tries, repeat_summary};
 use crate::report::{charset, describe_policy, printable};
 use crate::store::deadletter::Replayed;
 use crate::text::{self, Charset};
@@ -153,8 +154,13 @@ impl Sink for HumanLog {
             Event::Concluded { level, .. } => {
                 self.replaced = facts.annotation_replaces_line(*level);
             }
-            Event::Succeeded { .. } | Event::GaveUp { .. }
+            Event::Succeeded { .. } | Event::GaveUp { .. } | Event::RepeatEnded { .. }
                 if std::mem::take(&mut self.replaced) => {}
+            Event::Succeeded { .. } => {
+                for line in success_lines(event, facts) {
+                    self.write(&line, facts);
+                }
+            }
             event => {
                 if let Some(line) = line(event, facts) {
                     self.write(&line, facts);
@@ -180,6 +186,10 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
+        Event::RepeatEnded { count, why, .. } => {
+            let failed = count.failed > 0 || matches!(why, RepeatEnd::Interrupted(_));
+            (failed || !facts.quiet).then(|| repeat_summary(count, why).into())
+        }
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
             replay_line(event, facts).map(Line::from)
         }
@@ -200,6 +210,7 @@ fn run_line(event: &Event, facts: &RunFacts) -> Option<Line> {
             attempt,
             elapsed,
             waited,
+            ..
         } => (verbose || *attempt > 1).then(|| succeeded(*attempt, *elapsed, *waited, facts)),
         Event::Received {
             signal,
@@ -492,6 +503,18 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
         (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
         _ => line.push(&ended_words(r, facts)),
     }
+    if facts.repeat.is_some() {
+        // A repeat has no retries: a failure is a failure, and the next try follows.
+        if let Decision::Retry(wait) = &r.decision {
+            if !wait.delay.is_zero() {
+                line.push(&format!("; next try in {}", hms(wait.delay)));
+            }
+        }
+        if let Decision::Stop(RepeatEnd::Budget(Some(exceeded))) = &r.decision {
+            line.push(&format!("; stopping: {exceeded}"));
+        }
+        return line;
+    }
     if !matches!(r.verdict, Verdict::Success(_)) {
         line.push(" (");
         match &r.verdict {
@@ -519,7 +542,7 @@ fn decision_words(decision: &Decision) -> String {
             }
             words
         }
-        Decision::Succeed => String::new(),
+        Decision::Succeed | Decision::Stop(_) => String::new(),
         Decision::GiveUp(GiveUp::Tries) => "; giving up: no tries left".into(),
         Decision::GiveUp(GiveUp::Input) => {
             "; giving up: standard input could not be kept for another try".into()
@@ -542,6 +565,34 @@ fn succeeded(attempt: u64, elapsed: Duration, waited: Duration, facts: &RunFacts
         hms(waited)
     ));
     line
+}
+
+/// The lines of a success: the line that sums the run up, and under `--flaky warn` a warning
+/// when it needed retries; under `--flaky fail`, after retries, the one line that says what it
+/// exits with instead, which `-q` keeps.
+fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
+    let Event::Succeeded {
+        attempt, status, ..
+    } = event
+    else {
+        return Vec::new();
+    };
+    let label = facts.label(*attempt);
+    if *status != ExitStatus::Success {
+        let mut line = Line::default();
+        line.paint("succeeded", Paint::Good);
+        line.push(&format!(" on try {label}, but "));
+        line.paint(&format!("--flaky fail: exit {}", status.code()), Paint::Bad);
+        return vec![line];
+    }
+    let mut lines: Vec<Line> = line(event, facts).into_iter().collect();
+    if facts.flaky == Flaky::Warn && *attempt > 1 {
+        let failed = plural(attempt - 1, "failed try", "failed tries");
+        lines.push(
+            format!("warning: flaky: try {label} succeeded after {failed} (--flaky warn)").into(),
+        );
+    }
+    lines
 }
 
 /// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait after

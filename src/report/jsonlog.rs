@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use crate::config::Config;
 use crate::duration::millis;
-use crate::policy::{GiveUp, Outcome};
+use crate::exit::ExitStatus;
+use crate::policy::{GiveUp, Outcome, RepeatEnd};
 use crate::report::event::{Event, TryReport};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::human::{failure_text, hook_failure, warning_text};
@@ -136,10 +137,16 @@ fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
             attempt,
             elapsed,
             waited,
+            status,
         } => head("success", facts)
             .num("attempt", *attempt)
             .num("elapsed_ms", millis(*elapsed))
-            .num("waited_ms", millis(*waited)),
+            .num("waited_ms", millis(*waited))
+            // Every try before the successful one failed.
+            .bool("flaky", *attempt > 1)
+            .num("failed_tries", attempt.saturating_sub(1))
+            .num("exit_code", code(*status)),
+        Event::RepeatEnded { .. } => repeat_end(event, facts),
         Event::Received {
             signal,
             attempt,
@@ -165,6 +172,48 @@ fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
         _ => return None,
     };
     Some(obj)
+}
+
+/// An exit status as the JSON log writes it: 128+N for a signal, as a shell shows it.
+fn code(status: ExitStatus) -> u64 {
+    u64::try_from(status.code()).unwrap_or_default()
+}
+
+/// The `repeat_end` event: the counts of the repeat's summary line.
+fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
+    let Event::RepeatEnded {
+        count,
+        why,
+        status,
+        elapsed,
+    } = event
+    else {
+        return head("repeat_end", facts);
+    };
+    let outcomes: Vec<String> = count
+        .outcomes
+        .iter()
+        .map(|(outcome, n)| {
+            Obj::new()
+                .obj("outcome", outcome_json(*outcome))
+                .num("count", *n)
+                .finish()
+        })
+        .collect();
+    let obj = head("repeat_end", facts)
+        .num("tries", count.tries)
+        .num("failed", count.failed)
+        .float("failed_pct", (count.failed_percent() * 100.0).round() / 100.0)
+        .raw("outcomes", &format!("[{}]", outcomes.join(",")))
+        .opt_num("first_failure", count.first_failure.map(|(attempt, _)| attempt))
+        .str("reason", why.word())
+        .num("exit_code", code(*status))
+        .num("elapsed_ms", millis(*elapsed));
+    match why {
+        RepeatEnd::Interrupted(signal) => obj.str("signal", &signal.name()),
+        RepeatEnd::Budget(Some(exceeded)) => obj.str("detail", &exceeded.to_string()),
+        _ => obj,
+    }
 }
 
 fn leftovers(event: &Event, facts: &RunFacts) -> Obj {

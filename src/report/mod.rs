@@ -16,7 +16,7 @@ pub mod tally;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
-use crate::policy::{Backoff, Jitter, LimitSource};
+use crate::policy::{Backoff, Flaky, Jitter, LimitSource, RepeatPolicy};
 
 pub use crate::text::{printable, unprintable};
 
@@ -25,6 +25,9 @@ pub use crate::text::{printable, unprintable};
 pub fn describe_policy(config: &Config) -> String {
     let time = hms;
     let p = &config.policy;
+    if let Some(repeat) = config.repeat {
+        return describe_repeat(config, repeat);
+    }
     let tries = match p.max_tries {
         Some(1) => "1 try".to_string(),
         Some(n) => format!("{n} tries"),
@@ -70,6 +73,47 @@ pub fn describe_policy(config: &Config) -> String {
     if let Some(pattern) = &p.classifier.until_output {
         out += &format!(", until the output says it is ready (--until-output {pattern})");
     }
+    match config.flaky {
+        Flaky::Pass => {}
+        Flaky::Warn => out += ", a success after failed tries warns (--flaky warn)",
+        Flaky::Fail => out += ", a success after failed tries fails (--flaky fail)",
+    }
+    out
+}
+
+/// `--repeat` in words: `50 tries in a row, stopping at the first failure, no wait between
+/// tries, timeout 5s per try (...)`.
+fn describe_repeat(config: &Config, repeat: RepeatPolicy) -> String {
+    let p = &config.policy;
+    let mut out = match repeat.runs {
+        Some(1) => "1 try".to_string(),
+        Some(n) => format!("{n} tries in a row"),
+        None => "tries in a row until one fails".to_string(),
+    };
+    if repeat.runs.is_some() {
+        out += match repeat.keep_going {
+            true => ", whatever fails (--keep-going)",
+            false => ", stopping at the first failure",
+        };
+    }
+    match repeat.delay {
+        d if d.is_zero() => out += ", no wait between tries",
+        d => out += &format!(", {} between tries", hms(d)),
+    }
+    if let Some(t) = p.timeout {
+        out += &format!(
+            ", timeout {} per try (then {}, SIGKILL after {})",
+            hms(t),
+            config.signal,
+            hms(config.kill_after)
+        );
+    }
+    if let Some(limit) = p.limit {
+        match limit.source {
+            LimitSource::Budget => out += &format!(", budget {}", hms(limit.at)),
+            LimitSource::Deadline => out += &format!(", deadline in {}", hms(limit.at)),
+        }
+    }
     out
 }
 
@@ -104,6 +148,18 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
     }
     if let Some(pattern) = &p.classifier.until_output {
         obj = obj.str("until_output", pattern.text());
+    }
+    if config.flaky != Flaky::Pass {
+        obj = obj.str("flaky", config.flaky.word());
+    }
+    if let Some(repeat) = config.repeat {
+        obj = obj.obj(
+            "repeat",
+            json::Obj::new()
+                .num("tries", repeat.runs.unwrap_or(0))
+                .bool("keep_going", repeat.keep_going)
+                .num("delay_ms", millis(repeat.delay)),
+        );
     }
     obj.str("signal", &config.signal.name())
         .num("kill_after_ms", millis(config.kill_after))

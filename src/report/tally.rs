@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::duration::hms;
-use crate::policy::{GiveUp, LimitSource, Outcome, Signal};
+use crate::policy::{GiveUp, LimitSource, Outcome, RepeatCount, RepeatEnd, Signal};
 
 /// How a try ended, in a few words: `exit 1`, `timed out`, `SIGKILL`.
 pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
@@ -19,6 +19,44 @@ pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
         (Outcome::NotExecutable, _) => "not executable".into(),
         (Outcome::NoResources, _) => "no resources to start".into(),
     }
+}
+
+/// The last line of `--repeat`: `200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first
+/// failure on try 17`, and how it ended when not by running every try asked for.
+pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
+    let mut text = format!(
+        "{}, {} failed ({})",
+        match count.tries {
+            1 => "1 try".to_string(),
+            n => format!("{n} tries"),
+        },
+        count.failed,
+        percent(count.failed_percent())
+    );
+    if !count.outcomes.is_empty() {
+        let each: Vec<String> = count
+            .outcomes
+            .iter()
+            .map(|(outcome, n)| format!("{} ×{n}", outcome_words(*outcome, None)))
+            .collect();
+        text += &format!(": {}", each.join(", "));
+    }
+    if let Some((attempt, _)) = count.first_failure {
+        text += &format!("; first failure on try {attempt}");
+    }
+    match why {
+        RepeatEnd::Done | RepeatEnd::Failed => {}
+        RepeatEnd::Budget(Some(exceeded)) => text += &format!("; stopped: {exceeded}"),
+        RepeatEnd::Budget(None) => text += "; the end of the budget stopped the last try",
+        RepeatEnd::Interrupted(signal) => text += &format!("; interrupted by {signal}"),
+    }
+    text
+}
+
+/// A share in percent as the summaries write it: `1.5%`, `10%`, `0%`.
+fn percent(value: f64) -> String {
+    let text = format!("{value:.1}");
+    format!("{}%", text.strip_suffix(".0").unwrap_or(&text))
 }
 
 /// One try, as the summary table shows it.

@@ -58,6 +58,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     let seed = || config.seed.unwrap_or_else(rand::random);
     match &config.mode {
         Mode::Replay { file, .. } => replay::replay(&args, &config, file),
+        Mode::Stats { file, since } => stats(&config, file, *since),
         Mode::Simulate(sim) => simulate(&config, sim, seed()),
         Mode::DryRun => dry_run(&config, seed()),
         Mode::Run => real_run(&config, &args, seed(), start, wall_start),
@@ -84,6 +85,12 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
             ExitStatus::Usage
         }
     }
+}
+
+/// `retry --stats FILE` (spec 18.4): summarises a history file on standard output.
+fn stats(_config: &Config, file: &std::path::Path, _since: Option<std::time::Duration>) -> ExitStatus {
+    eprintln!("retry: --stats '{}': not available yet", file.display());
+    ExitStatus::Usage
 }
 
 /// `--simulate` (spec 16): runs the simulation and prints it; runs nothing else, and touches no

@@ -13,7 +13,10 @@ use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::quota::{QuotaRefusal, QuotaSpec};
-use crate::policy::{Decision, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict, Wait};
+use crate::policy::{
+    Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
+    Wait,
+};
 use crate::report::event::{Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
 use crate::report::log::{Log, not_started};
 use crate::run::child::{ChildFd, ChildStdio, resolve};
@@ -288,6 +291,10 @@ pub struct Runner<'c> {
     /// and only the run's own limits apply then.
     quota: Option<SharedQuota>,
     dead_letter: Option<DeadLetter>,
+    /// `--repeat`: what its tries came to so far. It decides in place of the schedule.
+    repeat: Option<Repeat>,
+    /// How the last failed try ended, for `--flaky fail`.
+    last_failed: Option<Outcome>,
     /// Tries run, and why the run gave up, once it has ended.
     ended: (u64, Option<&'static str>),
 }
@@ -333,6 +340,8 @@ impl<'c> Runner<'c> {
             outer: around.outer,
             quota: around.quota,
             dead_letter: around.dead_letter,
+            repeat: config.repeat.map(Repeat::new),
+            last_failed: None,
             ended: (0, None),
         }
     }
@@ -435,7 +444,7 @@ impl<'c> Runner<'c> {
             }
         };
         let took = t.start.elapsed();
-        let (verdict, decision) = self.decide(schedule, rng, ended.outcome, output);
+        let (verdict, decision) = self.decide(schedule, rng, t.attempt, &ended, output);
         self.report_try(&mut t, took, &ended, verdict, &decision, detail)?;
         self.obey(schedule, decision, &mut t, ended.outcome)
     }
@@ -480,17 +489,30 @@ impl<'c> Runner<'c> {
         ControlFlow::Continue(())
     }
 
-    /// What the schedule makes of the try, which ended with `outcome` and whose output matched
-    /// (or not) the output patterns; a retry that could not get the same input gives up.
+    /// What the schedule (or `--repeat`) makes of try `attempt`, which ended as `ended` and
+    /// whose output matched (or not) the output patterns; a retry that could not get the same
+    /// input gives up.
     fn decide(
         &mut self,
         schedule: &mut Schedule<'_>,
         rng: &mut StdRng,
-        outcome: Outcome,
+        attempt: u64,
+        ended: &Ended,
         output: OutputMatch,
     ) -> (Verdict, Decision) {
         let now = self.start.elapsed();
-        let (verdict, decision) = schedule.after_try_with_output(outcome, output, now, rng);
+        let outcome = ended.outcome;
+        let (verdict, decision) = match &mut self.repeat {
+            Some(repeat) => {
+                let classifier = &self.config.policy.classifier;
+                let verdict = classifier.verdict_with_output(outcome, output);
+                let cut_short = ended.by_limit;
+                let fits = |delay| schedule.still_fits(now, delay);
+                let decision = repeat.after_try(attempt, outcome, &verdict, cut_short, fits);
+                (verdict, decision)
+            }
+            None => schedule.after_try_with_output(outcome, output, now, rng),
+        };
         // Another try would read only part of the input; the quota may have no token for it.
         let input_kept = self.stdio.can_replay();
         let decision = decision.confirmed(input_kept, || self.use_quota(QuotaUse::Take));
@@ -569,21 +591,56 @@ impl<'c> Runner<'c> {
         match decision {
             Decision::Succeed => {
                 self.ended = (t.attempt, None);
+                // Under --flaky fail, a success after failed tries exits as the last of them
+                // would have.
+                let status = match (self.config.flaky, self.last_failed) {
+                    (Flaky::Fail, Some(failed)) => ExitStatus::of_flaky_success(failed),
+                    _ => ExitStatus::Success,
+                };
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
                     waited: schedule.waited(),
+                    status,
                 });
                 self.stdio.hand_off(&mut t.io);
-                ControlFlow::Break(ExitStatus::Success)
+                ControlFlow::Break(status)
             }
             Decision::GiveUp(why) => ControlFlow::Break(self.give_up(t.attempt, &why, outcome)),
-            Decision::Retry(wait) => ControlFlow::Continue(Retry {
-                attempt: t.attempt,
-                outcome,
-                wait,
-            }),
+            Decision::Stop(why) => ControlFlow::Break(self.end_repeat(t.attempt, why)),
+            Decision::Retry(wait) => {
+                // Outside a repeat, only a failed try is retried.
+                if self.repeat.is_none() {
+                    self.last_failed = Some(outcome);
+                }
+                ControlFlow::Continue(Retry {
+                    attempt: t.attempt,
+                    outcome,
+                    wait,
+                })
+            }
         }
+    }
+
+    /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
+    /// giving up after the first failed one would have given.
+    fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
+        let Some(repeat) = &self.repeat else {
+            return ExitStatus::Success;
+        };
+        let status = match repeat.failed_outcome() {
+            Some(outcome) => ExitStatus::of_giving_up(&GiveUp::Tries, outcome),
+            None => ExitStatus::Success,
+        };
+        let count = repeat.count().clone();
+        self.ended = (attempt, None);
+        self.log.emit(Event::RepeatEnded {
+            count,
+            why,
+            status,
+            elapsed: self.start.elapsed(),
+        });
+        status
     }
 
     /// `retry` received `signal` during try `t`, which has been stopped (if it had started):
@@ -791,6 +848,16 @@ impl<'c> Runner<'c> {
             in_wait,
         });
         let status = ExitStatus::Reraise(signal);
+        if let Some(repeat) = &self.repeat {
+            let count = repeat.count().clone();
+            self.log.emit(Event::RepeatEnded {
+                count,
+                why: RepeatEnd::Interrupted(signal),
+                status,
+                elapsed: self.start.elapsed(),
+            });
+            return status;
+        }
         self.log.emit(Event::GaveUp {
             tries: attempt,
             elapsed: self.start.elapsed(),

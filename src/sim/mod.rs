@@ -466,6 +466,7 @@ fn decide(
             tally.succeeded = tally.succeeded.saturating_add(1);
             done(client)
         }
+        Decision::Stop(_) => unreachable!("the schedule never stops a repeat"),
     }
 }
 

@@ -130,6 +130,7 @@ impl Emit for Log {
             attempt,
             elapsed,
             waited,
+            status: crate::exit::ExitStatus::Success,
         });
     }
     fn request_ignored(&mut self, attempt: u64, ignored: &Ignored) {
