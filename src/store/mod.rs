@@ -1,12 +1,14 @@
 //! Where state that outlives a run is kept: the dead-letter file of runs that gave up
-//! (spec 17), the retry quota's bucket in a local file or in Redis (spec 15.3), and the lock
-//! that the dead-letter file and the quota's local store take.
+//! (spec 17), the history file of every run (spec 18.4), the retry quota's bucket in a local
+//! file or in Redis (spec 15.3), and the lock that the dead-letter file and the quota's local
+//! store take.
 //!
 //! `quota` is what every quota store offers, `file` and `redis` (over `resp` and `sha1`) the
 //! two stores, `shared` the one that a run opens and its fallback from Redis to the file.
 
 pub mod deadletter;
 pub mod file;
+pub mod history;
 pub mod quota;
 pub mod redis;
 mod resp;
