@@ -206,6 +206,8 @@ pub enum Failure {
     LogFile { path: PathBuf, why: String },
     /// `--dead-letter` cannot be opened.
     DeadLetter { path: PathBuf, why: String },
+    /// `--history` cannot be opened.
+    History { path: PathBuf, why: String },
     /// The try's output could not be written (not for a closed pipe): the failure in words.
     Output(String),
     /// A replay cannot append what became of a run to its file: it stops.
@@ -251,6 +253,8 @@ pub enum Warning {
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },
+    /// The run could not be recorded in `--history`.
+    HistoryNotWritten { path: PathBuf, why: String },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.

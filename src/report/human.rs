@@ -371,6 +371,9 @@ pub fn failure_text(f: &Failure) -> String {
         Failure::DeadLetter { path, why } => {
             format!("cannot open --dead-letter '{}': {why}", path.display())
         }
+        Failure::History { path, why } => {
+            format!("cannot open --history '{}': {why}", path.display())
+        }
         Failure::ReplayNotRecorded { path, why } => {
             format!(
                 "cannot append to '{}': {why}; the replay stops",
@@ -414,6 +417,10 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
         Warning::DeadLetterNotWritten { path, why } => format!(
             "cannot record this run in --dead-letter '{}': {why}",
+            path.display()
+        ),
+        Warning::HistoryNotWritten { path, why } => format!(
+            "cannot record this run in --history '{}': {why}",
             path.display()
         ),
         Warning::LineCutShort { path, line } => format!(

@@ -5,6 +5,7 @@ pub mod ci;
 pub mod dryrun;
 pub mod event;
 pub mod facts;
+pub mod history;
 pub mod human;
 pub mod json;
 pub mod jsonlog;

@@ -32,6 +32,7 @@ use crate::policy::quota::QuotaSpec;
 use crate::report::ci::Ci;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
+use crate::report::history::History;
 use crate::report::log::{Log, use_color};
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
@@ -216,6 +217,22 @@ fn real_run(
         },
         None => None,
     };
+    if let Some(path) = &config.history {
+        // Created now, so that a file that cannot be written, or that retry must not trust
+        // (spec 19), is found before the command runs.
+        if let Err(e) = deadletter::prepare(path) {
+            log.emit(Event::Error(Failure::History {
+                path: path.clone(),
+                why: e.to_string(),
+            }));
+            return ExitStatus::Usage;
+        }
+        let until = config.policy.limit.and_then(|limit| {
+            std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
+        });
+        let history = History::new(path.clone(), config.command.clone(), until);
+        log = log.with_sink(Box::new(history));
+    }
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
