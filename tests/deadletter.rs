@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{retry, retry_std, stderr_of, stdout_of, wait_bounded, wait_until};
+use common::{euid, other_user, retry, retry_std, stderr_of, stdout_of, wait_bounded, wait_until};
 use serde_json::Value;
 
 /// The lines of the dead-letter file, each parsed; a line that is not JSON fails the test.
@@ -644,40 +644,6 @@ fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
 }
 
 // Spec 19: the file itself, which outlives the run and may be shared with other users.
-
-/// The effective uid of this process.
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { nix::libc::geteuid() }
-}
-
-/// The uid of a second user, created when missing; `None` (the test says it skips that part)
-/// when this process is not root and cannot create one.
-fn other_user() -> Option<u32> {
-    if euid() != 0 {
-        eprintln!("SKIPPED: not root, so no second user to own a file");
-        return None;
-    }
-    let name = "retry-test-other";
-    let uid = || {
-        let out = std::process::Command::new("id")
-            .args(["-u", name])
-            .output()
-            .ok()?;
-        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-    };
-    if uid().is_none() {
-        // Several tests may create it at once: whichever does, the uid is then there.
-        let _ = std::process::Command::new("useradd")
-            .args(["-M", "-N", name])
-            .status();
-    }
-    let found = uid();
-    if found.is_none() {
-        eprintln!("SKIPPED: useradd could not create a second user");
-    }
-    found
-}
 
 fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();

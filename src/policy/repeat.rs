@@ -241,7 +241,9 @@ mod tests {
     #[test]
     fn the_worst_case_of_a_repeat_is_its_tries_times_the_timeout_plus_the_delays() {
         let config = match crate::config::parse(
-            ["retry", "--repeat", "50", "-d", "1s", "-t", "5s", "--", "true"],
+            [
+                "retry", "--repeat", "50", "-d", "1s", "-t", "5s", "--", "true",
+            ],
             std::time::SystemTime::UNIX_EPOCH,
         ) {
             crate::config::ParseOutcome::Run(c) => *c,

@@ -233,10 +233,7 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
             attempt, status, ..
         } => (*attempt, status.code(), *attempt > 1, "success", ""),
         Event::RepeatEnded {
-            count,
-            why,
-            status,
-            ..
+            count, why, status, ..
         } => {
             let outcome = match (why, count.failed) {
                 (RepeatEnd::Interrupted(_), _) => "interrupted",

@@ -331,7 +331,10 @@ fn print_repeat(
         .command(&config.command, config.charset, "")
         .policy(config, false);
     if let Some(most) = config.stagger {
-        header = header.field("stagger", format!("the first try waits up to {}", hms(most)));
+        header = header.field(
+            "stagger",
+            format!("the first try waits up to {}", hms(most)),
+        );
     }
     let duration = match policy.timeout {
         Some(t) => format!("each try is assumed to take its timeout, {}", hms(t)),

@@ -203,9 +203,15 @@ fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
     let obj = head("repeat_end", facts)
         .num("tries", count.tries)
         .num("failed", count.failed)
-        .float("failed_pct", (count.failed_percent() * 100.0).round() / 100.0)
+        .float(
+            "failed_pct",
+            (count.failed_percent() * 100.0).round() / 100.0,
+        )
         .raw("outcomes", &format!("[{}]", outcomes.join(",")))
-        .opt_num("first_failure", count.first_failure.map(|(attempt, _)| attempt))
+        .opt_num(
+            "first_failure",
+            count.first_failure.map(|(attempt, _)| attempt),
+        )
         .str("reason", why.word())
         .num("exit_code", code(*status))
         .num("elapsed_ms", millis(*elapsed));

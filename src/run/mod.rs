@@ -89,7 +89,11 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
 }
 
 /// `retry --stats FILE` (spec 18.4): summarises a history file on standard output.
-fn stats(_config: &Config, file: &std::path::Path, _since: Option<std::time::Duration>) -> ExitStatus {
+fn stats(
+    _config: &Config,
+    file: &std::path::Path,
+    _since: Option<std::time::Duration>,
+) -> ExitStatus {
     eprintln!("retry: --stats '{}': not available yet", file.display());
     ExitStatus::Usage
 }

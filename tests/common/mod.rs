@@ -220,3 +220,37 @@ pub fn stderr_of(out: &std::process::Output) -> String {
 pub fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { nix::libc::geteuid() }
+}
+
+/// The uid of a second user, created when missing; `None` (the test says it skips that part)
+/// when this process is not root and cannot create one.
+pub fn other_user() -> Option<u32> {
+    if euid() != 0 {
+        eprintln!("SKIPPED: not root, so no second user to own a file");
+        return None;
+    }
+    let name = "retry-test-other";
+    let uid = || {
+        let out = std::process::Command::new("id")
+            .args(["-u", name])
+            .output()
+            .ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    if uid().is_none() {
+        // Several tests may create it at once: whichever does, the uid is then there.
+        let _ = std::process::Command::new("useradd")
+            .args(["-M", "-N", name])
+            .status();
+    }
+    let found = uid();
+    if found.is_none() {
+        eprintln!("SKIPPED: useradd could not create a second user");
+    }
+    found
+}

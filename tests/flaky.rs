@@ -1,0 +1,553 @@
+//! Flaky runs (spec 18), through the real binary: `--flaky`, `--repeat` and `--keep-going`,
+//! `--history` and `retry --stats`.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{euid, other_user, retry, stderr_of, stdout_of};
+use serde_json::Value;
+
+/// A script that counts its runs in the file `$0` and fails (exit `code`) on the runs listed.
+fn failing_on(runs: &[u64], code: u8) -> String {
+    let cases: Vec<String> = runs.iter().map(|r| r.to_string()).collect();
+    format!(
+        "n=$(cat \"$0\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0\"; echo \"try $n\"; \
+         case $n in {}) exit {code};; esac",
+        cases.join("|")
+    )
+}
+
+/// `retry ARGS -- sh -c SCRIPT COUNTER` in `dir`.
+fn run_counted(dir: &Path, args: &[&str], script: &str) -> std::process::Output {
+    retry()
+        .current_dir(dir)
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .arg(dir.join("count"))
+        .output()
+        .unwrap()
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or_default()
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn event<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} event in {lines:?}"))
+}
+
+// 18.1 --flaky
+
+#[test]
+fn flaky_fail_exits_with_the_last_failed_status_after_the_successful_output() {
+    let dir = common::temp_dir("flaky-fail");
+    let script = failing_on(&[1, 2], 3);
+    let args = ["-n", "5", "-d", "1ms", "--flaky", "fail", "--buffer-stdout"];
+    let out = run_counted(&dir, &args, &script);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    assert_eq!(
+        stdout_of(&out),
+        "try 3\n",
+        "only the successful try's output"
+    );
+    assert_eq!(
+        last_line(&log),
+        "retry: succeeded on try 3/5, but --flaky fail: exit 3"
+    );
+
+    // Without --buffer-stdout every try's output went out, the successful one last.
+    let dir = common::temp_dir("flaky-fail-stream");
+    let out = run_counted(&dir, &["-n", "5", "-d", "1ms", "--flaky", "fail"], &script);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stdout_of(&out), "try 1\ntry 2\ntry 3\n");
+}
+
+#[test]
+fn flaky_fail_exits_124_after_a_timeout_and_0_when_the_first_try_succeeds() {
+    let dir = common::temp_dir("flaky-timeout");
+    let script = "n=$(cat \"$0\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0\"; \
+                  [ $n -ge 2 ] || sleep 5";
+    let args = [
+        "-n", "3", "-d", "1ms", "-t", "200ms", "-k", "0", "--flaky", "fail",
+    ];
+    let out = run_counted(&dir, &args, script);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr_of(&out));
+    assert!(last_line(&stderr_of(&out)).ends_with("--flaky fail: exit 124"));
+
+    let out = retry()
+        .args(["--flaky", "fail", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stderr_of(&out),
+        "",
+        "a run that succeeds at once says nothing"
+    );
+}
+
+#[test]
+fn flaky_warn_warns_and_exits_0_and_the_json_success_says_it_was_flaky() {
+    let dir = common::temp_dir("flaky-warn");
+    let script = failing_on(&[1, 2], 3);
+    let out = run_counted(&dir, &["-n", "5", "-d", "1ms", "--flaky", "warn"], &script);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert_eq!(
+        last_line(&log),
+        "retry: warning: flaky: try 3/5 succeeded after 2 failed tries (--flaky warn)"
+    );
+
+    let dir = common::temp_dir("flaky-json");
+    let args = [
+        "-n",
+        "5",
+        "-d",
+        "1ms",
+        "--flaky",
+        "fail",
+        "--log-format",
+        "json",
+    ];
+    let out = run_counted(&dir, &args, &script);
+    assert_eq!(out.status.code(), Some(3));
+    let lines = json_lines(&stderr_of(&out));
+    let success = event(&lines, "success");
+    assert_eq!(success["flaky"], true);
+    assert_eq!(success["failed_tries"], 2);
+    assert_eq!(success["exit_code"], 3);
+
+    let out = retry()
+        .args(["--log-format", "json", "--", "true"])
+        .output()
+        .unwrap();
+    let lines = json_lines(&stderr_of(&out));
+    let success = event(&lines, "success");
+    assert_eq!(
+        (&success["flaky"], &success["failed_tries"]),
+        (&Value::from(false), &Value::from(0))
+    );
+}
+
+#[test]
+fn github_outputs_follow_flaky_fail_and_a_repeat() {
+    let dir = common::temp_dir("flaky-outputs");
+    let outputs = dir.join("outputs");
+    let script = failing_on(&[1, 2], 3);
+    let out = retry()
+        .current_dir(&dir)
+        .env("GITHUB_OUTPUT", &outputs)
+        .args([
+            "-n", "5", "-d", "1ms", "--flaky", "fail", "--", "sh", "-c", &script,
+        ])
+        .arg(dir.join("count"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = std::fs::read_to_string(&outputs).unwrap();
+    assert_eq!(
+        text,
+        "tries=3\nexit_code=3\nflaky=true\noutcome=success\nreason=\n"
+    );
+
+    std::fs::remove_file(&outputs).unwrap();
+    std::fs::remove_file(dir.join("count")).unwrap();
+    let script = failing_on(&[2], 4);
+    let out = retry()
+        .current_dir(&dir)
+        .env("GITHUB_OUTPUT", &outputs)
+        .args(["--repeat", "5", "--", "sh", "-c", &script])
+        .arg(dir.join("count"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let text = std::fs::read_to_string(&outputs).unwrap();
+    assert_eq!(
+        text,
+        "tries=2\nexit_code=4\nflaky=false\noutcome=failed\nreason=failed\n"
+    );
+}
+
+// 18.3 --repeat
+
+#[test]
+fn a_repeat_stops_at_the_first_failure_with_its_status() {
+    let dir = common::temp_dir("repeat-stop");
+    let out = run_counted(&dir, &["--repeat", "50"], &failing_on(&[17], 5));
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{log}");
+    assert_eq!(
+        last_line(&log),
+        "retry: 17 tries, 1 failed (5.9%): exit 5 ×1; first failure on try 17"
+    );
+    let runs = std::fs::read_to_string(dir.join("count")).unwrap();
+    assert_eq!(runs.trim(), "17", "no try after the failure");
+    assert!(stdout_of(&out).ends_with("try 17\n"), "the flake's output");
+    assert!(log.contains("retry: try 17/50 exited 5 after "), "{log}");
+}
+
+#[test]
+fn a_repeat_that_keeps_going_reports_the_failure_rate_in_its_line_and_json() {
+    let dir = common::temp_dir("repeat-keep");
+    let script = failing_on(&[4, 9], 2);
+    let out = run_counted(&dir, &["--repeat", "20", "--keep-going"], &script);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert_eq!(
+        last_line(&log),
+        "retry: 20 tries, 2 failed (10%): exit 2 ×2; first failure on try 4"
+    );
+
+    let dir = common::temp_dir("repeat-json");
+    let args = ["--repeat", "20", "--keep-going", "--log-format", "json"];
+    let out = run_counted(&dir, &args, &script);
+    let lines = json_lines(&stderr_of(&out));
+    let end = lines.last().unwrap();
+    assert_eq!(end["event"], "repeat_end");
+    assert_eq!(
+        (end["tries"].as_u64(), end["failed"].as_u64()),
+        (Some(20), Some(2))
+    );
+    assert_eq!(end["failed_pct"], 10.0);
+    assert_eq!(end["first_failure"], 4);
+    assert_eq!(end["exit_code"], 2);
+    assert_eq!(end["outcomes"][0]["outcome"]["exit"], 2);
+    assert_eq!(end["outcomes"][0]["count"], 2);
+
+    // Nothing failed: 0, and the same line.
+    let out = retry()
+        .args(["--repeat", "3", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(last_line(&stderr_of(&out)), "retry: 3 tries, 0 failed (0%)");
+}
+
+#[test]
+fn a_repeated_try_that_times_out_has_its_whole_tree_stopped() {
+    let dir = common::temp_dir("repeat-tree");
+    let pids = dir.join("pids");
+    // The second try leaves a grandchild in its group, then hangs.
+    let script = "n=$(cat \"$0\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0\"; \
+                  if [ $n -eq 2 ]; then sleep 30 & echo $! >> pids; sleep 30; fi";
+    let started = Instant::now();
+    let args = ["--repeat", "5", "-t", "300ms", "-k", "100ms"];
+    let out = run_counted(&dir, &args, script);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(124), "{log}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        log.ends_with("retry: 2 tries, 1 failed (50%): timed out ×1; first failure on try 2\n"),
+        "{log}"
+    );
+    let left = common::pids_in(&pids);
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        common::survivors(&left, Duration::from_secs(2)),
+        Vec::<i32>::new()
+    );
+}
+
+#[test]
+fn every_repeated_try_reads_the_same_input_and_matches_the_output_patterns() {
+    let out = retry()
+        .args(["--repeat", "3", "--", "cat"])
+        .write_stdin("abc\n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "abc\nabc\nabc\n");
+
+    // A try that exits 0 without printing what --until-output wants has failed.
+    let dir = common::temp_dir("repeat-until");
+    let script = "n=$(cat \"$0\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0\"; \
+                  [ $n -eq 2 ] || echo ready";
+    let args = ["--repeat", "4", "--until-output", "ready"];
+    let out = run_counted(&dir, &args, script);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(last_line(&stderr_of(&out)).contains("first failure on try 2"));
+}
+
+#[test]
+fn repeat_0_runs_until_the_budget_ends_and_exits_0_when_nothing_failed() {
+    let started = Instant::now();
+    let out = retry()
+        .args(["--repeat", "0", "-B", "400ms", "--", "sleep", "0.05"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(started.elapsed() >= Duration::from_millis(350), "{log}");
+    let line = last_line(&log);
+    assert!(line.contains(" 0 failed (0%)"), "{line}");
+    assert!(line.contains("budget"), "{line}");
+}
+
+#[test]
+fn the_dry_run_shows_the_repeat_and_the_flaky_mode() {
+    let out = retry()
+        .args([
+            "--dry-run",
+            "--repeat",
+            "50",
+            "-t",
+            "5s",
+            "-d",
+            "1s",
+            "--",
+            "make",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        text.contains("50 tries in a row, stopping at the first failure"),
+        "{text}"
+    );
+    assert!(
+        text.contains("worst case: 4m59s = 50 tries × 5s timeout + 49s of waits"),
+        "{text}"
+    );
+
+    let out = retry()
+        .args(["--dry-run", "--flaky", "fail", "--", "make"])
+        .output()
+        .unwrap();
+    assert!(stdout_of(&out).contains("(--flaky fail)"));
+}
+
+#[test]
+fn bad_flaky_input_is_one_line_naming_the_option_and_value_and_125() {
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["--repeat", "-1", "--", "true"], &["--repeat", "-1"]),
+        (&["--flaky", "maybe", "--", "true"], &["--flaky", "maybe"]),
+        (
+            &["--repeat", "3", "-n", "2", "--", "true"],
+            &["--repeat", "--tries"],
+        ),
+        (
+            &["--repeat", "3", "--quota", "q", "--", "true"],
+            &["--repeat", "--quota"],
+        ),
+        (
+            &["--repeat", "3", "-j", "none", "--", "true"],
+            &["--repeat", "--jitter"],
+        ),
+        (&["--keep-going", "--", "true"], &["--repeat"]),
+        (
+            &["--stats", "/nonexistent/history.jsonl"],
+            &["--stats", "/nonexistent/history.jsonl"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = retry().args(args).output().unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
+        assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+        for needle in needles {
+            assert!(log.contains(needle), "{args:?}: {needle}: {log}");
+        }
+    }
+}
+
+// 18.4 --history
+
+fn history_lines(file: &Path) -> Vec<Value> {
+    json_lines(&std::fs::read_to_string(file).unwrap())
+}
+
+#[test]
+fn every_run_appends_one_line_to_the_history_whatever_its_end() {
+    let dir = common::temp_dir("history");
+    let file = dir.join("runs").join("history.jsonl");
+    let h = file.to_str().unwrap();
+    let flaky = failing_on(&[1], 3);
+    assert_eq!(
+        run_counted(&dir, &["-d", "1ms", "--label", "a", "--history", h], &flaky)
+            .status
+            .code(),
+        Some(0)
+    );
+    let out = retry()
+        .args([
+            "-n",
+            "2",
+            "-d",
+            "1ms",
+            "--history",
+            h,
+            "--",
+            "sh",
+            "-c",
+            "exit 4",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let out = retry()
+        .args(["--repeat", "2", "--history", h, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines = history_lines(&file);
+    assert_eq!(lines.len(), 3);
+    let (a, gave_up, repeat) = (&lines[0], &lines[1], &lines[2]);
+    assert_eq!(
+        (&a["label"], &a["outcome"], &a["flaky"]),
+        (&"a".into(), &"success".into(), &true.into())
+    );
+    assert_eq!(
+        a["try_outcomes"],
+        serde_json::json!([{"exit": 3}, {"exit": 0}])
+    );
+    assert_eq!(a["command"][0], "sh");
+    assert_eq!(
+        (
+            &gave_up["outcome"],
+            &gave_up["reason"],
+            &gave_up["exit_code"]
+        ),
+        (&"gave_up".into(), &"tries".into(), &4.into())
+    );
+    assert_eq!(
+        (&repeat["outcome"], &repeat["failed"], &repeat["tries"]),
+        (&"repeat".into(), &0.into(), &2.into())
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o700);
+}
+
+#[test]
+fn an_interrupted_run_is_recorded_too() {
+    let dir = common::temp_dir("history-int");
+    let file = dir.join("history.jsonl");
+    let mut child = common::retry_std()
+        .arg("--history")
+        .arg(&file)
+        .args(["--", "sleep", "30"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory effects; the pid is our own child's.
+    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    common::wait_bounded(&mut child, Duration::from_secs(10));
+    let lines = history_lines(&file);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["outcome"], "interrupted");
+    assert_eq!(lines[0]["exit_code"], 143);
+}
+
+#[test]
+fn thirty_runs_at_once_leave_thirty_whole_lines() {
+    let dir = common::temp_dir("history-herd");
+    let file = dir.join("history.jsonl");
+    let children: Vec<std::process::Child> = (0..30)
+        .map(|k| {
+            common::retry_std()
+                .arg("--history")
+                .arg(&file)
+                .args(["--label", &format!("run{k}"), "-n", "2", "-d", "1ms"])
+                .args(["--", "sh", "-c", &format!("exit {}", k % 2)])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        common::wait_bounded(&mut child, Duration::from_secs(20));
+    }
+    let lines = history_lines(&file);
+    assert_eq!(lines.len(), 30);
+    let mut labels: Vec<String> = lines
+        .iter()
+        .map(|l| l["label"].as_str().unwrap().to_string())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    assert_eq!(labels.len(), 30, "every run once");
+}
+
+/// `retry --history FILE -- touch ran` in `dir`: 125, one line holding every needle, and the
+/// command never ran.
+fn refused(dir: &Path, file: &Path, needles: &[&str]) {
+    let out = retry()
+        .current_dir(dir)
+        .timeout(Duration::from_secs(10))
+        .args([OsStr::new("--history"), file.as_os_str()])
+        .args(["--", "touch", "ran"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{file:?}: {log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    for needle in needles {
+        assert!(log.contains(needle), "{needle}: {log}");
+    }
+    assert!(!dir.join("ran").exists(), "the command ran");
+}
+
+#[test]
+fn a_history_file_that_is_a_link_a_fifo_or_not_ours_is_refused_before_the_command_runs() {
+    let dir = common::temp_dir("history-refused");
+    let file = dir.join("history.jsonl");
+    std::fs::write(&file, "").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    refused(&dir, &link, &["--history", "link"]);
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    refused(&dir, &fifo, &["--history", "FIFO"]);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    refused(&dir, &file, &["--history", "0666"]);
+    if let Some(other) = other_user() {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&file, Some(other), None).unwrap();
+        refused(&dir, &file, &["--history", &format!("uid {other}")]);
+        std::os::unix::fs::chown(&file, Some(euid()), None).unwrap();
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"", "nothing was appended");
+}
+
+#[test]
+fn the_history_cannot_be_the_log_or_the_dead_letter_file() {
+    let dir = common::temp_dir("history-same");
+    let file: PathBuf = dir.join("same.jsonl");
+    for other in ["--log-file", "--dead-letter"] {
+        let out = retry()
+            .args([
+                OsStr::new("--history"),
+                file.as_os_str(),
+                OsStr::new(other),
+                file.as_os_str(),
+            ])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{other}: {log}");
+        assert!(log.contains("name the same file"), "{log}");
+    }
+}
