@@ -272,9 +272,9 @@ mod tests {
             },
             requested: false,
         };
-        let refused = |_| Err(exceeded.clone());
+        let refused = |_| Err(exceeded);
         let d = repeat.after_try(1001, Outcome::Exit(0), &success(), false, refused);
-        assert_eq!(d, Decision::Stop(RepeatEnd::Budget(Some(exceeded.clone()))));
+        assert_eq!(d, Decision::Stop(RepeatEnd::Budget(Some(exceeded)))));
         let d = repeat.after_try(1002, Outcome::Timeout, &failure(), true, fits);
         assert_eq!(d, Decision::Stop(RepeatEnd::Budget(None)));
         assert_eq!((repeat.count().tries, repeat.count().failed), (1001, 0));
