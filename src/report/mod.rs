@@ -1,4 +1,5 @@
-//! What people read: the schedule log (human and JSON lines) and the dry-run table.
+//! What people read: the schedule log (human and JSON lines), the dry-run table, and the
+//! summaries of `--simulate` and `--stats`.
 
 pub mod charset;
 pub mod ci;
@@ -13,6 +14,7 @@ pub mod layout;
 pub mod log;
 pub mod replay;
 pub mod simulate;
+pub mod stats;
 pub mod tally;
 
 use crate::config::Config;

@@ -1,0 +1,925 @@
+//! `retry --stats FILE` (spec 18.4): what a history file says about each step a team runs
+//! under `retry`, flakiest first, so that they see at a glance which steps to fix.
+//!
+//! One row per label, and one per command line for the runs that had no `--label`: its runs,
+//! the share that succeeded on the first try, the share that was flaky (succeeded after a
+//! failed try), the share that gave up, the mean tries, the median and 95th-percentile
+//! duration, when it last failed, and a bar of its flaky share. Runs of `--repeat` reproduce a
+//! flake rather than retry a command: they are counted apart, in no row. The aggregation
+//! ([`summarise`]) is pure, over the entries read and a given `now`; [`print`] renders it as a
+//! table sized to the terminal, or as JSON lines.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::duration::{hms, parse_time};
+use crate::report::charset::{ascii_json, ascii_text};
+use crate::report::json::Obj;
+use crate::report::{layout, printable};
+use crate::store::deadletter::Damaged;
+use crate::store::history::{Ending, Entry, Reading};
+use crate::text::{self, Charset};
+
+/// The cells of a row's bar of its flaky share.
+const BAR_CELLS: u64 = 10;
+/// The fewest columns the output is sized to, however narrow the terminal.
+const MIN_WIDTH: usize = 40;
+/// The fewest characters a name is cut to, however little room the other columns leave.
+const MIN_NAME: usize = 16;
+/// The damaged lines whose numbers the footer names.
+const DAMAGED_NAMED: usize = 10;
+/// The damaged lines whose numbers the JSON end names.
+const DAMAGED_LISTED: usize = 100;
+
+/// How `--stats` prints: `--since`, `--log-format json`, ASCII only, and the terminal's width.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Only the runs that ended this long before `now`, or since.
+    pub since: Option<Duration>,
+    pub json: bool,
+    pub ascii: bool,
+    /// The columns the table is sized to (at least 40).
+    pub width: usize,
+}
+
+/// What a row gathers: the runs of one label, or of one command line run without a label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum By {
+    Label,
+    Command,
+}
+
+impl By {
+    /// The word of the JSON `by` field.
+    pub fn word(self) -> &'static str {
+        match self {
+            By::Label => "label",
+            By::Command => "command",
+        }
+    }
+}
+
+/// One row: the runs of one label or command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The label, or the command line quoted as a shell reads it back.
+    pub name: String,
+    pub by: By,
+    pub runs: u64,
+    /// Runs that succeeded on their first try.
+    pub first_try: u64,
+    /// Runs that succeeded after at least one failed try.
+    pub flaky: u64,
+    pub gave_up: u64,
+    /// Runs that a signal to `retry` ended: counted in `runs`, in none of the shares.
+    pub interrupted: u64,
+    /// The tries of all its runs.
+    pub tries: u64,
+    /// The median and the 95th percentile of its runs' durations (nearest rank).
+    pub median_ms: u64,
+    pub p95_ms: u64,
+    /// The `ts` of the latest run that had a failed try, if any did.
+    pub last_failure: Option<String>,
+}
+
+impl Row {
+    /// `n` of its runs, in percent.
+    fn pct(&self, n: u64) -> f64 {
+        share(n, self.runs) * 100.0
+    }
+
+    /// The mean tries of its runs.
+    pub fn mean_tries(&self) -> f64 {
+        share(self.tries, self.runs)
+    }
+}
+
+/// `n` of `of`, from 0 to 1; 0 of nothing.
+fn share(n: u64, of: u64) -> f64 {
+    if of == 0 { 0.0 } else { n as f64 / of as f64 }
+}
+
+/// What a history file says, over the runs kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Flakiest first.
+    pub rows: Vec<Row>,
+    /// The runs in the rows.
+    pub runs: u64,
+    /// The runs of `--repeat` that were left out of the rows.
+    pub repeat_runs: u64,
+    /// When the earliest and the latest run in the rows ended.
+    pub first: Option<SystemTime>,
+    pub last: Option<SystemTime>,
+    /// The earliest end kept, with `--since`.
+    pub cutoff: Option<SystemTime>,
+}
+
+/// Summarises `entries` as of `now`: with `since`, only the runs whose `ts` is at or after
+/// `now - since`. An entry whose `ts` is not an RFC 3339 time is left out (the reader counts
+/// such a line as damaged, so none reaches here from a file).
+pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) -> Summary {
+    let cutoff = since.map(|s| now.checked_sub(s).unwrap_or(UNIX_EPOCH));
+    let mut tally = Tally::default();
+    for entry in entries {
+        let Ok(at) = parse_time(&entry.ts) else {
+            continue;
+        };
+        if cutoff.is_some_and(|c| at < c) {
+            continue;
+        }
+        tally.add(entry, at);
+    }
+    tally.finish(cutoff)
+}
+
+/// The runs gathered so far, by label and by command line.
+#[derive(Default)]
+struct Tally<'a> {
+    labels: HashMap<&'a str, Group<'a>>,
+    commands: HashMap<String, Group<'a>>,
+    repeat_runs: u64,
+    first: Option<SystemTime>,
+    last: Option<SystemTime>,
+}
+
+impl<'a> Tally<'a> {
+    /// Takes in a run that ended `at`.
+    fn add(&mut self, entry: &'a Entry, at: SystemTime) {
+        if entry.ending == Ending::Repeat {
+            self.repeat_runs += 1;
+            return;
+        }
+        self.first = Some(self.first.map_or(at, |t| t.min(at)));
+        self.last = Some(self.last.map_or(at, |t| t.max(at)));
+        let group = match &entry.label {
+            Some(label) => self.labels.entry(label).or_default(),
+            None => {
+                let line = text::command_line(&entry.command, Charset::Utf8);
+                self.commands.entry(line).or_default()
+            }
+        };
+        group.add(entry, at);
+    }
+
+    /// The rows, flakiest first.
+    fn finish(self, cutoff: Option<SystemTime>) -> Summary {
+        let labels = self
+            .labels
+            .into_iter()
+            .map(|(name, g)| g.row(name.to_string(), By::Label));
+        let commands = self
+            .commands
+            .into_iter()
+            .map(|(name, g)| g.row(name, By::Command));
+        let mut rows: Vec<Row> = labels.chain(commands).collect();
+        rows.sort_by(flakiest_first);
+        Summary {
+            runs: rows.iter().map(|r| r.runs).sum(),
+            rows,
+            repeat_runs: self.repeat_runs,
+            first: self.first,
+            last: self.last,
+            cutoff,
+        }
+    }
+}
+
+/// The runs of one row, gathered.
+#[derive(Default)]
+struct Group<'a> {
+    runs: u64,
+    first_try: u64,
+    flaky: u64,
+    gave_up: u64,
+    interrupted: u64,
+    tries: u64,
+    durations: Vec<u64>,
+    /// When the latest run with a failed try ended, and its `ts`.
+    last_failure: Option<(SystemTime, &'a str)>,
+}
+
+impl<'a> Group<'a> {
+    fn add(&mut self, entry: &'a Entry, at: SystemTime) {
+        self.runs += 1;
+        match entry.ending {
+            Ending::Success if entry.flaky => self.flaky += 1,
+            Ending::Success if entry.tries == 1 => self.first_try += 1,
+            Ending::Success | Ending::Repeat => {}
+            Ending::GaveUp => self.gave_up += 1,
+            Ending::Interrupted => self.interrupted += 1,
+        }
+        self.tries = self.tries.saturating_add(entry.tries);
+        self.durations.push(entry.duration_ms);
+        let later = self.last_failure.is_none_or(|(t, _)| at >= t);
+        if failed_a_try(entry) && later {
+            self.last_failure = Some((at, &entry.ts));
+        }
+    }
+
+    fn row(mut self, name: String, by: By) -> Row {
+        self.durations.sort_unstable();
+        Row {
+            name,
+            by,
+            runs: self.runs,
+            first_try: self.first_try,
+            flaky: self.flaky,
+            gave_up: self.gave_up,
+            interrupted: self.interrupted,
+            tries: self.tries,
+            median_ms: nearest_rank(&self.durations, 50),
+            p95_ms: nearest_rank(&self.durations, 95),
+            last_failure: self.last_failure.map(|(_, ts)| ts.to_string()),
+        }
+    }
+}
+
+/// Whether a run had a try that failed: it was flaky, or it gave up after a try, or it was
+/// interrupted after one (every try before the last of a run that did not succeed failed).
+fn failed_a_try(entry: &Entry) -> bool {
+    match entry.ending {
+        Ending::Success => entry.flaky,
+        Ending::GaveUp => entry.tries > 0,
+        Ending::Interrupted => entry.tries > 1,
+        Ending::Repeat => false,
+    }
+}
+
+/// The `percent`th percentile of `sorted` by nearest rank: the smallest value that at least
+/// that share of the values are at or below; 0 of no values.
+fn nearest_rank(sorted: &[u64], percent: usize) -> u64 {
+    let rank = (sorted.len() * percent).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied().unwrap_or(0)
+}
+
+/// The flakiest first: by flaky share, then gave-up share, then runs, all descending, then by
+/// name. Shares are compared exactly, as products of whole numbers.
+fn flakiest_first(a: &Row, b: &Row) -> Ordering {
+    let by_share = |n: fn(&Row) -> u64| {
+        let (an, bn) = (u128::from(n(a)), u128::from(n(b)));
+        (bn * u128::from(a.runs)).cmp(&(an * u128::from(b.runs)))
+    };
+    by_share(|r| r.flaky)
+        .then_with(|| by_share(|r| r.gave_up))
+        .then_with(|| b.runs.cmp(&a.runs))
+        .then_with(|| a.name.cmp(&b.name))
+        .then_with(|| a.by.cmp(&b.by))
+}
+
+/// Prints what `reading`, read from `file`, says as of `now`: the table, or JSON lines.
+pub fn print(
+    file: &Path,
+    reading: &Reading,
+    options: &Options,
+    now: SystemTime,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let summary = summarise(&reading.entries, options.since, now);
+    let lines = if options.json {
+        json_lines(file, &summary, &reading.damaged, options.ascii)
+    } else {
+        human_lines(file, &summary, &reading.damaged, options)
+    };
+    lines.iter().try_for_each(|line| writeln!(out, "{line}"))
+}
+
+/// The human output: the header, the table and the footer, or one line when no run is kept.
+/// ASCII only when `options.ascii`.
+fn human_lines(
+    file: &Path,
+    summary: &Summary,
+    damaged: &[Damaged],
+    options: &Options,
+) -> Vec<String> {
+    let charset = Charset::ascii_if(options.ascii);
+    let shown = text::quote(file.as_os_str(), charset);
+    let mut lines = Vec::new();
+    if summary.runs == 0 {
+        lines.push(nothing_line(&shown, summary, options.since));
+    } else {
+        lines.extend(header(&shown, summary, options.since));
+        lines.push(String::new());
+        lines.extend(table(&summary.rows, options));
+    }
+    lines.extend(damaged_line(damaged));
+    if options.ascii {
+        return lines.iter().map(|l| ascii_text(l)).collect();
+    }
+    lines
+}
+
+/// `812 runs since 2026-02-22 17:42 (the last 7d)`: the runs kept, and which.
+fn runs_kept(runs: u64, summary: &Summary, since: Option<Duration>) -> String {
+    let runs = match runs {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    match (summary.cutoff, since) {
+        (Some(cutoff), Some(since)) => {
+            format!("{runs} since {} (the last {})", minute(cutoff), hms(since))
+        }
+        _ => runs,
+    }
+}
+
+/// The header: the file, the runs kept and when they ended; the runs of `--repeat` left out;
+/// what `$` marks.
+fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String> {
+    let span = match (summary.first, summary.last) {
+        (Some(first), Some(last)) if minute(first) == minute(last) => {
+            format!(", at {} UTC", minute(last))
+        }
+        (Some(first), Some(last)) => format!(", from {} to {} UTC", minute(first), minute(last)),
+        _ => String::new(),
+    };
+    let mut lines = vec![format!(
+        "retry: stats of {shown}: {}{span}",
+        runs_kept(summary.runs, summary, since)
+    )];
+    if let Some(note) = repeat_note(summary.repeat_runs) {
+        lines.push(format!("  {note}"));
+    }
+    if summary.rows.iter().any(|r| r.by == By::Command) {
+        lines.push("  $ marks a command line: the runs that had no --label".into());
+    }
+    lines
+}
+
+/// What the runs of `--repeat` left out were, if there were any.
+fn repeat_note(repeat_runs: u64) -> Option<String> {
+    let runs = match repeat_runs {
+        0 => return None,
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    Some(format!(
+        "{runs} of --repeat left out: they reproduce a flake, they retry nothing"
+    ))
+}
+
+/// The one line for a file, or a window, with no run in it.
+fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> String {
+    let window = match (summary.cutoff, since) {
+        (Some(cutoff), Some(since)) => {
+            format!(" since {} (the last {})", minute(cutoff), hms(since))
+        }
+        _ => String::new(),
+    };
+    let repeats = repeat_note(summary.repeat_runs)
+        .map(|note| format!("; {note}"))
+        .unwrap_or_default();
+    format!("retry: stats of {shown}: no runs{window}{repeats}")
+}
+
+/// `3 damaged lines skipped: 12, 40, 41 (line 12: not JSON: ...)`, when there are any.
+fn damaged_line(damaged: &[Damaged]) -> Option<String> {
+    let first = damaged.first()?;
+    let count = match damaged.len() {
+        1 => "1 damaged line".to_string(),
+        n => format!("{n} damaged lines"),
+    };
+    let mut numbers: Vec<String> = damaged
+        .iter()
+        .take(DAMAGED_NAMED)
+        .map(|d| d.line.to_string())
+        .collect();
+    if damaged.len() > DAMAGED_NAMED {
+        numbers.push("…".into());
+    }
+    Some(printable(&format!(
+        "{count} skipped: {} (line {}: {})",
+        numbers.join(", "),
+        first.line,
+        first.why
+    )))
+}
+
+/// When, to the minute in UTC: `2026-03-01 17:42`. Times past what RFC 3339 writes are shown
+/// as its first or last minute.
+fn minute(t: SystemTime) -> String {
+    let latest = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    let text = humantime::format_rfc3339_seconds(t.clamp(UNIX_EPOCH, latest)).to_string();
+    text.get(..16).unwrap_or(&text).replacen('T', " ", 1)
+}
+
+/// When a run that ended at `ts` ended, to the minute; the text itself if it is no time.
+fn minute_of(ts: &str) -> String {
+    parse_time(ts).map_or_else(|_| ts.to_string(), minute)
+}
+
+/// The table's columns but the first, the name.
+const COLUMNS: [&str; 9] = [
+    "runs",
+    "1st try",
+    "flaky",
+    "",
+    "gave up",
+    "tries",
+    "median",
+    "p95",
+    "last failed",
+];
+
+/// The table: a row per label or command line, the names cut to what `options.width` leaves.
+fn table(rows: &[Row], options: &Options) -> Vec<String> {
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| cells(r, options.ascii)).collect();
+    let others: usize = (0..COLUMNS.len())
+        .map(|i| {
+            let widest = cells.iter().map(|c| c[i].chars().count()).max();
+            widest.unwrap_or(0).max(COLUMNS[i].chars().count()) + 2
+        })
+        .sum();
+    let room = options
+        .width
+        .max(MIN_WIDTH)
+        .saturating_sub(others)
+        .max(MIN_NAME);
+    let mut header = vec!["label or command"];
+    header.extend(COLUMNS);
+    let named: Vec<Vec<String>> = rows
+        .iter()
+        .zip(cells)
+        .map(|(row, cells)| {
+            let name = cut(&shown_name(row, options.ascii), room, options.ascii);
+            std::iter::once(name).chain(cells).collect()
+        })
+        .collect();
+    let lines = layout::table(&header, &named, 1);
+    lines
+        .into_iter()
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// A row's cells after its name.
+fn cells(row: &Row, ascii: bool) -> Vec<String> {
+    vec![
+        row.runs.to_string(),
+        percent(row.pct(row.first_try)),
+        percent(row.pct(row.flaky)),
+        bar(row.flaky, row.runs, ascii),
+        percent(row.pct(row.gave_up)),
+        format!("{:.2}", row.mean_tries()),
+        duration(row.median_ms),
+        duration(row.p95_ms),
+        row.last_failure
+            .as_deref()
+            .map_or_else(|| "never".to_string(), minute_of),
+    ]
+}
+
+/// The name as the table shows it: a label as it is, a command line after `$ `, either made
+/// safe for a terminal (and ASCII when `ascii`).
+fn shown_name(row: &Row, ascii: bool) -> String {
+    let name = match row.by {
+        By::Label => printable(&row.name),
+        By::Command => format!("$ {}", row.name),
+    };
+    if ascii { ascii_text(&name) } else { name }
+}
+
+/// `name` cut to `room` characters, an ellipsis (`...` in ASCII) in place of what is cut.
+fn cut(name: &str, room: usize, ascii: bool) -> String {
+    if name.chars().count() <= room {
+        return name.to_string();
+    }
+    let ellipsis = if ascii { "..." } else { "…" };
+    let kept: String = name
+        .chars()
+        .take(room.saturating_sub(ellipsis.chars().count()))
+        .collect();
+    kept + ellipsis
+}
+
+/// A share in percent: one decimal below 10%, whole from there; `0%` for none.
+fn percent(pct: f64) -> String {
+    let tenths = (pct * 10.0).round() / 10.0;
+    if pct == 0.0 {
+        "0%".into()
+    } else if tenths >= 10.0 {
+        format!("{pct:.0}%")
+    } else {
+        format!("{tenths:.1}%")
+    }
+}
+
+/// A duration as the table shows it: milliseconds below a second, tenths of a second below a
+/// minute, whole seconds from there (`412ms`, `12.3s`, `2m05s`).
+fn duration(ms: u64) -> String {
+    let rounded = match ms {
+        0..1_000 => ms,
+        1_000..60_000 => (ms + 50) / 100 * 100,
+        _ => ms.saturating_add(500) / 1000 * 1000,
+    };
+    hms(Duration::from_millis(rounded))
+}
+
+/// The bar of a flaky share: ten cells, as many full as the share fills (rounded, and one for
+/// any flaky run at all); `#` and `.` in ASCII.
+fn bar(flaky: u64, runs: u64, ascii: bool) -> String {
+    let full = (share(flaky, runs) * BAR_CELLS as f64).round() as u64;
+    let full = full.clamp(u64::from(flaky > 0), BAR_CELLS);
+    let (on, off) = if ascii { ('#', '.') } else { ('█', '░') };
+    let on = std::iter::repeat_n(on, full as usize);
+    on.chain(std::iter::repeat_n(off, (BAR_CELLS - full) as usize))
+        .collect()
+}
+
+/// A share in percent with one decimal, for JSON.
+fn tenths(pct: f64) -> f64 {
+    (pct * 10.0).round() / 10.0
+}
+
+/// The JSON lines: a `stats_row` per row, flakiest first, then `stats_end`.
+fn json_lines(file: &Path, summary: &Summary, damaged: &[Damaged], ascii: bool) -> Vec<String> {
+    let rows = summary.rows.iter().map(row_json);
+    let lines = rows.chain([end_json(file, summary, damaged)]);
+    lines
+        .map(|obj| {
+            let line = obj.finish();
+            if ascii { ascii_json(&line) } else { line }
+        })
+        .collect()
+}
+
+fn row_json(row: &Row) -> Obj {
+    let obj = Obj::new()
+        .str("event", "stats_row")
+        .str("name", &row.name)
+        .str("by", row.by.word())
+        .num("runs", row.runs)
+        .float("first_try_pct", tenths(row.pct(row.first_try)))
+        .float("flaky_pct", tenths(row.pct(row.flaky)))
+        .float("gave_up_pct", tenths(row.pct(row.gave_up)))
+        .num("interrupted", row.interrupted)
+        .float("mean_tries", (row.mean_tries() * 100.0).round() / 100.0)
+        .num("median_ms", row.median_ms)
+        .num("p95_ms", row.p95_ms);
+    match &row.last_failure {
+        Some(ts) => obj.str("last_failure", ts),
+        None => obj.raw("last_failure", "null"),
+    }
+}
+
+/// The `stats_end` object: the file, the counts, and the first damaged lines' numbers.
+fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
+    let numbers: Vec<String> = damaged
+        .iter()
+        .take(DAMAGED_LISTED)
+        .map(|d| d.line.to_string())
+        .collect();
+    Obj::new()
+        .str("event", "stats_end")
+        .word("file", file.as_os_str())
+        .num("runs", summary.runs)
+        .num("rows", summary.rows.len() as u64)
+        .num("repeat_runs", summary.repeat_runs)
+        .num("damaged", damaged.len() as u64)
+        .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Outcome;
+
+    const NOW: &str = "2026-03-01T12:00:00Z";
+
+    fn now() -> SystemTime {
+        parse_time(NOW).unwrap()
+    }
+
+    /// A run of `label` (its command when `None`) that ended `ago` before [`NOW`].
+    fn run(label: Option<&str>, ending: Ending, tries: u64, ms: u64, ago: Duration) -> Entry {
+        let ts = humantime::format_rfc3339_millis(now() - ago).to_string();
+        let flaky = ending == Ending::Success && tries > 1;
+        let mut outcomes = vec![Outcome::Exit(1); tries as usize];
+        if ending == Ending::Success {
+            outcomes[tries as usize - 1] = Outcome::Exit(0);
+        }
+        Entry {
+            id: format!("r{ms}"),
+            ts,
+            label: label.map(str::to_string),
+            command: vec!["sh".into(), "-c".into(), "exit 3".into()],
+            tries,
+            ending,
+            reason: (ending == Ending::GaveUp).then(|| "tries".into()),
+            exit_code: u64::from(ending != Ending::Success),
+            flaky,
+            duration_ms: ms,
+            try_outcomes: outcomes,
+            failed: (ending == Ending::Repeat).then_some(0),
+        }
+    }
+
+    fn hour(n: u64) -> Duration {
+        Duration::from_secs(3600 * n)
+    }
+
+    fn ok(label: &str, tries: u64) -> Entry {
+        run(Some(label), Ending::Success, tries, 1000, hour(1))
+    }
+
+    fn gave_up(label: &str) -> Entry {
+        run(Some(label), Ending::GaveUp, 3, 1000, hour(1))
+    }
+
+    fn names(summary: &Summary) -> Vec<&str> {
+        summary.rows.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    fn options() -> Options {
+        Options {
+            since: None,
+            json: false,
+            ascii: false,
+            width: 120,
+        }
+    }
+
+    fn output(reading: &Reading, options: &Options) -> Vec<String> {
+        let mut out = Vec::new();
+        print(Path::new("h.jsonl"), reading, options, now(), &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn reading(entries: Vec<Entry>) -> Reading {
+        Reading {
+            entries,
+            damaged: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rows_are_flakiest_first_then_by_gave_up_share_then_by_runs() {
+        let entries = vec![
+            // a: 1 flaky of 4; b: 1 of 2; c: none flaky, 1 of 2 gave up; d, e: all fine.
+            ok("a", 2),
+            ok("a", 1),
+            ok("a", 1),
+            ok("a", 1),
+            ok("b", 3),
+            ok("b", 1),
+            ok("c", 1),
+            gave_up("c"),
+            ok("d", 1),
+            ok("d", 1),
+            ok("e", 1),
+            ok("d2", 1),
+            ok("d2", 1),
+        ];
+        let summary = summarise(&entries, None, now());
+        assert_eq!(names(&summary), ["b", "a", "c", "d", "d2", "e"]);
+        assert_eq!(summary.runs, 13);
+    }
+
+    #[test]
+    fn each_run_counts_in_one_share_and_an_interrupted_one_in_none() {
+        let entries = vec![
+            ok("x", 1),
+            ok("x", 1),
+            ok("x", 2),
+            gave_up("x"),
+            run(Some("x"), Ending::Interrupted, 1, 10, hour(1)),
+            ok("x", 1),
+        ];
+        let summary = summarise(&entries, None, now());
+        let row = &summary.rows[0];
+        assert_eq!(
+            (
+                row.runs,
+                row.first_try,
+                row.flaky,
+                row.gave_up,
+                row.interrupted
+            ),
+            (6, 3, 1, 1, 1)
+        );
+        assert_eq!(row.tries, 9);
+        let json = row_json(row).finish();
+        assert_eq!(
+            json,
+            r#"{"event":"stats_row","name":"x","by":"label","runs":6,"first_try_pct":50,"flaky_pct":16.7,"gave_up_pct":16.7,"interrupted":1,"mean_tries":1.5,"median_ms":1000,"p95_ms":1000,"last_failure":"2026-03-01T11:00:00.000Z"}"#
+        );
+        let cells = cells(row, false);
+        assert_eq!(&cells[1..3], ["50%", "17%"]);
+        assert_eq!(percent(100.0 / 30.0), "3.3%");
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(percent(9.96), "10%");
+    }
+
+    #[test]
+    fn median_and_95th_percentile_are_by_nearest_rank() {
+        let entries: Vec<Entry> = (1..=20)
+            .map(|k| run(Some("x"), Ending::Success, 1, k * 100, hour(1)))
+            .collect();
+        let row = &summarise(&entries, None, now()).rows[0];
+        assert_eq!((row.median_ms, row.p95_ms), (1000, 1900));
+        assert_eq!(nearest_rank(&[7], 95), 7);
+        assert_eq!(nearest_rank(&[1, 2, 3, 4], 50), 2);
+        assert_eq!(nearest_rank(&[], 50), 0);
+        assert_eq!(duration(412), "412ms");
+        assert_eq!(duration(12_345), "12.3s");
+        assert_eq!(duration(125_400), "2m05s");
+    }
+
+    #[test]
+    fn since_keeps_the_runs_that_ended_in_the_window_only() {
+        let at = |ago| run(Some("x"), Ending::Success, 1, 10, ago);
+        let entries = vec![
+            at(hour(1)),
+            at(hour(48)),
+            at(hour(7 * 24)),
+            at(hour(8 * 24)),
+        ];
+        let summary = summarise(&entries, Some(hour(7 * 24)), now());
+        assert_eq!(summary.runs, 3);
+        assert_eq!(summary.cutoff, Some(now() - hour(7 * 24)));
+        assert_eq!(summarise(&entries, None, now()).runs, 4);
+        let lines = output(
+            &reading(entries),
+            &Options {
+                since: Some(hour(7 * 24)),
+                ..options()
+            },
+        );
+        assert_eq!(
+            lines[0],
+            "retry: stats of h.jsonl: 3 runs since 2026-02-22 12:00 (the last 7d), \
+             from 2026-02-22 12:00 to 2026-03-01 11:00 UTC"
+        );
+    }
+
+    #[test]
+    fn runs_without_a_label_are_grouped_by_their_command_line() {
+        let mut other = run(None, Ending::Success, 1, 10, hour(1));
+        other.command = vec!["make".into(), "test".into()];
+        let entries = vec![
+            run(None, Ending::Success, 2, 10, hour(1)),
+            run(None, Ending::Success, 1, 10, hour(2)),
+            other,
+            run(Some("sh -c 'exit 3'"), Ending::Success, 1, 10, hour(1)),
+        ];
+        let summary = summarise(&entries, None, now());
+        let rows: Vec<(&str, By, u64)> = summary
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.by, r.runs))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("sh -c 'exit 3'", By::Command, 2),
+                ("make test", By::Command, 1),
+                ("sh -c 'exit 3'", By::Label, 1),
+            ]
+        );
+        let lines = output(&reading(entries), &options());
+        assert_eq!(
+            lines[1],
+            "  $ marks a command line: the runs that had no --label"
+        );
+        assert!(lines[4].starts_with("$ sh -c 'exit 3'  "), "{lines:#?}");
+        assert!(lines[6].starts_with("sh -c 'exit 3'    "), "{lines:#?}");
+    }
+
+    #[test]
+    fn the_table_reads_as_a_table() {
+        let entries = vec![
+            run(Some("integration"), Ending::Success, 2, 12_345, hour(3)),
+            run(Some("integration"), Ending::Success, 1, 2_000, hour(2)),
+            run(Some("unit"), Ending::Success, 1, 412, hour(1)),
+        ];
+        assert_eq!(
+            output(&reading(entries), &options()),
+            [
+                "retry: stats of h.jsonl: 3 runs, from 2026-03-01 09:00 to 2026-03-01 11:00 UTC",
+                "",
+                "label or command  runs  1st try  flaky              gave up  tries  median    p95       last failed",
+                "integration          2      50%    50%  █████░░░░░       0%   1.50      2s  12.3s  2026-03-01 09:00",
+                "unit                 1     100%     0%  ░░░░░░░░░░       0%   1.00   412ms  412ms             never",
+            ]
+        );
+    }
+
+    #[test]
+    fn damaged_lines_are_counted_and_named() {
+        let mut r = reading(vec![ok("x", 1)]);
+        r.damaged = [12, 40, 41]
+            .into_iter()
+            .map(|line| Damaged {
+                line,
+                why: "not JSON".into(),
+            })
+            .collect();
+        let lines = output(&r, &options());
+        assert_eq!(
+            lines.last().unwrap(),
+            "3 damaged lines skipped: 12, 40, 41 (line 12: not JSON)"
+        );
+        let json = output(
+            &r,
+            &Options {
+                json: true,
+                ..options()
+            },
+        );
+        assert_eq!(
+            json.last().unwrap(),
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41]}"#
+        );
+        r.damaged = (1..=12)
+            .map(|line| Damaged {
+                line,
+                why: "x\u{1b}[2J".into(),
+            })
+            .collect();
+        let lines = output(&r, &options());
+        assert_eq!(
+            lines.last().unwrap(),
+            "12 damaged lines skipped: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, … (line 1: x\\e[2J)"
+        );
+    }
+
+    #[test]
+    fn repeat_runs_are_left_out_of_the_rows_and_counted() {
+        let entries = vec![
+            ok("x", 1),
+            run(Some("x"), Ending::Repeat, 200, 10, hour(1)),
+            run(Some("y"), Ending::Repeat, 5, 10, hour(1)),
+        ];
+        let summary = summarise(&entries, None, now());
+        assert_eq!((summary.runs, summary.repeat_runs), (1, 2));
+        assert_eq!(names(&summary), ["x"]);
+        let lines = output(&reading(entries.clone()), &options());
+        assert_eq!(
+            lines[1],
+            "  2 runs of --repeat left out: they reproduce a flake, they retry nothing"
+        );
+        let only_repeats = output(&reading(entries[1..].to_vec()), &options());
+        assert_eq!(
+            only_repeats,
+            [
+                "retry: stats of h.jsonl: no runs; 2 runs of --repeat left out: they reproduce \
+              a flake, they retry nothing"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_runs_at_all_is_one_line() {
+        assert_eq!(
+            output(&reading(Vec::new()), &options()),
+            ["retry: stats of h.jsonl: no runs"]
+        );
+        let json = Options {
+            json: true,
+            ..options()
+        };
+        assert_eq!(
+            output(&reading(Vec::new()), &json),
+            [
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[]}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn the_bar_fills_with_the_flaky_share_in_either_charset() {
+        assert_eq!(bar(1, 4, false), "███░░░░░░░");
+        assert_eq!(bar(1, 4, true), "###.......");
+        assert_eq!(bar(1, 1000, false), "█░░░░░░░░░");
+        assert_eq!(bar(0, 5, true), "..........");
+        assert_eq!(bar(5, 5, true), "##########");
+    }
+
+    #[test]
+    fn a_long_name_is_cut_to_the_width() {
+        let long = "deploy ".repeat(30);
+        let entries = vec![ok(&long, 2)];
+        for ascii in [false, true] {
+            let lines = output(&reading(entries.clone()), &Options { ascii, ..options() });
+            let table = &lines[2..];
+            assert!(table.iter().all(|l| l.chars().count() <= 120), "{table:#?}");
+            let ellipsis = if ascii { "... " } else { "… " };
+            assert!(table[1].contains(ellipsis), "{table:#?}");
+            assert!(lines.iter().all(|l| !ascii || l.is_ascii()), "{lines:#?}");
+        }
+        // However narrow the terminal, a name keeps a few characters.
+        let narrow = Options {
+            width: 10,
+            ..options()
+        };
+        let lines = output(&reading(entries), &narrow);
+        assert!(lines[3].starts_with("deploy deploy d… "), "{lines:#?}");
+    }
+}
