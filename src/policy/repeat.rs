@@ -274,7 +274,7 @@ mod tests {
         };
         let refused = |_| Err(exceeded);
         let d = repeat.after_try(1001, Outcome::Exit(0), &success(), false, refused);
-        assert_eq!(d, Decision::Stop(RepeatEnd::Budget(Some(exceeded)))));
+        assert_eq!(d, Decision::Stop(RepeatEnd::Budget(Some(exceeded))));
         let d = repeat.after_try(1002, Outcome::Timeout, &failure(), true, fits);
         assert_eq!(d, Decision::Stop(RepeatEnd::Budget(None)));
         assert_eq!((repeat.count().tries, repeat.count().failed), (1001, 0));

@@ -88,14 +88,38 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     }
 }
 
-/// `retry --stats FILE` (spec 18.4): summarises a history file on standard output.
+/// `retry --stats FILE` (spec 18.4): summarises a history file on standard output; a file
+/// that cannot be read is one line and 125, a damaged line is counted and named.
 fn stats(
-    _config: &Config,
+    config: &Config,
     file: &std::path::Path,
-    _since: Option<std::time::Duration>,
+    since: Option<std::time::Duration>,
 ) -> ExitStatus {
-    eprintln!("retry: --stats '{}': not available yet", file.display());
-    ExitStatus::Usage
+    use crate::report::stats::{Options, print};
+    let shown = crate::text::quote(file.as_os_str(), config.charset);
+    let reading = match crate::store::history::read_for_stats(file) {
+        Ok(reading) => reading,
+        Err(why) => {
+            eprintln!("retry: --stats {shown}: {}", crate::report::printable(&why));
+            return ExitStatus::Usage;
+        }
+    };
+    let json = config.log.format == crate::config::LogFormat::Json;
+    let options = Options {
+        since,
+        json,
+        ascii: config.charset.is_ascii(),
+        width: terminal_width(|name| std::env::var_os(name)),
+    };
+    let mut out = crate::report::charset::Output::with(io::stdout().lock(), options.ascii, json);
+    match print(file, &reading, &options, SystemTime::now(), &mut out).and_then(|()| out.flush()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("retry: cannot write the statistics: {e}");
+            ExitStatus::Usage
+        }
+    }
 }
 
 /// `--simulate` (spec 16): runs the simulation and prints it; runs nothing else, and touches no
