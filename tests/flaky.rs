@@ -222,7 +222,7 @@ fn a_repeat_that_keeps_going_reports_the_failure_rate_in_its_line_and_json() {
         (end["tries"].as_u64(), end["failed"].as_u64()),
         (Some(20), Some(2))
     );
-    assert_eq!(end["failed_pct"], 10.0);
+    assert_eq!(end["failed_pct"].as_f64(), Some(10.0));
     assert_eq!(end["first_failure"], 4);
     assert_eq!(end["exit_code"], 2);
     assert_eq!(end["outcomes"][0]["outcome"]["exit"], 2);
@@ -550,4 +550,110 @@ fn the_history_cannot_be_the_log_or_the_dead_letter_file() {
         assert_eq!(out.status.code(), Some(125), "{other}: {log}");
         assert!(log.contains("name the same file"), "{log}");
     }
+}
+
+// 18.4 --stats
+
+/// A history line of a run labelled `label` that ended at `ts` after `tries` tries.
+fn history_line(label: &str, ts: &str, tries: u64, outcome: &str) -> String {
+    let flaky = outcome == "success" && tries > 1;
+    let outcomes: Vec<Value> = (1..=tries)
+        .map(|k| match k == tries && outcome == "success" {
+            true => serde_json::json!({"exit": 0}),
+            false => serde_json::json!({"exit": 1}),
+        })
+        .collect();
+    serde_json::json!({
+        "event": "run", "id": format!("{label}-{ts}-{tries}"), "ts": ts, "label": label,
+        "command": ["make", label], "tries": tries, "outcome": outcome,
+        "reason": if outcome == "gave_up" { Value::from("tries") } else { Value::Null },
+        "exit_code": if outcome == "gave_up" { 1 } else { 0 }, "flaky": flaky,
+        "duration_ms": 100 * tries, "try_outcomes": outcomes,
+    })
+    .to_string()
+}
+
+#[test]
+fn stats_orders_the_labels_flakiest_first_and_counts_damaged_lines() {
+    let dir = common::temp_dir("stats");
+    let file = dir.join("history.jsonl");
+    let recent = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let old = "2020-01-01T00:00:00.000Z";
+    let mut lines = Vec::new();
+    // lint: never flaky; build: 1 flaky of 4; deploy: 2 flaky of 3, 1 of them long ago.
+    for _ in 0..5 {
+        lines.push(history_line("lint", &recent, 1, "success"));
+    }
+    for tries in [1, 1, 3] {
+        lines.push(history_line("build", &recent, tries, "success"));
+    }
+    lines.push(history_line("build", &recent, 3, "gave_up"));
+    lines.push(history_line("deploy", &recent, 2, "success"));
+    lines.push(history_line("deploy", old, 2, "success"));
+    lines.push(history_line("deploy", &recent, 1, "success"));
+    lines.insert(3, "{\"event\":\"run\",\"id\":".to_string());
+    lines.insert(6, "not json at all".to_string());
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let out = retry().arg("--stats").arg(&file).output().unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let order: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| ["lint", "build", "deploy"].contains(w))
+        .collect();
+    assert_eq!(order, ["deploy", "build", "lint"], "{text}");
+    assert!(text.contains("2 damaged lines"), "{text}");
+    assert!(text.contains("4, 7"), "the damaged lines are named: {text}");
+
+    let out = retry()
+        .args(["--log-format", "json", "--since", "7d", "--stats"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let rows = json_lines(&stdout_of(&out));
+    let deploy = rows.iter().find(|r| r["name"] == "deploy").unwrap();
+    assert_eq!(deploy["runs"], 2, "--since 7d leaves the old run out");
+    assert_eq!(deploy["flaky_pct"].as_f64(), Some(50.0));
+    let build = rows.iter().find(|r| r["name"] == "build").unwrap();
+    assert_eq!(build["runs"], 4);
+    assert_eq!(build["gave_up_pct"].as_f64(), Some(25.0));
+    assert_eq!(rows[0]["name"], "deploy", "flakiest first");
+    let end = rows.last().unwrap();
+    assert_eq!(
+        (&end["event"], &end["damaged"]),
+        (&"stats_end".into(), &2.into())
+    );
+}
+
+#[test]
+fn stats_reads_what_the_history_option_wrote() {
+    let dir = common::temp_dir("stats-roundtrip");
+    let file = dir.join("history.jsonl");
+    let h = file.to_str().unwrap();
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(dir.join("count"));
+        let out = run_counted(
+            &dir,
+            &["-d", "1ms", "--label", "flaky", "--history", h],
+            &failing_on(&[1], 3),
+        );
+        assert_eq!(out.status.code(), Some(0));
+    }
+    let out = retry()
+        .args(["--label", "solid", "--history", h, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = retry()
+        .args(["--log-format", "json", "--stats", h])
+        .output()
+        .unwrap();
+    let rows = json_lines(&stdout_of(&out));
+    assert_eq!(rows[0]["name"], "flaky");
+    assert_eq!(rows[0]["flaky_pct"].as_f64(), Some(100.0));
+    assert_eq!(rows[1]["name"], "solid");
+    assert_eq!(rows[1]["first_try_pct"].as_f64(), Some(100.0));
 }
