@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --clients --model --outage --capacity --latency
+    set -l takes_value -n --tries -B --budget --deadline --quota -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -81,6 +81,12 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-file -r -F -d 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l label -x -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\\t always\\t never\\t' -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l flaky -x -a 'pass\\t warn\\t fail\\t' -d 'What a run that succeeded only after a failed try exits with: pass, warn or fail'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l repeat -x -d 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l keep-going -d 'With --repeat, run all N tries whatever fails, and report the failure rate'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l history -r -F -d 'Append one JSON line for every run, whatever its end, for --stats to read'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l stats -r -F -d 'Summarise a --history FILE: one row per label (else per command line), flakiest first'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l since -x -d 'With --stats, count only the runs that ended this long ago or less (7d, 24h)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l simulate -d 'Simulate many clients following this policy at once, and run nothing'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l clients -x -d 'Number of simulated clients, from 1 to 1000000 [default: 100]'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l model -x -a 'outage\\t occ\\t' -d 'What the simulated clients retry against: outage or occ [default: outage]'

@@ -45,6 +45,8 @@ install -d "$doc"
   echo " /usr/share/common-licenses/Apache-2.0."
 } > "$doc/copyright"
 chmod 0644 "$doc/copyright"
+# The reference of the JSON log, and of the files retry keeps, which the manual points to.
+install -m 0644 docs/json-log.md "$doc/json-log.md"
 
 # The binary is linked statically on Linux with glibc (.cargo/config.toml): it depends on no
 # shared library. Otherwise, say which libc it needs.

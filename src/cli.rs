@@ -441,7 +441,15 @@ Each runs in its working directory with its recorded options, where the options 
             .conflicts_with("verbose"),
         flag("verbose", OUTPUT, "Add the command line, the policy, the seed and timestamps to the log")
             .short('v'),
-        option("log-format", "FORMAT", OUTPUT, "Format of the log: human, or json (one JSON object per line)")
+        option(
+            "log-format",
+            "FORMAT",
+            OUTPUT,
+            "Format of the log: human, or json (one JSON object per line)
+
+Every event of the JSON log and every field of each are listed in json-log.md, in the docs \
+            directory of retry's source and in /usr/share/doc/retry of its Debian package.",
+        )
             .value_parser(EnumValueParser::<LogFormat>::new())
             .allow_hyphen_values(true)
             .default_value("human"),

@@ -487,6 +487,15 @@ fn files() -> Vec<Block> {
              --replay appends a `resolved` line for each run that then succeeds, and an \
              `attempt` line for each that does not. Created for its owner only (0600).",
         ),
+        item(
+            "--history *FILE*",
+            "Every run, one JSON object per line, appended to and never rewritten, for --stats \
+             to read. Created for its owner only (0600), and shared safely by many runs at once.",
+        ),
+        item(
+            "/usr/share/doc/retry/json-log.md",
+            "Every event of the JSON log (--log-format json) and every field of each.",
+        ),
     ]
 }
 
@@ -550,6 +559,25 @@ fn examples() -> Vec<Block> {
             "Run again, one try each, the recorded runs that have not succeeded since; exit 0 \
              when none is left pending.",
             "retry --replay failed.jsonl -n 1",
+        ),
+        Example(
+            "A CI step that fails when the tests only passed on a retry, and hands the outcome \
+             to later steps: under GitHub Actions they read `steps.ID.outputs.tries`, \
+             `exit_code`, `flaky`, `outcome` and `reason`.",
+            "retry -n 3 --flaky fail --label tests -- cargo test",
+        ),
+        Example(
+            "Reproduce a flake: run a test 200 times in a row, each try bounded to a minute, \
+             and see how many fail.",
+            "retry --repeat 200 --keep-going -t 1m -- cargo test flaky_test",
+        ),
+        Example(
+            "Keep every run of a CI step in a history file.",
+            "retry --history ci-runs.jsonl --label deploy -- ./deploy.sh",
+        ),
+        Example(
+            "Each week, see which steps flake most: one row per label, flakiest first.",
+            "retry --stats ci-runs.jsonl --since 7d",
         ),
         Example(
             "Print the waits that a policy gives, and run nothing.",
