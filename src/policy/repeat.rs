@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::backoff::{Backoff, Jitter, WaitPolicy};
 use super::budget::BudgetExceeded;
 use super::classify::{Outcome, Verdict};
+pub use super::schedule::RepeatEnd;
 use super::schedule::{Decision, Policy};
-use super::signal::Signal;
 
 /// What `--flaky` makes of a run that succeeded after at least one failed try.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,30 +57,6 @@ impl RepeatPolicy {
                 jitter: Jitter::None,
             },
             ..policy.clone()
-        }
-    }
-}
-
-/// Why a repeat ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RepeatEnd {
-    /// Every try asked for ran.
-    Done,
-    /// A try failed, and `--keep-going` was not given.
-    Failed,
-    /// The next try does not fit in the budget, or the end of the budget cut one short.
-    Budget(Option<BudgetExceeded>),
-    /// A stopping signal reached `retry`.
-    Interrupted(Signal),
-}
-
-impl RepeatEnd {
-    pub fn word(&self) -> &'static str {
-        match self {
-            RepeatEnd::Done => "done",
-            RepeatEnd::Failed => "failed",
-            RepeatEnd::Budget(_) => "budget",
-            RepeatEnd::Interrupted(_) => "interrupted",
         }
     }
 }

@@ -10,7 +10,7 @@ use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
 use super::pushback;
 use super::quota::QuotaRefusal;
-use super::repeat::RepeatEnd;
+use super::signal::Signal;
 
 /// The whole retry policy: everything a decision depends on, except time and randomness.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +65,30 @@ impl GiveUp {
             GiveUp::Interrupted => "interrupted",
             GiveUp::Input => "input",
             GiveUp::Quota(_) => "quota",
+        }
+    }
+}
+
+/// Why a repeat ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RepeatEnd {
+    /// Every try asked for ran.
+    Done,
+    /// A try failed, and `--keep-going` was not given.
+    Failed,
+    /// The next try does not fit in the budget, or the end of the budget cut one short.
+    Budget(Option<BudgetExceeded>),
+    /// A stopping signal reached `retry`.
+    Interrupted(Signal),
+}
+
+impl RepeatEnd {
+    pub fn word(&self) -> &'static str {
+        match self {
+            RepeatEnd::Done => "done",
+            RepeatEnd::Failed => "failed",
+            RepeatEnd::Budget(_) => "budget",
+            RepeatEnd::Interrupted(_) => "interrupted",
         }
     }
 }
