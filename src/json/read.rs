@@ -294,25 +294,26 @@ impl<'a> Parser<'a> {
         self.expect(b'"')?;
         let mut out = String::new();
         loop {
-            let Some(c) = self.text[self.pos..].chars().next() else {
-                return Err(self.error("the string is not closed"));
-            };
-            match c {
-                '"' => {
+            // The characters up to the next quote, backslash or control character, copied at
+            // once: those three are ASCII, so they never fall inside another character.
+            let rest = &self.text.as_bytes()[self.pos..];
+            let plain = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(rest.len());
+            out.push_str(&self.text[self.pos..self.pos + plain]);
+            self.pos += plain;
+            match self.peek() {
+                None => return Err(self.error("the string is not closed")),
+                Some(b'"') => {
                     self.pos += 1;
                     return Ok(out);
                 }
-                '\\' => {
+                Some(b'\\') => {
                     self.pos += 1;
                     out.push(self.escape()?);
                 }
-                c if u32::from(c) < 0x20 => {
-                    return Err(self.error("a control character in a string"));
-                }
-                c => {
-                    out.push(c);
-                    self.pos += c.len_utf8();
-                }
+                Some(_) => return Err(self.error("a control character in a string")),
             }
         }
     }
