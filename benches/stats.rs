@@ -56,6 +56,7 @@ struct Step {
     gave_up: f64,
 }
 
+/// The steps the runs are of: `LABELS` labelled, `UNLABELLED` named by their command.
 fn steps(rng: &mut Rng) -> Vec<Step> {
     let kinds = ["unit", "integration", "e2e", "lint", "deploy", "migrate"];
     let mut steps = Vec::new();
@@ -195,6 +196,7 @@ fn write_history(path: &Path, now: SystemTime) -> u64 {
     std::fs::metadata(path).unwrap().len()
 }
 
+/// The middle of `v` (the upper one of an even count).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -252,6 +254,7 @@ fn command(path: &Path) -> Result<f64, String> {
     Ok(median(walls))
 }
 
+/// Whether `seconds` meets the spec's second.
 fn verdict(seconds: f64) -> &'static str {
     if seconds < 1.0 { "yes" } else { "no" }
 }

@@ -39,7 +39,9 @@ const DAMAGED_LISTED: usize = 100;
 pub struct Options {
     /// Only the runs that ended this long before `now`, or since.
     pub since: Option<Duration>,
+    /// JSON lines (`--log-format json`) rather than the table.
     pub json: bool,
+    /// ASCII only, for a locale that is not UTF-8: `#` and `.` for the bars, `...` for `…`.
     pub ascii: bool,
     /// The columns the table is sized to (at least 40).
     pub width: usize,
@@ -48,7 +50,9 @@ pub struct Options {
 /// What a row gathers: the runs of one label, or of one command line run without a label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum By {
+    /// The runs given this `--label`.
     Label,
+    /// The runs of this command line that had no label.
     Command,
 }
 
@@ -203,6 +207,7 @@ struct Group<'a> {
 }
 
 impl<'a> Group<'a> {
+    /// Takes in a run that ended `at`.
     fn add(&mut self, entry: &'a Entry, at: SystemTime) {
         self.runs += 1;
         match entry.ending {
@@ -220,6 +225,7 @@ impl<'a> Group<'a> {
         }
     }
 
+    /// The row of these runs, named `name`.
     fn row(mut self, name: String, by: By) -> Row {
         self.durations.sort_unstable();
         Row {
@@ -546,6 +552,7 @@ fn json_lines(file: &Path, summary: &Summary, damaged: &[Damaged], ascii: bool) 
         .collect()
 }
 
+/// The `stats_row` object of a row.
 fn row_json(row: &Row) -> Obj {
     let obj = Obj::new()
         .str("event", "stats_row")

@@ -284,16 +284,19 @@ const CUT_SHORT: &str = "it was cut short (its write did not finish)";
 struct Fields<'a>(&'a Value);
 
 impl<'a> Fields<'a> {
+    /// The field `key`, which must be there.
     fn field(&self, key: &str) -> Result<&'a Value, String> {
         self.0.get(key).ok_or_else(|| format!("no \"{key}\" field"))
     }
 
+    /// A whole number from 0 to 2^64 - 1.
     fn number(&self, key: &str) -> Result<u64, String> {
         self.field(key)?
             .as_u64()
             .ok_or_else(|| format!("\"{key}\" is not a whole number"))
     }
 
+    /// A string.
     fn text(&self, key: &str) -> Result<String, String> {
         self.field(key)?
             .as_str()
@@ -310,6 +313,7 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// `true` or `false`.
     fn flag(&self, key: &str) -> Result<bool, String> {
         match self.field(key)? {
             Value::Bool(b) => Ok(*b),
@@ -317,6 +321,7 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An array, its items of any type.
     fn array(&self, key: &str) -> Result<&'a [Value], String> {
         match self.field(key)? {
             Value::Array(items) => Ok(items),
