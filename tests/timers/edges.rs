@@ -2,7 +2,7 @@
 //! reach `retry` itself, dispositions inherited from the caller, processes that leave the try's
 //! group, hooks, and starts that fail for want of resources.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! Hooks, CI annotations and nested runs (spec 8.3, 8.4), through the real binary.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

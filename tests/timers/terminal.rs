@@ -1,7 +1,7 @@
 //! Under a terminal (spec 6.1): the try's group gets the terminal, so it can read from it and
 //! Ctrl-C reaches it; a Ctrl-C stops the run.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};

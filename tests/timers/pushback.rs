@@ -2,7 +2,7 @@
 //! a real HTTP server's `Retry-After` read by `curl -si`, and from a tool that prints `retry in
 //! 300ms`. Times are checked with a lower bound and a generous upper bound.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
