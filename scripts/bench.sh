@@ -25,6 +25,7 @@ cargo bench --bench runner
 cargo bench --bench stdio
 cargo bench --bench herd
 cargo bench --bench simulate
+cargo bench --bench stats
 if [ "${1:-}" = "--stress" ]; then
   cargo bench --bench stress
 fi
