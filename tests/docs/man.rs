@@ -445,9 +445,10 @@ fn environment() -> Vec<Block> {
             "GITHUB_OUTPUT",
             "When it names a file, every run appends its step outputs to it: `tries`, `exit_code` \
              (the run's own exit status), `flaky` (`true` when it succeeded after a failed try), \
-             `outcome` (`success`, `gave_up` or `interrupted`) and `reason` (why it gave up; \
-             empty after a success), as `name=value` lines that a later step reads as \
-             `steps.ID.outputs.NAME`.",
+             `outcome` (`success`, `gave_up` or `interrupted`; `failed` for a --repeat in which \
+             a try failed) and `reason` (why it gave up; empty after a success), as \
+             `name=value` lines that a later step reads as `steps.ID.outputs.NAME`. Under \
+             --flaky fail, `exit_code` of a flaky run is the status it exits with.",
         ),
         literal(
             "GITLAB_CI",
