@@ -6,7 +6,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyMode, JitterKind, ModelKind, SimulateArgs};
+use crate::cli::{
+    BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind, ModelKind, SimulateArgs,
+};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{
@@ -101,6 +103,19 @@ pub struct Config {
     pub command: Vec<OsString>,
     /// The character set of what the run prints (spec 8.1).
     pub charset: Charset,
+}
+
+impl LogConfig {
+    /// The log options of `cli`, `--log-file` taken out of it.
+    fn of(cli: &mut Cli) -> LogConfig {
+        LogConfig {
+            quiet: cli.quiet,
+            verbose: cli.verbose,
+            format: cli.log_format,
+            file: cli.log_file.take(),
+            color: cli.color,
+        }
+    }
 }
 
 /// Parses the arguments (the program name first), for output in the character set of the
@@ -244,15 +259,16 @@ fn suggestions(e: &clap::Error) -> String {
 }
 
 impl Config {
-    pub fn from_cli(cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
+    pub fn from_cli(mut cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
         check_command(&cli)?;
+        let log = LogConfig::of(&mut cli);
         let repeat = repeat(&cli);
         let waits = wait_policy(&cli)?;
         let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
         let budget = cli.budget.filter(|b| !b.is_zero());
         let mut policy = Policy {
-            max_tries: (cli.tries > 0).then_some(cli.tries),
+            max_tries: max_tries(cli.tries, repeat),
             waits,
             classifier,
             timeout: cli.timeout.filter(|t| !t.is_zero()),
@@ -263,30 +279,19 @@ impl Config {
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
-        if let Some(repeat) = repeat {
-            // A try's number shows out of how many: RETRY_MAX_TRIES, `try 3/50`.
-            policy.max_tries = repeat.runs;
-        }
-        let mode = match &cli.flaky.stats {
-            Some(file) => Mode::Stats {
-                file: file.clone(),
-                since: cli.flaky.since,
-            },
-            None => Mode::chosen(cli.dry_run, cli.replay.as_ref(), simulate.as_ref()),
-        };
+        let mode = Mode::chosen(
+            &cli.flaky,
+            cli.dry_run,
+            cli.replay.as_ref(),
+            simulate.as_ref(),
+        );
         Ok(Config {
             policy,
             signal: cli.signal,
             kill_after: cli.kill_after,
             foreground: cli.foreground,
             seed: cli.seed,
-            log: LogConfig {
-                quiet: cli.quiet,
-                verbose: cli.verbose,
-                format: cli.log_format,
-                file: cli.log_file,
-                color: cli.color,
-            },
+            log,
             label: cli.label,
             delay_from_output: cli.delay_from_output,
             stagger,
@@ -294,11 +299,7 @@ impl Config {
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,
-            flaky: match cli.flaky.flaky {
-                FlakyMode::Pass => Flaky::Pass,
-                FlakyMode::Warn => Flaky::Warn,
-                FlakyMode::Fail => Flaky::Fail,
-            },
+            flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,
             buffer_stdout: cli.buffer_stdout,
@@ -333,9 +334,20 @@ impl Config {
 }
 
 impl Mode {
-    /// The mode the options name; `--simulate` conflicts with the others (cli.rs), and
-    /// `--dry-run` with `--replay` lists what the replay would run.
-    fn chosen(dry_run: bool, replay: Option<&PathBuf>, simulate: Option<&Simulation>) -> Mode {
+    /// The mode the options name; `--simulate` and `--stats` conflict with the others
+    /// (cli.rs), and `--dry-run` with `--replay` lists what the replay would run.
+    fn chosen(
+        flaky: &FlakyArgs,
+        dry_run: bool,
+        replay: Option<&PathBuf>,
+        simulate: Option<&Simulation>,
+    ) -> Mode {
+        if let Some(file) = &flaky.stats {
+            return Mode::Stats {
+                file: file.clone(),
+                since: flaky.since,
+            };
+        }
         match (replay, simulate) {
             (Some(file), _) => Mode::Replay {
                 file: file.clone(),
@@ -345,6 +357,24 @@ impl Mode {
             (None, None) if dry_run => Mode::DryRun,
             (None, None) => Mode::Run,
         }
+    }
+}
+
+/// The tries at most: `--tries`, 0 for no limit; a repeat's `N`, of which a try shows it is one
+/// (`RETRY_MAX_TRIES`, `try 3/50`).
+fn max_tries(tries: u64, repeat: Option<RepeatPolicy>) -> Option<u64> {
+    match repeat {
+        Some(repeat) => repeat.runs,
+        None => (tries > 0).then_some(tries),
+    }
+}
+
+/// `--flaky` as the policy names it.
+fn flaky(mode: FlakyMode) -> Flaky {
+    match mode {
+        FlakyMode::Pass => Flaky::Pass,
+        FlakyMode::Warn => Flaky::Warn,
+        FlakyMode::Fail => Flaky::Fail,
     }
 }
 

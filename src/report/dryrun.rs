@@ -303,6 +303,17 @@ pub fn print_with(
     render(config, seed, &plan(config, seed), json, quota, out)
 }
 
+/// The `plan_end` event of a repeat's dry run.
+fn repeat_end(repeat: RepeatPolicy, policy: &Policy, worst: &WorstCase) -> Obj {
+    Obj::new()
+        .str("event", "plan_end")
+        .str("reason", "repeat")
+        .opt_num("tries", repeat.runs)
+        .opt_num("worst_case_ms", worst.total().map(millis))
+        .str("worst_case_by", worst_case_by(worst))
+        .opt_num("worst_case_waits_ms", worst.waits(policy).map(millis))
+}
+
 /// The dry run of `--repeat` (spec 18.3): the tries in a row, and how long they can take, as
 /// long as a run of the same tries, timeout and limits with a constant wait of the delay.
 fn print_repeat(
@@ -318,14 +329,7 @@ fn print_repeat(
     if json {
         let start = layout::json_start("plan_start", config, seed).bool("random", false);
         writeln!(out, "{}", start.finish())?;
-        let end = Obj::new()
-            .str("event", "plan_end")
-            .str("reason", "repeat")
-            .opt_num("tries", repeat.runs)
-            .opt_num("worst_case_ms", worst.total().map(millis))
-            .str("worst_case_by", worst_case_by(&worst))
-            .opt_num("worst_case_waits_ms", worst.waits(&policy).map(millis));
-        return writeln!(out, "{}", end.finish());
+        return writeln!(out, "{}", repeat_end(repeat, &policy, &worst).finish());
     }
     let mut header = Header::new("retry: dry run, nothing is run")
         .command(&config.command, config.charset, "")

@@ -383,6 +383,34 @@ pub fn failure_text(f: &Failure) -> String {
     }
 }
 
+/// A warning about a file written besides the log, in words.
+fn file_warning_text(w: &Warning) -> String {
+    match w {
+        Warning::DeadLetterNotWritten { path, why } => format!(
+            "cannot record this run in --dead-letter '{}': {why}",
+            path.display()
+        ),
+        Warning::HistoryNotWritten { path, why } => format!(
+            "cannot record this run in --history '{}': {why}",
+            path.display()
+        ),
+        Warning::LineCutShort { path, line } => format!(
+            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
+             and is skipped",
+            path.display()
+        ),
+        Warning::OutputsNotWritten { path, why } => format!(
+            "cannot append the step outputs to '{}': {why}",
+            path.display()
+        ),
+        Warning::SummaryNotWritten { path, why } => format!(
+            "cannot append the tries to the job summary '{}': {why}",
+            path.display()
+        ),
+        _ => String::new(),
+    }
+}
+
 /// A warning in words.
 pub fn warning_text(w: &Warning) -> String {
     match w {
@@ -415,27 +443,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::QuotaUnreachable { .. }
         | Warning::QuotaUnusable { .. }
         | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
-        Warning::DeadLetterNotWritten { path, why } => format!(
-            "cannot record this run in --dead-letter '{}': {why}",
-            path.display()
-        ),
-        Warning::HistoryNotWritten { path, why } => format!(
-            "cannot record this run in --history '{}': {why}",
-            path.display()
-        ),
-        Warning::LineCutShort { path, line } => format!(
-            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
-             and is skipped",
-            path.display()
-        ),
-        Warning::OutputsNotWritten { path, why } => format!(
-            "cannot append the step outputs to '{}': {why}",
-            path.display()
-        ),
-        Warning::SummaryNotWritten { path, why } => format!(
-            "cannot append the tries to the job summary '{}': {why}",
-            path.display()
-        ),
+        w => file_warning_text(w),
     }
 }
 

@@ -19,7 +19,7 @@ pub mod tally;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
-use crate::policy::{Backoff, Flaky, Jitter, LimitSource, RepeatPolicy};
+use crate::policy::{Backoff, Flaky, Jitter, LimitSource, RepeatPolicy, WaitPolicy};
 
 pub use crate::text::{printable, unprintable};
 
@@ -37,20 +37,7 @@ pub fn describe_policy(config: &Config) -> String {
         None => "no try limit".to_string(),
     };
     let waits = &p.waits;
-    let backoff = match &waits.backoff {
-        _ if waits.jitter == Jitter::Decorrelated => {
-            format!("waits from {} to 3 × the previous", time(waits.delay))
-        }
-        Backoff::Exponential { factor } => {
-            format!("exponential backoff from {} ×{factor}", time(waits.delay))
-        }
-        Backoff::Linear => format!("linear backoff from {}", time(waits.delay)),
-        Backoff::Constant => format!("constant wait {}", time(waits.delay)),
-        Backoff::List(list) => format!(
-            "waits {}",
-            list.iter().map(|d| time(*d)).collect::<Vec<_>>().join(",")
-        ),
-    };
+    let backoff = backoff_words(waits);
     let mut out = format!(
         "{tries}, {backoff}, cap {}, jitter {}",
         time(waits.max_delay),
@@ -76,12 +63,35 @@ pub fn describe_policy(config: &Config) -> String {
     if let Some(pattern) = &p.classifier.until_output {
         out += &format!(", until the output says it is ready (--until-output {pattern})");
     }
-    match config.flaky {
-        Flaky::Pass => {}
-        Flaky::Warn => out += ", a success after failed tries warns (--flaky warn)",
-        Flaky::Fail => out += ", a success after failed tries fails (--flaky fail)",
+    out + flaky_words(config.flaky)
+}
+
+/// How the waits grow, in words: `exponential backoff from 1s ×2`.
+fn backoff_words(waits: &WaitPolicy) -> String {
+    let time = hms;
+    match &waits.backoff {
+        _ if waits.jitter == Jitter::Decorrelated => {
+            format!("waits from {} to 3 × the previous", time(waits.delay))
+        }
+        Backoff::Exponential { factor } => {
+            format!("exponential backoff from {} ×{factor}", time(waits.delay))
+        }
+        Backoff::Linear => format!("linear backoff from {}", time(waits.delay)),
+        Backoff::Constant => format!("constant wait {}", time(waits.delay)),
+        Backoff::List(list) => format!(
+            "waits {}",
+            list.iter().map(|d| time(*d)).collect::<Vec<_>>().join(",")
+        ),
     }
-    out
+}
+
+/// `--flaky` in words, when it is not `pass`.
+fn flaky_words(flaky: Flaky) -> &'static str {
+    match flaky {
+        Flaky::Pass => "",
+        Flaky::Warn => ", a success after failed tries warns (--flaky warn)",
+        Flaky::Fail => ", a success after failed tries fails (--flaky fail)",
+    }
 }
 
 /// `--repeat` in words: `50 tries in a row, stopping at the first failure, no wait between

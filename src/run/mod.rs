@@ -246,20 +246,10 @@ fn real_run(
         None => None,
     };
     if let Some(path) = &config.history {
-        // Created now, so that a file that cannot be written, or that retry must not trust
-        // (spec 19), is found before the command runs.
-        if let Err(e) = deadletter::prepare(path) {
-            log.emit(Event::Error(Failure::History {
-                path: path.clone(),
-                why: e.to_string(),
-            }));
-            return ExitStatus::Usage;
-        }
-        let until = config.policy.limit.and_then(|limit| {
-            std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
-        });
-        let history = History::new(path.clone(), config.command.clone(), until);
-        log = log.with_sink(Box::new(history));
+        log = match with_history(config, path, start, log) {
+            Ok(log) => log,
+            Err(status) => return status,
+        };
     }
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
@@ -276,6 +266,30 @@ fn real_run(
         dead_letter,
     };
     run_logged(config, log, signals, begin).status
+}
+
+/// The log, with the `--history` sink added: the file is opened now, so that a file that
+/// cannot be written, or that retry must not trust (spec 19), is an error (logged, 125) before
+/// the command runs.
+fn with_history(
+    config: &Config,
+    path: &std::path::Path,
+    start: Moment,
+    mut log: Log,
+) -> Result<Log, ExitStatus> {
+    if let Err(e) = deadletter::prepare(path) {
+        log.emit(Event::Error(Failure::History {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        }));
+        return Err(ExitStatus::Usage);
+    }
+    // The end of the budget, on the clock the sink reads: the wait for the file's lock ends there.
+    let until = config.policy.limit.and_then(|limit| {
+        std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
+    });
+    let history = History::new(path.to_path_buf(), config.command.clone(), until);
+    Ok(log.with_sink(Box::new(history)))
 }
 
 /// Runs the command of `config` with the seed given, reporting to `log` (whose sinks may be
