@@ -30,6 +30,7 @@ use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
 use crate::json::{self, Obj, Value};
+use crate::store::lines::{self, Lines};
 use crate::store::{Access, open_record_file};
 
 /// The longest an append or a read waits for the lock (spec 19: a few seconds at most; a run
@@ -45,9 +46,7 @@ pub const LEAST_LOCK_WAIT: Duration = Duration::from_millis(100);
 /// take a run's memory.
 pub const MAX_FILE: u64 = 1 << 30;
 
-/// The longest line read: a record holds a command line, which the kernel keeps to 2 MiB of
-/// arguments and environment together; a longer line is no record.
-pub const MAX_LINE: usize = 1 << 20;
+pub use crate::store::lines::MAX_LINE;
 
 /// A run that gave up, as its line records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -244,33 +243,21 @@ pub fn pending(contents: &[u8]) -> Result<Listing, Damaged> {
 /// time linear in its size. Blank lines are allowed; a line cut short (the start of a line
 /// whose write did not finish) is skipped and named in `cut_short`; any other line that is not
 /// one `retry` writes is an error, never skipped, and so is a line over [`MAX_LINE`] bytes.
-pub fn pending_from(mut input: impl BufRead) -> Result<Listing, ReadError> {
+pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
     let mut runs = Runs::default();
     let mut cut_short = Vec::new();
-    let mut raw = Vec::new();
-    let mut line = 0;
-    loop {
-        raw.clear();
-        let read = (&mut input)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut raw)?;
-        if read == 0 {
-            break;
-        }
-        line += 1;
+    let mut lines = Lines::new(input);
+    while let Some((line, text)) = lines.next_line()? {
         let damaged = |why: String| ReadError::Damaged(Damaged { line, why });
-        if raw.last() == Some(&b'\n') {
-            raw.pop();
-        } else if raw.len() > MAX_LINE {
-            return Err(damaged(format!(
-                "it is longer than {} MiB: no record is",
-                MAX_LINE >> 20
-            )));
-        }
-        match text_of(&raw).map_err(damaged)? {
-            Text::Blank => {}
-            Text::CutShort => cut_short.push(line),
-            Text::Line(text) => match read_line(text) {
+        match text {
+            lines::Line::Blank => {}
+            lines::Line::CutShort => cut_short.push(line),
+            lines::Line::NotUtf8 => return Err(damaged("it is not UTF-8".into())),
+            lines::Line::TooLong => {
+                let why = format!("it is longer than {} MiB: no record is", MAX_LINE >> 20);
+                return Err(damaged(why));
+            }
+            lines::Line::Text(text) => match read_line(text) {
                 Ok(read) => runs.add(line, read).map_err(damaged)?,
                 Err(None) => cut_short.push(line),
                 Err(Some(why)) => return Err(damaged(why)),
@@ -281,28 +268,6 @@ pub fn pending_from(mut input: impl BufRead) -> Result<Listing, ReadError> {
         pending: runs.pending(),
         cut_short,
     })
-}
-
-/// What a line of the file holds, before it is read as a record.
-enum Text<'a> {
-    Blank,
-    /// The start of a line whose write did not finish.
-    CutShort,
-    Line(&'a str),
-}
-
-fn text_of(raw: &[u8]) -> Result<Text<'_>, String> {
-    let text = match std::str::from_utf8(raw) {
-        Ok(text) => text,
-        // A character cut in two at the end: a line cut short.
-        Err(e) if e.error_len().is_none() => return Ok(Text::CutShort),
-        Err(_) => return Err("it is not UTF-8".into()),
-    };
-    if text.trim().is_empty() {
-        Ok(Text::Blank)
-    } else {
-        Ok(Text::Line(text))
-    }
 }
 
 /// The id of a `resolved` line exactly as `retry` writes it

@@ -36,7 +36,8 @@ use nix::sys::stat::Mode;
 
 use crate::json::{self, Obj, Value};
 use crate::policy::{Outcome, Signal};
-use crate::store::deadletter::{Damaged, LOCK_WAIT, MAX_FILE, MAX_LINE};
+use crate::store::deadletter::{Damaged, LOCK_WAIT, MAX_FILE};
+use crate::store::lines::{Line, Lines, MAX_LINE};
 
 /// How a run ended, as its history line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -192,74 +193,30 @@ pub struct Reading {
 /// that is not RFC 3339) is damaged: named in `damaged` and skipped, never fatal. A line over
 /// [`MAX_LINE`] bytes is damaged too, and is skipped without being held in memory. Only a
 /// failure to read is an error.
-pub fn read_from(mut input: impl BufRead) -> io::Result<Reading> {
+pub fn read_from(input: impl BufRead) -> io::Result<Reading> {
     let mut reading = Reading::default();
-    let mut raw = Vec::new();
-    let mut line = 0;
-    loop {
-        raw.clear();
-        let read = (&mut input)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut raw)?;
-        if read == 0 {
-            break;
-        }
-        line += 1;
-        if raw.last() == Some(&b'\n') {
-            raw.pop();
-        } else if raw.len() > MAX_LINE {
-            skip_line(&mut input)?;
-            reading.damaged.push(Damaged {
-                line,
-                why: format!("it is longer than {} MiB: no run's line is", MAX_LINE >> 20),
-            });
-            continue;
-        }
-        match read_line(&raw) {
-            Ok(Some(entry)) => reading.entries.push(entry),
-            Ok(None) => {}
+    let mut lines = Lines::new(input);
+    while let Some((line, text)) = lines.next_line()? {
+        let read = match text {
+            Line::Blank => continue,
+            Line::Text(text) => read_line(text),
+            Line::CutShort => Err(CUT_SHORT.into()),
+            Line::NotUtf8 => Err("it is not UTF-8".into()),
+            Line::TooLong => Err(format!(
+                "it is longer than {} MiB: no run's line is",
+                MAX_LINE >> 20
+            )),
+        };
+        match read {
+            Ok(entry) => reading.entries.push(entry),
             Err(why) => reading.damaged.push(Damaged { line, why }),
         }
     }
     Ok(reading)
 }
 
-/// Reads past the rest of the line, up to its line break or the end, keeping none of it.
-fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
-    loop {
-        let buf = match input.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(());
-        }
-        match buf.iter().position(|&b| b == b'\n') {
-            Some(at) => {
-                input.consume(at + 1);
-                return Ok(());
-            }
-            None => {
-                let all = buf.len();
-                input.consume(all);
-            }
-        }
-    }
-}
-
-/// The run that one line (without its line break) records, `None` for a blank line, or what
-/// is wrong with it.
-fn read_line(raw: &[u8]) -> Result<Option<Entry>, String> {
-    let text = match std::str::from_utf8(raw) {
-        Ok(text) => text,
-        // A character cut in two at the end.
-        Err(e) if e.error_len().is_none() => return Err(CUT_SHORT.into()),
-        Err(_) => return Err("it is not UTF-8".into()),
-    };
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
+/// The run that one line of text (without its line break) records, or what is wrong with it.
+fn read_line(text: &str) -> Result<Entry, String> {
     let value = match json::parse_line(text) {
         Ok(value) => value,
         Err(json::Unparsed::EndsTooSoon) => return Err(CUT_SHORT.into()),
@@ -274,7 +231,7 @@ fn read_line(raw: &[u8]) -> Result<Option<Entry>, String> {
         Some(Value::String(event)) => return Err(format!("the event is \"{event}\", not \"run\"")),
         Some(_) => return Err("\"event\" is not a string".into()),
     }
-    read_entry(&value).map(Some)
+    read_entry(&value)
 }
 
 /// Why a line that stops too soon is damaged.

@@ -9,6 +9,7 @@
 pub mod deadletter;
 pub mod file;
 pub mod history;
+pub mod lines;
 pub mod quota;
 pub mod redis;
 mod resp;
