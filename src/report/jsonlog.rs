@@ -16,6 +16,7 @@ use crate::report::human::{failure_text, hook_failure, warning_text};
 use crate::report::json::Obj;
 use crate::report::{charset, policy_json};
 use crate::store::deadletter::Replayed;
+use crate::store::history::outcome_obj;
 
 /// The JSON log of a run.
 pub struct JsonLog {
@@ -73,16 +74,6 @@ pub fn head(event: &str, facts: &RunFacts) -> Obj {
     }
 }
 
-fn outcome_json(outcome: Outcome) -> Obj {
-    match outcome {
-        Outcome::Exit(code) => Obj::new().num("exit", code),
-        Outcome::Signal(s) => Obj::new().str("signal", &s.name()),
-        Outcome::Timeout => Obj::new().bool("timeout", true),
-        Outcome::NotFound => Obj::new().bool("not_found", true),
-        Outcome::NotExecutable => Obj::new().bool("not_executable", true),
-        Outcome::NoResources => Obj::new().bool("no_resources", true),
-    }
-}
 
 /// The object an event makes in the JSON log, if any (the terminal's countdown and the
 /// announcement of the end, which CI reads elsewhere, make none).
@@ -195,7 +186,7 @@ fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
         .iter()
         .map(|(outcome, n)| {
             Obj::new()
-                .obj("outcome", outcome_json(*outcome))
+                .obj("outcome", outcome_obj(*outcome))
                 .num("count", *n)
                 .finish()
         })
@@ -308,7 +299,7 @@ fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {
     let mut obj = head("try", facts)
         .num("attempt", r.attempt)
         .num("duration_ms", millis(r.took))
-        .obj("outcome", outcome_json(r.outcome));
+        .obj("outcome", outcome_obj(r.outcome));
     if r.outcome == Outcome::Timeout {
         obj = obj
             .str("signal", &facts.signal.name())

@@ -140,8 +140,9 @@ fn outcomes_json(outcomes: &[Outcome]) -> String {
     format!("[{}]", objects.join(","))
 }
 
-/// One try's outcome as the JSON log's `outcome` field writes it (spec 8.2).
-fn outcome_obj(outcome: Outcome) -> Obj {
+/// One try's outcome as the JSON log's `outcome` field writes it (spec 8.2), and the history's
+/// `try_outcomes`: the log writes it with this too.
+pub fn outcome_obj(outcome: Outcome) -> Obj {
     match outcome {
         Outcome::Exit(code) => Obj::new().num("exit", code),
         Outcome::Signal(s) => Obj::new().str("signal", &s.name()),
