@@ -74,7 +74,6 @@ pub fn head(event: &str, facts: &RunFacts) -> Obj {
     }
 }
 
-
 /// The object an event makes in the JSON log, if any (the terminal's countdown and the
 /// announcement of the end, which CI reads elsewhere, make none).
 pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
