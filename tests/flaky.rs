@@ -128,8 +128,33 @@ fn flaky_warn_warns_and_exits_0_and_the_json_success_says_it_was_flaky() {
     let lines = json_lines(&stderr_of(&out));
     let success = event(&lines, "success");
     assert_eq!(success["flaky"], true);
+    assert!(
+        !lines.iter().any(|l| l["event"] == "warning"),
+        "--flaky fail does not warn"
+    );
     assert_eq!(success["failed_tries"], 2);
     assert_eq!(success["exit_code"], 3);
+
+    // --flaky warn's warning is an event of the JSON log too.
+    let dir = common::temp_dir("flaky-warn-json");
+    let args = [
+        "-n",
+        "5",
+        "-d",
+        "1ms",
+        "--flaky",
+        "warn",
+        "--log-format",
+        "json",
+    ];
+    let lines = json_lines(&stderr_of(&run_counted(&dir, &args, &script)));
+    let warning = event(&lines, "warning");
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains("flaky: try 3/5")
+    );
 
     let out = retry()
         .args(["--log-format", "json", "--", "true"])
@@ -166,6 +191,26 @@ fn github_outputs_follow_flaky_fail_and_a_repeat() {
 
     std::fs::remove_file(&outputs).unwrap();
     std::fs::remove_file(dir.join("count")).unwrap();
+    // A FIFO that nobody reads is a warning at once, not a run that never ends.
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for var in ["GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"] {
+        let started = Instant::now();
+        let out = retry()
+            .env(var, &fifo)
+            .timeout(Duration::from_secs(10))
+            .args(["-n", "2", "-d", "1ms", "--", "sh", "-c", "exit 3"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(3), "{var}: {log}");
+        assert!(log.contains("warning: cannot append"), "{var}: {log}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
     let script = failing_on(&[2], 4);
     let out = retry()
         .current_dir(&dir)
@@ -279,8 +324,44 @@ fn every_repeated_try_reads_the_same_input_and_matches_the_output_patterns() {
                   [ $n -eq 2 ] || echo ready";
     let args = ["--repeat", "4", "--until-output", "ready"];
     let out = run_counted(&dir, &args, script);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    assert!(last_line(&stderr_of(&out)).contains("first failure on try 2"));
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("try 2/4 exited 0 after "), "{log}");
+    assert!(
+        log.contains(", but was not ready (--until-output)"),
+        "{log}"
+    );
+    assert_eq!(
+        last_line(&log),
+        "retry: 2 tries, 1 failed (50%): not ready ×1; first failure on try 2"
+    );
+}
+
+#[test]
+fn a_repeat_stops_what_even_a_successful_try_left_running_and_holds_only_failures_back() {
+    let dir = common::temp_dir("repeat-leftovers");
+    let script = "sleep 30 & echo $! >> pids; echo out$RETRY_ATTEMPT";
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--repeat", "3", "--buffer-stdout", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    // Every successful try's output on stdout, once.
+    assert_eq!(stdout_of(&out), "out1\nout2\nout3\n");
+    let pids = common::pids_in(&dir.join("pids"));
+    assert_eq!(pids.len(), 3);
+    // Each was stopped before the next try started, not left to overlap it.
+    assert_eq!(
+        common::survivors(&pids, Duration::from_secs(2)),
+        Vec::<i32>::new()
+    );
+    assert_eq!(
+        log.matches("left 1 process running; stopped it").count(),
+        3,
+        "{log}"
+    );
 }
 
 #[test]

@@ -186,13 +186,19 @@ impl Sink for StepSummary {
 }
 
 /// Appends `text` to the file at `path` in one write, so that runs ending together never
-/// interleave what they write.
+/// interleave what they write. Only to a regular file: the file is opened without blocking, so
+/// that a FIFO nobody reads (or a device) is a warning at once, not a run that never ends.
 fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)
-        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    file.write_all(text.as_bytes())
 }
 
 /// The step outputs of GitHub Actions (spec 18.2): every run appends `tries`, `exit_code` (its

@@ -303,6 +303,29 @@ pub fn print_with(
     render(config, seed, &plan(config, seed), json, quota, out)
 }
 
+/// How a repeat ends, in words: `stops at the first failed try, or after try 50`.
+fn repeat_stops(repeat: RepeatPolicy, limit: Option<Limit>) -> String {
+    let end = limit.map(end_name);
+    match (repeat.keep_going, repeat.runs, end) {
+        (true, Some(n), None) => format!("runs all {n} tries, whatever fails (--keep-going)"),
+        (true, Some(n), Some(end)) => {
+            format!("runs all {n} tries, whatever fails (--keep-going), unless {end} ends first")
+        }
+        (true, None, Some(end)) => {
+            format!("runs tries whatever fails (--keep-going) until {end} ends")
+        }
+        (true, None, None) => {
+            "runs tries whatever fails (--keep-going) until it is interrupted".into()
+        }
+        (false, Some(n), None) => format!("stops at the first failed try, or after try {n}"),
+        (false, Some(n), Some(end)) => {
+            format!("stops at the first failed try, after try {n}, or when {end} ends")
+        }
+        (false, None, Some(end)) => format!("stops at the first failed try, or when {end} ends"),
+        (false, None, None) => "stops at the first failed try".into(),
+    }
+}
+
 /// The `plan_end` event of a repeat's dry run.
 fn repeat_end(repeat: RepeatPolicy, policy: &Policy, worst: &WorstCase) -> Obj {
     Obj::new()
@@ -346,12 +369,7 @@ fn print_repeat(
     };
     header.line(duration).write(out)?;
     writeln!(out)?;
-    let stops = match (repeat.runs, repeat.keep_going) {
-        (Some(n), true) => format!("runs all {n} tries, whatever fails (--keep-going)"),
-        (Some(n), false) => format!("stops at the first failed try, or after try {n}"),
-        (None, _) => "stops at the first failed try, or when the budget ends".into(),
-    };
-    writeln!(out, "{stops}")?;
+    writeln!(out, "{}", repeat_stops(repeat, config.policy.limit))?;
     let with_policy = Config {
         policy,
         ..config.clone()

@@ -253,6 +253,9 @@ pub enum Warning {
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },
+    /// `--flaky warn`: the run succeeded on try `attempt` (of `of` at most) only after the
+    /// tries before it failed.
+    Flaky { attempt: u64, of: Option<u64> },
     /// The run could not be recorded in `--history`.
     HistoryNotWritten { path: PathBuf, why: String },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::duration::millis;
-use crate::policy::{GiveUp, Outcome};
+use crate::policy::{GiveUp, Outcome, RepeatEnd};
 use crate::report::event::{Event, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::store::deadletter;
@@ -66,10 +66,22 @@ impl History {
                 count,
                 status,
                 elapsed,
-                ..
+                why,
             } => {
                 let failed = Some(count.failed);
-                (Ending::Repeat, count.tries, None, *status, *elapsed, failed)
+                // Why it ended when not by running every try asked for.
+                let reason = match why {
+                    RepeatEnd::Done => None,
+                    why => Some(why.word().to_string()),
+                };
+                (
+                    Ending::Repeat,
+                    count.tries,
+                    reason,
+                    *status,
+                    *elapsed,
+                    failed,
+                )
             }
             _ => return None,
         };

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::duration::hms;
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, Flaky, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
+use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
@@ -156,6 +156,9 @@ impl Sink for HumanLog {
             }
             Event::Succeeded { .. } | Event::GaveUp { .. } | Event::RepeatEnded { .. }
                 if std::mem::take(&mut self.replaced) => {}
+            // GitHub's `::warning` annotation says it, in the same stream.
+            Event::Warning(Warning::Flaky { .. })
+                if facts.annotation_replaces_line(crate::report::event::Level::Warning) => {}
             Event::Succeeded { .. } => {
                 for line in success_lines(event, facts) {
                     self.write(&line, facts);
@@ -438,6 +441,14 @@ pub fn warning_text(w: &Warning) -> String {
             format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
         }
         Warning::Stdio(text) => text.clone(),
+        Warning::Flaky { attempt, of } => {
+            let failed = plural(attempt.saturating_sub(1), "failed try", "failed tries");
+            let label = match of {
+                Some(n) => format!("{attempt}/{n}"),
+                None => attempt.to_string(),
+            };
+            format!("flaky: try {label} succeeded after {failed} (--flaky warn)")
+        }
         w @ (Warning::QuotaNote(_)
         | Warning::QuotaBusy { .. }
         | Warning::QuotaUnreachable { .. }
@@ -520,6 +531,9 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
     }
     if facts.repeat.is_some() {
         // A repeat has no retries: a failure is a failure, and the next try follows.
+        if r.outcome == Outcome::Exit(0) && !matches!(r.verdict, Verdict::Success(_)) {
+            line.push(", but was not ready (--until-output)");
+        }
         if let Decision::Retry(wait) = &r.decision {
             if !wait.delay.is_zero() {
                 line.push(&format!("; next try in {}", hms(wait.delay)));
@@ -582,9 +596,8 @@ fn succeeded(attempt: u64, elapsed: Duration, waited: Duration, facts: &RunFacts
     line
 }
 
-/// The lines of a success: the line that sums the run up, and under `--flaky warn` a warning
-/// when it needed retries; under `--flaky fail`, after retries, the one line that says what it
-/// exits with instead, which `-q` keeps.
+/// The lines of a success: the line that sums the run up; under `--flaky fail`, after
+/// retries, the one line that says what it exits with instead, which `-q` keeps.
 fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
     let Event::Succeeded {
         attempt, status, ..
@@ -600,14 +613,7 @@ fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
         line.paint(&format!("--flaky fail: exit {}", status.code()), Paint::Bad);
         return vec![line];
     }
-    let mut lines: Vec<Line> = line(event, facts).into_iter().collect();
-    if facts.flaky == Flaky::Warn && *attempt > 1 {
-        let failed = plural(attempt - 1, "failed try", "failed tries");
-        lines.push(
-            format!("warning: flaky: try {label} succeeded after {failed} (--flaky warn)").into(),
-        );
-    }
-    lines
+    line(event, facts).into_iter().collect()
 }
 
 /// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait after

@@ -101,14 +101,12 @@ fn describe_repeat(config: &Config, repeat: RepeatPolicy) -> String {
     let mut out = match repeat.runs {
         Some(1) => "1 try".to_string(),
         Some(n) => format!("{n} tries in a row"),
-        None => "tries in a row until one fails".to_string(),
+        None => "tries in a row".to_string(),
     };
-    if repeat.runs.is_some() {
-        out += match repeat.keep_going {
-            true => ", whatever fails (--keep-going)",
-            false => ", stopping at the first failure",
-        };
-    }
+    out += match repeat.keep_going {
+        true => ", whatever fails (--keep-going)",
+        false => ", stopping at the first failure",
+    };
     match repeat.delay {
         d if d.is_zero() => out += ", no wait between tries",
         d => out += &format!(", {} between tries", hms(d)),

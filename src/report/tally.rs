@@ -37,7 +37,11 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
         let each: Vec<String> = count
             .outcomes
             .iter()
-            .map(|(outcome, n)| format!("{} ×{n}", outcome_words(*outcome, None)))
+            .map(|(outcome, n)| match outcome {
+                // A try that exited 0 failed only by not being ready (--until-output).
+                Outcome::Exit(0) => format!("not ready ×{n}"),
+                outcome => format!("{} ×{n}", outcome_words(*outcome, None)),
+            })
             .collect();
         text += &format!(": {}", each.join(", "));
     }
@@ -53,8 +57,12 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
     text
 }
 
-/// A share in percent as the summaries write it: `1.5%`, `10%`, `0%`.
+/// A share in percent as the summaries write it: `1.5%`, `10%`, `0%`, and `<0.1%` for a share
+/// that is not none but rounds to it.
 fn percent(value: f64) -> String {
+    if value > 0.0 && value < 0.05 {
+        return "<0.1%".into();
+    }
     let text = format!("{value:.1}");
     format!("{}%", text.strip_suffix(".0").unwrap_or(&text))
 }
@@ -265,4 +273,32 @@ pub fn code_span(text: &str) -> String {
         ""
     };
     format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_summary_counts_each_way_of_failing_and_never_rounds_a_failure_away() {
+        let count = RepeatCount {
+            tries: 12_000,
+            failed: 1,
+            outcomes: vec![(Outcome::Exit(0), 1)],
+            first_failure: Some((7, Outcome::Exit(0))),
+        };
+        assert_eq!(
+            repeat_summary(&count, &RepeatEnd::Done),
+            "12000 tries, 1 failed (<0.1%): not ready ×1; first failure on try 7"
+        );
+        let none = RepeatCount {
+            tries: 1,
+            ..RepeatCount::default()
+        };
+        let why = RepeatEnd::Interrupted(Signal::INT);
+        assert_eq!(
+            repeat_summary(&none, &why),
+            "1 try, 0 failed (0%); interrupted by SIGINT"
+        );
+    }
 }

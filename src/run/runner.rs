@@ -460,7 +460,12 @@ impl<'c> Runner<'c> {
         decision: &Decision,
         detail: Option<String>,
     ) -> ControlFlow<ExitStatus> {
-        let success = matches!(decision, Decision::Succeed);
+        // Held output goes to standard output for the successful try; in a repeat, for every
+        // try that succeeded.
+        let success = match self.repeat {
+            Some(_) => matches!(verdict, Verdict::Success(_)),
+            None => matches!(decision, Decision::Succeed),
+        };
         self.stdio.deliver(&mut t.io, success);
         let drained = self.drain(&mut t.io, self.run_end());
         self.log.emit(Event::TryOutputDone { attempt: t.attempt });
@@ -603,6 +608,13 @@ impl<'c> Runner<'c> {
                     waited: schedule.waited(),
                     status,
                 });
+                if self.config.flaky == Flaky::Warn && self.last_failed.is_some() {
+                    let of = self.config.policy.max_tries;
+                    self.log.warn(Warning::Flaky {
+                        attempt: t.attempt,
+                        of,
+                    });
+                }
                 self.stdio.hand_off(&mut t.io);
                 ControlFlow::Break(status)
             }
@@ -982,7 +994,10 @@ impl<'c> Runner<'c> {
     /// of `--until-output` (not ready, so another try follows, and tries never overlap).
     fn stops_leftovers(&mut self, outcome: Outcome, io: &mut TryIo) -> bool {
         let policy = &self.config.policy;
-        policy.stops_leftovers(outcome)
+        // The tries of a repeat never overlap, whatever they came to: each one is a run of its
+        // own, and what it started must not meddle with the next.
+        self.repeat.is_some()
+            || policy.stops_leftovers(outcome)
             || (policy.classifier.until_output.is_some() && !self.stdio.ready_so_far(io))
     }
 
