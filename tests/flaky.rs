@@ -613,6 +613,36 @@ fn a_history_file_that_is_a_link_a_fifo_or_not_ours_is_refused_before_the_comman
 }
 
 #[test]
+fn a_file_of_something_else_is_refused_and_a_line_no_reader_would_take_is_not_written() {
+    let dir = common::temp_dir("history-other");
+    let file = dir.join("passwd");
+    std::fs::write(&file, "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    refused(
+        &dir,
+        &file,
+        &["--history", "something other than retry's lines"],
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 1);
+
+    // A command line of 1.2 MB: its line would be refused by every reader.
+    let history = dir.join("history.jsonl");
+    let word = "x".repeat(100_000);
+    let out = retry()
+        .arg("--history")
+        .arg(&history)
+        .args(["--", "sh", "-c", "exit 0"])
+        .args(std::iter::repeat_n(&word, 12))
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("cannot record this run in --history"), "{log}");
+    assert!(log.contains("more than the 1 MiB a reader takes"), "{log}");
+    assert_eq!(std::fs::read(&history).unwrap(), b"", "nothing written");
+}
+
+#[test]
 fn the_history_cannot_be_the_log_or_the_dead_letter_file() {
     let dir = common::temp_dir("history-same");
     let file: PathBuf = dir.join("same.jsonl");

@@ -277,7 +277,7 @@ fn with_history(
     start: Moment,
     mut log: Log,
 ) -> Result<Log, ExitStatus> {
-    if let Err(e) = deadletter::prepare(path) {
+    if let Err(e) = deadletter::prepare_for(path, "run") {
         log.emit(Event::Error(Failure::History {
             path: path.to_path_buf(),
             why: e.to_string(),

@@ -459,14 +459,52 @@ pub fn lock_wait(left: Option<Duration>) -> Duration {
 /// (0700) if they are missing, so that a path that cannot be written, or a file `retry` must
 /// not trust (spec 19), is found when the run starts, not when it gives up.
 pub fn prepare(path: &Path) -> io::Result<()> {
-    open_record_file(path, Access::Create).map(drop)
+    prepare_for(path, "dead_letter")
+}
+
+/// [`prepare`] for a file whose every line is an event, the first of them `first`: a file that
+/// holds anything else (a typo that names `/etc/passwd`, a file of another program) is
+/// refused, before a line of `retry`'s could be appended to it.
+pub fn prepare_for(path: &Path, first: &str) -> io::Result<()> {
+    let file = open_record_file(path, Access::Create)?;
+    let start = format!("{{\"event\":\"{first}\"");
+    let mut head = vec![0u8; start.len()];
+    let mut read = 0;
+    while read < head.len() {
+        match file.read_at(&mut head[read..], read as u64)? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    // Empty, or begun by a write that never finished: both are the file's own.
+    if read == 0 || start.as_bytes().starts_with(&head[..read]) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "it holds something other than retry's lines (its first line is not a {first} record)"
+        ),
+    ))
 }
 
 /// Appends `line` and a line break to the file, in one write under an exclusive lock waited
 /// for at most `wait`. After a line that a killed process left without its line break, it
 /// starts a new line first. A write cut short (a full disk, a file size limit) is cut back to
 /// the length the file had, under the same lock, and is an error: the file holds whole lines.
+/// A line that no reader would take (over [`MAX_LINE`]) is an error, and nothing is written.
 pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
+    if line.len() >= MAX_LINE {
+        // No reader would take it: the run's command line alone is that long.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "its line would hold {} bytes, more than the {} MiB a reader takes",
+                line.len() + 1,
+                MAX_LINE >> 20
+            ),
+        ));
+    }
     let file = open_record_file(path, Access::Create)?;
     lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
     let had = file.metadata()?.len();
