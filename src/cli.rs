@@ -610,6 +610,26 @@ const NOT_WITH_REPEAT: [&str; 13] = [
     "on-give-up",
 ];
 
+/// The options of a run, which mean nothing to `--stats`, which runs nothing.
+const NOT_WITH_STATS: [&str; 16] = [
+    "tries",
+    "budget",
+    "deadline",
+    "timeout",
+    "delay",
+    "delays",
+    "backoff",
+    "jitter",
+    "quota",
+    "stagger",
+    "flaky",
+    "keep-going",
+    "label",
+    "on-retry",
+    "on-give-up",
+    "log-file",
+];
+
 fn flaky_options() -> Vec<Arg> {
     vec![
         option(
@@ -651,8 +671,7 @@ Every try has its timeout, its process tree stopped, standard input replayed and
             "With --repeat, run all N tries whatever fails, and report the failure rate
 
 The exit status is then that of the first failed try, 0 when none failed.",
-        )
-        .requires("repeat"),
+        ),
         option(
             "history",
             "FILE",
@@ -681,7 +700,8 @@ Each row has the runs, the share that succeeded on the first try, that were flak
             --log-format json, one JSON object per row. It takes no command.",
         )
         .value_parser(ValueParser::path_buf())
-        .conflicts_with_all(["dry-run", "replay", "simulate", "repeat", "history", "dead-letter"]),
+        .conflicts_with_all(["dry-run", "replay", "simulate", "repeat", "history", "dead-letter"])
+        .conflicts_with_all(NOT_WITH_STATS),
         option(
             "since",
             "DURATION",
@@ -689,8 +709,7 @@ Each row has the runs, the share that succeeded on the first try, that were flak
             "With --stats, count only the runs that ended this long ago or less (7d, 24h)",
         )
         .value_parser(parse_duration)
-        .allow_hyphen_values(true)
-        .requires("stats"),
+        .allow_hyphen_values(true),
     ]
 }
 

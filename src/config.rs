@@ -407,6 +407,18 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     }
     same_file_as_the_log(cli)?;
     same_record_file(cli)?;
+    if cli.flaky.keep_going && cli.flaky.repeat.is_none() {
+        return Err(UsageError(
+            "--keep-going goes with --repeat N: it runs all N tries whatever fails (see --help)"
+                .into(),
+        ));
+    }
+    if cli.flaky.since.is_some() && cli.flaky.stats.is_none() {
+        return Err(UsageError(
+            "--since goes with --stats FILE: it keeps the recent runs of the history (see --help)"
+                .into(),
+        ));
+    }
     let runs_nothing =
         cli.dry_run || cli.replay.is_some() || cli.simulate.simulate || cli.flaky.stats.is_some();
     if cli.command.is_empty() && !runs_nothing {

@@ -415,7 +415,9 @@ fn the_dry_run_shows_the_repeat_and_the_flaky_mode() {
 
 #[test]
 fn bad_flaky_input_is_one_line_naming_the_option_and_value_and_125() {
-    let cases: [(&[&str], &[&str]); 7] = [
+    let cases: [(&[&str], &[&str]); 9] = [
+        (&["--since", "1d", "--", "true"], &["--since", "--stats"]),
+        (&["--stats", "h.jsonl", "-n", "3"], &["--stats", "--tries"]),
         (&["--repeat", "-1", "--", "true"], &["--repeat", "-1"]),
         (&["--flaky", "maybe", "--", "true"], &["--flaky", "maybe"]),
         (
@@ -430,7 +432,10 @@ fn bad_flaky_input_is_one_line_naming_the_option_and_value_and_125() {
             &["--repeat", "3", "-j", "none", "--", "true"],
             &["--repeat", "--jitter"],
         ),
-        (&["--keep-going", "--", "true"], &["--repeat"]),
+        (
+            &["--keep-going", "--", "true"],
+            &["--keep-going", "--repeat"],
+        ),
         (
             &["--stats", "/nonexistent/history.jsonl"],
             &["--stats", "/nonexistent/history.jsonl"],
