@@ -4,7 +4,9 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::exit::ExitStatus;
 
 use crate::duration::millis;
 use crate::policy::{GiveUp, Outcome, RepeatEnd};
@@ -16,6 +18,16 @@ use crate::store::history::{Ending, Entry};
 /// The most try outcomes a line lists: a run without a try limit may try for days, and a
 /// line must stay far below the megabyte a reader takes (5,000 outcomes are about 70 KiB).
 pub const MOST_OUTCOMES: usize = 5000;
+
+/// How a run ended: `(ending, tries, reason, status, duration, failed tries of a repeat)`.
+type End = (
+    Ending,
+    u64,
+    Option<String>,
+    ExitStatus,
+    Duration,
+    Option<u64>,
+);
 
 /// Records the run in `--history` when it ends.
 pub struct History {
@@ -41,50 +53,7 @@ impl History {
 
     /// The line of the run that `event` ends, if it ends one.
     fn entry(&self, event: &Event, facts: &RunFacts) -> Option<Entry> {
-        let (ending, tries, reason, status, elapsed, failed) = match event {
-            Event::Succeeded {
-                attempt,
-                elapsed,
-                status,
-                ..
-            } => (Ending::Success, *attempt, None, *status, *elapsed, None),
-            Event::GaveUp {
-                tries,
-                elapsed,
-                why,
-                status,
-                ..
-            } => {
-                let ending = match why {
-                    GiveUp::Interrupted => Ending::Interrupted,
-                    _ => Ending::GaveUp,
-                };
-                let reason = Some(why.word().to_string());
-                (ending, *tries, reason, *status, *elapsed, None)
-            }
-            Event::RepeatEnded {
-                count,
-                status,
-                elapsed,
-                why,
-            } => {
-                let failed = Some(count.failed);
-                // Why it ended when not by running every try asked for.
-                let reason = match why {
-                    RepeatEnd::Done => None,
-                    why => Some(why.word().to_string()),
-                };
-                (
-                    Ending::Repeat,
-                    count.tries,
-                    reason,
-                    *status,
-                    *elapsed,
-                    failed,
-                )
-            }
-            _ => return None,
-        };
+        let (ending, tries, reason, status, elapsed, failed) = end_of(event)?;
         Some(Entry {
             id: facts.run_id.clone(),
             ts: deadletter::now(),
@@ -100,6 +69,53 @@ impl History {
             failed,
         })
     }
+}
+
+/// How the run that `event` ends ended: its ending, tries, reason, status, time and (for a
+/// repeat) failed tries; `None` for an event that ends no run.
+fn end_of(event: &Event) -> Option<End> {
+    let end = match event {
+        Event::Succeeded {
+            attempt,
+            elapsed,
+            status,
+            ..
+        } => (Ending::Success, *attempt, None, *status, *elapsed, None),
+        Event::GaveUp {
+            tries,
+            elapsed,
+            why,
+            status,
+            ..
+        } => {
+            let ending = match why {
+                GiveUp::Interrupted => Ending::Interrupted,
+                _ => Ending::GaveUp,
+            };
+            let reason = Some(why.word().to_string());
+            (ending, *tries, reason, *status, *elapsed, None)
+        }
+        Event::RepeatEnded {
+            count,
+            status,
+            elapsed,
+            why,
+        } => {
+            // Why it ended when not by running every try asked for.
+            let reason = (*why != RepeatEnd::Done).then(|| why.word().to_string());
+            let failed = Some(count.failed);
+            (
+                Ending::Repeat,
+                count.tries,
+                reason,
+                *status,
+                *elapsed,
+                failed,
+            )
+        }
+        _ => return None,
+    };
+    Some(end)
 }
 
 impl Sink for History {

@@ -494,17 +494,7 @@ pub fn prepare_for(path: &Path, first: &str) -> io::Result<()> {
 /// the length the file had, under the same lock, and is an error: the file holds whole lines.
 /// A line that no reader would take (over [`MAX_LINE`]) is an error, and nothing is written.
 pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
-    if line.len() >= MAX_LINE {
-        // No reader would take it: the run's command line alone is that long.
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "its line would hold {} bytes, more than the {} MiB a reader takes",
-                line.len() + 1,
-                MAX_LINE >> 20
-            ),
-        ));
-    }
+    fits_a_reader(line)?;
     let file = open_record_file(path, Access::Create)?;
     lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
     let had = file.metadata()?.len();
@@ -630,6 +620,22 @@ fn ends_a_line(file: &File, len: u64) -> io::Result<bool> {
     let mut last = [0u8; 1];
     file.read_exact_at(&mut last, len - 1)?;
     Ok(last[0] == b'\n')
+}
+
+/// An error for a line that no reader would take (over [`MAX_LINE`] with its line break): the
+/// run's command line alone is that long.
+fn fits_a_reader(line: &str) -> io::Result<()> {
+    if line.len() < MAX_LINE {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "its line would hold {} bytes, more than the {} MiB a reader takes",
+            line.len() + 1,
+            MAX_LINE >> 20
+        ),
+    ))
 }
 
 /// Takes the lock, trying again after short sleeps for at most `wait` in all.
