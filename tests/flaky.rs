@@ -648,6 +648,44 @@ fn a_file_of_something_else_is_refused_and_a_line_no_reader_would_take_is_not_wr
 }
 
 #[test]
+fn a_history_below_a_directory_that_another_user_could_change_is_refused() {
+    let dir = common::temp_dir("history-above");
+    let open = dir.join("open");
+    std::fs::create_dir_all(open.join("deep")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Anyone could rename `deep` away and put a directory of theirs, or a link, in its place.
+    let needles = ["--history", "a directory above it has mode 0777"];
+    refused(&dir, &open.join("deep").join("h.jsonl"), &needles);
+    refused(&dir, &open.join("new").join("h.jsonl"), &needles);
+    assert!(!open.join("new").exists(), "nothing was made in it");
+    assert!(!open.join("deep").join("h.jsonl").exists());
+
+    // A link another user planted in a sticky directory anyone may write, as /tmp.
+    let Some(other) = other_user() else { return };
+    let sticky = dir.join("sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let link = sticky.join("ci-history");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(other), None).unwrap();
+    let needles = ["--history", &format!("symbolic link of uid {other}")];
+    refused(&dir, &link.join("h.jsonl"), &needles);
+    assert!(!victim.join("h.jsonl").exists());
+    // Ours, the same link is followed.
+    std::os::unix::fs::lchown(&link, Some(euid()), None).unwrap();
+    let out = retry()
+        .arg("--history")
+        .arg(link.join("h.jsonl"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(victim.join("h.jsonl").exists());
+}
+
+#[test]
 fn the_history_cannot_be_the_log_or_the_dead_letter_file() {
     let dir = common::temp_dir("history-same");
     let file: PathBuf = dir.join("same.jsonl");

@@ -78,6 +78,13 @@ pub enum Refusal {
     Untrusted { uid: u32, mode: u32, euid: u32 },
     /// Its directory may be written by anyone and has no sticky bit: anyone could replace it.
     OpenDirectory { mode: u32 },
+    /// A directory above its own may be written by anyone and has no sticky bit: anyone could
+    /// put a directory of theirs in the place of the one below it.
+    OpenAncestor { mode: u32 },
+    /// The way to it goes through a symbolic link that another user (`uid`, not root) owns, in
+    /// a directory anyone may write: they could point it anywhere (as Linux's
+    /// `fs.protected_symlinks` refuses to follow such a link).
+    ForeignLink { uid: u32 },
 }
 
 impl fmt::Display for Refusal {
@@ -93,6 +100,16 @@ impl fmt::Display for Refusal {
             Refusal::OpenDirectory { mode } => write!(
                 f,
                 "its directory has mode {mode:04o}: anyone may replace a file in it (no sticky bit)"
+            ),
+            Refusal::OpenAncestor { mode } => write!(
+                f,
+                "a directory above it has mode {mode:04o}: anyone may replace the directories \
+                 below it (no sticky bit)"
+            ),
+            Refusal::ForeignLink { uid } => write!(
+                f,
+                "the way to it goes through a symbolic link of uid {uid} in a directory anyone \
+                 may write: they could point it anywhere"
             ),
         }
     }
@@ -128,6 +145,7 @@ pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    check_ancestors(dir)?;
     if access == Access::Create {
         create_dirs(dir)?;
     }
@@ -222,6 +240,50 @@ fn check_dir(dir: &Path) -> io::Result<()> {
             mode: mode & 0o7777,
         }
         .into());
+    }
+    Ok(())
+}
+
+/// Refuses a way to `dir` that another user could change (spec 19, a level up from the file):
+/// a directory above it that anyone may write to without the sticky bit, or a symbolic link on
+/// the way that another user (not root) owns in a directory anyone may write. Directories not
+/// made yet are passed over: they will be made 0700.
+fn check_ancestors(dir: &Path) -> io::Result<()> {
+    let absolute = match dir.is_absolute() {
+        true => dir.to_path_buf(),
+        false => std::env::current_dir()?.join(dir),
+    };
+    let euid = euid();
+    // The links as the path names them.
+    for at in absolute.ancestors() {
+        let Ok(meta) = std::fs::symlink_metadata(at) else {
+            continue;
+        };
+        let open_parent = at
+            .parent()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.mode() & 0o002 != 0);
+        if meta.file_type().is_symlink() && open_parent && ![euid, 0].contains(&meta.uid()) {
+            return Err(Refusal::ForeignLink { uid: meta.uid() }.into());
+        }
+    }
+    // The directories as the links lead: from the deepest that exists, up.
+    let Some(real) = absolute
+        .ancestors()
+        .find_map(|at| std::fs::canonicalize(at).ok())
+    else {
+        return Ok(());
+    };
+    // The file's own directory is `check_dir`'s, which says so.
+    let own = std::fs::canonicalize(dir).ok();
+    for above in real.ancestors().filter(|a| Some(*a) != own.as_deref()) {
+        let mode = std::fs::metadata(above)?.mode();
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Err(Refusal::OpenAncestor {
+                mode: mode & 0o7777,
+            }
+            .into());
+        }
     }
     Ok(())
 }
