@@ -231,7 +231,8 @@ pub struct Surroundings {
 pub struct RunEnd {
     pub status: ExitStatus,
     pub tries: u64,
-    /// The `reason` of its `give_up` event, if it gave up.
+    /// The `reason` of its `give_up` event, if it gave up; `flaky` for a success that
+    /// `--flaky fail` fails.
     pub reason: Option<&'static str>,
     pub signals: Signals,
 }
@@ -595,13 +596,14 @@ impl<'c> Runner<'c> {
     ) -> ControlFlow<ExitStatus, Retry> {
         match decision {
             Decision::Succeed => {
-                self.ended = (t.attempt, None);
                 // Under --flaky fail, a success after failed tries exits as the last of them
                 // would have.
                 let status = match (self.config.flaky, self.last_failed) {
                     (Flaky::Fail, Some(failed)) => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
                 };
+                let flaky = (status != ExitStatus::Success).then_some("flaky");
+                self.ended = (t.attempt, flaky);
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
