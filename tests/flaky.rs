@@ -811,3 +811,26 @@ fn stats_reads_what_the_history_option_wrote() {
     assert_eq!(rows[1]["name"], "solid");
     assert_eq!(rows[1]["first_try_pct"].as_f64(), Some(100.0));
 }
+
+#[test]
+fn a_replay_under_flaky_fail_keeps_a_flaky_run_pending_with_reason_flaky() {
+    let dir = common::temp_dir("flaky-replay");
+    let letters = dir.join("dead.jsonl");
+    let script = failing_on(&[1, 2], 3);
+    let args = ["-n", "1", "--dead-letter", letters.to_str().unwrap()];
+    assert_eq!(run_counted(&dir, &args, &script).status.code(), Some(3));
+    let out = retry()
+        .current_dir(&dir)
+        .args([OsStr::new("--replay"), letters.as_os_str()])
+        .args(["-n", "3", "-d", "1ms", "--flaky", "fail"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let lines = history_lines(&letters);
+    let attempt = lines.last().unwrap();
+    assert_eq!(
+        (&attempt["event"], &attempt["reason"]),
+        (&"attempt".into(), &"flaky".into())
+    );
+    assert_eq!(attempt["exit_code"], 3);
+}
