@@ -686,6 +686,41 @@ fn a_history_below_a_directory_that_another_user_could_change_is_refused() {
 }
 
 #[test]
+fn a_history_too_large_for_stats_is_still_written_and_the_run_warns() {
+    let dir = common::temp_dir("history-large");
+    let file = dir.join("history.jsonl");
+    let out = retry()
+        .arg("--history")
+        .arg(&file)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // A sparse file past the gibibyte that --stats reads.
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len((1 << 30) + 10).unwrap();
+    let out = retry()
+        .arg("--history")
+        .arg(&file)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("more than the 1 GiB that --stats reads"),
+        "{log}"
+    );
+    assert!(
+        std::fs::metadata(&file).unwrap().len() > (1 << 30) + 10,
+        "recorded all the same"
+    );
+    let out = retry().arg("--stats").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(stderr_of(&out).lines().count(), 1);
+}
+
+#[test]
 fn the_history_cannot_be_the_log_or_the_dead_letter_file() {
     let dir = common::temp_dir("history-same");
     let file: PathBuf = dir.join("same.jsonl");

@@ -256,6 +256,9 @@ pub enum Warning {
     /// `--flaky warn`: the run succeeded on try `attempt` (of `of` at most) only after the
     /// tries before it failed.
     Flaky { attempt: u64, of: Option<u64> },
+    /// The `--history` file holds `bytes`, more than `--stats` reads: the run is recorded all
+    /// the same.
+    HistoryTooLarge { path: PathBuf, bytes: u64 },
     /// The run could not be recorded in `--history`.
     HistoryNotWritten { path: PathBuf, why: String },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.

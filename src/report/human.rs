@@ -393,6 +393,12 @@ fn file_warning_text(w: &Warning) -> String {
             "cannot record this run in --dead-letter '{}': {why}",
             path.display()
         ),
+        Warning::HistoryTooLarge { path, bytes } => format!(
+            "--history '{}' holds {bytes} bytes, more than the {} GiB that --stats reads: \
+             rename it away and start a new one",
+            path.display(),
+            crate::store::deadletter::MAX_FILE >> 30
+        ),
         Warning::HistoryNotWritten { path, why } => format!(
             "cannot record this run in --history '{}': {why}",
             path.display()

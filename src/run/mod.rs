@@ -284,6 +284,14 @@ fn with_history(
         }));
         return Err(ExitStatus::Usage);
     }
+    // Still recorded, but --stats would refuse the whole file.
+    let bytes = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
+    if bytes > deadletter::MAX_FILE {
+        log.warn(Warning::HistoryTooLarge {
+            path: path.to_path_buf(),
+            bytes,
+        });
+    }
     // The end of the budget, on the clock the sink reads: the wait for the file's lock ends there.
     let until = config.policy.limit.and_then(|limit| {
         std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
