@@ -718,6 +718,7 @@ fn a_history_too_large_for_stats_is_still_written_and_the_run_warns() {
     let out = retry().arg("--stats").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert_eq!(stderr_of(&out).lines().count(), 1);
+    std::fs::remove_file(&file).unwrap();
 }
 
 #[test]
