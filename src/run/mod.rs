@@ -292,12 +292,17 @@ fn with_history(
             bytes,
         });
     }
-    // The end of the budget, on the clock the sink reads: the wait for the file's lock ends there.
-    let until = config.policy.limit.and_then(|limit| {
-        std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
-    });
+    // The wait for the file's lock ends with the budget.
+    let until = budget_end(config, start);
     let history = History::new(path.to_path_buf(), config.command.clone(), until);
     Ok(log.with_sink(Box::new(history)))
+}
+
+/// The end of the budget of a run that started at `start`, if it has one, on the clock that the
+/// Redis client and the history's lock wait read.
+fn budget_end(config: &Config, start: Moment) -> Option<std::time::Instant> {
+    let limit = config.policy.limit?;
+    std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
 }
 
 /// Runs the command of `config` with the seed given, reporting to `log` (whose sinks may be
@@ -414,11 +419,7 @@ fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: S
         inherited: process::Inherited::now(),
         outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
         quota: config.quota.as_ref().and_then(|spec| {
-            // The end of the budget, on the clock the Redis client reads.
-            let until = config.policy.limit.and_then(|limit| {
-                std::time::Instant::now()
-                    .checked_add(limit.at.saturating_sub(begin.start.elapsed()))
-            });
+            let until = budget_end(config, begin.start);
             open_quota(spec, until, &mut log)
         }),
         dead_letter: begin.dead_letter,
