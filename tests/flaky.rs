@@ -186,7 +186,7 @@ fn github_outputs_follow_flaky_fail_and_a_repeat() {
     let text = std::fs::read_to_string(&outputs).unwrap();
     assert_eq!(
         text,
-        "tries=3\nexit_code=3\nflaky=true\noutcome=success\nreason=\n"
+        "tries=3\nexit_code=3\nflaky=true\noutcome=flaky\nreason=\n"
     );
 
     std::fs::remove_file(&outputs).unwrap();

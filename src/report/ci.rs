@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, LimitSource, RepeatEnd, Verdict};
+use crate::report::column::{self, Stream};
 use crate::report::event::{Event, Level, TryReport, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
@@ -41,18 +42,40 @@ fn github_property(text: &str) -> String {
     github_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// A GitHub annotation, `::warning title=retry[NAME]::NAME: MESSAGE`. The log view shows the
-/// message alone, so a labelled run is named in it as well as in the title.
-pub fn annotation(level: &str, label: Option<&str>, message: &str) -> String {
-    let message = match label {
-        Some(name) => format!("{name}: {message}"),
-        None => message.to_string(),
+/// A GitHub annotation, `::warning title=retry[NAME]::NAME: MESSAGE`, or without a label
+/// `::warning title=retry: COMMAND::COMMAND: MESSAGE`, so that the annotations of several steps
+/// can be told apart. The log view shows the message alone, so the run is named in it as well
+/// as in the title.
+pub fn annotation(level: &str, label: Option<&str>, command: &str, message: &str) -> String {
+    let (title, name) = match label {
+        Some(name) => (run_name(label), name.to_string()),
+        None => {
+            let words = first_words(command);
+            (format!("retry: {words}"), words)
+        }
     };
     format!(
         "::{level} title={}::{}",
-        github_property(&run_name(label)),
-        github_data(&message)
+        github_property(&title),
+        github_data(&format!("{name}: {message}"))
     )
+}
+
+/// The most characters of a command line that name a run in an annotation.
+const NAME_WIDTH: usize = 40;
+
+/// The first words of `command` (a command line quoted as in the log), whole words up to
+/// [`NAME_WIDTH`] characters, then `…`.
+fn first_words(command: &str) -> String {
+    if command.chars().count() <= NAME_WIDTH {
+        return command.to_string();
+    }
+    let cut: String = command.chars().take(NAME_WIDTH).collect();
+    let words = match cut.rfind(' ') {
+        Some(space) if space > 0 => &cut[..space],
+        _ => &cut,
+    };
+    format!("{words} …")
 }
 
 pub fn github_group(title: &str) -> String {
@@ -235,15 +258,23 @@ impl Sink for StepOutputs {
 /// is a number or a word: none can hold a line break.
 pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
     let (tries, code, flaky, outcome, reason) = match event {
+        // A late success that --flaky fail turns into a failure is not a success.
         Event::Succeeded {
             attempt, status, ..
-        } => (*attempt, status.code(), *attempt > 1, "success", ""),
+        } => {
+            let outcome = match status {
+                ExitStatus::Success => "success",
+                _ => "flaky",
+            };
+            (*attempt, status.code(), *attempt > 1, outcome, "")
+        }
         Event::RepeatEnded {
             count, why, status, ..
         } => {
-            let outcome = match (why, count.failed) {
-                (RepeatEnd::Interrupted(_), _) => "interrupted",
-                (_, 0) => "success",
+            let outcome = match (why, count.failed, status) {
+                (RepeatEnd::Interrupted(_), _, _) => "interrupted",
+                (_, 0, ExitStatus::Success) => "success",
+                (_, 0, _) => "gave_up",
                 _ => "failed",
             };
             let reason = match why {
@@ -260,6 +291,22 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
                 _ => "gave_up",
             };
             (*tries, status.code(), false, outcome, why.word())
+        }
+        // A replay writes one set for the whole of it: its runs leave theirs unwritten.
+        Event::ReplaySummary {
+            pending,
+            tries,
+            flaky,
+            status,
+            ..
+        } => {
+            let (outcome, reason) = match (status, pending) {
+                (ExitStatus::Reraise(_), _) => ("interrupted", "interrupted"),
+                (ExitStatus::Success, 0) => ("success", ""),
+                (_, 0) => ("gave_up", "error"),
+                _ => ("gave_up", "pending"),
+            };
+            (*tries, status.code(), *flaky, outcome, reason)
         }
         _ => return None,
     };
@@ -295,7 +342,8 @@ impl Sink for Markers {
                 if system == System::GitHub && !(facts.quiet && *level == Level::Warning) =>
             {
                 let label = facts.run_label.as_deref();
-                write_marker(&annotation(level.word(), label, &printable(summary)), facts);
+                let line = annotation(level.word(), label, &facts.command, &printable(summary));
+                write_marker(&line, facts);
             }
             _ => {}
         }
@@ -341,6 +389,7 @@ fn write_marker(line: &str, facts: &RunFacts) {
         line.to_string()
     };
     text.push('\n');
+    text.insert_str(0, column::line_start(Stream::Stderr));
     let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
@@ -387,13 +436,28 @@ mod tests {
     #[test]
     fn an_annotation_escapes_what_would_end_or_split_it() {
         assert_eq!(
-            annotation("warning", None, "50% done\nnext"),
-            "::warning title=retry::50%25 done%0Anext"
+            annotation("warning", Some("x"), "make", "50% done\nnext"),
+            "::warning title=retry[x]::x: 50%25 done%0Anext"
         );
         assert_eq!(
-            annotation("error", Some("db: eu,us"), "gave up"),
+            annotation("error", Some("db: eu,us"), "make", "gave up"),
             "::error title=retry[db%3A eu%2Cus]::db: eu,us: gave up"
         );
+    }
+
+    #[test]
+    fn an_annotation_without_a_label_names_the_command_by_its_first_words() {
+        assert_eq!(
+            annotation("error", None, "curl -fsS http://a:80/x,y", "gave up"),
+            "::error title=retry%3A curl -fsS http%3A//a%3A80/x%2Cy::curl -fsS http://a:80/x,y: gave up"
+        );
+        let long = "sh -c 'for i in 1 2 3 4 5 6 7 8 9; do echo $i; done; exit 1'";
+        assert_eq!(first_words(long), "sh -c 'for i in 1 2 3 4 5 6 7 8 9; do …");
+        assert_eq!(
+            first_words(&"x".repeat(50)),
+            format!("{} …", "x".repeat(40))
+        );
+        assert_eq!(first_words("true"), "true");
     }
 
     #[test]

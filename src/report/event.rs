@@ -125,11 +125,16 @@ pub enum Event {
         pending: Box<Pending>,
         replayed: Replayed,
     },
-    /// A replay of `file` ended: how many runs it resolved, how many are still pending.
+    /// A replay of `file` ended: how many runs it resolved, how many are still pending, the
+    /// tries of all its runs, whether a run it resolved needed more than one, and the status
+    /// the replay exits with.
     ReplaySummary {
         file: PathBuf,
         resolved: usize,
         pending: usize,
+        tries: u64,
+        flaky: bool,
+        status: ExitStatus,
     },
 }
 

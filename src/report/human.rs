@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::duration::hms;
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
+use crate::report::column::{self, Stream};
 use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
@@ -111,6 +112,9 @@ impl HumanLog {
             }
         }
         text.push('\n');
+        if facts.on_stderr {
+            text.insert_str(0, column::line_start(Stream::Stderr));
+        }
         self.put(&text, facts);
     }
 
@@ -340,6 +344,7 @@ fn replay_line(event: &Event, facts: &RunFacts) -> Option<String> {
             file,
             resolved,
             pending,
+            ..
         } if !quiet || *pending > 0 => {
             let file = replay::shown(file, charset);
             Some(match (resolved, pending) {

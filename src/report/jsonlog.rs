@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::{GiveUp, Outcome, RepeatEnd};
+use crate::report::column::{self, Stream};
 use crate::report::event::{Event, TryReport};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::human::{failure_text, hook_failure, warning_text};
@@ -51,6 +52,9 @@ impl Sink for JsonLog {
             line.push('\n');
             if facts.ascii {
                 line = charset::ascii_json(&line);
+            }
+            if facts.on_stderr {
+                line.insert_str(0, column::line_start(Stream::Stderr));
             }
             let _ = self.out.write_all(line.as_bytes());
             let _ = self.out.flush();
@@ -285,6 +289,7 @@ fn replay_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
             file,
             resolved,
             pending,
+            ..
         } => head("replay_end", facts)
             .str("file", &file.to_string_lossy())
             .num("resolved", *resolved as u64)

@@ -63,6 +63,12 @@ impl Log {
         self
     }
 
+    /// Writes no step outputs: the run is one of a whole (a replay) that writes them.
+    pub fn leaving_step_outputs(mut self) -> Log {
+        self.facts.ci.outputs = None;
+        self
+    }
+
     /// Adds a sink that takes every event after the others.
     pub fn with_sink(mut self, sink: Box<dyn Sink>) -> Log {
         self.sinks.push(sink);

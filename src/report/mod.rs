@@ -3,6 +3,7 @@
 
 pub mod charset;
 pub mod ci;
+pub mod column;
 pub mod dryrun;
 pub mod event;
 pub mod facts;

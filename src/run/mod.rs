@@ -397,7 +397,10 @@ fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: S
         && config.log.file.is_none()
         && !config.log.quiet
         && config.log.format == crate::config::LogFormat::Human;
-    let mut stdio = match stdio::RunIo::new(config) {
+    // Under CI the try's output and retry's lines meet in one log, which must never show
+    // them glued on one line: retry sees what the try writes beside its lines.
+    let relay = log.facts().ci.system.is_some();
+    let mut stdio = match stdio::RunIo::new(config, relay) {
         Ok(stdio) => stdio,
         Err(e) => {
             log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
@@ -433,8 +436,9 @@ fn run_logged(config: &Config, mut log: Log, signals: signals::Signals, begin: S
 pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) -> RunEnd {
     let start = Moment::now();
     let wall_start = SystemTime::now();
+    // The replay writes one set of step outputs for all its runs.
     let log = match open_log(config, id) {
-        Ok(log) => log,
+        Ok(log) => log.leaving_step_outputs(),
         Err(status) => {
             return RunEnd {
                 status,

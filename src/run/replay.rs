@@ -67,6 +67,8 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         log,
         resolved: 0,
         pending: 0,
+        tries: 0,
+        flaky: false,
     }
     .run_all(&runs, signals)
 }
@@ -195,6 +197,9 @@ struct Replay {
     log: crate::report::log::Log,
     resolved: usize,
     pending: usize,
+    /// The tries of the runs replayed so far, and whether one resolved needed more than one.
+    tries: u64,
+    flaky: bool,
 }
 
 /// Runs the pending run `p` again in its directory, with its options `config`: what became of
@@ -220,13 +225,17 @@ fn run_one(p: &Pending, config: &Config, signals: Signals) -> (Replayed, Option<
 }
 
 impl Replay {
-    /// The end of the replay, in the log.
-    fn summary(&mut self) {
+    /// The end of the replay, in the log and the step outputs: the status it exits with.
+    fn summary(&mut self, status: ExitStatus) -> ExitStatus {
         self.log.emit(Event::ReplaySummary {
             file: self.file.clone(),
             resolved: self.resolved,
             pending: self.pending,
+            tries: self.tries,
+            flaky: self.flaky,
+            status,
         });
+        status
     }
 
     /// Runs every pending run in order; stops at an interrupt, or when the file can no longer
@@ -251,13 +260,9 @@ impl Replay {
                     why: e.to_string(),
                 }));
                 self.pending += total - k;
-                self.summary();
-                return ExitStatus::Usage;
+                return self.summary(ExitStatus::Usage);
             }
-            match replayed {
-                Replayed::Resolved { .. } => self.resolved += 1,
-                _ => self.pending += 1,
-            }
+            self.count(&replayed);
             self.log.emit(Event::ReplayEnd {
                 k: k + 1,
                 total,
@@ -267,14 +272,29 @@ impl Replay {
             if let Some(signal) = stopped_by {
                 // Interrupted: no further run starts, and retry ends as the run did.
                 self.pending += total - k - 1;
-                self.summary();
-                return ExitStatus::Reraise(signal);
+                return self.summary(ExitStatus::Reraise(signal));
             }
         }
-        self.summary();
-        match self.pending {
+        let status = match self.pending {
             0 => ExitStatus::Success,
             _ => ExitStatus::LastExit(1),
+        };
+        self.summary(status)
+    }
+
+    /// Counts what a replayed run came to.
+    fn count(&mut self, replayed: &Replayed) {
+        match *replayed {
+            Replayed::Resolved { tries } => {
+                self.resolved += 1;
+                self.tries += tries;
+                self.flaky |= tries > 1;
+            }
+            Replayed::Failed { tries, .. } => {
+                self.pending += 1;
+                self.tries += tries;
+            }
+            Replayed::NotRun { .. } => self.pending += 1,
         }
     }
 }

@@ -12,6 +12,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::stat::{SFlag, fstat};
 use nix::unistd::isatty;
 
+use crate::report::column::{self, Stream};
+
 /// What a descriptor is, for deciding how much can be written to it without blocking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -103,6 +105,15 @@ pub(super) enum Own {
     Stderr(io::Stderr),
 }
 
+impl Own {
+    fn stream(&self) -> Stream {
+        match self {
+            Own::Stdout(_) => Stream::Stdout,
+            Own::Stderr(_) => Stream::Stderr,
+        }
+    }
+}
+
 impl AsFd for Own {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
@@ -133,8 +144,15 @@ impl Sink {
         }
     }
 
-    /// Writes what fits now, never waiting: `WouldBlock` when nothing does.
+    /// Writes what fits now, never waiting: `WouldBlock` when nothing does. What went out is
+    /// noted, so that `retry`'s next line of its own starts on a line of its own.
     pub(super) fn write(&self, data: &[u8]) -> io::Result<usize> {
+        let n = self.write_now(data)?;
+        column::passed_on(self.own.stream(), &data[..n]);
+        Ok(n)
+    }
+
+    fn write_now(&self, data: &[u8]) -> io::Result<usize> {
         if let Some(private) = &self.private {
             return write_fd(private.as_fd(), data);
         }
@@ -172,7 +190,10 @@ impl Sink {
         let mut at = nix::libc::off_t::try_from(offset).ok()?;
         let count = usize::try_from(len).unwrap_or(usize::MAX).min(1 << 30);
         match nix::sys::sendfile::sendfile(out, file, Some(&mut at), count) {
-            Ok(n) => Some(Ok(n)),
+            Ok(n) => {
+                self.note_sent(file, offset, n);
+                Some(Ok(n))
+            }
             // Not for this pair of files (an O_APPEND file, say): the caller writes instead.
             Err(Errno::EINVAL | Errno::ENOSYS) => None,
             Err(e) => Some(Err(e.into())),
@@ -187,6 +208,17 @@ impl Sink {
         _len: u64,
     ) -> Option<io::Result<usize>> {
         None
+    }
+}
+
+impl Sink {
+    /// Notes the last of `n` bytes just sent from `file` at `offset`.
+    fn note_sent(&self, file: &std::fs::File, offset: u64, n: usize) {
+        use std::os::unix::fs::FileExt;
+        let mut last = [0u8];
+        if n > 0 && file.read_exact_at(&mut last, offset + n as u64 - 1).is_ok() {
+            column::passed_on(self.own.stream(), &last);
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use nix::unistd::{Whence, isatty, lseek};
 use crate::config::Config;
 use crate::config::StdinMode;
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
+use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
@@ -660,17 +661,28 @@ enum Layout {
     Shared,
     /// Watched, each stream on its own.
     Separate,
+    /// Relayed, not watched, and standard output goes elsewhere: only standard error passes
+    /// through `retry`, which writes its own lines there.
+    Stderr,
 }
 
 impl Layout {
     /// `same_place` (stdout and stderr are the same file) is looked at only when it matters:
     /// each look is a system call at start-up.
-    fn new(buffer_stdout: bool, watching: bool, same_place: impl FnOnce() -> bool) -> Layout {
-        match (buffer_stdout, watching) {
-            (true, watch_stderr) => Layout::Hold { watch_stderr },
-            (false, false) => Layout::Inherit,
-            (false, true) if same_place() => Layout::Shared,
-            (false, true) => Layout::Separate,
+    fn new(
+        buffer_stdout: bool,
+        watching: bool,
+        relay: bool,
+        same_place: impl FnOnce() -> bool,
+    ) -> Layout {
+        match (buffer_stdout, watching, relay) {
+            (true, watching, relay) => Layout::Hold {
+                watch_stderr: watching || relay,
+            },
+            (false, false, false) => Layout::Inherit,
+            (false, _, _) if same_place() => Layout::Shared,
+            (false, true, _) => Layout::Separate,
+            (false, false, true) => Layout::Stderr,
         }
     }
 }
@@ -707,7 +719,10 @@ impl std::fmt::Display for OutputError {
 }
 
 impl RunIo {
-    pub fn new(config: &Config) -> anyhow::Result<RunIo> {
+    /// `relay`: pass the try's standard error (and its standard output, when the two are one
+    /// file) through `retry` even when nothing watches them, so that `retry` sees a line the
+    /// try left unfinished and starts its own lines on a line of their own (under CI).
+    pub fn new(config: &Config, relay: bool) -> anyhow::Result<RunIo> {
         let input = Input::new(config.stdin)?;
         let on_request = config.stdin == StdinMode::Auto && matches!(input, Input::Replay(_));
         let classifier = &config.policy.classifier;
@@ -717,9 +732,13 @@ impl RunIo {
             until: classifier.until_output.clone(),
             delay_from: config.delay_from_output.clone(),
         };
-        let layout = Layout::new(config.buffer_stdout, patterns.any(), || {
-            same_file(io::stdout().as_fd(), io::stderr().as_fd())
-        });
+        let mut shared = None;
+        let mut same_place =
+            || *shared.get_or_insert_with(|| same_file(io::stdout().as_fd(), io::stderr().as_fd()));
+        let layout = Layout::new(config.buffer_stdout, patterns.any(), relay, &mut same_place);
+        if layout != Layout::Inherit {
+            column::set_shared(same_place());
+        }
         Ok(RunIo {
             input,
             patterns,
@@ -830,6 +849,10 @@ impl RunIo {
                 let again = both.try_clone().context("cannot share the output pipe")?;
                 (ChildFd::Fd(both), ChildFd::Fd(again))
             }
+            Layout::Stderr => (
+                ChildFd::Inherit,
+                ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
+            ),
             Layout::Separate => (
                 ChildFd::Fd(self.open_stream(io, Dest::Stdout, self.stdout_tty)?),
                 ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
@@ -1384,19 +1407,31 @@ mod tests {
     #[test]
     fn layout_looks_at_the_place_only_when_watching_without_holding() {
         let never = || -> bool { panic!("same_place looked at") };
-        assert_eq!(Layout::new(false, false, never), Layout::Inherit);
+        assert_eq!(Layout::new(false, false, false, never), Layout::Inherit);
         assert_eq!(
-            Layout::new(true, false, never),
+            Layout::new(true, false, false, never),
             Layout::Hold {
                 watch_stderr: false
             }
         );
         assert_eq!(
-            Layout::new(true, true, never),
+            Layout::new(true, true, false, never),
             Layout::Hold { watch_stderr: true }
         );
-        assert_eq!(Layout::new(false, true, || true), Layout::Shared);
-        assert_eq!(Layout::new(false, true, || false), Layout::Separate);
+        assert_eq!(Layout::new(false, true, false, || true), Layout::Shared);
+        assert_eq!(Layout::new(false, true, false, || false), Layout::Separate);
+    }
+
+    #[test]
+    fn under_ci_the_streams_retry_writes_beside_pass_through_it() {
+        let never = || -> bool { panic!("same_place looked at") };
+        assert_eq!(
+            Layout::new(true, false, true, never),
+            Layout::Hold { watch_stderr: true }
+        );
+        assert_eq!(Layout::new(false, false, true, || true), Layout::Shared);
+        assert_eq!(Layout::new(false, false, true, || false), Layout::Stderr);
+        assert_eq!(Layout::new(false, true, true, || false), Layout::Separate);
     }
 
     #[test]

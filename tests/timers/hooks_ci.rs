@@ -230,7 +230,12 @@ fn a_flaky_run_ends_with_one_warning_that_sums_it_up() {
     let found = annotations(&log);
     assert_eq!(found.len(), 1, "{log}");
     let (level, title, message) = &found[0];
-    assert_eq!((level.as_str(), title.as_str()), ("warning", "retry"));
+    // Without a label, the command names the run.
+    assert_eq!(level, "warning");
+    assert!(title.starts_with("retry%3A sh -c 'echo out"), "{title}");
+    let message = message
+        .strip_prefix("sh -c 'echo out $RETRY_ATTEMPT; echo …: ")
+        .unwrap_or_else(|| panic!("not named by the command: {message}"));
     assert!(
         message.starts_with("succeeded on try 6/6 after 5 failures: exit 1 ×5 (")
             && message.ends_with(" waiting)"),
@@ -254,7 +259,7 @@ fn a_run_that_gives_up_ends_with_one_error() {
     let (level, _, message) = &found[0];
     assert_eq!(level, "error");
     assert!(
-        message.starts_with("gave up after 3 tries in ")
+        message.starts_with("sh -c 'exit 4': gave up after 3 tries in ")
             && message.ends_with(", no tries left: exit 4 ×3"),
         "{log}"
     );
@@ -278,7 +283,9 @@ fn a_run_that_gives_up_ends_with_one_error() {
     let found = annotations(&log);
     assert_eq!(found.len(), 1, "{log}");
     assert!(
-        found[0].2.starts_with("gave up after 1 try in ")
+        found[0]
+            .2
+            .starts_with("sh -c 'exit 2': gave up after 1 try in ")
             && found[0].2.ends_with(", the failure is permanent: exit 2"),
         "{log}"
     );
@@ -302,7 +309,7 @@ fn no_log_line_is_printed_twice_under_github_actions() {
         assert_eq!(distinct.len(), lines.len(), "a line repeated in {log}");
         // The end of the run is said once, as the annotation.
         assert_eq!(log.matches(end).count(), 1, "{log}");
-        assert!(log.contains(&format!("title=retry::{end}")), "{log}");
+        assert!(log.contains(&format!("…: {end}")), "{log}");
         // Each try is told once.
         for k in 1..=6 {
             let line = format!("retry: try {k}/6 ");

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ci_lines;
 mod edges;
 mod hooks_ci;
 mod pushback;
