@@ -58,6 +58,18 @@ impl ExitStatus {
         }
     }
 
+    /// The status a `--repeat` ends with: that of its first failed try (`first_failed`), as
+    /// giving up after it would have given; 0 when every one of its `tries` that ran to its end
+    /// passed; and 124 when none ran to its end (the budget cut the first short): a command
+    /// that hangs never passes.
+    pub fn of_repeat(first_failed: Option<Outcome>, tries: u64) -> ExitStatus {
+        match (first_failed, tries) {
+            (Some(outcome), _) => ExitStatus::of_giving_up(&GiveUp::Tries, outcome),
+            (None, 0) => ExitStatus::Timeout,
+            (None, _) => ExitStatus::Success,
+        }
+    }
+
     /// The status of a run that succeeded after failed tries, under `--flaky fail` (spec
     /// 18.1): what giving up after the last failed one, which ended with `last_failed`, would
     /// have given; a try that died of SIGINT gives 130 and `retry` does not die of it, since
@@ -88,6 +100,20 @@ impl ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeat_passes_only_when_a_try_ran_to_its_end_and_none_failed() {
+        assert_eq!(ExitStatus::of_repeat(None, 0), ExitStatus::Timeout);
+        assert_eq!(ExitStatus::of_repeat(None, 3), ExitStatus::Success);
+        assert_eq!(
+            ExitStatus::of_repeat(Some(Outcome::Exit(3)), 7),
+            ExitStatus::LastExit(3)
+        );
+        assert_eq!(
+            ExitStatus::of_repeat(Some(Outcome::Timeout), 1),
+            ExitStatus::Timeout
+        );
+    }
 
     #[test]
     fn giving_up_exits_with_the_last_try_but_never_0_and_125_for_lost_input() {

@@ -133,9 +133,12 @@ impl Sink for Tally {
                     ),
                 }
             }
-            // A repeat in which every try passed has nothing to announce.
+            // A repeat in which every try passed has nothing to announce; one in which none
+            // ran to its end proved nothing.
             Event::RepeatEnded { count, why, .. }
-                if count.failed > 0 || matches!(why, RepeatEnd::Interrupted(_)) =>
+                if count.failed > 0
+                    || count.tries == 0
+                    || matches!(why, RepeatEnd::Interrupted(_)) =>
             {
                 (Level::Error, repeat_summary(count, why))
             }

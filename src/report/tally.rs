@@ -24,6 +24,11 @@ pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
 /// The last line of `--repeat`: `200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first
 /// failure on try 17`, and how it ended when not by running every try asked for.
 pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
+    if count.tries == 0 {
+        if let RepeatEnd::Budget(None) = why {
+            return "no try ran to its end: the end of the budget stopped try 1".to_string();
+        }
+    }
     let mut text = format!(
         "{}, {} failed ({})",
         match count.tries {

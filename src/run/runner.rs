@@ -637,16 +637,13 @@ impl<'c> Runner<'c> {
     }
 
     /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
-    /// giving up after the first failed one would have given.
+    /// giving up after the first failed one would have given, and 124 when none ran to its end.
     fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
         let Some(repeat) = &self.repeat else {
             return ExitStatus::Success;
         };
-        let status = match repeat.failed_outcome() {
-            Some(outcome) => ExitStatus::of_giving_up(&GiveUp::Tries, outcome),
-            None => ExitStatus::Success,
-        };
         let count = repeat.count().clone();
+        let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
         self.ended = (attempt, None);
         self.log.emit(Event::RepeatEnded {
             count,

@@ -7,6 +7,7 @@
 mod common;
 
 mod ci_lines;
+mod cut;
 mod edges;
 mod hooks_ci;
 mod pushback;
