@@ -654,7 +654,8 @@ fn a_history_below_a_directory_that_another_user_could_change_is_refused() {
     std::fs::create_dir_all(open.join("deep")).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     // Anyone could rename `deep` away and put a directory of theirs, or a link, in its place.
-    let needles = ["--history", "a directory above it has mode 0777"];
+    let shown = open.display().to_string();
+    let needles = ["--history", &shown, "with mode 0777", "no sticky bit"];
     refused(&dir, &open.join("deep").join("h.jsonl"), &needles);
     refused(&dir, &open.join("new").join("h.jsonl"), &needles);
     assert!(!open.join("new").exists(), "nothing was made in it");
@@ -670,7 +671,10 @@ fn a_history_below_a_directory_that_another_user_could_change_is_refused() {
     let link = sticky.join("ci-history");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     std::os::unix::fs::lchown(&link, Some(other), None).unwrap();
-    let needles = ["--history", &format!("symbolic link of uid {other}")];
+    let needles = [
+        "--history",
+        &format!("symbolic link '{}', owned by uid {other}", link.display()),
+    ];
     refused(&dir, &link.join("h.jsonl"), &needles);
     assert!(!victim.join("h.jsonl").exists());
     // Ours, the same link is followed.

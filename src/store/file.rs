@@ -12,7 +12,8 @@
 //!
 //! The directory is `$XDG_RUNTIME_DIR/retry/`, else `$TMPDIR/retry-UID/`, else
 //! `/tmp/retry-UID/`, mode 0700; one that a symbolic link stands in for, that another user owns
-//! or that others may enter is refused, so no other user can read, replace or hold a quota. The
+//! or that others may enter is refused, and so is one whose way there another user could change
+//! (`store::open_way`), so no other user can read, replace or hold a quota. The
 //! file follows the rules of every file that outlives a run (spec 19): 0600 whatever the umask,
 //! never a symbolic link, a regular file (a FIFO is refused at once, never waited on), owned by
 //! the effective user and writable by nobody else; a store that breaks them is not used.
@@ -290,12 +291,13 @@ impl LocalStore {
     /// `None` when it does not exist and `create` is not set.
     fn open_dir(&self, create: bool) -> Result<Option<File>, StoreError> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let (parent, name) = self.open_parent()?;
         let mut created = false;
         let dir = loop {
-            match fcntl::open(&self.dir, flags, Mode::empty()) {
+            match fcntl::openat(&parent, name.as_os_str(), flags, Mode::empty()) {
                 Ok(fd) => break File::from(fd),
                 Err(Errno::ENOENT) if create && !created => {
-                    self.create_dir()?;
+                    self.create_dir(&parent, &name)?;
                     created = true;
                 }
                 Err(Errno::ENOENT) if !create => return Ok(None),
@@ -306,16 +308,29 @@ impl LocalStore {
         Ok(Some(dir))
     }
 
-    /// Creates the directory, 0700 whatever the umask takes away; one created meanwhile by
-    /// another run will do.
-    fn create_dir(&self) -> Result<(), StoreError> {
-        match nix::unistd::mkdir(&self.dir, Mode::S_IRWXU) {
-            Ok(()) => {
-                use std::os::unix::fs::PermissionsExt;
-                let private = std::fs::Permissions::from_mode(0o700);
-                std::fs::set_permissions(&self.dir, private)
-                    .map_err(|e| self.io_failed("create the directory", self.dir.clone(), e))
-            }
+    /// The directory that holds the store's, opened by the way there (spec 19: every
+    /// directory from `/` belongs to root or the user, and so on), and the store's name in it.
+    fn open_parent(&self) -> Result<(File, OsString), StoreError> {
+        let unopened = |source| self.io_failed("open the directory", self.dir.clone(), source);
+        let (Some(parent), Some(name)) = (self.dir.parent(), self.dir.file_name()) else {
+            return Err(unopened(io::Error::from(Errno::EINVAL)));
+        };
+        let parent = crate::store::open_way(parent, false).map_err(unopened)?;
+        Ok((parent, name.to_os_string()))
+    }
+
+    /// Creates the directory in `parent`, 0700 whatever the umask takes away; one created
+    /// meanwhile by another run will do.
+    fn create_dir(&self, parent: &File, name: &OsString) -> Result<(), StoreError> {
+        match stat::mkdirat(parent, name.as_os_str(), Mode::S_IRWXU) {
+            // In a directory of root's or ours, where nobody else may replace what we made.
+            Ok(()) => stat::fchmodat(
+                parent,
+                name.as_os_str(),
+                Mode::S_IRWXU,
+                stat::FchmodatFlags::FollowSymlink,
+            )
+            .map_err(|e| self.io_error("create the directory", self.dir.clone(), e)),
             Err(Errno::EEXIST) => Ok(()),
             Err(e) => Err(self.io_error("create the directory", self.dir.clone(), e)),
         }

@@ -19,7 +19,7 @@ pub mod shared;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -66,8 +66,9 @@ pub fn flock_within(
     }
 }
 
-/// Why a file that outlives a run is not one `retry` may keep records in (spec 19).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a file that outlives a run is not one `retry` may keep records in (spec 19; the rules
+/// are in docs/decisions.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// A symbolic link stands at its last component: someone could point it anywhere.
     Symlink,
@@ -76,15 +77,20 @@ pub enum Refusal {
     /// Another user owns it, or group or others may write it: its owner and mode, and the
     /// user running `retry`.
     Untrusted { uid: u32, mode: u32, euid: u32 },
-    /// Its directory may be written by anyone and has no sticky bit: anyone could replace it.
-    OpenDirectory { mode: u32 },
-    /// A directory above its own may be written by anyone and has no sticky bit: anyone could
-    /// put a directory of theirs in the place of the one below it.
-    OpenAncestor { mode: u32 },
-    /// The way to it goes through a symbolic link that another user (`uid`, not root) owns, in
-    /// a directory anyone may write: they could point it anywhere (as Linux's
-    /// `fs.protected_symlinks` refuses to follow such a link).
-    ForeignLink { uid: u32 },
+    /// A directory on the way to it belongs to neither root nor the user running `retry`:
+    /// its owner could put anything in the place of what follows it.
+    ForeignDirectory {
+        path: PathBuf,
+        uid: u32,
+        mode: u32,
+        euid: u32,
+    },
+    /// A directory on the way to it may be written by anyone and has no sticky bit: anyone
+    /// could replace what follows it.
+    OpenDirectory { path: PathBuf, uid: u32, mode: u32 },
+    /// The way to it goes through a symbolic link that neither root nor the user running
+    /// `retry` owns: its owner chose where it leads.
+    ForeignLink { path: PathBuf, uid: u32, euid: u32 },
 }
 
 impl fmt::Display for Refusal {
@@ -97,21 +103,40 @@ impl fmt::Display for Refusal {
                 "it is owned by uid {uid} with mode {mode:04o}: it must belong to uid {euid} \
                  and not be writable by group or others"
             ),
-            Refusal::OpenDirectory { mode } => write!(
+            Refusal::ForeignDirectory {
+                path,
+                uid,
+                mode,
+                euid,
+            } => write!(
                 f,
-                "its directory has mode {mode:04o}: anyone may replace a file in it (no sticky bit)"
+                "the way to it goes through '{}', owned by uid {uid} with mode {mode:04o}: \
+                 every directory on the way must belong to {}",
+                path.display(),
+                trusted_owners(*euid)
             ),
-            Refusal::OpenAncestor { mode } => write!(
+            Refusal::OpenDirectory { path, uid, mode } => write!(
                 f,
-                "a directory above it has mode {mode:04o}: anyone may replace the directories \
-                 below it (no sticky bit)"
+                "the way to it goes through '{}', owned by uid {uid} with mode {mode:04o}: \
+                 anyone may replace what is in it (no sticky bit)",
+                path.display()
             ),
-            Refusal::ForeignLink { uid } => write!(
+            Refusal::ForeignLink { path, uid, euid } => write!(
                 f,
-                "the way to it goes through a symbolic link of uid {uid} in a directory anyone \
-                 may write: they could point it anywhere"
+                "the way to it goes through the symbolic link '{}', owned by uid {uid}: a link \
+                 on the way must belong to {}",
+                path.display(),
+                trusted_owners(*euid)
             ),
         }
+    }
+}
+
+/// Who may own what is on the way to a record file, in words.
+fn trusted_owners(euid: u32) -> String {
+    match euid {
+        0 => "root".to_string(),
+        euid => format!("root or uid {euid}"),
     }
 }
 
@@ -135,34 +160,50 @@ pub enum Access {
     Create,
 }
 
-/// Opens a file that `retry` keeps records in (spec 19): never through a symbolic link at its
-/// last component, only a regular file (a FIFO or a device is refused before anything could
-/// block on it), owned by the effective user and writable by nobody else, in a directory that
-/// is not open to all without the sticky bit. A file it creates is 0600 and the directories it
-/// creates 0700, whatever the umask.
+/// Opens a file that `retry` keeps records in (spec 19): reached through [`open_way`] (every
+/// directory from `/` checked, opened one from the other, so that none can be swapped in
+/// between), never through a symbolic link at its last component, only a regular file (a FIFO
+/// or a device is refused before anything could block on it), owned by the effective user
+/// and writable by nobody else. A file it creates is 0600 and the directories it creates
+/// 0700, whatever the umask.
 pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
+    let Some(name) = file_name(path) else {
+        return Err(Refusal::NotRegular("a directory").into());
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    check_ancestors(dir)?;
-    if access == Access::Create {
-        create_dirs(dir)?;
-    }
-    check_dir(dir)?;
+    let dir = open_way(dir, access == Access::Create)?;
     // A file that is there is looked at before it is opened: opening a device may act on it.
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => check_type(&meta)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound && access == Access::Create => {}
-        Err(e) => return Err(e),
+    match stat::fstatat(&dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => check_file_mode(st.st_mode)?,
+        Err(Errno::ENOENT) if access == Access::Create => {}
+        Err(e) => return Err(e.into()),
     }
+    let file = open_at(&dir, name, access)?;
+    check_opened(&file)?;
+    Ok(file)
+}
+
+/// The last component of `path` when it names a file: not when it ends in `/` or `..`.
+fn file_name(path: &Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let ends_as_dir = bytes.ends_with(b"/") || bytes.ends_with(b"/.") || bytes == b".";
+    path.file_name().filter(|_| !ends_as_dir)
+}
+
+/// Opens `name` in `dir` as `access` says, never through a symbolic link nor blocking; a file
+/// it creates is 0600 whatever the umask.
+fn open_at(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result<File> {
     let base = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let base = match access {
         Access::Read => base | OFlag::O_RDONLY,
         Access::Append | Access::Create => base | OFlag::O_RDWR | OFlag::O_APPEND,
     };
     let private = Mode::S_IRUSR | Mode::S_IWUSR;
-    let open = |flags: OFlag| fcntl::open(path, flags, private);
+    let open = |flags: OFlag| fcntl::openat(dir, name, flags, private).map(File::from);
     let refused = |e: Errno| -> io::Error {
         match e {
             // O_NOFOLLOW: a symbolic link planted since it was looked at.
@@ -170,20 +211,18 @@ pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
             e => e.into(),
         }
     };
-    let (fd, created) = match access {
+    let file = match access {
         Access::Create => match open(base | OFlag::O_CREAT | OFlag::O_EXCL) {
-            Ok(fd) => (fd, true),
-            Err(Errno::EEXIST) => (open(base).map_err(refused)?, false),
+            Ok(file) => {
+                // The umask may have taken bits away: the owner must read and write it.
+                stat::fchmod(&file, private)?;
+                file
+            }
+            Err(Errno::EEXIST) => open(base).map_err(refused)?,
             Err(e) => return Err(refused(e)),
         },
-        _ => (open(base).map_err(refused)?, false),
+        _ => open(base).map_err(refused)?,
     };
-    let file = File::from(fd);
-    if created {
-        // The umask may have taken bits away: the owner must read and write it.
-        stat::fchmod(&file, private)?;
-    }
-    check_opened(&file)?;
     // Reads and writes of a regular file never block; the flag goes all the same, so that the
     // file behaves as any other.
     fcntl::fcntl(&file, fcntl::FcntlArg::F_SETFL(OFlag::O_APPEND & base))?;
@@ -192,24 +231,20 @@ pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
 
 /// What is not a regular file, said as a refusal.
 fn check_type(meta: &std::fs::Metadata) -> Result<(), Refusal> {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    let what = if t.is_file() {
-        return Ok(());
-    } else if t.is_symlink() {
-        return Err(Refusal::Symlink);
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
+    check_file_mode(meta.mode())
+}
+
+/// What is not a regular file, from its `st_mode`, said as a refusal.
+fn check_file_mode(mode: u32) -> Result<(), Refusal> {
+    let what = match mode & nix::libc::S_IFMT {
+        nix::libc::S_IFREG => return Ok(()),
+        nix::libc::S_IFLNK => return Err(Refusal::Symlink),
+        nix::libc::S_IFDIR => "a directory",
+        nix::libc::S_IFIFO => "a FIFO",
+        nix::libc::S_IFCHR => "a character device",
+        nix::libc::S_IFBLK => "a block device",
+        nix::libc::S_IFSOCK => "a socket",
+        _ => "not a file",
     };
     Err(Refusal::NotRegular(what))
 }
@@ -231,83 +266,197 @@ fn check_opened(file: &File) -> io::Result<()> {
     Ok(())
 }
 
-/// Refuses a directory that anyone may write to without the sticky bit: another user could
-/// put any file in place of ours.
-fn check_dir(dir: &Path) -> io::Result<()> {
-    let mode = std::fs::metadata(dir)?.mode();
-    if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-        return Err(Refusal::OpenDirectory {
-            mode: mode & 0o7777,
-        }
-        .into());
-    }
-    Ok(())
-}
+/// How many symbolic links (and directories made by another run meanwhile) one way may meet
+/// in all, as Linux follows at most 40 links: a loop of links ends there.
+const MAX_TURNS: usize = 40;
 
-/// Refuses a way to `dir` that another user could change (spec 19, a level up from the file):
-/// a directory above it that anyone may write to without the sticky bit, or a symbolic link on
-/// the way that another user (not root) owns in a directory anyone may write. Directories not
-/// made yet are passed over: they will be made 0700.
-fn check_ancestors(dir: &Path) -> io::Result<()> {
+/// Opens the directory `dir` (a relative one from the working directory) for a record file
+/// (spec 19), as OpenSSH checks the way to a key file: every directory from `/` down to it
+/// must belong to root or the effective user, and one that others may write must have the
+/// sticky bit; a symbolic link on the way is followed only when root or the effective user
+/// owns it, and its target's way is checked the same way. Each directory is opened from the
+/// one above it, never by its path again, so none can be swapped in between; `..` goes back
+/// to the directory the way came from, as the kernel takes it. With `create`, missing
+/// directories are made 0700 whatever the umask.
+pub fn open_way(dir: &Path, create: bool) -> io::Result<File> {
     let absolute = match dir.is_absolute() {
         true => dir.to_path_buf(),
         false => std::env::current_dir()?.join(dir),
     };
-    let euid = euid();
-    // The links as the path names them.
-    for at in absolute.ancestors() {
-        let Ok(meta) = std::fs::symlink_metadata(at) else {
-            continue;
+    let mut way = Way::from_root()?;
+    let mut names = parts(&absolute);
+    while let Some(name) = names.pop_front() {
+        way.step(name, &mut names, create)?;
+    }
+    Ok(way.into_last())
+}
+
+/// The names of a path to walk, `..` included; `/` and `.` are passed over.
+fn parts(path: &Path) -> std::collections::VecDeque<std::ffi::OsString> {
+    use std::path::Component;
+    path.components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A directory on the way, opened, and the path it was reached by (for the refusals).
+struct Step {
+    dir: File,
+    path: PathBuf,
+}
+
+/// The directories from `/` to where the walk has come, each opened and checked.
+struct Way {
+    steps: Vec<Step>,
+    turns: usize,
+    euid: u32,
+}
+
+impl Way {
+    fn from_root() -> io::Result<Way> {
+        let root = Path::new("/");
+        let dir = File::from(fcntl::open(root, search_flags(), Mode::empty())?);
+        let mut way = Way {
+            steps: Vec::new(),
+            turns: 0,
+            euid: euid(),
         };
-        let open_parent = at
-            .parent()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .is_some_and(|m| m.mode() & 0o002 != 0);
-        if meta.file_type().is_symlink() && open_parent && ![euid, 0].contains(&meta.uid()) {
-            return Err(Refusal::ForeignLink { uid: meta.uid() }.into());
+        way.enter(dir, root.to_path_buf())?;
+        Ok(way)
+    }
+
+    /// The directory the walk ended in.
+    fn into_last(mut self) -> File {
+        self.steps.pop().expect("the way starts at /").dir
+    }
+
+    fn here(&self) -> &Step {
+        self.steps.last().expect("the way starts at /")
+    }
+
+    /// Takes one name of the way; a link's target goes in front of the names still to take.
+    fn step(
+        &mut self,
+        name: std::ffi::OsString,
+        rest: &mut std::collections::VecDeque<std::ffi::OsString>,
+        create: bool,
+    ) -> io::Result<()> {
+        if name == ".." {
+            if self.steps.len() > 1 {
+                self.steps.pop();
+            }
+            return Ok(());
+        }
+        let path = self.here().path.join(&name);
+        let nofollow = fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        match stat::fstatat(&self.here().dir, name.as_os_str(), nofollow) {
+            Ok(st) if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK => {
+                self.follow(&name, path, st.st_uid, rest)
+            }
+            Ok(_) => {
+                let flags = search_flags();
+                let dir = fcntl::openat(&self.here().dir, name.as_os_str(), flags, Mode::empty())?;
+                self.enter(File::from(dir), path)
+            }
+            Err(Errno::ENOENT) if create => self.make(name, path, rest),
+            Err(e) => Err(e.into()),
         }
     }
-    // The directories as the links lead: from the deepest that exists, up.
-    let Some(real) = absolute
-        .ancestors()
-        .find_map(|at| std::fs::canonicalize(at).ok())
-    else {
-        return Ok(());
-    };
-    // The file's own directory is `check_dir`'s, which says so.
-    let own = std::fs::canonicalize(dir).ok();
-    for above in real.ancestors().filter(|a| Some(*a) != own.as_deref()) {
-        let mode = std::fs::metadata(above)?.mode();
-        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-            return Err(Refusal::OpenAncestor {
-                mode: mode & 0o7777,
+
+    /// Follows the link `name` (owned by `uid`) when root or the effective user owns it.
+    fn follow(
+        &mut self,
+        name: &std::ffi::OsStr,
+        path: PathBuf,
+        uid: u32,
+        rest: &mut std::collections::VecDeque<std::ffi::OsString>,
+    ) -> io::Result<()> {
+        if uid != 0 && uid != self.euid {
+            let euid = self.euid;
+            return Err(Refusal::ForeignLink { path, uid, euid }.into());
+        }
+        self.turn()?;
+        let target = PathBuf::from(fcntl::readlinkat(&self.here().dir, name)?);
+        if target.is_absolute() {
+            self.steps.truncate(1);
+        }
+        for part in parts(&target).into_iter().rev() {
+            rest.push_front(part);
+        }
+        Ok(())
+    }
+
+    /// Makes the missing directory `name`, 0700 whatever the umask; one that another run made
+    /// meanwhile is looked at again as any other.
+    fn make(
+        &mut self,
+        name: std::ffi::OsString,
+        path: PathBuf,
+        rest: &mut std::collections::VecDeque<std::ffi::OsString>,
+    ) -> io::Result<()> {
+        match stat::mkdirat(&self.here().dir, name.as_os_str(), Mode::S_IRWXU) {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => {
+                self.turn()?;
+                rest.push_front(name);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let dir = File::from(fcntl::openat(
+            &self.here().dir,
+            name.as_os_str(),
+            flags,
+            Mode::empty(),
+        )?);
+        stat::fchmod(&dir, Mode::S_IRWXU)?;
+        self.enter(dir, path)
+    }
+
+    /// Checks the opened directory and walks into it.
+    fn enter(&mut self, dir: File, path: PathBuf) -> io::Result<()> {
+        let st = stat::fstat(&dir)?;
+        let (uid, mode) = (st.st_uid, st.st_mode & 0o7777);
+        if uid != 0 && uid != self.euid {
+            let euid = self.euid;
+            return Err(Refusal::ForeignDirectory {
+                path,
+                uid,
+                mode,
+                euid,
             }
             .into());
         }
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Err(Refusal::OpenDirectory { path, uid, mode }.into());
+        }
+        self.steps.push(Step { dir, path });
+        Ok(())
     }
-    Ok(())
+
+    /// Counts a link followed or a name looked at again: past [`MAX_TURNS`], the way loops.
+    fn turn(&mut self) -> io::Result<()> {
+        self.turns += 1;
+        match self.turns > MAX_TURNS {
+            true => Err(Errno::ELOOP.into()),
+            false => Ok(()),
+        }
+    }
 }
 
-/// Creates `dir` and its missing parents, each 0700 whatever the umask.
-fn create_dirs(dir: &Path) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut at = Some(dir);
-    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
-        match std::fs::symlink_metadata(d) {
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d),
-            Err(e) => return Err(e),
-        }
-        at = d.parent();
-    }
-    for d in missing.into_iter().rev() {
-        match nix::unistd::mkdir(d, Mode::S_IRWXU) {
-            Ok(()) => std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?,
-            Err(Errno::EEXIST) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
+/// How a directory on the way is opened: only to look at it and go on from it (a directory
+/// that may be searched but not listed, as 0711, is passed), never through a link.
+fn search_flags() -> OFlag {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let only_to_search = OFlag::O_PATH;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let only_to_search = OFlag::O_RDONLY;
+    only_to_search | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
 }
 
 /// The effective user, who owns what `retry` creates. (nix's `geteuid` needs its "user"
@@ -361,5 +510,5 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 pub fn refusal(e: &io::Error) -> Option<Refusal> {
     e.get_ref()
         .and_then(|inner| inner.downcast_ref::<Refusal>())
-        .copied()
+        .cloned()
 }
