@@ -82,7 +82,7 @@ pub enum Event {
     Received {
         signal: Signal,
         attempt: u64,
-        in_wait: bool,
+        during: During,
     },
     /// The run gave up after `tries` tries, for `why`, with `status`. `last` is how the last try
     /// ended; `signal` the signal that stops `retry`, if one does.
@@ -136,6 +136,31 @@ pub enum Event {
         flaky: bool,
         status: ExitStatus,
     },
+}
+
+/// What `retry` was doing when a stopping signal reached it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum During {
+    /// The stagger before the first try.
+    Stagger,
+    /// Try `attempt` was running.
+    Try,
+    /// Try `attempt` had ended, and its output was being written out.
+    Output,
+    /// The wait (or a hook) after try `attempt`.
+    Wait,
+}
+
+impl During {
+    /// The word of the JSON log's `during`.
+    pub fn word(self) -> &'static str {
+        match self {
+            During::Stagger => "stagger",
+            During::Try => "try",
+            During::Output => "output",
+            During::Wait => "wait",
+        }
+    }
 }
 
 /// What the log says about an ended try.

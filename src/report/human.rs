@@ -11,7 +11,7 @@ use crate::duration::hms;
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::column::{self, Stream};
-use crate::report::event::{Event, Failure, HookFailure, TryReport, Warning};
+use crate::report::event::{During, Event, Failure, HookFailure, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
@@ -222,8 +222,8 @@ fn run_line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Received {
             signal,
             attempt,
-            in_wait,
-        } => Some(received(*signal, *attempt, *in_wait, facts).into()),
+            during,
+        } => Some(received(*signal, *attempt, *during, facts).into()),
         Event::Leftovers {
             attempt,
             hook,
@@ -629,14 +629,21 @@ fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
 
 /// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait after
 /// try 0 is the stagger before the first try.
-fn received(signal: Signal, attempt: u64, in_wait: bool, facts: &RunFacts) -> String {
-    if in_wait && attempt == 0 {
-        return format!("received {signal} during the stagger before the first try: no try ran");
-    }
+fn received(signal: Signal, attempt: u64, during: During, facts: &RunFacts) -> String {
     let label = facts.label(attempt);
-    match in_wait {
-        true => format!("received {signal} during the wait after try {label}: no further try"),
-        false => format!("received {signal} during try {label}: stopped the try; no further try"),
+    match during {
+        During::Stagger => {
+            format!("received {signal} during the stagger before the first try: no try ran")
+        }
+        During::Wait => {
+            format!("received {signal} during the wait after try {label}: no further try")
+        }
+        During::Try => {
+            format!("received {signal} during try {label}: stopped the try; no further try")
+        }
+        During::Output => format!(
+            "received {signal} while writing the output of try {label}: the output is cut short; no further try"
+        ),
     }
 }
 

@@ -144,18 +144,11 @@ fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
         Event::Received {
             signal,
             attempt,
-            in_wait,
-        } => {
-            let during = match (*in_wait, *attempt) {
-                (true, 0) => "stagger",
-                (true, _) => "wait",
-                (false, _) => "try",
-            };
-            head("signal", facts)
-                .str("signal", &signal.name())
-                .num("attempt", *attempt)
-                .str("during", during)
-        }
+            during,
+        } => head("signal", facts)
+            .str("signal", &signal.name())
+            .num("attempt", *attempt)
+            .str("during", during.word()),
         Event::GaveUp { .. } => gave_up(event, facts),
         Event::DeadLettered { path } => {
             head("dead_letter", facts).str("file", &path.to_string_lossy())

@@ -17,7 +17,7 @@ use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
     Wait,
 };
-use crate::report::event::{Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
+use crate::report::event::{During, Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
 use crate::report::log::{Log, not_started};
 use crate::run::child::{ChildFd, ChildStdio, resolve};
 use crate::run::clock::{Moment, after};
@@ -387,7 +387,7 @@ impl<'c> Runner<'c> {
             let delay = crate::policy::schedule::stagger(most, &mut rng);
             self.log.emit(Event::Stagger { delay, most });
             if let Some(signal) = self.sleep(delay, 1) {
-                return self.interrupted(0, signal, true);
+                return self.interrupted(0, signal, During::Stagger);
             }
         }
         self.use_quota(QuotaUse::Deposit);
@@ -676,7 +676,7 @@ impl<'c> Runner<'c> {
                 });
             }
         }
-        self.interrupted(t.attempt, signal, false)
+        self.interrupted(t.attempt, signal, During::Try)
     }
 
     /// How writing out the output of try `attempt` ends the run, if it does: a stopping signal
@@ -690,7 +690,7 @@ impl<'c> Runner<'c> {
         success: bool,
     ) -> Option<ExitStatus> {
         if let Some(signal) = drained {
-            return Some(self.interrupted(attempt, signal, true));
+            return Some(self.interrupted(attempt, signal, During::Output));
         }
         if io.failed.is_some() {
             return Some(self.output_failed(io));
@@ -724,7 +724,7 @@ impl<'c> Runner<'c> {
                 bound: self.hook_bound(),
             };
             if let Some(signal) = self.run_hook(&hook) {
-                return ControlFlow::Break(self.interrupted(attempt, signal, true));
+                return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
             }
         }
         // The hook's time is part of the wait: the next try starts as planned, or when the hook
@@ -740,7 +740,7 @@ impl<'c> Runner<'c> {
             return ControlFlow::Break(status);
         }
         if let Some(signal) = self.sleep(left, attempt + 1) {
-            return ControlFlow::Break(self.interrupted(attempt, signal, true));
+            return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
         }
         ControlFlow::Continue(())
     }
@@ -813,7 +813,7 @@ impl<'c> Runner<'c> {
                 bound: self.hook_bound().map(|b| b.max(config.kill_after)),
             };
             if let Some(signal) = self.run_hook(&hook) {
-                return self.interrupted(attempt, signal, true);
+                return self.interrupted(attempt, signal, During::Wait);
             }
         }
         status
@@ -851,12 +851,12 @@ impl<'c> Runner<'c> {
         }
     }
 
-    fn interrupted(&mut self, attempt: u64, signal: Signal, in_wait: bool) -> ExitStatus {
+    fn interrupted(&mut self, attempt: u64, signal: Signal, during: During) -> ExitStatus {
         self.ended = (attempt, Some(GiveUp::Interrupted.word()));
         self.log.emit(Event::Received {
             signal,
             attempt,
-            in_wait,
+            during,
         });
         let status = ExitStatus::Reraise(signal);
         if let Some(repeat) = &self.repeat {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{retry, stderr_of, temp_dir};
+use crate::common::{self, retry, stderr_of, temp_dir};
 
 #[test]
 fn a_repeat_in_which_no_try_ran_to_its_end_never_passes() {
@@ -39,4 +39,41 @@ fn a_repeat_in_which_no_try_ran_to_its_end_never_passes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_signal_while_a_successful_try_s_output_is_written_is_logged_as_that() {
+    use std::process::Stdio;
+    let dir = temp_dir("signal-output");
+    let log_file = dir.join("log");
+    // The try writes 4 MB, held; nobody reads retry's standard output, so writing it out
+    // waits after the try has ended.
+    let mut child = common::retry_std()
+        .args(["-n", "3", "--buffer-stdout", "--log-file"])
+        .arg(&log_file)
+        .args(["--", "sh", "-c", "head -c 4000000 /dev/zero; touch \"$0\""])
+        .arg(dir.join("done"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // The try has started, then ended: retry is writing its output out.
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        dir.join("done").exists() && common::children_of(pid).is_empty()
+    }));
+    std::thread::sleep(Duration::from_millis(100));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM)
+        .unwrap();
+    let status = common::wait_bounded(&mut child, common::TEST_LIMIT);
+    drop(child.stdout.take());
+    let log = std::fs::read_to_string(&log_file).unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(15), "{log}");
+    assert!(
+        log.contains("received SIGTERM while writing the output of try 1/3"),
+        "{log}"
+    );
+    assert!(!log.contains("during the wait"), "{log}");
 }

@@ -12,7 +12,7 @@ use crate::config::{ParseOutcome, parse};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{Decision, GiveUp, Outcome, Reason, Signal, Verdict, Wait};
-use crate::report::event::{Failure, HookFailure, TryReport};
+use crate::report::event::{During, Failure, HookFailure, TryReport};
 use crate::text::Charset;
 use std::io::Write;
 
@@ -60,7 +60,7 @@ trait Emit {
     fn hook_ended(&mut self, which: &'static str, attempt: u64, failure: HookFailure);
     fn error(&mut self, message: &str);
     fn wait(&mut self, attempt: u64, wait: Wait);
-    fn received(&mut self, signal: Signal, attempt: u64, in_wait: bool);
+    fn received(&mut self, signal: Signal, attempt: u64, during: During);
     fn gave_up(
         &mut self,
         tries: u64,
@@ -100,11 +100,11 @@ impl Emit for Log {
     fn wait(&mut self, attempt: u64, wait: Wait) {
         self.emit(Event::Wait { attempt, wait });
     }
-    fn received(&mut self, signal: Signal, attempt: u64, in_wait: bool) {
+    fn received(&mut self, signal: Signal, attempt: u64, during: During) {
         self.emit(Event::Received {
             signal,
             attempt,
-            in_wait,
+            during,
         });
     }
     fn gave_up(
@@ -376,7 +376,7 @@ fn quiet_and_verbose_never_remove_a_json_event() {
         log.leftovers(1, Signal::TERM, false, 1);
         log.hook_ended("--on-retry", 1, HookFailure::Ended(Outcome::Exit(3)));
         log.warn(Warning::Stdio("careful".into()));
-        log.received(Signal::INT, 2, false);
+        log.received(Signal::INT, 2, During::Try);
         log.try_ended(&report(&give_up));
         let status = ExitStatus::from_last_try(Outcome::Exit(1));
         log.gave_up(2, elapsed, &GiveUp::Tries, status, None, None);
