@@ -36,7 +36,9 @@ impl ExitStatus {
         match outcome {
             Outcome::Exit(0) => ExitStatus::Success,
             Outcome::Exit(code) => ExitStatus::LastExit(code),
-            Outcome::Signal(s) if s == Signal::INT => ExitStatus::Reraise(s),
+            // A try that died of SIGINT (Ctrl-C) or SIGPIPE (its reader gone): retry dies of it
+            // too, as the command would have ended the pipeline.
+            Outcome::Signal(s) if s == Signal::INT || s == Signal::PIPE => ExitStatus::Reraise(s),
             Outcome::Signal(s) => ExitStatus::KilledBy(s),
             Outcome::Timeout => ExitStatus::Timeout,
             Outcome::NotFound => ExitStatus::NotFound,

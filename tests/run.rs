@@ -331,7 +331,8 @@ fn the_budget_rule_gives_up_without_sleeping_and_shows_its_numbers() {
 #[test]
 fn a_sigpipe_death_is_permanent() {
     let retry_bin = assert_cmd::cargo::cargo_bin("retry");
-    let script = format!("'{}' -d 0 -- yes | head -1", retry_bin.display());
+    // -v: without it the run ends as quietly as the bare pipeline.
+    let script = format!("'{}' -v -d 0 -- yes | head -1", retry_bin.display());
     let out = assert_cmd::Command::new("sh")
         .args(["-c", &script])
         .timeout(common::TEST_LIMIT)
@@ -339,7 +340,7 @@ fn a_sigpipe_death_is_permanent() {
         .unwrap();
     let log = stderr_of(&out);
     assert_eq!(stdout_of(&out), "y\n");
-    assert_eq!(lines_with(&log, "retry: try "), 1, "{log}");
+    assert_eq!(lines_with(&log, "] try "), 1, "{log}");
     assert!(
         log.contains("try 1/3 was killed by SIGPIPE after "),
         "{log}"

@@ -142,6 +142,8 @@ impl Sink for Tally {
             {
                 (Level::Error, repeat_summary(count, why))
             }
+            // A pipeline whose reader has gone ends quietly, as it would without retry.
+            Event::GaveUp { .. } if event.reader_gone() => return Vec::new(),
             Event::GaveUp {
                 tries,
                 elapsed,

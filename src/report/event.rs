@@ -138,6 +138,26 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// Whether the event tells of a run that ends because the reader of its output has gone
+    /// (`retry -- yes | head -1`): its last try killed by SIGPIPE, which will not pass. Such a
+    /// run ends as quietly as the bare pipeline would, so the log leaves these out unless `-v`.
+    pub fn reader_gone(&self) -> bool {
+        let pipe = Outcome::Signal(Signal::PIPE);
+        match self {
+            Event::TryEnded(r) => {
+                r.outcome == pipe && matches!(r.decision, Decision::GiveUp(GiveUp::Permanent))
+            }
+            Event::GaveUp {
+                why: GiveUp::Permanent,
+                last,
+                ..
+            } => *last == Some(pipe),
+            _ => false,
+        }
+    }
+}
+
 /// What `retry` was doing when a stopping signal reached it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum During {

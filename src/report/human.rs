@@ -190,6 +190,7 @@ fn prefix(facts: &RunFacts) -> String {
 /// the last line of a run that gave up; `-v` adds the details.
 pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
     match event {
+        event if event.reader_gone() && !facts.verbose => None,
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),

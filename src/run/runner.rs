@@ -696,9 +696,10 @@ impl<'c> Runner<'c> {
             return Some(self.output_failed(io));
         }
         if io.broken && success {
-            // Never 0 after losing output: the command itself would have met SIGPIPE.
+            // Never 0 after losing output: the command itself would have met SIGPIPE, and
+            // retry dies of it as the command would have.
             self.log.warn(Warning::ReaderGone);
-            return Some(ExitStatus::KilledBy(Signal::PIPE));
+            return Some(ExitStatus::Reraise(Signal::PIPE));
         }
         None
     }

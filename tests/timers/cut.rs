@@ -64,8 +64,11 @@ fn a_signal_while_a_successful_try_s_output_is_written_is_logged_as_that() {
         dir.join("done").exists() && common::children_of(pid).is_empty()
     }));
     std::thread::sleep(Duration::from_millis(100));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM)
-        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let status = common::wait_bounded(&mut child, common::TEST_LIMIT);
     drop(child.stdout.take());
     let log = std::fs::read_to_string(&log_file).unwrap();
@@ -76,4 +79,52 @@ fn a_signal_while_a_successful_try_s_output_is_written_is_logged_as_that() {
         "{log}"
     );
     assert!(!log.contains("during the wait"), "{log}");
+}
+
+/// `retry ARGS -- yes` (under GitHub Actions when `github`) with its standard output read for a few bytes, then closed, as
+/// `| head -1` does: how it ended, and its standard error.
+fn reader_leaves(github: bool, args: &[&str]) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut cmd = common::retry_std();
+    if github {
+        cmd.env("GITHUB_ACTIONS", "true");
+    }
+    let mut child = cmd
+        .args(args)
+        .args(["--", "yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    out.read_exact(&mut [0u8; 2]).unwrap();
+    drop(out);
+    let status = common::wait_bounded(&mut child, common::TEST_LIMIT);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err)
+}
+
+#[test]
+fn a_try_killed_by_sigpipe_ends_the_run_as_quietly_as_the_bare_pipeline() {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, err) = reader_leaves(false, &[]);
+    assert_eq!(status.signal(), Some(13), "{err}");
+    assert_eq!(err, "");
+    // Under CI too: no annotation.
+    let (status, err) = reader_leaves(true, &["-n", "2"]);
+    assert_eq!(status.signal(), Some(13), "{err}");
+    assert_eq!(err, "");
+    // -v tells what happened.
+    let (status, err) = reader_leaves(false, &["-v"]);
+    assert_eq!(status.signal(), Some(13), "{err}");
+    assert!(err.contains("killed by SIGPIPE"), "{err}");
+    assert!(err.contains("gave up after 1 try"), "{err}");
 }
