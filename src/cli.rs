@@ -610,18 +610,34 @@ const NOT_WITH_REPEAT: [&str; 13] = [
     "on-give-up",
 ];
 
-/// The options of a run, which mean nothing to `--stats`, which runs nothing.
-const NOT_WITH_STATS: [&str; 16] = [
+/// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
+/// but those of the log's format and colour, `-q` and `-v`.
+const NOT_WITH_STATS: [&str; 31] = [
     "tries",
     "budget",
     "deadline",
     "timeout",
+    "signal",
+    "kill-after",
+    "foreground",
     "delay",
     "delays",
     "backoff",
+    "factor",
+    "max-delay",
     "jitter",
+    "seed",
+    "delay-from-output",
     "quota",
     "stagger",
+    "retry-on",
+    "stop-on",
+    "success-on",
+    "retry-if-output",
+    "stop-if-output",
+    "until-output",
+    "stdin",
+    "buffer-stdout",
     "flaky",
     "keep-going",
     "label",

@@ -347,3 +347,52 @@ fn out_of_range_real_time_signals_are_one_line_usage_errors() {
         );
     }
 }
+
+#[test]
+fn stats_refuses_every_option_of_a_run() {
+    let cases: &[&[&str]] = &[
+        &["--buffer-stdout"],
+        &["--stdin", "null"],
+        &["--signal", "KILL"],
+        &["-k", "1s"],
+        &["--foreground"],
+        &["--factor", "3"],
+        &["-m", "5s"],
+        &["--seed", "1"],
+        &["--delay-from-output", "(\\d+)"],
+        &["--retry-on", "1"],
+        &["--stop-on", "2"],
+        &["--success-on", "3"],
+        &["--retry-if-output", "x"],
+        &["--stop-if-output", "x"],
+        &["--until-output", "x"],
+        &["-n", "2"],
+    ];
+    let dir = common::temp_dir("cli-stats-options");
+    let file = dir.join("history.jsonl");
+    std::fs::write(&file, "").unwrap();
+    for option in cases {
+        let out = retry()
+            .arg("--stats")
+            .arg(&file)
+            .args(*option)
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{option:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{option:?}: {err}");
+        assert!(
+            err.contains("--stats") && err.contains("cannot be used with"),
+            "{option:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{option:?}");
+    }
+    // The options of the log still go with it.
+    let out = retry()
+        .arg("--stats")
+        .arg(&file)
+        .args(["--log-format", "json", "--color", "never", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
