@@ -432,8 +432,10 @@ Each runs in its working directory with its recorded options, where the options 
             a replay killed midway loses nothing (a run it had not marked resolved runs again \
             next time). Exit status: 0 when nothing is left pending, 1 otherwise, 125 when \
             FILE cannot be read, is refused as --dead-letter refuses it, or a line of it is \
-            damaged (a line cut short by a write that never finished is skipped with a warning). With --dry-run, lists the pending runs \
-            and runs nothing. It takes no command.",
+            damaged (a line cut short by a write that never finished is skipped with a \
+            warning). With --dry-run, lists the pending runs (each with its id, when it gave up, \
+            its tries, exit status and reason, and its command), runs nothing and exits 0 \
+            however many are pending. It takes no command.",
         )
         .value_parser(ValueParser::path_buf()),
         flag("quiet", OUTPUT, "Print only the final line when giving up, and nothing on success")
