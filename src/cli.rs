@@ -490,6 +490,25 @@ Several retried steps in one CI log can then be told apart: every human log line
     ]
 }
 
+/// Reads every word of `args` (the program name first) as the command line would, with
+/// `--help` and `--version` taken as plain flags: clap stops at them, so that `--help --foo`
+/// would print the help, where GNU tools check every option first.
+pub fn check_every_word(args: &[OsString]) -> Result<(), clap::Error> {
+    let plain = |id: &'static str, short: char| {
+        Arg::new(id)
+            .short(short)
+            .long(id)
+            .action(ArgAction::SetTrue)
+    };
+    command()
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .arg(plain("help", 'h'))
+        .arg(plain("version", 'V'))
+        .try_get_matches_from(args)
+        .map(drop)
+}
+
 impl Cli {
     /// Parses the arguments (the program name first).
     pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>

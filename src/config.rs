@@ -144,15 +144,24 @@ where
         },
         Err(e) => match e.kind() {
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                ParseOutcome::Info(e)
+                // `--help` next to a word that is wrong is a usage error, wherever it stands.
+                match crate::cli::check_every_word(&args) {
+                    Ok(()) => ParseOutcome::Info(e),
+                    Err(e) => ParseOutcome::Usage(usage(&e, &args, charset)),
+                }
             }
-            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args, charset) {
-                Some(line) => ParseOutcome::Usage(UsageError(line)),
-                None => ParseOutcome::Usage(UsageError(one_line(&e))),
-            },
-            _ => ParseOutcome::Usage(UsageError(one_line(&e))),
+            _ => ParseOutcome::Usage(usage(&e, &args, charset)),
         },
     }
+}
+
+/// Clap's error `e` for the command line `args`, as one line.
+fn usage(e: &clap::Error, args: &[OsString], charset: Charset) -> UsageError {
+    let line = match e.kind() {
+        clap::error::ErrorKind::InvalidUtf8 => not_utf8(args, charset),
+        _ => None,
+    };
+    UsageError(line.unwrap_or_else(|| one_line(e)))
 }
 
 /// The option whose value is not UTF-8, and the value: clap says only that some argument is

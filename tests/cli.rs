@@ -396,3 +396,36 @@ fn stats_refuses_every_option_of_a_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
+
+#[test]
+fn help_or_version_next_to_a_wrong_word_is_a_usage_error() {
+    let wrong: &[&[&str]] = &[
+        &["--help", "--foo"],
+        &["--version", "--foo"],
+        &["--foo", "--help"],
+        &["-h", "--foo"],
+        &["-V", "-d", "abc"],
+        &["--help", "-n", "x"],
+        &["--help", "--delays", "1s", "--factor", "3"],
+    ];
+    for args in wrong {
+        let out = retry().args(*args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("retry: "), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // Next to words that are right, and before a command's own words, it is still the help.
+    let right: &[&[&str]] = &[
+        &["--help", "-n", "3"],
+        &["-q", "--version"],
+        &["-h", "--", "true"],
+        &["--help", "sh", "--foo"],
+    ];
+    for args in right {
+        let out = retry().args(*args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+}
