@@ -429,3 +429,77 @@ fn help_or_version_next_to_a_wrong_word_is_a_usage_error() {
         assert!(!out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// Runs `retry ARGS` and returns its one line of usage error, checking it is one (125).
+fn usage_error(args: &[&str]) -> String {
+    let out = retry().args(args).output().unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    err
+}
+
+#[test]
+fn a_long_option_of_one_letter_is_pointed_to_the_short_one() {
+    let err = usage_error(&["--n", "3", "--", "true"]);
+    assert!(err.contains("'--n'"), "{err}");
+    assert!(err.ends_with("(did you mean -n/--tries?)\n"), "{err}");
+    let err = usage_error(&["--t=3", "true"]);
+    assert!(err.ends_with("(did you mean -t/--timeout?)\n"), "{err}");
+    // No short option of that letter: not the nearest long name either.
+    let err = usage_error(&["--x", "true"]);
+    assert!(!err.contains("did you mean"), "{err}");
+}
+
+#[test]
+fn a_number_where_the_command_starts_is_pointed_to_the_tries() {
+    for args in [&["5", "--", "true"][..], &["-q", "5", "true"]] {
+        let err = usage_error(args);
+        assert!(
+            err.contains("'5'") && err.contains("(did you mean -n 5?)"),
+            "{err}"
+        );
+    }
+    // After `--`, the command is whatever it is named.
+    let out = retry().args(["-n", "1", "--", "5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", stderr_of(&out));
+}
+
+#[test]
+fn the_options_of_debians_retry_are_pointed_to_their_counterparts() {
+    let debian = "an option of Debian's retry, another program";
+    for (args, hint) in [
+        (
+            &["-d", "1,2,4", "--", "true"][..],
+            "(did you mean --delays 1s,2s,4s?)",
+        ),
+        (
+            &["--delay=1,0.5", "true"],
+            "(did you mean --delays 1s,0.5s?)",
+        ),
+        (
+            &["-m", "backing off", "--", "true"],
+            "did you mean --label NAME?)",
+        ),
+        (&["--message=x", "true"], "did you mean --label NAME"),
+        (&["--times", "5", "true"], "did you mean -n 5?"),
+        (
+            &["--until", "0,3", "--", "true"],
+            "did you mean --success-on 3?)",
+        ),
+        (&["-u", "fail", "true"], "did you mean --repeat 0"),
+        (&["--until=success", "true"], "leave it out"),
+        (&["--while", "1-5", "true"], "did you mean --retry-on 1-5?)"),
+        (&["-w", "false", "true"], "leave it out"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(hint), "{args:?}: {err}");
+        if !args[0].starts_with("-d") && !args[0].starts_with("--delay") {
+            assert!(err.contains(debian), "{args:?}: {err}");
+        }
+    }
+    // Given by its long name, --max-delay is not taken for Debian's -m.
+    let err = usage_error(&["--max-delay", "soon", "true"]);
+    assert!(!err.contains("Debian"), "{err}");
+}
