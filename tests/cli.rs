@@ -503,3 +503,51 @@ fn the_options_of_debians_retry_are_pointed_to_their_counterparts() {
     let err = usage_error(&["--max-delay", "soon", "true"]);
     assert!(!err.contains("Debian"), "{err}");
 }
+
+#[test]
+fn the_debian_package_says_it_is_another_program_than_debians_retry() {
+    let present = common::on_path("dpkg-deb") && common::on_path("dpkg");
+    if !common::have_package("the Debian package test", "dpkg-deb", "dpkg", present) {
+        return;
+    }
+    let dir = common::temp_dir("cli-deb");
+    // A stand-in for the binary: the test is of the package, not of a release build.
+    let binary = dir.join("retry");
+    std::fs::write(&binary, "#!/bin/sh\n").unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deb.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(dir.join("out"))
+        .env("RETRY_DEB_BINARY", &binary)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let deb = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| {
+        let out = std::process::Command::new("dpkg-deb")
+            .args(["-f", deb.trim(), name])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(field("Conflicts").trim(), "retry");
+    assert_eq!(field("Replaces").trim(), "retry");
+    assert_eq!(
+        field("Provides").trim(),
+        "",
+        "its options are not Debian's retry's"
+    );
+    let description = field("Description");
+    let words = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "a different program from the retry of Debian's own retry package",
+        "Here -t is the timeout of each try",
+        "in Debian's retry, -t (--times) is the number of tries",
+        "--delays 1s,2s,4s",
+    ] {
+        assert!(words.contains(needle), "{needle}: {description}");
+    }
+    for line in description.lines() {
+        assert!(line.len() <= 80, "too long for dpkg: {line:?}");
+    }
+}
