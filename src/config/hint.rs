@@ -50,7 +50,9 @@ fn unknown(arg: &str, args: &[OsString]) -> Option<String> {
         "--until" | "-u" => Some(until(value_of(args, "until", 'u').as_deref())),
         "--while" | "-w" => Some(while_(value_of(args, "while", 'w').as_deref())),
         "--times" => {
-            let n = value_of(args, "times", 't').unwrap_or_else(|| "N".into());
+            let n = value_of(args, "times", 't')
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .unwrap_or_else(|| "N".into());
             Some(format!(
                 "{DEBIAN}: did you mean -n {n}? -t here is the timeout of each try"
             ))
@@ -95,9 +97,10 @@ fn bad_value(arg: &str, value: &str, args: &[OsString]) -> Option<String> {
     }
 }
 
-/// Debian's `-d 1,2,4`, in seconds, as `--delays` reads it: `1s,2s,4s`.
+/// Debian's `-d 1,2,4`, in seconds, as `--delays` reads it: `1s,2s,4s`; escaped, as the value
+/// may hold a line break.
 fn delays(value: &str) -> String {
-    value
+    let list = value
         .split(',')
         .map(|item| {
             let item = item.trim();
@@ -107,7 +110,8 @@ fn delays(value: &str) -> String {
             }
         })
         .collect::<Vec<_>>()
-        .join(",")
+        .join(",");
+    crate::text::printable(&list)
 }
 
 /// What Debian's `--until` and `--while` compare the exit status with: `success` or `true`,
@@ -235,5 +239,22 @@ mod tests {
     fn debian_delays_in_seconds_are_written_with_their_unit() {
         assert_eq!(delays("1,2,4"), "1s,2s,4s");
         assert_eq!(delays("0.5, 2m,x"), "0.5s,2m,x");
+        assert!(!delays("1,2\nretry: forged").contains('\n'));
+    }
+
+    #[test]
+    fn a_hint_never_breaks_the_one_line() {
+        let now = std::time::SystemTime::now();
+        for ws in [
+            &["--times", "3\nretry: forged", "x"][..],
+            &["-d", "1,\nretry: forged", "x"],
+            &["--until", "3\n", "x"],
+            &["--while=1\n", "x"],
+        ] {
+            match crate::config::parse(words(ws), now) {
+                crate::config::ParseOutcome::Usage(e) => assert!(!e.0.contains('\n'), "{e}"),
+                other => panic!("{ws:?}: {other:?}"),
+            }
+        }
     }
 }
