@@ -5,7 +5,9 @@
 #
 # It installs /usr/bin/retry, the man page, and the bash, zsh and fish completions where those
 # shells look for them, and replaces Debian's own `retry` package (a different program with the
-# same name). Prints the path of the .deb it made.
+# same name, whose options differ). Prints the path of the .deb it made. With
+# RETRY_DEB_BINARY=FILE it packages FILE as the binary instead of building one, as the tests
+# do to check the package without a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +16,11 @@ name=retry-wrapper
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 
-cargo build --release --locked --quiet
-binary=target/release/retry
+binary=${RETRY_DEB_BINARY:-}
+if [ -z "$binary" ]; then
+  cargo build --release --locked --quiet
+  binary=target/release/retry
+fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -63,9 +68,9 @@ install -d "$root/DEBIAN"
   echo "Maintainer: The retry developers <retry@invalid>"
   echo "Installed-Size: $size"
   [ -n "$depends" ] && echo "$depends"
+  # Not `Provides: retry`: what depends on Debian's retry expects its options, which differ.
   echo "Conflicts: retry"
   echo "Replaces: retry"
-  echo "Provides: retry"
   echo "Section: utils"
   echo "Priority: optional"
   echo "Description: run a command again when it fails, with backoff and timeouts"
@@ -75,7 +80,13 @@ install -d "$root/DEBIAN"
   echo " spent. Each try can have a timeout that stops its whole process tree. It logs"
   echo " what it did and why; --dry-run prints the schedule without running anything."
   echo " ."
-  echo " This is not the retry program of Debian's own retry package, which it replaces."
+  echo " This is a different program from the retry of Debian's own retry package,"
+  echo " which it conflicts with and replaces, and its options differ. Here -t is the"
+  echo " timeout of each try and -n the number of tries; in Debian's retry, -t (--times)"
+  echo " is the number of tries. Here -d is one duration (a list of waits is"
+  echo " --delays 1s,2s,4s), -m is the longest wait rather than a message, -v is"
+  echo " verbose rather than the version, and --until and --while are --success-on,"
+  echo " --retry-on and --repeat. retry says so when it is given Debian's spellings."
 } > "$root/DEBIAN/control"
 
 mkdir -p "$out"

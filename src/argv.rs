@@ -143,6 +143,27 @@ pub fn option_words(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
         .collect()
 }
 
+/// The first word of the command in `args` (the program name first) when no `--` marks where
+/// it starts: the first word that is not an option.
+pub fn unmarked_command(args: &[OsString]) -> Option<&OsString> {
+    let words = args.get(1..)?;
+    let options: usize = groups(&cli::command(), words)
+        .iter()
+        .map(|g| g.words.len())
+        .sum();
+    words.get(options).filter(|w| w.as_bytes() != b"--")
+}
+
+/// Whether the option `id` was given in `args` (the program name first) by its short name, in
+/// a word of its own or in a cluster (`-m`, `-qm`).
+pub fn given_by_short(args: &[OsString], id: &str) -> bool {
+    let words = args.get(1..).unwrap_or_default();
+    groups(&cli::command(), words).iter().any(|g| {
+        let short = g.words[0].as_bytes().get(..2).is_some_and(|w| w != b"--");
+        short && g.given.iter().any(|o| o.id == id)
+    })
+}
+
 /// The groups of options in `args` (the program name first), but for those of `drop`.
 fn kept_groups(args: &[OsString], drop: &[&str]) -> Vec<Group> {
     let cmd = cli::command();

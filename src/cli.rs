@@ -432,8 +432,10 @@ Each runs in its working directory with its recorded options, where the options 
             a replay killed midway loses nothing (a run it had not marked resolved runs again \
             next time). Exit status: 0 when nothing is left pending, 1 otherwise, 125 when \
             FILE cannot be read, is refused as --dead-letter refuses it, or a line of it is \
-            damaged (a line cut short by a write that never finished is skipped with a warning). With --dry-run, lists the pending runs \
-            and runs nothing. It takes no command.",
+            damaged (a line cut short by a write that never finished is skipped with a \
+            warning). With --dry-run, lists the pending runs (each with its id, when it gave up, \
+            its tries, exit status and reason, and its command), runs nothing and exits 0 \
+            however many are pending. It takes no command.",
         )
         .value_parser(ValueParser::path_buf()),
         flag("quiet", OUTPUT, "Print only the final line when giving up, and nothing on success")
@@ -486,6 +488,25 @@ Several retried steps in one CI log can then be told apart: every human log line
             .value_parser(ValueParser::os_string())
             .action(ArgAction::Append),
     ]
+}
+
+/// Reads every word of `args` (the program name first) as the command line would, with
+/// `--help` and `--version` taken as plain flags: clap stops at them, so that `--help --foo`
+/// would print the help, where GNU tools check every option first.
+pub fn check_every_word(args: &[OsString]) -> Result<(), clap::Error> {
+    let plain = |id: &'static str, short: char| {
+        Arg::new(id)
+            .short(short)
+            .long(id)
+            .action(ArgAction::SetTrue)
+    };
+    command()
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .arg(plain("help", 'h'))
+        .arg(plain("version", 'V'))
+        .try_get_matches_from(args)
+        .map(drop)
 }
 
 impl Cli {
@@ -610,18 +631,34 @@ const NOT_WITH_REPEAT: [&str; 13] = [
     "on-give-up",
 ];
 
-/// The options of a run, which mean nothing to `--stats`, which runs nothing.
-const NOT_WITH_STATS: [&str; 16] = [
+/// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
+/// but those of the log's format and colour, `-q` and `-v`.
+const NOT_WITH_STATS: [&str; 31] = [
     "tries",
     "budget",
     "deadline",
     "timeout",
+    "signal",
+    "kill-after",
+    "foreground",
     "delay",
     "delays",
     "backoff",
+    "factor",
+    "max-delay",
     "jitter",
+    "seed",
+    "delay-from-output",
     "quota",
     "stagger",
+    "retry-on",
+    "stop-on",
+    "success-on",
+    "retry-if-output",
+    "stop-if-output",
+    "until-output",
+    "stdin",
+    "buffer-stdout",
     "flaky",
     "keep-going",
     "label",

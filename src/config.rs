@@ -17,6 +17,8 @@ use crate::policy::{
 };
 use crate::text::{Charset, printable, quote, unprintable};
 
+mod hint;
+
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
@@ -138,21 +140,33 @@ where
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     match Cli::try_parse_from(&args) {
-        Ok(cli) => match Config::from_cli(cli, now, charset) {
-            Ok(config) => ParseOutcome::Run(Box::new(config)),
-            Err(e) => ParseOutcome::Usage(e),
+        Ok(cli) => match hint::for_command(&args) {
+            Some(line) => ParseOutcome::Usage(UsageError(line)),
+            None => match Config::from_cli(cli, now, charset) {
+                Ok(config) => ParseOutcome::Run(Box::new(config)),
+                Err(e) => ParseOutcome::Usage(e),
+            },
         },
         Err(e) => match e.kind() {
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                ParseOutcome::Info(e)
+                // `--help` next to a word that is wrong is a usage error, wherever it stands.
+                match crate::cli::check_every_word(&args) {
+                    Ok(()) => ParseOutcome::Info(e),
+                    Err(e) => ParseOutcome::Usage(usage(&e, &args, charset)),
+                }
             }
-            clap::error::ErrorKind::InvalidUtf8 => match not_utf8(&args, charset) {
-                Some(line) => ParseOutcome::Usage(UsageError(line)),
-                None => ParseOutcome::Usage(UsageError(one_line(&e))),
-            },
-            _ => ParseOutcome::Usage(UsageError(one_line(&e))),
+            _ => ParseOutcome::Usage(usage(&e, &args, charset)),
         },
     }
+}
+
+/// Clap's error `e` for the command line `args`, as one line.
+fn usage(e: &clap::Error, args: &[OsString], charset: Charset) -> UsageError {
+    let line = match e.kind() {
+        clap::error::ErrorKind::InvalidUtf8 => not_utf8(args, charset),
+        _ => None,
+    };
+    UsageError(line.unwrap_or_else(|| one_line(e, hint::for_error(e, args))))
 }
 
 /// The option whose value is not UTF-8, and the value: clap says only that some argument is
@@ -181,8 +195,9 @@ fn not_utf8(args: &[OsString], charset: Charset) -> Option<String> {
 }
 
 /// Clap's error as one line: what is wrong, the option and the value, the valid values, and
-/// clap's suggestion (`did you mean --timeout?`), which it would print on later lines.
-fn one_line(e: &clap::Error) -> String {
+/// the `hint` toward what was meant, else clap's suggestion (`did you mean --timeout?`), which
+/// it would print on later lines.
+fn one_line(e: &clap::Error, hint: Option<String>) -> String {
     use clap::error::{ContextKind, ContextValue};
     let rendered = rendered(e);
     let mut line = rendered
@@ -211,7 +226,10 @@ fn one_line(e: &clap::Error) -> String {
             line += &format!(" (expected one of: {})", values.join(", "));
         }
     }
-    line + &suggestions(e)
+    match hint {
+        Some(hint) => format!("{line} ({hint})"),
+        None => line + &suggestions(e),
+    }
 }
 
 /// Clap's rendering of the error, or the line written anew when the value in it needs

@@ -347,3 +347,207 @@ fn out_of_range_real_time_signals_are_one_line_usage_errors() {
         );
     }
 }
+
+#[test]
+fn stats_refuses_every_option_of_a_run() {
+    let cases: &[&[&str]] = &[
+        &["--buffer-stdout"],
+        &["--stdin", "null"],
+        &["--signal", "KILL"],
+        &["-k", "1s"],
+        &["--foreground"],
+        &["--factor", "3"],
+        &["-m", "5s"],
+        &["--seed", "1"],
+        &["--delay-from-output", "(\\d+)"],
+        &["--retry-on", "1"],
+        &["--stop-on", "2"],
+        &["--success-on", "3"],
+        &["--retry-if-output", "x"],
+        &["--stop-if-output", "x"],
+        &["--until-output", "x"],
+        &["-n", "2"],
+    ];
+    let dir = common::temp_dir("cli-stats-options");
+    let file = dir.join("history.jsonl");
+    std::fs::write(&file, "").unwrap();
+    for option in cases {
+        let out = retry()
+            .arg("--stats")
+            .arg(&file)
+            .args(*option)
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{option:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{option:?}: {err}");
+        assert!(
+            err.contains("--stats") && err.contains("cannot be used with"),
+            "{option:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{option:?}");
+    }
+    // The options of the log still go with it.
+    let out = retry()
+        .arg("--stats")
+        .arg(&file)
+        .args(["--log-format", "json", "--color", "never", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn help_or_version_next_to_a_wrong_word_is_a_usage_error() {
+    let wrong: &[&[&str]] = &[
+        &["--help", "--foo"],
+        &["--version", "--foo"],
+        &["--foo", "--help"],
+        &["-h", "--foo"],
+        &["-V", "-d", "abc"],
+        &["--help", "-n", "x"],
+        &["--help", "--delays", "1s", "--factor", "3"],
+    ];
+    for args in wrong {
+        let out = retry().args(*args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("retry: "), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // Next to words that are right, and before a command's own words, it is still the help.
+    let right: &[&[&str]] = &[
+        &["--help", "-n", "3"],
+        &["-q", "--version"],
+        &["-h", "--", "true"],
+        &["--help", "sh", "--foo"],
+    ];
+    for args in right {
+        let out = retry().args(*args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// Runs `retry ARGS` and returns its one line of usage error, checking it is one (125).
+fn usage_error(args: &[&str]) -> String {
+    let out = retry().args(args).output().unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    err
+}
+
+#[test]
+fn a_long_option_of_one_letter_is_pointed_to_the_short_one() {
+    let err = usage_error(&["--n", "3", "--", "true"]);
+    assert!(err.contains("'--n'"), "{err}");
+    assert!(err.ends_with("(did you mean -n/--tries?)\n"), "{err}");
+    let err = usage_error(&["--t=3", "true"]);
+    assert!(err.ends_with("(did you mean -t/--timeout?)\n"), "{err}");
+    // No short option of that letter: not the nearest long name either.
+    let err = usage_error(&["--x", "true"]);
+    assert!(!err.contains("did you mean"), "{err}");
+}
+
+#[test]
+fn a_number_where_the_command_starts_is_pointed_to_the_tries() {
+    for args in [&["5", "--", "true"][..], &["-q", "5", "true"]] {
+        let err = usage_error(args);
+        assert!(
+            err.contains("'5'") && err.contains("(did you mean -n 5?)"),
+            "{err}"
+        );
+    }
+    // After `--`, the command is whatever it is named.
+    let out = retry().args(["-n", "1", "--", "5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", stderr_of(&out));
+}
+
+#[test]
+fn the_options_of_debians_retry_are_pointed_to_their_counterparts() {
+    let debian = "an option of Debian's retry, another program";
+    for (args, hint) in [
+        (
+            &["-d", "1,2,4", "--", "true"][..],
+            "(did you mean --delays 1s,2s,4s?)",
+        ),
+        (
+            &["--delay=1,0.5", "true"],
+            "(did you mean --delays 1s,0.5s?)",
+        ),
+        (
+            &["-m", "backing off", "--", "true"],
+            "did you mean --label NAME?)",
+        ),
+        (&["--message=x", "true"], "did you mean --label NAME"),
+        (&["--times", "5", "true"], "did you mean -n 5?"),
+        (
+            &["--until", "0,3", "--", "true"],
+            "did you mean --success-on 3?)",
+        ),
+        (&["-u", "fail", "true"], "did you mean --repeat 0"),
+        (&["--until=success", "true"], "leave it out"),
+        (&["--while", "1-5", "true"], "did you mean --retry-on 1-5?)"),
+        (&["-w", "false", "true"], "leave it out"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(hint), "{args:?}: {err}");
+        if !args[0].starts_with("-d") && !args[0].starts_with("--delay") {
+            assert!(err.contains(debian), "{args:?}: {err}");
+        }
+    }
+    // Given by its long name, --max-delay is not taken for Debian's -m.
+    let err = usage_error(&["--max-delay", "soon", "true"]);
+    assert!(!err.contains("Debian"), "{err}");
+}
+
+#[test]
+fn the_debian_package_says_it_is_another_program_than_debians_retry() {
+    let present = common::on_path("dpkg-deb") && common::on_path("dpkg");
+    if !common::have_package("the Debian package test", "dpkg-deb", "dpkg", present) {
+        return;
+    }
+    let dir = common::temp_dir("cli-deb");
+    // A stand-in for the binary: the test is of the package, not of a release build.
+    let binary = dir.join("retry");
+    std::fs::write(&binary, "#!/bin/sh\n").unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deb.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(dir.join("out"))
+        .env("RETRY_DEB_BINARY", &binary)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let deb = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| {
+        let out = std::process::Command::new("dpkg-deb")
+            .args(["-f", deb.trim(), name])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(field("Conflicts").trim(), "retry");
+    assert_eq!(field("Replaces").trim(), "retry");
+    assert_eq!(
+        field("Provides").trim(),
+        "",
+        "its options are not Debian's retry's"
+    );
+    let description = field("Description");
+    let words = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "a different program from the retry of Debian's own retry package",
+        "Here -t is the timeout of each try",
+        "in Debian's retry, -t (--times) is the number of tries",
+        "--delays 1s,2s,4s",
+    ] {
+        assert!(words.contains(needle), "{needle}: {description}");
+    }
+    for line in description.lines() {
+        assert!(line.len() <= 80, "too long for dpkg: {line:?}");
+    }
+}

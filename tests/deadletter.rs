@@ -262,7 +262,7 @@ fn of_three_runs_one_resolves_and_two_stay_pending_and_only_those_are_tried_agai
     // The dry run lists the two, and runs nothing.
     let out = replay(&base, &file, &["--dry-run"]);
     let list = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(list.starts_with("2 runs pending in "), "{list}");
     assert!(!list.contains(&recorded[0]), "{list}");
     for id in &recorded[1..] {
@@ -270,7 +270,10 @@ fn of_three_runs_one_resolves_and_two_stay_pending_and_only_those_are_tried_agai
             .lines()
             .find(|l| l.starts_with(id.as_str()))
             .unwrap_or_else(|| panic!("{id} not listed: {list}"));
-        assert!(line.contains("tries, exit 1, replayed once"), "{line}");
+        assert!(
+            line.contains("2 tries, exit 1 (tries), replayed once"),
+            "{line}"
+        );
         assert!(line.contains("2026") || line.contains('T'), "{line}");
     }
     assert!(
@@ -378,7 +381,7 @@ fn a_run_that_gives_up_during_a_replay_is_kept_for_the_next() {
     assert_eq!(events(&lines, "dead_letter").len(), 2);
     assert_eq!(events(&lines, "resolved").len(), 1);
     let out = replay(&base, &file, &["--dry-run"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0));
     assert!(stdout_of(&out).contains("sh -c 'exit 5'"));
 }
 
@@ -572,7 +575,7 @@ fn the_dry_run_of_a_replay_checks_the_options_as_the_replay_would() {
     assert!(stdout_of(&out).is_empty());
     // Options that go together: the dry run lists the run, as before.
     let out = replay(&base, &file, &["--dry-run", "-n", "2"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains("sh -c 'exit 3'"));
 }
 
@@ -979,7 +982,7 @@ fn a_write_cut_short_by_a_full_disk_is_taken_back_and_the_file_stays_replayable(
         "no half line is left"
     );
     let out = replay(&base, &file, &["--dry-run"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains("1 run pending"));
 }
 
@@ -995,7 +998,7 @@ fn a_line_that_an_older_retry_left_cut_short_is_skipped_with_a_warning() {
     std::fs::write(&file, format!("{first}\n{}\n{second}\n", &second[..10])).unwrap();
     let out = replay(&base, &file, &["--dry-run"]);
     let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert_eq!(out.status.code(), Some(0), "{log}");
     assert!(
         stdout_of(&out).contains("2 runs pending"),
         "{}",
@@ -1060,4 +1063,36 @@ fn the_log_and_the_dead_letters_cannot_share_a_file() {
         "{log}"
     );
     assert_eq!(lines(&base.join("f.jsonl")).len(), 1);
+}
+
+#[test]
+fn the_dry_run_of_a_replay_lists_each_run_with_its_tries_and_exits_0() {
+    let base = common::temp_dir("dl-dry-tries");
+    let file = base.join("dead.jsonl");
+    assert_eq!(
+        give_up(&base, &file, &["-n", "3", "-d", "1ms"], "exit 3"),
+        3
+    );
+    assert_eq!(give_up(&base, &file, &["--stop-on", "4"], "exit 4"), 4);
+    let out = replay(&base, &file, &["--dry-run"]);
+    let list = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(list.starts_with("2 runs pending in "), "{list}");
+    assert!(
+        list.contains("  3 tries, exit 3 (tries)  sh -c 'exit 3'"),
+        "{list}"
+    );
+    assert!(
+        list.contains("  1 try, exit 4 (permanent)  sh -c 'exit 4'"),
+        "{list}"
+    );
+
+    let out = replay(&base, &file, &["--dry-run", "--log-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let pending: Vec<Value> = stdout_of(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tries: Vec<_> = pending.iter().map(|p| p["tries"].as_u64()).collect();
+    assert_eq!(tries, [Some(3), Some(1)], "{pending:?}");
 }

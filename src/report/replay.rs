@@ -15,9 +15,14 @@ pub fn shown(file: &Path, charset: Charset) -> String {
     text::quote(file.as_os_str(), charset)
 }
 
-/// How the run of `p` gave up: `tries, exit 3`, with the replays that failed since.
+/// How the run of `p` gave up: `3 tries, exit 1 (tries)`, with the replays that failed since.
 pub fn gave_up(p: &Pending) -> String {
-    let mut text = format!("{}, exit {}", p.record.reason, p.record.exit_code);
+    let r = &p.record;
+    let tries = match r.tries {
+        1 => "1 try".to_string(),
+        n => format!("{n} tries"),
+    };
+    let mut text = format!("{tries}, exit {} ({})", r.exit_code, r.reason);
     match p.attempts {
         0 => {}
         1 => text += ", replayed once",
@@ -45,6 +50,7 @@ pub fn pending_list(
                 .str("ts", &r.ts)
                 .str("reason", &r.reason)
                 .num("exit_code", r.exit_code)
+                .num("tries", r.tries)
                 .num("attempts", p.attempts)
                 .words("command", r.command.iter().map(OsString::as_os_str));
             writeln!(out, "{}", obj.finish())?;

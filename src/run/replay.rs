@@ -139,14 +139,11 @@ fn load(file: &Path, held: Option<&File>) -> Result<Listing, String> {
     })
 }
 
-/// `--replay FILE --dry-run`: lists the pending runs on stdout, and runs nothing. The status
-/// is that of a replay that would change nothing: 0 when nothing is pending, 1 otherwise.
+/// `--replay FILE --dry-run`: lists the pending runs on stdout, and runs nothing. It exits 0
+/// whatever is pending: runs pending are what a listing is asked for, not an error of it.
 fn list(config: &Config, file: &Path, pending: &[Pending]) -> ExitStatus {
     let json = config.log.format == crate::config::LogFormat::Json;
-    let status = match pending.len() {
-        0 => ExitStatus::Success,
-        _ => ExitStatus::LastExit(1),
-    };
+    let status = ExitStatus::Success;
     let mut out = io::stdout().lock();
     match pending_list(&mut out, file, pending, json, config.charset).and_then(|()| out.flush()) {
         Ok(()) => status,
