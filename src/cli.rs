@@ -215,7 +215,9 @@ Real-time signals are named RTMIN, RTMIN+N, RTMAX-N and RTMAX, as by bash's kill
         .default_value("TERM")
         .value_parser(parse_signal)
         .allow_hyphen_values(true),
-        option("kill-after", "DURATION", TIMEOUTS, "Grace period between that signal and SIGKILL; 0 kills at once")
+        option("kill-after", "DURATION", TIMEOUTS, "Grace period between that signal and SIGKILL; 0 kills at once
+
+The grace period of a try that the end of the budget stops can run past the budget.")
             .short('k')
             .default_value("10s")
             .value_parser(parse_duration)

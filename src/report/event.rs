@@ -198,6 +198,9 @@ pub struct TryReport {
     pub killed: bool,
     /// The try was stopped because the budget or the deadline ended, not by `--timeout`.
     pub stopped_by_limit: bool,
+    /// When `retry` sent its stopping signal, from the try's start: what `timed out after`
+    /// says, while `took` runs on through the grace period to the last process's end.
+    pub signalled_after: Option<Duration>,
 }
 
 /// How a run's end is announced: a flaky success warns, giving up is an error.

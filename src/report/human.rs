@@ -512,7 +512,8 @@ fn ended_words(r: &TryReport, facts: &RunFacts) -> String {
         (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
         (true, _) => "stopped at the end of the budget",
     };
-    let mut words = format!("{stopped} after {}, sent {}", hms(r.took), facts.signal);
+    let at = r.signalled_after.unwrap_or(r.took);
+    let mut words = format!("{stopped} after {}, sent {}", hms(at), facts.signal);
     if r.killed && facts.signal != Signal::KILL {
         words += &match facts.kill_after.is_zero() {
             true => ", then SIGKILL at once".to_string(),

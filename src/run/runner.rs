@@ -67,6 +67,8 @@ impl Ending {
 struct Stopped {
     /// A stopping signal that reached `retry` meanwhile: `retry` will die of it.
     received: Option<Signal>,
+    /// When the stopping signal was sent.
+    signalled: Moment,
     ending: Ending,
     /// How many processes were still running when the stop began.
     count: usize,
@@ -84,6 +86,8 @@ struct Ended {
     by_limit: bool,
     /// What the failed try left running, and how stopping it went.
     leftovers: Option<Leftovers>,
+    /// When `retry` sent the try its stopping signal, if it did.
+    signalled: Option<Moment>,
 }
 
 /// Processes a failed try left running, stopped before anything else happened.
@@ -126,6 +130,7 @@ impl Ended {
             ending: Ending::Exited,
             by_limit: false,
             leftovers: None,
+            signalled: None,
         }
     }
 
@@ -136,13 +141,16 @@ impl Ended {
             ending: stopped.ending,
             by_limit,
             leftovers: escaped(stopped),
+            signalled: Some(stopped.signalled),
         }
     }
 
-    /// What the log says about try `attempt`, which ended so after `took`.
+    /// What the log says about try `attempt`, which started at `start` and ended so after
+    /// `took`.
     fn report(
         &self,
         attempt: u64,
+        start: Moment,
         took: Duration,
         verdict: Verdict,
         decision: Decision,
@@ -157,6 +165,7 @@ impl Ended {
             detail,
             killed: self.ending.killed(),
             stopped_by_limit: self.by_limit,
+            signalled_after: self.signalled.map(|at| at.saturating_duration_since(start)),
         }
     }
 }
@@ -472,7 +481,7 @@ impl<'c> Runner<'c> {
         self.log.emit(Event::TryOutputDone { attempt: t.attempt });
         // A request matters only to the wait after a transient failure.
         let transient = matches!(verdict, Verdict::Transient(_));
-        let report = ended.report(t.attempt, took, verdict, decision.clone(), detail);
+        let report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
         self.log.emit(Event::TryEnded(report));
         if let Some(ignored) = t.io.requests.ignored.clone().filter(|_| transient) {
             self.log.emit(Event::RequestIgnored {
@@ -664,7 +673,14 @@ impl<'c> Runner<'c> {
         if let Some(ended) = ended {
             let decision = Decision::GiveUp(GiveUp::Interrupted);
             let took = t.start.elapsed();
-            let report = ended.report(t.attempt, took, Verdict::Interrupted, decision, None);
+            let report = ended.report(
+                t.attempt,
+                t.start,
+                took,
+                Verdict::Interrupted,
+                decision,
+                None,
+            );
             self.log.emit(Event::TryInterrupted(report));
             if let Some(left) = ended.leftovers {
                 self.log.emit(Event::Leftovers {
@@ -1166,6 +1182,7 @@ impl<'c> Runner<'c> {
                 self.config.signal
             }
         };
+        let signalled = Moment::now();
         let (count, outside) = self.send_all(child, signal);
         self.send_all(child, Signal::CONT);
         let mut received = self.grace(child, io.as_deref_mut());
@@ -1179,6 +1196,7 @@ impl<'c> Runner<'c> {
         child.reap();
         Stopped {
             received,
+            signalled,
             ending,
             count,
             outside,

@@ -128,3 +128,37 @@ fn a_try_killed_by_sigpipe_ends_the_run_as_quietly_as_the_bare_pipeline() {
     assert!(err.contains("killed by SIGPIPE"), "{err}");
     assert!(err.contains("gave up after 1 try"), "{err}");
 }
+
+#[test]
+fn timed_out_after_gives_the_moment_the_signal_was_sent_not_the_end_of_the_grace() {
+    let began = Instant::now();
+    let out = retry()
+        .args(["-n", "1", "-t", "500ms", "-k", "700ms", "--"])
+        .args(["sh", "-c", "trap '' TERM; sleep 10"])
+        .output()
+        .unwrap();
+    let took = began.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(124), "{log}");
+    // The grace period ran: the run took the timeout and the grace.
+    assert!(took >= Duration::from_millis(1200), "{took:?}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("timed out after "))
+        .unwrap_or_else(|| panic!("{log}"));
+    let after = line
+        .split("timed out after ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap();
+    let ms: f64 = match after.strip_suffix("ms") {
+        Some(ms) => ms.parse().unwrap(),
+        None => after.strip_suffix('s').unwrap().parse::<f64>().unwrap() * 1000.0,
+    };
+    // When the signal went: at the timeout, well before the grace period ended.
+    assert!((500.0..1100.0).contains(&ms), "{line}");
+    assert!(
+        line.contains("then SIGKILL after the 700ms grace period"),
+        "{line}"
+    );
+}

@@ -153,6 +153,7 @@ fn report(decision: &Decision) -> TryReport {
         detail: None,
         killed: false,
         stopped_by_limit: false,
+        signalled_after: None,
     }
 }
 
@@ -179,6 +180,7 @@ fn stopped_try(args: &[&str], killed: bool, by_limit: bool, last: bool) -> (Stri
         detail: None,
         killed,
         stopped_by_limit: by_limit,
+        signalled_after: Some(Duration::from_millis(2001)),
     };
     let (mut log, human) = log_for(args);
     log.try_ended(&report);
@@ -197,7 +199,7 @@ fn a_timed_out_try_says_whether_it_needed_sigkill() {
     let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], true, false, false);
     assert_eq!(
         human,
-        "retry: try 1/3 timed out after 2.003s, sent SIGTERM, then SIGKILL after the 1s grace period (transient); next try in 1s\n"
+        "retry: try 1/3 timed out after 2.001s, sent SIGTERM, then SIGKILL after the 1s grace period (transient); next try in 1s\n"
     );
     assert!(
         json.contains(r#""outcome":{"timeout":true},"signal":"TERM","killed":true,"#),
@@ -206,7 +208,7 @@ fn a_timed_out_try_says_whether_it_needed_sigkill() {
     assert!(!json.contains("limit"), "{json}");
     let (human, json) = stopped_try(&["-n3", "-t2s", "-k1s"], false, false, false);
     assert!(
-        human.contains("try 1/3 timed out after 2.003s, sent SIGTERM (transient)"),
+        human.contains("try 1/3 timed out after 2.001s, sent SIGTERM (transient)"),
         "{human}"
     );
     assert!(json.contains(r#""killed":false"#), "{json}");
@@ -216,18 +218,18 @@ fn a_timed_out_try_says_whether_it_needed_sigkill() {
 fn a_timed_out_try_names_the_signals_it_was_sent() {
     let (human, json) = stopped_try(&["-n1", "-t2s", "-s", "INT"], false, false, false);
     assert!(
-        human.contains("timed out after 2.003s, sent SIGINT (transient)"),
+        human.contains("timed out after 2.001s, sent SIGINT (transient)"),
         "{human}"
     );
     assert!(json.contains(r#""signal":"INT","killed":false"#), "{json}");
     let (human, _) = stopped_try(&["-n1", "-t2s", "-s", "KILL"], true, false, false);
     assert!(
-        human.contains("timed out after 2.003s, sent SIGKILL (transient)"),
+        human.contains("timed out after 2.001s, sent SIGKILL (transient)"),
         "{human}"
     );
     let (human, _) = stopped_try(&["-n1", "-t2s", "-k", "0"], true, false, false);
     assert!(
-        human.contains("timed out after 2.003s, sent SIGTERM, then SIGKILL at once"),
+        human.contains("timed out after 2.001s, sent SIGTERM, then SIGKILL at once"),
         "{human}"
     );
 }
@@ -237,7 +239,7 @@ fn a_try_stopped_by_the_budget_or_the_deadline_says_so() {
     let (human, json) = stopped_try(&["-n1", "-B2s"], false, true, true);
     assert_eq!(
         human,
-        "retry: try 1/1 stopped at the end of the budget after 2.003s, sent SIGTERM (transient); giving up: no tries left\n"
+        "retry: try 1/1 stopped at the end of the budget after 2.001s, sent SIGTERM (transient); giving up: no tries left\n"
     );
     assert!(
         json.contains(r#""killed":false,"limit":"budget""#),
@@ -246,7 +248,7 @@ fn a_try_stopped_by_the_budget_or_the_deadline_says_so() {
     let deadline = ["-n1", "--deadline", "1970-01-01T00:00:02Z", "-k", "500ms"];
     let (human, json) = stopped_try(&deadline, true, true, true);
     assert!(
-        human.contains("try 1/1 stopped at the deadline after 2.003s, sent SIGTERM, then SIGKILL after the 500ms grace period (transient)"),
+        human.contains("try 1/1 stopped at the deadline after 2.001s, sent SIGTERM, then SIGKILL after the 500ms grace period (transient)"),
         "{human}"
     );
     assert!(
