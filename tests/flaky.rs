@@ -848,6 +848,50 @@ fn stats_reads_what_the_history_option_wrote() {
     assert_eq!(rows[1]["first_try_pct"].as_f64(), Some(100.0));
 }
 
+#[test]
+fn stats_never_shows_a_share_near_none_or_all_as_none_or_all() {
+    let dir = common::temp_dir("stats-edges");
+    let file = dir.join("history.jsonl");
+    let ts = "2026-03-01T11:00:00.000Z";
+    let mut lines = Vec::new();
+    for k in 0..2000 {
+        lines.push(history_line(
+            "rare",
+            ts,
+            if k == 0 { 2 } else { 1 },
+            "success",
+        ));
+        lines.push(history_line(
+            "often",
+            ts,
+            if k == 0 { 1 } else { 2 },
+            "success",
+        ));
+    }
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = retry().arg("--stats").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    let row = |name: &str| {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().skip(2).take(3).collect::<Vec<_>>()
+    };
+    assert_eq!(row("often"), ["<0.1%", ">99.9%", "█████████░"], "{text}");
+    assert_eq!(row("rare"), [">99.9%", "<0.1%", "█░░░░░░░░░"], "{text}");
+    let out = retry()
+        .args(["--log-format", "json", "--stats"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let rows = json_lines(&stdout_of(&out));
+    let often = rows.iter().find(|r| r["name"] == "often").unwrap();
+    assert_eq!(often["flaky_pct"].as_f64(), Some(99.95));
+    assert_eq!(often["first_try_pct"].as_f64(), Some(0.05));
+    assert_eq!(often["mean_tries"].as_f64(), Some(2.0));
+    let rare = rows.iter().find(|r| r["name"] == "rare").unwrap();
+    assert_eq!(rare["flaky_pct"].as_f64(), Some(0.05));
+}
+
 /// How far process `pid` has read `file` through its descriptor of it, if it has one open.
 fn read_position(pid: u32, file: &Path) -> Option<u64> {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
