@@ -54,15 +54,41 @@ impl Charset {
 /// can move the cursor, end a line or start an escape sequence, and the invisible ones that
 /// reorder or hide text (bidirectional overrides, zero-width characters).
 pub fn unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{2069}'
-                | '\u{feff}'
-        )
+    c.is_control() || invisible(c)
+}
+
+/// The characters that show nothing, or change how the text around them shows: Unicode's
+/// format characters (soft hyphen, bidirectional marks and overrides, zero-width characters,
+/// the tag characters U+E0000 to U+E007F), the line and paragraph separators, the fillers
+/// that render blank, and the variation selectors past U+E0100, which can carry hidden text.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{061c}'
+            | '\u{06dd}'
+            | '\u{070f}'
+            | '\u{0890}'..='\u{0891}'
+            | '\u{08e2}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
 }
 
 /// Pushes the escape of one character as bash's `$'...'` reads it: `\n`, `\t`, `\r`, `\e`,
@@ -148,6 +174,76 @@ pub fn printable(line: &str) -> String {
         }
     }
     out
+}
+
+/// `text`, made printable (by [`printable`] or [`quote`]), cut to `room` characters with
+/// `ellipsis` in place of what is cut, never inside an escape: `\e`, `\\` or the `\xHH`
+/// bytes of one character are kept whole or cut whole.
+pub fn cut(text: &str, room: usize, ellipsis: &str) -> String {
+    if text.chars().count() <= room {
+        return text.to_string();
+    }
+    let mut left = room.saturating_sub(ellipsis.chars().count());
+    let mut out = String::new();
+    for unit in Units(text) {
+        let width = unit.chars().count();
+        if width > left {
+            break;
+        }
+        left -= width;
+        out.push_str(unit);
+    }
+    out + ellipsis
+}
+
+/// The pieces of printable text that a cut keeps or drops whole: a character, a backslash and
+/// the character after it, or the `\xHH` escapes of one character's UTF-8 bytes.
+struct Units<'a>(&'a str);
+
+impl<'a> Iterator for Units<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let text = self.0;
+        let first = text.chars().next()?;
+        let len = match first {
+            '\\' => match byte_escape(&text[1..]) {
+                Some(lead) => escaped_char_len(text, lead),
+                None => 1 + text[1..].chars().next().map_or(0, char::len_utf8),
+            },
+            c => c.len_utf8(),
+        };
+        self.0 = &text[len..];
+        Some(&text[..len])
+    }
+}
+
+/// The byte that `xHH` at the start of `text` (after a backslash) stands for.
+fn byte_escape(text: &str) -> Option<u8> {
+    let hex = text.strip_prefix('x')?.get(..2)?;
+    u8::from_str_radix(hex, 16)
+        .ok()
+        .filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The length of the `\xHH` escapes at the start of `text` that spell one character whose
+/// first byte is `lead`: its continuation bytes that follow, as many as `lead` announces.
+fn escaped_char_len(text: &str, lead: u8) -> usize {
+    let more = match lead {
+        0xc0..=0xdf => 1,
+        0xe0..=0xef => 2,
+        0xf0..=0xf7 => 3,
+        _ => 0,
+    };
+    let mut len = 4;
+    for _ in 0..more {
+        let next = text[len..].strip_prefix('\\').and_then(byte_escape);
+        if !next.is_some_and(|b| (0x80..=0xbf).contains(&b)) {
+            break;
+        }
+        len += 4;
+    }
+    len
 }
 
 /// A share of whole counts, `n` of `of`, as every output of `retry` writes it (docs/json-log.md,
@@ -474,5 +570,50 @@ mod tests {
         );
         assert_eq!(mean(0, 0).text(), "0.00");
         assert_eq!(mean(u64::MAX, 1).json(), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn invisible_characters_are_escaped_in_labels_and_words() {
+        assert_eq!(
+            printable("a\u{e0041}b\u{ad}c"),
+            r"a\xf3\xa0\x81\x81b\xc2\xadc"
+        );
+        assert_eq!(
+            printable("x\u{2064}\u{180e}\u{e0100}"),
+            r"x\xe2\x81\xa4\xe1\xa0\x8e\xf3\xa0\x84\x80"
+        );
+        assert_eq!(
+            q("tag\u{e0041}".as_bytes(), Charset::Utf8),
+            r"$'tag\xf3\xa0\x81\x81'"
+        );
+        assert_eq!(
+            printable("a ‑ b ✓ é"),
+            "a ‑ b ✓ é",
+            "visible characters stay"
+        );
+    }
+
+    #[test]
+    fn a_cut_never_falls_inside_an_escape() {
+        let shown = printable("zero\u{200b}width");
+        assert_eq!(shown, r"zero\xe2\x80\x8bwidth");
+        assert_eq!(cut(&shown, 9, "…"), "zero…");
+        assert_eq!(cut(&shown, 17, "…"), r"zero\xe2\x80\x8b…");
+        assert_eq!(cut(&shown, 16, "…"), "zero…");
+        assert_eq!(cut(r"a\nb\ec", 3, "…"), r"a…");
+        assert_eq!(cut(r"a\nb\ec", 4, "…"), r"a\n…");
+        assert_eq!(cut(r"ab\xff\x41cd", 8, "..."), r"ab...");
+        assert_eq!(cut(r"ab\xff\x41cd", 9, "..."), r"ab\xff...");
+        assert_eq!(cut("short", 5, "…"), "short");
+        assert_eq!(cut("trailing\\", 8, "…"), "trailin…");
+        for room in 0..30 {
+            let kept = cut(&shown, room, "…");
+            let bare = kept.trim_end_matches('…');
+            assert!(shown.starts_with(bare), "{kept}");
+            assert!(
+                matches!(bare.len(), 0..=4 | 16..),
+                "cut inside an escape: {kept}"
+            );
+        }
     }
 }

@@ -483,17 +483,10 @@ fn shown_name(row: &Row, ascii: bool) -> String {
     if ascii { ascii_text(&name) } else { name }
 }
 
-/// `name` cut to `room` characters, an ellipsis (`...` in ASCII) in place of what is cut.
+/// `name` cut to `room` characters, an ellipsis (`...` in ASCII) in place of what is cut, never
+/// inside an escape.
 fn cut(name: &str, room: usize, ascii: bool) -> String {
-    if name.chars().count() <= room {
-        return name.to_string();
-    }
-    let ellipsis = if ascii { "..." } else { "…" };
-    let kept: String = name
-        .chars()
-        .take(room.saturating_sub(ellipsis.chars().count()))
-        .collect();
-    kept + ellipsis
+    text::cut(name, room, if ascii { "..." } else { "…" })
 }
 
 /// A duration as the table shows it: milliseconds below a second, tenths of a second below a
@@ -983,5 +976,22 @@ mod tests {
         assert_eq!(cells(x, false)[2], "12.5%");
         let y = summary.rows.iter().find(|r| r.name == "y").unwrap();
         assert_eq!(cells(y, false)[1..3], ["66.7%", "33.3%"]);
+    }
+
+    #[test]
+    fn a_name_is_cut_whole_escapes_and_invisible_characters_are_escaped() {
+        let narrow = Options {
+            width: 10,
+            ..options()
+        };
+        let entries = vec![ok("zero\u{200b}width and a long tail", 1)];
+        let lines = output(&reading(entries), &narrow);
+        assert!(lines[3].starts_with("zero…  "), "{lines:#?}");
+        let entries = vec![ok("tag\u{e0041}\u{ad}", 1)];
+        let lines = output(&reading(entries), &options());
+        assert!(
+            lines[3].starts_with(r"tag\xf3\xa0\x81\x81\xc2\xad "),
+            "{lines:#?}"
+        );
     }
 }
