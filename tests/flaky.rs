@@ -872,6 +872,14 @@ fn stats_never_shows_a_share_near_none_or_all_as_none_or_all() {
     let out = retry().arg("--stats").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let text = stdout_of(&out);
+    assert!(
+        text.starts_with(&format!(
+            "retry: stats of {}: 4000 runs since 2026-03-01 11:00 until 2026-03-01 11:00 UTC; \
+             made ",
+            file.display()
+        )),
+        "{text}"
+    );
     let row = |name: &str| {
         let line = text.lines().find(|l| l.starts_with(name)).unwrap();
         line.split_whitespace().skip(2).take(3).collect::<Vec<_>>()
@@ -890,6 +898,10 @@ fn stats_never_shows_a_share_near_none_or_all_as_none_or_all() {
     assert_eq!(often["mean_tries"].as_f64(), Some(2.0));
     let rare = rows.iter().find(|r| r["name"] == "rare").unwrap();
     assert_eq!(rare["flaky_pct"].as_f64(), Some(0.05));
+    let end = rows.last().unwrap();
+    assert_eq!(end["since"], ts);
+    assert_eq!(end["until"], ts);
+    assert!(end["made"].as_str().is_some_and(|t| t > ts), "{end}");
 }
 
 /// How far process `pid` has read `file` through its descriptor of it, if it has one open.

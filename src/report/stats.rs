@@ -115,6 +115,15 @@ pub struct Summary {
     pub last: Option<SystemTime>,
     /// The earliest end kept, with `--since`.
     pub cutoff: Option<SystemTime>,
+    /// When the summary was made: the `now` it was made as of.
+    pub made: Option<SystemTime>,
+}
+
+impl Summary {
+    /// Since when the runs it covers ended: the `--since` cutoff, or the earliest run's end.
+    pub fn since(&self) -> Option<SystemTime> {
+        self.cutoff.or(self.first)
+    }
 }
 
 /// Summarises `entries` as of `now`: with `since`, only the runs whose `ts` is at or after
@@ -132,7 +141,10 @@ pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) ->
         }
         tally.add(entry, at);
     }
-    tally.finish(cutoff)
+    Summary {
+        made: Some(now),
+        ..tally.finish(cutoff)
+    }
 }
 
 /// The runs gathered so far, by label and by command line.
@@ -183,6 +195,7 @@ impl<'a> Tally<'a> {
             first: self.first,
             last: self.last,
             cutoff,
+            made: None,
         }
     }
 }
@@ -313,33 +326,39 @@ fn human_lines(
     lines
 }
 
-/// `812 runs since 2026-02-22 17:42 (the last 7d)`: the runs kept, and which.
-fn runs_kept(runs: u64, summary: &Summary, since: Option<Duration>) -> String {
-    let runs = match runs {
+/// `812 runs since 2026-02-22 17:42 (the last 7d) until 2026-03-01 17:40 UTC; made
+/// 2026-03-01 17:42 UTC`: the runs kept, which ones, and when this was made.
+fn runs_kept(summary: &Summary, since: Option<Duration>) -> String {
+    let runs = match summary.runs {
         1 => "1 run".to_string(),
         n => format!("{n} runs"),
     };
-    match (summary.cutoff, since) {
-        (Some(cutoff), Some(since)) => {
-            format!("{runs} since {} (the last {})", minute(cutoff), hms(since))
-        }
-        _ => runs,
-    }
-}
-
-/// The header: the file, the runs kept and when they ended; the runs of `--repeat` left out;
-/// what `$` marks.
-fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String> {
-    let span = match (summary.first, summary.last) {
-        (Some(first), Some(last)) if minute(first) == minute(last) => {
-            format!(", at {} UTC", minute(last))
-        }
-        (Some(first), Some(last)) => format!(", from {} to {} UTC", minute(first), minute(last)),
+    let window = match (summary.since(), since) {
+        (Some(from), Some(since)) => format!(" since {} (the last {})", minute(from), hms(since)),
+        (Some(from), None) => format!(" since {}", minute(from)),
         _ => String::new(),
     };
+    let until = summary
+        .last
+        .map(|last| format!(" until {} UTC", minute(last)))
+        .unwrap_or_default();
+    format!("{runs}{window}{until}{}", made(summary))
+}
+
+/// `; made 2026-03-01 17:42 UTC`: when the summary was made, if it says.
+fn made(summary: &Summary) -> String {
+    summary
+        .made
+        .map(|t| format!("; made {} UTC", minute(t)))
+        .unwrap_or_default()
+}
+
+/// The header: the file, the runs kept and when they ended, when it was made; the runs of
+/// `--repeat` left out; what `$` marks.
+fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String> {
     let mut lines = vec![format!(
-        "retry: stats of {shown}: {}{span}",
-        runs_kept(summary.runs, summary, since)
+        "retry: stats of {shown}: {}",
+        runs_kept(summary, since)
     )];
     if let Some(note) = repeat_note(summary.repeat_runs) {
         lines.push(format!("  {note}"));
@@ -373,7 +392,10 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
     let repeats = repeat_note(summary.repeat_runs)
         .map(|note| format!("; {note}"))
         .unwrap_or_default();
-    format!("retry: stats of {shown}: no runs{window}{repeats}")
+    format!(
+        "retry: stats of {shown}: no runs{window}{}{repeats}",
+        made(summary)
+    )
 }
 
 /// `3 damaged lines skipped: 12, 40, 41 (line 12: not JSON: ...)`, when there are any.
@@ -542,6 +564,20 @@ fn row_json(row: &Row) -> Obj {
     }
 }
 
+/// A time as JSON: RFC 3339 in UTC with milliseconds, as a history's `ts`; `null` for none.
+fn time_json(t: Option<SystemTime>) -> String {
+    let latest = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    t.map_or_else(
+        || "null".into(),
+        |t| {
+            format!(
+                "\"{}\"",
+                humantime::format_rfc3339_millis(t.clamp(UNIX_EPOCH, latest))
+            )
+        },
+    )
+}
+
 /// The `stats_end` object: the file, the counts, and the first damaged lines' numbers.
 fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
     let numbers: Vec<String> = damaged
@@ -557,6 +593,9 @@ fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
         .num("repeat_runs", summary.repeat_runs)
         .num("damaged", damaged.len() as u64)
         .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
+        .raw("since", &time_json(summary.since()))
+        .raw("until", &time_json(summary.last))
+        .raw("made", &time_json(summary.made))
 }
 
 #[cfg(test)]
@@ -728,8 +767,8 @@ mod tests {
         );
         assert_eq!(
             lines[0],
-            "retry: stats of h.jsonl: 3 runs since 2026-02-22 12:00 (the last 7d), \
-             from 2026-02-22 12:00 to 2026-03-01 11:00 UTC"
+            "retry: stats of h.jsonl: 3 runs since 2026-02-22 12:00 (the last 7d) \
+             until 2026-03-01 11:00 UTC; made 2026-03-01 12:00 UTC"
         );
     }
 
@@ -776,7 +815,8 @@ mod tests {
         assert_eq!(
             output(&reading(entries), &options()),
             [
-                "retry: stats of h.jsonl: 3 runs, from 2026-03-01 09:00 to 2026-03-01 11:00 UTC",
+                "retry: stats of h.jsonl: 3 runs since 2026-03-01 09:00 until 2026-03-01 11:00 UTC; made \
+                 2026-03-01 12:00 UTC",
                 "",
                 "label or command  runs  1st try  flaky              gave up  tries  median    p95       last failed",
                 "integration          2      50%    50%  █████░░░░░       0%   1.50      2s  12.3s  2026-03-01 09:00",
@@ -809,7 +849,7 @@ mod tests {
         );
         assert_eq!(
             json.last().unwrap(),
-            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41]}"#
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
         );
         r.damaged = (1..=12)
             .map(|line| Damaged {
@@ -843,8 +883,8 @@ mod tests {
         assert_eq!(
             only_repeats,
             [
-                "retry: stats of h.jsonl: no runs; 2 runs of --repeat left out: they reproduce \
-              a flake, they retry nothing"
+                "retry: stats of h.jsonl: no runs; made 2026-03-01 12:00 UTC; 2 runs of --repeat \
+                 left out: they reproduce a flake, they retry nothing"
             ]
         );
     }
@@ -853,7 +893,7 @@ mod tests {
     fn no_runs_at_all_is_one_line() {
         assert_eq!(
             output(&reading(Vec::new()), &options()),
-            ["retry: stats of h.jsonl: no runs"]
+            ["retry: stats of h.jsonl: no runs; made 2026-03-01 12:00 UTC"]
         );
         let json = Options {
             json: true,
@@ -862,7 +902,7 @@ mod tests {
         assert_eq!(
             output(&reading(Vec::new()), &json),
             [
-                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[]}"#
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
             ]
         );
     }
