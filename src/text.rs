@@ -1,5 +1,6 @@
-//! Text made safe to print: the escaping of control characters and of command-line words, and
-//! the character set it is written in. Pure, and below every other module: it imports nothing
+//! Text made safe to print: the escaping of control and invisible characters and of
+//! command-line words, cutting such text to a width, the character set it is written in, and
+//! the shares and means that every output writes alike. Pure, and below every other module: it imports nothing
 //! from the crate, and the character set is always given, never read from a global, so that
 //! the same input gives the same text whatever ran before.
 
