@@ -853,6 +853,131 @@ fn stats_reads_what_the_history_option_wrote() {
 }
 
 #[test]
+fn stats_never_shows_a_share_near_none_or_all_as_none_or_all() {
+    let dir = common::temp_dir("stats-edges");
+    let file = dir.join("history.jsonl");
+    let ts = "2026-03-01T11:00:00.000Z";
+    let mut lines = Vec::new();
+    for k in 0..2000 {
+        lines.push(history_line(
+            "rare",
+            ts,
+            if k == 0 { 2 } else { 1 },
+            "success",
+        ));
+        lines.push(history_line(
+            "often",
+            ts,
+            if k == 0 { 1 } else { 2 },
+            "success",
+        ));
+    }
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = retry().arg("--stats").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    assert!(
+        text.starts_with(&format!(
+            "retry: stats of {}: 4000 runs since 2026-03-01 11:00 until 2026-03-01 11:00 UTC; \
+             made ",
+            file.display()
+        )),
+        "{text}"
+    );
+    let row = |name: &str| {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().skip(2).take(3).collect::<Vec<_>>()
+    };
+    assert_eq!(row("often"), ["<0.1%", ">99.9%", "█████████░"], "{text}");
+    assert_eq!(row("rare"), [">99.9%", "<0.1%", "█░░░░░░░░░"], "{text}");
+    let out = retry()
+        .args(["--log-format", "json", "--stats"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let rows = json_lines(&stdout_of(&out));
+    let often = rows.iter().find(|r| r["name"] == "often").unwrap();
+    assert_eq!(often["flaky_pct"].as_f64(), Some(99.95));
+    assert_eq!(often["first_try_pct"].as_f64(), Some(0.05));
+    assert_eq!(often["mean_tries"].as_f64(), Some(2.0));
+    let rare = rows.iter().find(|r| r["name"] == "rare").unwrap();
+    assert_eq!(rare["flaky_pct"].as_f64(), Some(0.05));
+    let end = rows.last().unwrap();
+    assert_eq!(end["since"], ts);
+    assert_eq!(end["until"], ts);
+    assert!(end["made"].as_str().is_some_and(|t| t > ts), "{end}");
+}
+
+/// How far process `pid` has read `file` through its descriptor of it, if it has one open.
+fn read_position(pid: u32, file: &Path) -> Option<u64> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let fd = fds
+        .filter_map(Result::ok)
+        .find(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == file))?;
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_str()?));
+    let pos = info
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("pos:"))?
+        .trim()
+        .parse();
+    pos.ok()
+}
+
+#[test]
+fn a_run_that_ends_while_stats_reads_keeps_its_line() {
+    let dir = common::temp_dir("stats-while-read");
+    let file = dir.join("history.jsonl");
+    let h = file.to_str().unwrap();
+    let out = retry()
+        .args(["--history", h, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // Enough lines that the read still goes on when it is caught.
+    let line = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, line.repeat(40_000)).unwrap();
+    let mut stats = common::retry_std()
+        .arg("--stats")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(stats.id() as i32);
+    // Stopped as soon as it has read a first block, the read is held open for as long as the
+    // test likes: longer than a writer waits for the lock.
+    let until = Instant::now() + Duration::from_secs(10);
+    while read_position(stats.id(), &file).is_none_or(|pos| pos == 0) {
+        assert!(Instant::now() < until, "--stats never started to read");
+        assert!(
+            stats.try_wait().unwrap().is_none(),
+            "--stats ended before it was caught"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let started = Instant::now();
+    let out = retry()
+        .args(["--label", "late", "--history", h, "--", "true"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = stats.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stderr_of(&out), "", "the run waited for no lock");
+    assert!(
+        took < Duration::from_millis(1500),
+        "it waited {took:?} to append"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["label"], "late");
+    assert_eq!(text.lines().count(), 40_001);
+}
+
+#[test]
 fn a_replay_under_flaky_fail_keeps_a_flaky_run_pending_with_reason_flaky() {
     let dir = common::temp_dir("flaky-replay");
     let letters = dir.join("dead.jsonl");

@@ -9,6 +9,7 @@ use super::budget::BudgetExceeded;
 use super::classify::{Outcome, Verdict};
 pub use super::schedule::RepeatEnd;
 use super::schedule::{Decision, Policy};
+use crate::text::Share;
 
 /// What `--flaky` makes of a run that succeeded after at least one failed try.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,12 +75,9 @@ pub struct RepeatCount {
 }
 
 impl RepeatCount {
-    /// The failed share of the tries, in percent.
-    pub fn failed_percent(&self) -> f64 {
-        match self.tries {
-            0 => 0.0,
-            n => self.failed as f64 * 100.0 / n as f64,
-        }
+    /// The failed share of the tries, as every output writes it.
+    pub fn failed_share(&self) -> Share {
+        Share::new(self.failed, self.tries)
     }
 
     fn add_failure(&mut self, attempt: u64, outcome: Outcome) {
@@ -206,7 +204,7 @@ mod tests {
         assert_eq!(last, Decision::Stop(RepeatEnd::Done));
         let count = going.count();
         assert_eq!((count.tries, count.failed), (20, 2));
-        assert_eq!(count.failed_percent(), 10.0);
+        assert_eq!(count.failed_share().percent(), "10%");
         assert_eq!(
             count.outcomes,
             vec![(Outcome::Exit(1), 1), (Outcome::Timeout, 1)]

@@ -190,10 +190,7 @@ fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
     let obj = head("repeat_end", facts)
         .num("tries", count.tries)
         .num("failed", count.failed)
-        .float(
-            "failed_pct",
-            (count.failed_percent() * 100.0).round() / 100.0,
-        )
+        .raw("failed_pct", &count.failed_share().json())
         .raw("outcomes", &format!("[{}]", outcomes.join(",")))
         .opt_num(
             "first_failure",
@@ -346,4 +343,47 @@ fn gave_up(event: &Event, facts: &RunFacts) -> Obj {
         _ => {}
     }
     obj
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ParseOutcome, parse};
+    use crate::policy::RepeatCount;
+    use std::time::Duration;
+
+    fn failed_pct(failed: u64, tries: u64) -> String {
+        let args = ["retry", "--repeat", "0", "--keep-going", "--", "true"];
+        let ParseOutcome::Run(config) = parse(args, SystemTime::UNIX_EPOCH) else {
+            panic!("the options parse");
+        };
+        let facts = RunFacts::new(&config, "id".into());
+        let count = RepeatCount {
+            tries,
+            failed,
+            outcomes: vec![(Outcome::Exit(1), failed)],
+            first_failure: Some((1, Outcome::Exit(1))),
+        };
+        let event = Event::RepeatEnded {
+            count,
+            why: RepeatEnd::Done,
+            status: ExitStatus::LastExit(1),
+            elapsed: Duration::ZERO,
+        };
+        let line = object(&event, &facts).unwrap().finish();
+        let at = line.find("\"failed_pct\":").unwrap() + "\"failed_pct\":".len();
+        line[at..].split(',').next().unwrap().to_string()
+    }
+
+    #[test]
+    fn the_repeat_end_writes_a_failed_share_off_0_and_100_as_its_line_does() {
+        assert_eq!(failed_pct(1, 2000), "0.05");
+        assert_eq!(failed_pct(1999, 2000), "99.95");
+        assert_eq!(failed_pct(1, 10_000), "0.01");
+        assert_eq!(failed_pct(9_999, 10_000), "99.99");
+        assert_eq!(failed_pct(3, 200), "1.5");
+        assert_eq!(failed_pct(1, 3), "33.3", "the figure of the line, 33.3%");
+        assert_eq!(failed_pct(1, 30_000), "0.003");
+        assert_eq!(failed_pct(2000, 2000), "100");
+    }
 }

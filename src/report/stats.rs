@@ -21,7 +21,7 @@ use crate::report::json::Obj;
 use crate::report::{layout, printable};
 use crate::store::deadletter::Damaged;
 use crate::store::history::{Ending, Entry, Reading};
-use crate::text::{self, Charset};
+use crate::text::{self, Charset, Mean, Share};
 
 /// The cells of a row's bar of its flaky share.
 const BAR_CELLS: u64 = 10;
@@ -90,20 +90,15 @@ pub struct Row {
 }
 
 impl Row {
-    /// `n` of its runs, in percent.
-    fn pct(&self, n: u64) -> f64 {
-        share(n, self.runs) * 100.0
+    /// `n` of its runs.
+    fn share(&self, n: u64) -> Share {
+        Share::new(n, self.runs)
     }
 
-    /// The mean tries of its runs.
-    pub fn mean_tries(&self) -> f64 {
-        share(self.tries, self.runs)
+    /// The mean tries of its runs, to two decimals.
+    pub fn mean_tries(&self) -> Mean {
+        Mean::new(self.tries, self.runs, 2)
     }
-}
-
-/// `n` of `of`, from 0 to 1; 0 of nothing.
-fn share(n: u64, of: u64) -> f64 {
-    if of == 0 { 0.0 } else { n as f64 / of as f64 }
 }
 
 /// What a history file says, over the runs kept.
@@ -120,6 +115,15 @@ pub struct Summary {
     pub last: Option<SystemTime>,
     /// The earliest end kept, with `--since`.
     pub cutoff: Option<SystemTime>,
+    /// When the summary was made: the `now` it was made as of.
+    pub made: Option<SystemTime>,
+}
+
+impl Summary {
+    /// Since when the runs it covers ended: the `--since` cutoff, or the earliest run's end.
+    pub fn since(&self) -> Option<SystemTime> {
+        self.cutoff.or(self.first)
+    }
 }
 
 /// Summarises `entries` as of `now`: with `since`, only the runs whose `ts` is at or after
@@ -137,7 +141,10 @@ pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) ->
         }
         tally.add(entry, at);
     }
-    tally.finish(cutoff)
+    Summary {
+        made: Some(now),
+        ..tally.finish(cutoff)
+    }
 }
 
 /// The runs gathered so far, by label and by command line.
@@ -188,6 +195,7 @@ impl<'a> Tally<'a> {
             first: self.first,
             last: self.last,
             cutoff,
+            made: None,
         }
     }
 }
@@ -318,33 +326,39 @@ fn human_lines(
     lines
 }
 
-/// `812 runs since 2026-02-22 17:42 (the last 7d)`: the runs kept, and which.
-fn runs_kept(runs: u64, summary: &Summary, since: Option<Duration>) -> String {
-    let runs = match runs {
+/// `812 runs since 2026-02-22 17:42 (the last 7d) until 2026-03-01 17:40 UTC; made
+/// 2026-03-01 17:42 UTC`: the runs kept, which ones, and when this was made.
+fn runs_kept(summary: &Summary, since: Option<Duration>) -> String {
+    let runs = match summary.runs {
         1 => "1 run".to_string(),
         n => format!("{n} runs"),
     };
-    match (summary.cutoff, since) {
-        (Some(cutoff), Some(since)) => {
-            format!("{runs} since {} (the last {})", minute(cutoff), hms(since))
-        }
-        _ => runs,
-    }
-}
-
-/// The header: the file, the runs kept and when they ended; the runs of `--repeat` left out;
-/// what `$` marks.
-fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String> {
-    let span = match (summary.first, summary.last) {
-        (Some(first), Some(last)) if minute(first) == minute(last) => {
-            format!(", at {} UTC", minute(last))
-        }
-        (Some(first), Some(last)) => format!(", from {} to {} UTC", minute(first), minute(last)),
+    let window = match (summary.since(), since) {
+        (Some(from), Some(since)) => format!(" since {} (the last {})", minute(from), hms(since)),
+        (Some(from), None) => format!(" since {}", minute(from)),
         _ => String::new(),
     };
+    let until = summary
+        .last
+        .map(|last| format!(" until {} UTC", minute(last)))
+        .unwrap_or_default();
+    format!("{runs}{window}{until}{}", made(summary))
+}
+
+/// `; made 2026-03-01 17:42 UTC`: when the summary was made, if it says.
+fn made(summary: &Summary) -> String {
+    summary
+        .made
+        .map(|t| format!("; made {} UTC", minute(t)))
+        .unwrap_or_default()
+}
+
+/// The header: the file, the runs kept and when they ended, when it was made; the runs of
+/// `--repeat` left out; what `$` marks.
+fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String> {
     let mut lines = vec![format!(
-        "retry: stats of {shown}: {}{span}",
-        runs_kept(summary.runs, summary, since)
+        "retry: stats of {shown}: {}",
+        runs_kept(summary, since)
     )];
     if let Some(note) = repeat_note(summary.repeat_runs) {
         lines.push(format!("  {note}"));
@@ -378,7 +392,10 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
     let repeats = repeat_note(summary.repeat_runs)
         .map(|note| format!("; {note}"))
         .unwrap_or_default();
-    format!("retry: stats of {shown}: no runs{window}{repeats}")
+    format!(
+        "retry: stats of {shown}: no runs{window}{}{repeats}",
+        made(summary)
+    )
 }
 
 /// `3 damaged lines skipped: 12, 40, 41 (line 12: not JSON: ...)`, when there are any.
@@ -465,11 +482,11 @@ fn table(rows: &[Row], options: &Options) -> Vec<String> {
 fn cells(row: &Row, ascii: bool) -> Vec<String> {
     vec![
         row.runs.to_string(),
-        percent(row.pct(row.first_try)),
-        percent(row.pct(row.flaky)),
-        bar(row.flaky, row.runs, ascii),
-        percent(row.pct(row.gave_up)),
-        format!("{:.2}", row.mean_tries()),
+        row.share(row.first_try).percent(),
+        row.share(row.flaky).percent(),
+        bar(row.share(row.flaky), ascii),
+        row.share(row.gave_up).percent(),
+        row.mean_tries().text(),
         duration(row.median_ms),
         duration(row.p95_ms),
         row.last_failure
@@ -488,29 +505,10 @@ fn shown_name(row: &Row, ascii: bool) -> String {
     if ascii { ascii_text(&name) } else { name }
 }
 
-/// `name` cut to `room` characters, an ellipsis (`...` in ASCII) in place of what is cut.
+/// `name` cut to `room` characters, an ellipsis (`...` in ASCII) in place of what is cut, never
+/// inside an escape.
 fn cut(name: &str, room: usize, ascii: bool) -> String {
-    if name.chars().count() <= room {
-        return name.to_string();
-    }
-    let ellipsis = if ascii { "..." } else { "…" };
-    let kept: String = name
-        .chars()
-        .take(room.saturating_sub(ellipsis.chars().count()))
-        .collect();
-    kept + ellipsis
-}
-
-/// A share in percent: one decimal below 10%, whole from there; `0%` for none.
-fn percent(pct: f64) -> String {
-    let tenths = (pct * 10.0).round() / 10.0;
-    if pct == 0.0 {
-        "0%".into()
-    } else if tenths >= 10.0 {
-        format!("{pct:.0}%")
-    } else {
-        format!("{tenths:.1}%")
-    }
+    text::cut(name, room, if ascii { "..." } else { "…" })
 }
 
 /// A duration as the table shows it: milliseconds below a second, tenths of a second below a
@@ -524,20 +522,14 @@ fn duration(ms: u64) -> String {
     hms(Duration::from_millis(rounded))
 }
 
-/// The bar of a flaky share: ten cells, as many full as the share fills (rounded, and one for
-/// any flaky run at all); `#` and `.` in ASCII.
-fn bar(flaky: u64, runs: u64, ascii: bool) -> String {
-    let full = (share(flaky, runs) * BAR_CELLS as f64).round() as u64;
-    let full = full.clamp(u64::from(flaky > 0), BAR_CELLS);
+/// The bar of a flaky share: ten cells, as many full as the share fills (rounded; full or
+/// empty only when all or none of the runs were flaky); `#` and `.` in ASCII.
+fn bar(flaky: Share, ascii: bool) -> String {
+    let full = flaky.cells(BAR_CELLS);
     let (on, off) = if ascii { ('#', '.') } else { ('█', '░') };
     let on = std::iter::repeat_n(on, full as usize);
     on.chain(std::iter::repeat_n(off, (BAR_CELLS - full) as usize))
         .collect()
-}
-
-/// A share in percent with one decimal, for JSON.
-fn tenths(pct: f64) -> f64 {
-    (pct * 10.0).round() / 10.0
 }
 
 /// The JSON lines: a `stats_row` per row, flakiest first, then `stats_end`.
@@ -559,17 +551,31 @@ fn row_json(row: &Row) -> Obj {
         .str("name", &row.name)
         .str("by", row.by.word())
         .num("runs", row.runs)
-        .float("first_try_pct", tenths(row.pct(row.first_try)))
-        .float("flaky_pct", tenths(row.pct(row.flaky)))
-        .float("gave_up_pct", tenths(row.pct(row.gave_up)))
+        .raw("first_try_pct", &row.share(row.first_try).json())
+        .raw("flaky_pct", &row.share(row.flaky).json())
+        .raw("gave_up_pct", &row.share(row.gave_up).json())
         .num("interrupted", row.interrupted)
-        .float("mean_tries", (row.mean_tries() * 100.0).round() / 100.0)
+        .raw("mean_tries", &row.mean_tries().json())
         .num("median_ms", row.median_ms)
         .num("p95_ms", row.p95_ms);
     match &row.last_failure {
         Some(ts) => obj.str("last_failure", ts),
         None => obj.raw("last_failure", "null"),
     }
+}
+
+/// A time as JSON: RFC 3339 in UTC with milliseconds, as a history's `ts`; `null` for none.
+fn time_json(t: Option<SystemTime>) -> String {
+    let latest = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    t.map_or_else(
+        || "null".into(),
+        |t| {
+            format!(
+                "\"{}\"",
+                humantime::format_rfc3339_millis(t.clamp(UNIX_EPOCH, latest))
+            )
+        },
+    )
 }
 
 /// The `stats_end` object: the file, the counts, and the first damaged lines' numbers.
@@ -587,6 +593,9 @@ fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
         .num("repeat_runs", summary.repeat_runs)
         .num("damaged", damaged.len() as u64)
         .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
+        .raw("since", &time_json(summary.since()))
+        .raw("until", &time_json(summary.last))
+        .raw("made", &time_json(summary.made))
 }
 
 #[cfg(test)]
@@ -718,10 +727,7 @@ mod tests {
             r#"{"event":"stats_row","name":"x","by":"label","runs":6,"first_try_pct":50,"flaky_pct":16.7,"gave_up_pct":16.7,"interrupted":1,"mean_tries":1.5,"median_ms":1000,"p95_ms":1000,"last_failure":"2026-03-01T11:00:00.000Z"}"#
         );
         let cells = cells(row, false);
-        assert_eq!(&cells[1..3], ["50%", "17%"]);
-        assert_eq!(percent(100.0 / 30.0), "3.3%");
-        assert_eq!(percent(0.0), "0%");
-        assert_eq!(percent(9.96), "10%");
+        assert_eq!(&cells[1..3], ["50%", "16.7%"]);
     }
 
     #[test]
@@ -761,8 +767,8 @@ mod tests {
         );
         assert_eq!(
             lines[0],
-            "retry: stats of h.jsonl: 3 runs since 2026-02-22 12:00 (the last 7d), \
-             from 2026-02-22 12:00 to 2026-03-01 11:00 UTC"
+            "retry: stats of h.jsonl: 3 runs since 2026-02-22 12:00 (the last 7d) \
+             until 2026-03-01 11:00 UTC; made 2026-03-01 12:00 UTC"
         );
     }
 
@@ -809,7 +815,8 @@ mod tests {
         assert_eq!(
             output(&reading(entries), &options()),
             [
-                "retry: stats of h.jsonl: 3 runs, from 2026-03-01 09:00 to 2026-03-01 11:00 UTC",
+                "retry: stats of h.jsonl: 3 runs since 2026-03-01 09:00 until 2026-03-01 11:00 UTC; made \
+                 2026-03-01 12:00 UTC",
                 "",
                 "label or command  runs  1st try  flaky              gave up  tries  median    p95       last failed",
                 "integration          2      50%    50%  █████░░░░░       0%   1.50      2s  12.3s  2026-03-01 09:00",
@@ -842,7 +849,7 @@ mod tests {
         );
         assert_eq!(
             json.last().unwrap(),
-            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41]}"#
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
         );
         r.damaged = (1..=12)
             .map(|line| Damaged {
@@ -876,8 +883,8 @@ mod tests {
         assert_eq!(
             only_repeats,
             [
-                "retry: stats of h.jsonl: no runs; 2 runs of --repeat left out: they reproduce \
-              a flake, they retry nothing"
+                "retry: stats of h.jsonl: no runs; made 2026-03-01 12:00 UTC; 2 runs of --repeat \
+                 left out: they reproduce a flake, they retry nothing"
             ]
         );
     }
@@ -886,7 +893,7 @@ mod tests {
     fn no_runs_at_all_is_one_line() {
         assert_eq!(
             output(&reading(Vec::new()), &options()),
-            ["retry: stats of h.jsonl: no runs"]
+            ["retry: stats of h.jsonl: no runs; made 2026-03-01 12:00 UTC"]
         );
         let json = Options {
             json: true,
@@ -895,18 +902,20 @@ mod tests {
         assert_eq!(
             output(&reading(Vec::new()), &json),
             [
-                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[]}"#
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
             ]
         );
     }
 
     #[test]
     fn the_bar_fills_with_the_flaky_share_in_either_charset() {
+        let bar = |n, of, ascii| bar(Share::new(n, of), ascii);
         assert_eq!(bar(1, 4, false), "███░░░░░░░");
         assert_eq!(bar(1, 4, true), "###.......");
         assert_eq!(bar(1, 1000, false), "█░░░░░░░░░");
         assert_eq!(bar(0, 5, true), "..........");
         assert_eq!(bar(5, 5, true), "##########");
+        assert_eq!(bar(995, 1000, true), "#########.");
     }
 
     #[test]
@@ -928,5 +937,101 @@ mod tests {
         };
         let lines = output(&reading(entries), &narrow);
         assert!(lines[3].starts_with("deploy deploy d… "), "{lines:#?}");
+    }
+
+    /// A row of `label` in which `flaky` of `runs` were flaky, the others first-try successes.
+    fn flaky_of(label: &str, flaky: u64, runs: u64) -> Vec<Entry> {
+        let flaky_runs = (0..flaky).map(|_| ok(label, 2));
+        flaky_runs
+            .chain((flaky..runs).map(|_| ok(label, 1)))
+            .collect()
+    }
+
+    #[test]
+    fn a_share_near_none_or_all_is_never_shown_as_none_or_all() {
+        let cases = [
+            (
+                "one in 10000",
+                1,
+                10_000,
+                "<0.1%",
+                ">99.9%",
+                "0.01",
+                "99.99",
+            ),
+            (
+                "all but 1",
+                9_999,
+                10_000,
+                ">99.9%",
+                "<0.1%",
+                "99.99",
+                "0.01",
+            ),
+            ("one in 2000", 1, 2000, "<0.1%", ">99.9%", "0.05", "99.95"),
+            (
+                "all but 1 of 2000",
+                1999,
+                2000,
+                ">99.9%",
+                "<0.1%",
+                "99.95",
+                "0.05",
+            ),
+        ];
+        for (label, flaky, runs, flaky_text, first_text, flaky_json, first_json) in cases {
+            let summary = summarise(&flaky_of(label, flaky, runs), None, now());
+            let row = &summary.rows[0];
+            let cells = cells(row, true);
+            assert_eq!(
+                (cells[1].as_str(), cells[2].as_str()),
+                (first_text, flaky_text)
+            );
+            let full = cells[3].matches('#').count();
+            assert!((1..=9).contains(&full), "{label}: {}", cells[3]);
+            let json: serde_json::Value = serde_json::from_str(&row_json(row).finish()).unwrap();
+            assert_eq!(json["flaky_pct"].to_string(), flaky_json, "{label}");
+            assert_eq!(json["first_try_pct"].to_string(), first_json, "{label}");
+        }
+    }
+
+    #[test]
+    fn every_figure_is_rounded_alike_in_the_table_and_in_json() {
+        // 9 tries in 8 runs: 1.125 tries, 1.13 both ways; 1 flaky of 8: 12.5%.
+        let mut entries = flaky_of("x", 1, 8);
+        entries.push(ok("y", 1));
+        entries.extend([ok("y", 2), ok("y", 1)]);
+        let summary = summarise(&entries, None, now());
+        for row in &summary.rows {
+            let cells = cells(row, false);
+            let json: serde_json::Value = serde_json::from_str(&row_json(row).finish()).unwrap();
+            let shown = |cell: &str| cell.trim_end_matches('%').parse::<f64>().unwrap();
+            assert_eq!(shown(&cells[1]), json["first_try_pct"].as_f64().unwrap());
+            assert_eq!(shown(&cells[2]), json["flaky_pct"].as_f64().unwrap());
+            assert_eq!(shown(&cells[4]), json["gave_up_pct"].as_f64().unwrap());
+            assert_eq!(shown(&cells[5]), json["mean_tries"].as_f64().unwrap());
+        }
+        let x = summary.rows.iter().find(|r| r.name == "x").unwrap();
+        assert_eq!(cells(x, false)[5], "1.13");
+        assert_eq!(cells(x, false)[2], "12.5%");
+        let y = summary.rows.iter().find(|r| r.name == "y").unwrap();
+        assert_eq!(cells(y, false)[1..3], ["66.7%", "33.3%"]);
+    }
+
+    #[test]
+    fn a_name_is_cut_whole_escapes_and_invisible_characters_are_escaped() {
+        let narrow = Options {
+            width: 10,
+            ..options()
+        };
+        let entries = vec![ok("zero\u{200b}width and a long tail", 1)];
+        let lines = output(&reading(entries), &narrow);
+        assert!(lines[3].starts_with("zero…  "), "{lines:#?}");
+        let entries = vec![ok("tag\u{e0041}\u{ad}", 1)];
+        let lines = output(&reading(entries), &options());
+        assert!(
+            lines[3].starts_with(r"tag\xf3\xa0\x81\x81\xc2\xad "),
+            "{lines:#?}"
+        );
     }
 }

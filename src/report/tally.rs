@@ -36,7 +36,7 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
             n => format!("{n} tries"),
         },
         count.failed,
-        percent(count.failed_percent())
+        count.failed_share().percent()
     );
     if !count.outcomes.is_empty() {
         let each: Vec<String> = count
@@ -60,16 +60,6 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
         RepeatEnd::Interrupted(signal) => text += &format!("; interrupted by {signal}"),
     }
     text
-}
-
-/// A share in percent as the summaries write it: `1.5%`, `10%`, `0%`, and `<0.1%` for a share
-/// that is not none but rounds to it.
-fn percent(value: f64) -> String {
-    if value > 0.0 && value < 0.05 {
-        return "<0.1%".into();
-    }
-    let text = format!("{value:.1}");
-    format!("{}%", text.strip_suffix(".0").unwrap_or(&text))
 }
 
 /// One try, as the summary table shows it.
@@ -296,6 +286,29 @@ mod tests {
             repeat_summary(&count, &RepeatEnd::Done),
             "12000 tries, 1 failed (<0.1%): not ready ×1; first failure on try 7"
         );
+        let line = |failed, tries| {
+            let count = RepeatCount {
+                tries,
+                failed,
+                outcomes: vec![(Outcome::Exit(1), failed)],
+                first_failure: Some((1, Outcome::Exit(1))),
+            };
+            repeat_summary(&count, &RepeatEnd::Done)
+        };
+        let share = |failed, tries: u64| {
+            let line = line(failed, tries);
+            let from = line.find('(').unwrap() + 1;
+            line[from..line.find(')').unwrap()].to_string()
+        };
+        assert_eq!(
+            line(1999, 2000),
+            "2000 tries, 1999 failed (>99.9%): exit 1 ×1999; first failure on try 1"
+        );
+        assert_eq!(share(1, 2000), "<0.1%");
+        assert_eq!(share(1, 10_000), "<0.1%");
+        assert_eq!(share(9_999, 10_000), ">99.9%");
+        assert_eq!(share(2000, 2000), "100%");
+        assert_eq!(share(3, 200), "1.5%");
         let none = RepeatCount {
             tries: 1,
             ..RepeatCount::default()

@@ -358,21 +358,40 @@ pub fn open_for_stats(path: &Path) -> Result<File, String> {
     Ok(file)
 }
 
-/// Reads a history file for `--stats` ([`open_for_stats`], then [`read_from`]), under a shared
-/// lock so that a line being appended is not read half-written. The lock is waited for at most
-/// [`LOCK_WAIT`]: past that (a writer stopped while it held it) or where the file cannot be
-/// locked, the file is read all the same, at worst with its last line damaged. The error says
-/// why the file cannot be read, for the caller to print after its name.
+/// Reads a history file for `--stats` ([`open_for_stats`], then [`read_from`]) up to the length
+/// it had under a shared lock: records are appended whole under an exclusive lock, so that
+/// length ends with a whole line, and the lock is let go before the read, which on a large
+/// file takes seconds that a run ending meanwhile would spend waiting to append its line. The
+/// lock is waited for at most [`LOCK_WAIT`]: past that (a writer stopped while it held it) or
+/// where the file cannot be locked, the length is taken all the same, at worst with its last
+/// line damaged. The error says why the file cannot be read, for the caller to print after
+/// its name.
 pub fn read_for_stats(path: &Path) -> Result<Reading, String> {
     let file = open_for_stats(path)?;
-    let _ = super::flock_within(
-        &file,
+    let cannot_read = |e: io::Error| format!("cannot read it: {e}");
+    let length = length_under_lock(&file).map_err(cannot_read)?;
+    read_from(BufReader::with_capacity(1 << 16, (&file).take(length))).map_err(cannot_read)
+}
+
+/// The length of `file` (at most [`MAX_FILE`]) as a shared lock sees it, the lock let go.
+fn length_under_lock(file: &File) -> io::Result<u64> {
+    let locked = super::flock_within(
+        file,
         FlockArg::LockSharedNonblock,
         LOCK_WAIT,
         std::time::Duration::from_millis(10),
-    );
-    read_from(BufReader::with_capacity(1 << 16, (&file).take(MAX_FILE)))
-        .map_err(|e| format!("cannot read it: {e}"))
+    )
+    .is_ok();
+    let length = file.metadata().map(|m| m.len().min(MAX_FILE));
+    if locked {
+        let _ = super::flock_within(
+            file,
+            FlockArg::Unlock,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        );
+    }
+    length
 }
 
 #[cfg(test)]
