@@ -368,7 +368,8 @@ A success without a match is a transient failure, not ready yet: with -n 0 -B 2m
             IO,
             "Standard input of the tries: auto, replay, inherit or null
 
-auto: a terminal is inherited, a regular file is read again from its start by every try, and a \
+auto: a terminal is inherited, a regular file is read again by every try from the offset it had \
+            when retry started, and a \
             pipe is read only as a try asks for it, recorded, and replayed to every later try (the \
             recorded part first, then whatever the pipe still holds): a try that never reads leaves \
             all of it to whoever reads after retry. Where retry cannot see what a try asks for \

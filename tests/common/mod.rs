@@ -232,7 +232,12 @@ pub fn euid() -> u32 {
 /// process is not root and cannot create one.
 pub fn other_user() -> Option<u32> {
     if euid() != 0 {
-        have_package("a test of another user", "root, to create a second user,", "passwd", false);
+        have_package(
+            "a test of another user",
+            "root, to create a second user,",
+            "passwd",
+            false,
+        );
         return None;
     }
     let name = "retry-test-other";

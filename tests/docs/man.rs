@@ -445,19 +445,27 @@ fn environment() -> Vec<Block> {
             "GITHUB_OUTPUT",
             "When it names a file, every run appends its step outputs to it: `tries`, `exit_code` \
              (the run's own exit status), `flaky` (`true` when it succeeded after a failed try), \
-             `outcome` (`success`, `gave_up` or `interrupted`; `failed` for a --repeat in which \
-             a try failed) and `reason` (why it gave up; empty after a success), as \
+             `outcome` (`success` exactly when `exit_code` is 0; `flaky` when --flaky fail \
+             failed a late success; `gave_up` or `interrupted`; `failed` for a --repeat in \
+             which a try failed) and `reason` (why it gave up; empty after a success), as \
              `name=value` lines that a later step reads as `steps.ID.outputs.NAME`. Under \
-             --flaky fail, `exit_code` of a flaky run is the status it exits with.",
+             --flaky fail, `exit_code` of a flaky run is the status it exits with. A --replay \
+             writes one set for the whole replay.",
         ),
         literal(
             "GITLAB_CI",
             "When `true`, the tries after a failure are folded in GitLab's collapsible sections.",
         ),
         literal(
+            "XDG_RUNTIME_DIR",
+            "Where the local store of --quota keeps its files (`$XDG_RUNTIME_DIR/retry/`), when \
+             it names a directory of the user running `retry`.",
+        ),
+        literal(
             "TMPDIR",
             "Where held output and recorded standard input spill to a temporary file; `/tmp` \
-             when unset.",
+             when unset. Without `XDG_RUNTIME_DIR`, the local store of --quota is \
+             `$TMPDIR/retry-UID/`.",
         ),
         literal(
             "LC_ALL, LC_CTYPE, LANG",
@@ -492,6 +500,13 @@ fn files() -> Vec<Block> {
             "--history *FILE*",
             "Every run, one JSON object per line, appended to and never rewritten, for --stats \
              to read. Created for its owner only (0600), and shared safely by many runs at once.",
+        ),
+        literal(
+            "$XDG_RUNTIME_DIR/retry/NAME.quota",
+            "The local store of --quota NAME, shared by the runs of one user on this machine: \
+             the directory 0700, the file 0600, updated under an exclusive lock. Without \
+             `XDG_RUNTIME_DIR` (or when it is not the user's own directory), \
+             `$TMPDIR/retry-UID/NAME.quota`, and `/tmp/retry-UID/NAME.quota` without `TMPDIR`.",
         ),
         item(
             "/usr/share/doc/retry/json-log.md",
