@@ -356,6 +356,15 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
 /// `retry ARGS` with this environment added, its own runtime directory and a bound: its exit
 /// status and log.
 fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
+    let out = retry_output(env, args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `retry ARGS` as [`retry_run`] runs it: all it wrote.
+fn retry_output(env: &[(&str, &str)], args: &[String]) -> std::process::Output {
     let runtime = common::temp_dir("redis-run");
     std::fs::set_permissions(
         &runtime,
@@ -368,11 +377,7 @@ fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
     for (name, value) in env {
         cmd.env(name, value);
     }
-    let out = cmd.args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cmd.args(args).output().unwrap()
 }
 
 #[test]
@@ -451,4 +456,69 @@ fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
         assert!(log.contains(left), "{left}: {log}");
         assert!(!log.contains(PASSWORD), "{log}");
     }
+}
+
+/// A password of 204 characters in which no piece of 8 repeats, nor reads like anything
+/// `retry` prints: `pw000-pw001-...`.
+fn long_password() -> String {
+    let password: String = (0..34).map(|i| format!("pw{i:03}-")).collect();
+    assert_eq!(password.len(), 204);
+    password
+}
+
+/// The 8-character pieces of `secret` that `printed` holds.
+fn pieces_in(secret: &str, printed: &[u8]) -> Vec<String> {
+    secret
+        .as_bytes()
+        .windows(8)
+        .filter(|piece| printed.windows(8).any(|w| w == *piece))
+        .map(|piece| String::from_utf8_lossy(piece).into_owned())
+        .collect()
+}
+
+#[test]
+fn no_piece_of_a_long_password_is_printed_when_the_server_quotes_auth_back() {
+    // With AUTH renamed away Redis answers "ERR unknown command 'AUTH', with args beginning
+    // with:" and the first 128 characters of the password.
+    let Some(server) = Server::start("auth-renamed", &["--rename-command", "AUTH", ""]) else {
+        return;
+    };
+    let password = long_password();
+    let in_url = format!("redis://:{password}@127.0.0.1:{}/q", server.port);
+    let bare = server.url("q");
+    let log_file = common::temp_dir("auth-renamed-log").join("log.json");
+    let log_arg = log_file.to_string_lossy().into_owned();
+    let env = [("RETRY_REDIS_PASSWORD", password.as_str())];
+    let failing = ["-v", "-n", "2", "-d", "0", "--quota"];
+    let json = ["--log-format", "json", "--log-file", &log_arg];
+    // The password in the URL or in the environment; the human log, the JSON log, the dry run.
+    let runs = [
+        (&[][..], [&failing[..], &[&in_url, "--", "false"]].concat()),
+        (&env, [&failing[..], &[&bare, "--", "false"]].concat()),
+        (
+            &env,
+            [&json[..], &failing, &[&bare, "--", "false"]].concat(),
+        ),
+        (&[], vec!["--dry-run", "--quota", &in_url]),
+        (
+            &env,
+            vec!["--dry-run", "--log-format", "json", "--quota", &bare],
+        ),
+    ];
+    let mut printed = Vec::new();
+    for (env, args) in runs {
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        let out = retry_output(env, &args);
+        printed.extend_from_slice(&out.stdout);
+        printed.extend_from_slice(&out.stderr);
+    }
+    printed.extend(std::fs::read(&log_file).expect("the JSON log was written"));
+    let text = String::from_utf8_lossy(&printed);
+    // The runs said why the quota was not shared, by the code word alone.
+    assert!(text.contains("ERR unknown command"), "{text}");
+    assert_eq!(
+        pieces_in(&password, &printed),
+        Vec::<String>::new(),
+        "{text}"
+    );
 }

@@ -25,8 +25,10 @@
 //! - A Redis Cluster node that does not hold the key answers `MOVED` (or `ASK` while a slot
 //!   migrates); the update follows it to the node named, up to [`MAX_REDIRECTS`] times within
 //!   the same deadline, and keeps talking to the node that `MOVED` named.
-//! - Errors are values whose `Display` is one line and never holds the password; the run warns
-//!   with it and goes on with the local store.
+//! - Errors are values whose `Display` is one line and never holds the password, whole or in
+//!   part: an error answered to AUTH is kept by its code word only (`WRONGPASS`, `ERR unknown
+//!   command`), since Redis quotes the arguments of a command it does not know, cut at 128
+//!   characters. The run warns with it and goes on with the local store.
 //!
 //! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
 //! (AUTH, PING, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
@@ -636,7 +638,9 @@ impl Server {
             let _ = stream.set_nodelay(true);
             let mut node = Node::new(addr.clone(), stream);
             let hello = match &self.password {
-                Some(password) => node.request(&[b"AUTH", password], deadline),
+                Some(password) => node
+                    .request(&[b"AUTH", password], deadline)
+                    .map_err(Failure::of_auth),
                 // Without a password nothing has been said yet: a port that accepts and never
                 // answers must fail here, not at the first update.
                 None if ping => node.request(&[b"PING"], deadline),

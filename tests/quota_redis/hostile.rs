@@ -271,11 +271,11 @@ fn a_server_that_quotes_the_password_back_never_gets_it_shown() {
         Ok(store) => panic!("connected: {store:?}"),
         Err(e) => {
             let text = e.to_string();
-            assert!(text.contains("unknown command 'AUTH'"), "{text}");
             assert!(
-                !text.contains("pa55-Word") && text.contains("'***'"),
+                text.ends_with("refused AUTH: ERR unknown command"),
                 "{text}"
             );
+            assert!(!text.contains("pa55"), "{text}");
         }
     }
     let (_, status, _, log) = run("hostile-echo", &["-n", "1", "--quota", &url, "--", "true"]);
