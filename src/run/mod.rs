@@ -73,7 +73,7 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     // The quota's tokens now, read without taking or adding any.
     let quota = config.quota.as_ref().map(|spec| {
         let now = unix_ms(SystemTime::now());
-        shared::peek(spec, now, &|name| std::env::var_os(name))
+        shared::peek(spec, now, &|name| std::env::var_os(name)).map_err(|e| e.why)
     });
     match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
         .and_then(|()| out.flush())

@@ -532,12 +532,12 @@ impl<'c> Runner<'c> {
         let quota = self.quota.as_mut()?;
         let applied = quota.store.apply(what, unix_ms(SystemTime::now()));
         let (shown, params) = (quota.spec.shown(), quota.spec.params);
-        if let Some(why) = applied.fell_back {
+        if let Some(fallback) = applied.fell_back {
             // Redis gone: the same bucket, kept on this machine from now on.
             self.log.warn(Warning::QuotaUnreachable {
                 quota: shown.clone(),
-                why,
-                from_now_on: true,
+                why: fallback.why,
+                from_now_on: fallback.answered_before,
             });
         }
         let refused = |tokens| QuotaRefusal {
