@@ -432,7 +432,7 @@ fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
     // Without it, the server refuses the run, which keeps its quota on this machine.
     let (_, log) = retry_run(&[], &failing(&bare, "human"));
     assert!(
-        log.contains("cannot be reached") && log.contains("NOAUTH"),
+        log.contains("misconfiguration") && log.contains("(NOAUTH)"),
         "{log}"
     );
 
@@ -523,4 +523,94 @@ fn no_piece_of_a_long_password_is_printed_when_the_server_quotes_auth_back() {
         Vec::<String>::new(),
         "{text}"
     );
+}
+
+#[test]
+fn a_server_that_refuses_the_password_or_the_user_is_a_misconfiguration_the_run_survives() {
+    const PASSWORD: &str = "s3cret-right";
+    let Some(server) = Server::start("refusals", &["--requirepass", PASSWORD]) else {
+        return;
+    };
+    let url = format!("{}:ratio=0,floor=0", server.url("refused"));
+    let address = server.url("refused");
+    let failing: Vec<String> = ["-v", "-n", "2", "-d", "0", "--quota", &url, "--", "false"]
+        .map(str::to_string)
+        .to_vec();
+    let wrong = [("RETRY_REDIS_PASSWORD", "not-the-password")];
+    let right = [("RETRY_REDIS_PASSWORD", PASSWORD)];
+    // A user that may not run the script: the default one, its rights cut after the start.
+    let Some(locked) = Server::start("refusals-noperm", &[]) else {
+        return;
+    };
+    assert_eq!(
+        locked.cli(&["ACL", "SETUSER", "default", "-evalsha", "-eval"]),
+        ["OK"]
+    );
+    let locked_url = format!("{}:ratio=0,floor=0", locked.url("refused"));
+    let locked_failing: Vec<String> = failing
+        .iter()
+        .map(|w| {
+            if *w == url {
+                locked_url.clone()
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    for (env, words, code) in [
+        (&wrong[..], &failing, "WRONGPASS"),
+        (&[][..], &failing, "NOAUTH"),
+        (&[][..], &locked_failing, "NOPERM"),
+    ] {
+        let (status, log) = retry_run(env, words);
+        // Both tries ran, the retry on the quota kept on this machine (a full bucket of 10).
+        assert_eq!(status, Some(1), "{code}: {log}");
+        assert!(log.contains("retry, 9.00 tokens left"), "{code}: {log}");
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{code}: {log}");
+        let here = if code == "NOPERM" {
+            locked.url("refused")
+        } else {
+            address.clone()
+        };
+        for says in [
+            &format!("({code})"),
+            "misconfiguration",
+            "not shared",
+            &here,
+        ] {
+            assert!(warnings[0].contains(says), "{code}: {says}: {log}");
+        }
+        assert!(
+            !log.contains("s3cret") && !log.contains("not-the-password"),
+            "{log}"
+        );
+    }
+
+    // Under GitHub Actions it is an annotation too, once.
+    let (status, log) = retry_run(&[("GITHUB_ACTIONS", "true"), wrong[0]], &failing);
+    assert_eq!(status, Some(1), "{log}");
+    let annotations: Vec<&str> = log.lines().filter(|l| l.starts_with("::warning")).collect();
+    assert_eq!(annotations.len(), 1, "{log}");
+    assert!(
+        annotations[0].contains("WRONGPASS") && annotations[0].contains("not shared"),
+        "{log}"
+    );
+
+    // A deploy check with --dry-run fails on it, with one line.
+    let dry: Vec<String> = ["--dry-run", "--quota", &url].map(str::to_string).to_vec();
+    for env in [&wrong[..], &[][..]] {
+        let out = retry_output(env, &dry);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("retry: --quota ") && err.contains(&address),
+            "{err}"
+        );
+        assert!(err.contains("WRONGPASS") || err.contains("NOAUTH"), "{err}");
+    }
+    // With the right password the dry run reads the quota and passes.
+    let out = retry_output(&right, &dry);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
