@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::{Bucket, QuotaParams};
-use retry::store::redis::{RedisStore, RedisStoreError};
+use retry::store::redis::{RedisStore, RedisStoreError, Settings};
 
 fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
     QuotaParams { ratio, floor, cap }
@@ -48,16 +48,19 @@ impl ServerExt for Server {
     }
 
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore {
-        RedisStore::connect(&self.url(name), name, p)
+        RedisStore::open(&self.url(name), name, p, Settings::default())
             .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url(name)))
     }
 }
 
-/// The error of a store that must not connect, and how long it took to say so.
+/// The error of the first operation of a store that must not answer, and how long it took
+/// to say so (connecting included: the store connects at its first operation).
 fn connect_error(url: &str) -> (RedisStoreError, Duration) {
     let start = Instant::now();
-    match RedisStore::connect(url, "q", QuotaParams::default()) {
-        Ok(store) => panic!("{url} connected: {store:?}"),
+    let store = RedisStore::open(url, "q", QuotaParams::default(), Settings::default())
+        .unwrap_or_else(|e| panic!("{url} is an address: {e}"));
+    match store.peek(NOW) {
+        Ok(update) => panic!("{url} answered: {update:?}"),
         Err(e) => (e, start.elapsed()),
     }
 }
@@ -147,7 +150,8 @@ fn concurrent_takes_from_eight_connections_grant_exactly_the_cap() {
             let url = Arc::clone(&url);
             std::thread::spawn(move || {
                 // A connection of its own, as another machine would have.
-                let store = RedisStore::connect(&url, "herd", p).expect("connect");
+                let store =
+                    RedisStore::open(&url, "herd", p, Settings::default()).expect("connect");
                 (0..50)
                     .filter(|_| store.take(NOW).expect("take").granted)
                     .count()
@@ -215,21 +219,19 @@ fn a_password_in_the_address_is_sent_with_auth_and_never_shown() {
         return;
     };
     let url = format!("redis://:s3cret:@x@127.0.0.1:{}/locked", server.port);
-    let store = RedisStore::connect(&url, "locked", QuotaParams::default())
+    let store = RedisStore::open(&url, "locked", QuotaParams::default(), Settings::default())
         .unwrap_or_else(|e| panic!("connect with the password: {e}"));
     assert!(store.take(NOW).unwrap().granted);
     assert!(!format!("{store:?}").contains("s3cret"));
 
     let (e, _) = connect_error(&server.url("locked"));
-    let text = e.to_string();
-    assert!(matches!(e, RedisStoreError::Connect { .. }), "{e:?}");
-    assert!(
-        text.contains("NOAUTH") || text.contains("uthentication"),
-        "{text}"
-    );
+    assert!(e.to_string().contains("NOAUTH"), "{e}");
+    assert_eq!(e.refusal(), Some("NOAUTH"), "{e:?}");
 
     let wrong = format!("redis://:wrong-s3cret@127.0.0.1:{}/locked", server.port);
     let (e, _) = connect_error(&wrong);
+    assert!(matches!(e, RedisStoreError::Connect { .. }), "{e:?}");
+    assert_eq!(e.refusal(), Some("WRONGPASS"), "{e:?}");
     let text = e.to_string();
     assert!(!text.contains("s3cret") && !text.contains('\n'), "{text}");
     assert!(
@@ -245,7 +247,7 @@ fn a_host_name_is_resolved() {
     };
     // localhost may resolve to ::1 first, where nothing listens: the next address is tried.
     let url = format!("redis://localhost:{}/named", server.port);
-    let store = RedisStore::connect(&url, "named", QuotaParams::default())
+    let store = RedisStore::open(&url, "named", QuotaParams::default(), Settings::default())
         .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
     assert!(store.take(NOW).unwrap().granted);
     assert_eq!(store.server(), format!("localhost:{}", server.port));
@@ -346,7 +348,7 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
         ("redis://", "q"),
         ("q", "q"),
     ] {
-        match RedisStore::connect(url, name, QuotaParams::default()) {
+        match RedisStore::open(url, name, QuotaParams::default(), Settings::default()) {
             Err(RedisStoreError::Address(e)) => assert!(!e.contains('\n'), "{e}"),
             other => panic!("{url} {name:?}: {other:?}"),
         }
@@ -356,6 +358,15 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
 /// `retry ARGS` with this environment added, its own runtime directory and a bound: its exit
 /// status and log.
 fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
+    let out = retry_output(env, args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `retry ARGS` as [`retry_run`] runs it: all it wrote.
+fn retry_output(env: &[(&str, &str)], args: &[String]) -> std::process::Output {
     let runtime = common::temp_dir("redis-run");
     std::fs::set_permissions(
         &runtime,
@@ -368,11 +379,7 @@ fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
     for (name, value) in env {
         cmd.env(name, value);
     }
-    let out = cmd.args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cmd.args(args).output().unwrap()
 }
 
 #[test]
@@ -425,7 +432,7 @@ fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
     // Without it, the server refuses the run, which keeps its quota on this machine.
     let (_, log) = retry_run(&[], &failing(&bare, "human"));
     assert!(
-        log.contains("cannot be reached") && log.contains("NOAUTH"),
+        log.contains("misconfiguration") && log.contains("(NOAUTH)"),
         "{log}"
     );
 
@@ -451,4 +458,159 @@ fn a_password_from_the_environment_authenticates_and_one_in_the_url_warns() {
         assert!(log.contains(left), "{left}: {log}");
         assert!(!log.contains(PASSWORD), "{log}");
     }
+}
+
+/// A password of 204 characters in which no piece of 8 repeats, nor reads like anything
+/// `retry` prints: `pw000-pw001-...`.
+fn long_password() -> String {
+    let password: String = (0..34).map(|i| format!("pw{i:03}-")).collect();
+    assert_eq!(password.len(), 204);
+    password
+}
+
+/// The 8-character pieces of `secret` that `printed` holds.
+fn pieces_in(secret: &str, printed: &[u8]) -> Vec<String> {
+    secret
+        .as_bytes()
+        .windows(8)
+        .filter(|piece| printed.windows(8).any(|w| w == *piece))
+        .map(|piece| String::from_utf8_lossy(piece).into_owned())
+        .collect()
+}
+
+#[test]
+fn no_piece_of_a_long_password_is_printed_when_the_server_quotes_auth_back() {
+    // With AUTH renamed away Redis answers "ERR unknown command 'AUTH', with args beginning
+    // with:" and the first 128 characters of the password.
+    let Some(server) = Server::start("auth-renamed", &["--rename-command", "AUTH", ""]) else {
+        return;
+    };
+    let password = long_password();
+    let in_url = format!("redis://:{password}@127.0.0.1:{}/q", server.port);
+    let bare = server.url("q");
+    let log_file = common::temp_dir("auth-renamed-log").join("log.json");
+    let log_arg = log_file.to_string_lossy().into_owned();
+    let env = [("RETRY_REDIS_PASSWORD", password.as_str())];
+    let failing = ["-v", "-n", "2", "-d", "0", "--quota"];
+    let json = ["--log-format", "json", "--log-file", &log_arg];
+    // The password in the URL or in the environment; the human log, the JSON log, the dry run.
+    let runs = [
+        (&[][..], [&failing[..], &[&in_url, "--", "false"]].concat()),
+        (&env, [&failing[..], &[&bare, "--", "false"]].concat()),
+        (
+            &env,
+            [&json[..], &failing, &[&bare, "--", "false"]].concat(),
+        ),
+        (&[], vec!["--dry-run", "--quota", &in_url]),
+        (
+            &env,
+            vec!["--dry-run", "--log-format", "json", "--quota", &bare],
+        ),
+    ];
+    let mut printed = Vec::new();
+    for (env, args) in runs {
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        let out = retry_output(env, &args);
+        printed.extend_from_slice(&out.stdout);
+        printed.extend_from_slice(&out.stderr);
+    }
+    printed.extend(std::fs::read(&log_file).expect("the JSON log was written"));
+    let text = String::from_utf8_lossy(&printed);
+    // The runs said why the quota was not shared, by the code word alone.
+    assert!(text.contains("ERR unknown command"), "{text}");
+    assert_eq!(
+        pieces_in(&password, &printed),
+        Vec::<String>::new(),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_server_that_refuses_the_password_or_the_user_is_a_misconfiguration_the_run_survives() {
+    const PASSWORD: &str = "s3cret-right";
+    let Some(server) = Server::start("refusals", &["--requirepass", PASSWORD]) else {
+        return;
+    };
+    let url = format!("{}:ratio=0,floor=0", server.url("refused"));
+    let address = server.url("refused");
+    let failing: Vec<String> = ["-v", "-n", "2", "-d", "0", "--quota", &url, "--", "false"]
+        .map(str::to_string)
+        .to_vec();
+    let wrong = [("RETRY_REDIS_PASSWORD", "not-the-password")];
+    let right = [("RETRY_REDIS_PASSWORD", PASSWORD)];
+    // A user that may not run the script: the default one, its rights cut after the start.
+    let Some(locked) = Server::start("refusals-noperm", &[]) else {
+        return;
+    };
+    assert_eq!(
+        locked.cli(&["ACL", "SETUSER", "default", "-evalsha", "-eval"]),
+        ["OK"]
+    );
+    let locked_url = format!("{}:ratio=0,floor=0", locked.url("refused"));
+    let locked_failing: Vec<String> = failing
+        .iter()
+        .map(|w| {
+            if *w == url {
+                locked_url.clone()
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    for (env, words, code) in [
+        (&wrong[..], &failing, "WRONGPASS"),
+        (&[][..], &failing, "NOAUTH"),
+        (&[][..], &locked_failing, "NOPERM"),
+    ] {
+        let (status, log) = retry_run(env, words);
+        // Both tries ran, the retry on the quota kept on this machine (a full bucket of 10).
+        assert_eq!(status, Some(1), "{code}: {log}");
+        assert!(log.contains("retry, 9.00 tokens left"), "{code}: {log}");
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{code}: {log}");
+        let here = if code == "NOPERM" {
+            locked.url("refused")
+        } else {
+            address.clone()
+        };
+        for says in [
+            &format!("({code})"),
+            "misconfiguration",
+            "not shared",
+            &here,
+        ] {
+            assert!(warnings[0].contains(says), "{code}: {says}: {log}");
+        }
+        assert!(
+            !log.contains("s3cret") && !log.contains("not-the-password"),
+            "{log}"
+        );
+    }
+
+    // Under GitHub Actions it is an annotation too, once.
+    let (status, log) = retry_run(&[("GITHUB_ACTIONS", "true"), wrong[0]], &failing);
+    assert_eq!(status, Some(1), "{log}");
+    let annotations: Vec<&str> = log.lines().filter(|l| l.starts_with("::warning")).collect();
+    assert_eq!(annotations.len(), 1, "{log}");
+    assert!(
+        annotations[0].contains("WRONGPASS") && annotations[0].contains("not shared"),
+        "{log}"
+    );
+
+    // A deploy check with --dry-run fails on it, with one line.
+    let dry: Vec<String> = ["--dry-run", "--quota", &url].map(str::to_string).to_vec();
+    for env in [&wrong[..], &[][..]] {
+        let out = retry_output(env, &dry);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("retry: --quota ") && err.contains(&address),
+            "{err}"
+        );
+        assert!(err.contains("WRONGPASS") || err.contains("NOAUTH"), "{err}");
+    }
+    // With the right password the dry run reads the quota and passes.
+    let out = retry_output(&right, &dry);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }

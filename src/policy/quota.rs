@@ -121,6 +121,19 @@ impl QuotaSpec {
         }
     }
 
+    /// Where the quota lives with no password, not even `***`: the name, or
+    /// `redis://HOST[:PORT]/NAME`.
+    pub fn address(&self) -> String {
+        match &self.store {
+            QuotaStore::Local => self.name.clone(),
+            QuotaStore::Redis { url } => {
+                let rest = url.strip_prefix("redis://").unwrap_or(url);
+                let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+                format!("redis://{host}")
+            }
+        }
+    }
+
     /// Whether the Redis address holds a password, which every user of the machine can read
     /// in the process list.
     pub fn has_password(&self) -> bool {
@@ -618,6 +631,16 @@ mod tests {
         );
         assert_eq!(hide_password("redis://h/q"), None);
         assert_eq!(hide_password("q:cap=0"), None);
+    }
+
+    #[test]
+    fn the_address_of_a_quota_holds_no_password() {
+        assert_eq!(
+            spec("redis://:s3c@ret@h:1/q:cap=3").address(),
+            "redis://h:1/q"
+        );
+        assert_eq!(spec("redis://h/q").address(), "redis://h/q");
+        assert_eq!(spec("q").address(), "q");
     }
 
     #[test]

@@ -327,11 +327,14 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
 /// The markers of GitHub Actions and GitLab CI, always on standard error, where the CI reads
 /// them whatever `--log-file` says: the output of every try after the first folded (a first
 /// try follows no failure, so a run that succeeds at once shows its output), and under GitHub
-/// the one annotation that announces the end of a run.
+/// the one annotation that announces the end of a run, and one for a Redis quota that refused
+/// the password or the user (a misconfiguration nobody would see in a log that went on).
 #[derive(Default)]
 pub struct Markers {
     /// The group (GitHub, an empty name) or section (GitLab, its name) open around a try.
     fold: Option<String>,
+    /// Whether the refusal of the quota's store has been annotated.
+    refusal_annotated: bool,
 }
 
 impl Sink for Markers {
@@ -349,6 +352,14 @@ impl Sink for Markers {
                 let label = facts.run_label.as_deref();
                 let line = annotation(level.word(), label, &facts.command, &printable(summary));
                 write_marker(&line, facts);
+            }
+            Event::Warning(w @ Warning::QuotaRefused { .. })
+                if system == System::GitHub && !self.refusal_annotated =>
+            {
+                self.refusal_annotated = true;
+                let label = facts.run_label.as_deref();
+                let text = crate::report::human::warning_text(w);
+                write_marker(&annotation("warning", label, &printable(&text)), facts);
             }
             _ => {}
         }

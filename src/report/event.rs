@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
+use crate::policy::quota::QuotaSpec;
 use crate::policy::{
     BudgetExceeded, Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict,
 };
 use crate::report::tally::Tally;
 use crate::store::deadletter::{Pending, Replayed};
 use crate::store::quota::Note;
+use crate::store::shared::Fallback;
 
 /// One thing a run did or met.
 #[derive(Clone, Debug, PartialEq)]
@@ -297,6 +299,10 @@ pub enum Warning {
         why: String,
         from_now_on: bool,
     },
+    /// Redis refused the password or the user (`code`: `WRONGPASS`, `NOAUTH`, `NOPERM`): a
+    /// misconfiguration; the quota `quota` (its address, without the password) is kept on
+    /// this machine, not shared.
+    QuotaRefused { quota: String, code: &'static str },
     /// The quota cannot be used at all: only the run's own limits apply.
     QuotaUnusable { quota: String, why: String },
     /// The Redis password is written in `--quota`'s URL, where `ps` shows it.
@@ -318,4 +324,21 @@ pub enum Warning {
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
+}
+
+impl Warning {
+    /// What a run says when it leaves the quota's store for the one on this machine.
+    pub fn of_fallback(spec: &QuotaSpec, fallback: Fallback) -> Warning {
+        match fallback.refused {
+            Some(code) => Warning::QuotaRefused {
+                quota: spec.address(),
+                code,
+            },
+            None => Warning::QuotaUnreachable {
+                quota: spec.shown(),
+                why: fallback.why,
+                from_now_on: fallback.answered_before,
+            },
+        }
+    }
 }

@@ -464,6 +464,7 @@ pub fn warning_text(w: &Warning) -> String {
         w @ (Warning::QuotaNote(_)
         | Warning::QuotaBusy { .. }
         | Warning::QuotaUnreachable { .. }
+        | Warning::QuotaRefused { .. }
         | Warning::QuotaUnusable { .. }
         | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
         w => file_warning_text(w),
@@ -491,12 +492,28 @@ fn quota_warning_text(w: &Warning) -> String {
                 "the retry quota {quota} cannot be used ({why}); only this run's own limits apply"
             )
         }
+        Warning::QuotaRefused { quota, code } => format!(
+            "the Redis server of the retry quota {quota} {}: a misconfiguration, not an outage; \
+             the quota is not shared with the other runs: this run keeps it on this machine",
+            refusal_words(code)
+        ),
         Warning::PasswordInUrl { variable } => format!(
             "the Redis password in --quota can be read by every user of this machine (with \
              `ps`) while the run lasts; give it in {variable} instead"
         ),
         other => warning_text(other),
     }
+}
+
+/// What a Redis server that refused the password or the user did, with its code word.
+pub fn refusal_words(code: &str) -> String {
+    let what = match code {
+        "WRONGPASS" => "refused the password",
+        "NOAUTH" => "asks for a password and was given none",
+        "NOPERM" => "does not let the user run the quota's script",
+        _ => "refused the password or the user",
+    };
+    format!("{what} ({code})")
 }
 
 /// How a try ended, as words, with how it was stopped and the signals it was sent, as

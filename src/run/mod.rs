@@ -70,11 +70,13 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::config::LogFormat::Json;
     let ascii = config.charset.is_ascii();
     let mut out = crate::report::charset::Output::with(io::stdout().lock(), ascii, json);
-    // The quota's tokens now, read without taking or adding any.
-    let quota = config.quota.as_ref().map(|spec| {
-        let now = unix_ms(SystemTime::now());
-        shared::peek(spec, now, &|name| std::env::var_os(name))
-    });
+    let quota = match config.quota.as_ref().map(quota_now).transpose() {
+        Ok(quota) => quota,
+        Err(line) => {
+            eprintln!("retry: {}", crate::report::printable(&line));
+            return ExitStatus::Usage;
+        }
+    };
     match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
         .and_then(|()| out.flush())
     {
@@ -85,6 +87,25 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
             eprintln!("retry: cannot write the schedule: {e}");
             ExitStatus::Usage
         }
+    }
+}
+
+/// The quota's tokens now, read without taking or adding any, or why they cannot be read;
+/// `Err` is the line of a Redis server that refuses the password or the user, which a
+/// deploy check must not pass.
+fn quota_now(spec: &QuotaSpec) -> Result<dryrun::QuotaNow, String> {
+    let now = unix_ms(SystemTime::now());
+    match shared::peek(spec, now, &|name| std::env::var_os(name)) {
+        Ok(tokens) => Ok(Ok(tokens)),
+        Err(shared::Unread {
+            refused: Some(code),
+            ..
+        }) => Err(format!(
+            "--quota {}: the Redis server {}: runs would not share the quota",
+            spec.address(),
+            crate::report::human::refusal_words(code)
+        )),
+        Err(unread) => Ok(Err(unread.why)),
     }
 }
 

@@ -541,13 +541,10 @@ impl<'c> Runner<'c> {
         let quota = self.quota.as_mut()?;
         let applied = quota.store.apply(what, unix_ms(SystemTime::now()));
         let (shown, params) = (quota.spec.shown(), quota.spec.params);
-        if let Some(why) = applied.fell_back {
-            // Redis gone: the same bucket, kept on this machine from now on.
-            self.log.warn(Warning::QuotaUnreachable {
-                quota: shown.clone(),
-                why,
-                from_now_on: true,
-            });
+        if let Some(fallback) = applied.fell_back {
+            // Redis gone or refusing: the same bucket, kept on this machine from now on.
+            let warning = Warning::of_fallback(&quota.spec, fallback);
+            self.log.warn(warning);
         }
         let refused = |tokens| QuotaRefusal {
             quota: shown.clone(),

@@ -16,8 +16,8 @@
 //!   (at least 2 minutes, at most a day): a quota idle that long is full anyway, so nothing is
 //!   lost when it vanishes. With a floor of 0 the bucket never refills by itself and vanishes
 //!   after a day idle, which makes it full again.
-//! - Nothing waits long: each quota decision (connecting at the start; or an update, with the
-//!   connecting it needs, the script sent again, and cluster redirects) has one deadline,
+//! - Nothing waits long: each quota decision (an update, with the connecting it needs, the
+//!   first one's included, the script sent again, and cluster redirects) has one deadline,
 //!   [`DEADLINE`] from its start and never past the end of the run's budget. Every read and
 //!   write waits only for what is left of it, so a server that answers a byte at a time cannot
 //!   stretch it. A reply is read up to [`MAX_REPLY`] bytes, far more than a quota's answer
@@ -25,11 +25,13 @@
 //! - A Redis Cluster node that does not hold the key answers `MOVED` (or `ASK` while a slot
 //!   migrates); the update follows it to the node named, up to [`MAX_REDIRECTS`] times within
 //!   the same deadline, and keeps talking to the node that `MOVED` named.
-//! - Errors are values whose `Display` is one line and never holds the password; the run warns
-//!   with it and goes on with the local store.
+//! - Errors are values whose `Display` is one line and never holds the password, whole or in
+//!   part: an error answered to AUTH is kept by its code word only (`WRONGPASS`, `ERR unknown
+//!   command`), since Redis quotes the arguments of a command it does not know, cut at 128
+//!   characters. The run warns with it and goes on with the local store.
 //!
 //! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
-//! (AUTH, PING, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
+//! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
 //! EVALSHA's SHA-1 is `store::sha1`. A general client bounds each read rather than an
 //! exchange, reads a reply of any size, and follows cluster redirects only with its cluster
 //! machinery.
@@ -142,8 +144,9 @@ pub struct RedisStore {
     /// The script's SHA-1, in hex, as EVALSHA names it.
     sha: String,
     until: Option<Instant>,
-    /// The open connection, to the node that answered last; `None` after a failure that may
-    /// have left a reply unread, until the next operation connects again.
+    /// The open connection, to the node that answered last; `None` before the first
+    /// operation, and after a failure that may have left a reply unread, until the next
+    /// operation connects again.
     node: Mutex<Option<Node>>,
 }
 
@@ -195,6 +198,23 @@ impl fmt::Display for RedisStoreError {
     }
 }
 
+/// The code words of a server that refuses the password or the user: a misconfiguration, not
+/// an outage.
+pub const REFUSALS: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
+
+impl RedisStoreError {
+    /// The code word (one of [`REFUSALS`]) when the server refused the password or the user.
+    pub fn refusal(&self) -> Option<&'static str> {
+        let code = match self {
+            RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
+                source.code()?
+            }
+            _ => return None,
+        };
+        REFUSALS.into_iter().find(|refusal| *refusal == code)
+    }
+}
+
 impl std::error::Error for RedisStoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -234,21 +254,14 @@ impl Op {
 }
 
 impl RedisStore {
-    /// Connects to the server of `url` (`redis://[:PASSWORD@]HOST[:PORT]/NAME`, as
-    /// `QuotaStore::Redis` holds it) for the quota `name`, within [`DEADLINE`], and checks that
-    /// it answers. The password is taken as written (no %-escapes) and sent with AUTH; the
-    /// database is 0. The NAME of the URL is the quota's, which `name` gives.
-    pub fn connect(
-        url: &str,
-        name: &str,
-        params: QuotaParams,
-    ) -> Result<RedisStore, RedisStoreError> {
-        RedisStore::connect_with(url, name, params, Settings::default())
-    }
-
-    /// [`RedisStore::connect`], with the password of `settings` when the URL has none, and
-    /// no exchange, this first one included, going past the end of the run's budget.
-    pub fn connect_with(
+    /// The quota `name` on the server of `url` (`redis://[:PASSWORD@]HOST[:PORT]/NAME`, as
+    /// `QuotaStore::Redis` holds it), with the password of `settings` when the URL has none.
+    /// Nothing is sent yet: the first operation connects, within its own deadline, so that the
+    /// first quota decision, connecting included, waits no longer than any other (and never
+    /// past the end of the run's budget). The password is taken as written (no %-escapes) and
+    /// sent with AUTH; the database is 0. The NAME of the URL is the quota's, which `name`
+    /// gives.
+    pub fn open(
         url: &str,
         name: &str,
         params: QuotaParams,
@@ -259,10 +272,6 @@ impl RedisStore {
         if server.password.is_none() {
             server.password = settings.password;
         }
-        let deadline = Deadline::new(settings.until);
-        let node = server
-            .open(&server.addr, &deadline, true)
-            .map_err(|e| server.scrub(e))?;
         Ok(RedisStore {
             server,
             key: format!("{KEY_PREFIX}{name}"),
@@ -270,7 +279,7 @@ impl RedisStore {
             expiry_ms: expiry(&params).as_millis() as u64,
             sha: sha1_hex(SCRIPT.as_bytes()),
             until: settings.until,
-            node: Mutex::new(Some(node)),
+            node: Mutex::new(None),
         })
     }
 
@@ -306,8 +315,9 @@ impl RedisStore {
         self.run(Op::Peek)
     }
 
-    /// Runs the script for `op` within one deadline, connecting again first if an earlier
-    /// failure closed the connection, and following cluster redirects.
+    /// Runs the script for `op` within one deadline, connecting first if no connection is
+    /// open (the first operation, or one after a failure that closed it), and following
+    /// cluster redirects.
     fn run(&self, op: Op) -> Result<Update, RedisStoreError> {
         let deadline = Deadline::new(self.until);
         // A thread that panicked while holding the lock left at worst a connection in an
@@ -366,7 +376,7 @@ impl RedisStore {
             };
             match redirect(&message, &at) {
                 Some((Redirect::Moved, addr)) => {
-                    *slot = Some(self.server.open(&addr, deadline, false)?);
+                    *slot = Some(self.server.open(&addr, deadline)?);
                 }
                 Some((Redirect::Ask, addr)) => ask = Some(addr),
                 None => {
@@ -393,7 +403,7 @@ impl RedisStore {
     ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
         let node = match slot {
             Some(node) => node,
-            None => slot.insert(self.server.open(&self.server.addr, deadline, false)?),
+            None => slot.insert(self.server.open(&self.server.addr, deadline)?),
         };
         let answer = self.eval(node, op, deadline, false);
         let at = node.addr.clone();
@@ -413,7 +423,7 @@ impl RedisStore {
         op: &Op,
         deadline: &Deadline,
     ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
-        let mut node = self.server.open(&addr, deadline, false)?;
+        let mut node = self.server.open(&addr, deadline)?;
         let answer = node
             .request(&[b"ASKING"], deadline)
             .and_then(|_| self.eval(&mut node, op, deadline, true));
@@ -609,9 +619,8 @@ impl Server {
     }
 
     /// Connects to `addr` before the deadline: resolves the host, tries its addresses in turn
-    /// with the time left, and authenticates; with `ping`, checks without a password too that
-    /// the server answers.
-    fn open(&self, addr: &Addr, deadline: &Deadline, ping: bool) -> Result<Node, RedisStoreError> {
+    /// with the time left, and authenticates when there is a password.
+    fn open(&self, addr: &Addr, deadline: &Deadline) -> Result<Node, RedisStoreError> {
         let mut last = None;
         for sockaddr in resolve(addr, deadline)? {
             let left = match deadline.left() {
@@ -635,16 +644,12 @@ impl Server {
             // Requests are small and each waits for its reply: send them at once.
             let _ = stream.set_nodelay(true);
             let mut node = Node::new(addr.clone(), stream);
-            let hello = match &self.password {
-                Some(password) => node.request(&[b"AUTH", password], deadline),
-                // Without a password nothing has been said yet: a port that accepts and never
-                // answers must fail here, not at the first update.
-                None if ping => node.request(&[b"PING"], deadline),
-                None => Ok(Value::Simple(String::new())),
+            let Some(password) = &self.password else {
+                return Ok(node);
             };
-            match hello {
+            match node.request(&[b"AUTH", password], deadline) {
                 Ok(_) => return Ok(node),
-                Err(e) => last = Some(e),
+                Err(e) => last = Some(e.of_auth()),
             }
         }
         Err(RedisStoreError::Connect {

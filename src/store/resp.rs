@@ -28,6 +28,10 @@ pub enum Failure {
     TimedOut { waited: Duration, budget: bool },
     /// The server answered with an error.
     Server(String),
+    /// The server refused AUTH, with this code word (`None`: one of no known code). The text
+    /// after the code word is not kept: it may quote the command's arguments, the password
+    /// among them, cut where the server cuts them.
+    Auth(Option<&'static str>),
     /// The reply was longer than [`MAX_REPLY`] bytes.
     TooLarge,
     /// The reply was not one of Redis's protocol.
@@ -48,6 +52,10 @@ impl fmt::Display for Failure {
                 Ok(())
             }
             Failure::Server(e) => write!(f, "{}", one_line(e)),
+            Failure::Auth(Some(code)) => write!(f, "the server refused AUTH: {code}"),
+            Failure::Auth(None) => {
+                write!(f, "the server refused AUTH with an error of no known code")
+            }
             Failure::TooLarge => write!(
                 f,
                 "its reply is longer than {MAX_REPLY} bytes, which no quota reply is"
@@ -59,6 +67,68 @@ impl fmt::Display for Failure {
             ),
         }
     }
+}
+
+impl Failure {
+    /// The failure of the exchange that sent the password: an error the server sent is kept
+    /// by its code word only.
+    pub fn of_auth(self) -> Failure {
+        match self {
+            Failure::Server(message) => Failure::Auth(code_word(&message)),
+            other => other,
+        }
+    }
+
+    /// The code word of the error the server sent, if it sent one that has a known code.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Failure::Server(message) => code_word(message),
+            Failure::Auth(code) => *code,
+            _ => None,
+        }
+    }
+}
+
+/// The texts of `ERR` replies that say which error it is and quote nothing sent.
+const ERR_PHRASES: [&str; 5] = [
+    "ERR unknown command",
+    "ERR wrong number of arguments",
+    "ERR invalid password",
+    "ERR Client sent AUTH, but no password is set",
+    "ERR AUTH <password> called without any password configured",
+];
+
+/// The code words that start Redis's error replies.
+const CODES: [&str; 18] = [
+    "ERR",
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "WRONGTYPE",
+    "BUSY",
+    "LOADING",
+    "MASTERDOWN",
+    "READONLY",
+    "MISCONF",
+    "NOSCRIPT",
+    "OOM",
+    "NOPROTO",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "CROSSSLOT",
+    "MOVED",
+    "ASK",
+];
+
+/// The code word of an error reply (`WRONGPASS`, and for `ERR` the phrase that says which
+/// error, `ERR unknown command`), as this program spells it, never as the server sent it;
+/// `None` for a reply that starts with none of them.
+pub fn code_word(message: &str) -> Option<&'static str> {
+    let first = message.split_ascii_whitespace().next().unwrap_or("");
+    ERR_PHRASES
+        .into_iter()
+        .find(|phrase| message.starts_with(phrase))
+        .or_else(|| CODES.into_iter().find(|code| *code == first))
 }
 
 impl std::error::Error for Failure {
@@ -358,6 +428,28 @@ mod tests {
     fn text_from_the_server_is_shown_on_one_bounded_line() {
         assert_eq!(one_line("a\nb\r\nc"), "a b  c");
         assert_eq!(one_line(&"x".repeat(300)).len(), 203);
+    }
+
+    #[test]
+    fn an_error_is_known_by_its_code_word_and_nothing_it_quotes() {
+        let echoed = "ERR unknown command 'AUTH', with args beginning with: 'pa55-Word' ";
+        assert_eq!(code_word(echoed), Some("ERR unknown command"));
+        assert_eq!(
+            code_word("WRONGPASS invalid username-password pair or user is disabled."),
+            Some("WRONGPASS")
+        );
+        assert_eq!(code_word("NOAUTH Authentication required."), Some("NOAUTH"));
+        assert_eq!(code_word("ERR something 'pa55-Word'"), Some("ERR"));
+        assert_eq!(code_word("pa55-Word is wrong"), None);
+        assert_eq!(code_word(""), None);
+        let auth = Failure::Server(echoed.into()).of_auth();
+        assert_eq!(
+            auth.to_string(),
+            "the server refused AUTH: ERR unknown command"
+        );
+        assert_eq!(auth.code(), Some("ERR unknown command"));
+        let unknown = Failure::Server("pa55-Word".into()).of_auth();
+        assert!(!unknown.to_string().contains("pa55"), "{unknown}");
     }
 
     #[test]

@@ -28,61 +28,150 @@ pub fn local(spec: &QuotaSpec, var: Env<'_>) -> Result<LocalStore, String> {
     LocalStore::new(&spec.name, spec.params, var).map_err(|e| e.to_string())
 }
 
-/// The store `--quota` names: the local file, or a connection to Redis, which never waits past
-/// `until` (the end of the run's budget).
-pub fn connect(
-    spec: &QuotaSpec,
-    until: Option<Instant>,
-    var: Env<'_>,
-) -> Result<Box<dyn BucketStore + Send>, String> {
+/// The store `--quota` names: the local file, or the quota on a Redis server, not connected
+/// yet (its first operation connects), whose exchanges never wait past `until` (the end of the
+/// run's budget).
+fn connect(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Result<Primary, String> {
     match &spec.store {
-        QuotaStore::Local => Ok(Box::new(local(spec, var)?)),
+        QuotaStore::Local => Ok(Primary::Plain(Box::new(local(spec, var)?))),
         QuotaStore::Redis { url } => {
             let settings = Settings::from_env(var, until);
-            match RedisStore::connect_with(url, &spec.name, spec.params, settings) {
-                Ok(store) => Ok(Box::new(store)),
-                Err(e) => Err(e.to_string()),
-            }
+            RedisStore::open(url, &spec.name, spec.params, settings)
+                .map(|store| Primary::Redis(Box::new(store)))
+                .map_err(|e| e.to_string())
         }
     }
 }
 
+/// Why the quota's store did not answer the dry run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unread {
+    /// Why, in one line.
+    pub why: String,
+    /// The code word when Redis refused the password or the user: a misconfiguration.
+    pub refused: Option<&'static str>,
+}
+
 /// The quota's tokens now, read without taking or adding any (the dry run's view); Redis is
 /// asked when it names Redis, with no fallback.
-pub fn peek(spec: &QuotaSpec, now_ms: u64, var: Env<'_>) -> Result<f64, String> {
-    let store = connect(spec, None, var)?;
-    let update = store.peek(now_ms).map_err(|e| e.to_string())?;
-    Ok(update.tokens)
+pub fn peek(spec: &QuotaSpec, now_ms: u64, var: Env<'_>) -> Result<f64, Unread> {
+    let unread = |why| Unread { why, refused: None };
+    let store = connect(spec, None, var).map_err(unread)?;
+    match store.apply(Op::Peek, now_ms) {
+        Ok(update) => Ok(update.tokens),
+        Err(NoAnswer::Busy(why)) => Err(unread(why)),
+        Err(NoAnswer::Failed { why, refused }) => Err(Unread { why, refused }),
+    }
+}
+
+/// The store a run uses first.
+enum Primary {
+    /// A store that refuses no one: the local file.
+    Plain(Box<dyn BucketStore + Send>),
+    /// The quota on a Redis server, which may refuse the password or the user.
+    Redis(Box<RedisStore>),
+}
+
+/// An operation on a store.
+#[derive(Clone, Copy)]
+enum Op {
+    Deposit,
+    Take,
+    Peek,
+}
+
+/// Why a store did not answer: [`Unanswered`], and for Redis whether it refused the password
+/// or the user.
+enum NoAnswer {
+    Busy(String),
+    Failed {
+        why: String,
+        refused: Option<&'static str>,
+    },
+}
+
+impl From<Unanswered> for NoAnswer {
+    fn from(e: Unanswered) -> NoAnswer {
+        match e {
+            Unanswered::Busy(why) => NoAnswer::Busy(why),
+            Unanswered::Failed(why) => NoAnswer::Failed { why, refused: None },
+        }
+    }
+}
+
+impl From<NoAnswer> for Unanswered {
+    fn from(e: NoAnswer) -> Unanswered {
+        match e {
+            NoAnswer::Busy(why) => Unanswered::Busy(why),
+            NoAnswer::Failed { why, .. } => Unanswered::Failed(why),
+        }
+    }
+}
+
+impl Primary {
+    /// The store's answer; a failure of Redis says whether it was a refusal.
+    fn apply(&self, op: Op, now_ms: u64) -> Result<Update, NoAnswer> {
+        match self {
+            Primary::Plain(store) => match op {
+                Op::Deposit => store.deposit(now_ms),
+                Op::Take => store.take(now_ms),
+                Op::Peek => store.peek(now_ms),
+            }
+            .map_err(NoAnswer::from),
+            Primary::Redis(store) => match op {
+                Op::Deposit => store.deposit(now_ms),
+                Op::Take => store.take(now_ms),
+                Op::Peek => store.peek(now_ms),
+            }
+            .map_err(|e| NoAnswer::Failed {
+                refused: e.refusal(),
+                why: e.to_string(),
+            }),
+        }
+    }
 }
 
 /// The quota's store, with the same bucket on this machine ready for when Redis goes away.
 pub struct Shared {
-    store: Box<dyn BucketStore + Send>,
+    store: Primary,
     /// For a Redis quota: the local store, used once Redis cannot be reached.
     fallback: Option<LocalStore>,
+    /// Whether the store has answered in this run.
+    answered: bool,
 }
 
 /// What opening the quota found.
 pub struct Opened {
-    /// Why Redis could not be reached, when the local store is used in its place from the
-    /// start.
+    /// Why Redis cannot be used, when the local store is used in its place from the start.
     pub unreachable: Option<String>,
     /// The store, or why no store can be used (the run's own limits still apply).
     pub shared: Result<Shared, String>,
 }
 
+/// Why a run left the quota's store for the local one, from now on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// Why, in one line.
+    pub why: String,
+    /// The code word (`WRONGPASS`, `NOAUTH`, `NOPERM`) when Redis refused the password or the
+    /// user: a misconfiguration, not an outage.
+    pub refused: Option<&'static str>,
+    /// Whether the store had answered earlier in the run.
+    pub answered_before: bool,
+}
+
 /// What one operation found.
 pub struct Applied {
     /// Why Redis stopped answering, when the local store answered in its place, from now on.
-    pub fell_back: Option<String>,
+    pub fell_back: Option<Fallback>,
     /// The store's answer. `Unanswered::Failed` means that no store is left: the run goes on
     /// without the quota.
     pub answer: Result<Update, Unanswered>,
 }
 
 impl Shared {
-    /// Opens the store of `spec`. A Redis quota keeps the local store ready for later, or uses
-    /// it at once when Redis cannot be reached.
+    /// Opens the store of `spec`. A Redis quota keeps the local store ready for when Redis
+    /// does not answer; an address it cannot use makes it use the local store at once.
     pub fn open(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Opened {
         let redis = matches!(spec.store, QuotaStore::Redis { .. });
         match connect(spec, until, var) {
@@ -91,6 +180,7 @@ impl Shared {
                 shared: Ok(Shared {
                     store,
                     fallback: redis.then(|| local(spec, var).ok()).flatten(),
+                    answered: false,
                 }),
             },
             Err(why) if redis => Opened {
@@ -107,37 +197,45 @@ impl Shared {
     /// A local store with nothing to fall back on.
     pub fn local(store: LocalStore) -> Shared {
         Shared {
-            store: Box::new(store),
+            store: Primary::Plain(Box::new(store)),
             fallback: None,
+            answered: false,
         }
     }
 
     /// Deposits or takes. A store that fails is replaced by the fallback, once, and the
     /// operation done there.
     pub fn apply(&mut self, what: Use, now_ms: u64) -> Applied {
-        let answer = self.once(what, now_ms);
-        match (answer, self.fallback.take()) {
-            (Err(Unanswered::Failed(why)), Some(local)) => {
-                self.store = Box::new(local);
-                Applied {
-                    fell_back: Some(why),
-                    answer: self.once(what, now_ms),
-                }
-            }
-            (answer, fallback) => {
-                self.fallback = fallback;
-                Applied {
-                    fell_back: None,
-                    answer,
-                }
-            }
+        let op = match what {
+            Use::Deposit => Op::Deposit,
+            Use::Take => Op::Take,
+        };
+        let answer = self.store.apply(op, now_ms);
+        self.answered |= answer.is_ok();
+        let (why, refused) = match answer {
+            Err(NoAnswer::Failed { why, refused }) if self.fallback.is_some() => (why, refused),
+            answer => return Applied::answered(answer.map_err(Unanswered::from)),
+        };
+        if let Some(local) = self.fallback.take() {
+            self.store = Primary::Plain(Box::new(local));
+        }
+        Applied {
+            fell_back: Some(Fallback {
+                why,
+                refused,
+                answered_before: self.answered,
+            }),
+            answer: self.store.apply(op, now_ms).map_err(Unanswered::from),
         }
     }
+}
 
-    fn once(&self, what: Use, now_ms: u64) -> Result<Update, Unanswered> {
-        match what {
-            Use::Deposit => self.store.deposit(now_ms),
-            Use::Take => self.store.take(now_ms),
+impl Applied {
+    /// The answer of the store the run was using.
+    fn answered(answer: Result<Update, Unanswered>) -> Applied {
+        Applied {
+            fell_back: None,
+            answer,
         }
     }
 }
@@ -202,8 +300,9 @@ mod tests {
             asked: std::sync::Arc::clone(&asked),
         };
         let shared = Shared {
-            store: Box::new(store),
+            store: Primary::Plain(Box::new(store)),
             fallback,
+            answered: false,
         };
         (shared, asked)
     }
@@ -216,7 +315,12 @@ mod tests {
         let failed = Err(Unanswered::Failed("Redis is gone".into()));
         let (mut quota, asked) = shared(failed, Some(local));
         let first = quota.apply(Use::Take, T0);
-        assert_eq!(first.fell_back.as_deref(), Some("Redis is gone"));
+        let fell_back = first.fell_back.expect("the local store took over");
+        assert_eq!(fell_back.why, "Redis is gone");
+        assert_eq!(
+            (fell_back.refused, fell_back.answered_before),
+            (None, false)
+        );
         // The local bucket starts full (2 tokens): the retry gets one.
         let update = first.answer.expect("the local store answers");
         assert!(update.granted);
@@ -255,14 +359,22 @@ mod tests {
     }
 
     #[test]
-    fn a_redis_quota_that_cannot_be_reached_is_kept_on_this_machine_from_the_start() {
+    fn a_redis_quota_is_opened_without_a_word_sent_and_falls_back_at_its_first_decision() {
         let spec: QuotaSpec = "redis://127.0.0.1:1/q".parse().expect("a valid quota");
-        // Nothing in the environment: no password, the local store under /tmp (not created
-        // until it is used).
-        let opened = Shared::open(&spec, None, &|_| None);
-        let why = opened.unreachable.expect("port 1 does not answer");
-        assert!(why.contains("127.0.0.1:1"), "{why}");
-        let quota = opened.shared.expect("the local store is used instead");
-        assert!(quota.fallback.is_none());
+        // No password; the local store in a directory of the test's own.
+        let (_, dir) = local_store();
+        std::fs::create_dir(&dir).expect("a new directory");
+        let runtime = dir.clone().into_os_string();
+        let var = move |name: &str| (name == "XDG_RUNTIME_DIR").then(|| runtime.clone());
+        let opened = Shared::open(&spec, None, &var);
+        assert_eq!(opened.unreachable, None);
+        let mut quota = opened.shared.expect("a store");
+        assert!(quota.fallback.is_some());
+        let Some(fallback) = quota.apply(Use::Deposit, T0).fell_back else {
+            panic!("port 1 does not answer")
+        };
+        assert!(fallback.why.contains("127.0.0.1:1"), "{}", fallback.why);
+        assert_eq!((fallback.refused, fallback.answered_before), (None, false));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::QuotaParams;
-use retry::store::redis::{RedisStore, RedisStoreError};
+use retry::store::redis::{RedisStore, RedisStoreError, Settings};
 
 /// What a hostile server does with the commands it is sent.
 #[derive(Clone, Copy)]
@@ -186,8 +186,8 @@ fn a_reply_of_gigabytes_is_a_failed_store_read_no_further_than_its_header() {
 /// when the take has not ended within 5 s.
 fn take_error(port: u16) -> (RedisStoreError, Duration) {
     let url = format!("redis://127.0.0.1:{port}/q");
-    let store = RedisStore::connect(&url, "q", QuotaParams::default())
-        .unwrap_or_else(|e| panic!("the server answers PING: {e}"));
+    let store = RedisStore::open(&url, "q", QuotaParams::default(), Settings::default())
+        .unwrap_or_else(|e| panic!("an address: {e}"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let start = Instant::now();
@@ -230,19 +230,15 @@ fn a_whole_reply_that_comes_too_slowly_fails_though_each_byte_comes_in_time() {
             return;
         };
         let mut request = [0u8; 4096];
-        // PING, then the script.
-        for answer in [&b"+PONG\r\n"[..], b"*2\r\n:1\r\n$3\r\n9.4\r\n"] {
-            if socket.read(&mut request).unwrap_or(0) == 0 {
+        // The script, the first thing sent without a password.
+        if socket.read(&mut request).unwrap_or(0) == 0 {
+            return;
+        }
+        for byte in b"*2\r\n:1\r\n$3\r\n9.4\r\n" {
+            if socket.write_all(&[*byte]).is_err() {
                 return;
             }
-            for byte in answer {
-                if socket.write_all(&[*byte]).is_err() {
-                    return;
-                }
-                if answer.len() > 7 {
-                    std::thread::sleep(Duration::from_millis(40));
-                }
-            }
+            std::thread::sleep(Duration::from_millis(40));
         }
     });
     let (e, elapsed) = take_error(port);
@@ -267,15 +263,17 @@ fn a_server_that_quotes_the_password_back_never_gets_it_shown() {
         }
     });
     let url = format!("redis://:pa55-Word@127.0.0.1:{port}/q");
-    match RedisStore::connect(&url, "q", QuotaParams::default()) {
-        Ok(store) => panic!("connected: {store:?}"),
+    let store = RedisStore::open(&url, "q", QuotaParams::default(), Settings::default())
+        .expect("an address");
+    match store.peek(0) {
+        Ok(update) => panic!("answered: {update:?}"),
         Err(e) => {
             let text = e.to_string();
-            assert!(text.contains("unknown command 'AUTH'"), "{text}");
             assert!(
-                !text.contains("pa55-Word") && text.contains("'***'"),
+                text.ends_with("refused AUTH: ERR unknown command"),
                 "{text}"
             );
+            assert!(!text.contains("pa55"), "{text}");
         }
     }
     let (_, status, _, log) = run("hostile-echo", &["-n", "1", "--quota", &url, "--", "true"]);
@@ -284,4 +282,87 @@ fn a_server_that_quotes_the_password_back_never_gets_it_shown() {
         log.contains("unknown command") && !log.contains("pa55-Word"),
         "{log}"
     );
+}
+
+/// A listener that answers PING and AUTH after `delay`, and nothing else ever (the script's
+/// EVALSHA): the connection is kept open, silent, until the client leaves.
+fn slow_hello(delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            std::thread::spawn(move || {
+                let mut request = [0u8; 4096];
+                while let Ok(n @ 1..) = socket.read(&mut request) {
+                    let seen = &request[..n];
+                    let is = |word: &[u8]| seen.windows(word.len()).any(|w| w == word);
+                    if is(b"PING") || is(b"AUTH") {
+                        std::thread::sleep(delay);
+                        let answer: &[u8] = if is(b"PING") {
+                            b"+PONG\r\n"
+                        } else {
+                            b"+OK\r\n"
+                        };
+                        let _ = socket.write_all(answer);
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The `elapsed_ms` of the `give_up` line of a JSON log: the run's own measure of its time.
+fn gave_up_after(log: &str) -> Duration {
+    let line = log
+        .lines()
+        .find(|l| l.contains(r#""event":"give_up""#))
+        .unwrap_or_else(|| panic!("no give_up line: {log}"));
+    let ms = line
+        .split(r#""elapsed_ms":"#)
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed_ms: {line}"));
+    Duration::from_millis(ms)
+}
+
+#[test]
+fn the_first_quota_decision_has_one_deadline_connecting_included() {
+    // AUTH (or PING) answered after 220 ms, the script never: connecting and the first deposit
+    // in two deadlines of 250 ms would hold the first try for at least 470 ms; in one, 250.
+    let port = slow_hello(Duration::from_millis(220));
+    let url = format!("redis://127.0.0.1:{port}/q");
+    let args = [
+        "--log-format",
+        "json",
+        "-n",
+        "1",
+        "--quota",
+        &url,
+        "--",
+        "false",
+    ];
+    for password in [Some("pw"), None] {
+        let runtime = runtime_dir("hostile-slow-hello");
+        let mut cmd = retry();
+        cmd.timeout(Duration::from_secs(6))
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env_remove("RETRY_REDIS_PASSWORD");
+        if let Some(password) = password {
+            cmd.env("RETRY_REDIS_PASSWORD", password);
+        }
+        let out = cmd.args(args).output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{log}");
+        assert!(log.contains("kept on this machine"), "{log}");
+        // Measured by the run itself from its start, which a loaded machine delays only by
+        // the time it takes to run `false`.
+        let elapsed = gave_up_after(&log);
+        assert!(
+            elapsed < Duration::from_millis(420),
+            "{password:?}: {elapsed:?}: {log}"
+        );
+    }
 }
