@@ -359,7 +359,8 @@ impl Sink for Markers {
                 self.refusal_annotated = true;
                 let label = facts.run_label.as_deref();
                 let text = crate::report::human::warning_text(w);
-                write_marker(&annotation("warning", label, &printable(&text)), facts);
+                let line = annotation("warning", label, &facts.command, &printable(&text));
+                write_marker(&line, facts);
             }
             _ => {}
         }
