@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::ops::ControlFlow;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, SystemTime};
 
 use rand::SeedableRng;
@@ -88,6 +88,27 @@ struct Ended {
     leftovers: Option<Leftovers>,
     /// When `retry` sent the try its stopping signal, if it did.
     signalled: Option<Moment>,
+}
+
+/// What a hook wrote, kept in a temporary file, and how much of it has been passed on to
+/// standard error.
+struct HookOutput {
+    file: std::fs::File,
+    passed: u64,
+}
+
+impl HookOutput {
+    /// Passes on to standard error what the hook has written since the last call.
+    fn pass_on(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
+            if crate::run::sink::pass_on_stderr(&buf[..n]).is_err() {
+                return;
+            }
+            self.passed += n as u64;
+        }
+    }
 }
 
 /// Processes a failed try left running, stopped before anything else happened.
@@ -1280,7 +1301,8 @@ impl<'c> Runner<'c> {
     /// Runs a hook (`sh -c CMD`) to its end or its bound; returns a stopping signal received
     /// meanwhile. Its failure is logged and changes nothing else.
     fn run_hook(&mut self, hook: &Hook<'_>) -> Option<Signal> {
-        let mut child = match self.spawn_hook(hook) {
+        let mut output = self.hook_output();
+        let mut child = match self.spawn_hook(hook, output.as_ref()) {
             Ok(child) => child,
             Err(e) => {
                 let failure = HookFailure::NotStarted(e.error.to_string());
@@ -1300,6 +1322,9 @@ impl<'c> Runner<'c> {
             // A hook's output goes straight to standard error: never through retry.
             Finish::OutputFailed => (None, None),
         };
+        if let Some(out) = &mut output {
+            out.pass_on();
+        }
         if let Some(failure) = failure {
             self.hook_failed(hook, failure);
         }
@@ -1308,6 +1333,9 @@ impl<'c> Runner<'c> {
         }
         // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
         let stopped = self.stop_leftovers(&mut child, None)?;
+        if let Some(out) = &mut output {
+            out.pass_on();
+        }
         self.log.emit(Event::Leftovers {
             attempt: hook.attempt,
             hook: Some(hook.which),
@@ -1326,17 +1354,40 @@ impl<'c> Runner<'c> {
         });
     }
 
+    /// Under CI, where the try's output passes through `retry` so that its lines start lines
+    /// of their own, a hook's output is kept in a temporary file and passed on when the hook
+    /// ends: a hook is short, and no pipe can fill and stop it meanwhile.
+    fn hook_output(&self) -> Option<HookOutput> {
+        self.log.facts().ci.system?;
+        let file = crate::run::spool::anonymous_file().ok()?;
+        Some(HookOutput { file, passed: 0 })
+    }
+
     /// Starts `sh -c CMD` for `hook`, with the environment of a try plus `RETRY_EXIT_CODE` and
-    /// `RETRY_DELAY_MS`, no input, and its output on standard error: standard output belongs to
-    /// the command.
-    fn spawn_hook(&self, hook: &Hook<'_>) -> Result<Child, SpawnError> {
+    /// `RETRY_DELAY_MS`, no input, and its output on standard error (or in `output`, passed on
+    /// later): standard output belongs to the command.
+    fn spawn_hook(
+        &self,
+        hook: &Hook<'_>,
+        output: Option<&HookOutput>,
+    ) -> Result<Child, SpawnError> {
         let mut env = self.env.clone();
         env[0].1 = hook.attempt.to_string();
         env.push(("RETRY_EXIT_CODE", hook.exit_code.to_string()));
         env.push(("RETRY_DELAY_MS", millis(hook.delay).to_string()));
-        let stdout = match std::io::stderr().as_fd().try_clone_to_owned() {
+        let into = |fd: std::io::Result<OwnedFd>| match fd {
             Ok(fd) => ChildFd::Fd(fd),
             Err(_) => ChildFd::Null,
+        };
+        let (stdout, stderr) = match output {
+            Some(out) => (
+                into(out.file.as_fd().try_clone_to_owned()),
+                into(out.file.as_fd().try_clone_to_owned()),
+            ),
+            None => (
+                into(std::io::stderr().as_fd().try_clone_to_owned()),
+                ChildFd::Inherit,
+            ),
         };
         let sh_command = [
             OsString::from("sh"),
@@ -1347,7 +1398,7 @@ impl<'c> Runner<'c> {
             stdio: ChildStdio {
                 stdin: ChildFd::Null,
                 stdout,
-                stderr: ChildFd::Inherit,
+                stderr,
             },
             command: &sh_command,
             env: &env,

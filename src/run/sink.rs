@@ -262,6 +262,14 @@ fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
     Ok(nix::unistd::write(fd, data)?)
 }
 
+/// Writes all of `data` to `retry`'s standard error, on behalf of a hook, noting where the
+/// line stands.
+pub(super) fn pass_on_stderr(data: &[u8]) -> io::Result<()> {
+    write_all_fd(io::stderr().as_fd(), data)?;
+    column::passed_on(Stream::Stderr, data);
+    Ok(())
+}
+
 /// Writes all of `data` to `fd`, which blocks.
 pub(super) fn write_all_fd(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     while !data.is_empty() {

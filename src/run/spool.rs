@@ -28,7 +28,7 @@ pub struct Spool {
 
 /// Creates a temporary file that no other process can reach: it is removed at once and lives
 /// only as long as the handle.
-fn anonymous_file() -> io::Result<File> {
+pub(super) fn anonymous_file() -> io::Result<File> {
     let dir: PathBuf = std::env::temp_dir();
     for _ in 0..16 {
         let path = dir.join(format!(".retry-spool-{:016x}", rand::random::<u64>()));

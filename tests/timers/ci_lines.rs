@@ -219,3 +219,20 @@ fn a_replay_writes_one_set_of_step_outputs_for_all_its_runs() {
     assert_eq!(got["reason"], "pending");
     assert_eq!(got["tries"], "2");
 }
+
+#[test]
+fn a_hook_s_unfinished_line_is_closed_before_the_next_marker() {
+    let hook = r#"printf '%s %s%%' progress 50; printf '%s %s%%' progress 50 >&2"#;
+    let (code, log) = one_pipe(
+        Some("GITHUB_ACTIONS"),
+        &["-n", "2", "-d", "10ms", "--on-retry", hook, "--", "sh", "-c", "exit 1"],
+    );
+    assert_eq!(code, Some(1), "{log}");
+    for line in log.lines() {
+        assert!(
+            !line.contains(PROGRESS) || line.trim_end_matches(PROGRESS).is_empty(),
+            "{line:?} in\n{log}"
+        );
+    }
+    assert!(log.lines().any(|l| l == "::group::retry: try 2/2"), "{log}");
+}
