@@ -1,16 +1,23 @@
-//! A small reader of JSON (RFC 8259), for the lines of a dead-letter file: enough to read back
-//! what the writer (`json::Obj`) writes, strict about everything else, and never a panic or an unbounded
-//! recursion on what a damaged or hostile file holds.
+//! The reader of JSON (RFC 8259), for the lines of the dead-letter and history files:
+//! `serde_json`'s parser, which takes time linear in a line whatever it holds, building this
+//! module's [`Value`] through a visitor that refuses a key given twice and nesting past
+//! [`MAX_DEPTH`]; never a panic or an unbounded recursion on what a damaged or hostile file
+//! holds. Its errors are reworded in the reader's own terms, the column counted in characters.
 
-use std::cell::Cell;
+use std::collections::HashSet;
 use std::ffi::OsString;
+use std::fmt;
 use std::os::unix::ffi::OsStringExt;
+
+use serde_core::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// How deep arrays and objects may nest: far more than a record needs, far less than the
 /// stack holds.
 const MAX_DEPTH: usize = 32;
 
-/// A JSON value. Numbers keep their text: a reader takes the type it needs from it.
+/// A JSON value. A number is kept as text, a reader takes the type it needs from it: a whole
+/// number from -2^63 to 2^64 - 1 as written, any other as Rust writes its nearest `f64`
+/// (`1.5e3` as `1500.0`), so that it never reads as a whole number.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Null,
@@ -65,14 +72,7 @@ impl Value {
 /// Parses one JSON text, the whole of `text`; the error says what is wrong and at which
 /// column (counted in characters, from 1).
 pub fn parse(text: &str) -> Result<Value, String> {
-    let mut p = Parser::new(text);
-    p.space();
-    let value = p.value(0)?;
-    p.space();
-    if p.pos < text.len() {
-        return Err(p.error("unexpected text after the JSON value"));
-    }
-    Ok(value)
+    read(text).map_err(|e| message(text, &e))
 }
 
 /// Why a line is not one whole JSON value.
@@ -87,294 +87,192 @@ pub enum Unparsed {
 /// Parses one JSON text, the whole of `text`, in one pass, telling a text that only stops too
 /// soon from one that is wrong: what [`parse`] and [`ends_too_soon`] say together.
 pub fn parse_line(text: &str) -> Result<Value, Unparsed> {
-    let mut p = Parser::new(text);
-    p.space();
-    match p.value(0) {
-        Ok(value) => {
-            p.space();
-            match p.pos < text.len() {
-                true => Err(Unparsed::Wrong(
-                    p.error("unexpected text after the JSON value"),
-                )),
-                false => Ok(value),
-            }
-        }
-        Err(_) if p.ran_out.get() => Err(Unparsed::EndsTooSoon),
-        Err(e) => Err(Unparsed::Wrong(e)),
-    }
+    read(text).map_err(|e| match e.is_eof() {
+        true => Unparsed::EndsTooSoon,
+        false => Unparsed::Wrong(message(text, &e)),
+    })
 }
 
 /// Whether `text` is the start of a JSON value that stops too soon: nothing in it is wrong but
 /// that it ends, as a line does whose write was cut short.
 pub fn ends_too_soon(text: &str) -> bool {
-    let mut p = Parser::new(text);
-    p.space();
-    p.value(0).is_err() && p.ran_out.get()
+    read(text).is_err_and(|e| e.is_eof())
 }
 
-struct Parser<'a> {
-    text: &'a str,
-    /// A byte offset, always at a character boundary.
-    pos: usize,
-    /// Whether the error found was the end of the text.
-    ran_out: Cell<bool>,
+/// The whole of `text` as one value, by `serde_json`'s parser and [`Nested`]'s checks.
+fn read(text: &str) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = Nested { depth: 0 }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
-impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> Parser<'a> {
-        Parser {
-            text,
-            pos: 0,
-            ran_out: Cell::new(false),
+/// What is wrong, in the reader's words, and the column where it was found.
+fn message(text: &str, error: &serde_json::Error) -> String {
+    let full = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    let what = full.strip_suffix(&suffix).unwrap_or(&full);
+    match error.is_eof() {
+        true => format!(
+            "the line ends before the JSON value does at column {}",
+            text.chars().count() + 1
+        ),
+        false => format!("{} at column {}", in_our_words(what), column(text, error)),
+    }
+}
+
+/// `serde_json`'s description of a syntax error as the reader has always worded it; the
+/// reader's own refusals (a key given twice, nesting too deep) pass unchanged.
+fn in_our_words(what: &str) -> &str {
+    match what {
+        "expected value" | "expected ident" => "expected a JSON value",
+        "expected `:`" => "expected ':'",
+        "expected `,` or `]`" => "expected ',' or ']'",
+        "expected `,` or `}`" => "expected ',' or '}'",
+        "key must be a string" => "expected a key in double quotes",
+        "trailing comma" => "a comma before the closing bracket",
+        "trailing characters" => "unexpected text after the JSON value",
+        "invalid number" => "not a valid number",
+        "number out of range" => "a number too large for a float",
+        "invalid escape" => "an invalid escape in a string",
+        "control character (\\u0000-\\u001F) found while parsing a string" => {
+            "a control character in a string"
+        }
+        "lone leading surrogate in hex escape" | "unexpected end of hex escape" => {
+            "a lone surrogate in a string"
+        }
+        "recursion limit exceeded" => TOO_DEEP,
+        other => other,
+    }
+}
+
+/// The column of the error, in characters from 1: `serde_json` counts bytes from the start
+/// of the error's line.
+fn column(text: &str, error: &serde_json::Error) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(error.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let at = (line_start + error.column().saturating_sub(1)).min(text.len());
+    let is_char_start = |b: &u8| (b & 0xC0) != 0x80;
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|b| is_char_start(b))
+        .count()
+        + 1
+}
+
+const TOO_DEEP: &str = "arrays or objects nested too deeply";
+
+/// A value at `depth` arrays and objects down: deeper than [`MAX_DEPTH`] is refused before
+/// anything of it is read, and an object's key given twice is refused where it is read.
+#[derive(Clone, Copy)]
+struct Nested {
+    depth: usize,
+}
+
+impl Nested {
+    fn inside(self) -> Nested {
+        Nested {
+            depth: self.depth + 1,
         }
     }
+}
 
-    /// Moves to the end when what is left is the start of `expected`: the text ends in it.
-    fn ends_in(&mut self, expected: &str) {
-        if expected.starts_with(&self.text[self.pos..]) {
-            self.pos = self.text.len();
+impl<'de> DeserializeSeed<'de> for Nested {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom(TOO_DEEP));
         }
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Nested {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
     }
 
-    fn error(&self, what: &str) -> String {
-        self.ran_out.set(self.pos >= self.text.len());
-        let column = self.text[..self.pos].chars().count() + 1;
-        format!("{what} at column {column}")
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.pos).copied()
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
     }
 
-    fn space(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.to_string()))
     }
 
-    fn expect(&mut self, byte: u8) -> Result<(), String> {
-        if self.peek() == Some(byte) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.error(&format!("expected '{}'", char::from(byte))))
-        }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.to_string()))
     }
 
-    fn literal(&mut self, word: &str, value: Value) -> Result<Value, String> {
-        if self.text[self.pos..].starts_with(word) {
-            self.pos += word.len();
-            Ok(value)
-        } else {
-            self.ends_in(word);
-            Err(self.error("expected a JSON value"))
-        }
+    /// A number with a fraction, an exponent, a minus zero or past 2^64: written with a
+    /// fraction, so that it never reads as a whole number.
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(Value::Number(format!("{n:?}")))
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, String> {
-        if depth > MAX_DEPTH {
-            return Err(self.error("arrays or objects nested too deeply"));
-        }
-        match self.peek() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
-            Some(b'"') => self.string().map(Value::String),
-            Some(b't') => self.literal("true", Value::Bool(true)),
-            Some(b'f') => self.literal("false", Value::Bool(false)),
-            Some(b'n') => self.literal("null", Value::Null),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(_) => Err(self.error("expected a JSON value")),
-            None => Err(self.error("the line ends before the JSON value does")),
-        }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
     }
 
-    fn object(&mut self, depth: usize) -> Result<Value, String> {
-        self.expect(b'{')?;
-        let mut members: Vec<(String, Value)> = Vec::new();
-        self.space();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(Value::Object(members));
-        }
-        loop {
-            self.space();
-            if self.peek() != Some(b'"') {
-                return Err(self.error("expected a key in double quotes"));
-            }
-            let key_at = self.pos;
-            let key = self.string()?;
-            if members.iter().any(|(k, _)| *k == key) {
-                self.pos = key_at;
-                return Err(self.error(&format!("the key \"{key}\" is given twice")));
-            }
-            self.space();
-            self.expect(b':')?;
-            self.space();
-            let value = self.value(depth + 1)?;
-            members.push((key, value));
-            self.space();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Value::Object(members));
-                }
-                _ => return Err(self.error("expected ',' or '}'")),
-            }
-        }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
     }
 
-    fn array(&mut self, depth: usize) -> Result<Value, String> {
-        self.expect(b'[')?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        self.space();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Value::Array(items));
+        while let Some(item) = seq.next_element_seed(self.inside())? {
+            items.push(item);
         }
-        loop {
-            self.space();
-            items.push(self.value(depth + 1)?);
-            self.space();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Value::Array(items));
-                }
-                _ => return Err(self.error("expected ',' or ']'")),
-            }
-        }
+        Ok(Value::Array(items))
     }
 
-    fn number(&mut self) -> Result<Value, String> {
-        let start = self.pos;
-        let digits = |p: &mut Parser<'_>| {
-            let from = p.pos;
-            while matches!(p.peek(), Some(b'0'..=b'9')) {
-                p.pos += 1;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Members::default();
+        while let Some(key) = map.next_key::<String>()? {
+            if !members.is_new(&key) {
+                return Err(de::Error::custom(format!(
+                    "the key \"{key}\" is given twice"
+                )));
             }
-            p.pos > from
-        };
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
+            members
+                .list
+                .push((key, map.next_value_seed(self.inside())?));
         }
-        // One zero, or digits that do not start with one.
-        match self.peek() {
-            Some(b'0') => {
-                self.pos += 1;
-                if matches!(self.peek(), Some(b'0'..=b'9')) {
-                    return Err(self.error("not a valid number"));
-                }
-            }
-            Some(b'1'..=b'9') => {
-                digits(self);
-            }
-            _ => return Err(self.error("not a valid number")),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if !digits(self) {
-                return Err(self.error("not a valid number"));
-            }
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.pos += 1;
-            }
-            if !digits(self) {
-                return Err(self.error("not a valid number"));
-            }
-        }
-        Ok(Value::Number(self.text[start..self.pos].to_string()))
+        Ok(Value::Object(members.list))
     }
+}
 
-    fn string(&mut self) -> Result<String, String> {
-        self.expect(b'"')?;
-        let mut out = String::new();
-        loop {
-            // The characters up to the next quote, backslash or control character, copied at
-            // once: those three are ASCII, so they never fall inside another character.
-            let rest = &self.text.as_bytes()[self.pos..];
-            let plain = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(rest.len());
-            out.push_str(&self.text[self.pos..self.pos + plain]);
-            self.pos += plain;
-            match self.peek() {
-                None => return Err(self.error("the string is not closed")),
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => {
-                    self.pos += 1;
-                    out.push(self.escape()?);
-                }
-                Some(_) => return Err(self.error("a control character in a string")),
-            }
+/// An object's members as they are read, and the keys seen so far: searched in the list while
+/// it is short, in a set once it is not, so that an object of any size is read in linear time.
+#[derive(Default)]
+struct Members {
+    list: Vec<(String, Value)>,
+    seen: HashSet<String>,
+}
+
+/// How many members an object has before its keys are looked up in a set.
+const FEW: usize = 16;
+
+impl Members {
+    /// Whether `key` is not among the members yet.
+    fn is_new(&mut self, key: &str) -> bool {
+        if self.list.len() < FEW {
+            return !self.list.iter().any(|(k, _)| k == key);
         }
-    }
-
-    /// The character of the escape after a backslash.
-    fn escape(&mut self) -> Result<char, String> {
-        let c = self
-            .peek()
-            .ok_or_else(|| self.error("the string is not closed"))?;
-        self.pos += 1;
-        Ok(match c {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode(),
-            _ => {
-                self.pos -= 1;
-                return Err(self.error("an unknown escape in a string"));
-            }
-        })
-    }
-
-    /// `\uXXXX`, or a surrogate pair `\uD83D\uDE00`; a lone surrogate is refused.
-    fn unicode(&mut self) -> Result<char, String> {
-        let first = self.hex4()?;
-        let code = match first {
-            0xD800..=0xDBFF => {
-                if !self.text[self.pos..].starts_with("\\u") {
-                    self.ends_in("\\u");
-                    return Err(self.error("a lone surrogate in a string"));
-                }
-                self.pos += 2;
-                let second = self.hex4()?;
-                if !(0xDC00..=0xDFFF).contains(&second) {
-                    return Err(self.error("a lone surrogate in a string"));
-                }
-                0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-            }
-            0xDC00..=0xDFFF => return Err(self.error("a lone surrogate in a string")),
-            code => code,
-        };
-        char::from_u32(code).ok_or_else(|| self.error("not a character"))
-    }
-
-    fn hex4(&mut self) -> Result<u32, String> {
-        let rest = &self.text[self.pos..];
-        if rest.len() < 4 && rest.bytes().all(|b| b.is_ascii_hexdigit()) {
-            self.pos = self.text.len();
+        if self.seen.is_empty() {
+            self.seen = self.list.iter().map(|(k, _)| k.clone()).collect();
         }
-        let digits = self
-            .text
-            .get(self.pos..self.pos + 4)
-            .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()))
-            .ok_or_else(|| self.error("expected four hex digits after \\u"))?;
-        self.pos += 4;
-        u32::from_str_radix(digits, 16).map_err(|_| self.error("expected four hex digits"))
+        self.seen.insert(key.to_owned())
     }
 }
 
@@ -489,22 +387,122 @@ mod tests {
     fn damaged_text_is_an_error_with_its_column_never_a_panic() {
         for (bad, why) in [
             ("", "ends before"),
-            ("{", "expected a key"),
-            (r#"{"a":1"#, "expected ',' or '}'"),
+            ("{", "ends before"),
+            (r#"{"a":1,"#, "ends before"),
+            ("{1:2}", "expected a key"),
+            (r#"{"a":1"#, "ends before"),
+            (r#"{"a":1 2}"#, "expected ',' or '}'"),
+            ("[1 2]", "expected ',' or ']'"),
+            (r#"{"a" 1}"#, "expected ':'"),
             (r#"{"a":1,"a":2}"#, "given twice"),
             (r#"{"a":01}"#, "not a valid number"),
             (r#"{"a":"\ud800"}"#, "lone surrogate"),
-            (r#"{"a":"\x"}"#, "unknown escape"),
+            (r#"{"a":"\x"}"#, "invalid escape"),
             ("{\"a\":\"\u{1}\"}", "control character"),
             (r#"{"a":"é"} x"#, "after the JSON value"),
             (r#"{"a":tru}"#, "expected a JSON value"),
-            (r#"{"a":"\u12"}"#, "four hex digits"),
+            (r#"{"a":"\u12"}"#, "invalid escape"),
+            ("[1,]", "a comma before the closing bracket"),
+            ("[1e400]", "too large"),
         ] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(why) && err.contains("column"), "{bad}: {err}");
         }
         let deep = "[".repeat(10_000);
         assert!(parse(&deep).unwrap_err().contains("too deeply"));
+    }
+
+    /// One object of `keys` members `"k00000":0`.
+    fn wide_object(keys: usize) -> String {
+        let members: Vec<String> = (0..keys)
+            .map(|i| format!("\"k{i:05}\":{}", i % 10))
+            .collect();
+        format!("{{{}}}", members.join(","))
+    }
+
+    #[test]
+    fn an_object_of_90000_keys_under_the_line_limit_is_read_in_linear_time() {
+        let line = wide_object(90_000);
+        assert!(line.len() < 1 << 20, "{}", line.len());
+        let started = std::time::Instant::now();
+        let value = parse_line(&line).unwrap();
+        // Linear, this is milliseconds; a search of the keys before each key took 14 s.
+        assert!(
+            started.elapsed().as_secs_f64() < 2.0,
+            "{:?}",
+            started.elapsed()
+        );
+        let Value::Object(members) = &value else {
+            panic!("not an object")
+        };
+        assert_eq!(members.len(), 90_000);
+        assert_eq!(members[89_999].0, "k89999");
+        assert_eq!(value.get("k89999").and_then(Value::as_u64), Some(9));
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_wherever_it_is() {
+        let wide = wide_object(1000);
+        let wide_body = &wide[1..wide.len() - 1];
+        for (line, key) in [
+            (r#"{"a":1,"a":2}"#.to_string(), "a"),
+            (r#"{"a":1,"b":2,"a":3}"#.to_string(), "a"),
+            (r#"[1,{"x":[{"a":{},"a":null}]}]"#.to_string(), "a"),
+            (r#"{"\u0061":1,"a":2}"#.to_string(), "a"),
+            (format!("{{{wide_body},\"k00003\":0}}"), "k00003"),
+            (format!("{{{wide_body},\"k00999\":0}}"), "k00999"),
+            (
+                format!("[{{{wide_body},\"x\":[{{\"k\":1,\"k\":2}}]}}]"),
+                "k",
+            ),
+        ] {
+            let Err(Unparsed::Wrong(why)) = parse_line(&line) else {
+                panic!("{line:.80} was read")
+            };
+            assert!(
+                why.contains(&format!("the key \"{key}\" is given twice")),
+                "{why}"
+            );
+        }
+        // The same key in two objects, and a line cut short after a key given twice.
+        assert!(parse_line(r#"[{"a":1},{"a":2,"b":{"a":3}}]"#).is_ok());
+        assert!(matches!(
+            parse_line(r#"{"a":1,"a""#),
+            Err(Unparsed::Wrong(_))
+        ));
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_bound_is_refused_without_a_stack_overflow() {
+        let arrays = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse_line(&arrays(MAX_DEPTH + 1)).is_ok());
+        for deep in [
+            arrays(MAX_DEPTH + 2),
+            "[".repeat(1_000_000),
+            format!("{}1{}", "{\"a\":".repeat(100_000), "}".repeat(100_000)),
+            format!("{}1", "[{\"a\":".repeat(100_000)),
+        ] {
+            let Err(Unparsed::Wrong(why)) = parse_line(&deep) else {
+                panic!("{:.40} was not refused", deep)
+            };
+            assert!(why.contains("nested too deeply"), "{why}");
+        }
+    }
+
+    #[test]
+    fn only_a_whole_number_written_as_one_is_a_u64() {
+        for (text, whole) in [
+            ("0", Some(0)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("-0", None),
+            ("-1", None),
+            ("1.0", None),
+            ("1e2", None),
+            ("1.5E-3", None),
+        ] {
+            assert_eq!(parse(text).unwrap().as_u64(), whole, "{text}");
+        }
     }
 
     #[test]
