@@ -225,7 +225,18 @@ fn a_hook_s_unfinished_line_is_closed_before_the_next_marker() {
     let hook = r#"printf '%s %s%%' progress 50; printf '%s %s%%' progress 50 >&2"#;
     let (code, log) = one_pipe(
         Some("GITHUB_ACTIONS"),
-        &["-n", "2", "-d", "10ms", "--on-retry", hook, "--", "sh", "-c", "exit 1"],
+        &[
+            "-n",
+            "2",
+            "-d",
+            "10ms",
+            "--on-retry",
+            hook,
+            "--",
+            "sh",
+            "-c",
+            "exit 1",
+        ],
     );
     assert_eq!(code, Some(1), "{log}");
     for line in log.lines() {
