@@ -4,6 +4,13 @@ mod common;
 
 use common::{retry, stderr_of};
 
+/// clap's own checks of the option table: no two flags with one name, every default a valid
+/// value, every group and conflict naming a flag that exists.
+#[test]
+fn the_option_table_passes_clap_s_own_checks() {
+    retry::cli::command().debug_assert();
+}
+
 #[test]
 fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
     let cases: &[(&[&str], &str, &str)] = &[
