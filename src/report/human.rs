@@ -195,7 +195,9 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
         Event::RepeatEnded { count, why, .. } => {
-            let failed = count.failed > 0 || matches!(why, RepeatEnd::Interrupted(_));
+            // A repeat in which no try ran to its end failed too: -q keeps its line.
+            let failed =
+                count.failed > 0 || count.tries == 0 || matches!(why, RepeatEnd::Interrupted(_));
             (failed || !facts.quiet).then(|| repeat_summary(count, why).into())
         }
         Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {

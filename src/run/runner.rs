@@ -98,15 +98,22 @@ struct HookOutput {
 }
 
 impl HookOutput {
-    /// Passes on to standard error what the hook has written since the last call.
+    /// Passes on to standard error what the hook has written since the last call, its last
+    /// line ended: `retry` passes it on, so a line it leaves open would be `retry`'s (the last
+    /// hook, `--on-give-up`, is followed by no line of `retry`'s that would end it).
     fn pass_on(&mut self) {
         use std::os::unix::fs::FileExt;
         let mut buf = vec![0u8; 64 * 1024];
+        let mut last = b'\n';
         while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
             if crate::run::sink::pass_on_stderr(&buf[..n]).is_err() {
                 return;
             }
+            last = buf[n - 1];
             self.passed += n as u64;
+        }
+        if last != b'\n' {
+            let _ = crate::run::sink::pass_on_stderr(b"\n");
         }
     }
 }

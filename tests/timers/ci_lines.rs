@@ -247,3 +247,33 @@ fn a_hook_s_unfinished_line_is_closed_before_the_next_marker() {
     }
     assert!(log.lines().any(|l| l == "::group::retry: try 2/2"), "{log}");
 }
+
+#[test]
+fn the_give_up_hook_s_unfinished_line_is_ended_before_the_next_run_writes() {
+    let retry = assert_cmd::cargo::cargo_bin("retry");
+    let script = format!(
+        r#"'{r}' -q -n 1 --on-give-up "printf G" -- false; '{r}' -q -n 1 -- false"#,
+        r = retry.display()
+    );
+    let mut cmd = assert_cmd::Command::new("sh");
+    cmd.timeout(common::TEST_LIMIT)
+        .env("GITHUB_ACTIONS", "true")
+        .env_remove("RETRY_RUN_ID")
+        .arg("-c")
+        .arg(format!("{{ {script}; }} 2>&1"));
+    let out = cmd.output().unwrap();
+    let log = stdout_of(&out);
+    let errors = log.lines().filter(|l| l.starts_with("::error ")).count();
+    assert_eq!(errors, 2, "{log}");
+    assert!(log.lines().any(|l| l == "G"), "{log}");
+}
+
+#[test]
+fn a_quiet_repeat_in_which_no_try_ran_to_its_end_still_says_so() {
+    let (code, log) = one_pipe(
+        None,
+        &["-q", "--repeat", "3", "-B", "200ms", "--", "sleep", "5"],
+    );
+    assert_eq!(code, Some(124), "{log}");
+    assert!(log.contains("no try ran to its end"), "{log}");
+}
