@@ -287,9 +287,13 @@ impl Replay {
                 self.tries += tries;
                 self.flaky |= tries > 1;
             }
-            Replayed::Failed { tries, .. } => {
+            // A late success that --flaky fail failed stays pending, and was flaky all the same.
+            Replayed::Failed {
+                tries, ref reason, ..
+            } => {
                 self.pending += 1;
                 self.tries += tries;
+                self.flaky |= reason == "flaky";
             }
             Replayed::NotRun { .. } => self.pending += 1,
         }

@@ -277,3 +277,37 @@ fn a_quiet_repeat_in_which_no_try_ran_to_its_end_still_says_so() {
     assert_eq!(code, Some(124), "{log}");
     assert!(log.contains("no try ran to its end"), "{log}");
 }
+
+#[test]
+fn a_replay_whose_run_flaked_under_flaky_fail_says_flaky() {
+    let dir = temp_dir("outputs-replay-flaky");
+    let dead = dir.join("dead.jsonl");
+    let flag = dir.join("flag");
+    let script = format!(
+        "test -e {f} || {{ touch {f}; exit 1; }}",
+        f = flag.display()
+    );
+    let out = common::retry()
+        .current_dir(&dir)
+        .arg("--dead-letter")
+        .arg(&dead)
+        .args(["-n", "1", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_file(&flag).unwrap();
+    let file = dir.join("outputs");
+    let out = common::retry()
+        .current_dir(&dir)
+        .env("GITHUB_OUTPUT", &file)
+        .arg("--replay")
+        .arg(&dead)
+        .args(["-n", "3", "-d", "1ms", "--flaky", "fail"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr_of(&out));
+    let got = outputs(&file);
+    assert_eq!(got["flaky"], "true");
+    assert_eq!(got["reason"], "pending");
+    assert_eq!(got["tries"], "2");
+}
