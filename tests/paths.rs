@@ -1,6 +1,6 @@
-//! The way to a record file (spec 19, docs/decisions.md): every directory from `/` down to the
-//! history, the dead-letter file or the quota's store belongs to root or the user running
-//! `retry`, one that others may write has the sticky bit, and a symbolic link on the way is
+//! The way to a record file (docs/decisions.md#dead-letters-and-replay): every directory from `/`
+//! down to the history, the dead-letter file or the quota's store belongs to root or the user
+//! running `retry`, one that others may write has the sticky bit, and a symbolic link on the way is
 //! followed only when root or that user owns it. Tried as root, with a second user making the
 //! directories and links that root's records must not go through.
 

@@ -308,7 +308,7 @@ impl LocalStore {
         Ok(Some(dir))
     }
 
-    /// The directory that holds the store's, opened by the way there (spec 19: every
+    /// The directory that holds the store's, opened by the way there (docs/decisions.md: every
     /// directory from `/` belongs to root or the user, and so on), and the store's name in it.
     fn open_parent(&self) -> Result<(File, OsString), StoreError> {
         let unopened = |source| self.io_failed("open the directory", self.dir.clone(), source);

@@ -66,8 +66,8 @@ pub fn flock_within(
     }
 }
 
-/// Why a file that outlives a run is not one `retry` may keep records in (spec 19; the rules
-/// are in docs/decisions.md).
+/// Why a file that outlives a run is not one `retry` may keep records in (the rules are in
+/// docs/decisions.md, "Dead letters and replay").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// A symbolic link stands at its last component: someone could point it anywhere.
@@ -160,12 +160,12 @@ pub enum Access {
     Create,
 }
 
-/// Opens a file that `retry` keeps records in (spec 19): reached through [`open_way`] (every
-/// directory from `/` checked, opened one from the other, so that none can be swapped in
-/// between), never through a symbolic link at its last component, only a regular file (a FIFO
-/// or a device is refused before anything could block on it), owned by the effective user
-/// and writable by nobody else. A file it creates is 0600 and the directories it creates
-/// 0700, whatever the umask.
+/// Opens a file that `retry` keeps records in (docs/decisions.md#dead-letters-and-replay): reached
+/// through [`open_way`] (every directory from `/` checked, opened one from the other, so that none
+/// can be swapped in between), never through a symbolic link at its last component, only a regular
+/// file (a FIFO or a device is refused before anything could block on it), owned by the effective
+/// user and writable by nobody else. A file it creates is 0600 and the directories it creates 0700,
+/// whatever the umask.
 pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
     let Some(name) = file_name(path) else {
         return Err(Refusal::NotRegular("a directory").into());
@@ -271,12 +271,12 @@ fn check_opened(file: &File) -> io::Result<()> {
 const MAX_TURNS: usize = 40;
 
 /// Opens the directory `dir` (a relative one from the working directory) for a record file
-/// (spec 19), as OpenSSH checks the way to a key file: every directory from `/` down to it
-/// must belong to root or the effective user, and one that others may write must have the
-/// sticky bit; a symbolic link on the way is followed only when root or the effective user
-/// owns it, and its target's way is checked the same way. Each directory is opened from the
-/// one above it, never by its path again, so none can be swapped in between; `..` goes back
-/// to the directory the way came from, as the kernel takes it. With `create`, missing
+/// (docs/decisions.md#dead-letters-and-replay), as OpenSSH checks the way to a key file: every
+/// directory from `/` down to it must belong to root or the effective user, and one that others may
+/// write must have the sticky bit; a symbolic link on the way is followed only when root or the
+/// effective user owns it, and its target's way is checked the same way. Each directory is opened
+/// from the one above it, never by its path again, so none can be swapped in between; `..` goes
+/// back to the directory the way came from, as the kernel takes it. With `create`, missing
 /// directories are made 0700 whatever the umask.
 pub fn open_way(dir: &Path, create: bool) -> io::Result<File> {
     let absolute = match dir.is_absolute() {
