@@ -3,9 +3,8 @@
 //! try's unfinished last line; annotations name the command; the step outputs agree with the
 //! exit status, also for a replay as a whole.
 
-use std::path::Path;
-
 use crate::common::{self, stdout_of, temp_dir};
+use crate::hooks_ci::step_outputs;
 
 /// `retry ARGS` under `ci` (`GITHUB_ACTIONS` or `GITLAB_CI`, or none), its standard output and
 /// error on one pipe (`2>&1`), as a CI runner reads them.
@@ -157,16 +156,6 @@ fn an_annotation_without_a_label_names_the_command_escaped() {
     );
 }
 
-/// The step outputs in `file`, the last value of each name (as GitHub reads them).
-fn outputs(file: &Path) -> std::collections::HashMap<String, String> {
-    std::fs::read_to_string(file)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 #[test]
 fn a_flaky_failure_is_no_success_in_the_step_outputs() {
     let dir = temp_dir("outputs-flaky-fail");
@@ -178,7 +167,7 @@ fn a_flaky_failure_is_no_success_in_the_step_outputs() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5));
-    let got = outputs(&file);
+    let got = step_outputs(&file);
     assert_eq!(got["exit_code"], "5");
     assert_eq!(got["outcome"], "flaky");
     assert_eq!(got["flaky"], "true");
@@ -213,7 +202,7 @@ fn a_replay_writes_one_set_of_step_outputs_for_all_its_runs() {
     assert_eq!(out.status.code(), Some(1), "{}", common::stderr_of(&out));
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(text.lines().count(), 5, "one set: {text}");
-    let got = outputs(&file);
+    let got = step_outputs(&file);
     assert_eq!(got["exit_code"], "1");
     assert_eq!(got["outcome"], "gave_up");
     assert_eq!(got["reason"], "pending");
@@ -239,12 +228,7 @@ fn a_hook_s_unfinished_line_is_closed_before_the_next_marker() {
         ],
     );
     assert_eq!(code, Some(1), "{log}");
-    for line in log.lines() {
-        assert!(
-            !line.contains(PROGRESS) || line.trim_end_matches(PROGRESS).is_empty(),
-            "{line:?} in\n{log}"
-        );
-    }
+    assert_nothing_glued(&log);
     assert!(log.lines().any(|l| l == "::group::retry: try 2/2"), "{log}");
 }
 
@@ -306,7 +290,7 @@ fn a_replay_whose_run_flaked_under_flaky_fail_says_flaky() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", common::stderr_of(&out));
-    let got = outputs(&file);
+    let got = step_outputs(&file);
     assert_eq!(got["flaky"], "true");
     assert_eq!(got["reason"], "pending");
     assert_eq!(got["tries"], "2");

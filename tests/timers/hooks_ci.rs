@@ -678,7 +678,7 @@ fn gitlab_sections_fold_each_later_try_balanced_and_uniquely_named() {
 
 /// The step outputs a run appends to GITHUB_OUTPUT, as a map (the last value of a name wins,
 /// as GitHub reads them).
-fn step_outputs(file: &std::path::Path) -> std::collections::HashMap<String, String> {
+pub(crate) fn step_outputs(file: &std::path::Path) -> std::collections::HashMap<String, String> {
     let text = std::fs::read_to_string(file).unwrap();
     assert!(text.ends_with('\n'), "{text:?}");
     text.lines()
