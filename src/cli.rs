@@ -695,7 +695,8 @@ pass exits 0, as any success. warn exits 0 and logs a warning (under GitHub Acti
 Every try has its timeout, its process tree stopped, standard input replayed and the output \
             patterns, as in any run; there is no backoff, and --delay waits that long between tries \
             when given. The run stops at the first failed try, whose output is the flake to look \
-            at, and exits with the status that try would give when giving up (0 when none failed); \
+            at, and exits with the status that try would give when giving up (0 when none failed, 124 \
+            when no try ran to its end before the budget did); \
             the last line sums up: 200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first \
             failure on try 17. --budget bounds it as any run. The options that shape retries \
             (--tries, the backoff and jitter options, --retry-on, --stop-on, --quota, \

@@ -346,7 +346,8 @@ fn exit_status() -> Vec<Block> {
         literal("N", "The run gave up; the last try exited *N*."),
         literal(
             &ExitStatus::TIMEOUT.to_string(),
-            "The run gave up; the last try timed out.",
+            "The run gave up; the last try timed out. Also a --repeat in which no try ran to \
+             its end before the budget did.",
         ),
         literal(
             &ExitStatus::USAGE.to_string(),
@@ -376,7 +377,9 @@ fn exit_status() -> Vec<Block> {
             "When `retry` is interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT and any \
              other that would end it), or a try dies of SIGINT, the try's process group gets the \
              signal, no further try starts, and `retry` dies of the same signal: a shell sees \
-             128+N, and a shell loop stops as it would for the command itself.",
+             128+N, and a shell loop stops as it would for the command itself. A try killed by \
+             SIGPIPE (the reader of the output has gone, as in `retry -- yes | head -1`) ends \
+             the run quietly (nothing logged without -v), and `retry` dies of SIGPIPE too.",
         ),
     ]
 }
