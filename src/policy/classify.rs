@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::budget::LimitSource;
 use super::output::Pattern;
 use super::signal::{Signal, SignalError};
 
@@ -25,16 +26,52 @@ pub enum Outcome {
     NoResources,
 }
 
+/// The forms in which `retry` puts how a try ended in words. [`Outcome::words`] is the one
+/// table of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// As a classification reason says it: `exit 7`, `signal SIGKILL`, `timeout`.
+    Reason,
+    /// As the summary's table and counts show it: `exit 7`, `SIGKILL`, `timed out`, or which
+    /// limit (the budget, the deadline) stopped the try.
+    Count(Option<LimitSource>),
+    /// As a try's line in the log says it: `exited 7`, `was killed by SIGKILL`.
+    Line,
+}
+
+impl Outcome {
+    /// How the try ended, in words of the form `form`.
+    pub fn words(self, form: Form) -> String {
+        match (self, form) {
+            (Outcome::Exit(code), Form::Reason | Form::Count(_)) => format!("exit {code}"),
+            (Outcome::Exit(code), Form::Line) => format!("exited {code}"),
+            (Outcome::Signal(sig), Form::Reason) => format!("signal {}", sig.name()),
+            (Outcome::Signal(sig), Form::Count(_)) => sig.to_string(),
+            (Outcome::Signal(sig), Form::Line) => format!("was killed by {sig}"),
+            (Outcome::Timeout, Form::Reason) => "timeout".into(),
+            (Outcome::Timeout, Form::Count(None) | Form::Line) => "timed out".into(),
+            (Outcome::Timeout, Form::Count(Some(LimitSource::Budget))) => {
+                "stopped at the end of the budget".into()
+            }
+            (Outcome::Timeout, Form::Count(Some(LimitSource::Deadline))) => {
+                "stopped at the deadline".into()
+            }
+            (Outcome::NotFound, Form::Reason | Form::Count(_)) => "not found".into(),
+            (Outcome::NotFound, Form::Line) => "could not start: command not found".into(),
+            (Outcome::NotExecutable, Form::Reason | Form::Count(_)) => "not executable".into(),
+            (Outcome::NotExecutable, Form::Line) => {
+                "could not start: command cannot be executed".into()
+            }
+            (Outcome::NoResources, Form::Reason) => "no resources".into(),
+            (Outcome::NoResources, Form::Count(_)) => "no resources to start".into(),
+            (Outcome::NoResources, Form::Line) => "could not start: no resources".into(),
+        }
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Exit(code) => write!(f, "exit {code}"),
-            Outcome::Signal(sig) => write!(f, "signal {}", sig.name()),
-            Outcome::Timeout => f.write_str("timeout"),
-            Outcome::NotFound => f.write_str("not found"),
-            Outcome::NotExecutable => f.write_str("not executable"),
-            Outcome::NoResources => f.write_str("no resources"),
-        }
+        f.write_str(&self.words(Form::Reason))
     }
 }
 

@@ -16,11 +16,11 @@ pub mod worst;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
 pub use budget::{BudgetExceeded, Limit, LimitSource};
-pub use classify::{Classifier, Item, List, Outcome, OutputMatch, Reason, Verdict};
+pub use classify::{Classifier, Form, Item, List, Outcome, OutputMatch, Reason, Verdict};
 pub use conflict::{Conflict, conflicts};
 pub use output::{CaptureMatcher, LineMatcher, Pattern};
 pub use pushback::Requests;
-pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy};
+pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy, is_flaky};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;
 pub use worst::{WorstCase, worst_case};

@@ -7,14 +7,12 @@ use std::io::Write;
 use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
-use crate::policy::{Decision, GiveUp, LimitSource, RepeatEnd, Verdict};
+use crate::policy::{GiveUp, RepeatEnd};
 use crate::report::column::{self, Stream};
-use crate::report::event::{Event, Level, TryReport, Warning};
+use crate::report::event::{Envelope, Event, Level, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
-pub use crate::report::tally::{
-    Row, Tally, after_tries, code_span, markdown_text, outcome_words, repeat_summary,
-};
+
 use crate::report::{charset, printable};
 
 /// The name of the run in CI output: `retry`, or `retry[NAME]` with `--label`.
@@ -104,92 +102,6 @@ pub fn gitlab_section_end(ts: u64, name: &str) -> String {
     format!("\x1b[0Ksection_end:{ts}:{name}\r\x1b[0K")
 }
 
-/// The tally as a sink: it counts the tries as they end, and announces the end of a run that
-/// needed retries or gave up, once, with an [`Event::Concluded`] before the last line.
-impl Sink for Tally {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        let (level, summary) = match event {
-            Event::TryEnded(r) => {
-                self.record_try(r, true, facts);
-                return Vec::new();
-            }
-            Event::TryInterrupted(r) => {
-                self.record_try(r, false, facts);
-                return Vec::new();
-            }
-            // A run that succeeded at once is not announced: nothing needed retrying.
-            Event::Succeeded {
-                attempt,
-                elapsed,
-                waited,
-                status,
-            } if *attempt > 1 => {
-                let summary = self.succeeded(&facts.label(*attempt), *elapsed, *waited);
-                match status {
-                    ExitStatus::Success => (Level::Warning, summary),
-                    failed => (
-                        Level::Error,
-                        format!("{summary}, but --flaky fail: exit {}", failed.code()),
-                    ),
-                }
-            }
-            // A repeat in which every try passed has nothing to announce; one in which none
-            // ran to its end proved nothing.
-            Event::RepeatEnded { count, why, .. }
-                if count.failed > 0
-                    || count.tries == 0
-                    || matches!(why, RepeatEnd::Interrupted(_)) =>
-            {
-                (Level::Error, repeat_summary(count, why))
-            }
-            // A pipeline whose reader has gone ends quietly, as it would without retry.
-            Event::GaveUp { .. } if event.reader_gone() => return Vec::new(),
-            Event::GaveUp {
-                tries,
-                elapsed,
-                why,
-                signal,
-                ..
-            } => (Level::Error, self.gave_up(*tries, *elapsed, why, *signal)),
-            _ => return Vec::new(),
-        };
-        if !self.conclude_once() {
-            return Vec::new();
-        }
-        vec![Event::Concluded {
-            level,
-            summary,
-            tally: self.clone(),
-        }]
-    }
-}
-
-impl Tally {
-    /// Adds the ended try `r`; `ended` when it ended by itself (a try that `retry` stopped on a
-    /// signal it received is not one of the command's failures).
-    fn record_try(&mut self, r: &TryReport, ended: bool, facts: &RunFacts) {
-        let limit = r
-            .stopped_by_limit
-            .then_some(facts.limit.unwrap_or(LimitSource::Budget));
-        let verdict = match r.verdict.reason() {
-            Some(reason) => format!("{}: {reason}", r.verdict.word()),
-            None => r.verdict.word().to_string(),
-        };
-        let row = Row {
-            try_label: facts.label(r.attempt),
-            outcome: outcome_words(r.outcome, limit),
-            took: r.took,
-            wait: match r.decision {
-                Decision::Retry(wait) => Some(wait.delay),
-                _ => None,
-            },
-            verdict,
-        };
-        let failed = ended && !matches!(r.verdict, Verdict::Success(_));
-        self.record(row, failed);
-    }
-}
-
 /// Appends the table of a run's tries to `GITHUB_STEP_SUMMARY` when its end is announced, in
 /// one write to a file opened for appending, so that runs ending together in one step never
 /// interleave their tables.
@@ -197,19 +109,42 @@ impl Tally {
 pub struct StepSummary;
 
 impl Sink for StepSummary {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        let (Event::Concluded { summary, tally, .. }, Some(path)) = (event, &facts.ci.step_summary)
-        else {
-            return Vec::new();
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let path = facts.ci.step_summary.as_ref()?;
+        let (summary, tally) = match &envelope.event {
+            Event::Concluded { summary, tally, .. } => (summary, tally),
+            Event::Start { .. }
+            | Event::Stagger { .. }
+            | Event::TryStarted { .. }
+            | Event::TryOutputDone { .. }
+            | Event::TryEnded(_)
+            | Event::TryInterrupted(_)
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::Succeeded { .. }
+            | Event::RepeatEnded { .. }
+            | Event::Received { .. }
+            | Event::GaveUp { .. }
+            | Event::DeadLettered { .. }
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Warning(_)
+            | Event::Error(_)
+            | Event::ReplayStart { .. }
+            | Event::ReplayEnd { .. }
+            | Event::ReplaySummary { .. } => return None,
         };
         let text = tally.markdown(facts.run_label.as_deref(), &facts.command, summary);
-        match append(path, &text) {
-            Ok(()) => Vec::new(),
-            Err(e) => vec![Event::Warning(Warning::SummaryNotWritten {
+        append(path, &text)
+            .err()
+            .map(|e| Warning::SummaryNotWritten {
                 path: path.clone(),
                 why: e.to_string(),
-            })],
-        }
+            })
     }
 }
 
@@ -238,24 +173,19 @@ fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 pub struct StepOutputs;
 
 impl Sink for StepOutputs {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        let Some(path) = &facts.ci.outputs else {
-            return Vec::new();
-        };
-        let Some(outputs) = step_outputs(event) else {
-            return Vec::new();
-        };
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let path = facts.ci.outputs.as_ref()?;
+        let outputs = step_outputs(&envelope.event)?;
         let text: String = outputs
             .iter()
             .map(|(name, value)| format!("{name}={value}\n"))
             .collect();
-        match append(path, &text) {
-            Ok(()) => Vec::new(),
-            Err(e) => vec![Event::Warning(Warning::OutputsNotWritten {
+        append(path, &text)
+            .err()
+            .map(|e| Warning::OutputsNotWritten {
                 path: path.clone(),
                 why: e.to_string(),
-            })],
-        }
+            })
     }
 }
 
@@ -265,13 +195,16 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
     let (tries, code, flaky, outcome, reason) = match event {
         // A late success that --flaky fail turns into a failure is not a success.
         Event::Succeeded {
-            attempt, status, ..
+            attempt,
+            status,
+            flaky,
+            ..
         } => {
             let outcome = match status {
                 ExitStatus::Success => "success",
                 _ => "flaky",
             };
-            (*attempt, status.code(), *attempt > 1, outcome, "")
+            (*attempt, status.code(), *flaky, outcome, "")
         }
         Event::RepeatEnded {
             count, why, status, ..
@@ -313,7 +246,27 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
             };
             (*tries, status.code(), *flaky, outcome, reason)
         }
-        _ => return None,
+        Event::Start { .. }
+        | Event::Stagger { .. }
+        | Event::TryStarted { .. }
+        | Event::TryOutputDone { .. }
+        | Event::TryEnded(_)
+        | Event::TryInterrupted(_)
+        | Event::RequestIgnored { .. }
+        | Event::Leftovers { .. }
+        | Event::Wait { .. }
+        | Event::HookFailed { .. }
+        | Event::NoTimeAfterHook { .. }
+        | Event::Quota { .. }
+        | Event::Received { .. }
+        | Event::DeadLettered { .. }
+        | Event::Countdown { .. }
+        | Event::StatusCleared
+        | Event::Concluded { .. }
+        | Event::Warning(_)
+        | Event::Error(_)
+        | Event::ReplayStart { .. }
+        | Event::ReplayEnd { .. } => return None,
     };
     Some([
         ("tries", tries.to_string()),
@@ -338,38 +291,69 @@ pub struct Markers {
 }
 
 impl Sink for Markers {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        let Some(system) = facts.ci_markers() else {
-            return Vec::new();
-        };
-        match event {
-            Event::TryStarted { attempt } => self.open(system, *attempt, facts),
-            Event::TryOutputDone { .. } => self.close(system, facts),
-            // `-q` asks for no announcement of a success.
-            Event::Concluded { level, summary, .. }
-                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) =>
-            {
-                let label = facts.run_label.as_deref();
-                let line = annotation(level.word(), label, &facts.command, &printable(summary));
-                write_marker(&line, facts);
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let system = facts.ci_markers()?;
+        let unix_secs = envelope
+            .stamp
+            .at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match &envelope.event {
+            Event::TryStarted { attempt } => self.open(system, *attempt, unix_secs, facts),
+            Event::TryOutputDone { .. } => self.close(system, unix_secs, facts),
+            Event::Concluded { level, summary, .. } => {
+                // `-q` asks for no announcement of a success.
+                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) {
+                    let label = facts.run_label.as_deref();
+                    let line = annotation(level.word(), label, &facts.command, &printable(summary));
+                    write_marker(&line, facts);
+                }
             }
-            Event::Warning(w @ Warning::QuotaRefused { .. })
-                if system == System::GitHub && !self.refusal_annotated =>
-            {
-                self.refusal_annotated = true;
-                let label = facts.run_label.as_deref();
-                let text = crate::report::human::warning_text(w);
-                let line = annotation("warning", label, &facts.command, &printable(&text));
-                write_marker(&line, facts);
-            }
-            _ => {}
+            Event::Warning(w) => self.warning(system, w, facts),
+            Event::Start { .. }
+            | Event::Stagger { .. }
+            | Event::TryEnded(_)
+            | Event::TryInterrupted(_)
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::Succeeded { .. }
+            | Event::RepeatEnded { .. }
+            | Event::Received { .. }
+            | Event::GaveUp { .. }
+            | Event::DeadLettered { .. }
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Error(_)
+            | Event::ReplayStart { .. }
+            | Event::ReplayEnd { .. }
+            | Event::ReplaySummary { .. } => {}
         }
-        Vec::new()
+        None
     }
 }
 
 impl Markers {
-    fn open(&mut self, system: System, attempt: u64, facts: &RunFacts) {
+    /// Under GitHub, the first refusal of the quota's store is annotated too: a password or
+    /// a user that Redis refuses is a misconfiguration someone must see.
+    fn warning(&mut self, system: System, warning: &Warning, facts: &RunFacts) {
+        if system != System::GitHub
+            || self.refusal_annotated
+            || !matches!(warning, Warning::QuotaRefused { .. })
+        {
+            return;
+        }
+        self.refusal_annotated = true;
+        let label = facts.run_label.as_deref();
+        let text = crate::report::words::warning_text(warning);
+        let line = annotation("warning", label, &facts.command, &printable(&text));
+        write_marker(&line, facts);
+    }
+
+    fn open(&mut self, system: System, attempt: u64, unix_secs: u64, facts: &RunFacts) {
         if attempt < 2 || facts.quiet || self.fold.is_some() {
             return;
         }
@@ -381,19 +365,19 @@ impl Markers {
             }
             System::GitLab => {
                 let name = gitlab_section_name(&facts.run_id, attempt);
-                write_marker(&gitlab_section_start(unix_secs(), &name, &title), facts);
+                write_marker(&gitlab_section_start(unix_secs, &name, &title), facts);
                 self.fold = Some(name);
             }
         }
     }
 
-    fn close(&mut self, system: System, facts: &RunFacts) {
+    fn close(&mut self, system: System, unix_secs: u64, facts: &RunFacts) {
         let Some(name) = self.fold.take() else {
             return;
         };
         match system {
             System::GitHub => write_marker(GITHUB_END_GROUP, facts),
-            System::GitLab => write_marker(&gitlab_section_end(unix_secs(), &name), facts),
+            System::GitLab => write_marker(&gitlab_section_end(unix_secs, &name), facts),
         }
     }
 }
@@ -410,17 +394,11 @@ fn write_marker(line: &str, facts: &RunFacts) {
     let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
-/// Seconds since the epoch, for GitLab's section markers.
-fn unix_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::Signal;
+    use crate::report::tally::{Tally, TryRow, code_span, markdown_text};
     use std::ffi::OsString;
     use std::path::PathBuf;
     use std::time::Duration;
@@ -491,8 +469,8 @@ mod tests {
         );
     }
 
-    fn row(n: u64, outcome: &str, wait: Option<u64>) -> Row {
-        Row {
+    fn row(n: u64, outcome: &str, wait: Option<u64>) -> TryRow {
+        TryRow {
             try_label: format!("{n}/9"),
             outcome: outcome.into(),
             took: Duration::from_millis(12),

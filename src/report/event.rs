@@ -4,7 +4,7 @@
 //! no text: every sentence of the log is written by a sink, from one of these.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
@@ -16,6 +16,22 @@ use crate::report::tally::Tally;
 use crate::store::deadletter::{Pending, Replayed};
 use crate::store::quota::Note;
 use crate::store::shared::Fallback;
+
+/// When an event happened: the time of day, and how long the run had been going. The shell
+/// reads its clock once per event, so that no sink reads one and every sink of an event
+/// sees the same time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub at: SystemTime,
+    pub elapsed: Duration,
+}
+
+/// An event as every sink gets it: what happened, and when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope {
+    pub stamp: Stamp,
+    pub event: Event,
+}
 
 /// One thing a run did or met.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +86,9 @@ pub enum Event {
         elapsed: Duration,
         waited: Duration,
         status: ExitStatus,
+        /// The run succeeded only after failed tries (the one definition of a flaky run,
+        /// which every sink reads from here).
+        flaky: bool,
     },
     /// `--repeat` ended, for `why`, with `status`: what its tries came to (`signal` when a
     /// stopping signal ends `retry`).

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::{Config, LogFormat};
 use crate::policy::{Flaky, LimitSource, RepeatPolicy, Signal};
-use crate::report::event::{Event, Level};
+use crate::report::event::{Envelope, Event, Level, Warning};
 use crate::text::{self, Charset};
 
 /// The CI system a run is in, as its environment says.
@@ -136,20 +136,23 @@ impl RunFacts {
     }
 }
 
-/// A receiver of events: it writes them somewhere, or keeps them. It may answer with events of
-/// its own (a file it could not write), which every sink then takes, before the next one takes
-/// the event that caused them.
+/// A receiver of events: it writes them somewhere, or keeps them. It may answer with a warning
+/// of its own (a file it could not write), which every sink then takes, before the next one
+/// takes the event that caused it.
+///
+/// A sink matches [`Event`] without a catch-all arm, so that a new event does not compile
+/// until every sink says what it does with it.
 pub trait Sink {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event>;
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning>;
 }
 
-/// A sink that keeps every event, for tests.
+/// A sink that keeps every event, for tests that drive a run through the library.
 #[derive(Clone, Default)]
 pub struct Collect(pub Rc<RefCell<Vec<Event>>>);
 
 impl Sink for Collect {
-    fn take(&mut self, event: &Event, _: &RunFacts) -> Vec<Event> {
-        self.0.borrow_mut().push(event.clone());
-        Vec::new()
+    fn take(&mut self, envelope: &Envelope, _: &RunFacts) -> Option<Warning> {
+        self.0.borrow_mut().push(envelope.event.clone());
+        None
     }
 }

@@ -2,21 +2,25 @@
 //! standard error or `--log-file`. Each event becomes a line (or none) by a pure function of
 //! the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::Write;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::duration::hms;
 use crate::exit::ExitStatus;
+use crate::policy::Form;
+use crate::policy::pushback::Ignored;
 use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::column::{self, Stream};
-use crate::report::event::{During, Event, Failure, HookFailure, TryReport, Warning};
+use crate::report::event::{During, Envelope, Event, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
+use crate::report::words::{failure_text, hook_failure, plural, warning_text};
 use crate::report::{charset, describe_policy, printable};
-use crate::store::deadletter::Replayed;
+use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,10 +103,10 @@ impl HumanLog {
     }
 
     /// Writes one line; every part of it is made `printable`, then coloured if asked.
-    fn write(&mut self, line: &Line, facts: &RunFacts) {
+    fn write(&mut self, line: &Line, at: SystemTime, facts: &RunFacts) {
         let mut text = prefix(facts);
         if facts.verbose {
-            text += &format!("[{}] ", local_time(SystemTime::now()));
+            text += &format!("[{}] ", local_time(at));
         }
         for (part, paint) in &line.parts {
             let part = printable(part);
@@ -142,39 +146,61 @@ impl HumanLog {
 }
 
 impl Sink for HumanLog {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        match event {
-            Event::Start { seed } => {
-                for line in self.start(*seed, facts) {
-                    self.write(&line, facts);
-                }
-            }
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let event = &envelope.event;
+        let lines = match event {
+            Event::Start { seed } => self.start(*seed, facts),
             Event::Countdown { next, secs } => {
                 let text = format!("next try ({}) in {secs}s", facts.label(*next));
                 let line = format!("\r\x1b[2K{}{}", prefix(facts), printable(&text));
                 self.put(&line, facts);
+                Vec::new()
             }
-            Event::StatusCleared => self.put("\r\x1b[2K", facts),
+            Event::StatusCleared => {
+                self.put("\r\x1b[2K", facts);
+                Vec::new()
+            }
             Event::Concluded { level, .. } => {
                 self.replaced = facts.annotation_replaces_line(*level);
+                Vec::new()
             }
+            // GitHub's annotation said it, in the same stream.
             Event::Succeeded { .. } | Event::GaveUp { .. } | Event::RepeatEnded { .. }
-                if std::mem::take(&mut self.replaced) => {}
-            // GitHub's `::warning` annotation says it, in the same stream.
+                if std::mem::take(&mut self.replaced) =>
+            {
+                Vec::new()
+            }
             Event::Warning(Warning::Flaky { .. })
-                if facts.annotation_replaces_line(crate::report::event::Level::Warning) => {}
-            Event::Succeeded { .. } => {
-                for line in success_lines(event, facts) {
-                    self.write(&line, facts);
-                }
+                if facts.annotation_replaces_line(Level::Warning) =>
+            {
+                Vec::new()
             }
-            event => {
-                if let Some(line) = line(event, facts) {
-                    self.write(&line, facts);
-                }
-            }
+            Event::Succeeded { .. } => success_lines(event, facts),
+            Event::Stagger { .. }
+            | Event::TryStarted { .. }
+            | Event::TryOutputDone { .. }
+            | Event::TryEnded(_)
+            | Event::TryInterrupted(_)
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::RepeatEnded { .. }
+            | Event::Received { .. }
+            | Event::GaveUp { .. }
+            | Event::DeadLettered { .. }
+            | Event::Warning(_)
+            | Event::Error(_)
+            | Event::ReplayStart { .. }
+            | Event::ReplayEnd { .. }
+            | Event::ReplaySummary { .. } => line(event, facts).into_iter().collect(),
+        };
+        for line in &lines {
+            self.write(line, envelope.stamp.at, facts);
         }
-        Vec::new()
+        None
     }
 }
 
@@ -189,8 +215,14 @@ fn prefix(facts: &RunFacts) -> String {
 /// The line an event makes in the human log, if any: `-q` keeps only errors, warnings and
 /// the last line of a run that gave up; `-v` adds the details.
 pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
+    if event.reader_gone() && !facts.verbose {
+        return None;
+    }
+    let (quiet, verbose) = (facts.quiet, facts.verbose);
+    // What a run does, without `-q`; and what only `-v` adds.
+    let run = |line: &dyn Fn() -> String| (!quiet).then(|| Line::from(line()));
+    let detail = |line: &dyn Fn() -> String| (!quiet && verbose).then(|| Line::from(line()));
     match event {
-        event if event.reader_gone() && !facts.verbose => None,
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event)),
@@ -198,324 +230,122 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             // A repeat in which no try ran to its end failed too: -q keeps its line.
             let failed =
                 count.failed > 0 || count.tries == 0 || matches!(why, RepeatEnd::Interrupted(_));
-            (failed || !facts.quiet).then(|| repeat_summary(count, why).into())
+            (failed || !quiet).then(|| repeat_summary(count, why).into())
         }
-        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            replay_line(event, facts).map(Line::from)
+        Event::ReplayStart { k, total, pending } => {
+            run(&|| replay_start(*k, *total, pending, facts))
         }
-        _ if facts.quiet => None,
-        event => run_line(event, facts),
-    }
-}
-
-/// The lines of what a run does, without `-q`.
-fn run_line(event: &Event, facts: &RunFacts) -> Option<Line> {
-    let verbose = facts.verbose;
-    match event {
+        Event::ReplayEnd {
+            k, total, replayed, ..
+        } => run(&|| replay_end(*k, *total, replayed)),
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+            ..
+        } => (!quiet || *pending > 0)
+            .then(|| replay_summary(file, *resolved, *pending, facts).into()),
         Event::TryEnded(r) => {
             let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
-            (verbose || !first_success).then(|| try_line(r, facts))
+            (!quiet && (verbose || !first_success)).then(|| try_line(r, facts))
         }
         Event::Succeeded {
             attempt,
             elapsed,
             waited,
             ..
-        } => (verbose || *attempt > 1).then(|| succeeded(*attempt, *elapsed, *waited, facts)),
+        } => (!quiet && (verbose || *attempt > 1))
+            .then(|| succeeded(*attempt, *elapsed, *waited, facts)),
         Event::Received {
             signal,
             attempt,
             during,
-        } => Some(received(*signal, *attempt, *during, facts).into()),
+        } => run(&|| received(*signal, *attempt, *during, facts)),
         Event::Leftovers {
             attempt,
             hook,
             signal,
             killed,
             count,
-        } => Some(leftovers(*attempt, *hook, *signal, *killed, *count, facts).into()),
+        } => run(&|| leftovers(*attempt, *hook, *signal, *killed, *count, facts)),
         Event::HookFailed { which, failure, .. } => {
-            Some(format!("{which} hook {}; going on", hook_failure(failure)).into())
+            run(&|| format!("{which} hook {}; going on", hook_failure(failure)))
         }
-        Event::NoTimeAfterHook { next, exceeded } => Some(
+        Event::NoTimeAfterHook { next, exceeded } => run(&|| {
             format!(
                 "no time left for try {} after the --on-retry hook; giving up: {exceeded}",
                 facts.label(*next)
             )
-            .into(),
-        ),
-        event if verbose => verbose_line(event, facts).map(Line::from),
-        _ => None,
-    }
-}
-
-/// The lines that only `-v` writes.
-fn verbose_line(event: &Event, facts: &RunFacts) -> Option<String> {
-    match event {
+        }),
         Event::RequestIgnored { attempt, ignored } => {
-            let what = match &ignored.group {
-                Some(group) => format!("its capture group held '{group}', {}", ignored.why),
-                None => ignored.why.clone(),
-            };
-            Some(format!(
-                "try {}: output matched --delay-from-output, but {what}; ignored",
-                facts.label(*attempt)
-            ))
+            detail(&|| request_ignored(*attempt, ignored, facts))
         }
-        Event::Stagger { delay, most } => Some(format!(
-            "first try in {} (--stagger {})",
-            hms(*delay),
-            hms(*most)
-        )),
+        Event::Stagger { delay, most } => {
+            detail(&|| format!("first try in {} (--stagger {})", hms(*delay), hms(*most)))
+        }
         Event::Quota {
             quota,
             action,
             tokens,
             ..
-        } => Some(format!(
-            "quota {quota}: {}, {tokens:.2} tokens left",
-            action.word()
-        )),
-        Event::DeadLettered { path } => Some(format!(
-            "recorded in --dead-letter '{}'",
-            path.to_string_lossy()
-        )),
-        _ => None,
+        } => detail(&|| format!("quota {quota}: {}, {tokens:.2} tokens left", action.word())),
+        Event::DeadLettered { path } => {
+            detail(&|| format!("recorded in --dead-letter '{}'", path.to_string_lossy()))
+        }
+        // The try's line says the wait, and the sink writes the start, the countdown and
+        // its clearing itself; an interrupted try is told by the signal's line.
+        Event::Start { .. }
+        | Event::TryStarted { .. }
+        | Event::TryOutputDone { .. }
+        | Event::TryInterrupted(_)
+        | Event::Wait { .. }
+        | Event::Countdown { .. }
+        | Event::StatusCleared
+        | Event::Concluded { .. } => None,
     }
 }
 
-/// How a try ended, as words: `exited 7`, `timed out`, `was killed by SIGKILL`.
-pub fn outcome_words(outcome: Outcome) -> String {
-    match outcome {
-        Outcome::Exit(code) => format!("exited {code}"),
-        Outcome::Signal(s) => format!("was killed by {s}"),
-        Outcome::Timeout => "timed out".into(),
-        Outcome::NotFound => "could not start: command not found".into(),
-        Outcome::NotExecutable => "could not start: command cannot be executed".into(),
-        Outcome::NoResources => "could not start: no resources".into(),
-    }
-}
-
-/// Why the command `program` could not be started, for the try line and the `error` field of
-/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
-pub fn not_started(
-    program: &OsStr,
-    outcome: Outcome,
-    error: &std::io::Error,
-    charset: Charset,
-) -> String {
-    let name = text::quote(program, charset);
-    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
-    let reason = match errno {
-        Some(errno) => errno.desc().to_string(),
-        None => error.to_string(),
+/// `try 2/3: output matched --delay-from-output, but ...; ignored`, for `-v`.
+fn request_ignored(attempt: u64, ignored: &Ignored, facts: &RunFacts) -> String {
+    let what = match &ignored.group {
+        Some(group) => format!("its capture group held '{group}', {}", ignored.why),
+        None => ignored.why.clone(),
     };
-    match (outcome, errno) {
-        (Outcome::NotFound, _) => format!("{name} was not found"),
-        (Outcome::NoResources, Some(errno)) => {
-            format!("{name} could not be started: out of resources ({errno:?}: {reason})")
-        }
-        (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
-        _ => format!("{name} cannot be executed: {reason}"),
+    format!(
+        "try {}: output matched --delay-from-output, but {what}; ignored",
+        facts.label(attempt)
+    )
+}
+
+/// The line of a replay's run `k` of `total` as it starts.
+fn replay_start(k: usize, total: usize, p: &Pending, facts: &RunFacts) -> String {
+    let charset = Charset::ascii_if(facts.ascii);
+    format!(
+        "replaying run {k}/{total} (line {}, run {}, gave up {}: {}): {}",
+        p.line,
+        p.record.id,
+        p.record.ts,
+        replay::gave_up(p),
+        text::command_line(&p.record.command, charset)
+    )
+}
+
+/// The line of what replaying run `k` of `total` came to.
+fn replay_end(k: usize, total: usize, replayed: &Replayed) -> String {
+    match replayed {
+        Replayed::Resolved { .. } => format!("run {k}/{total} resolved"),
+        Replayed::Failed { .. } => format!("run {k}/{total} still pending"),
+        Replayed::NotRun { error, .. } => format!("run {k}/{total} still pending: {error}"),
     }
 }
 
-/// The human line of a replay's event, if any: `-q` keeps only a summary with runs still
-/// pending.
-fn replay_line(event: &Event, facts: &RunFacts) -> Option<String> {
-    let (quiet, charset) = (facts.quiet, Charset::ascii_if(facts.ascii));
-    match event {
-        Event::ReplayStart { k, total, pending } if !quiet => {
-            let p = pending.as_ref();
-            Some(format!(
-                "replaying run {k}/{total} (line {}, run {}, gave up {}: {}): {}",
-                p.line,
-                p.record.id,
-                p.record.ts,
-                replay::gave_up(p),
-                text::command_line(&p.record.command, charset)
-            ))
-        }
-        Event::ReplayEnd {
-            k, total, replayed, ..
-        } if !quiet => Some(match replayed {
-            Replayed::Resolved { .. } => format!("run {k}/{total} resolved"),
-            Replayed::Failed { .. } => format!("run {k}/{total} still pending"),
-            Replayed::NotRun { error, .. } => format!("run {k}/{total} still pending: {error}"),
-        }),
-        Event::ReplaySummary {
-            file,
-            resolved,
-            pending,
-            ..
-        } if !quiet || *pending > 0 => {
-            let file = replay::shown(file, charset);
-            Some(match (resolved, pending) {
-                (0, 0) => format!("replay of {file}: nothing was pending"),
-                (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
-            })
-        }
-        _ => None,
+/// The last line of a replay of `file`.
+fn replay_summary(file: &Path, resolved: usize, pending: usize, facts: &RunFacts) -> String {
+    let file = replay::shown(file, Charset::ascii_if(facts.ascii));
+    match (resolved, pending) {
+        (0, 0) => format!("replay of {file}: nothing was pending"),
+        (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
     }
-}
-
-/// How a hook failed: `could not start: ...`, `exited 3`, `was killed by SIGSEGV`, `timed out
-/// after 2s; stopped it`.
-pub fn hook_failure(failure: &HookFailure) -> String {
-    match failure {
-        HookFailure::NotStarted(error) => format!("could not start: {error}"),
-        HookFailure::Ended(Outcome::Exit(code)) => format!("exited {code}"),
-        HookFailure::Ended(Outcome::Signal(s)) => format!("was killed by {s}"),
-        HookFailure::Ended(other) => other.to_string(),
-        HookFailure::TimedOut(took) => format!("timed out after {}; stopped it", hms(*took)),
-    }
-}
-
-/// A failure in words.
-pub fn failure_text(f: &Failure) -> String {
-    match f {
-        Failure::Internal(text) | Failure::Output(text) => text.clone(),
-        Failure::SignalHandlers(why) => format!("cannot install signal handlers: {why}"),
-        Failure::LogFile { path, why } => {
-            format!("cannot open --log-file '{}': {why}", path.display())
-        }
-        Failure::DeadLetter { path, why } => {
-            format!("cannot open --dead-letter '{}': {why}", path.display())
-        }
-        Failure::History { path, why } => {
-            format!("cannot open --history '{}': {why}", path.display())
-        }
-        Failure::ReplayNotRecorded { path, why } => {
-            format!(
-                "cannot append to '{}': {why}; the replay stops",
-                path.display()
-            )
-        }
-    }
-}
-
-/// A warning about a file written besides the log, in words.
-fn file_warning_text(w: &Warning) -> String {
-    match w {
-        Warning::DeadLetterNotWritten { path, why } => format!(
-            "cannot record this run in --dead-letter '{}': {why}",
-            path.display()
-        ),
-        Warning::HistoryTooLarge { path, bytes } => format!(
-            "--history '{}' holds {bytes} bytes, more than the {} GiB that --stats reads: \
-             rename it away and start a new one",
-            path.display(),
-            crate::store::deadletter::MAX_FILE >> 30
-        ),
-        Warning::HistoryNotWritten { path, why } => format!(
-            "cannot record this run in --history '{}': {why}",
-            path.display()
-        ),
-        Warning::LineCutShort { path, line } => format!(
-            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
-             and is skipped",
-            path.display()
-        ),
-        Warning::OutputsNotWritten { path, why } => format!(
-            "cannot append the step outputs to '{}': {why}",
-            path.display()
-        ),
-        Warning::SummaryNotWritten { path, why } => format!(
-            "cannot append the tries to the job summary '{}': {why}",
-            path.display()
-        ),
-        _ => String::new(),
-    }
-}
-
-/// A warning in words.
-pub fn warning_text(w: &Warning) -> String {
-    match w {
-        Warning::Nested {
-            outer_id,
-            outer,
-            inner,
-        } => {
-            let total = match (outer, inner) {
-                (0, _) | (_, 0) => "without limit".to_string(),
-                (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(*i)),
-            };
-            format!(
-                "running inside another retry (run {outer_id}): the tries multiply, and the \
-                 command may run {total}; nested retries are a classic cause of retry storms"
-            )
-        }
-        Warning::SlowReader => "the reader of the output is too slow: what the try wrote last \
-                                was not all passed on"
-            .into(),
-        Warning::ReaderGone => {
-            "the reader of standard output is gone before all of it was written".into()
-        }
-        Warning::Survivors { pid, settle } => {
-            format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
-        }
-        Warning::Stdio(text) => text.clone(),
-        Warning::Flaky { attempt, of } => {
-            let failed = plural(attempt.saturating_sub(1), "failed try", "failed tries");
-            let label = match of {
-                Some(n) => format!("{attempt}/{n}"),
-                None => attempt.to_string(),
-            };
-            format!("flaky: try {label} succeeded after {failed} (--flaky warn)")
-        }
-        w @ (Warning::QuotaNote(_)
-        | Warning::QuotaBusy { .. }
-        | Warning::QuotaUnreachable { .. }
-        | Warning::QuotaRefused { .. }
-        | Warning::QuotaUnusable { .. }
-        | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
-        w => file_warning_text(w),
-    }
-}
-
-/// A warning about the retry quota, in words.
-fn quota_warning_text(w: &Warning) -> String {
-    match w {
-        Warning::QuotaNote(note) => note.to_string(),
-        Warning::QuotaBusy { quota, why } => {
-            format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
-        }
-        Warning::QuotaUnreachable {
-            quota,
-            why,
-            from_now_on,
-        } => format!(
-            "the retry quota {quota} cannot be reached ({why}); the quota is kept on this \
-             machine{}",
-            if *from_now_on { " from now on" } else { "" }
-        ),
-        Warning::QuotaUnusable { quota, why } => {
-            format!(
-                "the retry quota {quota} cannot be used ({why}); only this run's own limits apply"
-            )
-        }
-        Warning::QuotaRefused { quota, code } => format!(
-            "the Redis server of the retry quota {quota} {}: a misconfiguration, not an outage; \
-             the quota is not shared with the other runs: this run keeps it on this machine",
-            refusal_words(code)
-        ),
-        Warning::PasswordInUrl { variable } => format!(
-            "the Redis password in --quota can be read by every user of this machine (with \
-             `ps`) while the run lasts; give it in {variable} instead"
-        ),
-        other => warning_text(other),
-    }
-}
-
-/// What a Redis server that refused the password or the user did, with its code word.
-pub fn refusal_words(code: &str) -> String {
-    let what = match code {
-        "WRONGPASS" => "refused the password",
-        "NOAUTH" => "asks for a password and was given none",
-        "NOPERM" => "does not let the user run the quota's script",
-        _ => "refused the password or the user",
-    };
-    format!("{what} ({code})")
 }
 
 /// How a try ended, as words, with how it was stopped and the signals it was sent, as
@@ -524,13 +354,12 @@ pub fn refusal_words(code: &str) -> String {
 /// SIGTERM`.
 fn ended_words(r: &TryReport, facts: &RunFacts) -> String {
     if r.outcome != Outcome::Timeout {
-        return format!("{} after {}", outcome_words(r.outcome), hms(r.took));
+        return format!("{} after {}", r.outcome.words(Form::Line), hms(r.took));
     }
-    let stopped = match (r.stopped_by_limit, facts.limit) {
-        (false, _) => "timed out",
-        (true, Some(LimitSource::Deadline)) => "stopped at the deadline",
-        (true, _) => "stopped at the end of the budget",
-    };
+    let limit = r
+        .stopped_by_limit
+        .then_some(facts.limit.unwrap_or(LimitSource::Budget));
+    let stopped = Outcome::Timeout.words(Form::Count(limit));
     let at = r.signalled_after.unwrap_or(r.took);
     let mut words = format!("{stopped} after {}, sent {}", hms(at), facts.signal);
     if r.killed && facts.signal != Signal::KILL {
@@ -722,10 +551,6 @@ fn gave_up(event: &Event) -> Line {
         hms(*elapsed)
     ));
     line
-}
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The local wall-clock time of day, `14:03:07.123`, for `-v`.

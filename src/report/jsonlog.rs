@@ -11,12 +11,12 @@ use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::{GiveUp, Outcome, RepeatEnd};
 use crate::report::column::{self, Stream};
-use crate::report::event::{Event, TryReport};
+use crate::report::event::{Envelope, Event, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
-use crate::report::human::{failure_text, hook_failure, warning_text};
 use crate::report::json::Obj;
+use crate::report::words::{failure_text, hook_failure, warning_text};
 use crate::report::{charset, policy_json};
-use crate::store::deadletter::Replayed;
+use crate::store::deadletter::{Pending, Replayed};
 use crate::store::history::outcome_obj;
 
 /// The JSON log of a run.
@@ -38,14 +38,18 @@ impl JsonLog {
 }
 
 impl Sink for JsonLog {
-    fn take(&mut self, event: &Event, facts: &RunFacts) -> Vec<Event> {
-        let obj = match event {
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let at = At {
+            facts,
+            ts: envelope.stamp.at,
+        };
+        let obj = match &envelope.event {
             Event::Start { seed } => Some(
-                head("start", facts)
+                head("start", &at)
                     .words("command", self.command.iter().map(OsString::as_os_str))
                     .obj("policy", policy_json(&self.config, *seed)),
             ),
-            event => object(event, facts),
+            event => object(event, &at),
         };
         if let Some(obj) = obj {
             let mut line = obj.finish();
@@ -59,17 +63,31 @@ impl Sink for JsonLog {
             let _ = self.out.write_all(line.as_bytes());
             let _ = self.out.flush();
         }
-        Vec::new()
+        None
+    }
+}
+
+/// What every object is written with: the run's facts, and the time of its event.
+pub struct At<'a> {
+    pub facts: &'a RunFacts,
+    pub ts: SystemTime,
+}
+
+impl std::ops::Deref for At<'_> {
+    type Target = RunFacts;
+
+    fn deref(&self) -> &RunFacts {
+        self.facts
     }
 }
 
 /// What every event starts with: its name, the time, the run's id and label.
-pub fn head(event: &str, facts: &RunFacts) -> Obj {
+pub fn head(event: &str, facts: &At<'_>) -> Obj {
     let obj = Obj::new()
         .str("event", event)
         .str(
             "ts",
-            &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            &humantime::format_rfc3339_millis(facts.ts).to_string(),
         )
         .str("run_id", &facts.run_id);
     match &facts.run_label {
@@ -80,7 +98,7 @@ pub fn head(event: &str, facts: &RunFacts) -> Obj {
 
 /// The object an event makes in the JSON log, if any (the terminal's countdown and the
 /// announcement of the end, which CI reads elsewhere, make none).
-pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
+pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
     let obj = match event {
         Event::Stagger { delay, most } => head("stagger", facts)
             .num("delay_ms", millis(*delay))
@@ -115,29 +133,18 @@ pub fn object(event: &Event, facts: &RunFacts) -> Option<Obj> {
             .str("action", action.word())
             .bool("granted", *granted)
             .float("tokens", (tokens * 1000.0).round() / 1000.0),
-        Event::ReplayStart { .. } | Event::ReplayEnd { .. } | Event::ReplaySummary { .. } => {
-            replay_object(event, facts)?
-        }
-        event => return end_object(event, facts),
-    };
-    Some(obj)
-}
-
-/// The objects of how a run ends, and of what may come at any time: a signal, a warning, an
-/// error.
-fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
-    let obj = match event {
         Event::Succeeded {
             attempt,
             elapsed,
             waited,
             status,
+            flaky,
         } => head("success", facts)
             .num("attempt", *attempt)
             .num("elapsed_ms", millis(*elapsed))
             .num("waited_ms", millis(*waited))
+            .bool("flaky", *flaky)
             // Every try before the successful one failed.
-            .bool("flaky", *attempt > 1)
             .num("failed_tries", attempt.saturating_sub(1))
             .num("exit_code", code(*status)),
         Event::RepeatEnded { .. } => repeat_end(event, facts),
@@ -155,8 +162,32 @@ fn end_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
         }
         Event::Warning(w) => head("warning", facts).str("message", &warning_text(w)),
         Event::Error(failure) => head("error", facts).str("message", &failure_text(failure)),
-        // The human log's own, or read by CI elsewhere.
-        _ => return None,
+        Event::ReplayStart { k, total, pending } => replay_start(*k, *total, pending, facts),
+        Event::ReplayEnd {
+            k,
+            pending,
+            replayed,
+            ..
+        } => replay_end(*k, pending, replayed, facts),
+        Event::ReplaySummary {
+            file,
+            resolved,
+            pending,
+            ..
+        } => head("replay_end", facts)
+            .str("file", &file.to_string_lossy())
+            .num("resolved", *resolved as u64)
+            .num("pending", *pending as u64),
+        // The human log's own, or read by CI elsewhere; `TryStarted` and `TryOutputDone`
+        // frame the try's output, which the JSON log does not hold. The sink writes `start`
+        // itself, with the command and the policy.
+        Event::Start { .. }
+        | Event::TryStarted { .. }
+        | Event::TryOutputDone { .. }
+        | Event::NoTimeAfterHook { .. }
+        | Event::Countdown { .. }
+        | Event::StatusCleared
+        | Event::Concluded { .. } => return None,
     };
     Some(obj)
 }
@@ -167,7 +198,7 @@ fn code(status: ExitStatus) -> u64 {
 }
 
 /// The `repeat_end` event: the counts of the repeat's summary line.
-fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
+fn repeat_end(event: &Event, facts: &At<'_>) -> Obj {
     let Event::RepeatEnded {
         count,
         why,
@@ -206,7 +237,7 @@ fn repeat_end(event: &Event, facts: &RunFacts) -> Obj {
     }
 }
 
-fn leftovers(event: &Event, facts: &RunFacts) -> Obj {
+fn leftovers(event: &Event, facts: &At<'_>) -> Obj {
     let Event::Leftovers {
         attempt,
         hook,
@@ -230,7 +261,7 @@ fn leftovers(event: &Event, facts: &RunFacts) -> Obj {
     }
 }
 
-fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &RunFacts) -> Obj {
+fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &At<'_>) -> Obj {
     let obj = head("wait", facts)
         .num("attempt", attempt)
         .num("base_ms", millis(wait.base))
@@ -242,54 +273,38 @@ fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &RunFacts) -> Ob
     }
 }
 
-/// The JSON object of a replay's event.
-fn replay_object(event: &Event, facts: &RunFacts) -> Option<Obj> {
-    let obj = match event {
-        Event::ReplayStart { k, total, pending } => {
-            let p = pending.as_ref();
-            head("replay", facts)
-                .num("run", *k as u64)
-                .num("of", *total as u64)
-                .num("line", p.line as u64)
-                .str("id", &p.record.id)
-                .words("command", p.record.command.iter().map(OsString::as_os_str))
-        }
-        Event::ReplayEnd {
-            k,
-            pending,
-            replayed,
-            ..
-        } => {
-            let obj = head("replayed", facts)
-                .num("run", *k as u64)
-                .str("id", &pending.record.id)
-                .str(
-                    "result",
-                    match replayed {
-                        Replayed::Resolved { .. } => "resolved",
-                        _ => "pending",
-                    },
-                );
-            match replayed {
-                Replayed::NotRun { error, .. } => obj.str("error", error),
-                _ => obj,
-            }
-        }
-        Event::ReplaySummary {
-            file,
-            resolved,
-            pending,
-            ..
-        } => head("replay_end", facts)
-            .str("file", &file.to_string_lossy())
-            .num("resolved", *resolved as u64)
-            .num("pending", *pending as u64),
-        _ => return None,
-    };
-    Some(obj)
+/// The `replay` event: run `k` of `total` starts.
+fn replay_start(k: usize, total: usize, pending: &Pending, facts: &At<'_>) -> Obj {
+    head("replay", facts)
+        .num("run", k as u64)
+        .num("of", total as u64)
+        .num("line", pending.line as u64)
+        .str("id", &pending.record.id)
+        .words(
+            "command",
+            pending.record.command.iter().map(OsString::as_os_str),
+        )
 }
 
-fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {
+/// The `replayed` event: what replaying run `k` came to.
+fn replay_end(k: usize, pending: &Pending, replayed: &Replayed, facts: &At<'_>) -> Obj {
+    let obj = head("replayed", facts)
+        .num("run", k as u64)
+        .str("id", &pending.record.id)
+        .str(
+            "result",
+            match replayed {
+                Replayed::Resolved { .. } => "resolved",
+                Replayed::Failed { .. } | Replayed::NotRun { .. } => "pending",
+            },
+        );
+    match replayed {
+        Replayed::NotRun { error, .. } => obj.str("error", error),
+        Replayed::Resolved { .. } | Replayed::Failed { .. } => obj,
+    }
+}
+
+fn try_object(r: &TryReport, facts: &At<'_>) -> Obj {
     let mut obj = head("try", facts)
         .num("attempt", r.attempt)
         .num("duration_ms", millis(r.took))
@@ -312,7 +327,7 @@ fn try_object(r: &TryReport, facts: &RunFacts) -> Obj {
     obj
 }
 
-fn gave_up(event: &Event, facts: &RunFacts) -> Obj {
+fn gave_up(event: &Event, facts: &At<'_>) -> Obj {
     let Event::GaveUp {
         tries,
         elapsed,
@@ -370,7 +385,11 @@ mod tests {
             status: ExitStatus::LastExit(1),
             elapsed: Duration::ZERO,
         };
-        let line = object(&event, &facts).unwrap().finish();
+        let at = At {
+            facts: &facts,
+            ts: SystemTime::UNIX_EPOCH,
+        };
+        let line = object(&event, &at).unwrap().finish();
         let at = line.find("\"failed_pct\":").unwrap() + "\"failed_pct\":".len();
         line[at..].split(',').next().unwrap().to_string()
     }

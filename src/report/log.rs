@@ -8,15 +8,26 @@ use std::io::Write;
 
 use crate::config::{ColorWhen, Config};
 use crate::report::ci::{self, Ci};
-use crate::report::event::{Event, Warning};
+use crate::report::event::{Envelope, Event, Stamp, Warning};
 pub use crate::report::facts::{Collect, RunFacts, Sink};
 use crate::report::human::HumanLog;
-pub use crate::report::human::{not_started, outcome_words};
 use crate::report::jsonlog::JsonLog;
+use crate::report::tally::Tally;
+pub use crate::report::words::not_started;
+
+/// Where the time of each event comes from: the shell's clock (`run::clock::stamps`), or a
+/// fixed one in tests. The reporter reads it once per event, and no sink reads a clock.
+pub type Clock = Box<dyn FnMut() -> Stamp>;
 
 /// The run's reporter: every event goes to every sink.
 pub struct Log {
     facts: RunFacts,
+    clock: Clock,
+    /// The stage every event meets before the sinks: it counts the tries, and concludes a
+    /// run that retried or gave up with an [`Event::Concluded`], which the sinks take before
+    /// the event that ended the run.
+    tally: Tally,
+    /// In the order they take each event: the CI's sinks, the log, then those the shell adds.
     sinks: Vec<Box<dyn Sink>>,
 }
 
@@ -30,8 +41,15 @@ pub fn use_color(when: ColorWhen, is_terminal: bool, no_color: bool) -> bool {
 }
 
 impl Log {
-    /// The log of a run to `out`, human or JSON as `config` says.
-    pub fn new(out: Box<dyn Write>, config: &Config, color: bool, run_id: String) -> Log {
+    /// The log of a run to `out`, human or JSON as `config` says, its events stamped by
+    /// `clock`.
+    pub fn new(
+        out: Box<dyn Write>,
+        config: &Config,
+        color: bool,
+        run_id: String,
+        clock: Clock,
+    ) -> Log {
         let facts = RunFacts::new(config, run_id);
         let sink: Box<dyn Sink> = match facts.json {
             true => Box::new(JsonLog::new(out, config)),
@@ -39,27 +57,24 @@ impl Log {
         };
         Log {
             facts,
-            sinks: vec![Box::new(ci::Tally::default()), sink],
+            clock,
+            tally: Tally::default(),
+            sinks: vec![sink],
         }
     }
 
-    /// Writes ASCII only, or UTF-8 (by default, what the locale says).
-    pub fn with_ascii(mut self, ascii: bool) -> Log {
-        self.facts.ascii = ascii;
-        self
-    }
-
     /// Writes for the CI `ci` found around the run; `on_stderr` when the log itself goes to
-    /// standard error (no `--log-file`). The job summary and the CI markers come before the
-    /// log, which may leave a line out when a marker says it.
+    /// standard error (no `--log-file`). The job summary, the step outputs and the CI markers
+    /// take each event before the log, which may leave a line out when a marker says it.
     pub fn with_ci(mut self, ci: Ci, on_stderr: bool) -> Log {
         self.facts.ci = ci;
         self.facts.on_stderr = on_stderr;
-        let log = self.sinks.pop();
-        self.sinks.push(Box::new(ci::StepSummary));
-        self.sinks.push(Box::new(ci::StepOutputs));
-        self.sinks.push(Box::new(ci::Markers::default()));
-        self.sinks.extend(log);
+        let ci: [Box<dyn Sink>; 3] = [
+            Box::new(ci::StepSummary),
+            Box::new(ci::StepOutputs),
+            Box::new(ci::Markers::default()),
+        ];
+        self.sinks.splice(0..0, ci);
         self
     }
 
@@ -80,9 +95,16 @@ impl Log {
         &self.facts
     }
 
-    /// Reports one event to every sink.
+    /// Reports one event to every sink, with the time it happened.
     pub fn emit(&mut self, event: Event) {
-        self.dispatch(&event, 0);
+        let stamp = (self.clock)();
+        if let Some(concluded) = self.tally.conclude(&event, &self.facts) {
+            self.dispatch(&Envelope {
+                stamp,
+                event: concluded,
+            });
+        }
+        self.dispatch(&Envelope { stamp, event });
     }
 
     /// A problem that does not change the run.
@@ -90,14 +112,20 @@ impl Log {
         self.emit(Event::Warning(warning));
     }
 
-    fn dispatch(&mut self, event: &Event, depth: usize) {
+    /// Hands `envelope` to every sink in turn. A sink that could not do its part answers with
+    /// a warning, which every sink takes before the next sink takes the event; a warning
+    /// causes no answer (a sink answers only for the end of a run), so this ends.
+    fn dispatch(&mut self, envelope: &Envelope) {
         for i in 0..self.sinks.len() {
-            let follow = self.sinks[i].take(event, &self.facts);
-            // A sink's own events cannot cause others without end.
-            if depth < 2 {
-                for e in follow {
-                    self.dispatch(&e, depth + 1);
-                }
+            let Some(warning) = self.sinks[i].take(envelope, &self.facts) else {
+                continue;
+            };
+            let answer = Envelope {
+                stamp: envelope.stamp,
+                event: Event::Warning(warning),
+            };
+            for sink in &mut self.sinks {
+                let _ = sink.take(&answer, &self.facts);
             }
         }
     }

@@ -4,6 +4,7 @@
 pub mod charset;
 pub mod ci;
 pub mod column;
+pub mod conclude;
 pub mod dryrun;
 pub mod event;
 pub mod facts;
@@ -17,6 +18,7 @@ pub mod replay;
 pub mod simulate;
 pub mod stats;
 pub mod tally;
+pub mod words;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};

@@ -5,21 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::duration::hms;
-use crate::policy::{GiveUp, LimitSource, Outcome, RepeatCount, RepeatEnd, Signal};
-
-/// How a try ended, in a few words: `exit 1`, `timed out`, `SIGKILL`.
-pub fn outcome_words(outcome: Outcome, limit: Option<LimitSource>) -> String {
-    match (outcome, limit) {
-        (Outcome::Exit(code), _) => format!("exit {code}"),
-        (Outcome::Signal(s), _) => s.to_string(),
-        (Outcome::Timeout, None) => "timed out".into(),
-        (Outcome::Timeout, Some(LimitSource::Budget)) => "stopped at the end of the budget".into(),
-        (Outcome::Timeout, Some(LimitSource::Deadline)) => "stopped at the deadline".into(),
-        (Outcome::NotFound, _) => "not found".into(),
-        (Outcome::NotExecutable, _) => "not executable".into(),
-        (Outcome::NoResources, _) => "no resources to start".into(),
-    }
-}
+use crate::policy::{Form, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal};
 
 /// The last line of `--repeat`: `200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first
 /// failure on try 17`, and how it ended when not by running every try asked for.
@@ -45,7 +31,7 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
             .map(|(outcome, n)| match outcome {
                 // A try that exited 0 failed only by not being ready (--until-output).
                 Outcome::Exit(0) => format!("not ready ×{n}"),
-                outcome => format!("{} ×{n}", outcome_words(*outcome, None)),
+                outcome => format!("{} ×{n}", outcome.words(Form::Count(None))),
             })
             .collect();
         text += &format!(": {}", each.join(", "));
@@ -64,10 +50,10 @@ pub fn repeat_summary(count: &RepeatCount, why: &RepeatEnd) -> String {
 
 /// One try, as the summary table shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub struct TryRow {
     /// `3/5`, or `3` without a try limit.
     pub try_label: String,
-    /// `outcome_words`.
+    /// The outcome in the words of a count (`Form::Count`).
     pub outcome: String,
     pub took: Duration,
     /// The wait after it, if another try was planned.
@@ -84,8 +70,8 @@ const KEEP: usize = 25;
 /// and the first and last `KEEP` rows, so that memory stays bounded however long the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
-    head: Vec<Row>,
-    tail: VecDeque<Row>,
+    head: Vec<TryRow>,
+    tail: VecDeque<TryRow>,
     rows: u64,
     /// Each failed outcome, in the order first seen, with how many tries ended so.
     failures: Vec<(String, u64)>,
@@ -111,7 +97,7 @@ impl Tally {
     }
 
     /// Adds a try that ended; `failed` counts it among the failures.
-    pub fn record(&mut self, row: Row, failed: bool) {
+    pub fn record(&mut self, row: TryRow, failed: bool) {
         if failed {
             match self.failures.iter_mut().find(|(o, _)| *o == row.outcome) {
                 Some((_, n)) => *n = n.saturating_add(1),
@@ -223,7 +209,7 @@ impl Tally {
     }
 }
 
-fn push_row(out: &mut String, row: &Row) {
+fn push_row(out: &mut String, row: &TryRow) {
     let wait = row.wait.map_or_else(|| "-".to_string(), hms);
     out.push_str(&format!(
         "| {} | {} | {} | {} | {} |\n",

@@ -2,9 +2,12 @@
 //! they keep counting while the machine is suspended (`CLOCK_BOOTTIME`), while a change of the
 //! time of day moves nothing. Elsewhere the monotonic clock serves.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use nix::libc;
+
+use crate::report::event::Stamp;
+use crate::report::log::Clock;
 
 /// The clock every time of a run is read from.
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -55,6 +58,15 @@ impl Moment {
             tv_nsec: self.0.subsec_nanos() as libc::c_long,
         }
     }
+}
+
+/// The clock of a run's log, which stamps each event with the time of day and the time since
+/// `start`, the run's start: the one place the events' times are read.
+pub fn stamps(start: Moment) -> Clock {
+    Box::new(move || Stamp {
+        at: SystemTime::now(),
+        elapsed: start.elapsed(),
+    })
 }
 
 /// The moment `d` from now, or `None` when that is past the end of the clock: durations come

@@ -103,7 +103,7 @@ fn quota_now(spec: &QuotaSpec) -> Result<dryrun::QuotaNow, String> {
         }) => Err(format!(
             "--quota {}: the Redis server {}: runs would not share the quota",
             spec.address(),
-            crate::report::human::refusal_words(code)
+            crate::report::words::refusal_words(code)
         )),
         Err(unread) => Ok(Err(unread.why)),
     }
@@ -249,7 +249,7 @@ fn real_run(
     wall_start: SystemTime,
 ) -> ExitStatus {
     let run_id = run_id();
-    let mut log = match open_log(config, &run_id) {
+    let mut log = match open_log(config, &run_id, start) {
         Ok(log) => log,
         Err(status) => return status,
     };
@@ -267,7 +267,7 @@ fn real_run(
         None => None,
     };
     if let Some(path) = &config.history {
-        log = match with_history(config, path, start, log) {
+        log = match with_history(config, path, log) {
             Ok(log) => log,
             Err(status) => return status,
         };
@@ -292,12 +292,7 @@ fn real_run(
 /// The log, with the `--history` sink added: the file is opened now, so that a file that
 /// cannot be written, or that retry must not trust (spec 19), is an error (logged, 125) before
 /// the command runs.
-fn with_history(
-    config: &Config,
-    path: &std::path::Path,
-    start: Moment,
-    mut log: Log,
-) -> Result<Log, ExitStatus> {
+fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
     if let Err(e) = deadletter::prepare_for(path, "run") {
         log.emit(Event::Error(Failure::History {
             path: path.to_path_buf(),
@@ -314,7 +309,7 @@ fn with_history(
         });
     }
     // The wait for the file's lock ends with the budget.
-    let until = budget_end(config, start);
+    let until = config.policy.limit.map(|limit| limit.at);
     let history = History::new(path.to_path_buf(), config.command.clone(), until);
     Ok(log.with_sink(Box::new(history)))
 }
@@ -380,7 +375,7 @@ fn dead_letter(
 
 /// The log of a run, to standard error or --log-file; when that file cannot be opened, the
 /// error is logged to standard error and the run ends with 125.
-pub(crate) fn open_log(config: &Config, run_id: &str) -> Result<Log, ExitStatus> {
+pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<Log, ExitStatus> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let stderr_tty = io::stderr().is_terminal();
     let ci = Ci::from_env(|name| std::env::var_os(name));
@@ -401,7 +396,8 @@ pub(crate) fn open_log(config: &Config, run_id: &str) -> Result<Log, ExitStatus>
         ),
     };
     let on_stderr = opened.is_err() || config.log.file.is_none();
-    let mut log = Log::new(out, config, color, run_id.to_string()).with_ci(ci, on_stderr);
+    let clock = clock::stamps(start);
+    let mut log = Log::new(out, config, color, run_id.to_string(), clock).with_ci(ci, on_stderr);
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.emit(Event::Error(Failure::LogFile {
             path: path.clone(),
@@ -458,7 +454,7 @@ pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) ->
     let start = Moment::now();
     let wall_start = SystemTime::now();
     // The replay writes one set of step outputs for all its runs.
-    let log = match open_log(config, id) {
+    let log = match open_log(config, id, start) {
         Ok(log) => log.leaving_step_outputs(),
         Err(status) => {
             return RunEnd {

@@ -16,10 +16,11 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
-use crate::policy::Signal;
+use crate::policy::{Signal, is_flaky};
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::printable;
 use crate::report::replay::pending_list;
+use crate::run::clock::Moment;
 use crate::run::signals::Signals;
 use crate::run::{open_log, run_again, run_id};
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
@@ -42,13 +43,13 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     };
     if config.is_dry_run() {
         for warning in &cut_short {
-            let text = crate::report::human::warning_text(warning);
+            let text = crate::report::words::warning_text(warning);
             eprintln!("retry: warning: {}", printable(&text));
         }
         let pending: Vec<Pending> = runs.into_iter().map(|(p, _)| p).collect();
         return list(config, &file, &pending);
     }
-    let mut log = match open_log(config, &run_id()) {
+    let mut log = match open_log(config, &run_id(), Moment::now()) {
         Ok(log) => log,
         Err(status) => return status,
     };
@@ -285,7 +286,7 @@ impl Replay {
             Replayed::Resolved { tries } => {
                 self.resolved += 1;
                 self.tries += tries;
-                self.flaky |= tries > 1;
+                self.flaky |= is_flaky(tries);
             }
             // A late success that --flaky fail failed stays pending, and was flaky all the same.
             Replayed::Failed {

@@ -15,7 +15,7 @@ use crate::exit::ExitStatus;
 use crate::policy::quota::{QuotaRefusal, QuotaSpec};
 use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
-    Wait,
+    Wait, is_flaky,
 };
 use crate::report::event::{During, Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
 use crate::report::log::{Log, not_started};
@@ -632,19 +632,21 @@ impl<'c> Runner<'c> {
             Decision::Succeed => {
                 // Under --flaky fail, a success after failed tries exits as the last of them
                 // would have.
+                let flaky = is_flaky(t.attempt);
                 let status = match (self.config.flaky, self.last_failed) {
-                    (Flaky::Fail, Some(failed)) => ExitStatus::of_flaky_success(failed),
+                    (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
                 };
-                let flaky = (status != ExitStatus::Success).then_some("flaky");
-                self.ended = (t.attempt, flaky);
+                let failed_flaky = (status != ExitStatus::Success).then_some("flaky");
+                self.ended = (t.attempt, failed_flaky);
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
                     waited: schedule.waited(),
                     status,
+                    flaky,
                 });
-                if self.config.flaky == Flaky::Warn && self.last_failed.is_some() {
+                if self.config.flaky == Flaky::Warn && flaky {
                     let of = self.config.policy.max_tries;
                     self.log.warn(Warning::Flaky {
                         attempt: t.attempt,

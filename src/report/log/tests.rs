@@ -16,11 +16,19 @@ use crate::report::event::{During, Failure, HookFailure, TryReport};
 use crate::text::Charset;
 use std::io::Write;
 
-/// A log sink that the test can read afterwards.
+/// What a log wrote, for the test to read afterwards.
 #[derive(Clone, Default)]
-struct Sink(Rc<RefCell<Vec<u8>>>);
+struct Captured(Rc<RefCell<Vec<u8>>>);
 
-impl Write for Sink {
+/// A clock that stamps every event with the same time.
+fn fixed_clock() -> Clock {
+    Box::new(|| crate::report::event::Stamp {
+        at: SystemTime::UNIX_EPOCH,
+        elapsed: Duration::ZERO,
+    })
+}
+
+impl Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.borrow_mut().extend_from_slice(buf);
         Ok(buf.len())
@@ -30,7 +38,7 @@ impl Write for Sink {
     }
 }
 
-impl Sink {
+impl Captured {
     fn text(&self) -> String {
         String::from_utf8(self.0.borrow().clone()).unwrap()
     }
@@ -46,10 +54,11 @@ fn config_for(args: &[&str]) -> Config {
     }
 }
 
-fn log_for(args: &[&str]) -> (Log, Sink) {
-    let config = config_for(args);
-    let sink = Sink::default();
-    let log = Log::new(Box::new(sink.clone()), &config, false, "id".into()).with_ascii(false);
+fn log_for(args: &[&str]) -> (Log, Captured) {
+    let mut config = config_for(args);
+    config.charset = Charset::Utf8;
+    let sink = Captured::default();
+    let log = Log::new(Box::new(sink.clone()), &config, false, "id".into(), fixed_clock());
     (log, sink)
 }
 
@@ -131,6 +140,7 @@ impl Emit for Log {
             elapsed,
             waited,
             status: crate::exit::ExitStatus::Success,
+            flaky: crate::policy::is_flaky(attempt),
         });
     }
     fn request_ignored(&mut self, attempt: u64, ignored: &Ignored) {

@@ -1,0 +1,201 @@
+//! What `retry` says of the values its events carry: why a command could not start, how a
+//! hook failed, a failure of `retry` itself, and each warning. The human log writes them
+//! after `error: ` and `warning: `, and the JSON log as its `message`.
+
+use std::ffi::OsStr;
+
+use crate::duration::hms;
+use crate::policy::{Form, Outcome};
+use crate::report::event::{Failure, HookFailure, Warning};
+use crate::text::{self, Charset};
+
+/// Why the command `program` could not be started, for the try line and the `error` field of
+/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
+pub fn not_started(
+    program: &OsStr,
+    outcome: Outcome,
+    error: &std::io::Error,
+    charset: Charset,
+) -> String {
+    let name = text::quote(program, charset);
+    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
+    let reason = match errno {
+        Some(errno) => errno.desc().to_string(),
+        None => error.to_string(),
+    };
+    match (outcome, errno) {
+        (Outcome::NotFound, _) => format!("{name} was not found"),
+        (Outcome::NoResources, Some(errno)) => {
+            format!("{name} could not be started: out of resources ({errno:?}: {reason})")
+        }
+        (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
+        _ => format!("{name} cannot be executed: {reason}"),
+    }
+}
+
+/// How a hook failed: `could not start: ...`, `exited 3`, `was killed by SIGSEGV`, `timed out
+/// after 2s; stopped it`.
+pub fn hook_failure(failure: &HookFailure) -> String {
+    match failure {
+        HookFailure::NotStarted(error) => format!("could not start: {error}"),
+        HookFailure::Ended(o @ (Outcome::Exit(_) | Outcome::Signal(_))) => o.words(Form::Line),
+        HookFailure::Ended(other) => other.words(Form::Reason),
+        HookFailure::TimedOut(took) => format!("timed out after {}; stopped it", hms(*took)),
+    }
+}
+
+/// A failure in words.
+pub fn failure_text(f: &Failure) -> String {
+    match f {
+        Failure::Internal(text) | Failure::Output(text) => text.clone(),
+        Failure::SignalHandlers(why) => format!("cannot install signal handlers: {why}"),
+        Failure::LogFile { path, why } => {
+            format!("cannot open --log-file '{}': {why}", path.display())
+        }
+        Failure::DeadLetter { path, why } => {
+            format!("cannot open --dead-letter '{}': {why}", path.display())
+        }
+        Failure::History { path, why } => {
+            format!("cannot open --history '{}': {why}", path.display())
+        }
+        Failure::ReplayNotRecorded { path, why } => {
+            format!(
+                "cannot append to '{}': {why}; the replay stops",
+                path.display()
+            )
+        }
+    }
+}
+
+/// A warning about a file written besides the log, in words.
+fn file_warning_text(w: &Warning) -> String {
+    match w {
+        Warning::DeadLetterNotWritten { path, why } => format!(
+            "cannot record this run in --dead-letter '{}': {why}",
+            path.display()
+        ),
+        Warning::HistoryTooLarge { path, bytes } => format!(
+            "--history '{}' holds {bytes} bytes, more than the {} GiB that --stats reads: \
+             rename it away and start a new one",
+            path.display(),
+            crate::store::deadletter::MAX_FILE >> 30
+        ),
+        Warning::HistoryNotWritten { path, why } => format!(
+            "cannot record this run in --history '{}': {why}",
+            path.display()
+        ),
+        Warning::LineCutShort { path, line } => format!(
+            "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
+             and is skipped",
+            path.display()
+        ),
+        Warning::OutputsNotWritten { path, why } => format!(
+            "cannot append the step outputs to '{}': {why}",
+            path.display()
+        ),
+        Warning::SummaryNotWritten { path, why } => format!(
+            "cannot append the tries to the job summary '{}': {why}",
+            path.display()
+        ),
+        other => warning_text(other),
+    }
+}
+
+/// A warning in words.
+pub fn warning_text(w: &Warning) -> String {
+    match w {
+        Warning::Nested {
+            outer_id,
+            outer,
+            inner,
+        } => {
+            let total = match (outer, inner) {
+                (0, _) | (_, 0) => "without limit".to_string(),
+                (o, i) => format!("up to {o} × {i} = {} times", o.saturating_mul(*i)),
+            };
+            format!(
+                "running inside another retry (run {outer_id}): the tries multiply, and the \
+                 command may run {total}; nested retries are a classic cause of retry storms"
+            )
+        }
+        Warning::SlowReader => "the reader of the output is too slow: what the try wrote last \
+                                was not all passed on"
+            .into(),
+        Warning::ReaderGone => {
+            "the reader of standard output is gone before all of it was written".into()
+        }
+        Warning::Survivors { pid, settle } => {
+            format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
+        }
+        Warning::Stdio(text) => text.clone(),
+        Warning::Flaky { attempt, of } => {
+            let failed = plural(attempt.saturating_sub(1), "failed try", "failed tries");
+            let label = match of {
+                Some(n) => format!("{attempt}/{n}"),
+                None => attempt.to_string(),
+            };
+            format!("flaky: try {label} succeeded after {failed} (--flaky warn)")
+        }
+        w @ (Warning::QuotaNote(_)
+        | Warning::QuotaBusy { .. }
+        | Warning::QuotaUnreachable { .. }
+        | Warning::QuotaRefused { .. }
+        | Warning::QuotaUnusable { .. }
+        | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
+        w @ (Warning::DeadLetterNotWritten { .. }
+        | Warning::HistoryTooLarge { .. }
+        | Warning::HistoryNotWritten { .. }
+        | Warning::LineCutShort { .. }
+        | Warning::OutputsNotWritten { .. }
+        | Warning::SummaryNotWritten { .. }) => file_warning_text(w),
+    }
+}
+
+/// A warning about the retry quota, in words.
+fn quota_warning_text(w: &Warning) -> String {
+    match w {
+        Warning::QuotaNote(note) => note.to_string(),
+        Warning::QuotaBusy { quota, why } => {
+            format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
+        }
+        Warning::QuotaUnreachable {
+            quota,
+            why,
+            from_now_on,
+        } => format!(
+            "the retry quota {quota} cannot be reached ({why}); the quota is kept on this \
+             machine{}",
+            if *from_now_on { " from now on" } else { "" }
+        ),
+        Warning::QuotaUnusable { quota, why } => {
+            format!(
+                "the retry quota {quota} cannot be used ({why}); only this run's own limits apply"
+            )
+        }
+        Warning::QuotaRefused { quota, code } => format!(
+            "the Redis server of the retry quota {quota} {}: a misconfiguration, not an outage; \
+             the quota is not shared with the other runs: this run keeps it on this machine",
+            refusal_words(code)
+        ),
+        Warning::PasswordInUrl { variable } => format!(
+            "the Redis password in --quota can be read by every user of this machine (with \
+             `ps`) while the run lasts; give it in {variable} instead"
+        ),
+        other => warning_text(other),
+    }
+}
+
+/// What a Redis server that refused the password or the user did, with its code word.
+pub fn refusal_words(code: &str) -> String {
+    let what = match code {
+        "WRONGPASS" => "refused the password",
+        "NOAUTH" => "asks for a password and was given none",
+        "NOPERM" => "does not let the user run the quota's script",
+        _ => "refused the password or the user",
+    };
+    format!("{what} ({code})")
+}
+
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
