@@ -85,19 +85,6 @@ impl Obj {
         self
     }
 
-    pub fn strs<'a>(mut self, key: &str, values: impl IntoIterator<Item = &'a str>) -> Obj {
-        self.key(key);
-        self.buf.push('[');
-        for (i, v) in values.into_iter().enumerate() {
-            if i > 0 {
-                self.buf.push(',');
-            }
-            escape_into(&mut self.buf, v);
-        }
-        self.buf.push(']');
-        self
-    }
-
     /// Command words (spec 8.2), losslessly: a word that is valid UTF-8 is a JSON string; a
     /// word that is not (a file name in another encoding, binary data) is an object
     /// `{"base64":"..."}` holding its bytes in standard, padded base64 (RFC 4648, section 4).
@@ -195,7 +182,7 @@ mod tests {
             .opt_num("timeout_ms", None)
             .float("factor", 1.5)
             .bool("ok", false)
-            .strs("command", ["sh", "-c", "echo \"hi\"\n\u{1}"])
+            .words("command", ["sh", "-c", "echo \"hi\"\n\u{1}"].map(OsStr::new))
             .obj("outcome", Obj::new().num("exit", 7u8))
             .finish();
         assert_eq!(
