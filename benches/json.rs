@@ -46,9 +46,9 @@ fn record() -> String {
         .str("id", "01JD5R7Q2W8E4T6Y9U3I1O0P5A")
         .str("ts", "2026-12-01T10:00:00.123Z")
         .raw("label", "null")
-        .strs(
+        .words(
             "command",
-            ["sh", "-c", "curl -fsS https://example.com/hook || exit 3"],
+            ["sh", "-c", "curl -fsS https://example.com/hook || exit 3"].map(std::ffi::OsStr::new),
         )
         .num("tries", 5u64)
         .num("exit", 3u64)

@@ -16,6 +16,62 @@ use crate::duration::{parse_duration, parse_time};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::{List, Pattern, Signal};
 
+/// The id of every option, which is its long name: the one spelling the definitions below,
+/// the reading of the matches and the lists of options that go together share, so that a
+/// misspelt id does not compile.
+pub mod id {
+    pub const TRIES: &str = "tries";
+    pub const BUDGET: &str = "budget";
+    pub const DEADLINE: &str = "deadline";
+    pub const QUOTA: &str = "quota";
+    pub const TIMEOUT: &str = "timeout";
+    pub const SIGNAL: &str = "signal";
+    pub const KILL_AFTER: &str = "kill-after";
+    pub const FOREGROUND: &str = "foreground";
+    pub const DELAY: &str = "delay";
+    pub const BACKOFF: &str = "backoff";
+    pub const FACTOR: &str = "factor";
+    pub const MAX_DELAY: &str = "max-delay";
+    pub const DELAY_FROM_OUTPUT: &str = "delay-from-output";
+    pub const DELAYS: &str = "delays";
+    pub const JITTER: &str = "jitter";
+    pub const SEED: &str = "seed";
+    pub const STAGGER: &str = "stagger";
+    pub const RETRY_ON: &str = "retry-on";
+    pub const STOP_ON: &str = "stop-on";
+    pub const SUCCESS_ON: &str = "success-on";
+    pub const RETRY_IF_OUTPUT: &str = "retry-if-output";
+    pub const STOP_IF_OUTPUT: &str = "stop-if-output";
+    pub const UNTIL_OUTPUT: &str = "until-output";
+    pub const STDIN: &str = "stdin";
+    pub const BUFFER_STDOUT: &str = "buffer-stdout";
+    pub const ON_RETRY: &str = "on-retry";
+    pub const ON_GIVE_UP: &str = "on-give-up";
+    pub const DEAD_LETTER: &str = "dead-letter";
+    pub const REPLAY: &str = "replay";
+    pub const QUIET: &str = "quiet";
+    pub const VERBOSE: &str = "verbose";
+    pub const LOG_FORMAT: &str = "log-format";
+    pub const LOG_FILE: &str = "log-file";
+    pub const LABEL: &str = "label";
+    pub const COLOR: &str = "color";
+    pub const DRY_RUN: &str = "dry-run";
+    pub const KEEP_GOING: &str = "keep-going";
+    pub const FLAKY: &str = "flaky";
+    pub const REPEAT: &str = "repeat";
+    pub const HISTORY: &str = "history";
+    pub const STATS: &str = "stats";
+    pub const SINCE: &str = "since";
+    pub const SIMULATE: &str = "simulate";
+    pub const COMPARE: &str = "compare";
+    pub const CLIENTS: &str = "clients";
+    pub const MODEL: &str = "model";
+    pub const OUTAGE: &str = "outage";
+    pub const CAPACITY: &str = "capacity";
+    pub const LATENCY: &str = "latency";
+    pub const COMMAND: &str = "command";
+}
+
 const TRIES: &str = "Tries and time";
 const TIMEOUTS: &str = "Timeouts and signals";
 const WAITS: &str = "Waits between tries";
@@ -147,13 +203,13 @@ pub fn command() -> Command {
 
 fn options() -> Vec<Arg> {
     vec![
-        option("tries", "N", TRIES, "Maximum number of tries, the first included; 0 means no limit")
+        option(id::TRIES, "N", TRIES, "Maximum number of tries, the first included; 0 means no limit")
             .short('n')
             .default_value("3")
             .value_parser(parse_tries)
             .allow_hyphen_values(true),
         option(
-            "budget",
+            id::BUDGET,
             "DURATION",
             TRIES,
             "Wall-clock budget for the whole run, tries and waits together; 0 means none
@@ -165,7 +221,7 @@ A retry starts only if it can start before the end of the budget and, with --tim
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
-            "deadline",
+            id::DEADLINE,
             "TIME",
             TRIES,
             "Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)
@@ -175,7 +231,7 @@ The same rules as --budget; the earlier of the two wins.",
         .value_parser(parse_time)
         .allow_hyphen_values(true),
         option(
-            "quota",
+            id::QUOTA,
             "NAME",
             TRIES,
             "Share a retry quota with every run that names it: without a token, no retry
@@ -191,7 +247,7 @@ Each first try adds 0.2 tokens to the quota NAME, 1 more comes back every second
         .value_parser(parse_quota)
         .allow_hyphen_values(true),
         option(
-            "timeout",
+            id::TIMEOUT,
             "DURATION",
             TIMEOUTS,
             "Stop a try that runs longer than this; 0 means no timeout
@@ -204,7 +260,7 @@ The try's whole process group gets --signal and SIGCONT, then SIGKILL after --ki
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
-            "signal",
+            id::SIGNAL,
             "SIGNAL",
             TIMEOUTS,
             "Signal sent to the try's process group on timeout: a name, with or without SIG, or a number
@@ -215,7 +271,7 @@ Real-time signals are named RTMIN, RTMIN+N, RTMAX-N and RTMAX, as by bash's kill
         .default_value("TERM")
         .value_parser(parse_signal)
         .allow_hyphen_values(true),
-        option("kill-after", "DURATION", TIMEOUTS, "Grace period between that signal and SIGKILL; 0 kills at once
+        option(id::KILL_AFTER, "DURATION", TIMEOUTS, "Grace period between that signal and SIGKILL; 0 kills at once
 
 The grace period of a try that the end of the budget stops can run past the budget.")
             .short('k')
@@ -223,19 +279,19 @@ The grace period of a try that the end of the budget stops can run past the budg
             .value_parser(parse_duration)
             .allow_hyphen_values(true),
         flag(
-            "foreground",
+            id::FOREGROUND,
             TIMEOUTS,
             "Keep the command in retry's own process group
 
 Then only the command itself, not what it started, is stopped on a timeout.",
         ),
-        option("delay", "DURATION", WAITS, "Base wait before the first retry")
+        option(id::DELAY, "DURATION", WAITS, "Base wait before the first retry")
             .short('d')
             .default_value("1s")
             .value_parser(parse_duration)
             .allow_hyphen_values(true),
         option(
-            "backoff",
+            id::BACKOFF,
             "KIND",
             WAITS,
             "How the wait grows: exponential (delay × factor^(k−1)), linear (delay × k) or constant",
@@ -243,17 +299,17 @@ Then only the command itself, not what it started, is stopped on a timeout.",
         .value_parser(EnumValueParser::<BackoffKind>::new())
         .allow_hyphen_values(true)
         .default_value("exponential"),
-        option("factor", "F", WAITS, "Growth factor of exponential backoff, a number of at least 1")
+        option(id::FACTOR, "F", WAITS, "Growth factor of exponential backoff, a number of at least 1")
             .default_value("2")
             .value_parser(parse_factor)
             .allow_hyphen_values(true),
-        option("max-delay", "DURATION", WAITS, "Cap on any single wait, jitter included")
+        option(id::MAX_DELAY, "DURATION", WAITS, "Cap on any single wait, jitter included")
             .short('m')
             .default_value("60s")
             .value_parser(parse_duration)
             .allow_hyphen_values(true),
         option(
-            "delay-from-output",
+            id::DELAY_FROM_OUTPUT,
             "REGEX",
             WAITS,
             "Wait at least as long as a failed try's output asks, read from this regex's first group
@@ -270,7 +326,7 @@ When a failed try's stdout or stderr matches, the first capture group is the wai
         .value_parser(parse_capture_pattern)
         .allow_hyphen_values(true),
         option(
-            "delays",
+            id::DELAYS,
             "LIST",
             WAITS,
             "Explicit waits, such as 2s,4s,8s: the k-th retry waits the k-th value, the last repeats
@@ -279,9 +335,9 @@ They are waited exactly as listed, unless --jitter is also given.",
         )
         .value_parser(parse_delays)
         .allow_hyphen_values(true)
-        .conflicts_with_all(["backoff", "factor", "delay"]),
+        .conflicts_with_all([id::BACKOFF, id::FACTOR, id::DELAY]),
         option(
-            "jitter",
+            id::JITTER,
             "KIND",
             WAITS,
             "Randomise each wait: full, equal, decorrelated or none [default: full; none with --delays]
@@ -294,7 +350,7 @@ With d the capped base wait: full waits 0 to d, equal d/2 to d, none d; decorrel
         .value_parser(EnumValueParser::<JitterKind>::new())
         .allow_hyphen_values(true),
         option(
-            "seed",
+            id::SEED,
             "N",
             WAITS,
             "Seed of the jitter's random source: the same seed gives the same waits
@@ -304,7 +360,7 @@ It may be given in double quotes, as the JSON log writes it.",
         .value_parser(parse_seed)
         .allow_hyphen_values(true),
         option(
-            "stagger",
+            id::STAGGER,
             "DURATION",
             WAITS,
             "Wait a random time up to this before the first try
@@ -315,7 +371,7 @@ So that runs started together (cron at :00, a CI matrix) do not arrive together.
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
-            "retry-on",
+            id::RETRY_ON,
             "LIST",
             CLASSIFY,
             "Only these outcomes are transient; every other failure is permanent
@@ -325,14 +381,14 @@ A LIST is comma-separated: exit codes (75), ranges (1-5), signal names (KILL, SI
         )
         .value_parser(parse_list)
         .allow_hyphen_values(true),
-        option("stop-on", "LIST", CLASSIFY, "These outcomes are permanent, even where --retry-on matches")
+        option(id::STOP_ON, "LIST", CLASSIFY, "These outcomes are permanent, even where --retry-on matches")
             .value_parser(parse_list)
             .allow_hyphen_values(true),
-        option("success-on", "LIST", CLASSIFY, "Exit codes that count as success besides 0 (codes and ranges)")
+        option(id::SUCCESS_ON, "LIST", CLASSIFY, "Exit codes that count as success besides 0 (codes and ranges)")
             .value_parser(parse_list)
             .allow_hyphen_values(true),
         option(
-            "retry-if-output",
+            id::RETRY_IF_OUTPUT,
             "REGEX",
             CLASSIFY,
             "A failed try is transient only if its stdout or stderr matched this regular expression
@@ -342,7 +398,7 @@ Matching is on bytes, line by line, while the output streams to its destination.
         .value_parser(parse_pattern)
         .allow_hyphen_values(true),
         option(
-            "stop-if-output",
+            id::STOP_IF_OUTPUT,
             "REGEX",
             CLASSIFY,
             "A failed try is permanent if its stdout or stderr matched this regular expression",
@@ -350,7 +406,7 @@ Matching is on bytes, line by line, while the output streams to its destination.
         .value_parser(parse_pattern)
         .allow_hyphen_values(true),
         option(
-            "until-output",
+            id::UNTIL_OUTPUT,
             "REGEX",
             CLASSIFY,
             "A success counts only if the try's stdout or stderr matched this regular expression
@@ -363,7 +419,7 @@ A success without a match is a transient failure, not ready yet: with -n 0 -B 2m
         .value_parser(parse_pattern)
         .allow_hyphen_values(true),
         option(
-            "stdin",
+            id::STDIN,
             "MODE",
             IO,
             "Standard input of the tries: auto, replay, inherit or null
@@ -380,7 +436,7 @@ auto: a terminal is inherited, a regular file is read again by every try from th
         .allow_hyphen_values(true)
         .default_value("auto"),
         flag(
-            "buffer-stdout",
+            id::BUFFER_STDOUT,
             IO,
             "Hold each try's standard output; only the successful try's reaches stdout, once
 
@@ -388,7 +444,7 @@ A failed try's output goes to standard error instead. Output past 64 MiB is held
             file.",
         ),
         option(
-            "on-retry",
+            id::ON_RETRY,
             "CMD",
             HOOKS,
             "Shell command run (sh -c) before the wait that precedes each retry
@@ -400,11 +456,11 @@ It sees the environment of the tries plus RETRY_EXIT_CODE (the status of the fai
         )
         .value_parser(ValueParser::string())
         .allow_hyphen_values(true),
-        option("on-give-up", "CMD", HOOKS, "Shell command run (sh -c) when the run gives up, as --on-retry")
+        option(id::ON_GIVE_UP, "CMD", HOOKS, "Shell command run (sh -c) when the run gives up, as --on-retry")
             .value_parser(ValueParser::string())
             .allow_hyphen_values(true),
         option(
-            "dead-letter",
+            id::DEAD_LETTER,
             "FILE",
             UNATTENDED,
             "When the run gives up, append it to FILE as one JSON line, to run it again with --replay
@@ -420,9 +476,9 @@ Not when it is interrupted. The line holds the run's id, the time (ts), the --la
             running retry, that group and others cannot write, and not the --log-file.",
         )
         .value_parser(ValueParser::path_buf())
-        .conflicts_with("replay"),
+        .conflicts_with(id::REPLAY),
         option(
-            "replay",
+            id::REPLAY,
             "FILE",
             UNATTENDED,
             "Run again, one after another, the runs of a --dead-letter FILE that are still pending
@@ -441,13 +497,13 @@ Each runs in its working directory with its recorded options, where the options 
             however many are pending. It takes no command.",
         )
         .value_parser(ValueParser::path_buf()),
-        flag("quiet", OUTPUT, "Print only the final line when giving up, and nothing on success")
+        flag(id::QUIET, OUTPUT, "Print only the final line when giving up, and nothing on success")
             .short('q')
-            .conflicts_with("verbose"),
-        flag("verbose", OUTPUT, "Add the command line, the policy, the seed and timestamps to the log")
+            .conflicts_with(id::VERBOSE),
+        flag(id::VERBOSE, OUTPUT, "Add the command line, the policy, the seed and timestamps to the log")
             .short('v'),
         option(
-            "log-format",
+            id::LOG_FORMAT,
             "FORMAT",
             OUTPUT,
             "Format of the log: human, or json (one JSON object per line)
@@ -458,10 +514,10 @@ Every event of the JSON log and every field of each are listed in json-log.md, i
             .value_parser(EnumValueParser::<LogFormat>::new())
             .allow_hyphen_values(true)
             .default_value("human"),
-        option("log-file", "PATH", OUTPUT, "Append the log to this file instead of standard error")
+        option(id::LOG_FILE, "PATH", OUTPUT, "Append the log to this file instead of standard error")
             .value_parser(ValueParser::path_buf()),
         option(
-            "label",
+            id::LABEL,
             "NAME",
             OUTPUT,
             "Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries
@@ -474,7 +530,7 @@ Several retried steps in one CI log can then be told apart: every human log line
         .value_parser(parse_label)
         .allow_hyphen_values(true),
         option(
-            "color",
+            id::COLOR,
             "WHEN",
             OUTPUT,
             "Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never",
@@ -482,8 +538,8 @@ Several retried steps in one CI log can then be told apart: every human log line
         .value_parser(EnumValueParser::<ColorWhen>::new())
         .allow_hyphen_values(true)
         .default_value("auto"),
-        flag("dry-run", OUTPUT, "Print the schedule the options give, and run nothing"),
-        Arg::new("command")
+        flag(id::DRY_RUN, OUTPUT, "Print the schedule the options give, and run nothing"),
+        Arg::new(id::COMMAND)
             .value_name("COMMAND")
             .help("The command to run, and its arguments")
             .num_args(1..)
@@ -527,41 +583,41 @@ impl Cli {
         let simulate = SimulateArgs::from_matches(m);
         let flaky = FlakyArgs::from_matches(m);
         Cli {
-            tries: given(m, "tries"),
-            budget: one(m, "budget"),
-            deadline: one(m, "deadline"),
-            timeout: one(m, "timeout"),
-            signal: given(m, "signal"),
-            kill_after: given(m, "kill-after"),
-            foreground: m.get_flag("foreground"),
-            delay: given(m, "delay"),
-            backoff: given(m, "backoff"),
-            factor: given(m, "factor"),
-            max_delay: given(m, "max-delay"),
-            delay_from_output: one(m, "delay-from-output"),
-            delays: one(m, "delays"),
-            jitter: one(m, "jitter"),
-            seed: one(m, "seed"),
+            tries: given(m, id::TRIES),
+            budget: one(m, id::BUDGET),
+            deadline: one(m, id::DEADLINE),
+            timeout: one(m, id::TIMEOUT),
+            signal: given(m, id::SIGNAL),
+            kill_after: given(m, id::KILL_AFTER),
+            foreground: m.get_flag(id::FOREGROUND),
+            delay: given(m, id::DELAY),
+            backoff: given(m, id::BACKOFF),
+            factor: given(m, id::FACTOR),
+            max_delay: given(m, id::MAX_DELAY),
+            delay_from_output: one(m, id::DELAY_FROM_OUTPUT),
+            delays: one(m, id::DELAYS),
+            jitter: one(m, id::JITTER),
+            seed: one(m, id::SEED),
             classify: ClassifyArgs::from_matches(m),
-            stdin: given(m, "stdin"),
-            buffer_stdout: m.get_flag("buffer-stdout"),
-            on_retry: one(m, "on-retry"),
-            on_give_up: one(m, "on-give-up"),
-            quiet: m.get_flag("quiet"),
-            verbose: m.get_flag("verbose"),
-            log_format: given(m, "log-format"),
-            log_file: one(m, "log-file"),
-            label: one(m, "label"),
-            stagger: with_text(m, "stagger"),
-            quota: one(m, "quota"),
-            color: given(m, "color"),
-            dry_run: m.get_flag("dry-run"),
-            dead_letter: one(m, "dead-letter"),
-            replay: one(m, "replay"),
+            stdin: given(m, id::STDIN),
+            buffer_stdout: m.get_flag(id::BUFFER_STDOUT),
+            on_retry: one(m, id::ON_RETRY),
+            on_give_up: one(m, id::ON_GIVE_UP),
+            quiet: m.get_flag(id::QUIET),
+            verbose: m.get_flag(id::VERBOSE),
+            log_format: given(m, id::LOG_FORMAT),
+            log_file: one(m, id::LOG_FILE),
+            label: one(m, id::LABEL),
+            stagger: with_text(m, id::STAGGER),
+            quota: one(m, id::QUOTA),
+            color: given(m, id::COLOR),
+            dry_run: m.get_flag(id::DRY_RUN),
+            dead_letter: one(m, id::DEAD_LETTER),
+            replay: one(m, id::REPLAY),
             simulate,
             flaky,
             command: m
-                .remove_many::<OsString>("command")
+                .remove_many::<OsString>(id::COMMAND)
                 .map(Iterator::collect)
                 .unwrap_or_default(),
         }
@@ -606,74 +662,74 @@ pub struct FlakyArgs {
 impl FlakyArgs {
     fn from_matches(m: &mut ArgMatches) -> FlakyArgs {
         FlakyArgs {
-            flaky: given(m, "flaky"),
-            repeat: one(m, "repeat"),
-            keep_going: m.get_flag("keep-going"),
-            delay_given: m.value_source("delay") == Some(clap::parser::ValueSource::CommandLine),
-            history: one(m, "history"),
-            stats: one(m, "stats"),
-            since: one(m, "since"),
+            flaky: given(m, id::FLAKY),
+            repeat: one(m, id::REPEAT),
+            keep_going: m.get_flag(id::KEEP_GOING),
+            delay_given: m.value_source(id::DELAY) == Some(clap::parser::ValueSource::CommandLine),
+            history: one(m, id::HISTORY),
+            stats: one(m, id::STATS),
+            since: one(m, id::SINCE),
         }
     }
 }
 
 /// The options that mean nothing to `--repeat`, which has no retries to shape (spec 18.3).
 const NOT_WITH_REPEAT: [&str; 13] = [
-    "tries",
-    "backoff",
-    "factor",
-    "max-delay",
-    "delays",
-    "jitter",
-    "delay-from-output",
-    "retry-on",
-    "stop-on",
-    "quota",
-    "dead-letter",
-    "on-retry",
-    "on-give-up",
+    id::TRIES,
+    id::BACKOFF,
+    id::FACTOR,
+    id::MAX_DELAY,
+    id::DELAYS,
+    id::JITTER,
+    id::DELAY_FROM_OUTPUT,
+    id::RETRY_ON,
+    id::STOP_ON,
+    id::QUOTA,
+    id::DEAD_LETTER,
+    id::ON_RETRY,
+    id::ON_GIVE_UP,
 ];
 
 /// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
 /// but those of the log's format and colour, `-q` and `-v`.
 const NOT_WITH_STATS: [&str; 31] = [
-    "tries",
-    "budget",
-    "deadline",
-    "timeout",
-    "signal",
-    "kill-after",
-    "foreground",
-    "delay",
-    "delays",
-    "backoff",
-    "factor",
-    "max-delay",
-    "jitter",
-    "seed",
-    "delay-from-output",
-    "quota",
-    "stagger",
-    "retry-on",
-    "stop-on",
-    "success-on",
-    "retry-if-output",
-    "stop-if-output",
-    "until-output",
-    "stdin",
-    "buffer-stdout",
-    "flaky",
-    "keep-going",
-    "label",
-    "on-retry",
-    "on-give-up",
-    "log-file",
+    id::TRIES,
+    id::BUDGET,
+    id::DEADLINE,
+    id::TIMEOUT,
+    id::SIGNAL,
+    id::KILL_AFTER,
+    id::FOREGROUND,
+    id::DELAY,
+    id::DELAYS,
+    id::BACKOFF,
+    id::FACTOR,
+    id::MAX_DELAY,
+    id::JITTER,
+    id::SEED,
+    id::DELAY_FROM_OUTPUT,
+    id::QUOTA,
+    id::STAGGER,
+    id::RETRY_ON,
+    id::STOP_ON,
+    id::SUCCESS_ON,
+    id::RETRY_IF_OUTPUT,
+    id::STOP_IF_OUTPUT,
+    id::UNTIL_OUTPUT,
+    id::STDIN,
+    id::BUFFER_STDOUT,
+    id::FLAKY,
+    id::KEEP_GOING,
+    id::LABEL,
+    id::ON_RETRY,
+    id::ON_GIVE_UP,
+    id::LOG_FILE,
 ];
 
 fn flaky_options() -> Vec<Arg> {
     vec![
         option(
-            "flaky",
+            id::FLAKY,
             "MODE",
             FLAKY,
             "What a run that succeeded only after a failed try exits with: pass, warn or fail
@@ -687,7 +743,7 @@ pass exits 0, as any success. warn exits 0 and logs a warning (under GitHub Acti
         .allow_hyphen_values(true)
         .default_value("pass"),
         option(
-            "repeat",
+            id::REPEAT,
             "N",
             FLAKY,
             "Run the command N times in a row to reproduce a flake; 0 runs until a try fails
@@ -705,16 +761,16 @@ Every try has its timeout, its process tree stopped, standard input replayed and
         .value_parser(parse_repeat)
         .allow_hyphen_values(true)
         .conflicts_with_all(NOT_WITH_REPEAT)
-        .conflicts_with_all(["flaky", "replay", "simulate"]),
+        .conflicts_with_all([id::FLAKY, id::REPLAY, id::SIMULATE]),
         flag(
-            "keep-going",
+            id::KEEP_GOING,
             FLAKY,
             "With --repeat, run all N tries whatever fails, and report the failure rate
 
 The exit status is then that of the first failed try, 0 when none failed.",
         ),
         option(
-            "history",
+            id::HISTORY,
             "FILE",
             FLAKY,
             "Append one JSON line for every run, whatever its end, for --stats to read
@@ -728,9 +784,9 @@ The line holds the run's id, the time (ts), the --label, the command, the tries,
             write.",
         )
         .value_parser(ValueParser::path_buf())
-        .conflicts_with_all(["replay", "simulate"]),
+        .conflicts_with_all([id::REPLAY, id::SIMULATE]),
         option(
-            "stats",
+            id::STATS,
             "FILE",
             FLAKY,
             "Summarise a --history FILE: one row per label (else per command line), flakiest first
@@ -741,10 +797,10 @@ Each row has the runs, the share that succeeded on the first try, that were flak
             --log-format json, one JSON object per row. It takes no command.",
         )
         .value_parser(ValueParser::path_buf())
-        .conflicts_with_all(["dry-run", "replay", "simulate", "repeat", "history", "dead-letter"])
+        .conflicts_with_all([id::DRY_RUN, id::REPLAY, id::SIMULATE, id::REPEAT, id::HISTORY, id::DEAD_LETTER])
         .conflicts_with_all(NOT_WITH_STATS),
         option(
-            "since",
+            id::SINCE,
             "DURATION",
             FLAKY,
             "With --stats, count only the runs that ended this long ago or less (7d, 24h)",
@@ -769,12 +825,12 @@ pub struct ClassifyArgs {
 impl ClassifyArgs {
     fn from_matches(m: &mut ArgMatches) -> ClassifyArgs {
         ClassifyArgs {
-            retry_on: one(m, "retry-on"),
-            stop_on: one(m, "stop-on"),
-            success_on: one(m, "success-on"),
-            retry_if_output: one(m, "retry-if-output"),
-            stop_if_output: one(m, "stop-if-output"),
-            until_output: one(m, "until-output"),
+            retry_on: one(m, id::RETRY_ON),
+            stop_on: one(m, id::STOP_ON),
+            success_on: one(m, id::SUCCESS_ON),
+            retry_if_output: one(m, id::RETRY_IF_OUTPUT),
+            stop_if_output: one(m, id::STOP_IF_OUTPUT),
+            until_output: one(m, id::UNTIL_OUTPUT),
         }
     }
 }
@@ -948,14 +1004,14 @@ pub struct SimulateArgs {
 impl SimulateArgs {
     fn from_matches(m: &mut ArgMatches) -> SimulateArgs {
         SimulateArgs {
-            simulate: m.get_flag("simulate"),
-            clients: m.remove_one("clients"),
-            model: m.remove_one("model"),
-            outage: m.remove_one("outage"),
-            capacity: m.remove_one("capacity"),
-            latency: m.remove_one("latency"),
-            compare: m.get_flag("compare"),
-            tries_given: m.value_source("tries") == Some(clap::parser::ValueSource::CommandLine),
+            simulate: m.get_flag(id::SIMULATE),
+            clients: m.remove_one(id::CLIENTS),
+            model: m.remove_one(id::MODEL),
+            outage: m.remove_one(id::OUTAGE),
+            capacity: m.remove_one(id::CAPACITY),
+            latency: m.remove_one(id::LATENCY),
+            compare: m.get_flag(id::COMPARE),
+            tries_given: m.value_source(id::TRIES) == Some(clap::parser::ValueSource::CommandLine),
         }
     }
 }
@@ -973,7 +1029,7 @@ fn simulate_options() -> Vec<Arg> {
     options.extend(fleet_options());
     options.extend(outage_options());
     options.push(flag(
-        "compare",
+        id::COMPARE,
         SIMULATE,
         "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
     ));
@@ -982,7 +1038,7 @@ fn simulate_options() -> Vec<Arg> {
 
 fn simulate_flag() -> Arg {
     flag(
-        "simulate",
+        id::SIMULATE,
         SIMULATE,
         "Simulate many clients following this policy at once, and run nothing
 
@@ -994,14 +1050,14 @@ The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota
         gives the same figures; with --log-format json, the figures and the tries per \
         interval are JSON lines.",
     )
-    .conflicts_with_all(["dry-run", "replay"])
+    .conflicts_with_all([id::DRY_RUN, id::REPLAY])
 }
 
 /// How many clients there are, and what they retry against.
 fn fleet_options() -> [Arg; 2] {
     [
         option(
-            "clients",
+            id::CLIENTS,
             "N",
             SIMULATE,
             "Number of simulated clients, from 1 to 1000000 [default: 100]",
@@ -1009,7 +1065,7 @@ fn fleet_options() -> [Arg; 2] {
         .value_parser(parse_clients)
         .allow_hyphen_values(true),
         option(
-            "model",
+            id::MODEL,
             "MODEL",
             SIMULATE,
             "What the simulated clients retry against: outage or occ [default: outage]
@@ -1030,7 +1086,7 @@ outage: every try fails until --outage is over, then at most --capacity tries pe
 fn outage_options() -> [Arg; 3] {
     [
         option(
-            "outage",
+            id::OUTAGE,
             "DURATION",
             SIMULATE,
             "How long every try fails, from the start (--model outage) [default: 10s]",
@@ -1038,7 +1094,7 @@ fn outage_options() -> [Arg; 3] {
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
-            "capacity",
+            id::CAPACITY,
             "N/s",
             SIMULATE,
             "Tries per second served after the outage; more fail as overload [default: no limit]
@@ -1049,7 +1105,7 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
         .value_parser(parse_capacity)
         .allow_hyphen_values(true),
         option(
-            "latency",
+            id::LATENCY,
             "DURATION",
             SIMULATE,
             "How long each simulated try takes (--model outage) [default: 100ms]",

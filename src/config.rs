@@ -3,7 +3,7 @@
 //! (`parse_in`); `parse` reads the character set from the locale.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::cli::{
@@ -691,6 +691,7 @@ fn given_without_simulate(args: &SimulateArgs) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn config(args: &[&str]) -> Result<Config, String> {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);

@@ -21,8 +21,14 @@ fn run(args: &[&str]) -> (ExitStatus, Vec<Event>) {
     let config = config(args);
     let collect = Collect::default();
     let clock = retry::run::clock::stamps(retry::run::clock::Moment::now());
-    let log = Log::new(Box::new(std::io::sink()), &config, false, "test".into(), clock)
-        .with_sink(Box::new(collect.clone()));
+    let log = Log::new(
+        Box::new(std::io::sink()),
+        &config,
+        false,
+        "test".into(),
+        clock,
+    )
+    .with_sink(Box::new(collect.clone()));
     let status = retry::run::run_reported(&config, log, 7);
     let events = collect.0.borrow().clone();
     (status, events)

@@ -182,7 +182,10 @@ mod tests {
             .opt_num("timeout_ms", None)
             .float("factor", 1.5)
             .bool("ok", false)
-            .words("command", ["sh", "-c", "echo \"hi\"\n\u{1}"].map(OsStr::new))
+            .words(
+                "command",
+                ["sh", "-c", "echo \"hi\"\n\u{1}"].map(OsStr::new),
+            )
             .obj("outcome", Obj::new().num("exit", 7u8))
             .finish();
         assert_eq!(

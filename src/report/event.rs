@@ -3,6 +3,7 @@
 //! and programs read (the human log, JSON lines, CI markers, the step summary). The runner writes
 //! no text: every sentence of the log is written by a sink, from one of these.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -213,7 +214,7 @@ pub struct TryReport {
     pub verdict: Verdict,
     pub decision: Decision,
     /// Why the command could not start, if it could not.
-    pub detail: Option<String>,
+    pub detail: Option<NotStarted>,
     /// The try was stopped (a timeout outcome) and its group outlived the grace period
     /// (`--kill-after`), so it got SIGKILL.
     pub killed: bool,
@@ -222,6 +223,26 @@ pub struct TryReport {
     /// When `retry` sent its stopping signal, from the try's start: what `timed out after`
     /// says, while `took` runs on through the grace period to the last process's end.
     pub signalled_after: Option<Duration>,
+}
+
+/// Why the command could not be started: the program, and the error of `exec` (its errno,
+/// or the standard library's words when it has none). The sinks word it
+/// (`words::not_started`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotStarted {
+    pub program: OsString,
+    pub errno: Option<i32>,
+    pub error: String,
+}
+
+impl NotStarted {
+    pub fn new(program: &OsStr, error: &std::io::Error) -> NotStarted {
+        NotStarted {
+            program: program.to_os_string(),
+            errno: error.raw_os_error(),
+            error: error.to_string(),
+        }
+    }
 }
 
 /// How a run's end is announced: a flaky success warns, giving up is an error.

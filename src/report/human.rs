@@ -18,7 +18,7 @@ use crate::report::event::{During, Envelope, Event, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
-use crate::report::words::{failure_text, hook_failure, plural, warning_text};
+use crate::report::words::{failure_text, hook_failure, not_started, plural, warning_text};
 use crate::report::{charset, describe_policy, printable};
 use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
@@ -387,7 +387,11 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
                 line.push(&format!(" ({}, --success-on)", ended_words(r, facts)));
             }
         }
-        (_, Some(detail)) => line.push(&format!("could not start: {detail}")),
+        (_, Some(why)) => {
+            let charset = Charset::ascii_if(facts.ascii);
+            let why = not_started(why, r.outcome, charset);
+            line.push(&format!("could not start: {why}"));
+        }
         _ => line.push(&ended_words(r, facts)),
     }
     if facts.repeat.is_some() {

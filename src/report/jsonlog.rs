@@ -14,10 +14,11 @@ use crate::report::column::{self, Stream};
 use crate::report::event::{Envelope, Event, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::json::Obj;
-use crate::report::words::{failure_text, hook_failure, warning_text};
+use crate::report::words::{failure_text, hook_failure, not_started, warning_text};
 use crate::report::{charset, policy_json};
 use crate::store::deadletter::{Pending, Replayed};
 use crate::store::history::outcome_obj;
+use crate::text::Charset;
 
 /// The JSON log of a run.
 pub struct JsonLog {
@@ -321,8 +322,9 @@ fn try_object(r: &TryReport, facts: &At<'_>) -> Obj {
     if let Some(reason) = r.verdict.reason() {
         obj = obj.str("reason", &reason.to_string());
     }
-    if let Some(detail) = &r.detail {
-        obj = obj.str("error", detail);
+    if let Some(why) = &r.detail {
+        let charset = Charset::ascii_if(facts.ascii);
+        obj = obj.str("error", &not_started(why, r.outcome, charset));
     }
     obj
 }

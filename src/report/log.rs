@@ -13,7 +13,6 @@ pub use crate::report::facts::{Collect, RunFacts, Sink};
 use crate::report::human::HumanLog;
 use crate::report::jsonlog::JsonLog;
 use crate::report::tally::Tally;
-pub use crate::report::words::not_started;
 
 /// Where the time of each event comes from: the shell's clock (`run::clock::stamps`), or a
 /// fixed one in tests. The reporter reads it once per event, and no sink reads a clock.

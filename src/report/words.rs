@@ -2,26 +2,19 @@
 //! hook failed, a failure of `retry` itself, and each warning. The human log writes them
 //! after `error: ` and `warning: `, and the JSON log as its `message`.
 
-use std::ffi::OsStr;
-
 use crate::duration::hms;
 use crate::policy::{Form, Outcome};
-use crate::report::event::{Failure, HookFailure, Warning};
+use crate::report::event::{Failure, HookFailure, NotStarted, Warning};
 use crate::text::{self, Charset};
 
-/// Why the command `program` could not be started, for the try line and the `error` field of
-/// its JSON event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
-pub fn not_started(
-    program: &OsStr,
-    outcome: Outcome,
-    error: &std::io::Error,
-    charset: Charset,
-) -> String {
-    let name = text::quote(program, charset);
-    let errno = error.raw_os_error().map(nix::errno::Errno::from_raw);
+/// Why the command could not be started, for the try line and the `error` field of its JSON
+/// event: `'cmd' was not found`, `cmd cannot be executed: Permission denied`.
+pub fn not_started(why: &NotStarted, outcome: Outcome, charset: Charset) -> String {
+    let name = text::quote(&why.program, charset);
+    let errno = why.errno.map(nix::errno::Errno::from_raw);
     let reason = match errno {
         Some(errno) => errno.desc().to_string(),
-        None => error.to_string(),
+        None => why.error.clone(),
     };
     match (outcome, errno) {
         (Outcome::NotFound, _) => format!("{name} was not found"),

@@ -17,8 +17,10 @@ use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
     Wait, is_flaky,
 };
-use crate::report::event::{During, Event, Failure, HookFailure, QuotaAction, TryReport, Warning};
-use crate::report::log::{Log, not_started};
+use crate::report::event::{
+    During, Event, Failure, HookFailure, NotStarted, QuotaAction, TryReport, Warning,
+};
+use crate::report::log::Log;
 use crate::run::child::{ChildFd, ChildStdio, resolve};
 use crate::run::clock::{Moment, after};
 use crate::run::process::{
@@ -129,7 +131,7 @@ struct Leftovers {
 enum TryEnd {
     Ended(Ended),
     /// The command could not be started.
-    NotStarted(Outcome, String),
+    NotStarted(Outcome, NotStarted),
     /// The try's output could not be written (not for a closed pipe); the try has been
     /// stopped, and the run ends.
     OutputFailed,
@@ -182,7 +184,7 @@ impl Ended {
         took: Duration,
         verdict: Verdict,
         decision: Decision,
-        detail: Option<String>,
+        detail: Option<NotStarted>,
     ) -> TryReport {
         TryReport {
             attempt,
@@ -496,7 +498,7 @@ impl<'c> Runner<'c> {
         ended: &Ended,
         verdict: Verdict,
         decision: &Decision,
-        detail: Option<String>,
+        detail: Option<NotStarted>,
     ) -> ControlFlow<ExitStatus> {
         // Held output goes to standard output for the successful try; in a repeat, for every
         // try that succeeded.
@@ -941,8 +943,7 @@ impl<'c> Runner<'c> {
         let mut child = match self.spawn_command(io)? {
             Ok(child) => child,
             Err(e) => {
-                let charset = self.config.charset;
-                let detail = not_started(&self.config.command[0], e.outcome, &e.error, charset);
+                let detail = NotStarted::new(&self.config.command[0], &e.error);
                 return Ok(TryEnd::NotStarted(e.outcome, detail));
             }
         };

@@ -12,7 +12,8 @@ use crate::config::{ParseOutcome, parse};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::{Decision, GiveUp, Outcome, Reason, Signal, Verdict, Wait};
-use crate::report::event::{During, Failure, HookFailure, TryReport};
+use crate::report::event::{During, Failure, HookFailure, NotStarted, TryReport};
+use crate::report::words::not_started;
 use crate::text::Charset;
 use std::io::Write;
 
@@ -58,7 +59,13 @@ fn log_for(args: &[&str]) -> (Log, Captured) {
     let mut config = config_for(args);
     config.charset = Charset::Utf8;
     let sink = Captured::default();
-    let log = Log::new(Box::new(sink.clone()), &config, false, "id".into(), fixed_clock());
+    let log = Log::new(
+        Box::new(sink.clone()),
+        &config,
+        false,
+        "id".into(),
+        fixed_clock(),
+    );
     (log, sink)
 }
 
@@ -328,27 +335,24 @@ fn a_command_that_could_not_start_is_named_with_the_reason() {
     let name = OsStr::new("my cmd");
     assert_eq!(
         not_started(
-            name,
+            &NotStarted::new(name, &error(nix::libc::ENOENT)),
             Outcome::NotFound,
-            &error(nix::libc::ENOENT),
             Charset::Utf8
         ),
         "'my cmd' was not found"
     );
     assert_eq!(
         not_started(
-            name,
+            &NotStarted::new(name, &error(nix::libc::EACCES)),
             Outcome::NotExecutable,
-            &error(nix::libc::EACCES),
             Charset::Utf8
         ),
         "'my cmd' cannot be executed: Permission denied"
     );
     assert_eq!(
         not_started(
-            name,
+            &NotStarted::new(name, &error(nix::libc::EAGAIN)),
             Outcome::NoResources,
-            &error(nix::libc::EAGAIN),
             Charset::Utf8
         ),
         format!(
