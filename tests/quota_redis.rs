@@ -24,8 +24,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retry::policy::quota::{Bucket, QuotaParams};
-use retry::store::redis::{RedisStore, RedisStoreError, Settings};
+use retry::policy::quota::{Bucket, QuotaParams, QuotaSpec, QuotaStore};
+use retry::store::redis::{RedisStore, RedisStoreError, SCRIPT, SCRIPT_SHA1, Settings};
 
 fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
     QuotaParams { ratio, floor, cap }
@@ -48,8 +48,18 @@ impl ServerExt for Server {
     }
 
     fn store(&self, name: &str, p: QuotaParams) -> RedisStore {
-        RedisStore::open(&self.url(name), name, p, Settings::default())
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url(name)))
+        open_store(&self.url(name), p)
+    }
+}
+
+/// The store of the quota at `url`, an address as `--quota` takes it, not connected yet.
+fn open_store(url: &str, p: QuotaParams) -> RedisStore {
+    let spec: QuotaSpec = url
+        .parse()
+        .unwrap_or_else(|e| panic!("{url} is an address: {e}"));
+    match spec.store {
+        QuotaStore::Redis(address) => RedisStore::open(&address, p, Settings::default()),
+        QuotaStore::Local => panic!("{url} is a local quota"),
     }
 }
 
@@ -57,8 +67,7 @@ impl ServerExt for Server {
 /// to say so (connecting included: the store connects at its first operation).
 fn connect_error(url: &str) -> (RedisStoreError, Duration) {
     let start = Instant::now();
-    let store = RedisStore::open(url, "q", QuotaParams::default(), Settings::default())
-        .unwrap_or_else(|e| panic!("{url} is an address: {e}"));
+    let store = open_store(url, QuotaParams::default());
     match store.peek(NOW) {
         Ok(update) => panic!("{url} answered: {update:?}"),
         Err(e) => (e, start.elapsed()),
@@ -150,8 +159,7 @@ fn concurrent_takes_from_eight_connections_grant_exactly_the_cap() {
             let url = Arc::clone(&url);
             std::thread::spawn(move || {
                 // A connection of its own, as another machine would have.
-                let store =
-                    RedisStore::open(&url, "herd", p, Settings::default()).expect("connect");
+                let store = open_store(&url, p);
                 (0..50)
                     .filter(|_| store.take(NOW).expect("take").granted)
                     .count()
@@ -214,13 +222,32 @@ fn a_flushed_script_is_loaded_again() {
 }
 
 #[test]
+fn the_scripts_digest_is_the_one_redis_names_it_by() {
+    let Some(server) = Server::start("digest", &[]) else {
+        return;
+    };
+    // A wrong digest would still work, each EVALSHA answered NOSCRIPT and the script sent whole
+    // again: only the server's own SHA-1 of the script tells.
+    assert_eq!(server.cli(&["SCRIPT", "LOAD", SCRIPT]), [SCRIPT_SHA1]);
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), ["OK"]);
+    // The script the store sends is the one of that digest.
+    assert!(
+        server
+            .store("digest", params(0.0, 0.0, 5.0))
+            .take(NOW)
+            .unwrap()
+            .granted
+    );
+    assert_eq!(server.cli(&["SCRIPT", "EXISTS", SCRIPT_SHA1]), ["1"]);
+}
+
+#[test]
 fn a_password_in_the_address_is_sent_with_auth_and_never_shown() {
     let Some(server) = Server::start("auth", &["--requirepass", "s3cret:@x"]) else {
         return;
     };
     let url = format!("redis://:s3cret:@x@127.0.0.1:{}/locked", server.port);
-    let store = RedisStore::open(&url, "locked", QuotaParams::default(), Settings::default())
-        .unwrap_or_else(|e| panic!("connect with the password: {e}"));
+    let store = open_store(&url, QuotaParams::default());
     assert!(store.take(NOW).unwrap().granted);
     assert!(!format!("{store:?}").contains("s3cret"));
 
@@ -247,8 +274,7 @@ fn a_host_name_is_resolved() {
     };
     // localhost may resolve to ::1 first, where nothing listens: the next address is tried.
     let url = format!("redis://localhost:{}/named", server.port);
-    let store = RedisStore::open(&url, "named", QuotaParams::default(), Settings::default())
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    let store = open_store(&url, QuotaParams::default());
     assert!(store.take(NOW).unwrap().granted);
     assert_eq!(store.server(), format!("localhost:{}", server.port));
 
@@ -341,16 +367,15 @@ fn restart_on(port: u16) -> Option<Server> {
 
 #[test]
 fn a_bad_address_or_name_is_an_error_not_a_panic() {
-    for (url, name) in [
-        ("redis://h:99999/q", "q"),
-        ("redis://h/q", "bad name"),
-        ("redis://h/q", ""),
-        ("redis://", "q"),
-        ("q", "q"),
+    for url in [
+        "redis://h:99999/q",
+        "redis://h/bad name",
+        "redis://h/",
+        "redis://",
     ] {
-        match RedisStore::open(url, name, QuotaParams::default(), Settings::default()) {
-            Err(RedisStoreError::Address(e)) => assert!(!e.contains('\n'), "{e}"),
-            other => panic!("{url} {name:?}: {other:?}"),
+        match url.parse::<QuotaSpec>() {
+            Err(e) => assert!(!e.contains('\n'), "{e}"),
+            Ok(spec) => panic!("{url}: {spec:?}"),
         }
     }
 }

@@ -67,10 +67,74 @@ pub fn short(x: f64) -> String {
 pub enum QuotaStore {
     /// A file on this machine, shared by the runs of one user.
     Local,
-    /// A Redis server shared by a fleet: `url` is `redis://[:PASSWORD@]HOST[:PORT]/NAME`, the
-    /// value as given without its parameters. It holds the password: show it with
-    /// [`QuotaSpec`]'s `Display`, which hides it.
-    Redis { url: String },
+    /// A Redis server shared by a fleet.
+    Redis(RedisAddress),
+}
+
+/// The port of `redis://HOST/NAME`.
+pub const DEFAULT_REDIS_PORT: u16 = 6379;
+
+/// A fleet quota's place, read from `redis://[:PASSWORD@]HOST[:PORT]/NAME` once, when
+/// `--quota` is parsed: the Redis store connects to what it holds as it is. It holds the
+/// password: its `Display` and `Debug` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisAddress {
+    /// A host name or an IP address, without the brackets of an IPv6 one.
+    host: String,
+    port: u16,
+    /// As written: no %-escapes.
+    password: Option<String>,
+    name: String,
+    /// `HOST[:PORT]` as written, for the log.
+    written: String,
+}
+
+impl RedisAddress {
+    /// The host name or IP address, without the brackets of an IPv6 one.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, [`DEFAULT_REDIS_PORT`] when the address names none.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The password the address gives, as written, to be sent with AUTH.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// The quota's name: the key `retry:quota:NAME` holds its bucket.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The address with its password replaced by `***`, if it has one.
+    fn hidden(&self) -> String {
+        match self.password {
+            Some(_) => format!("redis://:***@{}/{}", self.written, self.name),
+            None => self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for RedisAddress {
+    /// `redis://HOST[:PORT]/NAME`, as written but with no password, not even `***`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "redis://{}/{}", self.written, self.name)
+    }
+}
+
+impl fmt::Debug for RedisAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisAddress")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The value of `--quota`: `NAME[:PARAMS]` or `redis://[:PASSWORD@]HOST[:PORT]/NAME[:PARAMS]`,
@@ -111,13 +175,7 @@ impl QuotaSpec {
     fn place(&self) -> String {
         match &self.store {
             QuotaStore::Local => self.name.clone(),
-            QuotaStore::Redis { url } => {
-                let rest = url.strip_prefix("redis://").unwrap_or(url);
-                match rest.rsplit_once('@') {
-                    Some((_, host)) => format!("redis://:***@{host}"),
-                    None => format!("redis://{rest}"),
-                }
-            }
+            QuotaStore::Redis(address) => address.hidden(),
         }
     }
 
@@ -126,11 +184,7 @@ impl QuotaSpec {
     pub fn address(&self) -> String {
         match &self.store {
             QuotaStore::Local => self.name.clone(),
-            QuotaStore::Redis { url } => {
-                let rest = url.strip_prefix("redis://").unwrap_or(url);
-                let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-                format!("redis://{host}")
-            }
+            QuotaStore::Redis(address) => address.to_string(),
         }
     }
 
@@ -139,7 +193,7 @@ impl QuotaSpec {
     pub fn has_password(&self) -> bool {
         match &self.store {
             QuotaStore::Local => false,
-            QuotaStore::Redis { url } => url.contains('@'),
+            QuotaStore::Redis(address) => address.password.is_some(),
         }
     }
 
@@ -147,7 +201,7 @@ impl QuotaSpec {
     pub fn shown(&self) -> String {
         match self.store {
             QuotaStore::Local => format!("'{}'", self.place()),
-            QuotaStore::Redis { .. } => self.place(),
+            QuotaStore::Redis(_) => self.place(),
         }
     }
 }
@@ -251,23 +305,28 @@ fn parse_redis(rest: &str) -> Result<QuotaSpec, String> {
             "no quota NAME after the host: expected {REDIS_FORM}"
         ));
     };
-    check_host_port(host_port)?;
+    let (host, port) = parse_host_port(host_port)?;
     let (name, params) = split_params(name_params);
     check_name(name)?;
-    let url = match password {
-        Some(password) => format!("redis://:{password}@{host_port}/{name}"),
-        None => format!("redis://{host_port}/{name}"),
+    let address = RedisAddress {
+        host: host.to_string(),
+        port,
+        password: password.map(str::to_string),
+        name: name.to_string(),
+        written: host_port.to_string(),
     };
     Ok(QuotaSpec {
         name: name.to_string(),
-        store: QuotaStore::Redis { url },
+        store: QuotaStore::Redis(address),
         params: parse_params(params)?,
     })
 }
 
-/// Checks `HOST[:PORT]`, where HOST may be a bracketed IPv6 address.
-fn check_host_port(s: &str) -> Result<(), String> {
-    let (host, port) = if let Some(inner) = s.strip_prefix('[') {
+/// Reads `HOST[:PORT]`, where HOST may be a bracketed IPv6 address: the host without its
+/// brackets, and the port.
+fn parse_host_port(s: &str) -> Result<(&str, u16), String> {
+    // The host as written (brackets and all), the host, and the port.
+    let (written, host, port) = if let Some(inner) = s.strip_prefix('[') {
         let Some((addr, after)) = inner.split_once(']') else {
             return Err(format!("the host '{s}' lacks its closing ']'"));
         };
@@ -275,34 +334,35 @@ fn check_host_port(s: &str) -> Result<(), String> {
             return Err(format!("no host: expected {REDIS_FORM}"));
         }
         match after {
-            "" => (s, None),
+            "" => (s, addr, None),
             _ => match after.strip_prefix(':') {
-                Some(port) => (&s[..s.len() - after.len()], Some(port)),
+                Some(port) => (&s[..s.len() - after.len()], addr, Some(port)),
                 None => return Err(format!("unexpected '{after}' after the host '[{addr}]'")),
             },
         }
     } else {
         match s.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (s, None),
+            Some((host, port)) => (host, host, Some(port)),
+            None => (s, s, None),
         }
     };
     if host.is_empty() {
         return Err(format!("no host: expected {REDIS_FORM}"));
     }
-    if let Some(c) = host
+    if let Some(c) = written
         .chars()
         .find(|c| c.is_whitespace() || c.is_control() || *c == '/')
     {
-        return Err(format!("the host '{host}' contains {c:?}"));
+        return Err(format!("the host '{written}' contains {c:?}"));
     }
-    if let Some(port) = port {
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => {}
+    let port = match port {
+        None => DEFAULT_REDIS_PORT,
+        Some(port) => match port.parse::<u16>() {
+            Ok(p) if p > 0 => p,
             _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
-        }
-    }
-    Ok(())
+        },
+    };
+    Ok((host, port))
 }
 
 /// Parses `ratio=R,floor=F/s,cap=C` (any subset, any order); `None` gives the defaults.
@@ -657,63 +717,96 @@ mod tests {
         }
     }
 
+    /// The Redis address of a quota: host, port, password and name.
+    fn redis(s: &str) -> (String, u16, Option<String>, String) {
+        match spec(s).store {
+            QuotaStore::Redis(a) => (
+                a.host().to_string(),
+                a.port(),
+                a.password().map(str::to_string),
+                a.name().to_string(),
+            ),
+            QuotaStore::Local => panic!("{s} is a local quota"),
+        }
+    }
+
+    fn parts(
+        host: &str,
+        port: u16,
+        password: Option<&str>,
+        name: &str,
+    ) -> (String, u16, Option<String>, String) {
+        (host.into(), port, password.map(str::to_string), name.into())
+    }
+
     #[test]
     fn a_redis_url_keeps_host_port_password_and_name_apart_from_the_parameters() {
-        let q = spec("redis://:s3cret@cache.internal:6380/deploys:ratio=0.1,cap=20");
-        assert_eq!(q.name, "deploys");
+        let s = "redis://:s3cret@cache.internal:6380/deploys:ratio=0.1,cap=20";
         assert_eq!(
-            q.store,
-            QuotaStore::Redis {
-                url: "redis://:s3cret@cache.internal:6380/deploys".into()
-            }
+            redis(s),
+            parts("cache.internal", 6380, Some("s3cret"), "deploys")
         );
-        assert_eq!(q.params, params(0.1, 1.0, 20.0));
+        assert_eq!(spec(s).name, "deploys");
+        assert_eq!(spec(s).params, params(0.1, 1.0, 20.0));
 
-        let q = spec("redis://127.0.0.1/q");
         assert_eq!(
-            q.store,
-            QuotaStore::Redis {
-                url: "redis://127.0.0.1/q".into()
-            }
+            redis("redis://127.0.0.1/q"),
+            parts("127.0.0.1", 6379, None, "q")
         );
-        assert_eq!(q.params, QuotaParams::default());
+        assert_eq!(spec("redis://127.0.0.1/q").params, QuotaParams::default());
 
-        let q = spec("redis://[::1]:6379/q:floor=0.5/s");
+        let s = "redis://[::1]:6379/q:floor=0.5/s";
+        assert_eq!(redis(s), parts("::1", 6379, None, "q"));
+        assert_eq!(spec(s).params.floor, 0.5);
         assert_eq!(
-            q.store,
-            QuotaStore::Redis {
-                url: "redis://[::1]:6379/q".into()
-            }
+            redis("redis://[fe80::1]/q"),
+            parts("fe80::1", 6379, None, "q")
         );
-        assert_eq!(q.params.floor, 0.5);
+        assert_eq!(redis("redis://[::1]:7000/q"), parts("::1", 7000, None, "q"));
     }
 
     #[test]
     fn a_redis_password_may_hold_colons_equals_signs_slashes_and_at_signs() {
-        let q = spec("redis://:a:b=c/d@e@h:1/q");
+        let s = "redis://:a:b=c/d@e@h:1/q";
+        assert_eq!(redis(s), parts("h", 1, Some("a:b=c/d@e"), "q"));
+        assert_eq!(spec(s).params, QuotaParams::default());
         assert_eq!(
-            q.store,
-            QuotaStore::Redis {
-                url: "redis://:a:b=c/d@e@h:1/q".into()
-            }
+            redis("redis://:p@ss:w@rd@10.0.0.7:6380/deploys"),
+            parts("10.0.0.7", 6380, Some("p@ss:w@rd"), "deploys")
         );
-        assert_eq!(q.params, QuotaParams::default());
+    }
+
+    #[test]
+    fn a_redis_address_is_shown_as_written_and_its_debug_hides_the_password() {
+        for written in ["h:+6379", "h:06379", "::1:6379", "[::1]", "Cache.Internal"] {
+            let s = format!("redis://:s3cret@{written}/q:cap=3");
+            assert_eq!(spec(&s).address(), format!("redis://{written}/q"));
+            assert_eq!(spec(&s).shown(), format!("redis://:***@{written}/q"));
+            assert!(!format!("{:?}", spec(&s)).contains("s3cret"), "{s}");
+        }
     }
 
     #[test]
     fn bad_redis_urls_are_named() {
         assert!(error("redis://host").contains("no quota NAME"));
         assert!(error("redis:///q").contains("no host"));
+        assert!(error("redis://[]/q").contains("no host"));
         assert!(error("redis://h:0/q").contains("port '0'"));
         assert!(error("redis://h:99999/q").contains("port '99999'"));
         assert!(error("redis://h:x/q").contains("port 'x'"));
+        assert!(error("redis://h:/q").contains("port ''"));
         assert!(error("redis://user@h/q").contains("':PASSWORD'"));
         assert!(error("redis://:@h/q").contains("password is empty"));
         assert!(error("redis://[::1/q").contains("closing ']'"));
+        assert!(error("redis://[::1]x/q").contains("unexpected 'x' after the host '[::1]'"));
+        assert!(error("redis://[a b]/q").contains("the host '[a b]' contains ' '"));
         assert!(error("redis://h/").contains("empty"));
         assert!(error("redis://h/a/b").contains("contains '/'"));
         assert!(error("redis://h/q:cap=0").contains("cap=0"));
         assert!(error("rediss://h/q").contains("unknown store 'rediss://'"));
+        for secret in ["redis://secret@h/q", "redis://:secret@h:0/q"] {
+            assert!(!error(secret).contains("secret"), "{secret}");
+        }
     }
 
     #[test]

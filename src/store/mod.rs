@@ -3,7 +3,7 @@
 //! file or in Redis (spec 15.3), and the lock that the dead-letter file and the quota's local
 //! store take.
 //!
-//! `quota` is what every quota store offers, `file` and `redis` (over `resp` and `sha1`) the
+//! `quota` is what every quota store offers, `file` and `redis` (over `resp`) the
 //! two stores, `shared` the one that a run opens and its fallback from Redis to the file.
 
 pub mod deadletter;
@@ -13,7 +13,6 @@ pub mod lines;
 pub mod quota;
 pub mod redis;
 mod resp;
-mod sha1;
 pub mod shared;
 
 use std::fmt;

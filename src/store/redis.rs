@@ -31,29 +31,34 @@
 //!   characters. The run warns with it and goes on with the local store.
 //!
 //! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
-//! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get;
-//! EVALSHA's SHA-1 is `store::sha1`. A general client bounds each read rather than an
-//! exchange, reads a reply of any size, and follows cluster redirects only with its cluster
-//! machinery.
+//! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A
+//! general client bounds each read rather than an exchange, reads a reply of any size, and
+//! follows cluster redirects only with its cluster machinery.
+//!
+//! This file holds the store's operations and the cluster redirects they follow; `server`
+//! connects and authenticates, `script` holds the script and its calls, and `error` says what
+//! went wrong.
+
+mod error;
+mod script;
+mod server;
 
 use std::ffi::OsString;
 use std::fmt;
-use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::ffi::OsStringExt;
-use std::sync::{Mutex, PoisonError, mpsc};
-use std::thread;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::policy::quota::{QuotaParams, check_name};
+use crate::policy::quota::{QuotaParams, RedisAddress};
 use crate::store::quota::{BucketStore, Unanswered, Update};
-use crate::store::resp::{Addr, Deadline, Node, Value, one_line};
-use crate::store::sha1::sha1_hex;
+use crate::store::resp::{Addr, Deadline, Node, Value};
 
 pub use crate::store::resp::{DEADLINE, Failure, MAX_REDIRECTS, MAX_REPLY};
+pub use error::{REFUSALS, RedisStoreError};
+pub use script::{SCRIPT, SCRIPT_SHA1};
 
-/// The port of `redis://HOST/NAME`.
-pub const DEFAULT_PORT: u16 = 6379;
+use script::{Call, Op};
+use server::Server;
 
 /// What the name of a quota's key starts with.
 pub const KEY_PREFIX: &str = "retry:quota:";
@@ -65,53 +70,6 @@ pub const PASSWORD_VAR: &str = "RETRY_REDIS_PASSWORD";
 /// The shortest and the longest time after which an idle quota's key vanishes.
 const MIN_EXPIRY: Duration = Duration::from_secs(120);
 const MAX_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The bucket's arithmetic, as [`Bucket`](crate::policy::quota::Bucket) does it, in one script
-/// that Redis runs alone.
-///
-/// KEYS[1] is the bucket; ARGV are the operation (`deposit`, `take` or `peek`), ratio, floor
-/// (tokens per second), cap and the expiry in milliseconds. The answer is `{granted, tokens}`:
-/// granted is 1 or 0, and tokens (after the operation) are a string, since Redis would cut a Lua
-/// number to an integer. `peek` writes nothing.
-const SCRIPT: &str = r#"
--- Redis before 5 needs this to write after reading the clock; later ones do it anyway.
-if redis.replicate_commands then redis.replicate_commands() end
-local op = ARGV[1]
-local ratio, floor, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local expiry = ARGV[5]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens, at = tonumber(stored[1]), tonumber(stored[2])
-local function finite(x) return x ~= nil and x == x and x > -math.huge and x < math.huge end
-if not (finite(tokens) and finite(at)) then
-  -- A new quota (or a hash that retry did not write): a full bucket.
-  tokens, at = cap, now
-end
--- Refill what the floor accrued since, up to the cap; a clock that went back accrues nothing.
-local elapsed = now - at
-if elapsed < 0 then elapsed = 0 end
-tokens = math.min(math.max(tokens, 0) + floor * (elapsed / 1000), cap)
-local granted = 1
-if op == 'deposit' then
-  tokens = math.min(tokens + ratio, cap)
-elseif op == 'take' or op == 'peek' then
-  -- One token, less a slack for the rounding of sums such as 5 x 0.2.
-  if tokens >= 1 - 1e-9 then
-    if op == 'take' then tokens = math.max(tokens - 1, 0) end
-  else
-    granted = 0
-  end
-else
-  return redis.error_reply('unknown quota operation ' .. tostring(op))
-end
-if op ~= 'peek' then
-  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
-    'at', string.format('%.0f', now))
-  redis.call('PEXPIRE', KEYS[1], expiry)
-end
-return {granted, string.format('%.17g', tokens)}
-"#;
 
 /// What a store is opened with besides its address.
 #[derive(Clone, Default)]
@@ -138,11 +96,7 @@ impl Settings {
 /// The quota `NAME` on one Redis server (or cluster).
 pub struct RedisStore {
     server: Server,
-    key: String,
-    params: QuotaParams,
-    expiry_ms: u64,
-    /// The script's SHA-1, in hex, as EVALSHA names it.
-    sha: String,
+    call: Call,
     until: Option<Instant>,
     /// The open connection, to the node that answered last; `None` before the first
     /// operation, and after a failure that may have left a reply unread, until the next
@@ -150,137 +104,33 @@ pub struct RedisStore {
     node: Mutex<Option<Node>>,
 }
 
-/// Where the server is, from the quota's address, and the password to give it.
-#[derive(Clone, PartialEq, Eq)]
-struct Server {
-    addr: Addr,
-    password: Option<Vec<u8>>,
-}
-
-/// Why the fleet store could not be used. The run warns with it, once, and goes on with the
-/// local store.
-#[derive(Debug)]
-pub enum RedisStoreError {
-    /// The address is not `redis://[:PASSWORD@]HOST[:PORT]/NAME`, or the name is not one.
-    Address(String),
-    /// The host name did not resolve, or not within the deadline.
-    Resolve { host: String, source: io::Error },
-    /// No connection, or the server refused it (a wrong password) or did not answer in time.
-    Connect { server: String, source: Failure },
-    /// The script failed, or the server did not answer it in time.
-    Command { server: String, source: Failure },
-    /// The script's answer was not a number of tokens.
-    Reply { server: String, reply: String },
-}
-
-impl fmt::Display for RedisStoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RedisStoreError::Address(e) => write!(f, "{}", one_line(e)),
-            RedisStoreError::Resolve { host, source } => write!(
-                f,
-                "cannot resolve the Redis host '{}': {}",
-                one_line(host),
-                one_line(&source.to_string())
-            ),
-            RedisStoreError::Connect { server, source } => {
-                write!(f, "cannot use Redis at {server}: {source}")
-            }
-            RedisStoreError::Command { server, source } => {
-                write!(f, "the quota update failed on Redis at {server}: {source}")
-            }
-            RedisStoreError::Reply { server, reply } => write!(
-                f,
-                "Redis at {server} answered the quota update with '{}', not a number of tokens",
-                one_line(reply)
-            ),
-        }
-    }
-}
-
-/// The code words of a server that refuses the password or the user: a misconfiguration, not
-/// an outage.
-pub const REFUSALS: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
-
-impl RedisStoreError {
-    /// The code word (one of [`REFUSALS`]) when the server refused the password or the user.
-    pub fn refusal(&self) -> Option<&'static str> {
-        let code = match self {
-            RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
-                source.code()?
-            }
-            _ => return None,
-        };
-        REFUSALS.into_iter().find(|refusal| *refusal == code)
-    }
-}
-
-impl std::error::Error for RedisStoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RedisStoreError::Resolve { source, .. } => Some(source),
-            RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
-                Some(source)
-            }
-            _ => None,
-        }
-    }
-}
-
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("server", &self.server())
-            .field("key", &self.key)
-            .field("params", &self.params)
+            .field("key", &self.call.key)
+            .field("params", &self.call.params)
             .finish_non_exhaustive()
     }
 }
 
-enum Op {
-    Deposit,
-    Take,
-    Peek,
-}
-
-impl Op {
-    fn word(&self) -> &'static str {
-        match self {
-            Op::Deposit => "deposit",
-            Op::Take => "take",
-            Op::Peek => "peek",
-        }
-    }
-}
-
 impl RedisStore {
-    /// The quota `name` on the server of `url` (`redis://[:PASSWORD@]HOST[:PORT]/NAME`, as
-    /// `QuotaStore::Redis` holds it), with the password of `settings` when the URL has none.
-    /// Nothing is sent yet: the first operation connects, within its own deadline, so that the
-    /// first quota decision, connecting included, waits no longer than any other (and never
-    /// past the end of the run's budget). The password is taken as written (no %-escapes) and
-    /// sent with AUTH; the database is 0. The NAME of the URL is the quota's, which `name`
-    /// gives.
-    pub fn open(
-        url: &str,
-        name: &str,
-        params: QuotaParams,
-        settings: Settings,
-    ) -> Result<RedisStore, RedisStoreError> {
-        check_name(name).map_err(RedisStoreError::Address)?;
-        let mut server = Server::parse(url)?;
-        if server.password.is_none() {
-            server.password = settings.password;
-        }
-        Ok(RedisStore {
-            server,
-            key: format!("{KEY_PREFIX}{name}"),
-            params,
-            expiry_ms: expiry(&params).as_millis() as u64,
-            sha: sha1_hex(SCRIPT.as_bytes()),
+    /// The quota of `address` (as `--quota` gave it), with the password of `settings` when the
+    /// address has none. Nothing is sent yet: the first operation connects, within its own
+    /// deadline, so that the first quota decision, connecting included, waits no longer than
+    /// any other (and never past the end of the run's budget). The password is sent with
+    /// AUTH; the database is 0.
+    pub fn open(address: &RedisAddress, params: QuotaParams, settings: Settings) -> RedisStore {
+        RedisStore {
+            server: Server::new(address, settings.password),
+            call: Call {
+                key: format!("{KEY_PREFIX}{}", address.name()),
+                params,
+                expiry_ms: expiry(&params).as_millis() as u64,
+            },
             until: settings.until,
             node: Mutex::new(None),
-        })
+        }
     }
 
     /// The server as the log shows it: `HOST:PORT`, never the password.
@@ -290,12 +140,12 @@ impl RedisStore {
 
     /// The key that holds the bucket: `retry:quota:NAME`.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.call.key
     }
 
     /// How long the key outlives the quota's last deposit or take.
     pub fn expiry(&self) -> Duration {
-        Duration::from_millis(self.expiry_ms)
+        Duration::from_millis(self.call.expiry_ms)
     }
 
     /// A first try: deposit the ratio. First tries are never held back, so `granted` is true.
@@ -326,29 +176,12 @@ impl RedisStore {
         let (reply, at) = self
             .exchange(&mut slot, &op, &deadline)
             .map_err(|e| self.server.scrub(e))?;
-        let failed = |reply: String| {
+        script::update(reply).map_err(|reply| {
             self.server.scrub(RedisStoreError::Reply {
                 server: at.to_string(),
                 reply,
             })
-        };
-        let (granted, tokens) = match reply {
-            Value::Array(Some(items)) => match &items[..] {
-                [Value::Int(granted), Value::Bulk(Some(tokens))] => {
-                    (*granted, String::from_utf8_lossy(tokens).into_owned())
-                }
-                _ => return Err(failed(Value::Array(Some(items)).to_string())),
-            },
-            other => return Err(failed(other.to_string())),
-        };
-        match tokens.parse::<f64>() {
-            Ok(tokens) if tokens.is_finite() => Ok(Update {
-                granted: granted == 1,
-                tokens,
-                note: None,
-            }),
-            _ => Err(failed(tokens)),
-        }
+        })
     }
 
     /// The script's reply, and the node that gave it.
@@ -405,7 +238,7 @@ impl RedisStore {
             Some(node) => node,
             None => slot.insert(self.server.open(&self.server.addr, deadline)?),
         };
-        let answer = self.eval(node, op, deadline, false);
+        let answer = self.call.eval(node, op, deadline, false);
         let at = node.addr.clone();
         // An error the server sent leaves the connection in step; anything else (a timeout, a
         // reset, a reply cut off) may have left bytes to come.
@@ -426,48 +259,8 @@ impl RedisStore {
         let mut node = self.server.open(&addr, deadline)?;
         let answer = node
             .request(&[b"ASKING"], deadline)
-            .and_then(|_| self.eval(&mut node, op, deadline, true));
+            .and_then(|_| self.call.eval(&mut node, op, deadline, true));
         Ok((answer, addr))
-    }
-
-    /// EVALSHA, then EVAL when the node does not have the script (after ASKING again when
-    /// `asking`, which holds for one command only).
-    fn eval(
-        &self,
-        node: &mut Node,
-        op: &Op,
-        deadline: &Deadline,
-        asking: bool,
-    ) -> Result<Value, Failure> {
-        let p = &self.params;
-        let (ratio, floor, cap) = (p.ratio.to_string(), p.floor.to_string(), p.cap.to_string());
-        let expiry = self.expiry_ms.to_string();
-        let rest: [&[u8]; 7] = [
-            b"1",
-            self.key.as_bytes(),
-            op.word().as_bytes(),
-            ratio.as_bytes(),
-            floor.as_bytes(),
-            cap.as_bytes(),
-            expiry.as_bytes(),
-        ];
-        let evalsha: Vec<&[u8]> = [&b"EVALSHA"[..], self.sha.as_bytes()]
-            .into_iter()
-            .chain(rest)
-            .collect();
-        match node.request(&evalsha, deadline) {
-            Err(Failure::Server(e)) if e.starts_with("NOSCRIPT") => {
-                if asking {
-                    node.request(&[b"ASKING"], deadline)?;
-                }
-                let eval: Vec<&[u8]> = [&b"EVAL"[..], SCRIPT.as_bytes()]
-                    .into_iter()
-                    .chain(rest)
-                    .collect();
-                node.request(&eval, deadline)
-            }
-            answer => answer,
-        }
     }
 }
 
@@ -517,185 +310,6 @@ pub fn expiry(params: &QuotaParams) -> Duration {
     }
 }
 
-const FORM: &str = "redis://[:PASSWORD@]HOST[:PORT]/NAME";
-
-/// Reads `HOST[:PORT]`, or `[IPV6]:PORT`, as the address of a quota gives it.
-fn parse_host_port(host_port: &str) -> Result<Addr, String> {
-    let (host, port) = if let Some(inner) = host_port.strip_prefix('[') {
-        match inner.split_once(']') {
-            Some((host, "")) => (host, None),
-            Some((host, after)) => match after.strip_prefix(':') {
-                Some(port) => (host, Some(port)),
-                None => return Err(format!("unexpected '{after}' after the host '[{host}]'")),
-            },
-            None => return Err(format!("the host '{host_port}' lacks its closing ']'")),
-        }
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (host_port, None),
-        }
-    };
-    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "the host '{host}' is not a host name or address: expected {FORM}"
-        ));
-    }
-    let port = match port {
-        None => DEFAULT_PORT,
-        Some(port) => match port.parse::<u16>() {
-            Ok(port) if port > 0 => port,
-            _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
-        },
-    };
-    Ok(Addr {
-        host: host.to_string(),
-        port,
-    })
-}
-
-impl Server {
-    /// Reads `redis://[:PASSWORD@]HOST[:PORT]/NAME`: the last '@' ends the password, which may
-    /// hold any character; the first '/' after it ends the host and port.
-    fn parse(url: &str) -> Result<Server, RedisStoreError> {
-        let bad = |why: String| RedisStoreError::Address(why);
-        let Some(rest) = url.strip_prefix("redis://") else {
-            return Err(bad(format!(
-                "the Redis address does not start with redis://: expected {FORM}"
-            )));
-        };
-        let (password, after) = match rest.rsplit_once('@') {
-            Some((userinfo, after)) => match userinfo.strip_prefix(':') {
-                Some(password) if !password.is_empty() => {
-                    (Some(password.as_bytes().to_vec()), after)
-                }
-                _ => {
-                    return Err(bad(format!(
-                        "the part before '@' must be ':PASSWORD': expected {FORM}"
-                    )));
-                }
-            },
-            None => (None, rest),
-        };
-        let Some((host_port, _name)) = after.split_once('/') else {
-            return Err(bad(format!(
-                "no quota NAME after the host: expected {FORM}"
-            )));
-        };
-        let addr = parse_host_port(host_port).map_err(bad)?;
-        Ok(Server { addr, password })
-    }
-
-    /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
-    /// arguments of a command it does not know (AUTH renamed away, a proxy without it).
-    fn scrub(&self, e: RedisStoreError) -> RedisStoreError {
-        let Some(password) = self
-            .password
-            .as_deref()
-            .and_then(|p| std::str::from_utf8(p).ok())
-            .filter(|p| !p.is_empty())
-        else {
-            return e;
-        };
-        let clean = |source: Failure| match source {
-            Failure::Server(message) => Failure::Server(message.replace(password, "***")),
-            other => other,
-        };
-        match e {
-            RedisStoreError::Connect { server, source } => RedisStoreError::Connect {
-                server,
-                source: clean(source),
-            },
-            RedisStoreError::Command { server, source } => RedisStoreError::Command {
-                server,
-                source: clean(source),
-            },
-            RedisStoreError::Reply { server, reply } => RedisStoreError::Reply {
-                server,
-                reply: reply.replace(password, "***"),
-            },
-            other => other,
-        }
-    }
-
-    /// Connects to `addr` before the deadline: resolves the host, tries its addresses in turn
-    /// with the time left, and authenticates when there is a password.
-    fn open(&self, addr: &Addr, deadline: &Deadline) -> Result<Node, RedisStoreError> {
-        let mut last = None;
-        for sockaddr in resolve(addr, deadline)? {
-            let left = match deadline.left() {
-                Ok(left) => left,
-                Err(e) => {
-                    last = Some(e);
-                    break;
-                }
-            };
-            let stream = match TcpStream::connect_timeout(&sockaddr, left) {
-                Ok(stream) => stream,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                    last = Some(deadline.timed_out());
-                    continue;
-                }
-                Err(e) => {
-                    last = Some(Failure::Io(e));
-                    continue;
-                }
-            };
-            // Requests are small and each waits for its reply: send them at once.
-            let _ = stream.set_nodelay(true);
-            let mut node = Node::new(addr.clone(), stream);
-            let Some(password) = &self.password else {
-                return Ok(node);
-            };
-            match node.request(&[b"AUTH", password], deadline) {
-                Ok(_) => return Ok(node),
-                Err(e) => last = Some(e.of_auth()),
-            }
-        }
-        Err(RedisStoreError::Connect {
-            server: addr.to_string(),
-            source: last.unwrap_or_else(|| deadline.timed_out()),
-        })
-    }
-}
-
-/// The host's addresses. A name is looked up on a thread of its own, so that a slow resolver
-/// cannot hold the run past the deadline; a lookup still running then is left to finish on its
-/// own.
-fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisStoreError> {
-    if let Ok(ip) = addr.host.parse::<IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, addr.port)]);
-    }
-    let failed = |source| RedisStoreError::Resolve {
-        host: addr.host.clone(),
-        source,
-    };
-    let (tx, rx) = mpsc::channel();
-    let (host, port) = (addr.host.clone(), addr.port);
-    thread::Builder::new()
-        .name("retry-resolve".into())
-        .spawn(move || {
-            let found = (host.as_str(), port)
-                .to_socket_addrs()
-                .map(Iterator::collect::<Vec<_>>);
-            let _ = tx.send(found);
-        })
-        .map_err(failed)?;
-    let wait = deadline.left().unwrap_or_default();
-    match rx.recv_timeout(wait) {
-        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-        Ok(Ok(_)) => Err(failed(io::Error::new(
-            io::ErrorKind::NotFound,
-            "no address found",
-        ))),
-        Ok(Err(e)) => Err(failed(e)),
-        Err(_) => Err(failed(io::Error::new(
-            io::ErrorKind::TimedOut,
-            deadline.timed_out().to_string(),
-        ))),
-    }
-}
-
 /// Whatever goes wrong with Redis is a failure, never busy: the run goes on with the local
 /// store.
 impl BucketStore for RedisStore {
@@ -715,56 +329,6 @@ impl BucketStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn server(url: &str) -> Server {
-        match Server::parse(url) {
-            Ok(s) => s,
-            Err(e) => panic!("{url}: {e}"),
-        }
-    }
-
-    fn error(url: &str) -> String {
-        match Server::parse(url) {
-            Ok(s) => panic!("{url} parsed as {}", s.addr),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn an_address_gives_the_host_the_port_and_the_password() {
-        let s = server("redis://cache.internal/deploys");
-        assert_eq!(
-            (s.addr.host.as_str(), s.addr.port, s.password),
-            ("cache.internal", 6379, None)
-        );
-        let s = server("redis://:p@ss:w@rd@10.0.0.7:6380/deploys");
-        assert_eq!((s.addr.host.as_str(), s.addr.port), ("10.0.0.7", 6380));
-        assert_eq!(s.password.as_deref(), Some(&b"p@ss:w@rd"[..]));
-        let s = server("redis://[::1]:7000/q");
-        assert_eq!((s.addr.host.as_str(), s.addr.port), ("::1", 7000));
-        assert_eq!(s.addr.to_string(), "[::1]:7000");
-        assert_eq!(server("redis://[fe80::1]/q").addr.port, 6379);
-    }
-
-    #[test]
-    fn a_malformed_address_is_an_error_that_never_shows_the_password() {
-        for (url, says) in [
-            ("http://h/q", "redis://"),
-            ("redis://h", "no quota NAME"),
-            ("redis:///q", "host"),
-            ("redis://h:0/q", "port '0'"),
-            ("redis://h:99999/q", "port '99999'"),
-            ("redis://h:x/q", "port 'x'"),
-            ("redis://[::1/q", "closing ']'"),
-            ("redis://[::1]x/q", "unexpected 'x'"),
-            ("redis://secret@h/q", "':PASSWORD'"),
-            ("redis://:@h/q", "':PASSWORD'"),
-        ] {
-            let e = error(url);
-            assert!(e.contains(says), "{url}: {e}");
-            assert!(!e.contains("secret") && !e.contains('\n'), "{url}: {e}");
-        }
-    }
 
     #[test]
     fn an_idle_quota_lives_twice_the_time_the_floor_takes_to_fill_it() {

@@ -34,11 +34,10 @@ pub fn local(spec: &QuotaSpec, var: Env<'_>) -> Result<LocalStore, String> {
 fn connect(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Result<Primary, String> {
     match &spec.store {
         QuotaStore::Local => Ok(Primary::Plain(Box::new(local(spec, var)?))),
-        QuotaStore::Redis { url } => {
+        QuotaStore::Redis(address) => {
             let settings = Settings::from_env(var, until);
-            RedisStore::open(url, &spec.name, spec.params, settings)
-                .map(|store| Primary::Redis(Box::new(store)))
-                .map_err(|e| e.to_string())
+            let store = RedisStore::open(address, spec.params, settings);
+            Ok(Primary::Redis(Box::new(store)))
         }
     }
 }
@@ -173,7 +172,7 @@ impl Shared {
     /// Opens the store of `spec`. A Redis quota keeps the local store ready for when Redis
     /// does not answer; an address it cannot use makes it use the local store at once.
     pub fn open(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Opened {
-        let redis = matches!(spec.store, QuotaStore::Redis { .. });
+        let redis = matches!(spec.store, QuotaStore::Redis(_));
         match connect(spec, until, var) {
             Ok(store) => Opened {
                 unreachable: None,

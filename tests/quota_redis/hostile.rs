@@ -5,6 +5,7 @@
 //! itself, so the tests need no `redis-server`.
 
 use crate::common::{retry, temp_dir};
+use crate::open_store;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::QuotaParams;
-use retry::store::redis::{RedisStore, RedisStoreError, Settings};
+use retry::store::redis::RedisStoreError;
 
 /// What a hostile server does with the commands it is sent.
 #[derive(Clone, Copy)]
@@ -186,8 +187,7 @@ fn a_reply_of_gigabytes_is_a_failed_store_read_no_further_than_its_header() {
 /// when the take has not ended within 5 s.
 fn take_error(port: u16) -> (RedisStoreError, Duration) {
     let url = format!("redis://127.0.0.1:{port}/q");
-    let store = RedisStore::open(&url, "q", QuotaParams::default(), Settings::default())
-        .unwrap_or_else(|e| panic!("an address: {e}"));
+    let store = open_store(&url, QuotaParams::default());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let start = Instant::now();
@@ -263,8 +263,7 @@ fn a_server_that_quotes_the_password_back_never_gets_it_shown() {
         }
     });
     let url = format!("redis://:pa55-Word@127.0.0.1:{port}/q");
-    let store = RedisStore::open(&url, "q", QuotaParams::default(), Settings::default())
-        .expect("an address");
+    let store = open_store(&url, QuotaParams::default());
     match store.peek(0) {
         Ok(update) => panic!("answered: {update:?}"),
         Err(e) => {

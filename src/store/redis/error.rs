@@ -1,0 +1,73 @@
+//! Why the fleet quota store could not be used, as one line that never holds the password.
+
+use std::fmt;
+use std::io;
+
+use crate::store::resp::{Failure, one_line};
+
+/// Why the fleet store could not be used. The run warns with it, once, and goes on with the
+/// local store.
+#[derive(Debug)]
+pub enum RedisStoreError {
+    /// The host name did not resolve, or not within the deadline.
+    Resolve { host: String, source: io::Error },
+    /// No connection, or the server refused it (a wrong password) or did not answer in time.
+    Connect { server: String, source: Failure },
+    /// The script failed, or the server did not answer it in time.
+    Command { server: String, source: Failure },
+    /// The script's answer was not a number of tokens.
+    Reply { server: String, reply: String },
+}
+
+impl fmt::Display for RedisStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisStoreError::Resolve { host, source } => write!(
+                f,
+                "cannot resolve the Redis host '{}': {}",
+                one_line(host),
+                one_line(&source.to_string())
+            ),
+            RedisStoreError::Connect { server, source } => {
+                write!(f, "cannot use Redis at {server}: {source}")
+            }
+            RedisStoreError::Command { server, source } => {
+                write!(f, "the quota update failed on Redis at {server}: {source}")
+            }
+            RedisStoreError::Reply { server, reply } => write!(
+                f,
+                "Redis at {server} answered the quota update with '{}', not a number of tokens",
+                one_line(reply)
+            ),
+        }
+    }
+}
+
+/// The code words of a server that refuses the password or the user: a misconfiguration, not
+/// an outage.
+pub const REFUSALS: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
+
+impl RedisStoreError {
+    /// The code word (one of [`REFUSALS`]) when the server refused the password or the user.
+    pub fn refusal(&self) -> Option<&'static str> {
+        let code = match self {
+            RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
+                source.code()?
+            }
+            _ => return None,
+        };
+        REFUSALS.into_iter().find(|refusal| *refusal == code)
+    }
+}
+
+impl std::error::Error for RedisStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisStoreError::Resolve { source, .. } => Some(source),
+            RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
+                Some(source)
+            }
+            RedisStoreError::Reply { .. } => None,
+        }
+    }
+}
