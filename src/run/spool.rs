@@ -2,7 +2,7 @@
 //! holding a large stream never takes more than the limit in memory.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
@@ -55,7 +55,8 @@ impl Spool {
         Spool::with_limit(MEMORY_LIMIT)
     }
 
-    pub fn with_limit(limit: usize) -> Spool {
+    /// A spool that keeps `limit` bytes in memory before it spills.
+    fn with_limit(limit: usize) -> Spool {
         Spool {
             memory: Vec::new(),
             file: None,
@@ -83,11 +84,6 @@ impl Spool {
     /// True once the temporary file could not be made or written.
     pub fn file_failed(&self) -> bool {
         self.failure.is_some()
-    }
-
-    /// True once part of the spool lives in a temporary file.
-    pub fn spilled(&self) -> bool {
-        self.file.is_some()
     }
 
     /// Appends `data`. Never loses it: if the temporary file cannot be made or written, the
@@ -223,29 +219,6 @@ impl Spool {
         buf[..n].copy_from_slice(&self.tail[start..start + n]);
         Ok(n)
     }
-
-    /// Writes the whole spool to `out`.
-    pub fn copy_to(&self, out: &mut impl Write) -> io::Result<()> {
-        let mut pos = 0;
-        let mut buf = vec![0u8; 256 * 1024];
-        while pos < self.len() {
-            let n = self.read_at(pos, &mut buf)?;
-            if n == 0 {
-                break;
-            }
-            out.write_all(&buf[..n])?;
-            pos += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Empties the spool (and drops its file).
-    pub fn clear(&mut self) {
-        self.memory = Vec::new();
-        self.file = None;
-        self.file_len = 0;
-        self.tail = Vec::new();
-    }
 }
 
 impl Default for Spool {
@@ -258,6 +231,21 @@ impl Default for Spool {
 mod tests {
     use super::*;
 
+    /// True once part of the spool lives in a temporary file.
+    fn spilled(spool: &Spool) -> bool {
+        spool.file.is_some()
+    }
+
+    /// Every byte the spool holds, read back in order as its readers read it.
+    fn contents(spool: &Spool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 33];
+        while let n @ 1.. = spool.read_at(out.len() as u64, &mut buf).unwrap() {
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
     #[test]
     fn spills_past_the_limit_and_reads_back_every_byte() {
         let mut spool = Spool::with_limit(10);
@@ -265,25 +253,9 @@ mod tests {
         for chunk in data.chunks(7) {
             spool.append(chunk).unwrap();
         }
-        assert!(spool.spilled());
+        assert!(spilled(&spool));
         assert_eq!(spool.len(), 1000);
-        let mut back = Vec::new();
-        let mut pos = 0;
-        let mut buf = [0u8; 33];
-        loop {
-            let n = spool.read_at(pos, &mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            back.extend_from_slice(&buf[..n]);
-            pos += n as u64;
-        }
-        assert_eq!(back, data);
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, data);
-        spool.clear();
-        assert!(spool.is_empty() && !spool.spilled());
+        assert_eq!(contents(&spool), data);
     }
 
     #[test]
@@ -292,7 +264,7 @@ mod tests {
         spool.append(b"ab").unwrap();
         assert_eq!(spool.memory_part(0), Some(&b"ab"[..]));
         spool.append(b"cdefg").unwrap();
-        assert!(spool.spilled());
+        assert!(spilled(&spool));
         assert_eq!(spool.memory_part(1), Some(&b"bcd"[..]));
         assert_eq!(spool.memory_part(4), None);
         assert_eq!(
@@ -310,9 +282,7 @@ mod tests {
         spool.file = Some(File::open("/dev/null").unwrap());
         assert!(spool.append(b"ghij").is_err());
         spool.append(b"kl").unwrap();
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, b"abcdghijkl");
+        assert_eq!(contents(&spool), b"abcdghijkl");
         assert_eq!(spool.len(), 10);
     }
 
@@ -336,19 +306,18 @@ mod tests {
         assert_eq!((offset, len), (0, 10));
         assert_eq!(spool.file_part(9).map(|(_, o, l)| (o, l)), Some((5, 5)));
         assert!(spool.file_part(3).is_none() && spool.file_part(14).is_none());
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, b"0123abcdefghij");
+        assert_eq!(contents(&spool), b"0123abcdefghij");
     }
 
     #[test]
     fn stays_in_memory_under_the_limit() {
         let mut spool = Spool::with_limit(100);
         spool.append(b"hello").unwrap();
-        assert!(!spool.spilled());
+        assert!(!spilled(&spool));
         let mut buf = [0u8; 10];
         assert_eq!(spool.read_at(2, &mut buf).unwrap(), 3);
         assert_eq!(&buf[..3], b"llo");
         assert_eq!(spool.read_at(5, &mut buf).unwrap(), 0);
     }
+
 }
