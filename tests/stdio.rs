@@ -785,3 +785,109 @@ fn a_try_that_cannot_be_looked_at_is_fed_as_it_takes_input_and_retry_says_so() {
         stderr_of(&out)
     );
 }
+
+/// Whether `dir` lets a file be made without a name (`O_TMPFILE`), as retry's spool tries first.
+fn makes_unnamed_files(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_TMPFILE | nix::libc::O_EXCL)
+        .mode(0o600)
+        .open(dir)
+        .is_ok()
+}
+
+/// What retry (`pid`) has open in `dir`, as the kernel names it.
+fn open_in(pid: u32, dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .collect()
+}
+
+/// Runs `retry ARGS` with `TMPDIR` an empty directory and standard input `stdin`, waits until it
+/// holds a temporary file there, and kills it with SIGKILL: nothing may be left in the directory.
+fn killed_while_spilled(name: &str, args: &[&str], stdin: Stdio) {
+    let dir = common::temp_dir(name);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let pid_file = dir.join("pid");
+    let mut cmd = common::retry_std();
+    cmd.env("TMPDIR", &tmp)
+        .args(args)
+        .arg(&pid_file)
+        .stdin(stdin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let mut held = Vec::new();
+    let spilled = common::wait_until(Duration::from_secs(30), || {
+        held = open_in(pid, &tmp);
+        !held.is_empty()
+    });
+    unsafe { nix::libc::kill(pid as i32, nix::libc::SIGKILL) };
+    let _ = child.wait();
+    // The try outlives retry (it is in a process group of its own): ended here.
+    let tries = common::pids_in(&pid_file);
+    for &try_pid in &tries {
+        unsafe { nix::libc::kill(try_pid, nix::libc::SIGKILL) };
+    }
+    assert!(common::survivors(&tries, Duration::from_secs(5)).is_empty());
+    assert!(spilled, "{name}: retry never spilled to {}", tmp.display());
+    if makes_unnamed_files(&tmp) {
+        // The file never had a name there, so there was never one to remove.
+        assert!(
+            held.iter()
+                .all(|target| !target.to_string_lossy().contains(".retry-spool-")),
+            "{name}: {held:?}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{name}: left behind in TMPDIR: {left:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_killed_with_sigkill_while_spilled_leaves_no_temporary_file() {
+    // Held output past the 64 MiB kept in memory, then a try that waits to be killed.
+    killed_while_spilled(
+        "spool-held",
+        &[
+            "--buffer-stdout",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > \"$0\"; head -c 70000000 /dev/zero; exec sleep 30",
+        ],
+        Stdio::null(),
+    );
+    // Recorded standard input past the same 64 MiB, read whole by the try.
+    let dir = common::temp_dir("spool-input");
+    let input = dir.join("input");
+    let made = Command::new("sh")
+        .args(["-c", "head -c 70000000 /dev/zero > \"$0\""])
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    killed_while_spilled(
+        "spool-recorded",
+        &[
+            "--stdin",
+            "replay",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > \"$0\"; cat > /dev/null; exec sleep 30",
+        ],
+        Stdio::from(std::fs::File::open(&input).unwrap()),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

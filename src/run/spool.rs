@@ -2,10 +2,10 @@
 //! holding a large stream never takes more than the limit in memory.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::Path;
 
 /// How much a spool keeps in memory before it spills to a temporary file.
 pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
@@ -26,10 +26,58 @@ pub struct Spool {
     splices: bool,
 }
 
-/// Creates a temporary file that no other process can reach: it is removed at once and lives
-/// only as long as the handle.
+/// Creates a temporary file that no other process can reach, in `$TMPDIR` (or `/tmp`), that
+/// lives only as long as the handle: where the system makes files without a name (Linux's
+/// `O_TMPFILE`), it never has one, so that nothing is left behind whatever ends `retry`, even
+/// SIGKILL; elsewhere it is removed as soon as it is made.
 pub(super) fn anonymous_file() -> io::Result<File> {
-    let dir: PathBuf = std::env::temp_dir();
+    anonymous_file_in(&std::env::temp_dir())
+}
+
+/// An anonymous temporary file in `dir`: one without a name where the system and the file
+/// system make such files, else one named and removed at once.
+fn anonymous_file_in(dir: &Path) -> io::Result<File> {
+    match unnamed_file(dir) {
+        Err(e) if no_unnamed_files(&e) => named_then_removed(dir),
+        made => made,
+    }
+}
+
+/// A file in `dir` that has no name (`O_TMPFILE`), readable and writable by its owner only, and
+/// that no name can be given later (`O_EXCL`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn unnamed_file(dir: &Path) -> io::Result<File> {
+    use nix::libc;
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_EXCL)
+        .mode(0o600)
+        .open(dir)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn unnamed_file(_dir: &Path) -> io::Result<File> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// Whether a failure to make an unnamed file says that it cannot be made there (a kernel older
+/// than `O_TMPFILE` opens the directory and fails with EISDIR; a file system without it says
+/// EOPNOTSUPP) or that the directory is not one: the named file is tried then, and where it
+/// fails too, it fails as it always has. Any other error (no room, no permission) is the same
+/// for both, and stands.
+fn no_unnamed_files(e: &io::Error) -> bool {
+    use nix::libc;
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOENT | libc::ENOTDIR)
+        )
+}
+
+/// A file created in `dir` under a name no one else can have taken (0600, never an existing
+/// file), and removed at once: for systems without unnamed files.
+fn named_then_removed(dir: &Path) -> io::Result<File> {
     for _ in 0..16 {
         let path = dir.join(format!(".retry-spool-{:016x}", rand::random::<u64>()));
         match OpenOptions::new()
@@ -55,7 +103,8 @@ impl Spool {
         Spool::with_limit(MEMORY_LIMIT)
     }
 
-    pub fn with_limit(limit: usize) -> Spool {
+    /// A spool that keeps `limit` bytes in memory before it spills.
+    fn with_limit(limit: usize) -> Spool {
         Spool {
             memory: Vec::new(),
             file: None,
@@ -83,11 +132,6 @@ impl Spool {
     /// True once the temporary file could not be made or written.
     pub fn file_failed(&self) -> bool {
         self.failure.is_some()
-    }
-
-    /// True once part of the spool lives in a temporary file.
-    pub fn spilled(&self) -> bool {
-        self.file.is_some()
     }
 
     /// Appends `data`. Never loses it: if the temporary file cannot be made or written, the
@@ -223,29 +267,6 @@ impl Spool {
         buf[..n].copy_from_slice(&self.tail[start..start + n]);
         Ok(n)
     }
-
-    /// Writes the whole spool to `out`.
-    pub fn copy_to(&self, out: &mut impl Write) -> io::Result<()> {
-        let mut pos = 0;
-        let mut buf = vec![0u8; 256 * 1024];
-        while pos < self.len() {
-            let n = self.read_at(pos, &mut buf)?;
-            if n == 0 {
-                break;
-            }
-            out.write_all(&buf[..n])?;
-            pos += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Empties the spool (and drops its file).
-    pub fn clear(&mut self) {
-        self.memory = Vec::new();
-        self.file = None;
-        self.file_len = 0;
-        self.tail = Vec::new();
-    }
 }
 
 impl Default for Spool {
@@ -258,6 +279,43 @@ impl Default for Spool {
 mod tests {
     use super::*;
 
+    /// True once part of the spool lives in a temporary file.
+    fn spilled(spool: &Spool) -> bool {
+        spool.file.is_some()
+    }
+
+    /// Every byte the spool holds, read back in order as its readers read it.
+    fn contents(spool: &Spool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 33];
+        while let n @ 1.. = spool.read_at(out.len() as u64, &mut buf).unwrap() {
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    /// A directory of its own for one test, empty.
+    fn empty_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("retry-spool-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect()
+    }
+
+    /// The spool file is the user's own: read and written by its owner only.
+    fn assert_private(file: &File) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+
     #[test]
     fn spills_past_the_limit_and_reads_back_every_byte() {
         let mut spool = Spool::with_limit(10);
@@ -265,25 +323,9 @@ mod tests {
         for chunk in data.chunks(7) {
             spool.append(chunk).unwrap();
         }
-        assert!(spool.spilled());
+        assert!(spilled(&spool));
         assert_eq!(spool.len(), 1000);
-        let mut back = Vec::new();
-        let mut pos = 0;
-        let mut buf = [0u8; 33];
-        loop {
-            let n = spool.read_at(pos, &mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            back.extend_from_slice(&buf[..n]);
-            pos += n as u64;
-        }
-        assert_eq!(back, data);
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, data);
-        spool.clear();
-        assert!(spool.is_empty() && !spool.spilled());
+        assert_eq!(contents(&spool), data);
     }
 
     #[test]
@@ -292,7 +334,7 @@ mod tests {
         spool.append(b"ab").unwrap();
         assert_eq!(spool.memory_part(0), Some(&b"ab"[..]));
         spool.append(b"cdefg").unwrap();
-        assert!(spool.spilled());
+        assert!(spilled(&spool));
         assert_eq!(spool.memory_part(1), Some(&b"bcd"[..]));
         assert_eq!(spool.memory_part(4), None);
         assert_eq!(
@@ -310,9 +352,7 @@ mod tests {
         spool.file = Some(File::open("/dev/null").unwrap());
         assert!(spool.append(b"ghij").is_err());
         spool.append(b"kl").unwrap();
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, b"abcdghijkl");
+        assert_eq!(contents(&spool), b"abcdghijkl");
         assert_eq!(spool.len(), 10);
     }
 
@@ -336,19 +376,95 @@ mod tests {
         assert_eq!((offset, len), (0, 10));
         assert_eq!(spool.file_part(9).map(|(_, o, l)| (o, l)), Some((5, 5)));
         assert!(spool.file_part(3).is_none() && spool.file_part(14).is_none());
-        let mut out = Vec::new();
-        spool.copy_to(&mut out).unwrap();
-        assert_eq!(out, b"0123abcdefghij");
+        assert_eq!(contents(&spool), b"0123abcdefghij");
     }
 
     #[test]
     fn stays_in_memory_under_the_limit() {
         let mut spool = Spool::with_limit(100);
         spool.append(b"hello").unwrap();
-        assert!(!spool.spilled());
+        assert!(!spilled(&spool));
         let mut buf = [0u8; 10];
         assert_eq!(spool.read_at(2, &mut buf).unwrap(), 3);
         assert_eq!(&buf[..3], b"llo");
         assert_eq!(spool.read_at(5, &mut buf).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_spool_file_leaves_no_name_in_its_directory() {
+        let dir = empty_dir("anonymous");
+        let file = anonymous_file_in(&dir).unwrap();
+        assert_private(&file);
+        assert!(names_in(&dir).is_empty(), "{:?}", names_in(&dir));
+        file.write_all_at(b"kept", 0).unwrap();
+        let mut back = [0u8; 4];
+        file.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"kept");
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn where_the_file_system_makes_unnamed_files_the_spool_file_never_has_a_name() {
+        let dir = empty_dir("unnamed");
+        match unnamed_file(&dir) {
+            Ok(file) => {
+                assert_private(&file);
+                // The kernel calls such a file `#INODE (deleted)`: never the name the fallback
+                // gives.
+                let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+                let target = std::fs::read_link(link).unwrap();
+                let target = target.to_string_lossy();
+                assert!(!target.contains(".retry-spool-"), "{target}");
+                assert!(names_in(&dir).is_empty());
+                // And no name can be given to it later.
+                let at = dir.join("linked");
+                let fd = std::ffi::CString::new(format!(
+                    "/proc/self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&file)
+                ))
+                .unwrap();
+                let to = std::ffi::CString::new(at.to_string_lossy().as_bytes()).unwrap();
+                // SAFETY: both paths are NUL-terminated strings that outlive the call.
+                let linked = unsafe {
+                    nix::libc::linkat(
+                        nix::libc::AT_FDCWD,
+                        fd.as_ptr(),
+                        nix::libc::AT_FDCWD,
+                        to.as_ptr(),
+                        nix::libc::AT_SYMLINK_FOLLOW,
+                    )
+                };
+                assert_ne!(linked, 0, "an O_EXCL unnamed file was given a name");
+                assert!(names_in(&dir).is_empty());
+            }
+            // Not on this file system: the fallback's own test covers what retry does then.
+            Err(e) => assert!(no_unnamed_files(&e), "{e}"),
+        }
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_fallback_makes_a_private_file_and_removes_its_name_at_once() {
+        let dir = empty_dir("named");
+        let file = named_then_removed(&dir).unwrap();
+        assert_private(&file);
+        assert!(names_in(&dir).is_empty(), "{:?}", names_in(&dir));
+        file.write_all_at(b"fallback", 0).unwrap();
+        let mut back = [0u8; 8];
+        file.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"fallback");
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_directory_fails_as_it_always_did() {
+        let dir = std::env::temp_dir().join(format!("retry-spool-missing-{}", std::process::id()));
+        let err = anonymous_file_in(&dir).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        assert!(no_unnamed_files(&err));
+        assert!(!no_unnamed_files(&io::Error::from_raw_os_error(
+            nix::libc::ENOSPC
+        )));
     }
 }
