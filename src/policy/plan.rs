@@ -18,7 +18,7 @@ pub const SIMULATED_TRIES: u64 = 100_000;
 
 /// One planned try and the wait after it (none after the last).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub struct PlannedTry {
     pub attempt: u64,
     /// The latest the try starts: every earlier try took its whole timeout.
     pub start: Duration,
@@ -50,7 +50,7 @@ pub struct Plan {
     /// The options that defeat each other.
     pub conflicts: Vec<Conflict>,
     /// At most [`SHOWN_ROWS`] rows, from the first try on.
-    pub rows: Vec<Row>,
+    pub rows: Vec<PlannedTry>,
     pub end: End,
     /// The worst case of the run, after the longest wait `--stagger` can draw.
     pub worst: WorstCase,
@@ -93,7 +93,11 @@ fn horizon(policy: &Policy) -> u64 {
 }
 
 /// Every try from the first, starting at `now`, each failing: the shown rows and the end.
-fn tries<R: Rng + ?Sized>(policy: &Policy, mut now: Duration, rng: &mut R) -> (Vec<Row>, End) {
+fn tries<R: Rng + ?Sized>(
+    policy: &Policy,
+    mut now: Duration,
+    rng: &mut R,
+) -> (Vec<PlannedTry>, End) {
     let mut schedule = Schedule::new(policy);
     let mut rows = Vec::new();
     let horizon = horizon(policy);
@@ -131,7 +135,7 @@ fn fail_once<R: Rng + ?Sized>(
     schedule: &mut Schedule<'_>,
     now: &mut Duration,
     rng: &mut R,
-) -> (Row, Decision) {
+) -> (PlannedTry, Decision) {
     let attempt = schedule.tries() + 1;
     let start = *now;
     let limit = schedule.start_try(*now);
@@ -146,7 +150,7 @@ fn fail_once<R: Rng + ?Sized>(
     if let Some(wait) = wait {
         *now = now.saturating_add(wait.delay);
     }
-    let row = Row {
+    let row = PlannedTry {
         attempt,
         start,
         wait,

@@ -17,7 +17,7 @@ use crate::policy::{
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
 
-use crate::policy::plan::{End, Plan, Row, SIMULATED_TRIES};
+use crate::policy::plan::{End, Plan, PlannedTry, SIMULATED_TRIES};
 
 /// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
 /// seed draws from.
@@ -583,7 +583,7 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
 }
 
 /// One `plan` event.
-fn json_row(row: &Row) -> Obj {
+fn json_row(row: &PlannedTry) -> Obj {
     let mut obj = Obj::new()
         .str("event", "plan")
         .num("attempt", row.attempt)
@@ -812,7 +812,7 @@ mod tests {
             random: false,
             conflicts: Vec::new(),
             rows: (1..=rows)
-                .map(|attempt| Row {
+                .map(|attempt| PlannedTry {
                     attempt,
                     start: s(attempt - 1),
                     wait: None,

@@ -68,7 +68,7 @@ impl By {
 
 /// One row: the runs of one label or command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub struct StatsRow {
     /// The label, or the command line quoted as a shell reads it back.
     pub name: String,
     pub by: By,
@@ -89,7 +89,7 @@ pub struct Row {
     pub last_failure: Option<String>,
 }
 
-impl Row {
+impl StatsRow {
     /// `n` of its runs.
     fn share(&self, n: u64) -> Share {
         Share::new(n, self.runs)
@@ -105,7 +105,7 @@ impl Row {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Flakiest first.
-    pub rows: Vec<Row>,
+    pub rows: Vec<StatsRow>,
     /// The runs in the rows.
     pub runs: u64,
     /// The runs of `--repeat` that were left out of the rows.
@@ -131,7 +131,7 @@ impl Summary {
 /// such a line as damaged, so none reaches here from a file).
 pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) -> Summary {
     let cutoff = since.map(|s| now.checked_sub(s).unwrap_or(UNIX_EPOCH));
-    let mut tally = Tally::default();
+    let mut tally = Gathered::default();
     for entry in entries {
         let Ok(at) = parse_time(&entry.ts) else {
             continue;
@@ -149,7 +149,7 @@ pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) ->
 
 /// The runs gathered so far, by label and by command line.
 #[derive(Default)]
-struct Tally<'a> {
+struct Gathered<'a> {
     labels: HashMap<&'a str, Group<'a>>,
     commands: HashMap<String, Group<'a>>,
     repeat_runs: u64,
@@ -157,7 +157,7 @@ struct Tally<'a> {
     last: Option<SystemTime>,
 }
 
-impl<'a> Tally<'a> {
+impl<'a> Gathered<'a> {
     /// Takes in a run that ended `at`.
     fn add(&mut self, entry: &'a Entry, at: SystemTime) {
         if entry.ending == Ending::Repeat {
@@ -186,7 +186,7 @@ impl<'a> Tally<'a> {
             .commands
             .into_iter()
             .map(|(name, g)| g.row(name, By::Command));
-        let mut rows: Vec<Row> = labels.chain(commands).collect();
+        let mut rows: Vec<StatsRow> = labels.chain(commands).collect();
         rows.sort_by(flakiest_first);
         Summary {
             runs: rows.iter().map(|r| r.runs).sum(),
@@ -234,9 +234,9 @@ impl<'a> Group<'a> {
     }
 
     /// The row of these runs, named `name`.
-    fn row(mut self, name: String, by: By) -> Row {
+    fn row(mut self, name: String, by: By) -> StatsRow {
         self.durations.sort_unstable();
-        Row {
+        StatsRow {
             name,
             by,
             runs: self.runs,
@@ -272,8 +272,8 @@ fn nearest_rank(sorted: &[u64], percent: usize) -> u64 {
 
 /// The flakiest first: by flaky share, then gave-up share, then runs, all descending, then by
 /// name. Shares are compared exactly, as products of whole numbers.
-fn flakiest_first(a: &Row, b: &Row) -> Ordering {
-    let by_share = |n: fn(&Row) -> u64| {
+fn flakiest_first(a: &StatsRow, b: &StatsRow) -> Ordering {
+    let by_share = |n: fn(&StatsRow) -> u64| {
         let (an, bn) = (u128::from(n(a)), u128::from(n(b)));
         (bn * u128::from(a.runs)).cmp(&(an * u128::from(b.runs)))
     };
@@ -448,7 +448,7 @@ const COLUMNS: [&str; 9] = [
 ];
 
 /// The table: a row per label or command line, the names cut to what `options.width` leaves.
-fn table(rows: &[Row], options: &Options) -> Vec<String> {
+fn table(rows: &[StatsRow], options: &Options) -> Vec<String> {
     let cells: Vec<Vec<String>> = rows.iter().map(|r| cells(r, options.ascii)).collect();
     let others: usize = (0..COLUMNS.len())
         .map(|i| {
@@ -479,7 +479,7 @@ fn table(rows: &[Row], options: &Options) -> Vec<String> {
 }
 
 /// A row's cells after its name.
-fn cells(row: &Row, ascii: bool) -> Vec<String> {
+fn cells(row: &StatsRow, ascii: bool) -> Vec<String> {
     vec![
         row.runs.to_string(),
         row.share(row.first_try).percent(),
@@ -497,7 +497,7 @@ fn cells(row: &Row, ascii: bool) -> Vec<String> {
 
 /// The name as the table shows it: a label as it is, a command line after `$ `, either made
 /// safe for a terminal (and ASCII when `ascii`).
-fn shown_name(row: &Row, ascii: bool) -> String {
+fn shown_name(row: &StatsRow, ascii: bool) -> String {
     let name = match row.by {
         By::Label => printable(&row.name),
         By::Command => format!("$ {}", row.name),
@@ -545,7 +545,7 @@ fn json_lines(file: &Path, summary: &Summary, damaged: &[Damaged], ascii: bool) 
 }
 
 /// The `stats_row` object of a row.
-fn row_json(row: &Row) -> Obj {
+fn row_json(row: &StatsRow) -> Obj {
     let obj = Obj::new()
         .str("event", "stats_row")
         .str("name", &row.name)

@@ -73,7 +73,7 @@ pub struct Scenario {
 
 /// Why a try failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub enum Cause {
     /// The dependency was down (model `outage`).
     Outage,
     /// The dependency was up but over its capacity (model `outage`).
@@ -94,12 +94,12 @@ pub struct Failures {
 }
 
 impl Failures {
-    fn count(&mut self, why: Failure) {
+    fn count(&mut self, why: Cause) {
         let n = match why {
-            Failure::Outage => &mut self.outage,
-            Failure::Overload => &mut self.overload,
-            Failure::Conflict => &mut self.conflict,
-            Failure::Timeout => &mut self.timeout,
+            Cause::Outage => &mut self.outage,
+            Cause::Overload => &mut self.overload,
+            Cause::Conflict => &mut self.conflict,
+            Cause::Timeout => &mut self.timeout,
         };
         *n = n.saturating_add(1);
     }
@@ -239,7 +239,7 @@ struct Client<'p> {
     schedule: Schedule<'p>,
     phase: Phase,
     /// The try's result, decided by the dependency before the client learns it.
-    result: Result<(), Failure>,
+    result: Result<(), Cause>,
     /// When the try under way is stopped by its timeout or the end of the run.
     stop_at: u64,
     /// Model `occ`: when this try's read reached the record.
@@ -271,7 +271,7 @@ struct Run<'p> {
     dependency: Dependency,
     quota: Option<(QuotaParams, Bucket)>,
     recorder: Recorder,
-    tally: Tally,
+    tally: Totals,
     max_tries: u64,
 }
 
@@ -289,10 +289,10 @@ impl<'p> Run<'p> {
             },
             quota: scenario.quota.map(|p| (p, Bucket::full(&p, 0))),
             recorder: Recorder::new(),
-            tally: Tally {
+            tally: Totals {
                 // The reasons a simulated run can give up, always listed, in this order.
                 gave_up: vec![("tries", 0), ("budget", 0), ("quota", 0)],
-                ..Tally::default()
+                ..Totals::default()
             },
             max_tries,
         };
@@ -391,7 +391,7 @@ impl<'p> Run<'p> {
 
 /// What the clients did, beyond the tries.
 #[derive(Default)]
-struct Tally {
+struct Totals {
     failures: Failures,
     succeeded: u32,
     gave_up: Vec<(&'static str, u32)>,
@@ -402,7 +402,7 @@ struct Tally {
     past_clock: u32,
 }
 
-impl Tally {
+impl Totals {
     fn gave_up(&mut self, word: &'static str) {
         match self.gave_up.iter_mut().find(|(w, _)| *w == word) {
             Some((_, n)) => *n = n.saturating_add(1),
@@ -419,7 +419,7 @@ fn decide(
     now: u64,
     rng: &mut StdRng,
     quota: Option<&mut (QuotaParams, Bucket)>,
-    tally: &mut Tally,
+    tally: &mut Totals,
 ) -> Option<u64> {
     let Err(why) = client.result else {
         tally.succeeded = tally.succeeded.saturating_add(1);
@@ -430,7 +430,7 @@ fn decide(
     let decision = match why {
         // A timeout is an outcome a real run sees too: it is classified as one would
         // (`--stop-on timeout` makes it permanent).
-        Failure::Timeout => {
+        Cause::Timeout => {
             client
                 .schedule
                 .after_try(Outcome::Timeout, now_since_start, rng)

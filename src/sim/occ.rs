@@ -12,7 +12,7 @@
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use super::{Client, Failure, Phase};
+use super::{Cause, Client, Phase};
 
 /// The mean of one network hop, in nanoseconds.
 const HOP_MEAN: f64 = 10_000_000.0;
@@ -46,7 +46,7 @@ impl Record {
             .saturating_add(hop(rng));
         if write_at >= client.stop_at {
             // Stopped by its timeout or the budget before its write was sent.
-            client.result = Err(Failure::Timeout);
+            client.result = Err(Cause::Timeout);
             client.phase = Phase::End;
             return Some(client.stop_at);
         }
@@ -67,13 +67,13 @@ impl Record {
             self.last_write = Some(now);
             Ok(())
         } else {
-            Err(Failure::Conflict)
+            Err(Cause::Conflict)
         };
         client.phase = Phase::End;
         let reply = now.saturating_add(hop(rng));
         if reply > client.stop_at {
             // The write may have landed, but the client saw a timeout, and tries again.
-            client.result = Err(Failure::Timeout);
+            client.result = Err(Cause::Timeout);
             return Some(client.stop_at);
         }
         Some(reply)

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Client, Failure, Phase, nanos};
+use super::{Cause, Client, Phase, nanos};
 
 /// The model's parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,18 +38,18 @@ impl Server {
     /// A try of `client` starts at `now`: decides its result and returns when it ends.
     pub(super) fn start(&mut self, client: &mut Client<'_>, now: u64) -> Option<u64> {
         client.result = if now < self.until {
-            Err(Failure::Outage)
+            Err(Cause::Outage)
         } else if self.limiter.as_mut().is_none_or(|l| l.admit(now)) {
             Ok(())
         } else {
-            Err(Failure::Overload)
+            Err(Cause::Overload)
         };
         let end = now.saturating_add(self.latency);
         client.phase = Phase::End;
         if end > client.stop_at {
             // Stopped by its timeout or the budget before the answer came: whatever the
             // dependency made of it, the client saw a timeout.
-            client.result = Err(Failure::Timeout);
+            client.result = Err(Cause::Timeout);
             return Some(client.stop_at);
         }
         Some(end)

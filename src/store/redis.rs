@@ -51,9 +51,9 @@ use std::time::{Duration, Instant};
 
 use crate::policy::quota::{QuotaParams, RedisAddress};
 use crate::store::quota::{BucketStore, Unanswered, Update};
-use crate::store::resp::{Addr, Deadline, Node, Value};
+use crate::store::resp::{Addr, Deadline, Node, Reply};
 
-pub use crate::store::resp::{DEADLINE, Failure, MAX_REDIRECTS, MAX_REPLY};
+pub use crate::store::resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
 pub use error::{REFUSALS, RedisStoreError};
 pub use script::{SCRIPT, SCRIPT_SHA1};
 
@@ -190,7 +190,7 @@ impl RedisStore {
         slot: &mut Option<Node>,
         op: &Op,
         deadline: &Deadline,
-    ) -> Result<(Value, Addr), RedisStoreError> {
+    ) -> Result<(Reply, Addr), RedisStoreError> {
         let mut ask: Option<Addr> = None;
         for _ in 0..=MAX_REDIRECTS {
             let (answer, at) = match ask.take() {
@@ -199,7 +199,7 @@ impl RedisStore {
             };
             let message = match answer {
                 Ok(value) => return Ok((value, at)),
-                Err(Failure::Server(message)) => message,
+                Err(ExchangeError::Server(message)) => message,
                 Err(source) => {
                     return Err(RedisStoreError::Command {
                         server: at.to_string(),
@@ -215,14 +215,14 @@ impl RedisStore {
                 None => {
                     return Err(RedisStoreError::Command {
                         server: at.to_string(),
-                        source: Failure::Server(message),
+                        source: ExchangeError::Server(message),
                     });
                 }
             }
         }
         Err(RedisStoreError::Command {
             server: self.server(),
-            source: Failure::Redirects,
+            source: ExchangeError::Redirects,
         })
     }
 
@@ -233,7 +233,7 @@ impl RedisStore {
         slot: &mut Option<Node>,
         op: &Op,
         deadline: &Deadline,
-    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+    ) -> Result<(Result<Reply, ExchangeError>, Addr), RedisStoreError> {
         let node = match slot {
             Some(node) => node,
             None => slot.insert(self.server.open(&self.server.addr, deadline)?),
@@ -242,7 +242,7 @@ impl RedisStore {
         let at = node.addr.clone();
         // An error the server sent leaves the connection in step; anything else (a timeout, a
         // reset, a reply cut off) may have left bytes to come.
-        if !matches!(answer, Ok(_) | Err(Failure::Server(_))) {
+        if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
             *slot = None;
         }
         Ok((answer, at))
@@ -255,7 +255,7 @@ impl RedisStore {
         addr: Addr,
         op: &Op,
         deadline: &Deadline,
-    ) -> Result<(Result<Value, Failure>, Addr), RedisStoreError> {
+    ) -> Result<(Result<Reply, ExchangeError>, Addr), RedisStoreError> {
         let mut node = self.server.open(&addr, deadline)?;
         let answer = node
             .request(&[b"ASKING"], deadline)

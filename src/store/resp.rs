@@ -20,7 +20,7 @@ pub const MAX_REDIRECTS: usize = 3;
 
 /// What went wrong in an exchange with a server.
 #[derive(Debug)]
-pub enum Failure {
+pub enum ExchangeError {
     /// The connection failed or was closed.
     Io(io::Error),
     /// The deadline passed: after `waited`, which was what was left of the run's budget when
@@ -40,28 +40,28 @@ pub enum Failure {
     Redirects,
 }
 
-impl fmt::Display for Failure {
+impl fmt::Display for ExchangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Io(e) => write!(f, "{}", one_line(&e.to_string())),
-            Failure::TimedOut { waited, budget } => {
+            ExchangeError::Io(e) => write!(f, "{}", one_line(&e.to_string())),
+            ExchangeError::TimedOut { waited, budget } => {
                 write!(f, "no answer within {} ms", waited.as_millis())?;
                 if *budget {
                     write!(f, ", what was left of the run's budget")?;
                 }
                 Ok(())
             }
-            Failure::Server(e) => write!(f, "{}", one_line(e)),
-            Failure::Auth(Some(code)) => write!(f, "the server refused AUTH: {code}"),
-            Failure::Auth(None) => {
+            ExchangeError::Server(e) => write!(f, "{}", one_line(e)),
+            ExchangeError::Auth(Some(code)) => write!(f, "the server refused AUTH: {code}"),
+            ExchangeError::Auth(None) => {
                 write!(f, "the server refused AUTH with an error of no known code")
             }
-            Failure::TooLarge => write!(
+            ExchangeError::TooLarge => write!(
                 f,
                 "its reply is longer than {MAX_REPLY} bytes, which no quota reply is"
             ),
-            Failure::Protocol(what) => write!(f, "its reply is not Redis's protocol: {what}"),
-            Failure::Redirects => write!(
+            ExchangeError::Protocol(what) => write!(f, "its reply is not Redis's protocol: {what}"),
+            ExchangeError::Redirects => write!(
                 f,
                 "the cluster redirected the update more than {MAX_REDIRECTS} times"
             ),
@@ -69,12 +69,12 @@ impl fmt::Display for Failure {
     }
 }
 
-impl Failure {
+impl ExchangeError {
     /// The failure of the exchange that sent the password: an error the server sent is kept
     /// by its code word only.
-    pub fn of_auth(self) -> Failure {
+    pub fn of_auth(self) -> ExchangeError {
         match self {
-            Failure::Server(message) => Failure::Auth(code_word(&message)),
+            ExchangeError::Server(message) => ExchangeError::Auth(code_word(&message)),
             other => other,
         }
     }
@@ -82,8 +82,8 @@ impl Failure {
     /// The code word of the error the server sent, if it sent one that has a known code.
     pub fn code(&self) -> Option<&'static str> {
         match self {
-            Failure::Server(message) => code_word(message),
-            Failure::Auth(code) => *code,
+            ExchangeError::Server(message) => code_word(message),
+            ExchangeError::Auth(code) => *code,
             _ => None,
         }
     }
@@ -131,10 +131,10 @@ pub fn code_word(message: &str) -> Option<&'static str> {
         .or_else(|| CODES.into_iter().find(|code| *code == first))
 }
 
-impl std::error::Error for Failure {
+impl std::error::Error for ExchangeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Failure::Io(e) => Some(e),
+            ExchangeError::Io(e) => Some(e),
             _ => None,
         }
     }
@@ -178,15 +178,15 @@ impl Deadline {
     }
 
     /// The time left, or the failure of a deadline passed.
-    pub fn left(&self) -> Result<Duration, Failure> {
+    pub fn left(&self) -> Result<Duration, ExchangeError> {
         self.at
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(|| self.timed_out())
     }
 
-    pub fn timed_out(&self) -> Failure {
-        Failure::TimedOut {
+    pub fn timed_out(&self) -> ExchangeError {
+        ExchangeError::TimedOut {
             waited: self.span,
             budget: self.budget,
         }
@@ -229,34 +229,34 @@ impl Node {
     }
 
     /// Sends one command and reads its reply, both before the deadline. An error reply is
-    /// [`Failure::Server`].
-    pub fn request(&mut self, args: &[&[u8]], deadline: &Deadline) -> Result<Value, Failure> {
+    /// [`ExchangeError::Server`].
+    pub fn request(&mut self, args: &[&[u8]], deadline: &Deadline) -> Result<Reply, ExchangeError> {
         self.send(&encode(args), deadline)?;
         match self.receive(deadline)? {
-            Value::Error(e) => Err(Failure::Server(e)),
+            Reply::Error(e) => Err(ExchangeError::Server(e)),
             value => Ok(value),
         }
     }
 
-    fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), Failure> {
+    fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), ExchangeError> {
         while !request.is_empty() {
             let left = deadline.left()?;
             self.stream
                 .set_write_timeout(Some(left))
-                .map_err(Failure::Io)?;
+                .map_err(ExchangeError::Io)?;
             match self.stream.write(request) {
-                Ok(0) => return Err(Failure::Io(io::ErrorKind::WriteZero.into())),
+                Ok(0) => return Err(ExchangeError::Io(io::ErrorKind::WriteZero.into())),
                 Ok(n) => request = &request[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
-                Err(e) => return Err(Failure::Io(e)),
+                Err(e) => return Err(ExchangeError::Io(e)),
             }
         }
         Ok(())
     }
 
     /// Reads one whole reply, of at most [`MAX_REPLY`] bytes.
-    fn receive(&mut self, deadline: &Deadline) -> Result<Value, Failure> {
+    fn receive(&mut self, deadline: &Deadline) -> Result<Reply, ExchangeError> {
         let mut chunk = [0u8; 512];
         loop {
             if let Some((value, len)) = parse(&self.buf)? {
@@ -264,16 +264,16 @@ impl Node {
                 return Ok(value);
             }
             if self.buf.len() >= MAX_REPLY {
-                return Err(Failure::TooLarge);
+                return Err(ExchangeError::TooLarge);
             }
             let left = deadline.left()?;
             self.stream
                 .set_read_timeout(Some(left))
-                .map_err(Failure::Io)?;
+                .map_err(ExchangeError::Io)?;
             let room = chunk.len().min(MAX_REPLY - self.buf.len());
             match self.stream.read(&mut chunk[..room]) {
                 Ok(0) => {
-                    return Err(Failure::Io(io::Error::new(
+                    return Err(ExchangeError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the server closed the connection",
                     )));
@@ -281,7 +281,7 @@ impl Node {
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_timeout(&e) => return Err(deadline.timed_out()),
-                Err(e) => return Err(Failure::Io(e)),
+                Err(e) => return Err(ExchangeError::Io(e)),
             }
         }
     }
@@ -307,23 +307,23 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
 
 /// A reply of Redis's protocol (RESP2).
 #[derive(Debug, PartialEq)]
-pub enum Value {
+pub enum Reply {
     Simple(String),
     Error(String),
     Int(i64),
     Bulk(Option<Vec<u8>>),
-    Array(Option<Vec<Value>>),
+    Array(Option<Vec<Reply>>),
 }
 
-impl fmt::Display for Value {
+impl fmt::Display for Reply {
     /// The reply as a log line shows it, when it is not what was expected.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Value::Simple(s) | Value::Error(s) => write!(f, "{s}"),
-            Value::Int(n) => write!(f, "{n}"),
-            Value::Bulk(Some(b)) => write!(f, "{}", String::from_utf8_lossy(b)),
-            Value::Bulk(None) | Value::Array(None) => write!(f, "nil"),
-            Value::Array(Some(items)) => {
+            Reply::Simple(s) | Reply::Error(s) => write!(f, "{s}"),
+            Reply::Int(n) => write!(f, "{n}"),
+            Reply::Bulk(Some(b)) => write!(f, "{}", String::from_utf8_lossy(b)),
+            Reply::Bulk(None) | Reply::Array(None) => write!(f, "nil"),
+            Reply::Array(Some(items)) => {
                 write!(f, "[")?;
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
@@ -342,11 +342,11 @@ const MAX_DEPTH: usize = 4;
 
 /// The reply at the start of `buf` and its length; `None` while it is incomplete. A length
 /// that would take it past [`MAX_REPLY`] fails at once, before its bytes come.
-pub fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, Failure> {
+pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, ExchangeError> {
     parse_at(buf, 0, 0)
 }
 
-fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)>, Failure> {
+fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)>, ExchangeError> {
     let Some(&kind) = buf.get(at) else {
         return Ok(None);
     };
@@ -355,27 +355,29 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)
     };
     let text = || String::from_utf8_lossy(line).into_owned();
     let value = match kind {
-        b'+' => Value::Simple(text()),
-        b'-' => Value::Error(text()),
-        b':' => Value::Int(number(line)?),
+        b'+' => Reply::Simple(text()),
+        b'-' => Reply::Error(text()),
+        b':' => Reply::Int(number(line)?),
         b'$' => match number(line)? {
-            -1 => Value::Bulk(None),
-            n if n < 0 => return Err(Failure::Protocol("a negative length")),
-            n if n as u64 > MAX_REPLY as u64 => return Err(Failure::TooLarge),
+            -1 => Reply::Bulk(None),
+            n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
+            n if n as u64 > MAX_REPLY as u64 => return Err(ExchangeError::TooLarge),
             n => match bulk(buf, next, n as usize)? {
                 Some((bytes, after)) => {
                     next = after;
-                    Value::Bulk(Some(bytes))
+                    Reply::Bulk(Some(bytes))
                 }
                 None => return Ok(None),
             },
         },
         b'*' => match number(line)? {
-            -1 => Value::Array(None),
-            n if n < 0 => return Err(Failure::Protocol("a negative length")),
+            -1 => Reply::Array(None),
+            n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
             // Each item takes 3 bytes at least.
-            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(Failure::TooLarge),
-            _ if depth >= MAX_DEPTH => return Err(Failure::Protocol("arrays nested too deep")),
+            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(ExchangeError::TooLarge),
+            _ if depth >= MAX_DEPTH => {
+                return Err(ExchangeError::Protocol("arrays nested too deep"));
+            }
             n => {
                 let mut items = Vec::new();
                 for _ in 0..n {
@@ -385,23 +387,23 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usize)
                     items.push(item);
                     next = after;
                 }
-                Value::Array(Some(items))
+                Reply::Array(Some(items))
             }
         },
-        _ => return Err(Failure::Protocol("an unknown type of reply")),
+        _ => return Err(ExchangeError::Protocol("an unknown type of reply")),
     };
     Ok(Some((value, next)))
 }
 
 /// The `len` bytes of a bulk string from `at`, and where its CRLF ends; `None` while they
 /// are incomplete.
-fn bulk(buf: &[u8], at: usize, len: usize) -> Result<Option<(Vec<u8>, usize)>, Failure> {
+fn bulk(buf: &[u8], at: usize, len: usize) -> Result<Option<(Vec<u8>, usize)>, ExchangeError> {
     let end = at + len;
     if buf.len() < end + 2 {
         return Ok(None);
     }
     if &buf[end..end + 2] != b"\r\n" {
-        return Err(Failure::Protocol("a string longer than its length"));
+        return Err(ExchangeError::Protocol("a string longer than its length"));
     }
     Ok(Some((buf[at..end].to_vec(), end + 2)))
 }
@@ -413,11 +415,13 @@ fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
     Some((&rest[..end], from + end + 2))
 }
 
-fn number(line: &[u8]) -> Result<i64, Failure> {
+fn number(line: &[u8]) -> Result<i64, ExchangeError> {
     std::str::from_utf8(line)
         .ok()
         .and_then(|s| s.parse().ok())
-        .ok_or(Failure::Protocol("a length or number that is not one"))
+        .ok_or(ExchangeError::Protocol(
+            "a length or number that is not one",
+        ))
 }
 
 #[cfg(test)]
@@ -442,13 +446,13 @@ mod tests {
         assert_eq!(code_word("ERR something 'pa55-Word'"), Some("ERR"));
         assert_eq!(code_word("pa55-Word is wrong"), None);
         assert_eq!(code_word(""), None);
-        let auth = Failure::Server(echoed.into()).of_auth();
+        let auth = ExchangeError::Server(echoed.into()).of_auth();
         assert_eq!(
             auth.to_string(),
             "the server refused AUTH: ERR unknown command"
         );
         assert_eq!(auth.code(), Some("ERR unknown command"));
-        let unknown = Failure::Server("pa55-Word".into()).of_auth();
+        let unknown = ExchangeError::Server("pa55-Word".into()).of_auth();
         assert!(!unknown.to_string().contains("pa55"), "{unknown}");
     }
 
@@ -460,7 +464,7 @@ mod tests {
         );
     }
 
-    fn parsed(bytes: &[u8]) -> Option<(Value, usize)> {
+    fn parsed(bytes: &[u8]) -> Option<(Reply, usize)> {
         parse(bytes).unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(bytes)))
     }
 
@@ -470,9 +474,9 @@ mod tests {
         assert_eq!(
             parsed(reply),
             Some((
-                Value::Array(Some(vec![
-                    Value::Int(1),
-                    Value::Bulk(Some(b"9.4".to_vec()))
+                Reply::Array(Some(vec![
+                    Reply::Int(1),
+                    Reply::Bulk(Some(b"9.4".to_vec()))
                 ])),
                 reply.len()
             ))
@@ -482,17 +486,17 @@ mod tests {
         }
         assert_eq!(
             parsed(b"+OK\r\n+PONG"),
-            Some((Value::Simple("OK".into()), 5))
+            Some((Reply::Simple("OK".into()), 5))
         );
         assert_eq!(
             parsed(b"-NOSCRIPT No matching script\r\n"),
-            Some((Value::Error("NOSCRIPT No matching script".into()), 30))
+            Some((Reply::Error("NOSCRIPT No matching script".into()), 30))
         );
-        assert_eq!(parsed(b"$-1\r\n"), Some((Value::Bulk(None), 5)));
-        assert_eq!(parsed(b"*-1\r\n"), Some((Value::Array(None), 5)));
+        assert_eq!(parsed(b"$-1\r\n"), Some((Reply::Bulk(None), 5)));
+        assert_eq!(parsed(b"*-1\r\n"), Some((Reply::Array(None), 5)));
         assert_eq!(
             parsed(b"$0\r\n\r\n"),
-            Some((Value::Bulk(Some(Vec::new())), 6))
+            Some((Reply::Bulk(Some(Vec::new())), 6))
         );
     }
 
@@ -500,17 +504,20 @@ mod tests {
     fn a_reply_longer_than_a_quota_reply_fails_before_it_comes() {
         for header in [&b"$2000000000\r\n"[..], b"$1025\r\n", b"*1000\r\n"] {
             assert!(
-                matches!(parse(header), Err(Failure::TooLarge)),
+                matches!(parse(header), Err(ExchangeError::TooLarge)),
                 "{header:?}"
             );
         }
         assert!(parse(b"$1024\r\n").unwrap().is_none());
         for bad in [&b"?x\r\n"[..], b":x\r\n", b"$-2\r\n", b"$1\r\nab\r\n"] {
-            assert!(matches!(parse(bad), Err(Failure::Protocol(_))), "{bad:?}");
+            assert!(
+                matches!(parse(bad), Err(ExchangeError::Protocol(_))),
+                "{bad:?}"
+            );
         }
         assert!(matches!(
             parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
-            Err(Failure::Protocol(_))
+            Err(ExchangeError::Protocol(_))
         ));
     }
 

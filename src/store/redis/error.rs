@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use crate::store::resp::{Failure, one_line};
+use crate::store::resp::{ExchangeError, one_line};
 
 /// Why the fleet store could not be used. The run warns with it, once, and goes on with the
 /// local store.
@@ -12,9 +12,15 @@ pub enum RedisStoreError {
     /// The host name did not resolve, or not within the deadline.
     Resolve { host: String, source: io::Error },
     /// No connection, or the server refused it (a wrong password) or did not answer in time.
-    Connect { server: String, source: Failure },
+    Connect {
+        server: String,
+        source: ExchangeError,
+    },
     /// The script failed, or the server did not answer it in time.
-    Command { server: String, source: Failure },
+    Command {
+        server: String,
+        source: ExchangeError,
+    },
     /// The script's answer was not a number of tokens.
     Reply { server: String, reply: String },
 }

@@ -4,7 +4,7 @@
 
 use crate::policy::quota::QuotaParams;
 use crate::store::quota::Update;
-use crate::store::resp::{Deadline, Failure, Node, Value};
+use crate::store::resp::{Deadline, ExchangeError, Node, Reply};
 
 /// The bucket's arithmetic, as [`Bucket`](crate::policy::quota::Bucket) does it, in one script
 /// that Redis runs alone.
@@ -93,7 +93,7 @@ impl Call {
         op: &Op,
         deadline: &Deadline,
         asking: bool,
-    ) -> Result<Value, Failure> {
+    ) -> Result<Reply, ExchangeError> {
         let p = &self.params;
         let (ratio, floor, cap) = (p.ratio.to_string(), p.floor.to_string(), p.cap.to_string());
         let expiry = self.expiry_ms.to_string();
@@ -111,7 +111,7 @@ impl Call {
             .chain(rest)
             .collect();
         match node.request(&evalsha, deadline) {
-            Err(Failure::Server(e)) if e.starts_with("NOSCRIPT") => {
+            Err(ExchangeError::Server(e)) if e.starts_with("NOSCRIPT") => {
                 if asking {
                     node.request(&[b"ASKING"], deadline)?;
                 }
@@ -128,13 +128,13 @@ impl Call {
 
 /// The script's answer `{granted, tokens}` as an update; anything else is an error that holds
 /// the reply as text.
-pub fn update(reply: Value) -> Result<Update, String> {
+pub fn update(reply: Reply) -> Result<Update, String> {
     let (granted, tokens) = match reply {
-        Value::Array(Some(items)) => match &items[..] {
-            [Value::Int(granted), Value::Bulk(Some(tokens))] => {
+        Reply::Array(Some(items)) => match &items[..] {
+            [Reply::Int(granted), Reply::Bulk(Some(tokens))] => {
                 (*granted, String::from_utf8_lossy(tokens).into_owned())
             }
-            _ => return Err(Value::Array(Some(items)).to_string()),
+            _ => return Err(Reply::Array(Some(items)).to_string()),
         },
         other => return Err(other.to_string()),
     };
@@ -191,15 +191,15 @@ mod tests {
     #[test]
     fn an_answer_that_is_not_granted_and_tokens_is_shown_as_the_reply() {
         let answer = |granted, tokens: &[u8]| {
-            Value::Array(Some(vec![
-                Value::Int(granted),
-                Value::Bulk(Some(tokens.to_vec())),
+            Reply::Array(Some(vec![
+                Reply::Int(granted),
+                Reply::Bulk(Some(tokens.to_vec())),
             ]))
         };
         let ok = update(answer(1, b"9.5")).expect("an update");
         assert_eq!((ok.granted, ok.tokens), (true, 9.5));
         assert!(!update(answer(0, b"0.25")).expect("an update").granted);
         assert_eq!(update(answer(1, b"nan")).err().as_deref(), Some("nan"));
-        assert!(update(Value::Int(1)).is_err());
+        assert!(update(Reply::Int(1)).is_err());
     }
 }

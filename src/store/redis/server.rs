@@ -9,7 +9,7 @@ use std::thread;
 
 use crate::policy::quota::RedisAddress;
 use crate::store::redis::error::RedisStoreError;
-use crate::store::resp::{Addr, Deadline, Failure, Node};
+use crate::store::resp::{Addr, Deadline, ExchangeError, Node};
 
 /// Where the server is, from the quota's address, and the password to give it.
 #[derive(Clone, PartialEq, Eq)]
@@ -44,8 +44,10 @@ impl Server {
         else {
             return e;
         };
-        let clean = |source: Failure| match source {
-            Failure::Server(message) => Failure::Server(message.replace(password, "***")),
+        let clean = |source: ExchangeError| match source {
+            ExchangeError::Server(message) => {
+                ExchangeError::Server(message.replace(password, "***"))
+            }
             other => other,
         };
         match e {
@@ -84,7 +86,7 @@ impl Server {
                     continue;
                 }
                 Err(e) => {
-                    last = Some(Failure::Io(e));
+                    last = Some(ExchangeError::Io(e));
                     continue;
                 }
             };
