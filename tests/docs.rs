@@ -766,10 +766,13 @@ fn anchors_are_made_as_github_makes_them() {
 }
 
 /// Every relative link of the README and of docs/ names a file that exists and, with an
-/// `#anchor`, a heading of it; and every page of docs/ is linked from the README.
+/// `#anchor`, a heading of it; and every page of docs/ is linked from the README or from the
+/// index of docs/, docs/README.md, which the README links.
 #[test]
 fn every_relative_link_of_the_docs_leads_somewhere() {
     let pages = markdown_pages();
+    let readme = root().join("README.md");
+    let index = root().join("docs/README.md");
     let mut broken = Vec::new();
     let mut linked = Vec::new();
     let mut checked = 0;
@@ -796,7 +799,7 @@ fn every_relative_link_of_the_docs_leads_somewhere() {
                 broken.push(format!("{}: {target}: no such file", shown(page)));
                 continue;
             };
-            if page.ends_with("README.md") {
+            if *page == readme || *page == index {
                 linked.push(file.clone());
             }
             let Some(anchor) = anchor else { continue };
@@ -815,11 +818,122 @@ fn every_relative_link_of_the_docs_leads_somewhere() {
     for page in &pages[1..] {
         let page = page.canonicalize().expect("a page exists");
         if !linked.contains(&page) {
-            broken.push(format!("{}: not linked from the README", shown(&page)));
+            broken.push(format!(
+                "{}: not linked from the README nor from docs/README.md",
+                shown(&page)
+            ));
         }
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
     assert!(checked > 30, "only {checked} links found");
+}
+
+/// The Rust files of a directory and of the directories below it.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("read a directory").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The pointers of a text to the pages of docs/, comments included: the path of each page
+/// named under docs/, with its `#anchor` when one follows, and the line it is on.
+fn doc_pointers(text: &str) -> Vec<(usize, String)> {
+    let page_char = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    let anchor_char = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+    let mut pointers = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("docs/") {
+            let before = rest[..at].chars().next_back();
+            let after = &rest[at + "docs/".len()..];
+            rest = after;
+            // `tests/docs/x.rs` or `/usr/share/docs/` are not pointers to the pages.
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '/' || c == '_') {
+                continue;
+            }
+            let name: String = after.chars().take_while(|&c| page_char(c)).collect();
+            // A sentence's full stop after the name is not part of it.
+            let Some(name) = name.trim_end_matches('.').strip_suffix(".md") else {
+                continue;
+            };
+            let mut pointer = format!("docs/{name}.md");
+            if let Some(anchor) = after[name.len() + ".md".len()..].strip_prefix('#') {
+                let anchor: String = anchor.chars().take_while(|&c| anchor_char(c)).collect();
+                pointer = format!("{pointer}#{anchor}");
+            }
+            pointers.push((n + 1, pointer));
+        }
+    }
+    pointers
+}
+
+#[test]
+fn doc_pointers_are_found_in_code_and_comments() {
+    // Spelt in two halves, so that this file holds no pointer of its own to check.
+    let d = "doc";
+    let text = format!(
+        "/// As {d}s/log.md#human-format says.\n// ({d}s/a.md, {d}s/b.md#c-d_e)\n\
+         let p = \"tests/{d}s/man.rs\"; // {d}s/c.md.\n"
+    );
+    assert_eq!(
+        doc_pointers(&text),
+        [
+            (1, format!("{d}s/log.md#human-format")),
+            (2, format!("{d}s/a.md")),
+            (2, format!("{d}s/b.md#c-d_e")),
+            (3, format!("{d}s/c.md")),
+        ]
+    );
+}
+
+/// Every pointer of the code and the tests to a page of docs/ (`docs/log.md#human-format`,
+/// in a comment or anywhere else) names a page that exists and, with an `#anchor`, a heading
+/// of that page, its anchor made as GitHub makes it.
+#[test]
+fn every_pointer_of_the_code_to_the_docs_leads_somewhere() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in rust_files(&root().join("src"))
+        .into_iter()
+        .chain(rust_files(&root().join("tests")))
+    {
+        let text = read_page(&file);
+        for (line, pointer) in doc_pointers(&text) {
+            checked += 1;
+            let (page, anchor) = match pointer.split_once('#') {
+                Some((page, anchor)) => (page, Some(anchor)),
+                None => (pointer.as_str(), None),
+            };
+            let page = root().join(page);
+            if !page.is_file() {
+                broken.push(format!("{}:{line}: {pointer}: no such page", shown(&file)));
+                continue;
+            }
+            if let Some(anchor) =
+                anchor.filter(|a| !anchors(&read_page(&page)).iter().any(|h| h == a))
+            {
+                broken.push(format!(
+                    "{}:{line}: {pointer}: {} has no heading #{anchor}",
+                    shown(&file),
+                    shown(&page)
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(checked > 0, "no pointer to docs/ found in src/ and tests/");
 }
 
 /// --help's summary of the exit statuses names every status the manual lists.
