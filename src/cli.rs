@@ -509,7 +509,7 @@ Each runs in its working directory with its recorded options, where the options 
             "Format of the log: human, or json (one JSON object per line)
 
 Every event of the JSON log and every field of each are listed in json-log.md, in the docs \
-            directory of retry's source and in /usr/share/doc/retry of its Debian package.",
+            directory of retry's source and in /usr/share/doc/retry-wrapper of its Debian package.",
         )
             .value_parser(EnumValueParser::<LogFormat>::new())
             .allow_hyphen_values(true)

@@ -481,11 +481,12 @@ fn files() -> Vec<Block> {
     vec![
         p("`retry` reads no configuration file."),
         literal(
-            "$TMPDIR/.retry-spool-*",
+            "$TMPDIR",
             &format!(
                 "Standard input recorded for later tries, and output held by --buffer-stdout, \
-                 past the first {} MiB. Each file is removed as soon as it is created, so nothing \
-                 is left behind, whatever ends `retry`.",
+                 past the first {} MiB, go to a file in $TMPDIR that has no name (O_TMPFILE), or \
+                 where the file system cannot make one, to .retry-spool-* removed as soon as it \
+                 is created: nothing is left behind, whatever ends `retry`.",
                 retry::run::spool::MEMORY_LIMIT >> 20
             ),
         ),
@@ -512,7 +513,7 @@ fn files() -> Vec<Block> {
              `$TMPDIR/retry-UID/NAME.quota`, and `/tmp/retry-UID/NAME.quota` without `TMPDIR`.",
         ),
         item(
-            "/usr/share/doc/retry/json-log.md",
+            "/usr/share/doc/retry-wrapper/json-log.md",
             "Every event of the JSON log (--log-format json) and every field of each.",
         ),
     ]
