@@ -209,16 +209,7 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
         Event::RepeatEnded {
             count, why, status, ..
         } => {
-            let outcome = match (why, count.failed, status) {
-                (RepeatEnd::Interrupted(_), _, _) => "interrupted",
-                (_, 0, ExitStatus::Success) => "success",
-                (_, 0, _) => "gave_up",
-                _ => "failed",
-            };
-            let reason = match why {
-                RepeatEnd::Done => "",
-                why => why.word(),
-            };
+            let (outcome, reason) = repeat_outcome(why, count.failed, *status);
             (count.tries, status.code(), false, outcome, reason)
         }
         Event::GaveUp {
@@ -238,12 +229,7 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
             status,
             ..
         } => {
-            let (outcome, reason) = match (status, pending) {
-                (ExitStatus::Reraise(_), _) => ("interrupted", "interrupted"),
-                (ExitStatus::Success, 0) => ("success", ""),
-                (_, 0) => ("gave_up", "error"),
-                _ => ("gave_up", "pending"),
-            };
+            let (outcome, reason) = replay_outcome(*status, *pending);
             (*tries, status.code(), *flaky, outcome, reason)
         }
         Event::Start { .. }
@@ -275,6 +261,35 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
         ("outcome", outcome.to_string()),
         ("reason", reason.to_string()),
     ])
+}
+
+/// The `outcome` and `reason` of a repeat that ended for `why` with `failed` tries failed.
+fn repeat_outcome(
+    why: &RepeatEnd,
+    failed: u64,
+    status: ExitStatus,
+) -> (&'static str, &'static str) {
+    let outcome = match (why, failed, status) {
+        (RepeatEnd::Interrupted(_), _, _) => "interrupted",
+        (_, 0, ExitStatus::Success) => "success",
+        (_, 0, _) => "gave_up",
+        _ => "failed",
+    };
+    let reason = match why {
+        RepeatEnd::Done => "",
+        why => why.word(),
+    };
+    (outcome, reason)
+}
+
+/// The `outcome` and `reason` of a replay that exits with `status`, `pending` runs left.
+fn replay_outcome(status: ExitStatus, pending: usize) -> (&'static str, &'static str) {
+    match (status, pending) {
+        (ExitStatus::Reraise(_), _) => ("interrupted", "interrupted"),
+        (ExitStatus::Success, 0) => ("success", ""),
+        (_, 0) => ("gave_up", "error"),
+        _ => ("gave_up", "pending"),
+    }
 }
 
 /// The markers of GitHub Actions and GitLab CI, always on standard error, where the CI reads

@@ -3,6 +3,8 @@
 //! [`Event::Concluded`] that every sink takes before the event that ended the run (GitHub's
 //! annotation, the job summary, and the human log, which leaves out a line the annotation says).
 
+use std::time::Duration;
+
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, Form, LimitSource, RepeatEnd, Verdict};
 use crate::report::event::{Event, Level, TryReport};
@@ -23,26 +25,15 @@ impl Tally {
                 self.record_try(r, false, facts);
                 return None;
             }
+            // A run that succeeded at once is not announced: nothing needed retrying.
+            Event::Succeeded { flaky: false, .. } => return None,
             Event::Succeeded {
                 attempt,
                 elapsed,
                 waited,
                 status,
-                flaky,
-            } => {
-                // A run that succeeded at once is not announced: nothing needed retrying.
-                if !flaky {
-                    return None;
-                }
-                let summary = self.succeeded(&facts.label(*attempt), *elapsed, *waited);
-                match status {
-                    ExitStatus::Success => (Level::Warning, summary),
-                    failed => (
-                        Level::Error,
-                        format!("{summary}, but --flaky fail: exit {}", failed.code()),
-                    ),
-                }
-            }
+                ..
+            } => self.late_success(&facts.label(*attempt), *elapsed, *waited, *status),
             Event::RepeatEnded { count, why, .. } => {
                 // A repeat in which every try passed has nothing to announce; one in which
                 // none ran to its end proved nothing.
@@ -96,6 +87,25 @@ impl Tally {
             summary,
             tally: self.clone(),
         })
+    }
+
+    /// The announcement of a success on try `label` after failed tries: a warning, or an
+    /// error when `--flaky fail` fails it.
+    fn late_success(
+        &self,
+        label: &str,
+        elapsed: Duration,
+        waited: Duration,
+        status: ExitStatus,
+    ) -> (Level, String) {
+        let summary = self.succeeded(label, elapsed, waited);
+        match status {
+            ExitStatus::Success => (Level::Warning, summary),
+            failed => (
+                Level::Error,
+                format!("{summary}, but --flaky fail: exit {}", failed.code()),
+            ),
+        }
     }
 
     /// Adds the ended try `r`; `ended` when it ended by itself (a try that `retry` stopped on a

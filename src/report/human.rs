@@ -253,29 +253,17 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             attempt,
             elapsed,
             waited,
+            flaky,
             ..
-        } => (!quiet && (verbose || *attempt > 1))
-            .then(|| succeeded(*attempt, *elapsed, *waited, facts)),
-        Event::Received {
-            signal,
-            attempt,
-            during,
-        } => run(&|| received(*signal, *attempt, *during, facts)),
-        Event::Leftovers {
-            attempt,
-            hook,
-            signal,
-            killed,
-            count,
-        } => run(&|| leftovers(*attempt, *hook, *signal, *killed, *count, facts)),
+        } => (!quiet && (verbose || *flaky)).then(|| succeeded(*attempt, *elapsed, *waited, facts)),
+        Event::Received { .. } => run(&|| received(event, facts)),
+        Event::Leftovers { .. } => run(&|| leftovers(event, facts)),
         Event::HookFailed { which, failure, .. } => {
             run(&|| format!("{which} hook {}; going on", hook_failure(failure)))
         }
         Event::NoTimeAfterHook { next, exceeded } => run(&|| {
-            format!(
-                "no time left for try {} after the --on-retry hook; giving up: {exceeded}",
-                facts.label(*next)
-            )
+            let next = facts.label(*next);
+            format!("no time left for try {next} after the --on-retry hook; giving up: {exceeded}")
         }),
         Event::RequestIgnored { attempt, ignored } => {
             detail(&|| request_ignored(*attempt, ignored, facts))
@@ -483,7 +471,15 @@ fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
 
 /// A stopping signal reached `retry` during try `attempt` or the wait after it; a wait after
 /// try 0 is the stagger before the first try.
-fn received(signal: Signal, attempt: u64, during: During, facts: &RunFacts) -> String {
+fn received(event: &Event, facts: &RunFacts) -> String {
+    let Event::Received {
+        signal,
+        attempt,
+        during,
+    } = *event
+    else {
+        return String::new();
+    };
     let label = facts.label(attempt);
     match during {
         During::Stagger => {
@@ -501,14 +497,17 @@ fn received(signal: Signal, attempt: u64, during: During, facts: &RunFacts) -> S
     }
 }
 
-fn leftovers(
-    attempt: u64,
-    hook: Option<&str>,
-    signal: Signal,
-    killed: bool,
-    count: usize,
-    facts: &RunFacts,
-) -> String {
+fn leftovers(event: &Event, facts: &RunFacts) -> String {
+    let Event::Leftovers {
+        attempt,
+        hook,
+        signal,
+        killed,
+        count,
+    } = *event
+    else {
+        return String::new();
+    };
     let how = match killed {
         true => format!("{signal}, then SIGKILL"),
         false => signal.to_string(),

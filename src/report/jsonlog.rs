@@ -124,30 +124,8 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
             .num("attempt", *attempt)
             .str("hook", which)
             .str("result", &hook_failure(failure)),
-        Event::Quota {
-            quota,
-            action,
-            granted,
-            tokens,
-        } => head("quota", facts)
-            .str("quota", quota)
-            .str("action", action.word())
-            .bool("granted", *granted)
-            .float("tokens", (tokens * 1000.0).round() / 1000.0),
-        Event::Succeeded {
-            attempt,
-            elapsed,
-            waited,
-            status,
-            flaky,
-        } => head("success", facts)
-            .num("attempt", *attempt)
-            .num("elapsed_ms", millis(*elapsed))
-            .num("waited_ms", millis(*waited))
-            .bool("flaky", *flaky)
-            // Every try before the successful one failed.
-            .num("failed_tries", attempt.saturating_sub(1))
-            .num("exit_code", code(*status)),
+        Event::Quota { .. } => quota(event, facts),
+        Event::Succeeded { .. } => success(event, facts),
         Event::RepeatEnded { .. } => repeat_end(event, facts),
         Event::Received {
             signal,
@@ -191,6 +169,46 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
         | Event::Concluded { .. } => return None,
     };
     Some(obj)
+}
+
+/// The `quota` event: the quota after a first try's deposit or a retry's take.
+fn quota(event: &Event, facts: &At<'_>) -> Obj {
+    let Event::Quota {
+        quota,
+        action,
+        granted,
+        tokens,
+    } = event
+    else {
+        return head("quota", facts);
+    };
+    head("quota", facts)
+        .str("quota", quota)
+        .str("action", action.word())
+        .bool("granted", *granted)
+        .float("tokens", (tokens * 1000.0).round() / 1000.0)
+}
+
+/// The `success` event.
+fn success(event: &Event, facts: &At<'_>) -> Obj {
+    let Event::Succeeded {
+        attempt,
+        elapsed,
+        waited,
+        status,
+        flaky,
+    } = event
+    else {
+        return head("success", facts);
+    };
+    head("success", facts)
+        .num("attempt", *attempt)
+        .num("elapsed_ms", millis(*elapsed))
+        .num("waited_ms", millis(*waited))
+        .bool("flaky", *flaky)
+        // Every try before the successful one failed.
+        .num("failed_tries", attempt.saturating_sub(1))
+        .num("exit_code", code(*status))
 }
 
 /// An exit status as the JSON log writes it: 128+N for a signal, as a shell shows it.
