@@ -21,8 +21,8 @@ use crate::report::event::{Event, Failure, Warning};
 use crate::report::printable;
 use crate::report::replay::pending_list;
 use crate::run::clock::Moment;
+use crate::run::setup::{open_log, run_again, run_id};
 use crate::run::signals::Signals;
-use crate::run::{open_log, run_again, run_id};
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
 use crate::text::Charset;
 

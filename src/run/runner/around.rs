@@ -1,0 +1,103 @@
+//! What a run is handed when it starts (what `retry` found around it) and what it hands back
+//! when it ends.
+
+use std::ffi::OsString;
+use std::time::SystemTime;
+
+use crate::exit::ExitStatus;
+use crate::run::clock::Moment;
+use crate::run::process::{Inherited, Terminal};
+use crate::run::runner::quota::SharedQuota;
+use crate::run::signals::Signals;
+use crate::store::deadletter::DeadLetter;
+
+/// What `retry` found around it when it started: read once by the shell (`run::real_run`)
+/// and handed to the runner, which reads no environment and probes no terminal itself.
+pub struct Surroundings {
+    /// The run's id, passed to every try as `RETRY_RUN_ID`.
+    pub run_id: String,
+    /// When the run started, on the run's clock and on the wall clock.
+    pub start: Moment,
+    pub wall_start: SystemTime,
+    /// The terminal `retry` runs on, if any.
+    pub terminal: Option<Terminal>,
+    /// What was below `retry` before its first try, never stopped with a try.
+    pub inherited: Inherited,
+    /// The run this one runs in, when a try of another `retry` started it.
+    pub outer: Option<OuterRun>,
+    /// The retry quota this run shares with others (`--quota`), its store open.
+    pub quota: Option<SharedQuota>,
+    /// Where the run is recorded if it gives up (`--dead-letter`).
+    pub dead_letter: Option<DeadLetter>,
+}
+
+/// How a run ended: its status, and for a replay, its tries, why it gave up if it did, and
+/// the signal handling, which outlives one run.
+pub struct RunEnd {
+    pub status: ExitStatus,
+    pub tries: u64,
+    /// The `reason` of its `give_up` event, if it gave up; `flaky` for a success that
+    /// `--flaky fail` fails.
+    pub reason: Option<&'static str>,
+    pub signals: Signals,
+}
+
+/// The `retry` run that started this one, as its try's environment says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OuterRun {
+    pub id: String,
+    /// Its try that started this run (`RETRY_ATTEMPT`), as written.
+    pub attempt: String,
+    /// Its tries at most, 0 for no limit.
+    pub max_tries: u64,
+}
+
+impl OuterRun {
+    /// Reads the outer run from the environment variables a try of `retry` gets.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Option<OuterRun> {
+        let id = var("RETRY_RUN_ID")?.to_string_lossy().into_owned();
+        let text = |name| var(name).map(|v| v.to_string_lossy().into_owned());
+        Some(OuterRun {
+            id,
+            attempt: text("RETRY_ATTEMPT").unwrap_or_default(),
+            max_tries: text("RETRY_MAX_TRIES")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outer_run_is_read_from_the_environment_a_try_gets() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(OuterRun::from_env(env(&[])), None);
+        let outer = OuterRun::from_env(env(&[
+            ("RETRY_RUN_ID", "abc"),
+            ("RETRY_ATTEMPT", "2"),
+            ("RETRY_MAX_TRIES", "5"),
+        ]));
+        assert_eq!(
+            outer,
+            Some(OuterRun {
+                id: "abc".into(),
+                attempt: "2".into(),
+                max_tries: 5
+            })
+        );
+        let outer = OuterRun::from_env(env(&[("RETRY_RUN_ID", "x"), ("RETRY_MAX_TRIES", "n")]));
+        assert_eq!(
+            outer.map(|o| (o.attempt, o.max_tries)),
+            Some((String::new(), 0))
+        );
+    }
+}

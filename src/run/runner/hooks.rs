@@ -1,0 +1,182 @@
+//! The hooks `--on-retry` and `--on-give-up` (spec 8.3): `sh -c CMD` with the environment of a
+//! try, run to its end or its bound; its failure is logged and changes nothing else, and what it
+//! leaves running is stopped as a failed try's leftovers are.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use crate::duration::millis;
+use crate::policy::{Outcome, Signal};
+use crate::report::event::{Event, HookFailure};
+use crate::report::log::Log;
+use crate::run::child::{ChildFd, ChildStdio};
+use crate::run::clock::after;
+use crate::run::dispositions::Dispositions;
+use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::runner::stop::{Finish, Stopper};
+use crate::run::runner::watch::Watch;
+
+/// A hook to run (spec 8.3): which one, its command, and what it is told.
+pub struct Hook<'a> {
+    /// `--on-retry` or `--on-give-up`.
+    pub which: &'static str,
+    pub command: &'a str,
+    /// The try after which it runs.
+    pub attempt: u64,
+    /// `RETRY_EXIT_CODE`: the status `retry` would exit with after that try.
+    pub exit_code: i32,
+    /// `RETRY_DELAY_MS`: the wait before the next try.
+    pub delay: Duration,
+    /// How long it may run.
+    pub bound: Option<Duration>,
+}
+
+/// What a hook wrote, kept in a temporary file, and how much of it has been passed on to
+/// standard error.
+struct HookOutput {
+    file: std::fs::File,
+    passed: u64,
+}
+
+impl HookOutput {
+    /// Under CI, where the try's output passes through `retry` so that its lines start lines
+    /// of their own, a hook's output is kept in a temporary file and passed on when the hook
+    /// ends: a hook is short, and no pipe can fill and stop it meanwhile.
+    fn under_ci(log: &Log) -> Option<HookOutput> {
+        log.facts().ci.system?;
+        let file = crate::run::spool::anonymous_file().ok()?;
+        Some(HookOutput { file, passed: 0 })
+    }
+
+    /// Passes on to standard error what the hook has written since the last call, its last
+    /// line ended: `retry` passes it on, so a line it leaves open would be `retry`'s (the last
+    /// hook, `--on-give-up`, is followed by no line of `retry`'s that would end it).
+    fn pass_on(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut last = b'\n';
+        while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
+            if crate::run::sink::pass_on_stderr(&buf[..n]).is_err() {
+                return;
+            }
+            last = buf[n - 1];
+            self.passed += n as u64;
+        }
+        if last != b'\n' {
+            let _ = crate::run::sink::pass_on_stderr(b"\n");
+        }
+    }
+}
+
+impl Hook<'_> {
+    /// Runs the hook (`sh -c CMD`) to its end or its bound, with the environment of a try
+    /// (`env`), stopped as `stopper` stops a try; returns a stopping signal received meanwhile.
+    /// Its failure is logged and changes nothing else.
+    pub fn run_hook(
+        &self,
+        watch: &mut Watch,
+        log: &mut Log,
+        stopper: &Stopper,
+        env: &[(&'static str, String)],
+    ) -> Option<Signal> {
+        let mut output = HookOutput::under_ci(log);
+        let dispositions = watch.signals.dispositions();
+        let mut child = match self.spawn_hook(env, output.as_ref(), dispositions) {
+            Ok(child) => child,
+            Err(e) => {
+                let failure = HookFailure::NotStarted(e.error.to_string());
+                self.hook_failed(log, failure);
+                return None;
+            }
+        };
+        let until = self.bound.and_then(after);
+        let (received, failure) = match stopper.run_child(watch, log, &mut child, until, None) {
+            Finish::Exited(Outcome::Exit(0)) => (None, None),
+            Finish::Exited(outcome) => (None, Some(HookFailure::Ended(outcome))),
+            Finish::TimedOut(stopped) => {
+                let took = self.bound.unwrap_or_default();
+                (stopped.received, Some(HookFailure::TimedOut(took)))
+            }
+            Finish::Interrupted(signal, _) => (Some(signal), None),
+            // A hook's output goes straight to standard error: never through retry.
+            Finish::OutputFailed => (None, None),
+        };
+        if let Some(out) = &mut output {
+            out.pass_on();
+        }
+        if let Some(failure) = failure {
+            self.hook_failed(log, failure);
+        }
+        if received.is_some() {
+            return received;
+        }
+        // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
+        let stopped = stopper.stop_leftovers(watch, log, &mut child, None)?;
+        if let Some(out) = &mut output {
+            out.pass_on();
+        }
+        log.emit(Event::Leftovers {
+            attempt: self.attempt,
+            hook: Some(self.which),
+            signal: stopper.signal,
+            killed: stopped.ending.killed(),
+            count: stopped.count,
+        });
+        stopped.received
+    }
+
+    fn hook_failed(&self, log: &mut Log, failure: HookFailure) {
+        log.emit(Event::HookFailed {
+            which: self.which,
+            attempt: self.attempt,
+            failure,
+        });
+    }
+
+    /// Starts `sh -c CMD` for the hook, with the environment of a try plus `RETRY_EXIT_CODE`
+    /// and `RETRY_DELAY_MS`, no input, and its output on standard error (or in `output`, passed
+    /// on later): standard output belongs to the command.
+    fn spawn_hook(
+        &self,
+        env: &[(&'static str, String)],
+        output: Option<&HookOutput>,
+        dispositions: Dispositions,
+    ) -> Result<Child, SpawnError> {
+        let mut env = env.to_vec();
+        env[0].1 = self.attempt.to_string();
+        env.push(("RETRY_EXIT_CODE", self.exit_code.to_string()));
+        env.push(("RETRY_DELAY_MS", millis(self.delay).to_string()));
+        let into = |fd: std::io::Result<OwnedFd>| match fd {
+            Ok(fd) => ChildFd::Fd(fd),
+            Err(_) => ChildFd::Null,
+        };
+        let (stdout, stderr) = match output {
+            Some(out) => (
+                into(out.file.as_fd().try_clone_to_owned()),
+                into(out.file.as_fd().try_clone_to_owned()),
+            ),
+            None => (
+                into(std::io::stderr().as_fd().try_clone_to_owned()),
+                ChildFd::Inherit,
+            ),
+        };
+        let sh_command = [
+            OsString::from("sh"),
+            OsString::from("-c"),
+            OsString::from(self.command),
+        ];
+        Child::spawn(SpawnOptions {
+            stdio: ChildStdio {
+                stdin: ChildFd::Null,
+                stdout,
+                stderr,
+            },
+            command: &sh_command,
+            env: &env,
+            foreground: false,
+            terminal: None,
+            dispositions,
+        })
+    }
+}

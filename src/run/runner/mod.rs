@@ -1,0 +1,688 @@
+//! The loop of a real run: ask the schedule what to do, run the try, wait for the first of (the
+//! try ends, its time is up, a signal arrives), report, obey.
+
+mod around;
+mod dead_letter;
+mod ended;
+mod hooks;
+mod job_control;
+mod quota;
+mod stop;
+mod watch;
+
+use std::ffi::OsString;
+use std::ops::ControlFlow;
+use std::time::{Duration, SystemTime};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::config::Config;
+use crate::duration::millis;
+use crate::exit::ExitStatus;
+use crate::policy::{
+    Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
+    Wait, is_flaky,
+};
+use crate::report::event::{During, Event, Failure, NotStarted, Warning};
+use crate::report::log::Log;
+use crate::run::child::resolve;
+use crate::run::clock::{Moment, after};
+use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::signals::Signals;
+use crate::run::stdio::{RunIo, TryIo};
+use crate::store::shared::Use as QuotaUse;
+pub use around::{OuterRun, RunEnd, Surroundings};
+use dead_letter::Recorder;
+use ended::{Ended, TryEnd};
+use hooks::Hook;
+use job_control::JobControl;
+use quota::Quota;
+pub use quota::SharedQuota;
+use stop::{Finish, Leftovers, Stopper};
+use watch::Watch;
+
+/// The try being run: its number, when it started, its plumbing.
+struct Try {
+    attempt: u64,
+    start: Moment,
+    io: TryIo,
+}
+
+/// The retry that the schedule decided on after try `attempt` ended with `outcome`.
+struct Retry {
+    attempt: u64,
+    outcome: Outcome,
+    wait: Wait,
+}
+
+pub struct Runner<'c> {
+    config: &'c Config,
+    log: Log,
+    start: Moment,
+    /// The environment of a try: `RETRY_ATTEMPT` first.
+    env: Vec<(&'static str, String)>,
+    /// What the runner waits on: signals, the try's plumbing, the try or hook running now.
+    watch: Watch,
+    /// How a try or hook is stopped.
+    stopper: Stopper,
+    /// The run this one is nested in, if any.
+    outer: Option<OuterRun>,
+    /// The retry quota shared with other runs, if any.
+    quota: Quota,
+    /// Where the run is recorded if it gives up, if anywhere.
+    dead_letter: Recorder,
+    /// `--repeat`: what its tries came to so far. It decides in place of the schedule.
+    repeat: Option<Repeat>,
+    /// How the last failed try ended, for `--flaky fail`.
+    last_failed: Option<Outcome>,
+    /// Tries run, and why the run gave up, once it has ended.
+    ended: (u64, Option<&'static str>),
+}
+
+impl<'c> Runner<'c> {
+    /// `start` and `wall_start` are the moment `retry` started: the budget counts from there.
+    pub fn new(
+        config: &'c Config,
+        log: Log,
+        signals: Signals,
+        stdio: RunIo,
+        around: Surroundings,
+    ) -> Runner<'c> {
+        let mut env = vec![
+            ("RETRY_ATTEMPT", String::new()),
+            (
+                "RETRY_MAX_TRIES",
+                config.policy.max_tries.unwrap_or(0).to_string(),
+            ),
+            ("RETRY_RUN_ID", around.run_id),
+        ];
+        if let Some(limit) = config.policy.limit {
+            let ms = around
+                .wall_start
+                .checked_add(limit.at)
+                .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(u64::MAX, millis);
+            env.push(("RETRY_DEADLINE_MS", ms.to_string()));
+        }
+        let job = JobControl::new(around.terminal);
+        Runner {
+            config,
+            log,
+            start: around.start,
+            env,
+            watch: Watch::new(signals, stdio, job, around.inherited),
+            stopper: Stopper::new(config),
+            outer: around.outer,
+            quota: Quota::new(around.quota),
+            dead_letter: Recorder::new(around.dead_letter),
+            repeat: config.repeat.map(Repeat::new),
+            last_failed: None,
+            ended: (0, None),
+        }
+    }
+
+    pub fn with_countdown(mut self, on: bool) -> Runner<'c> {
+        self.watch.count_down(on);
+        self
+    }
+
+    /// Warns once (on the outer run's first try) when this run is nested in another retry.
+    fn warn_if_nested(&mut self) {
+        let Some(outer) = &self.outer else { return };
+        if !outer.attempt.is_empty() && outer.attempt != "1" {
+            return;
+        }
+        let inner = self.config.policy.max_tries.unwrap_or(0);
+        self.log.warn(Warning::Nested {
+            outer_id: outer.id.clone(),
+            outer: outer.max_tries,
+            inner,
+        });
+    }
+
+    pub fn run(mut self, seed: u64) -> RunEnd {
+        let status = self.run_loop(seed);
+        let (tries, reason) = self.ended;
+        RunEnd {
+            status,
+            tries,
+            reason,
+            signals: self.watch.signals,
+        }
+    }
+
+    fn run_loop(&mut self, seed: u64) -> ExitStatus {
+        let config = self.config;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut schedule = Schedule::new(&config.policy);
+        self.log.emit(Event::Start { seed });
+        self.warn_if_nested();
+        if let Some(most) = config.stagger {
+            let delay = crate::policy::schedule::stagger(most, &mut rng);
+            self.log.emit(Event::Stagger { delay, most });
+            if let Some(signal) = self.watch.sleep(&mut self.log, delay, 1) {
+                return self.interrupted(0, signal, During::Stagger);
+            }
+        }
+        self.quota.use_quota(QuotaUse::Deposit, &mut self.log);
+        loop {
+            if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
+                return status;
+            }
+        }
+    }
+
+    /// One try, and the wait before the next one if the schedule retries.
+    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut StdRng) -> ControlFlow<ExitStatus> {
+        let retry = self.next_try(schedule, rng)?;
+        self.wait_to_retry(schedule, &retry)
+    }
+
+    /// Runs the next try to its end and reports it: `Continue` with the retry the schedule
+    /// decided on, or `Break` with how the run ends.
+    fn next_try(
+        &mut self,
+        schedule: &mut Schedule<'_>,
+        rng: &mut StdRng,
+    ) -> ControlFlow<ExitStatus, Retry> {
+        let now = self.start.elapsed();
+        let limit = schedule.start_try(now);
+        let by_limit = schedule.limit_ends_try(now);
+        let mut t = Try {
+            attempt: schedule.tries(),
+            start: Moment::now(),
+            io: TryIo::default(),
+        };
+        self.log.emit(Event::TryStarted { attempt: t.attempt });
+        let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
+            Ok(end) => end,
+            Err(e) => {
+                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                self.log
+                    .emit(Event::Error(Failure::Internal(format!("{e:#}"))));
+                return ControlFlow::Break(ExitStatus::Usage);
+            }
+        };
+        let output = self.watch.stdio.finish_try(&mut t.io);
+        if let Some(warning) = self.watch.stdio.take_warning() {
+            self.log.warn(Warning::Stdio(warning));
+        }
+        let (ended, detail) = match end {
+            TryEnd::Ended(ended) => (ended, None),
+            TryEnd::NotStarted(outcome, detail) => (Ended::by_itself(outcome), Some(detail)),
+            TryEnd::OutputFailed => {
+                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                return ControlFlow::Break(self.output_failed(&t.io));
+            }
+            TryEnd::Interrupted(signal, ended) => {
+                return ControlFlow::Break(self.interrupted_try(&mut t, signal, ended));
+            }
+        };
+        let took = t.start.elapsed();
+        let (verdict, decision) = self.decide(schedule, rng, t.attempt, &ended, output);
+        self.report_try(&mut t, took, &ended, verdict, &decision, detail)?;
+        self.obey(schedule, decision, &mut t, ended.outcome)
+    }
+
+    /// Writes out the output of try `t`, which ended as `ended`, and reports it with what the
+    /// schedule decided: `Break` when writing the output ends the run.
+    fn report_try(
+        &mut self,
+        t: &mut Try,
+        took: Duration,
+        ended: &Ended,
+        verdict: Verdict,
+        decision: &Decision,
+        detail: Option<NotStarted>,
+    ) -> ControlFlow<ExitStatus> {
+        // Held output goes to standard output for the successful try; in a repeat, for every
+        // try that succeeded.
+        let success = match self.repeat {
+            Some(_) => matches!(verdict, Verdict::Success(_)),
+            None => matches!(decision, Decision::Succeed),
+        };
+        self.watch.stdio.deliver(&mut t.io, success);
+        let run_end = self.run_end();
+        let drained = self.watch.drain(&mut self.log, &mut t.io, run_end);
+        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+        // A request matters only to the wait after a transient failure.
+        let transient = matches!(verdict, Verdict::Transient(_));
+        let report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
+        self.log.emit(Event::TryEnded(report));
+        if let Some(ignored) = t.io.requests.ignored.clone().filter(|_| transient) {
+            self.log.emit(Event::RequestIgnored {
+                attempt: t.attempt,
+                ignored,
+            });
+        }
+        if let Some(status) = self.output_ends_run(t.attempt, drained, &t.io, success) {
+            return ControlFlow::Break(status);
+        }
+        if let Some(left) = ended.leftovers {
+            self.log.emit(Event::Leftovers {
+                attempt: t.attempt,
+                hook: None,
+                signal: self.config.signal,
+                killed: left.ending.killed(),
+                count: left.count,
+            });
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// What the schedule (or `--repeat`) makes of try `attempt`, which ended as `ended` and
+    /// whose output matched (or not) the output patterns; a retry that could not get the same
+    /// input gives up.
+    fn decide(
+        &mut self,
+        schedule: &mut Schedule<'_>,
+        rng: &mut StdRng,
+        attempt: u64,
+        ended: &Ended,
+        output: OutputMatch,
+    ) -> (Verdict, Decision) {
+        let now = self.start.elapsed();
+        let outcome = ended.outcome;
+        let (verdict, decision) = match &mut self.repeat {
+            Some(repeat) => {
+                let classifier = &self.config.policy.classifier;
+                let verdict = classifier.verdict_with_output(outcome, output);
+                let cut_short = ended.by_limit;
+                let fits = |delay| schedule.still_fits(now, delay);
+                let decision = repeat.after_try(attempt, outcome, &verdict, cut_short, fits);
+                (verdict, decision)
+            }
+            None => schedule.after_try_with_output(outcome, output, now, rng),
+        };
+        // Another try would read only part of the input; the quota may have no token for it.
+        let input_kept = self.watch.stdio.can_replay();
+        let decision = decision.confirmed(input_kept, || {
+            self.quota.use_quota(QuotaUse::Take, &mut self.log)
+        });
+        (verdict, decision)
+    }
+
+    /// Carries out the decision on try `t`, whose output has been written out.
+    fn obey(
+        &mut self,
+        schedule: &Schedule<'_>,
+        decision: Decision,
+        t: &mut Try,
+        outcome: Outcome,
+    ) -> ControlFlow<ExitStatus, Retry> {
+        match decision {
+            Decision::Succeed => {
+                // Under --flaky fail, a success after failed tries exits as the last of them
+                // would have.
+                let flaky = is_flaky(t.attempt);
+                let status = match (self.config.flaky, self.last_failed) {
+                    (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
+                    _ => ExitStatus::Success,
+                };
+                let failed_flaky = (status != ExitStatus::Success).then_some("flaky");
+                self.ended = (t.attempt, failed_flaky);
+                self.log.emit(Event::Succeeded {
+                    attempt: t.attempt,
+                    elapsed: self.start.elapsed(),
+                    waited: schedule.waited(),
+                    status,
+                    flaky,
+                });
+                if self.config.flaky == Flaky::Warn && flaky {
+                    let of = self.config.policy.max_tries;
+                    self.log.warn(Warning::Flaky {
+                        attempt: t.attempt,
+                        of,
+                    });
+                }
+                self.watch.stdio.hand_off(&mut t.io);
+                ControlFlow::Break(status)
+            }
+            Decision::GiveUp(why) => ControlFlow::Break(self.give_up(t.attempt, &why, outcome)),
+            Decision::Stop(why) => ControlFlow::Break(self.end_repeat(t.attempt, why)),
+            Decision::Retry(wait) => {
+                // Outside a repeat, only a failed try is retried.
+                if self.repeat.is_none() {
+                    self.last_failed = Some(outcome);
+                }
+                ControlFlow::Continue(Retry {
+                    attempt: t.attempt,
+                    outcome,
+                    wait,
+                })
+            }
+        }
+    }
+
+    /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
+    /// giving up after the first failed one would have given, and 124 when none ran to its end.
+    fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
+        let Some(repeat) = &self.repeat else {
+            return ExitStatus::Success;
+        };
+        let count = repeat.count().clone();
+        let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
+        self.ended = (attempt, None);
+        self.log.emit(Event::RepeatEnded {
+            count,
+            why,
+            status,
+            elapsed: self.start.elapsed(),
+        });
+        status
+    }
+
+    /// `retry` received `signal` during try `t`, which has been stopped (if it had started):
+    /// writes out what can be at once, reports the try and what it left, and ends the run.
+    fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> ExitStatus {
+        // What can be written at once is; a received signal waits for nothing.
+        self.watch.stdio.deliver(&mut t.io, false);
+        let _ = self
+            .watch
+            .drain(&mut self.log, &mut t.io, Some(Moment::now()));
+        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+        if let Some(ended) = ended {
+            let decision = Decision::GiveUp(GiveUp::Interrupted);
+            let took = t.start.elapsed();
+            let report = ended.report(
+                t.attempt,
+                t.start,
+                took,
+                Verdict::Interrupted,
+                decision,
+                None,
+            );
+            self.log.emit(Event::TryInterrupted(report));
+            if let Some(left) = ended.leftovers {
+                self.log.emit(Event::Leftovers {
+                    attempt: t.attempt,
+                    hook: None,
+                    signal,
+                    killed: left.ending.killed(),
+                    count: left.count,
+                });
+            }
+        }
+        self.interrupted(t.attempt, signal, During::Try)
+    }
+
+    /// How writing out the output of try `attempt` ends the run, if it does: a stopping signal
+    /// received meanwhile (`drained`), a failed write, or a reader of the successful try's
+    /// output gone before it had all of it.
+    fn output_ends_run(
+        &mut self,
+        attempt: u64,
+        drained: Option<Signal>,
+        io: &TryIo,
+        success: bool,
+    ) -> Option<ExitStatus> {
+        if let Some(signal) = drained {
+            return Some(self.interrupted(attempt, signal, During::Output));
+        }
+        if io.failed.is_some() {
+            return Some(self.output_failed(io));
+        }
+        if io.broken && success {
+            // Never 0 after losing output: the command itself would have met SIGPIPE, and
+            // retry dies of it as the command would have.
+            self.log.warn(Warning::ReaderGone);
+            return Some(ExitStatus::Reraise(Signal::PIPE));
+        }
+        None
+    }
+
+    /// The wait before the try after `retry.attempt`: the `--on-retry` hook, then what is left of
+    /// the wait, if the next try still fits in the budget.
+    fn wait_to_retry(&mut self, schedule: &Schedule<'_>, retry: &Retry) -> ControlFlow<ExitStatus> {
+        let Retry {
+            attempt,
+            outcome,
+            wait,
+        } = *retry;
+        let config = self.config;
+        self.log.emit(Event::Wait { attempt, wait });
+        let waiting = Moment::now();
+        if let Some(command) = &config.on_retry {
+            let hook = Hook {
+                which: "--on-retry",
+                command,
+                attempt,
+                exit_code: ExitStatus::from_last_try(outcome).code(),
+                delay: wait.delay,
+                bound: self.hook_bound(),
+            };
+            if let Some(signal) =
+                hook.run_hook(&mut self.watch, &mut self.log, &self.stopper, &self.env)
+            {
+                return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
+            }
+        }
+        // The hook's time is part of the wait: the next try starts as planned, or when the hook
+        // is done if it took longer. A hook that took long may have spent the budget the retry
+        // needed.
+        let left = wait.delay.saturating_sub(waiting.elapsed());
+        if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
+            self.log.emit(Event::NoTimeAfterHook {
+                next: attempt + 1,
+                exceeded,
+            });
+            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(status);
+        }
+        if let Some(signal) = self.watch.sleep(&mut self.log, left, attempt + 1) {
+            return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The end of the run's budget or deadline, if it has one.
+    fn run_end(&self) -> Option<Moment> {
+        let limit = self.config.policy.limit?;
+        self.start.checked_add(limit.at)
+    }
+
+    /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
+    fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
+        if let Some(failure) = &io.failed {
+            self.log
+                .emit(Event::Error(Failure::Output(failure.to_string())));
+        }
+        ExitStatus::OutputFailed
+    }
+
+    /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
+    fn give_up(&mut self, attempt: u64, why: &GiveUp, outcome: Outcome) -> ExitStatus {
+        let config = self.config;
+        let status = ExitStatus::of_giving_up(why, outcome);
+        let elapsed = self.start.elapsed();
+        self.ended = (attempt, Some(why.word()));
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed,
+            why: why.clone(),
+            status,
+            last: Some(outcome),
+            signal: None,
+        });
+        let run_end = self.run_end();
+        self.dead_letter
+            .record(&mut self.log, attempt, why, status, elapsed, run_end);
+        if let Some(command) = &config.on_give_up {
+            let hook = Hook {
+                which: "--on-give-up",
+                command,
+                attempt,
+                exit_code: status.code(),
+                delay: Duration::ZERO,
+                // The run may give up because its budget is spent: the hook still gets the
+                // grace period.
+                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
+            };
+            if let Some(signal) =
+                hook.run_hook(&mut self.watch, &mut self.log, &self.stopper, &self.env)
+            {
+                return self.interrupted(attempt, signal, During::Wait);
+            }
+        }
+        status
+    }
+
+    fn interrupted(&mut self, attempt: u64, signal: Signal, during: During) -> ExitStatus {
+        self.ended = (attempt, Some(GiveUp::Interrupted.word()));
+        self.log.emit(Event::Received {
+            signal,
+            attempt,
+            during,
+        });
+        let status = ExitStatus::Reraise(signal);
+        if let Some(repeat) = &self.repeat {
+            let count = repeat.count().clone();
+            self.log.emit(Event::RepeatEnded {
+                count,
+                why: RepeatEnd::Interrupted(signal),
+                status,
+                elapsed: self.start.elapsed(),
+            });
+            return status;
+        }
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed: self.start.elapsed(),
+            why: GiveUp::Interrupted,
+            status,
+            last: None,
+            signal: Some(signal),
+        });
+        status
+    }
+
+    /// Runs one try to its end, stopping it on its timeout (`limit`, which is the end of the
+    /// run when `by_limit`), and stopping what a failed try left running.
+    fn run_try(
+        &mut self,
+        attempt: u64,
+        limit: Option<Duration>,
+        by_limit: bool,
+        io: &mut TryIo,
+    ) -> anyhow::Result<TryEnd> {
+        // A signal that came while retry was busy (logging, deciding) means no further try.
+        if let Some(signal) = self.watch.signals.pending_stop() {
+            return Ok(TryEnd::Interrupted(signal, None));
+        }
+        self.env[0].1 = attempt.to_string();
+        let mut child = match self.spawn_command(io)? {
+            Ok(child) => child,
+            Err(e) => {
+                let detail = NotStarted::new(&self.config.command[0], &e.error);
+                return Ok(TryEnd::NotStarted(e.outcome, detail));
+            }
+        };
+        let until = limit.and_then(after);
+        let (watch, log) = (&mut self.watch, &mut self.log);
+        let finish = self
+            .stopper
+            .run_child(watch, log, &mut child, until, Some(io));
+        let end = self.try_end(&mut child, finish, by_limit, io);
+        // Take the terminal back before writing to it: with `stty tostop`, a write from outside
+        // the foreground group would stop retry.
+        self.watch.job.give_back_terminal(&child);
+        Ok(end)
+    }
+
+    /// Starts the command as the try, with fresh plumbing in `io`. As execvp does, a file
+    /// without `#!` that the kernel cannot run is taken for a script, and run with `/bin/sh`.
+    fn spawn_command(&mut self, io: &mut TryIo) -> anyhow::Result<Result<Child, SpawnError>> {
+        let config = self.config;
+        let command = &config.command;
+        match self.spawn_try(command, io)? {
+            Err(e) if e.wants_shell() => match resolve(&command[0]) {
+                Ok(path) => {
+                    let mut script = vec![OsString::from("/bin/sh"), path.into_os_string()];
+                    script.extend(command[1..].iter().cloned());
+                    self.spawn_try(&script, io)
+                }
+                Err(_) => Ok(Err(e)),
+            },
+            spawned => Ok(spawned),
+        }
+    }
+
+    /// Starts `command` as the try, with fresh plumbing in `io`.
+    fn spawn_try(
+        &mut self,
+        command: &[OsString],
+        io: &mut TryIo,
+    ) -> anyhow::Result<Result<Child, SpawnError>> {
+        let (stdio, try_io) = self.watch.stdio.start_try()?;
+        *io = try_io;
+        Ok(Child::spawn(SpawnOptions {
+            stdio,
+            command,
+            env: &self.env,
+            foreground: self.config.foreground,
+            terminal: self.watch.job.for_try(),
+            dispositions: self.watch.signals.dispositions(),
+        }))
+    }
+
+    /// What a try that `run_child` saw to its end came to, once what a failed one left running
+    /// has been stopped too, before anything else happens, so that tries never overlap (spec
+    /// 6.3): what stayed in its group, and on Linux what left it.
+    fn try_end(
+        &mut self,
+        child: &mut Child,
+        finish: Finish,
+        by_limit: bool,
+        io: &mut TryIo,
+    ) -> TryEnd {
+        let mut ended = match finish {
+            Finish::Exited(outcome) => Ended::by_itself(outcome),
+            Finish::TimedOut(stopped) => {
+                let ended = Ended::stopped(Outcome::Timeout, &stopped, by_limit);
+                match stopped.received {
+                    Some(signal) => return TryEnd::Interrupted(signal, Some(ended)),
+                    None => ended,
+                }
+            }
+            Finish::Interrupted(signal, stopped) => {
+                // A leader that SIGKILL ended after the grace period may not be reaped.
+                let outcome = child.outcome().unwrap_or(Outcome::Signal(Signal::KILL));
+                let ended = Ended::stopped(outcome, &stopped, false);
+                return TryEnd::Interrupted(signal, Some(ended));
+            }
+            Finish::OutputFailed => return TryEnd::OutputFailed,
+        };
+        if !self.stops_leftovers(ended.outcome, io) {
+            return TryEnd::Ended(ended);
+        }
+        let (watch, log) = (&mut self.watch, &mut self.log);
+        if let Some(stopped) = self.stopper.stop_leftovers(watch, log, child, Some(io)) {
+            if let Some(signal) = stopped.received {
+                return TryEnd::Interrupted(signal, Some(ended));
+            }
+            ended.leftovers = Some(Leftovers {
+                count: stopped.count,
+                ending: stopped.ending,
+            });
+        }
+        TryEnd::Ended(ended)
+    }
+
+    /// Whether what the try that ended with `outcome` left running is stopped now: after a
+    /// failure by its status, and after a success by its status that has not printed the match
+    /// of `--until-output` (not ready, so another try follows, and tries never overlap).
+    fn stops_leftovers(&mut self, outcome: Outcome, io: &mut TryIo) -> bool {
+        let policy = &self.config.policy;
+        // The tries of a repeat never overlap, whatever they came to: each one is a run of its
+        // own, and what it started must not meddle with the next.
+        self.repeat.is_some()
+            || policy.stops_leftovers(outcome)
+            || (policy.classifier.until_output.is_some() && !self.watch.stdio.ready_so_far(io))
+    }
+
+    /// How long a hook starting now may run.
+    fn hook_bound(&self) -> Option<Duration> {
+        self.config.policy.hook_limit(self.start.elapsed())
+    }
+}

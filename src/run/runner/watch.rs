@@ -1,0 +1,215 @@
+//! The runner's waits: for what wakes it while a try or hook runs (the try's input and output
+//! moving meanwhile, signals passed on, job control), for an ended try's output to be written
+//! out, and between tries, with a countdown on the terminal.
+
+use std::time::Duration;
+
+use crate::policy::Signal;
+use crate::report::event::{Event, Warning};
+use crate::report::log::Log;
+use crate::run::clock::{Moment, after};
+use crate::run::process::{Inherited, Target, reap_all};
+use crate::run::runner::job_control::JobControl;
+use crate::run::signals::{Event as SignalEvent, Signals};
+use crate::run::stdio::{RunIo, TryIo};
+
+/// What wakes the runner: `next_event` deals with the rest itself (signals to pass on, job
+/// control, window sizes, the try's input and output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A child changed state: reap.
+    Child,
+    /// A stopping signal reached `retry`.
+    Stop(Signal),
+    /// The time given has come.
+    Timeout,
+    /// The try's output could not be written (not for a closed pipe).
+    OutputFailed,
+    /// Everything the ended try wrote has been written out (only while draining).
+    Drained,
+}
+
+/// What the runner waits on, and what it does meanwhile: `retry`'s signals, the run's plumbing,
+/// the try or hook running now, the terminal.
+pub struct Watch {
+    pub signals: Signals,
+    pub stdio: RunIo,
+    /// The try or hook running now: where forwarded signals go.
+    pub current: Option<Target>,
+    pub job: JobControl,
+    /// What was below `retry` before its first try: never stopped with a try.
+    inherited: Inherited,
+    /// The try has ended and its output is being written out.
+    draining: bool,
+    /// Count down long waits on the terminal (stderr is one, and the log is human and on it).
+    countdown: bool,
+    /// The countdown line is on the terminal.
+    status_shown: bool,
+}
+
+impl Watch {
+    pub fn new(signals: Signals, stdio: RunIo, job: JobControl, inherited: Inherited) -> Watch {
+        Watch {
+            signals,
+            stdio,
+            current: None,
+            job,
+            inherited,
+            draining: false,
+            countdown: false,
+            status_shown: false,
+        }
+    }
+
+    /// Counts down long waits (`on`) or not.
+    pub fn count_down(&mut self, on: bool) {
+        self.countdown = on;
+    }
+
+    /// What was below `retry` before its first try.
+    pub fn inherited(&self) -> &Inherited {
+        &self.inherited
+    }
+
+    /// Waits for the next event, moving the try's input and output meanwhile, and looking
+    /// whether the try waits for input when that is due. Passes forwarded signals on and
+    /// handles SIGTSTP and SIGWINCH itself.
+    pub fn next_event(
+        &mut self,
+        log: &mut Log,
+        mut io: Option<&mut TryIo>,
+        until: Option<Moment>,
+    ) -> Wake {
+        let mut fds = Vec::new();
+        let mut tokens = Vec::new();
+        loop {
+            fds.clear();
+            tokens.clear();
+            let mut scan = None;
+            if let Some(io) = io.as_deref_mut() {
+                self.stdio.interest(io, &mut fds, &mut tokens);
+                scan = self.stdio.next_scan(io);
+            }
+            let wake = match (until, scan) {
+                (Some(until), Some(scan)) => Some(until.min(scan)),
+                (until, scan) => until.or(scan),
+            };
+            match self.signals.next_with(&mut fds, wake) {
+                SignalEvent::Child => return Wake::Child,
+                SignalEvent::Stop(signal) => return Wake::Stop(signal),
+                SignalEvent::Timeout if until.is_none_or(|until| Moment::now() < until) => {
+                    if let Some(io) = io.as_deref_mut() {
+                        self.stdio.scan(io, &self.inherited);
+                    }
+                }
+                SignalEvent::Timeout => return Wake::Timeout,
+                SignalEvent::Io => {
+                    if let Some(io) = io.as_deref_mut() {
+                        self.stdio.on_ready(io, &fds, &tokens);
+                        if io.failed.is_some() {
+                            return Wake::OutputFailed;
+                        }
+                        if self.draining && !self.stdio.has_output(io) {
+                            return Wake::Drained;
+                        }
+                    }
+                }
+                SignalEvent::Forward(signal) => {
+                    if let Some(target) = self.current {
+                        target.signal(signal);
+                    }
+                }
+                SignalEvent::Suspend => self.suspend(log),
+                SignalEvent::Resize => {
+                    if let Some(io) = io.as_deref() {
+                        self.stdio.follow_window_sizes(io);
+                    }
+                }
+            }
+        }
+    }
+
+    /// SIGTSTP reached `retry` (Ctrl-Z while it holds the terminal, or kill -TSTP): clear the
+    /// countdown, stop the running try as a shell stops a job, stop, and when continued,
+    /// continue the try.
+    fn suspend(&mut self, log: &mut Log) {
+        self.clear_status(log);
+        self.job.suspend(self.current);
+    }
+
+    /// Takes the countdown line off the terminal, if it is there.
+    fn clear_status(&mut self, log: &mut Log) {
+        if self.status_shown {
+            log.emit(Event::StatusCleared);
+            self.status_shown = false;
+        }
+    }
+
+    /// Writes out what the try's streams still hold, without ever blocking: a stopping signal
+    /// ends it (and is returned), and so does `until`.
+    pub fn drain(
+        &mut self,
+        log: &mut Log,
+        io: &mut TryIo,
+        until: Option<Moment>,
+    ) -> Option<Signal> {
+        self.draining = true;
+        let received = self.drain_until(log, io, until);
+        self.draining = false;
+        received
+    }
+
+    fn drain_until(
+        &mut self,
+        log: &mut Log,
+        io: &mut TryIo,
+        until: Option<Moment>,
+    ) -> Option<Signal> {
+        while self.stdio.has_output(io) {
+            match self.next_event(log, Some(io), until) {
+                Wake::Stop(signal) => return Some(signal),
+                Wake::Timeout => {
+                    if self.stdio.has_output(io) {
+                        log.warn(Warning::SlowReader);
+                    }
+                    break;
+                }
+                Wake::Child => reap_all(),
+                Wake::OutputFailed | Wake::Drained => {}
+            }
+        }
+        None
+    }
+
+    /// Waits `delay` before try `next`; a stopping signal ends the wait at once. On a terminal, a
+    /// wait longer than two seconds shows a countdown that the next log line replaces.
+    pub fn sleep(&mut self, log: &mut Log, delay: Duration, next: u64) -> Option<Signal> {
+        let until = after(delay);
+        let countdown = self.countdown && delay > Duration::from_secs(2) && until.is_some();
+        let result = loop {
+            let wake = match until {
+                Some(until) if countdown => {
+                    let left = until.saturating_duration_since(Moment::now());
+                    let secs = left.as_secs_f64().ceil() as u64;
+                    log.emit(Event::Countdown { next, secs });
+                    self.status_shown = true;
+                    // Wake when the shown number of seconds changes.
+                    let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
+                    Some(Moment::now().checked_add(tick).unwrap_or(until).min(until))
+                }
+                other => other,
+            };
+            match self.next_event(log, None, wake) {
+                Wake::Child => reap_all(),
+                Wake::Stop(signal) => break Some(signal),
+                _ => {
+                    if until.is_some_and(|u| Moment::now() >= u) {
+                        break None;
+                    }
+                }
+            }
+        };
+        self.clear_status(log);
+        result
+    }
+}

@@ -1,0 +1,193 @@
+//! How a real run is set up: its id, its log, the quota store it shares, and the runner, which
+//! runs the command with `retry`'s signals caught; a run of `retry` and each run of a replay
+//! start here.
+
+use std::fs::OpenOptions;
+use std::io::{self, IsTerminal, Write};
+use std::time::SystemTime;
+
+use crate::config::Config;
+use crate::exit::ExitStatus;
+use crate::policy::quota::QuotaSpec;
+use crate::report::ci::Ci;
+use crate::report::event::{Event, Failure, Warning};
+use crate::report::log::{Log, use_color};
+use crate::run::clock::{self, Moment};
+use crate::run::runner::{self, RunEnd};
+use crate::run::signals;
+use crate::run::{process, stdio};
+use crate::store::deadletter::DeadLetter;
+use crate::store::shared;
+
+/// A new run's id, shaped like a UUID: every try gets it as `RETRY_RUN_ID`.
+pub(crate) fn run_id() -> String {
+    let id: u128 = rand::random();
+    let hex = format!("{id:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// What a run starts from, besides its options.
+pub(crate) struct Start {
+    pub seed: u64,
+    pub start: Moment,
+    pub wall_start: SystemTime,
+    pub run_id: String,
+    pub dead_letter: Option<DeadLetter>,
+}
+
+/// The log of a run, to standard error or --log-file; when that file cannot be opened, the
+/// error is logged to standard error and the run ends with 125.
+pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<Log, ExitStatus> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let stderr_tty = io::stderr().is_terminal();
+    let ci = Ci::from_env(|name| std::env::var_os(name));
+    let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {
+        Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
+            Ok(file) => (
+                Box::new(file),
+                use_color(config.log.color, false, no_color),
+                Ok(()),
+            ),
+            // The failure is logged where the log would go without --log-file.
+            Err(e) => (Box::new(io::stderr()), false, Err(e)),
+        },
+        None => (
+            Box::new(io::stderr()),
+            use_color(config.log.color, stderr_tty, no_color),
+            Ok(()),
+        ),
+    };
+    let on_stderr = opened.is_err() || config.log.file.is_none();
+    let clock = clock::stamps(start);
+    let mut log = Log::new(out, config, color, run_id.to_string(), clock).with_ci(ci, on_stderr);
+    if let (Err(e), Some(path)) = (opened, &config.log.file) {
+        log.emit(Event::Error(Failure::LogFile {
+            path: path.clone(),
+            why: e.to_string(),
+        }));
+        return Err(ExitStatus::Usage);
+    }
+    Ok(log)
+}
+
+/// The end of the budget of a run that started at `start`, if it has one, on the clock that the
+/// Redis client and the history's lock wait read.
+pub(crate) fn budget_end(config: &Config, start: Moment) -> Option<std::time::Instant> {
+    let limit = config.policy.limit?;
+    std::time::Instant::now().checked_add(limit.at.saturating_sub(start.elapsed()))
+}
+
+/// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
+/// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
+/// machine instead.
+fn open_quota(
+    spec: &QuotaSpec,
+    until: Option<std::time::Instant>,
+    log: &mut Log,
+) -> Option<runner::SharedQuota> {
+    if spec.has_password() {
+        log.warn(Warning::PasswordInUrl {
+            variable: crate::store::redis::PASSWORD_VAR,
+        });
+    }
+    let opened = shared::Shared::open(spec, until, &|name| std::env::var_os(name));
+    if let Some(why) = opened.unreachable {
+        log.warn(Warning::QuotaUnreachable {
+            quota: spec.shown(),
+            why,
+            from_now_on: false,
+        });
+    }
+    match opened.shared {
+        Ok(store) => Some(runner::SharedQuota {
+            spec: spec.clone(),
+            store,
+        }),
+        Err(why) => {
+            log.warn(Warning::QuotaUnusable {
+                quota: spec.shown(),
+                why,
+            });
+            None
+        }
+    }
+}
+
+/// Runs the command of `config` to its end, its log open and `retry`'s signals caught.
+pub(crate) fn run_logged(
+    config: &Config,
+    mut log: Log,
+    signals: signals::Signals,
+    begin: Start,
+) -> RunEnd {
+    let countdown = io::stderr().is_terminal()
+        && config.log.file.is_none()
+        && !config.log.quiet
+        && config.log.format == crate::config::LogFormat::Human;
+    // Under CI the try's output and retry's lines meet in one log, which must never show
+    // them glued on one line: retry sees what the try writes beside its lines.
+    let relay = log.facts().ci.system.is_some();
+    let mut stdio = match stdio::RunIo::new(config, relay) {
+        Ok(stdio) => stdio,
+        Err(e) => {
+            log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
+            return RunEnd {
+                status: ExitStatus::Usage,
+                tries: 0,
+                reason: None,
+                signals,
+            };
+        }
+    };
+    stdio.set_dispositions(signals.dispositions());
+    process::become_subreaper();
+    let around = runner::Surroundings {
+        run_id: begin.run_id,
+        start: begin.start,
+        wall_start: begin.wall_start,
+        terminal: process::Terminal::detect(),
+        inherited: process::Inherited::now(),
+        outer: runner::OuterRun::from_env(|name| std::env::var_os(name)),
+        quota: config.quota.as_ref().and_then(|spec| {
+            let until = budget_end(config, begin.start);
+            open_quota(spec, until, &mut log)
+        }),
+        dead_letter: begin.dead_letter,
+    };
+    let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
+    runner.run(begin.seed)
+}
+
+/// Runs one recorded run again for `--replay`, under its own id, with the signal handling of
+/// the replay; it is never recorded again (the replay keeps it pending instead).
+pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) -> RunEnd {
+    let start = Moment::now();
+    let wall_start = SystemTime::now();
+    // The replay writes one set of step outputs for all its runs.
+    let log = match open_log(config, id, start) {
+        Ok(log) => log.leaving_step_outputs(),
+        Err(status) => {
+            return RunEnd {
+                status,
+                tries: 0,
+                reason: None,
+                signals,
+            };
+        }
+    };
+    let begin = Start {
+        seed: config.seed.unwrap_or_else(rand::random),
+        start,
+        wall_start,
+        run_id: id.to_string(),
+        dead_letter: None,
+    };
+    run_logged(config, log, signals, begin)
+}
