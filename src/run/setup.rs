@@ -97,15 +97,7 @@ fn open_quota(
             variable: crate::store::redis::PASSWORD_VAR,
         });
     }
-    let opened = shared::Shared::open(spec, until, &|name| std::env::var_os(name));
-    if let Some(why) = opened.unreachable {
-        log.warn(Warning::QuotaUnreachable {
-            quota: spec.shown(),
-            why,
-            from_now_on: false,
-        });
-    }
-    match opened.shared {
+    match shared::Shared::open(spec, until, &|name| std::env::var_os(name)) {
         Ok(store) => Some(runner::SharedQuota {
             spec: spec.clone(),
             store,

@@ -139,14 +139,6 @@ pub struct Shared {
     answered: bool,
 }
 
-/// What opening the quota found.
-pub struct Opened {
-    /// Why Redis cannot be used, when the local store is used in its place from the start.
-    pub unreachable: Option<String>,
-    /// The store, or why no store can be used (the run's own limits still apply).
-    pub shared: Result<Shared, String>,
-}
-
 /// Why a run left the quota's store for the local one, from now on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fallback {
@@ -169,37 +161,17 @@ pub struct Applied {
 }
 
 impl Shared {
-    /// Opens the store of `spec`. A Redis quota keeps the local store ready for when Redis
-    /// does not answer; an address it cannot use makes it use the local store at once.
-    pub fn open(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Opened {
+    /// Opens the store of `spec`, or says why no store can be used (the run's own limits
+    /// still apply). A Redis quota sends nothing yet (its address was read when `--quota`
+    /// was), and keeps the local store ready for when Redis does not answer.
+    pub fn open(spec: &QuotaSpec, until: Option<Instant>, var: Env<'_>) -> Result<Shared, String> {
         let redis = matches!(spec.store, QuotaStore::Redis(_));
-        match connect(spec, until, var) {
-            Ok(store) => Opened {
-                unreachable: None,
-                shared: Ok(Shared {
-                    store,
-                    fallback: redis.then(|| local(spec, var).ok()).flatten(),
-                    answered: false,
-                }),
-            },
-            Err(why) if redis => Opened {
-                unreachable: Some(why),
-                shared: local(spec, var).map(Shared::local),
-            },
-            Err(why) => Opened {
-                unreachable: None,
-                shared: Err(why),
-            },
-        }
-    }
-
-    /// A local store with nothing to fall back on.
-    pub fn local(store: LocalStore) -> Shared {
-        Shared {
-            store: Primary::Plain(Box::new(store)),
-            fallback: None,
+        let store = connect(spec, until, var)?;
+        Ok(Shared {
+            store,
+            fallback: redis.then(|| local(spec, var).ok()).flatten(),
             answered: false,
-        }
+        })
     }
 
     /// Deposits or takes. A store that fails is replaced by the fallback, once, and the
@@ -365,9 +337,7 @@ mod tests {
         std::fs::create_dir(&dir).expect("a new directory");
         let runtime = dir.clone().into_os_string();
         let var = move |name: &str| (name == "XDG_RUNTIME_DIR").then(|| runtime.clone());
-        let opened = Shared::open(&spec, None, &var);
-        assert_eq!(opened.unreachable, None);
-        let mut quota = opened.shared.expect("a store");
+        let mut quota = Shared::open(&spec, None, &var).expect("a store");
         assert!(quota.fallback.is_some());
         let Some(fallback) = quota.apply(Use::Deposit, T0).fell_back else {
             panic!("port 1 does not answer")
