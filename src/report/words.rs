@@ -4,7 +4,10 @@
 
 use crate::duration::hms;
 use crate::policy::{Form, Outcome};
-use crate::report::event::{Failure, HookFailure, NotStarted, Warning};
+use crate::report::event::{
+    Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal, Warning,
+};
+use crate::report::printable;
 use crate::text::{self, Charset};
 
 /// Why the command could not be started, for the try line and the `error` field of its JSON
@@ -23,6 +26,48 @@ pub fn not_started(why: &NotStarted, outcome: Outcome, charset: Charset) -> Stri
         }
         (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
         _ => format!("{name} cannot be executed: {reason}"),
+    }
+}
+
+/// Why a dead-letter file cannot be replayed, on one line: `--replay 'f': another replay of
+/// this file is running`, `'f' line 3: its options ask for --dry-run, which a replay cannot
+/// run`.
+pub fn replay_refusal(refusal: &ReplayRefusal) -> String {
+    let shown = |file: &std::path::Path| printable(&file.display().to_string());
+    match refusal {
+        ReplayRefusal::Busy { file } => {
+            format!(
+                "--replay '{}': another replay of this file is running",
+                shown(file)
+            )
+        }
+        ReplayRefusal::Untrusted { file, why } => format!("--replay '{}': {why}", shown(file)),
+        ReplayRefusal::Unopened { file, append, why } => {
+            let what = if *append { "append to" } else { "open" };
+            format!("--replay '{}': cannot {what} it: {why}", shown(file))
+        }
+        ReplayRefusal::Unread { file, why } => format!("cannot read '{}': {why}", file.display()),
+        ReplayRefusal::Damaged { file, line, why } => {
+            format!("'{}' line {line}: {why}", file.display())
+        }
+        ReplayRefusal::Options {
+            file,
+            line,
+            problem,
+        } => {
+            let why = match problem {
+                OptionsProblem::Unmerged(why) => why.clone(),
+                OptionsProblem::DryRun => {
+                    "its options ask for --dry-run, which a replay cannot run".into()
+                }
+                OptionsProblem::OtherMode => {
+                    "its options ask for --simulate or --replay, which a replay cannot run".into()
+                }
+                OptionsProblem::Usage(e) => format!("its options with those given now: {e}"),
+                OptionsProblem::Info => "its options ask for --help or --version".into(),
+            };
+            format!("'{}' line {line}: {why}", file.display())
+        }
     }
 }
 

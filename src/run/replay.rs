@@ -17,9 +17,10 @@ use std::time::SystemTime;
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::policy::{Signal, is_flaky};
-use crate::report::event::{Event, Failure, Warning};
+use crate::report::event::{Event, Failure, OptionsProblem, ReplayRefusal, Warning};
 use crate::report::printable;
 use crate::report::replay::pending_list;
+use crate::report::words::replay_refusal;
 use crate::run::clock::Moment;
 use crate::run::setup::{open_log, run_again, run_id};
 use crate::run::signals::Signals;
@@ -35,11 +36,11 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     // read a run as pending. A dry run runs nothing, and holds nothing.
     let held = match hold(&file, config.is_dry_run()) {
         Ok(held) => held,
-        Err(line) => return usage(&line),
+        Err(refusal) => return usage(&refusal),
     };
     let (runs, cut_short) = match prepare(args, config, &file, held.as_ref()) {
         Ok(prepared) => prepared,
-        Err(line) => return usage(&line),
+        Err(refusal) => return usage(&refusal),
     };
     if config.is_dry_run() {
         for warning in &cut_short {
@@ -78,27 +79,29 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
 type Run = (Pending, Config);
 
 /// A usage error of the replay, on its one line: status 125.
-fn usage(line: &str) -> ExitStatus {
-    eprintln!("retry: {}", printable(line));
+fn usage(refusal: &ReplayRefusal) -> ExitStatus {
+    eprintln!("retry: {}", printable(&replay_refusal(refusal)));
     ExitStatus::Usage
 }
 
 /// Takes the replay's hold on `file` (none for a dry run), or the line that says why not.
-fn hold(file: &Path, dry_run: bool) -> Result<Option<File>, String> {
+fn hold(file: &Path, dry_run: bool) -> Result<Option<File>, ReplayRefusal> {
     if dry_run {
         return Ok(None);
     }
     deadletter::hold_for_replay(file).map(Some).map_err(|why| {
-        let shown = printable(&file.display().to_string());
+        let file = file.to_path_buf();
         match why {
-            deadletter::Hold::Busy => {
-                format!("--replay '{shown}': another replay of this file is running")
-            }
-            deadletter::Hold::Refused(r) => format!("--replay '{shown}': {r}"),
-            deadletter::Hold::Io(e) if e.kind() == io::ErrorKind::NotFound => {
-                format!("--replay '{shown}': cannot open it: {e}")
-            }
-            deadletter::Hold::Io(e) => format!("--replay '{shown}': cannot append to it: {e}"),
+            deadletter::Hold::Busy => ReplayRefusal::Busy { file },
+            deadletter::Hold::Refused(r) => ReplayRefusal::Untrusted {
+                file,
+                why: r.to_string(),
+            },
+            deadletter::Hold::Io(e) => ReplayRefusal::Unopened {
+                file,
+                append: e.kind() != io::ErrorKind::NotFound,
+                why: e.to_string(),
+            },
         }
     })
 }
@@ -111,7 +114,7 @@ fn prepare(
     config: &Config,
     file: &Path,
     held: Option<&File>,
-) -> Result<(Vec<Run>, Vec<Warning>), String> {
+) -> Result<(Vec<Run>, Vec<Warning>), ReplayRefusal> {
     let Listing { pending, cut_short } = load(file, held)?;
     let cut_short = cut_short
         .iter()
@@ -132,11 +135,18 @@ fn prepare(
 
 /// What `file` holds (the replay holding it as `held`), or the one line that says why it
 /// cannot be replayed.
-fn load(file: &Path, held: Option<&File>) -> Result<Listing, String> {
-    let shown = file.display();
-    deadletter::read(file, held, deadletter::LOCK_WAIT).map_err(|e| match e {
-        ReadError::Io(e) => format!("cannot read '{shown}': {e}"),
-        ReadError::Damaged(d) => format!("'{shown}' line {}: {}", d.line, d.why),
+fn load(file: &Path, held: Option<&File>) -> Result<Listing, ReplayRefusal> {
+    let file = file.to_path_buf();
+    deadletter::read(&file, held, deadletter::LOCK_WAIT).map_err(|e| match e {
+        ReadError::Io(e) => ReplayRefusal::Unread {
+            file,
+            why: e.to_string(),
+        },
+        ReadError::Damaged(d) => ReplayRefusal::Damaged {
+            file,
+            line: d.line,
+            why: d.why.to_string(),
+        },
     })
 }
 
@@ -165,27 +175,31 @@ fn configure(
     p: Pending,
     now: &[OsString],
     log_file: Option<&Path>,
-) -> Result<(Pending, Config), String> {
-    let at = format!("'{}' line {}", file.display(), p.line);
+) -> Result<(Pending, Config), ReplayRefusal> {
+    let refused = |problem| ReplayRefusal::Options {
+        file: file.to_path_buf(),
+        line: p.line,
+        problem,
+    };
     let mut args = vec![OsString::from("retry")];
-    args.extend(crate::argv::merged(&p.record.options, now).map_err(|e| format!("{at}: {e}"))?);
+    let merged = crate::argv::merged(&p.record.options, now)
+        .map_err(|e| refused(OptionsProblem::Unmerged(e.to_string())))?;
+    args.extend(merged);
     args.push(OsString::from("--"));
     args.extend(p.record.command.iter().cloned());
     match config::parse(args, SystemTime::now()) {
-        ParseOutcome::Run(config) if config.is_dry_run() => Err(format!(
-            "{at}: its options ask for --dry-run, which a replay cannot run"
-        )),
-        ParseOutcome::Run(config) if config.mode != Mode::Run => Err(format!(
-            "{at}: its options ask for --simulate or --replay, which a replay cannot run"
-        )),
+        ParseOutcome::Run(config) if config.is_dry_run() => Err(refused(OptionsProblem::DryRun)),
+        ParseOutcome::Run(config) if config.mode != Mode::Run => {
+            Err(refused(OptionsProblem::OtherMode))
+        }
         ParseOutcome::Run(mut config) => {
             if let Some(path) = log_file {
                 config.log.file = Some(path.to_path_buf());
             }
             Ok((p, *config))
         }
-        ParseOutcome::Usage(e) => Err(format!("{at}: its options with those given now: {e}")),
-        ParseOutcome::Info(_) => Err(format!("{at}: its options ask for --help or --version")),
+        ParseOutcome::Usage(e) => Err(refused(OptionsProblem::Usage(e.to_string()))),
+        ParseOutcome::Info(_) => Err(refused(OptionsProblem::Info)),
     }
 }
 
