@@ -268,8 +268,6 @@ fn the_reading_of_imports_finds_what_it_should() {
 /// a change of its own part of the tree. Nothing is added here; a module that no longer does is
 /// taken off.
 const PARENT_IMPORTS_LEFT: &[&str] = &[
-    "sim::occ",
-    "sim::outage",
     "store::deadletter",
     "store::file",
     "store::history",
