@@ -15,6 +15,7 @@ use crate::policy::{
     Backoff, Classifier, Flaky, Item, Jitter, Limit, List, Pattern, Policy, RepeatPolicy, Signal,
     WaitPolicy,
 };
+use crate::store::open::same_file;
 use crate::text::{Charset, printable, quote, unprintable};
 
 mod hint;
@@ -516,7 +517,7 @@ fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
     let (Some(letters), Some(history)) = (&cli.dead_letter, &cli.flaky.history) else {
         return Ok(());
     };
-    if !crate::store::same_file(letters, history) {
+    if !same_file(letters, history) {
         return Ok(());
     }
     Err(UsageError(format!(
@@ -538,7 +539,7 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
         ("--history", &cli.flaky.history),
         ("--stats", &cli.flaky.stats),
     ] {
-        if let Some(path) = path.as_ref().filter(|p| crate::store::same_file(log, p)) {
+        if let Some(path) = path.as_ref().filter(|p| same_file(log, p)) {
             return Err(UsageError(format!(
                 "--log-file '{}' and {option} '{}' name the same file: the log would make its records unreadable",
                 printable(&log.display().to_string()),

@@ -264,20 +264,6 @@ fn the_reading_of_imports_finds_what_it_should() {
     assert!(graph["report::log"].contains("report::human"));
 }
 
-/// Modules that import items of their parent today, each to take them from a sibling instead in
-/// a change of its own part of the tree. Nothing is added here; a module that no longer does is
-/// taken off.
-const PARENT_IMPORTS_LEFT: &[&str] = &[
-    "report::human",
-    "report::jsonlog",
-    "report::layout",
-    "sim::occ",
-    "sim::outage",
-    "store::deadletter",
-    "store::file",
-    "store::history",
-];
-
 /// Each module and the items of its parent's own source that it imports, by their path:
 /// `crate::a::b::X` in module `a::b::c`, or `super::X` outside a test module, where `a::b`
 /// defines `X` itself (not a child module of `a::b`, nor what it passes on with `pub use`).
@@ -318,21 +304,11 @@ fn no_module_imports_an_item_of_its_own_parent() {
     let found = parent_imports();
     let upward: Vec<String> = found
         .iter()
-        .filter(|(name, _)| !PARENT_IMPORTS_LEFT.contains(&name.as_str()))
         .map(|(name, paths)| format!("{name} imports {}", paths.join(", ")))
         .collect();
     assert!(
         upward.is_empty(),
         "modules that import items of their parent (move them into a sibling):\n{}",
         upward.join("\n")
-    );
-    let fixed: Vec<&str> = PARENT_IMPORTS_LEFT
-        .iter()
-        .copied()
-        .filter(|name| !found.contains_key(*name))
-        .collect();
-    assert!(
-        fixed.is_empty(),
-        "take these off PARENT_IMPORTS_LEFT, they no longer import their parent: {fixed:?}"
     );
 }

@@ -16,10 +16,11 @@ use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, V
 use crate::report::column::{self, Stream};
 use crate::report::event::{During, Envelope, Event, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
+use crate::report::policy_text::describe_policy;
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
 use crate::report::words::{failure_text, hook_failure, not_started, plural, warning_text};
-use crate::report::{charset, describe_policy, printable};
+use crate::report::{charset, printable};
 use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
 

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use crate::config::Config;
 use crate::report::json::Obj;
-use crate::report::{describe_policy, policy_json};
+use crate::report::policy_text::{describe_policy, policy_json};
 use crate::text::{self, Charset};
 
 /// The opening lines: a title, then the facts, each on a line of its own.

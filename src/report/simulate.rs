@@ -193,7 +193,7 @@ fn figure_lines(f: &Figures) -> Vec<String> {
             "past the clock: {} of {}, whose next try or answer would come after the simulated clock ends, at about 584 years ({})",
             f.past_clock,
             f.clients,
-            hms(crate::sim::CLOCK_END)
+            hms(crate::sim::clock::CLOCK_END)
         ));
     }
     lines

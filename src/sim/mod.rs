@@ -9,6 +9,8 @@
 //! with the simulated time: each client has one pending event, and the tries per interval are
 //! kept in a fixed number of bins that widen as the time goes on.
 
+mod client;
+pub mod clock;
 pub mod occ;
 pub mod outage;
 
@@ -22,7 +24,10 @@ use rand::rngs::StdRng;
 use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
 use crate::policy::schedule::stagger;
 use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
+use client::{Client, Phase};
+use clock::{millis, nanos};
 
+pub use client::Cause;
 pub use occ::Occ;
 pub use outage::Outage;
 
@@ -69,19 +74,6 @@ pub struct Scenario {
     pub stagger: Option<Duration>,
     /// `--quota`: one bucket shared by every client, starting full as a new one does.
     pub quota: Option<QuotaParams>,
-}
-
-/// Why a try failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The dependency was down (model `outage`).
-    Outage,
-    /// The dependency was up but over its capacity (model `outage`).
-    Overload,
-    /// Another write landed between this try's read and its write (model `occ`).
-    Conflict,
-    /// The try was stopped by `--timeout` or the end of the budget before it ended.
-    Timeout,
 }
 
 /// Failed tries by cause.
@@ -159,7 +151,7 @@ pub struct Figures {
     /// Clients still retrying when the simulation stopped at [`MAX_TRIES`].
     pub unfinished: u32,
     /// Clients whose next try or answer would come past the end of the virtual clock
-    /// ([`CLOCK_END`]): they neither succeeded nor gave up within it.
+    /// ([`clock::CLOCK_END`]): they neither succeeded nor gave up within it.
     pub past_clock: u32,
     pub series: Series,
 }
@@ -219,31 +211,6 @@ pub fn compare(policy: &Policy, scenario: &Scenario, seed: u64) -> Vec<(Variant,
         }
     }
     rows
-}
-
-/// Where a client is in its current try.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Its next event starts a try.
-    Start,
-    /// Its next event is its write reaching the record (model `occ`).
-    Write,
-    /// Its next event is the end of its try, when it learns the result.
-    End,
-    /// It succeeded or gave up.
-    Done,
-}
-
-/// One simulated run of `retry`.
-struct Client<'p> {
-    schedule: Schedule<'p>,
-    phase: Phase,
-    /// The try's result, decided by the dependency before the client learns it.
-    result: Result<(), Cause>,
-    /// When the try under way is stopped by its timeout or the end of the run.
-    stop_at: u64,
-    /// Model `occ`: when this try's read reached the record.
-    read_at: u64,
 }
 
 /// The dependency's state.
@@ -480,20 +447,6 @@ fn done(client: &mut Client<'_>) -> Option<u64> {
 fn end_now(client: &mut Client<'_>, now: u64) -> Option<u64> {
     client.phase = Phase::End;
     Some(now)
-}
-
-/// The end of the virtual clock: its nanoseconds are 64 bits, about 584 years. An event that
-/// would come later is not simulated, and its client is counted in `past_clock`.
-pub const CLOCK_END: Duration = Duration::from_nanos(u64::MAX);
-
-/// A duration in nanoseconds, saturating at the clock's end.
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Virtual nanoseconds as the quota's milliseconds.
-fn millis(ns: u64) -> u64 {
-    ns / 1_000_000
 }
 
 /// The busiest window seen so far, and the window being counted.

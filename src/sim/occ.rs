@@ -12,7 +12,7 @@
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use super::{Cause, Client, Phase};
+use super::client::{Cause, Client, Phase};
 
 /// The mean of one network hop, in nanoseconds.
 const HOP_MEAN: f64 = 10_000_000.0;

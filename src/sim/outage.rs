@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::{Cause, Client, Phase, nanos};
+use super::client::{Cause, Client, Phase};
+use super::clock::nanos;
 
 /// The model's parameters.
 #[derive(Clone, Debug, PartialEq)]

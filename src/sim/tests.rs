@@ -339,6 +339,8 @@ fn a_client_whose_next_event_is_past_the_clocks_end_is_counted_not_finished() {
 fn the_simulator_imports_from_the_policy_alone() {
     let files = [
         ("mod.rs", include_str!("mod.rs")),
+        ("client.rs", include_str!("client.rs")),
+        ("clock.rs", include_str!("clock.rs")),
         ("occ.rs", include_str!("occ.rs")),
         ("outage.rs", include_str!("outage.rs")),
         ("tests.rs", include_str!("tests.rs")),

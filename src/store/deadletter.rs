@@ -31,7 +31,7 @@ use nix::fcntl::{self, FlockArg};
 
 use crate::json::{self, Obj, Value};
 use crate::store::lines::{self, Lines};
-use crate::store::{Access, open_record_file};
+use crate::store::open::{Access, open_record_file};
 
 /// The longest an append or a read waits for the lock (spec 19: a few seconds at most; a run
 /// waits less when its budget has less left). Others hold it for the time of one write; a

@@ -13,7 +13,7 @@
 //! The directory is `$XDG_RUNTIME_DIR/retry/`, else `$TMPDIR/retry-UID/`, else
 //! `/tmp/retry-UID/`, mode 0700; one that a symbolic link stands in for, that another user owns
 //! or that others may enter is refused, and so is one whose way there another user could change
-//! (`store::open_way`), so no other user can read, replace or hold a quota. The
+//! (`store::open::open_way`), so no other user can read, replace or hold a quota. The
 //! file follows the rules of every file that outlives a run (spec 19): 0600 whatever the umask,
 //! never a symbolic link, a regular file (a FIFO is refused at once, never waited on), owned by
 //! the effective user and writable by nobody else; a store that breaks them is not used.
@@ -32,8 +32,9 @@ use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
+use crate::store::lock::{LockError, flock_within};
+use crate::store::open::{euid, open_way};
 use crate::store::quota::{BucketStore, Note, Unanswered, Update};
-use crate::store::{LockError, euid};
 
 /// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
 /// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
@@ -315,7 +316,7 @@ impl LocalStore {
         let (Some(parent), Some(name)) = (self.dir.parent(), self.dir.file_name()) else {
             return Err(unopened(io::Error::from(Errno::EINVAL)));
         };
-        let parent = crate::store::open_way(parent, false).map_err(unopened)?;
+        let parent = open_way(parent, false).map_err(unopened)?;
         Ok((parent, name.to_os_string()))
     }
 
@@ -456,7 +457,7 @@ impl LocalStore {
 
     /// Takes the lock without ever blocking, for at most [`LOCK_WAIT`] in all.
     fn lock(&self, file: &File, how: FlockArg) -> Result<(), StoreError> {
-        match crate::store::flock_within(file, how, LOCK_WAIT, Duration::from_millis(2)) {
+        match flock_within(file, how, LOCK_WAIT, Duration::from_millis(2)) {
             Ok(()) => Ok(()),
             Err(LockError::Busy) => Err(StoreError::Busy { path: self.path() }),
             Err(LockError::Os(e)) => Err(self.io_error("lock", self.path(), e)),

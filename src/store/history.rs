@@ -38,6 +38,8 @@ use crate::json::{self, Obj, Value};
 use crate::policy::{Outcome, Signal};
 use crate::store::deadletter::{Damaged, LOCK_WAIT, MAX_FILE};
 use crate::store::lines::{Line, Lines, MAX_LINE};
+use crate::store::lock::flock_within;
+use crate::store::open::check_type;
 
 /// How a run ended, as its history line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -339,7 +341,7 @@ pub fn open_for_stats(path: &Path) -> Result<File, String> {
     let cannot_open = |e: io::Error| format!("cannot open it: {e}");
     // Looked at before it is opened: opening a device may act on it.
     let meta = std::fs::metadata(path).map_err(cannot_open)?;
-    super::check_type(&meta).map_err(|r| r.to_string())?;
+    check_type(&meta).map_err(|r| r.to_string())?;
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let fd = fcntl::open(path, flags, Mode::empty()).map_err(|e| cannot_open(e.into()))?;
     let file = File::from(fd);
@@ -347,7 +349,7 @@ pub fn open_for_stats(path: &Path) -> Result<File, String> {
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot read it: {e}"))?;
-    super::check_type(&meta).map_err(|r| r.to_string())?;
+    check_type(&meta).map_err(|r| r.to_string())?;
     if meta.len() > MAX_FILE {
         return Err(format!(
             "it holds {} bytes, more than the {} GiB a history file may hold",
@@ -375,7 +377,7 @@ pub fn read_for_stats(path: &Path) -> Result<Reading, String> {
 
 /// The length of `file` (at most [`MAX_FILE`]) as a shared lock sees it, the lock let go.
 fn length_under_lock(file: &File) -> io::Result<u64> {
-    let locked = super::flock_within(
+    let locked = flock_within(
         file,
         FlockArg::LockSharedNonblock,
         LOCK_WAIT,
@@ -384,7 +386,7 @@ fn length_under_lock(file: &File) -> io::Result<u64> {
     .is_ok();
     let length = file.metadata().map(|m| m.len().min(MAX_FILE));
     if locked {
-        let _ = super::flock_within(
+        let _ = flock_within(
             file,
             FlockArg::Unlock,
             std::time::Duration::ZERO,
