@@ -312,3 +312,113 @@ fn no_module_imports_an_item_of_its_own_parent() {
         upward.join("\n")
     );
 }
+
+/// The clap tables of `cli.rs`: one builder expression per option group, long by nature.
+const LONG_TABLES: [&str; 2] = ["cli::options", "cli::flaky_options"];
+
+/// The most lines a function of `src/` may have, its signature and braces included.
+const MOST_LINES: usize = 80;
+
+/// `code` with the text of its string and character literals taken out, so that the braces
+/// left are those of the code.
+fn without_literals(code: &str) -> String {
+    let bytes = code.as_bytes();
+    let mut out = String::with_capacity(code.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let raw = bytes[at] == b'r' && matches!(bytes.get(at + 1), Some(b'"' | b'#'));
+        if raw && (at == 0 || !(bytes[at - 1] as char).is_alphanumeric()) {
+            let hashes = bytes[at + 1..].iter().take_while(|&&b| b == b'#').count();
+            if bytes.get(at + 1 + hashes) == Some(&b'"') {
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = at + 2 + hashes;
+                let end = code[start..].find(&close).map_or(code.len(), |e| start + e);
+                out.extend(code[at..end].chars().filter(|&c| c == '\n'));
+                at = end + close.len();
+                continue;
+            }
+        }
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    if bytes[at] == b'\n' {
+                        out.push('\n');
+                    }
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+            }
+            // A character literal ('{', '\n'), not a lifetime ('a).
+            b'\'' if bytes.get(at + 2) == Some(&b'\'') => at += 3,
+            b'\'' if bytes.get(at + 1) == Some(&b'\\') => {
+                at += code[at + 2..].find('\'').map_or(code.len(), |e| e + 3);
+            }
+            _ => {
+                let c = code[at..].chars().next().unwrap_or(' ');
+                out.push(c);
+                at += c.len_utf8();
+            }
+        }
+    }
+    out
+}
+
+/// Every function of `code` longer than `most` lines: its name and its lines.
+fn long_functions(code: &str, most: usize) -> Vec<(String, usize)> {
+    let code = without_literals(code);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = line
+            .split_whitespace()
+            .skip_while(|word| *word != "fn")
+            .nth(1)
+            .map(|w| w.split(['(', '<']).next().unwrap_or(w))
+        else {
+            continue;
+        };
+        let (mut depth, mut opened) = (0i64, false);
+        for (j, body) in lines[i..].iter().enumerate() {
+            let body = body.split("//").next().unwrap_or("");
+            if !opened && body.contains(';') && !body.contains('{') {
+                break;
+            }
+            depth += body.matches('{').count() as i64 - body.matches('}').count() as i64;
+            opened |= body.contains('{');
+            if opened && depth <= 0 {
+                if j + 1 > most {
+                    out.push((name.to_string(), j + 1));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_of_the_source_is_over_80_lines() {
+    let mut long = Vec::new();
+    for (module, code) in modules() {
+        for (name, lines) in long_functions(&code, MOST_LINES) {
+            if !LONG_TABLES.contains(&format!("{module}::{name}").as_str()) {
+                long.push(format!("{module}::{name}: {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MOST_LINES} lines (split them):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_reading_of_functions_finds_long_ones_and_skips_literals() {
+    let body = "    x();\n".repeat(80);
+    let code = format!("fn short() {{\n    let s = \"}}}}{{\";\n}}\nfn long() {{\n{body}}}\n");
+    assert_eq!(long_functions(&code, 80), [("long".to_string(), 82)]);
+    assert_eq!(long_functions("fn a() {\n    '{';\n}\n", 1), [("a".to_string(), 3)]);
+    assert!(long_functions("fn declared(x: u8);\n", 0).is_empty());
+}
