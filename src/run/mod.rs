@@ -6,6 +6,7 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod process;
+pub mod random;
 pub mod rawsig;
 pub mod replay;
 pub mod runner;
@@ -56,7 +57,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
         }
     };
     // A replay draws a seed for each run it replays.
-    let seed = || config.seed.unwrap_or_else(rand::random);
+    let seed = || config.seed.unwrap_or_else(random::random_u64);
     match &config.mode {
         Mode::Replay { file, .. } => replay::replay(&args, &config, file),
         Mode::Stats { file, since } => stats(&config, file, *since),
@@ -220,7 +221,7 @@ fn open_quota(
 }
 
 pub(crate) fn run_id() -> String {
-    let id: u128 = rand::random();
+    let id = random::random_u128();
     let hex = format!("{id:032x}");
     format!(
         "{}-{}-{}-{}-{}",
@@ -470,7 +471,7 @@ pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) ->
         }
     };
     let begin = Start {
-        seed: config.seed.unwrap_or_else(rand::random),
+        seed: config.seed.unwrap_or_else(random::random_u64),
         start,
         wall_start,
         run_id: id.to_string(),

@@ -6,9 +6,6 @@ use std::ops::ControlFlow;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, SystemTime};
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-
 use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
@@ -25,6 +22,7 @@ use crate::run::process::{
     Child, Inherited, SpawnError, SpawnOptions, Target, Terminal, descendants, has_children,
     reap_all, send,
 };
+use crate::run::random::LazyRng;
 use crate::run::signals::{Event as SignalEvent, Signals};
 use crate::run::stdio::{RunIo, TryIo};
 use crate::store::deadletter::DeadLetter;
@@ -416,7 +414,7 @@ impl<'c> Runner<'c> {
 
     fn run_loop(&mut self, seed: u64) -> ExitStatus {
         let config = self.config;
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = LazyRng::new(seed);
         let mut schedule = Schedule::new(&config.policy);
         self.log.emit(Event::Start { seed });
         self.warn_if_nested();
@@ -436,7 +434,7 @@ impl<'c> Runner<'c> {
     }
 
     /// One try, and the wait before the next one if the schedule retries.
-    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut StdRng) -> ControlFlow<ExitStatus> {
+    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut LazyRng) -> ControlFlow<ExitStatus> {
         let retry = self.next_try(schedule, rng)?;
         self.wait_to_retry(schedule, &retry)
     }
@@ -446,7 +444,7 @@ impl<'c> Runner<'c> {
     fn next_try(
         &mut self,
         schedule: &mut Schedule<'_>,
-        rng: &mut StdRng,
+        rng: &mut LazyRng,
     ) -> ControlFlow<ExitStatus, Retry> {
         let now = self.start.elapsed();
         let limit = schedule.start_try(now);
@@ -538,7 +536,7 @@ impl<'c> Runner<'c> {
     fn decide(
         &mut self,
         schedule: &mut Schedule<'_>,
-        rng: &mut StdRng,
+        rng: &mut LazyRng,
         attempt: u64,
         ended: &Ended,
         output: OutputMatch,
