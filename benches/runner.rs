@@ -167,24 +167,7 @@ fn overhead() {
     for (name, path) in &builds {
         commands.push((format!("{name} --version"), vec![path, "--version"]));
     }
-    let n = commands.len();
-    // rounds[r][c]: the median of command c in round r, in µs.
-    let mut rounds = Vec::with_capacity(ROUNDS);
-    let mut all = vec![Vec::new(); n];
-    for r in 0..ROUNDS {
-        let mut walls = vec![Vec::with_capacity(PER_ROUND); n];
-        for p in 0..PER_ROUND {
-            for k in 0..n {
-                let c = (k + r + p) % n;
-                let (wall, _, _) = run(&commands[c].1);
-                walls[c].push(wall.as_secs_f64() * 1e6);
-            }
-        }
-        for (c, w) in walls.iter().enumerate() {
-            all[c].extend(w);
-        }
-        rounds.push(walls.into_iter().map(median).collect::<Vec<f64>>());
-    }
+    let (rounds, all) = in_turn(&commands, ROUNDS, PER_ROUND);
     println!(
         "per invocation, {ROUNDS} rounds of {PER_ROUND} calls of each command in turn, median of all:"
     );
@@ -219,6 +202,39 @@ fn overhead() {
             );
         }
     }
+    peaks(&commands);
+}
+
+/// Runs every command `per_round` times in each of `rounds` rounds, the order turned by one
+/// at each call. Returns each round's median of each command, and all the times of each, in
+/// µs.
+fn in_turn(
+    commands: &[(String, Vec<&str>)],
+    rounds: usize,
+    per_round: usize,
+) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let n = commands.len();
+    let mut medians = Vec::with_capacity(rounds);
+    let mut all = vec![Vec::new(); n];
+    for r in 0..rounds {
+        let mut walls = vec![Vec::with_capacity(per_round); n];
+        for p in 0..per_round {
+            for k in 0..n {
+                let c = (k + r + p) % n;
+                let (wall, _, _) = run(&commands[c].1);
+                walls[c].push(wall.as_secs_f64() * 1e6);
+            }
+        }
+        for (c, w) in walls.iter().enumerate() {
+            all[c].extend(w);
+        }
+        medians.push(walls.into_iter().map(median).collect());
+    }
+    (medians, all)
+}
+
+/// The peak memory of each command, when GNU time is installed.
+fn peaks(commands: &[(String, Vec<&str>)]) {
     // wait4's peak RSS of a child spawned from this (large) harness counts the harness's pages
     // shared before exec; GNU time, a small program, gives the command's own figure.
     if Path::new("/usr/bin/time").exists() {
@@ -226,7 +242,7 @@ fn overhead() {
         println!(
             "peak memory (GNU time's maximum resident set over {RUNS} runs: min / median / max):"
         );
-        for (name, argv) in &commands {
+        for (name, argv) in commands {
             if let Some([lo, mid, hi]) = peak_rss(argv, RUNS) {
                 println!("  {name:<34} {lo:>5} / {mid:>5} / {hi:>5} KiB");
             }
