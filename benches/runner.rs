@@ -3,8 +3,9 @@
 //!
 //!     cargo bench --bench runner
 //!
-//! It prints: the cost of one `retry -n 1 -- true` against bare `true` and `timeout 10 true`
-//! (wall time and peak memory); how late after its child's exit `retry` itself exits; how far
+//! It prints: the cost of one `retry -n 1 -- true` against Debian's C `retry`, bare `true` and
+//! `timeout 10 true`, the commands called in turn (wall time, the ratio's median and spread over
+//! many rounds, and peak memory); how late after its child's exit `retry` itself exits; how far
 //! real waits overshoot the planned ones; the CPU `retry` uses while it waits.
 
 use std::path::Path;
@@ -16,13 +17,19 @@ use nix::libc;
 /// `retry` as installed: a copy of the build's program. The linker writes its output through a
 /// memory map, and a program run from that very file starts measurably slower (a fifth more
 /// overhead, side by side) than the same bytes written by `cp`, `cargo install` or dpkg, whose
-/// page cache the kernel keeps in larger pieces.
+/// page cache the kernel keeps in larger pieces. With `RETRY_BENCH_BINS` (see `builds`), the
+/// last build it names.
 fn retry_bin() -> &'static str {
     static INSTALLED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     INSTALLED.get_or_init(|| {
+        let named = std::env::var("RETRY_BENCH_BINS").unwrap_or_default();
+        let from = match named.split_whitespace().last() {
+            Some(b) => b.split_once('=').map_or(b, |(_, path)| path).to_string(),
+            None => env!("CARGO_BIN_EXE_retry").to_string(),
+        };
         let to = format!("{}/retry", env!("CARGO_TARGET_TMPDIR"));
         let _ = std::fs::remove_file(&to);
-        std::fs::copy(env!("CARGO_BIN_EXE_retry"), &to).expect("copy retry");
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {from}: {e}"));
         to
     })
 }
@@ -79,78 +86,166 @@ fn debian_retry() -> Option<&'static str> {
         .then_some(path)
 }
 
+/// The builds of `retry` whose start-up is timed: `RETRY_BENCH_BINS="old=PATH new=PATH"` (say
+/// a release build, as users install it, against another), else the one `cargo bench` built.
+/// Each is timed from a copy, as installed (see `retry_bin`).
+fn builds() -> Vec<(String, String)> {
+    let list = std::env::var("RETRY_BENCH_BINS").unwrap_or_default();
+    if list.trim().is_empty() {
+        return vec![("retry".into(), retry_bin().into())];
+    }
+    list.split_whitespace()
+        .enumerate()
+        .map(|(k, b)| {
+            let (name, path) = b.split_once('=').unwrap_or((b, b));
+            let to = format!("{}/retry-{k}", env!("CARGO_TARGET_TMPDIR"));
+            let _ = std::fs::remove_file(&to);
+            std::fs::copy(path, &to).unwrap_or_else(|e| panic!("copy {path}: {e}"));
+            (name.to_string(), to)
+        })
+        .collect()
+}
+
+/// The median, the quartiles and the extremes of `v`.
+fn spread(mut v: Vec<f64>) -> [f64; 5] {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    [at(0.5), at(0.25), at(0.75), v[0], v[v.len() - 1]]
+}
+
+/// GNU time's maximum resident set of `argv` over `runs` runs: min, median, max, in KiB.
+fn peak_rss(argv: &[&str], runs: usize) -> Option<[u64; 3]> {
+    let mut peaks: Vec<u64> = (0..runs)
+        .filter_map(|_| {
+            let out = Command::new("/usr/bin/time")
+                .args(["-f", "%M"])
+                .args(argv)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect();
+    peaks.sort_unstable();
+    (!peaks.is_empty()).then(|| [peaks[0], peaks[peaks.len() / 2], peaks[peaks.len() - 1]])
+}
+
+/// Start-up against Debian's C `retry`, called in turn: in each of `ROUNDS` rounds every
+/// command runs `PER_ROUND` times, the order turned by one at each call, so that no command
+/// runs twice in a row and a noisy moment hits them all alike. Each round gives a ratio (of
+/// its medians); the figure is the median of those ratios, with their spread.
 fn overhead() {
-    const ROUNDS: usize = 300;
-    let mut commands: Vec<(&str, Vec<&str>)> = vec![
-        ("true", vec!["true"]),
-        ("timeout 10 true", vec!["timeout", "10", "true"]),
-        (
-            "retry -n 1 -- true",
-            vec![retry_bin(), "-n", "1", "--", "true"],
-        ),
-        ("retry --version", vec![retry_bin(), "--version"]),
-    ];
+    const ROUNDS: usize = 60;
+    const PER_ROUND: usize = 10;
+    let builds = builds();
     let debian = debian_retry();
+    let mut commands: Vec<(String, Vec<&str>)> = vec![
+        ("true".into(), vec!["true"]),
+        ("timeout 10 true".into(), vec!["timeout", "10", "true"]),
+    ];
     if let Some(debian) = debian {
-        commands.push(("Debian retry -t 1 true", vec![debian, "-t", "1", "true"]));
+        commands.push((
+            "Debian retry -t 1 true".into(),
+            vec![debian, "-t", "1", "true"],
+        ));
     } else {
         println!("(Debian's retry is not installed: scripts/bench.sh installs it)");
     }
-    let mut walls = vec![Vec::new(); commands.len()];
-    // Round-robin, so that a noisy moment hits every command alike.
-    for _ in 0..ROUNDS {
-        for (i, (_, argv)) in commands.iter().enumerate() {
-            let (wall, _, _) = run(argv);
-            walls[i].push(wall.as_secs_f64() * 1e6);
+    let first_build = commands.len();
+    for (name, path) in &builds {
+        commands.push((
+            format!("{name} -n 1 -- true"),
+            vec![path, "-n", "1", "--", "true"],
+        ));
+    }
+    for (name, path) in &builds {
+        commands.push((format!("{name} --version"), vec![path, "--version"]));
+    }
+    let (rounds, all) = in_turn(&commands, ROUNDS, PER_ROUND);
+    println!(
+        "per invocation, {ROUNDS} rounds of {PER_ROUND} calls of each command in turn, median of all:"
+    );
+    for (c, (name, _)) in commands.iter().enumerate() {
+        println!("  {name:<34} {:>7.0} µs", median(all[c].clone()));
+    }
+    if debian.is_some() {
+        let d = first_build - 1;
+        println!(
+            "against Debian's retry, the median of the {ROUNDS} rounds' ratios [quartiles; min, max]:"
+        );
+        for b in 0..builds.len() {
+            let c = first_build + b;
+            let whole = spread(rounds.iter().map(|m| m[c] / m[d]).collect());
+            let over = spread(
+                rounds
+                    .iter()
+                    .map(|m| (m[c] - m[0]) / (m[d] - m[0]))
+                    .collect(),
+            );
+            println!(
+                "  {:<34} whole ×{:.3} [{:.3}–{:.3}; {:.3}, {:.3}]   over true ×{:.3} [{:.3}–{:.3}]   (target: at most ×1.00)",
+                commands[c].0,
+                whole[0],
+                whole[1],
+                whole[2],
+                whole[3],
+                whole[4],
+                over[0],
+                over[1],
+                over[2]
+            );
         }
     }
-    let medians: Vec<f64> = walls.into_iter().map(median).collect();
-    let (base, timeout, ours) = (medians[0], medians[1], medians[2]);
-    println!("per invocation, median of {ROUNDS} interleaved runs:");
-    for (i, (name, _)) in commands.iter().enumerate() {
-        let m = medians[i];
-        println!(
-            "  {name:<29} {m:>7.0} µs   ×{:.2} of true   ×{:.2} of timeout   ×{:.2} of retry",
-            m / base,
-            m / timeout,
-            m / ours,
-        );
+    peaks(&commands);
+}
+
+/// Runs every command `per_round` times in each of `rounds` rounds, the order turned by one
+/// at each call. Returns each round's median of each command, and all the times of each, in
+/// µs.
+fn in_turn(
+    commands: &[(String, Vec<&str>)],
+    rounds: usize,
+    per_round: usize,
+) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let n = commands.len();
+    let mut medians = Vec::with_capacity(rounds);
+    let mut all = vec![Vec::new(); n];
+    for r in 0..rounds {
+        let mut walls = vec![Vec::with_capacity(per_round); n];
+        for p in 0..per_round {
+            for k in 0..n {
+                let c = (k + r + p) % n;
+                let (wall, _, _) = run(&commands[c].1);
+                walls[c].push(wall.as_secs_f64() * 1e6);
+            }
+        }
+        for (c, w) in walls.iter().enumerate() {
+            all[c].extend(w);
+        }
+        medians.push(walls.into_iter().map(median).collect());
     }
-    println!("overhead over true (the command's own start and end taken away):");
-    println!("  retry -n 1 -- true            {:>7.0} µs", ours - base);
-    if debian.is_some() {
-        let theirs = medians[4] - base;
-        println!("  Debian retry -t 1 true        {theirs:>7.0} µs");
-        println!(
-            "  retry's overhead / Debian's:  ×{:.2}   (target: at most ×1.00)",
-            (ours - base) / theirs
-        );
-    }
+    (medians, all)
+}
+
+/// The peak memory of each command, when GNU time is installed.
+fn peaks(commands: &[(String, Vec<&str>)]) {
     // wait4's peak RSS of a child spawned from this (large) harness counts the harness's pages
     // shared before exec; GNU time, a small program, gives the command's own figure.
     if Path::new("/usr/bin/time").exists() {
-        println!("peak memory (GNU time's maximum resident set, highest of 5 runs):");
-        for (name, argv) in &commands {
-            let peak = (0..5)
-                .filter_map(|_| {
-                    let out = Command::new("/usr/bin/time")
-                        .arg("-f")
-                        .arg("%M")
-                        .args(argv)
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .output()
-                        .ok()?;
-                    String::from_utf8_lossy(&out.stderr)
-                        .lines()
-                        .last()?
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-                .max()
-                .unwrap_or(0);
-            println!("  {name:<29} {peak:>7} KiB");
+        const RUNS: usize = 20;
+        println!(
+            "peak memory (GNU time's maximum resident set over {RUNS} runs: min / median / max):"
+        );
+        for (name, argv) in commands {
+            if let Some([lo, mid, hi]) = peak_rss(argv, RUNS) {
+                println!("  {name:<34} {lo:>5} / {mid:>5} / {hi:>5} KiB");
+            }
         }
         println!("  (target for retry -n 1 -- true: under 2048 KiB)");
     }

@@ -175,6 +175,9 @@ fn flag(long: &'static str, heading: &'static str, text: &'static str) -> Arg {
 }
 
 fn help(arg: Arg, text: &'static str) -> Arg {
+    if !TEXTS.get() {
+        return arg;
+    }
     // A plain byte scan: every start builds the command line, and `str::split_once` sets up a
     // substring search for each of the sixty texts, 7% of a plain run's instructions.
     match text.as_bytes().windows(2).position(|pair| pair == b"\n\n") {
@@ -183,10 +186,40 @@ fn help(arg: Arg, text: &'static str) -> Arg {
     }
 }
 
+thread_local! {
+    /// Whether the command line being built carries its help texts (see `parsing_command`).
+    static TEXTS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// The command line without its help texts, to read one with: clap copies every text it is
+/// given, which was most of what building the definition cost at each start, and a command
+/// line that is read without error reads the same without them. One that is not (an error,
+/// `--help`, `--version`) is read again with `command()`, whose texts those show.
+fn parsing_command() -> Command {
+    /// Puts the texts back however the building ends.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TEXTS.set(true);
+        }
+    }
+    let _restore = Restore;
+    TEXTS.set(false);
+    command()
+}
+
 /// The whole command line, as `--help`, the man page and the completions show it.
 pub fn command() -> Command {
-    Command::new("retry")
+    let command = Command::new("retry")
         .version(env!("CARGO_PKG_VERSION"))
+        .max_term_width(100)
+        .args(options())
+        .args(flaky_options())
+        .args(simulate_options());
+    if !TEXTS.get() {
+        return command;
+    }
+    command
         .about(ABOUT)
         .long_about(LONG_ABOUT)
         .override_usage(
@@ -195,10 +228,6 @@ pub fn command() -> Command {
         .after_help(
             "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n  retry --repeat 200 --keep-going -t 1m -- cargo test flaky_test\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
         )
-        .max_term_width(100)
-        .args(options())
-        .args(flaky_options())
-        .args(simulate_options())
 }
 
 fn options() -> Vec<Arg> {
@@ -575,7 +604,12 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let mut m = command().try_get_matches_from(args)?;
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let mut m = match parsing_command().try_get_matches_from(&args) {
+            Ok(m) => m,
+            // The error, or the help or version asked for, as the whole definition gives it.
+            Err(_) => command().try_get_matches_from(&args)?,
+        };
         Ok(Cli::from_matches(&mut m))
     }
 

@@ -141,7 +141,7 @@ where
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     match Cli::try_parse_from(&args) {
-        Ok(cli) => match hint::for_command(&args) {
+        Ok(cli) => match hint::for_command(&args, &cli.command) {
             Some(line) => ParseOutcome::Usage(UsageError(line)),
             None => match Config::from_cli(cli, now, charset) {
                 Ok(config) => ParseOutcome::Run(Box::new(config)),

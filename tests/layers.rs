@@ -419,6 +419,9 @@ fn the_reading_of_functions_finds_long_ones_and_skips_literals() {
     let body = "    x();\n".repeat(80);
     let code = format!("fn short() {{\n    let s = \"}}}}{{\";\n}}\nfn long() {{\n{body}}}\n");
     assert_eq!(long_functions(&code, 80), [("long".to_string(), 82)]);
-    assert_eq!(long_functions("fn a() {\n    '{';\n}\n", 1), [("a".to_string(), 3)]);
+    assert_eq!(
+        long_functions("fn a() {\n    '{';\n}\n", 1),
+        [("a".to_string(), 3)]
+    );
     assert!(long_functions("fn declared(x: u8);\n", 0).is_empty());
 }

@@ -33,10 +33,21 @@ pub fn for_error(e: &clap::Error, args: &[OsString]) -> Option<String> {
 }
 
 /// `retry 5 -- cmd`: a whole number where the command starts, with no `--` before it, was
-/// meant as the number of tries. The usage error that says so, if it is that.
-pub fn for_command(args: &[OsString]) -> Option<String> {
+/// meant as the number of tries. The usage error that says so, if it is that; `command` is the
+/// command as parsed, whose first word is the one to look at.
+pub fn for_command(args: &[OsString], command: &[OsString]) -> Option<String> {
+    let is_number = |word: &str| !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit());
+    // Reading where the command starts builds the whole definition again: only a command
+    // that starts with a number needs it.
+    if !command
+        .first()
+        .and_then(|w| w.to_str())
+        .is_some_and(is_number)
+    {
+        return None;
+    }
     let word = crate::argv::unmarked_command(args)?.to_str()?;
-    if word.is_empty() || !word.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_number(word) {
         return None;
     }
     Some(format!(

@@ -22,6 +22,7 @@ impl PartialEq for Pattern {
 
 impl Pattern {
     pub fn new(text: &str) -> Result<Pattern, String> {
+        refuse_named_classes(text)?;
         // Built as `regex::bytes::Regex::new` builds it: the same syntax, limits and matches.
         let regex = meta::Builder::new()
             .configure(
@@ -80,6 +81,46 @@ impl Pattern {
             each(caps.get_group(1).map(|g| &bytes[g.range()]));
         }
     }
+}
+
+/// Refuses a Unicode class by name (`\pL`, `\p{Greek}`, `\P{Lu}`): `retry` is built without
+/// the tables of Unicode's classes (their pointers cost every start, see docs/startup.md), so
+/// such a class would be "not found". Said here, the refusal names what is missing, and is the
+/// same in every build (a test build links the tables for other crates). What a pattern still
+/// has: Unicode case folding with `(?i)`, and Unicode-aware `\w`, `\d`, `\s` and `\b`.
+fn refuse_named_classes(text: &str) -> Result<(), String> {
+    use regex_syntax::ast::{self, Ast, ClassSetItem, Visitor};
+
+    /// Stops at the first named class.
+    struct Named;
+    impl Visitor for Named {
+        type Output = ();
+        type Err = ();
+        fn finish(self) -> Result<(), ()> {
+            Ok(())
+        }
+        fn visit_pre(&mut self, ast: &Ast) -> Result<(), ()> {
+            match ast {
+                Ast::ClassUnicode(_) => Err(()),
+                _ => Ok(()),
+            }
+        }
+        fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+            match item {
+                ClassSetItem::Unicode(_) => Err(()),
+                _ => Ok(()),
+            }
+        }
+    }
+    // A pattern that does not parse is left to the builder, which says why.
+    let Ok(parsed) = ast::parse::Parser::new().parse(text) else {
+        return Ok(());
+    };
+    ast::visit(&parsed, Named).map_err(|()| {
+        "not a valid regular expression: Unicode classes by name (\\p{...}, \\P{...}) are not \
+            supported; use a bracketed class such as [a-zA-Z] or \\w"
+            .to_string()
+    })
 }
 
 /// Why a pattern was refused, on one line.
@@ -440,6 +481,47 @@ mod tests {
         m.feed(&first);
         m.feed(b"dle and more\n");
         assert!(m.matched());
+    }
+
+    #[test]
+    fn unicode_classes_by_name_are_refused_and_the_rest_of_unicode_is_kept() {
+        for p in [
+            r"\pL",
+            r"\p{Greek}",
+            r"\P{Lu}",
+            r"[\p{Lu}x]",
+            r"a|(?i:\p{sc=Greek})",
+        ] {
+            let err = Pattern::new(p).unwrap_err();
+            assert!(err.contains("Unicode classes by name"), "{p}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        // Written out, such a pattern is plain text.
+        assert!(Pattern::new(r"\\pL").unwrap().is_match(br"\pL"));
+        // Case folding and the Perl classes stay Unicode-aware.
+        assert!(
+            Pattern::new("(?i)ошибка")
+                .unwrap()
+                .is_match("ОШИБКА".as_bytes())
+        );
+        assert!(
+            Pattern::new("(?i)straße")
+                .unwrap()
+                .is_match("STRAẞE".as_bytes())
+        );
+        assert!(
+            Pattern::new(r"^\w+$")
+                .unwrap()
+                .is_match("überall".as_bytes())
+        );
+        assert!(Pattern::new(r"^\d$").unwrap().is_match("٣".as_bytes()));
+        assert!(
+            Pattern::new(r"a\sb")
+                .unwrap()
+                .is_match("a\u{2003}b".as_bytes())
+        );
+        assert!(Pattern::new(r"\bé").unwrap().is_match(" é".as_bytes()));
+        assert!(!Pattern::new(r"\bé").unwrap().is_match("aé".as_bytes()));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod process;
+pub mod random;
 pub mod rawsig;
 pub mod replay;
 pub mod runner;
@@ -55,7 +56,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
         }
     };
     // A replay draws a seed for each run it replays.
-    let seed = || config.seed.unwrap_or_else(rand::random);
+    let seed = || config.seed.unwrap_or_else(random::random_u64);
     match &config.mode {
         Mode::Replay { file, .. } => replay::replay(&args, &config, file),
         Mode::Stats { file, since } => stats(&config, file, *since),

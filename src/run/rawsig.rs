@@ -59,9 +59,14 @@ mod imp {
         rt_sigaction(n, None, Some(&mut old)) && old.handler == libc::SIG_IGN
     }
 
-    /// Catches `n` with `handler`, the way glibc installed the handler of `like` (its flags and
-    /// the return trampoline the kernel needs), plus `flags`.
-    pub fn catch_like(n: i32, like: i32, handler: libc::sighandler_t, flags: libc::c_int) -> bool {
+    /// Catches each of `signals` with `handler`, the way glibc installed the handler of `like`
+    /// (its flags and the return trampoline the kernel needs, read once), plus `flags`.
+    pub fn catch_like(
+        signals: std::ops::Range<i32>,
+        like: i32,
+        handler: libc::sighandler_t,
+        flags: libc::c_int,
+    ) -> bool {
         let mut model = KernelSigaction {
             handler: 0,
             flags: 0,
@@ -77,7 +82,12 @@ mod imp {
             restorer: model.restorer,
             mask: 0,
         };
-        rt_sigaction(n, Some(&action), None)
+        // Every one is tried, whether or not one before it failed.
+        let mut all = true;
+        for n in signals {
+            all &= rt_sigaction(n, Some(&action), None);
+        }
+        all
     }
 }
 
@@ -99,7 +109,7 @@ mod imp {
     }
 
     pub fn catch_like(
-        _n: i32,
+        _signals: std::ops::Range<i32>,
         _like: i32,
         _handler: libc::sighandler_t,
         _flags: libc::c_int,

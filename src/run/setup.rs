@@ -13,6 +13,7 @@ use crate::report::ci::Ci;
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
+use crate::run::random;
 use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
 use crate::run::{process, stdio};
@@ -21,7 +22,7 @@ use crate::store::shared;
 
 /// A new run's id, shaped like a UUID: every try gets it as `RETRY_RUN_ID`.
 pub(crate) fn run_id() -> String {
-    let id: u128 = rand::random();
+    let id = random::random_u128();
     let hex = format!("{id:032x}");
     format!(
         "{}-{}-{}-{}-{}",
@@ -175,7 +176,7 @@ pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) ->
         }
     };
     let begin = Start {
-        seed: config.seed.unwrap_or_else(rand::random),
+        seed: config.seed.unwrap_or_else(random::random_u64),
         start,
         wall_start,
         run_id: id.to_string(),

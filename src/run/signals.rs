@@ -149,9 +149,7 @@ impl Signals {
         // Whether they were ignored on entry says nothing: glibc's posix_spawn leaves them
         // ignored in every program it starts, so nobody ignores them on purpose.
         let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        for n in rawsig::reserved() {
-            rawsig::catch_like(n, libc::SIGTERM, handler, 0);
-        }
+        rawsig::catch_like(rawsig::reserved(), libc::SIGTERM, handler, 0);
         Ok(Signals {
             read,
             _write: write,
@@ -412,13 +410,18 @@ fn ignore(n: i32) {
     unsafe { libc::sigaction(n, &action, std::ptr::null_mut()) };
 }
 
-/// Whether signal `n` is ignored now.
+/// Whether signal `n` was ignored on entry, for one that `retry` does not catch. SIGPIPE is
+/// not read: `retry`'s start-up ignores it, so whether it was ignored before cannot be known,
+/// and it starts at its default in every command, as with std's Command.
 fn is_ignored(n: i32) -> bool {
+    if n == libc::SIGPIPE {
+        return false;
+    }
     // SAFETY: zero bytes are a valid `sigaction`.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a null new action only reads the current one into `old`, which outlives the call.
     let read = unsafe { libc::sigaction(n, std::ptr::null(), &mut old) };
-    read == 0 && old.sa_sigaction == libc::SIG_IGN && n != libc::SIGPIPE
+    read == 0 && old.sa_sigaction == libc::SIG_IGN
 }
 
 /// Waits until one of `fds` is ready or the timeout passes.

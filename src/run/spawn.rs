@@ -4,10 +4,10 @@
 //! those ignored on entry, the two that glibc keeps for itself (32, 33) included, which std's
 //! own use of `posix_spawn` leaves ignored.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 
 use nix::libc;
 use nix::unistd::Pid;
@@ -53,22 +53,46 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-/// The environment of `retry` with `extra` set over it, as `KEY=VALUE` strings.
-fn environment(extra: &[(&'static str, String)]) -> io::Result<Vec<CString>> {
-    let mut env: Vec<CString> = Vec::new();
-    for (key, value) in std::env::vars_os() {
-        if extra.iter().any(|(k, _)| OsStr::new(k) == key) {
-            continue;
+/// The environment of `retry` with `extra` set over it: the null-terminated array of pointers
+/// to `KEY=VALUE` strings that exec takes, valid while `added` (the strings of `extra`) is.
+/// `retry`'s own strings are passed in place rather than copied (a copy of each was most of
+/// the cost of a spawn): `retry` runs on one thread and never changes its environment, so
+/// they stay as they are until the spawn has copied them into the new program. As in
+/// `std::env::vars_os`, a string with no `=` past its first byte is no variable and is left
+/// out.
+fn environment(extra: &[(&'static str, String)], added: &[CString]) -> Vec<*mut libc::c_char> {
+    let mut env = Vec::with_capacity(64);
+    // SAFETY: `environ` is glibc's null-terminated array of NUL-terminated strings, which
+    // nothing changes while `retry` runs (see above).
+    let mut entry = unsafe { libc::environ };
+    // SAFETY: `entry` points into that array, before or at its null end.
+    while !entry.is_null() && !unsafe { *entry }.is_null() {
+        // SAFETY: as above: a NUL-terminated string of the array.
+        let string = unsafe { std::ffi::CStr::from_ptr(*entry) }.to_bytes();
+        let key = string
+            .get(1..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'='))
+            .map(|eq| &string[..eq + 1]);
+        if let Some(key) = key {
+            if !extra.iter().any(|(k, _)| k.as_bytes() == key) {
+                // SAFETY: as above.
+                env.push(unsafe { *entry });
+            }
         }
-        let mut entry = key.into_vec();
-        entry.push(b'=');
-        entry.extend(value.into_vec());
-        env.push(cstring(&entry)?);
+        // SAFETY: the array's null end has not been reached, so the next slot exists.
+        entry = unsafe { entry.add(1) };
     }
-    for (key, value) in extra {
-        env.push(cstring(format!("{key}={value}").as_bytes())?);
-    }
-    Ok(env)
+    env.extend(added.iter().map(|a| a.as_ptr().cast_mut()));
+    env.push(std::ptr::null_mut());
+    env
+}
+
+/// The strings of the variables that `extra` sets, `KEY=VALUE`.
+fn added(extra: &[(&'static str, String)]) -> io::Result<Vec<CString>> {
+    extra
+        .iter()
+        .map(|(key, value)| cstring(format!("{key}={value}").as_bytes()))
+        .collect()
 }
 
 /// A signal set with exactly these signals, glibc's reserved ones allowed (its `sigaddset`
@@ -98,9 +122,9 @@ pub fn spawn(s: Spawn<'_>) -> io::Result<Pid> {
         .iter()
         .map(|w| cstring(w.as_bytes()))
         .collect::<io::Result<_>>()?;
-    let envp = environment(s.env)?;
+    let added = added(s.env)?;
     let argv_ptrs = pointers(&argv);
-    let envp_ptrs = pointers(&envp);
+    let envp_ptrs = environment(s.env, &added);
     let mut attrs = Attrs::new()?;
     attrs.redirect(&s.stdio)?;
     attrs.start_with(s.own_group, &s.dispositions)?;

@@ -17,7 +17,7 @@
 //! otherwise `{"base64":"..."}`, its bytes in standard base64, as in the JSON log: every byte
 //! comes back as it was. A run is pending until a `resolved` line names its id.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -220,7 +220,9 @@ impl From<io::Error> for ReadError {
 }
 
 /// One line of the file, read.
-enum Line {
+enum Line<'a> {
+    /// A record that `retry` wrote, checked whole but not yet read into a [`Record`]: its id.
+    Written(&'a str),
     Record(Record),
     Resolved(String),
     Attempt(String),
@@ -244,7 +246,15 @@ pub fn pending(contents: &[u8]) -> Result<Listing, Damaged> {
 /// whose write did not finish) is skipped and named in `cut_short`; any other line that is not
 /// one `retry` writes is an error, never skipped, and so is a line over [`MAX_LINE`] bytes.
 pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
-    let mut runs = Runs::default();
+    pending_sized(input, 0)
+}
+
+/// [`pending_from`] for input of about `size` bytes: room for its runs is made at once rather
+/// than grown (a file of many runs spent a tenth of its reading growing the table of ids).
+fn pending_sized(input: impl BufRead, size: u64) -> Result<Listing, ReadError> {
+    // A record and its `resolved` line take about 400 bytes as `retry` writes them; a guess
+    // too small only grows the table as before.
+    let mut runs = Runs::with_room(usize::try_from(size / 512).unwrap_or(0));
     let mut cut_short = Vec::new();
     let mut lines = Lines::new(input);
     while let Some((line, text)) = lines.next_line()? {
@@ -258,7 +268,7 @@ pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
                 return Err(damaged(why));
             }
             lines::Line::Text(text) => match read_line(text) {
-                Ok(read) => runs.add(line, read).map_err(damaged)?,
+                Ok(read) => runs.add(line, text, read).map_err(damaged)?,
                 Err(None) => cut_short.push(line),
                 Err(Some(why)) => return Err(damaged(why)),
             },
@@ -286,6 +296,151 @@ fn resolved_as_written(text: &str) -> Option<&str> {
     (plain(id) && plain(ts) && number).then_some(id)
 }
 
+/// A record line exactly as `retry` writes it when nothing in it is escaped or base64 (its
+/// members in their order, no white space), its parts borrowed from the line.
+struct WrittenRecord<'a> {
+    id: &'a str,
+    ts: &'a str,
+    label: Option<&'a str>,
+    cwd: Option<&'a str>,
+    /// The words of `command` and `options`, each as `"WORD","WORD"`, brackets left out.
+    command: &'a str,
+    options: &'a str,
+    exit_code: u64,
+    reason: &'a str,
+    tries: u64,
+    duration_ms: u64,
+}
+
+impl WrittenRecord<'_> {
+    /// The record, as the parser would read it from the same line.
+    fn record(&self) -> Record {
+        Record {
+            id: self.id.to_string(),
+            ts: self.ts.to_string(),
+            label: self.label.map(str::to_string),
+            cwd: self.cwd.map(OsString::from),
+            command: words(self.command),
+            options: words(self.options),
+            exit_code: self.exit_code,
+            reason: self.reason.to_string(),
+            tries: self.tries,
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+/// The words of an array of plain strings, `"a","b"` (brackets left out): none holds a `"`.
+fn words(list: &str) -> Vec<OsString> {
+    match list.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
+        Some(inner) => inner.split(r#"",""#).map(OsString::from).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// A record line as `retry` writes it, read without the parser as the parser would read it
+/// (every field of the right type, the command not empty): `None` for any other line, which
+/// the parser then reads, or names what is wrong with. Most lines of a long file are such
+/// records or `resolved` lines, and this reads them without making a JSON value of each.
+fn record_as_written(text: &str) -> Option<WrittenRecord<'_>> {
+    let rest = text.strip_prefix(r#"{"event":"dead_letter","id":"#)?;
+    let mut scan = Scan { rest };
+    let id = scan.string()?;
+    let ts = scan.member("ts")?.string()?;
+    let label = scan.member("label")?.string_or_null()?;
+    let cwd = scan.member("cwd")?.string_or_null()?;
+    let command = scan.member("command")?.words()?;
+    let options = scan.member("options")?.words()?;
+    let exit_code = scan.member("exit_code")?.number()?;
+    let reason = scan.member("reason")?.string()?;
+    let tries = scan.member("tries")?.number()?;
+    let duration_ms = scan.member("duration_ms")?.number()?;
+    (scan.rest == "}" && !id.is_empty() && !command.is_empty()).then_some(WrittenRecord {
+        id,
+        ts,
+        label,
+        cwd,
+        command,
+        options,
+        exit_code,
+        reason,
+        tries,
+        duration_ms,
+    })
+}
+
+/// A reader of the JSON that `retry` writes, for the lines read without the parser: each
+/// method takes what it reads off the front of `rest`, or gives `None` for anything else.
+struct Scan<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Scan<'a> {
+    /// `,"NAME":`, before a member's value.
+    fn member(&mut self, name: &str) -> Option<&mut Self> {
+        let rest = self.rest.strip_prefix(",\"")?.strip_prefix(name)?;
+        self.rest = rest.strip_prefix("\":")?;
+        Some(self)
+    }
+
+    /// A string with nothing escaped in it and no control character.
+    fn string(&mut self) -> Option<&'a str> {
+        let (s, rest) = self.rest.strip_prefix('"')?.split_once('"')?;
+        // Most are ASCII, told plain byte by byte; any other character is looked at whole.
+        let plain_ascii = |b: u8| (b' '..0x7f).contains(&b) && b != b'\\';
+        if !s.bytes().all(plain_ascii) && (s.contains('\\') || s.chars().any(char::is_control)) {
+            return None;
+        }
+        self.rest = rest;
+        Some(s)
+    }
+
+    fn string_or_null(&mut self) -> Option<Option<&'a str>> {
+        match self.rest.strip_prefix("null") {
+            Some(rest) => {
+                self.rest = rest;
+                Some(None)
+            }
+            None => self.string().map(Some),
+        }
+    }
+
+    /// An array of such strings, as `"a","b"`, its brackets left out.
+    fn words(&mut self) -> Option<&'a str> {
+        let inner = self.rest.strip_prefix('[')?;
+        self.rest = inner;
+        if let Some(rest) = inner.strip_prefix(']') {
+            self.rest = rest;
+            return Some("");
+        }
+        loop {
+            self.string()?;
+            if let Some(rest) = self.rest.strip_prefix(']') {
+                let list = &inner[..inner.len() - self.rest.len()];
+                self.rest = rest;
+                return Some(list);
+            }
+            self.rest = self.rest.strip_prefix(',')?;
+        }
+    }
+
+    /// A whole number from 0 to 2^64 - 1, written as JSON writes it (no leading zero).
+    fn number(&mut self) -> Option<u64> {
+        let end = self
+            .rest
+            .bytes()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(self.rest.len());
+        let digits = &self.rest[..end];
+        if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+            return None;
+        }
+        let n = digits.parse().ok()?;
+        self.rest = &self.rest[end..];
+        Some(n)
+    }
+}
+
 /// FNV-1a over a run's id: the ids of one file, which its owner wrote, need no defence
 /// against collisions made on purpose, and SipHash was a tenth of reading a long file.
 #[derive(Default)]
@@ -311,52 +466,96 @@ impl std::hash::Hasher for Fnv {
 
 type ById<V> = HashMap<String, V, std::hash::BuildHasherDefault<Fnv>>;
 
+/// A run recorded in the file, as the reading keeps it until the end says whether a later line
+/// resolved it.
+struct Run {
+    line: usize,
+    record: Kept,
+    attempts: u64,
+    resolved: bool,
+}
+
+/// A run's record: most are lines that `retry` wrote, kept as their text and read into a
+/// [`Record`] only if the run is still pending at the end (a long file is mostly runs that a
+/// replay resolved since, whose words would be made only to be dropped); any other was read.
+enum Kept {
+    /// Where its line is in [`Runs::texts`].
+    Written(std::ops::Range<usize>),
+    Read(Box<Record>),
+}
+
 /// The runs recorded so far, in order, with their tries since, and which were resolved.
-#[derive(Default)]
 struct Runs {
-    runs: Vec<Pending>,
+    runs: Vec<Run>,
     by_id: ById<usize>,
-    resolved: HashSet<usize, std::hash::BuildHasherDefault<Fnv>>,
+    /// The lines of the records kept as written, one after another.
+    texts: String,
 }
 
 impl Runs {
-    /// Takes in the line numbered `line`; a run recorded twice is an error.
-    fn add(&mut self, line: usize, read: Line) -> Result<(), String> {
-        match read {
-            Line::Record(record) => {
-                if let Some(&k) = self.by_id.get(&record.id) {
-                    let first = self.runs[k].line;
-                    return Err(format!(
-                        "the run {} is already recorded on line {first}",
-                        record.id
-                    ));
-                }
-                self.by_id.insert(record.id.clone(), self.runs.len());
-                self.runs.push(Pending {
-                    line,
-                    record,
-                    attempts: 0,
-                });
+    /// No runs yet, with room for about `runs` of them.
+    fn with_room(runs: usize) -> Runs {
+        Runs {
+            runs: Vec::with_capacity(runs),
+            by_id: ById::with_capacity_and_hasher(runs, Default::default()),
+            texts: String::new(),
+        }
+    }
+
+    /// Takes in the line numbered `line`, whose text is `text`; a run recorded twice is an
+    /// error.
+    fn add(&mut self, line: usize, text: &str, read: Line<'_>) -> Result<(), String> {
+        let (id, record) = match read {
+            Line::Written(id) => {
+                let at = self.texts.len();
+                self.texts.push_str(text);
+                (id.to_string(), Kept::Written(at..self.texts.len()))
             }
+            Line::Record(record) => (record.id.clone(), Kept::Read(Box::new(record))),
             // A line about a run recorded nowhere above (the file was edited) changes nothing.
-            Line::Resolved(id) => self.resolved.extend(self.by_id.get(&id).copied()),
+            Line::Resolved(id) => {
+                if let Some(&k) = self.by_id.get(&id) {
+                    self.runs[k].resolved = true;
+                }
+                return Ok(());
+            }
             Line::Attempt(id) => {
                 if let Some(&k) = self.by_id.get(&id) {
                     self.runs[k].attempts += 1;
                 }
+                return Ok(());
             }
+        };
+        if let Some(&k) = self.by_id.get(&id) {
+            let first = self.runs[k].line;
+            return Err(format!("the run {id} is already recorded on line {first}"));
         }
+        self.by_id.insert(id, self.runs.len());
+        self.runs.push(Run {
+            line,
+            record,
+            attempts: 0,
+            resolved: false,
+        });
         Ok(())
     }
 
     /// The runs not resolved, in the order they were recorded.
     fn pending(self) -> Vec<Pending> {
-        let resolved = self.resolved;
+        let texts = self.texts;
         self.runs
             .into_iter()
-            .enumerate()
-            .filter(|(k, _)| !resolved.contains(k))
-            .map(|(_, run)| run)
+            .filter(|run| !run.resolved)
+            .map(|run| Pending {
+                line: run.line,
+                record: match run.record {
+                    Kept::Read(record) => *record,
+                    Kept::Written(at) => record_as_written(&texts[at])
+                        .expect("a line kept as written reads as written")
+                        .record(),
+                },
+                attempts: run.attempts,
+            })
             .collect()
     }
 }
@@ -364,9 +563,12 @@ impl Runs {
 /// What a line says, or why it says nothing: `None` when it was cut short. Most lines of a
 /// long file say that a run was resolved, as `retry` writes them: those are read without the
 /// parser. Any other line is parsed once, which also tells a line that only stops too soon.
-fn read_line(text: &str) -> Result<Line, Option<String>> {
+fn read_line(text: &str) -> Result<Line<'_>, Option<String>> {
     if let Some(id) = resolved_as_written(text) {
         return Ok(Line::Resolved(id.to_string()));
+    }
+    if let Some(written) = record_as_written(text) {
+        return Ok(Line::Written(written.id));
     }
     match json::parse_line(text) {
         Ok(value) => read_value(&value).map_err(Some),
@@ -375,7 +577,7 @@ fn read_line(text: &str) -> Result<Line, Option<String>> {
     }
 }
 
-fn read_value(value: &Value) -> Result<Line, String> {
+fn read_value(value: &Value) -> Result<Line<'static>, String> {
     if !matches!(value, Value::Object(_)) {
         return Err("not a JSON object".into());
     }
@@ -609,7 +811,10 @@ pub fn read(path: &Path, held: Option<&File>, wait: Duration) -> Result<Listing,
         )
         .into());
     }
-    pending_from(BufReader::with_capacity(1 << 16, (&file).take(MAX_FILE)))
+    pending_sized(
+        BufReader::with_capacity(1 << 16, (&file).take(MAX_FILE)),
+        size,
+    )
 }
 
 /// Whether the file, `len` bytes long, is empty or ends with a line break.
@@ -848,6 +1053,56 @@ mod tests {
             read_line(r#"{"event":"resolved","id":"a","#),
             Err(None)
         ));
+    }
+
+    #[test]
+    fn a_record_as_written_is_read_as_the_parser_reads_it() {
+        let parsed = |line: &str| match json::parse_line(line) {
+            Ok(value) => read_value(&value).ok().and_then(|l| match l {
+                Line::Record(r) => Some(r),
+                _ => None,
+            }),
+            Err(_) => None,
+        };
+        let mut labelled = record("a");
+        labelled.label = Some("nightly".into());
+        labelled.cwd = None;
+        labelled.options = Vec::new();
+        labelled.command = vec!["true".into(), "".into(), "é x".into()];
+        let mut big = record("b");
+        (big.exit_code, big.tries, big.duration_ms) = (0, u64::MAX, 10);
+        for r in [record("r-1"), labelled, big] {
+            let line = r.line();
+            let written = record_as_written(&line).expect(&line).record();
+            assert_eq!(written, r, "{line}");
+            assert_eq!(parsed(&line), Some(r), "{line}");
+        }
+        // Anything else is left to the parser, which reads the same or names what is wrong.
+        let good = record("a").line();
+        let mut escaped = record("a");
+        escaped.command = vec!["say \"hi\"".into()];
+        let mut bytes = record("a");
+        bytes.cwd = Some(OsString::from_vec(b"/\xff".to_vec()));
+        for other in [
+            escaped.line(),
+            bytes.line(),
+            good.replace(",\"ts\"", ", \"ts\""),
+            good.replace("\"tries\":1", "\"tries\":01"),
+            good.replace("\"tries\":1", "\"tries\":18446744073709551616"),
+            good.replace("\"tries\":1", "\"tries\":1.0"),
+            good.replace("\"command\":[\"sh\",\"-c\",\"exit 3\"]", "\"command\":[]"),
+            good.replace("\"command\":[\"sh\"", "\"command\":[1"),
+            good.replace("\"id\":\"a\"", "\"id\":\"\""),
+            good.replace("\"label\":null", "\"label\":1"),
+            format!("{good} "),
+            good[..good.len() - 1].to_string(),
+        ] {
+            assert!(record_as_written(&other).is_none(), "{other}");
+        }
+        assert!(matches!(read_line(&good), Ok(Line::Written("a"))));
+        assert!(matches!(read_line(&escaped.line()), Ok(Line::Record(r)) if r == escaped));
+        let cut = &good[..good.len() - 1];
+        assert!(matches!(read_line(cut), Err(None)));
     }
 
     #[test]

@@ -14,9 +14,6 @@ use std::ffi::OsString;
 use std::ops::ControlFlow;
 use std::time::{Duration, SystemTime};
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-
 use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
@@ -29,6 +26,7 @@ use crate::report::log::Log;
 use crate::run::child::resolve;
 use crate::run::clock::{Moment, after};
 use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::random::LazyRng;
 use crate::run::signals::Signals;
 use crate::run::stdio::{RunIo, TryIo};
 use crate::store::shared::Use as QuotaUse;
@@ -154,7 +152,7 @@ impl<'c> Runner<'c> {
 
     fn run_loop(&mut self, seed: u64) -> ExitStatus {
         let config = self.config;
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = LazyRng::new(seed);
         let mut schedule = Schedule::new(&config.policy);
         self.log.emit(Event::Start { seed });
         self.warn_if_nested();
@@ -174,7 +172,7 @@ impl<'c> Runner<'c> {
     }
 
     /// One try, and the wait before the next one if the schedule retries.
-    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut StdRng) -> ControlFlow<ExitStatus> {
+    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut LazyRng) -> ControlFlow<ExitStatus> {
         let retry = self.next_try(schedule, rng)?;
         self.wait_to_retry(schedule, &retry)
     }
@@ -184,7 +182,7 @@ impl<'c> Runner<'c> {
     fn next_try(
         &mut self,
         schedule: &mut Schedule<'_>,
-        rng: &mut StdRng,
+        rng: &mut LazyRng,
     ) -> ControlFlow<ExitStatus, Retry> {
         let now = self.start.elapsed();
         let limit = schedule.start_try(now);
@@ -277,7 +275,7 @@ impl<'c> Runner<'c> {
     fn decide(
         &mut self,
         schedule: &mut Schedule<'_>,
-        rng: &mut StdRng,
+        rng: &mut LazyRng,
         attempt: u64,
         ended: &Ended,
         output: OutputMatch,
