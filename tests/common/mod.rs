@@ -70,6 +70,38 @@ pub fn retry_std() -> std::process::Command {
     cmd
 }
 
+/// Runs `body` in a process of its own: this test program started again for the one test
+/// `name` (its path, `events::a_run_...`). For a test that runs `retry`'s runner inside the
+/// test process: the runner catches signals for the whole process and reaps any child that
+/// ends, the children of the tests running beside it included.
+pub fn alone(name: &str, body: impl FnOnce()) {
+    const ALONE: &str = "RETRY_TEST_ALONE";
+    if std::env::var_os(ALONE).is_some_and(|v| v == name) {
+        body();
+        return;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this program"))
+        .args(["--exact", name, "--test-threads=1", "--nocapture"])
+        .env(ALONE, name)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start this test program again");
+    let status = wait_bounded(&mut child, TEST_LIMIT);
+    let out = child.wait_with_output().expect("its output");
+    let (stdout, stderr) = (stdout_of(&out), stderr_of(&out));
+    assert!(
+        status.success(),
+        "{name} alone: {status:?}\n{stdout}{stderr}"
+    );
+    // A name that matches no test would pass having run nothing.
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{name} alone: {stdout}"
+    );
+}
+
 /// Waits for `child` with a bound; kills it and fails the test past the bound.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     let until = Instant::now() + limit;

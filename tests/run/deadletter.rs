@@ -1,7 +1,7 @@
 //! Dead letters and replay (spec 17) through the real binary: the file that runs giving up
 //! append to, and `--replay`, which runs them again.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::ffi::OsStr;

@@ -117,7 +117,7 @@ fn a_nested_retry_warns_once_and_the_tries_multiply() {
     // `retry -n 2 -- retry -n 3 -- false`, with short waits: the default ones (a second and
     // more) would only make the test slow.
     let retry_bin = assert_cmd::cargo::cargo_bin("retry");
-    // The log's `×` needs a UTF-8 locale (tests/log.rs has the ASCII one).
+    // The log's `×` needs a UTF-8 locale (tests/cli/log.rs has the ASCII one).
     let out = retry()
         .env("LC_ALL", "C.UTF-8")
         .args(["-n", "2", "-d", "20ms", "--"])

@@ -2,7 +2,7 @@
 //! environment. Every test is bounded (common::TEST_LIMIT); times are checked with a lower bound
 //! and a generous upper bound.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! The command line: usage errors, help and version, through the real binary.
 
-mod common;
+use crate::common;
 
 use common::{retry, stderr_of};
 

@@ -40,7 +40,7 @@
 //! replay), and the groups run side by side. A try that leaves a process writes its pid to
 //! `pids` there, and every such process must be gone at the end.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;

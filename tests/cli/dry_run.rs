@@ -1,6 +1,6 @@
 //! `--dry-run` (spec 9) through the real binary.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

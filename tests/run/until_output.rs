@@ -1,7 +1,7 @@
 //! `--until-output` (spec 7.3) through the real binary: polling a local HTTP server with curl
 //! until it says it is ready. Times are checked with a lower bound and a generous upper bound.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -115,7 +115,7 @@ fn with_value(opts: &[Opt]) -> Vec<String> {
 }
 
 const HEADER: &str =
-    "Generated from retry's command-line definition by tests/docs.rs; do not edit.";
+    "Generated from retry's command-line definition by tests/cli/docs.rs; do not edit.";
 
 pub fn bash(command: &Command) -> String {
     let opts = options(command);

@@ -1,7 +1,7 @@
 //! Passing a try's output on (spec 7.2): a slow reader never delays a timeout or a signal, and
 //! an error writing the output is never silent.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -186,7 +186,8 @@ fn output_written_after_a_successful_try_still_arrives_and_does_not_delay_the_st
 
 #[test]
 fn with_stdout_and_stderr_in_one_place_watching_keeps_their_order() {
-    let (r, w) = nix::unistd::pipe().unwrap();
+    // Closed on exec: a process another test starts meanwhile must not hold the pipe open.
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     let w2 = w.try_clone().unwrap();
     let mut child = retry_std()
         .args(["--retry-if-output", "zzz", "--", "sh", "-c"])

@@ -1,14 +1,14 @@
 //! `man/retry.1` and `completions/` are generated from the clap definition and checked in
 //! (spec 13). This test fails when they are stale; to regenerate them, run
 //!
-//!     RETRY_UPDATE_DOCS=1 cargo test --test docs
+//!     RETRY_UPDATE_DOCS=1 cargo test --test cli docs::
 //!
 //! The other tests here check that the manual renders without a warning and that the
 //! completions complete, in a real bash with bash-completion, fish and zsh. Where one of them
 //! (or groff) is not installed, its test says so loudly and passes; RETRY_REQUIRE_PACKAGES=1, as
 //! CI sets it, makes that a failure.
 
-mod common;
+use crate::common;
 #[path = "docs/completions.rs"]
 mod completions;
 #[path = "docs/man.rs"]
@@ -73,7 +73,7 @@ fn man_page_and_completions_are_up_to_date() {
     }
     assert!(
         stale.is_empty(),
-        "stale generated docs: {}\nregenerate them with: RETRY_UPDATE_DOCS=1 cargo test --test docs",
+        "stale generated docs: {}\nregenerate them with: RETRY_UPDATE_DOCS=1 cargo test --test cli docs::",
         stale.join(", ")
     );
 }

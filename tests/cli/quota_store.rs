@@ -2,7 +2,7 @@
 //! refuses, how it repairs a damaged file, and that concurrent runs, a killed holder of the lock
 //! and a stuck one neither lose updates nor stall anybody.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::fs;

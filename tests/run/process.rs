@@ -1,7 +1,7 @@
 //! Process trees (spec 6.1–6.3): a timeout or a failed try stops every process the try
 //! started, and nothing is left behind.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

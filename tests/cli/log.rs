@@ -1,7 +1,7 @@
 //! The schedule log through the real binary (spec 8.1, 8.2): its character set, what it quotes
 //! and escapes, and what the JSON lines carry. Every test is bounded (common::TEST_LIMIT).
 
-mod common;
+use crate::common;
 
 use common::{stderr_of, stdout_of};
 

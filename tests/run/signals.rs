@@ -1,7 +1,7 @@
 //! Signals sent to `retry` (spec 6.4): forwarded to the try's group, no further try, and
 //! `retry` dies of the same signal.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::os::unix::process::ExitStatusExt;

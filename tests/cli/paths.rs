@@ -4,7 +4,7 @@
 //! followed only when root or that user owns it. Tried as root, with a second user making the
 //! directories and links that root's records must not go through.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, lchown, symlink};

@@ -1,7 +1,7 @@
 //! Flaky runs (spec 18), through the real binary: `--flaky`, `--repeat` and `--keep-going`,
 //! `--history` and `retry --stats`.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,7 @@
 //! Herd safety through the binary (spec 15): the stagger before a first try, and the retry quota
 //! that runs on one machine share through its local store.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! `--simulate` (spec 16) through the real binary.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Standard input replay, held standard output and classification by output (spec 7), through
 //! the real binary.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -92,9 +92,19 @@ fn a_try_that_reads_nothing_leaves_all_input_to_the_next() {
 }
 
 #[test]
+fn an_endless_producer_is_read_only_as_the_try_needs() {
+    // In a process of its own: a child started from a process takes that process's peak
+    // memory into its own peak until it runs its program, and this test process grows large
+    // with the output other tests hold.
+    common::alone(
+        "stdio::an_endless_producer_is_read_only_as_the_try_needs",
+        endless_producer,
+    );
+}
+
 // retry is reaped by wait4, which reports its peak memory; std's Child does not know of it.
 #[allow(clippy::zombie_processes)]
-fn an_endless_producer_is_read_only_as_the_try_needs() {
+fn endless_producer() {
     let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
     let child = common::retry_std()

@@ -2,7 +2,7 @@
 //! (125, one line naming the option) or a valid value; and every accepted configuration gives a
 //! schedule whose waits lie within the cap.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime};
 

@@ -161,6 +161,15 @@ fn the_end_of_the_budget_cuts_the_deadline_shorter() {
 
 #[test]
 fn a_reply_of_gigabytes_is_a_failed_store_read_no_further_than_its_header() {
+    // In a process of its own: the peak memory of its children is that of every child of the
+    // process, and the other tests' children may be large.
+    crate::common::alone(
+        "quota_redis::hostile::a_reply_of_gigabytes_is_a_failed_store_read_no_further_than_its_header",
+        gigabyte_reply,
+    );
+}
+
+fn gigabyte_reply() {
     let port = hostile(Hostile::Huge, false);
     let url = format!("redis://127.0.0.1:{port}/q");
     let (elapsed, status, out, log) = run(

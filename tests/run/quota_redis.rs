@@ -13,9 +13,10 @@
 
 #[path = "quota_redis/cluster.rs"]
 mod cluster;
-mod common;
 #[path = "quota_redis/hostile.rs"]
 mod hostile;
+
+use crate::common;
 
 use common::redis_server::{Server, free_port};
 

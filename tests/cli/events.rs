@@ -3,6 +3,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::common;
+
 use retry::config::{Config, ParseOutcome, parse};
 use retry::exit::ExitStatus;
 use retry::policy::{Decision, GiveUp, Outcome};
@@ -45,9 +47,17 @@ fn names(events: &[Event]) -> Vec<&'static str> {
         .collect()
 }
 
-// One test runs every scenario: the runner installs process-wide signal handlers.
+// One test runs every scenario, in a process of its own: the runner installs process-wide
+// signal handlers and reaps any child, those of the other tests too.
 #[test]
 fn a_run_reports_its_tries_waits_and_end_as_events() {
+    common::alone(
+        "events::a_run_reports_its_tries_waits_and_end_as_events",
+        every_scenario,
+    );
+}
+
+fn every_scenario() {
     // Gives up after three tries that exit 3.
     let (status, events) = run(&["-n", "3", "-d", "1ms", "--", "sh", "-c", "exit 3"]);
     assert_eq!(status, ExitStatus::LastExit(3));

@@ -1,7 +1,7 @@
 //! The value of `--quota` as `retry` shows it back (spec 12, 15.3, 19): a bad one is one short
 //! line naming the option and the value as written.
 
-mod common;
+use crate::common;
 
 use common::retry;
 
@@ -148,7 +148,7 @@ fn the_help_and_the_manual_name_the_password_variable() {
     assert_eq!(status, Some(0));
     let environment = out.split("Environment:").nth(1).unwrap_or_default();
     assert!(environment.contains("RETRY_REDIS_PASSWORD"), "{out}");
-    let manual = include_str!("../man/retry.1");
+    let manual = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/man/retry.1"));
     let section = manual.split(".SH ENVIRONMENT").nth(1).unwrap_or_default();
     let section = section.split(".SH ").next().unwrap_or_default();
     assert!(section.contains("RETRY_REDIS_PASSWORD"), "{section}");
