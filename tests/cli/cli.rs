@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{retry, stderr_of};
+use common::{retry, stderr_of, usage_error_of};
 
 /// clap's own checks of the option table: no two flags with one name, every default a valid
 /// value, every group and conflict naming a flag that exists.
@@ -67,9 +67,7 @@ fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
     ];
     for (args, option, value) in cases {
         let out = retry().args(*args).output().unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let err = usage_error_of(&out, &format!("{args:?}"));
         assert!(err.starts_with("retry: "), "{args:?}: {err}");
         assert!(
             err.contains(option) && err.contains(value),
@@ -209,9 +207,7 @@ fn a_code_in_success_on_and_in_another_list_names_both_options_and_the_code() {
             .args(["--success-on", "3", list, value, "--", "true"])
             .output()
             .unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = usage_error_of(&out, "");
         for needle in [list, "--success-on", "exit code 3"] {
             assert!(err.contains(needle), "{needle} not in {err}");
         }
@@ -224,9 +220,7 @@ fn an_unknown_option_points_to_the_help_on_its_one_line() {
         .args(["--no-such-flag", "--", "true"])
         .output()
         .unwrap();
-    let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = usage_error_of(&out, "");
     assert!(
         err.contains("'--no-such-flag'") && err.contains("--help"),
         "{err}"
@@ -239,9 +233,7 @@ fn a_misspelt_option_gets_the_suggestion_on_its_one_line() {
         .args(["--timout", "1", "--", "true"])
         .output()
         .unwrap();
-    let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = usage_error_of(&out, "");
     assert!(err.contains("'--timout'"), "{err}");
     assert!(err.contains("did you mean --timeout"), "{err}");
 }
@@ -261,9 +253,7 @@ fn an_option_that_conflicts_with_several_names_them_all_on_its_one_line() {
         ])
         .output()
         .unwrap();
-    let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = usage_error_of(&out, "");
     for option in ["--delays", "--backoff", "--factor"] {
         assert!(err.contains(option), "{option}: {err}");
     }
@@ -282,9 +272,7 @@ fn a_value_that_is_not_utf8_names_its_option_on_one_line() {
         vec![OsStr::new("--until-output"), OsStr::from_bytes(b"\xff")],
     ] {
         let out = retry().args(&args).args(["--", "true"]).output().unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let err = usage_error_of(&out, &format!("{args:?}"));
         let option = if args.len() == 1 {
             "--label"
         } else {
@@ -345,9 +333,7 @@ fn out_of_range_real_time_signals_are_one_line_usage_errors() {
         ("--stop-on", "SIGRTMAX-99"),
     ] {
         let out = retry().args(["--dry-run", option, value]).output().unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = usage_error_of(&out, "");
         assert!(
             err.contains(option) && err.contains(value) && err.contains("RTMAX ("),
             "{err}"
@@ -385,9 +371,7 @@ fn stats_refuses_every_option_of_a_run() {
             .args(*option)
             .output()
             .unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{option:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{option:?}: {err}");
+        let err = usage_error_of(&out, &format!("{option:?}"));
         assert!(
             err.contains("--stats") && err.contains("cannot be used with"),
             "{option:?}: {err}"
@@ -417,9 +401,7 @@ fn help_or_version_next_to_a_wrong_word_is_a_usage_error() {
     ];
     for args in wrong {
         let out = retry().args(*args).output().unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let err = usage_error_of(&out, &format!("{args:?}"));
         assert!(err.starts_with("retry: "), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
@@ -440,9 +422,7 @@ fn help_or_version_next_to_a_wrong_word_is_a_usage_error() {
 /// Runs `retry ARGS` and returns its one line of usage error, checking it is one (125).
 fn usage_error(args: &[&str]) -> String {
     let out = retry().args(args).output().unwrap();
-    let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    let err = usage_error_of(&out, &format!("{args:?}"));
     assert!(out.stdout.is_empty(), "{args:?}");
     err
 }

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{stderr_of, stdout_of};
+use common::{event_names, json_lines, stderr_of, stdout_of, usage_error_of};
 
 /// `retry` under a locale given explicitly: the test environment's own is not assumed.
 fn retry_in(locale: &[(&str, &str)]) -> assert_cmd::Command {
@@ -18,12 +18,6 @@ fn retry_in(locale: &[(&str, &str)]) -> assert_cmd::Command {
 }
 
 const UTF8: &[(&str, &str)] = &[("LC_ALL", "C.UTF-8")];
-
-fn json_lines(text: &str) -> Vec<serde_json::Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
 
 fn is_ascii(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii)
@@ -330,11 +324,10 @@ fn a_label_is_in_every_json_event() {
         .output()
         .unwrap();
     let events = json_lines(&stderr_of(&out));
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["start", "try", "wait", "hook", "try", "give_up"]);
+    assert_eq!(
+        event_names(&events),
+        ["start", "try", "wait", "hook", "try", "give_up"]
+    );
     for event in &events {
         assert_eq!(event["label"], "api \"tests\"", "{event}");
     }
@@ -357,9 +350,7 @@ fn a_label_that_is_empty_or_breaks_the_line_is_a_usage_error() {
             .args(["--label", label, "--", "true"])
             .output()
             .unwrap();
-        let log = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{log}");
-        assert_eq!(log.lines().count(), 1, "{log}");
+        let log = usage_error_of(&out, "");
         assert!(
             log.starts_with("retry: invalid value ")
                 && log.contains(shown)

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{euid, have_package, retry, stderr_of};
+use common::{euid, have_package, retry, stderr_of, usage_error_of};
 
 /// The second user, or `None` (said loudly; a failure under RETRY_REQUIRE_PACKAGES=1) when
 /// this process is not root or cannot create one.
@@ -61,7 +61,7 @@ impl Drop for InTmp {
 fn run(dir: &Path, args: &[&OsStr]) -> Output {
     retry()
         .current_dir(dir)
-        .timeout(Duration::from_secs(10))
+        .timeout(common::STEP_LIMIT)
         .env_remove("XDG_RUNTIME_DIR")
         .args(args)
         .args(["--", "touch", "ran"])
@@ -69,20 +69,13 @@ fn run(dir: &Path, args: &[&OsStr]) -> Output {
         .unwrap()
 }
 
-/// `retry ARGS` in `dir` must end soon with 125 and one line holding every needle, the
-/// command never run.
+/// `retry ARGS` is refused in `dir` (`common::assert_refused`), with no XDG_RUNTIME_DIR.
 fn refused(dir: &Path, args: &[&OsStr], needles: &[&str]) {
-    let _ = std::fs::remove_file(dir.join("ran"));
-    let started = Instant::now();
-    let out = run(dir, args);
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
-    assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
-    for needle in needles {
-        assert!(log.contains(needle), "{args:?}: {needle:?} in {log}");
-    }
-    assert!(!dir.join("ran").exists(), "{args:?}: the command ran");
-    assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    common::assert_refused(
+        retry().env_remove("XDG_RUNTIME_DIR").args(args),
+        dir,
+        needles,
+    );
 }
 
 /// `--history`, `--dead-letter` and `--replay` (run and dry run) of files in `records` are
@@ -99,13 +92,11 @@ fn every_record_file_refused(dir: &Path, records: &Path, needles: &[&str]) {
         let started = Instant::now();
         let out = retry()
             .current_dir(dir)
-            .timeout(Duration::from_secs(10))
+            .timeout(common::STEP_LIMIT)
             .args(&args)
             .output()
             .unwrap();
-        let log = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
-        assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+        let log = usage_error_of(&out, &format!("{args:?}"));
         for needle in needles {
             assert!(log.contains(needle), "{args:?}: {needle:?} in {log}");
         }
@@ -118,7 +109,7 @@ fn every_record_file_refused(dir: &Path, records: &Path, needles: &[&str]) {
 fn quota_store_refused(dir: &Path, tmpdir: &Path, needles: &[&str]) {
     let out = retry()
         .current_dir(dir)
-        .timeout(Duration::from_secs(10))
+        .timeout(common::STEP_LIMIT)
         .env_remove("XDG_RUNTIME_DIR")
         .env("TMPDIR", tmpdir)
         .args([
@@ -379,7 +370,7 @@ fn as_user(uid: u32, dir: &Path, args: &[&OsStr]) -> Output {
     let gid = String::from_utf8_lossy(&gid.stdout).trim().to_string();
     assert_cmd::Command::new("setpriv")
         .current_dir(dir)
-        .timeout(Duration::from_secs(10))
+        .timeout(common::STEP_LIMIT)
         .env_remove("XDG_RUNTIME_DIR")
         .env("TMPDIR", dir)
         .args([format!("--reuid={uid}"), format!("--regid={gid}")])
@@ -416,9 +407,7 @@ fn the_second_user_keeps_records_below_roots_directories_but_never_in_roots_file
             &[os("--replay"), os("d.jsonl"), os("--dry-run")],
         ] {
             let out = as_user(other, &base, args);
-            let log = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(125), "{mode:o} {args:?}: {log}");
-            assert_eq!(log.lines().count(), 1, "{log}");
+            usage_error_of(&out, &format!("{mode:o} {args:?}"));
         }
         assert_eq!(
             contents(&base),

@@ -14,8 +14,8 @@ fn run(args: &[&str]) -> (Option<i32>, String, String) {
         .unwrap();
     (
         out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        common::stdout_of(&out),
+        common::stderr_of(&out),
     )
 }
 

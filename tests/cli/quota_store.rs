@@ -6,22 +6,17 @@ use crate::common;
 
 use std::ffi::OsString;
 use std::fs;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use common::{LockHolder, euid, other_user, quota_params};
 use retry::policy::quota::{Bucket, QuotaParams, RECORD_LEN};
 use retry::store::file::{LOCK_WAIT, LocalStore, Problem, StoreError, store_dir};
 use retry::store::quota::{BucketStore, Note, Unanswered, Update, unix_ms};
 
 const T0: u64 = 1_764_480_000_000;
-
-fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
-    QuotaParams { ratio, floor, cap }
-}
 
 /// An environment with only these variables set.
 fn env(vars: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> + use<> {
@@ -43,49 +38,11 @@ fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
-fn uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    // What this process creates is owned by its effective user.
-    let dir = common::temp_dir("uid");
-    fs::metadata(&dir).unwrap().uid()
-}
-
-/// A `sleep` that holds an exclusive `flock` on `path` (the lock was taken on the file it got
-/// as its standard input), killed when dropped.
-struct Holder(Child);
-
-impl Holder {
-    fn lock(path: &Path) -> Holder {
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        #[allow(deprecated)]
-        nix::fcntl::flock(file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).unwrap();
-        // The lock belongs to the open file, which the child now shares; this process's
-        // descriptor is closed when the Command is dropped at the end of the statement.
-        let child = Command::new("sleep").arg("30").stdin(file).spawn().unwrap();
-        Holder(child)
-    }
-
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[test]
 fn the_store_lives_in_the_runtime_directory_when_there_is_one() {
     let runtime = common::temp_dir("where-xdg");
     let tmp = common::temp_dir("where-tmp");
-    let uid = uid();
+    let uid = euid();
     let both = env(&[("XDG_RUNTIME_DIR", &runtime), ("TMPDIR", &tmp)]);
     assert_eq!(store_dir(both, uid), runtime.join("retry"));
     assert_eq!(
@@ -101,7 +58,7 @@ fn the_store_lives_in_the_runtime_directory_when_there_is_one() {
 #[test]
 fn an_unusable_runtime_directory_or_tmpdir_is_passed_over() {
     let tmp = common::temp_dir("where-unusable");
-    let uid = uid();
+    let uid = euid();
     let per_user = tmp.join(format!("retry-{uid}"));
     // Relative, missing, not a directory, or owned by somebody else.
     let relative = env(&[("XDG_RUNTIME_DIR", Path::new("run")), ("TMPDIR", &tmp)]);
@@ -245,7 +202,7 @@ fn a_symbolic_link_in_place_of_the_quota_file_is_refused() {
 #[test]
 fn first_tries_deposit_and_retries_take_from_one_shared_file() {
     let runtime = common::temp_dir("shared");
-    let p = params(0.25, 0.0, 3.0);
+    let p = quota_params(0.25, 0.0, 3.0);
     let vars = [("XDG_RUNTIME_DIR", runtime.as_path())];
     let a = LocalStore::new("q", p, env(&vars)).unwrap();
     let b = LocalStore::new("q", p, env(&vars)).unwrap();
@@ -270,7 +227,7 @@ fn first_tries_deposit_and_retries_take_from_one_shared_file() {
 
 #[test]
 fn the_floor_rate_refills_between_runs() {
-    let (_runtime, q) = store("floor", "q", params(0.0, 2.0, 1.0));
+    let (_runtime, q) = store("floor", "q", quota_params(0.0, 2.0, 1.0));
     assert!(q.take(T0).unwrap().granted);
     assert!(!q.take(T0 + 400).unwrap().granted);
     let later = q.take(T0 + 500).unwrap();
@@ -280,7 +237,7 @@ fn the_floor_rate_refills_between_runs() {
 
 #[test]
 fn peeking_changes_nothing_and_creates_nothing() {
-    let (_runtime, q) = store("peek", "q", params(0.2, 0.0, 2.0));
+    let (_runtime, q) = store("peek", "q", quota_params(0.2, 0.0, 2.0));
     let fresh = q.peek(T0).unwrap();
     assert_eq!((fresh.granted, fresh.tokens), (true, 2.0));
     assert!(!q.dir().exists());
@@ -294,7 +251,7 @@ fn peeking_changes_nothing_and_creates_nothing() {
 
 #[test]
 fn an_empty_file_is_a_new_full_bucket() {
-    let (_runtime, q) = store("empty", "q", params(0.2, 0.0, 4.0));
+    let (_runtime, q) = store("empty", "q", quota_params(0.2, 0.0, 4.0));
     fs::create_dir(q.dir()).unwrap();
     fs::set_permissions(q.dir(), fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(q.path(), "").unwrap();
@@ -313,7 +270,7 @@ fn a_damaged_file_is_reset_to_a_full_bucket_with_a_note() {
         vec![b'x'; 4096],
         format!("{:<63}\n", "retry-quota v1 tokens=-3 at=1").into_bytes(),
     ] {
-        let (_runtime, q) = store("damaged", "q", params(0.2, 0.0, 5.0));
+        let (_runtime, q) = store("damaged", "q", quota_params(0.2, 0.0, 5.0));
         q.deposit(T0).unwrap();
         fs::write(q.path(), &garbage).unwrap();
         let update = q.take(T0).unwrap();
@@ -339,7 +296,7 @@ fn concurrent_takes_lose_no_update() {
     // 8 threads, 50 retries each, on a bucket that starts with 10 tokens and never refills:
     // exactly 10 are granted. Each operation opens the file anew, so the threads contend for
     // the lock as separate processes would.
-    let (_runtime, q) = store("concurrent", "q", params(0.0, 0.0, 10.0));
+    let (_runtime, q) = store("concurrent", "q", quota_params(0.0, 0.0, 10.0));
     let q = Arc::new(q);
     let threads: Vec<_> = (0..8)
         .map(|_| {
@@ -373,7 +330,7 @@ fn concurrent_deposits_and_takes_are_all_counted() {
     // 8 threads of 100 retries and 100 first tries each on a bucket too large to fill or
     // empty: every operation that was done shows in what is left, none is lost to another's
     // write.
-    let (_runtime, q) = store("counted", "q", params(0.5, 0.0, 10_000.0));
+    let (_runtime, q) = store("counted", "q", quota_params(0.5, 0.0, 10_000.0));
     q.take(T0).unwrap();
     let q = Arc::new(q);
     let threads: Vec<_> = (0..8)
@@ -418,7 +375,7 @@ fn a_held_lock_makes_an_operation_busy_at_once_instead_of_waiting() {
     let (_runtime, q) = store("busy", "q", QuotaParams::default());
     q.deposit(T0).unwrap();
     let before = fs::read(q.path()).unwrap();
-    let _holder = Holder::lock(&q.path());
+    let _holder = LockHolder::lock(&q.path());
     type Op = fn(&LocalStore, u64) -> Result<Update, StoreError>;
     for op in [
         LocalStore::take as Op,
@@ -462,41 +419,17 @@ fn a_store_that_cannot_be_used_fails_through_the_common_interface() {
 
 #[test]
 fn a_holder_of_the_lock_killed_with_sigkill_stalls_nobody() {
-    let (_runtime, q) = store("killed", "q", params(0.0, 0.0, 10.0));
+    let (_runtime, q) = store("killed", "q", quota_params(0.0, 0.0, 10.0));
     q.take(T0).unwrap();
-    let mut holder = Holder::lock(&q.path());
+    let mut holder = LockHolder::lock(&q.path());
     assert!(matches!(q.take(T0), Err(StoreError::Busy { .. })));
-    holder.kill();
+    holder.release();
     let started = Instant::now();
     let update = q.take(T0).unwrap();
     assert!(started.elapsed() < Duration::from_millis(250));
     assert!(update.granted);
     assert_eq!(update.tokens, 8.0);
     assert_eq!(update.note, None);
-}
-
-/// The uid of a second user, created when missing; `None` (the test says it skips) when this
-/// process is not root and cannot create one.
-fn other_user() -> Option<u32> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { nix::libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: not root, so no second user to own a file");
-        return None;
-    }
-    let name = "retry-test-other";
-    let uid = || {
-        let out = Command::new("id").args(["-u", name]).output().ok()?;
-        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-    };
-    if uid().is_none() {
-        // Several tests may create it at once: whichever does, the uid is then there.
-        let _ = Command::new("useradd").args(["-M", "-N", name]).status();
-    }
-    let found = uid();
-    if found.is_none() {
-        eprintln!("SKIPPED: useradd could not create a second user");
-    }
-    found
 }
 
 #[test]
@@ -536,7 +469,7 @@ fn the_dry_run_of_a_quota_whose_file_is_a_fifo_ends_at_once() {
     let started = Instant::now();
     let out = common::retry()
         .env("XDG_RUNTIME_DIR", &runtime)
-        .timeout(Duration::from_secs(10))
+        .timeout(common::STEP_LIMIT)
         .args(["--dry-run", "--quota", "q", "-n", "2"])
         .output()
         .unwrap();
@@ -545,7 +478,7 @@ fn the_dry_run_of_a_quota_whose_file_is_a_fifo_ends_at_once() {
     // A run goes on with its own limits and says why.
     let out = common::retry()
         .env("XDG_RUNTIME_DIR", &runtime)
-        .timeout(Duration::from_secs(10))
+        .timeout(common::STEP_LIMIT)
         .args(["--quota", "q", "-n", "1", "--", "true"])
         .output()
         .unwrap();
@@ -556,10 +489,10 @@ fn the_dry_run_of_a_quota_whose_file_is_a_fifo_ends_at_once() {
 
 #[test]
 fn a_quota_file_that_others_may_write_or_another_user_owns_is_refused() {
-    let (_runtime, q) = store("untrusted-file", "q", params(0.0, 0.0, 10.0));
+    let (_runtime, q) = store("untrusted-file", "q", quota_params(0.0, 0.0, 10.0));
     q.take(T0).unwrap();
     let before = fs::read(q.path()).unwrap();
-    let mut owners = vec![(uid(), 0o666), (uid(), 0o620)];
+    let mut owners = vec![(euid(), 0o666), (euid(), 0o620)];
     owners.extend(other_user().map(|other| (other, 0o600)));
     for (owner, m) in owners {
         std::os::unix::fs::chown(q.path(), Some(owner), None).unwrap();
@@ -589,7 +522,7 @@ fn a_quota_file_that_others_may_write_or_another_user_owns_is_refused() {
 fn the_store_is_private_whatever_the_umask() {
     use std::os::unix::process::CommandExt;
     let runtime = common::temp_dir("umask");
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    let mut cmd = common::retry_std();
     cmd.env("XDG_RUNTIME_DIR", &runtime)
         .args(["--quota", "q", "-n", "1", "--", "true"]);
     // SAFETY: umask is async-signal-safe and touches no memory.

@@ -60,7 +60,7 @@ fn a_signal_while_a_successful_try_s_output_is_written_is_logged_as_that() {
         .unwrap();
     let pid = child.id() as i32;
     // The try has started, then ended: retry is writing its output out.
-    assert!(common::wait_until(Duration::from_secs(10), || {
+    assert!(common::wait_until(common::STEP_LIMIT, || {
         dir.join("done").exists() && common::children_of(pid).is_empty()
     }));
     std::thread::sleep(Duration::from_millis(100));

@@ -12,21 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{euid, other_user, retry, retry_std, stderr_of, stdout_of, wait_bounded, wait_until};
+use common::{
+    euid, events, json_file, other_user, retry, retry_std, stderr_of, stdout_of, usage_error_of,
+    wait_bounded, wait_until,
+};
 use serde_json::Value;
-
-/// The lines of the dead-letter file, each parsed; a line that is not JSON fails the test.
-fn lines(file: &Path) -> Vec<Value> {
-    std::fs::read_to_string(file)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
-        .collect()
-}
-
-fn events<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
-    lines.iter().filter(|l| l["event"] == event).collect()
-}
 
 fn ids(lines: &[&Value]) -> Vec<String> {
     lines
@@ -83,7 +73,7 @@ fn fifty_runs_giving_up_together_leave_fifty_whole_lines_in_a_private_file() {
         let status = wait_bounded(child, common::TEST_LIMIT);
         assert_eq!(status.code(), Some(3));
     }
-    let lines = lines(&file);
+    let lines = json_file(&file);
     assert_eq!(lines.len(), 50);
     let unique: HashSet<String> = ids(&events(&lines, "dead_letter")).into_iter().collect();
     assert_eq!(unique.len(), 50, "every run has its own id");
@@ -121,7 +111,7 @@ fn a_record_keeps_every_field_and_never_the_environment() {
     assert_eq!(out.status.code(), Some(4));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains("hunter2"), "{text}");
-    let lines = lines(&file);
+    let lines = json_file(&file);
     assert_eq!(lines.len(), 1);
     let r = &lines[0];
     assert_eq!(r["label"], "nightly sync");
@@ -174,9 +164,7 @@ fn a_dead_letter_file_that_cannot_be_created_is_an_error_before_the_command_runs
         .args(["--dead-letter", "plain/dead.jsonl", "--", "touch", "ran"])
         .output()
         .unwrap();
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{log}");
-    assert_eq!(log.lines().count(), 1, "{log}");
+    let log = usage_error_of(&out, "");
     assert!(log.contains("--dead-letter 'plain/dead.jsonl'"), "{log}");
     assert!(!dir.join("ran").exists());
 }
@@ -203,7 +191,7 @@ fn an_argument_of_any_bytes_replays_byte_exact_in_its_directory() {
     let mut expected = weird.as_bytes().to_vec();
     expected.extend_from_slice(b"\0plain\0");
     assert_eq!(std::fs::read(dir.join("argv")).unwrap(), expected);
-    let record = &lines(&file)[0];
+    let record = &json_file(&file)[0];
     assert!(record["command"][4]["base64"].is_string(), "{record}");
     assert!(record["cwd"]["base64"].is_string(), "{record}");
 
@@ -236,7 +224,7 @@ fn of_three_runs_one_resolves_and_two_stay_pending_and_only_those_are_tried_agai
     let base = common::temp_dir("dl-three");
     let file = three_runs(&base);
     assert_eq!(runs(&base), "a\na\nb\nb\nc\nc\n");
-    let recorded = ids(&events(&lines(&file), "dead_letter"));
+    let recorded = ids(&events(&json_file(&file), "dead_letter"));
     std::fs::write(base.join("a/ok"), "").unwrap();
     std::fs::remove_dir_all(base.join("c")).unwrap();
 
@@ -252,7 +240,7 @@ fn of_three_runs_one_resolves_and_two_stay_pending_and_only_those_are_tried_agai
         "{log}"
     );
     assert!(log.contains(": 1 resolved, 2 still pending"), "{log}");
-    let after = lines(&file);
+    let after = json_file(&file);
     assert_eq!(ids(&events(&after, "resolved")), [recorded[0].clone()]);
     let attempts = events(&after, "attempt");
     assert_eq!(ids(&attempts), [recorded[1].clone(), recorded[2].clone()]);
@@ -300,7 +288,7 @@ fn a_replay_killed_midway_then_run_again_resolves_every_run_once() {
         let script = "test -e ok && sleep 0.4";
         assert_eq!(give_up(&base, &file, &["-n", "1"], script), 1);
     }
-    let recorded: HashSet<String> = ids(&events(&lines(&file), "dead_letter"))
+    let recorded: HashSet<String> = ids(&events(&json_file(&file), "dead_letter"))
         .into_iter()
         .collect();
     std::fs::write(base.join("ok"), "").unwrap();
@@ -320,12 +308,12 @@ fn a_replay_killed_midway_then_run_again_resolves_every_run_once() {
     };
     assert!(wait_until(common::TEST_LIMIT, || resolved(1)));
     child.kill().unwrap();
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert_eq!(status.signal(), Some(nix::libc::SIGKILL));
 
     let out = replay(&base, &file, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let lines = lines(&file);
+    let lines = json_file(&file);
     let records = ids(&events(&lines, "dead_letter"));
     assert_eq!(records.len(), 3, "no record lost or added");
     let resolved = ids(&events(&lines, "resolved"));
@@ -377,7 +365,7 @@ fn a_run_that_gives_up_during_a_replay_is_kept_for_the_next() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let lines = lines(&file);
+    let lines = json_file(&file);
     assert_eq!(events(&lines, "dead_letter").len(), 2);
     assert_eq!(events(&lines, "resolved").len(), 1);
     let out = replay(&base, &file, &["--dry-run"]);
@@ -404,10 +392,10 @@ fn an_interrupted_replay_stops_and_marks_nothing_resolved() {
     assert!(wait_until(common::TEST_LIMIT, || {
         !common::pids_in(&base.join("pids")).is_empty()
     }));
-    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
+    common::send(child.id(), nix::libc::SIGTERM);
     let status = wait_bounded(&mut child, Duration::from_secs(20));
     assert_eq!(status.signal(), Some(nix::libc::SIGTERM));
-    let lines = lines(&file);
+    let lines = json_file(&file);
     assert!(events(&lines, "resolved").is_empty());
     let attempts = events(&lines, "attempt");
     assert_eq!(attempts.len(), 1, "the second run never started");
@@ -455,9 +443,7 @@ fn bad_input_to_replay_is_one_line_and_125() {
             .args(&args)
             .output()
             .unwrap();
-        let log = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
-        assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+        let log = usage_error_of(&out, &format!("{args:?}"));
         assert!(log.contains(needle), "{args:?}: {log}");
     }
     // A damaged line stops the dry run too: nothing is skipped silently.
@@ -466,9 +452,7 @@ fn bad_input_to_replay_is_one_line_and_125() {
     assert!(stdout_of(&out).is_empty());
     // Options given now that cannot go with a run's are found before anything runs.
     let out = replay(&base, &file, &["--retry-on", "7"]);
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{log}");
-    assert_eq!(log.lines().count(), 1, "{log}");
+    let log = usage_error_of(&out, "");
     assert!(
         log.contains("line 1") && log.contains("--success-on"),
         "{log}"
@@ -498,13 +482,11 @@ fn a_second_replay_of_the_same_file_meanwhile_ends_at_once_and_runs_nothing() {
         .spawn()
         .unwrap();
     // The first replay's run has started: it counted its try.
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(common::STEP_LIMIT, || {
         std::fs::read_to_string(&count).is_ok_and(|c| c.lines().count() == 2)
     }));
     let out = replay(&base, &file, &[]);
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{log}");
-    assert_eq!(log.lines().count(), 1, "{log}");
+    let log = usage_error_of(&out, "");
     assert!(
         log.contains("another replay of this file is running"),
         "{log}"
@@ -515,7 +497,7 @@ fn a_second_replay_of_the_same_file_meanwhile_ends_at_once_and_runs_nothing() {
     );
     // Two tries in all: the one that gave up and the first replay's.
     assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
-    assert_eq!(events(&lines(&file), "resolved").len(), 1);
+    assert_eq!(events(&json_file(&file), "resolved").len(), 1);
 }
 
 #[test]
@@ -551,9 +533,7 @@ fn a_replay_that_could_not_record_what_it_did_runs_nothing() {
     }
     let held = file.clone();
     let out = replay(&base, &held, &[]);
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{log}");
-    assert_eq!(log.lines().count(), 1, "{log}");
+    let log = usage_error_of(&out, "");
     assert!(!ran.exists(), "the run was replayed: {log}");
 }
 
@@ -603,7 +583,7 @@ fn a_redis_password_is_not_written_to_the_file() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains("s3cret"), "{text}");
-    let options = &lines(&file)[0]["options"];
+    let options = &json_file(&file)[0]["options"];
     assert!(
         options
             .as_array()
@@ -636,9 +616,7 @@ fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
         std::fs::write(&file, line).unwrap();
         for args in [&[][..], &["--dry-run"][..]] {
             let out = replay(&base, &file, args);
-            let log = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(125), "{options} {args:?}: {log}");
-            assert_eq!(log.lines().count(), 1, "{log}");
+            let log = usage_error_of(&out, &format!("{options} {args:?}"));
             assert!(log.contains("line 1") && log.contains(needle), "{log}");
             assert!(!log.contains("'--V'"), "{log}");
         }
@@ -666,51 +644,9 @@ fn private_file(path: &Path, text: &str) {
         .unwrap();
 }
 
-/// A `sleep` that holds an exclusive `flock` on `path` (the lock was taken on the file it got
-/// as its standard input), killed when dropped.
-struct Holder(std::process::Child);
-
-impl Holder {
-    fn lock(path: &Path) -> Holder {
-        use std::os::fd::AsRawFd;
-        let file = std::fs::OpenOptions::new().read(true).open(path).unwrap();
-        #[allow(deprecated)]
-        nix::fcntl::flock(file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).unwrap();
-        let child = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(file)
-            .spawn()
-            .unwrap();
-        Holder(child)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Runs `retry ARGS -- touch ran` in `dir`, expecting one line and 125 that contains every
-/// one of `needles`, and that the command never ran, soon.
+/// `retry ARGS` is refused in `dir` (`common::assert_refused`).
 fn refused(dir: &Path, args: &[&OsStr], needles: &[&str]) {
-    let started = std::time::Instant::now();
-    let out = retry()
-        .current_dir(dir)
-        .timeout(Duration::from_secs(10))
-        .args(args)
-        .args(["--", "touch", "ran"])
-        .output()
-        .unwrap();
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
-    assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
-    for needle in needles {
-        assert!(log.contains(needle), "{args:?}: {needle}: {log}");
-    }
-    assert!(!dir.join("ran").exists(), "{args:?}: the command ran");
-    assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    common::assert_refused(retry().args(args), dir, needles);
 }
 
 #[test]
@@ -755,15 +691,13 @@ fn replaying_a_fifo_a_device_or_a_link_is_refused_at_once() {
             let started = std::time::Instant::now();
             let out = retry()
                 .current_dir(&base)
-                .timeout(Duration::from_secs(10))
+                .timeout(common::STEP_LIMIT)
                 .arg("--replay")
                 .arg(target)
                 .args(args)
                 .output()
                 .unwrap();
-            let log = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(125), "{target:?} {args:?}: {log}");
-            assert_eq!(log.lines().count(), 1, "{log}");
+            usage_error_of(&out, &format!("{target:?} {args:?}"));
             assert!(started.elapsed() < Duration::from_secs(5), "{target:?}");
         }
     }
@@ -789,9 +723,7 @@ fn a_file_that_another_user_owns_or_others_may_write_is_refused_before_anything_
         let needles = [shown.as_str(), &format!("uid {owner}"), &format!("{m:04o}")];
         for dry in [&[][..], &["--dry-run"]] {
             let out = replay(&base, &file, dry);
-            let log = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(125), "{owner} {m:o} {dry:?}: {log}");
-            assert_eq!(log.lines().count(), 1, "{log}");
+            let log = usage_error_of(&out, &format!("{owner} {m:o} {dry:?}"));
             for needle in needles {
                 assert!(log.contains(needle), "{needle}: {log}");
             }
@@ -825,7 +757,7 @@ fn a_file_in_a_directory_anyone_may_write_without_the_sticky_bit_is_refused() {
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(125), "{log}");
     assert!(log.contains("sticky"), "{log}");
-    assert_eq!(lines(&file).len(), 1);
+    assert_eq!(json_file(&file).len(), 1);
 }
 
 #[test]
@@ -850,7 +782,7 @@ fn a_dead_letter_file_and_its_directory_are_private_whatever_the_umask() {
     assert_eq!(mode(&file), 0o600);
     assert_eq!(mode(&base.join("new")), 0o700);
     assert_eq!(mode(&base.join("new").join("deeper")), 0o700);
-    assert_eq!(lines(&file).len(), 1);
+    assert_eq!(json_file(&file).len(), 1);
 }
 
 #[test]
@@ -858,7 +790,7 @@ fn a_lock_held_elsewhere_delays_giving_up_no_longer_than_the_budget_allows() {
     let base = common::temp_dir("dl-held");
     let file = base.join("dead.jsonl");
     private_file(&file, "");
-    let _holder = Holder::lock(&file);
+    let _holder = common::LockHolder::lock(&file);
     let spawn = |args: &[&str]| {
         let child = retry_std()
             .current_dir(&base)
@@ -1062,7 +994,7 @@ fn the_log_and_the_dead_letters_cannot_share_a_file() {
         log.contains("--log-file") && log.contains("--replay"),
         "{log}"
     );
-    assert_eq!(lines(&base.join("f.jsonl")).len(), 1);
+    assert_eq!(json_file(&base.join("f.jsonl")).len(), 1);
 }
 
 #[test]

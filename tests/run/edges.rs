@@ -9,12 +9,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{
-    alive, pids_in, retry, retry_std, stderr_of, survivors, wait_bounded, wait_for_lines,
+    alive, event_names, json_lines, pids_in, retry, retry_std, send, stderr_of, survivors,
+    wait_bounded, wait_for_lines,
 };
-
-fn send(pid: u32, signal: i32) {
-    unsafe { nix::libc::kill(pid as i32, signal) };
-}
 
 fn sigrtmin() -> i32 {
     nix::libc::SIGRTMIN()
@@ -29,7 +26,7 @@ fn a_try_that_dies_of_a_real_time_signal_exits_128_plus_n_without_hanging() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(128 + n), "{}", stderr_of(&out));
-    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(started.elapsed() < common::STEP_LIMIT);
     // With a timeout it is still that signal, not "timed out".
     let out = retry()
         .args([
@@ -99,7 +96,7 @@ fn sigusr1_is_forwarded_to_the_try_and_the_run_goes_on() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_lines(&ready, 1, Duration::from_secs(10));
+    wait_for_lines(&ready, 1, common::STEP_LIMIT);
     send(child.id(), nix::libc::SIGUSR1);
     let status = wait_bounded(&mut child, Duration::from_secs(15));
     let out = child.wait_with_output().unwrap();
@@ -124,9 +121,9 @@ fn a_signal_to_retry_stops_the_run(signal: i32, name: &str) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    wait_for_lines(&pids, 2, common::STEP_LIMIT);
     send(child.id(), signal);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert_eq!(status.signal(), Some(signal), "{name}: {status:?}");
     let pids = pids_in(&pids);
     assert_eq!(pids.len(), 2, "{name}: no further try started");
@@ -149,10 +146,10 @@ fn a_forwarded_signal_is_followed_by_sigcont_so_a_stopped_try_ends_at_once() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     let pid = pids_in(&pids)[0];
     // Wait until the try has stopped itself.
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + common::STEP_LIMIT;
     while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .unwrap_or_default()
         .contains(") T ")
@@ -183,9 +180,8 @@ fn ignored_mask(status: &str) -> u64 {
 fn signals_ignored_on_entry_stay_ignored_in_the_try_and_no_others() {
     let bit = |n: i32| 1u64 << (n - 1);
     // As a non-interactive shell starts a background job: INT and QUIT ignored.
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
-    cmd.env_remove("RETRY_RUN_ID")
-        .args(["-n", "1", "--", "cat", "/proc/self/status"]);
+    let mut cmd = common::retry_std();
+    cmd.args(["-n", "1", "--", "cat", "/proc/self/status"]);
     unsafe {
         cmd.pre_exec(|| {
             nix::libc::signal(nix::libc::SIGINT, nix::libc::SIG_IGN);
@@ -216,9 +212,8 @@ fn under_nohup_sighup_neither_ends_retry_nor_its_try() {
     let dir = common::temp_dir("nohup");
     let pids = dir.join("pids");
     let script = format!("echo $$ >> '{p}'; sleep 1; echo done", p = pids.display());
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
-    cmd.env_remove("RETRY_RUN_ID")
-        .args(["-n", "1", "--", "sh", "-c", &script])
+    let mut cmd = common::retry_std();
+    cmd.args(["-n", "1", "--", "sh", "-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -229,11 +224,11 @@ fn under_nohup_sighup_neither_ends_retry_nor_its_try() {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     send(child.id(), nix::libc::SIGHUP);
     let pid = pids_in(&pids)[0];
     unsafe { nix::libc::kill(pid, nix::libc::SIGHUP) };
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
@@ -363,8 +358,8 @@ fn the_budget_is_checked_again_after_the_hook() {
 /// `retry` with no room for one more process: as nobody (root is exempt from the limit) with
 /// RLIMIT_NPROC at 0, every fork fails with EAGAIN.
 fn retry_without_processes(args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
-    cmd.env_remove("RETRY_RUN_ID").args(args);
+    let mut cmd = common::retry_std();
+    cmd.args(args);
     unsafe {
         cmd.pre_exec(|| {
             if nix::libc::geteuid() == 0
@@ -432,20 +427,6 @@ fn real_time_signals_by_name_are_sent_on_timeout() {
     assert_eq!(got, n.to_string());
 }
 
-/// The JSON events of a log, in order.
-fn json_events(log: &str) -> Vec<serde_json::Value> {
-    log.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-fn names(events: &[serde_json::Value]) -> Vec<&str> {
-    events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect()
-}
-
 #[test]
 fn an_interrupted_try_has_its_try_event_before_the_signal_and_the_give_up() {
     let dir = common::temp_dir("json-interrupted");
@@ -457,14 +438,14 @@ fn an_interrupted_try_has_its_try_event_before_the_signal_and_the_give_up() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     send(child.id(), nix::libc::SIGTERM);
-    wait_bounded(&mut child, Duration::from_secs(10));
+    wait_bounded(&mut child, common::STEP_LIMIT);
     let out = child.wait_with_output().unwrap();
     let log = stderr_of(&out);
-    let events = json_events(&log);
+    let events = json_lines(&log);
     assert_eq!(
-        names(&events),
+        event_names(&events),
         ["start", "try", "signal", "give_up"],
         "{log}"
     );
@@ -482,9 +463,9 @@ fn leftovers_are_logged_after_their_try_with_their_count() {
         .unwrap();
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
-    let events = json_events(&log);
+    let events = json_lines(&log);
     assert_eq!(
-        names(&events),
+        event_names(&events),
         ["start", "try", "leftovers", "give_up"],
         "{log}"
     );
@@ -525,7 +506,7 @@ fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
         .output()
         .unwrap();
     let log = stderr_of(&out);
-    let events = json_events(&log);
+    let events = json_lines(&log);
     let try_event = events.iter().find(|e| e["event"] == "try").unwrap();
     assert_eq!(try_event["outcome"]["timeout"], true, "{log}");
     assert_eq!(try_event["killed"], true, "{log}");
@@ -545,7 +526,7 @@ fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
         .output()
         .unwrap();
     let log = stderr_of(&out);
-    let events = json_events(&log);
+    let events = json_lines(&log);
     let try_event = events.iter().find(|e| e["event"] == "try").unwrap();
     assert_eq!(try_event["killed"], false, "{log}");
 }
@@ -553,19 +534,18 @@ fn a_try_that_needed_sigkill_after_the_grace_period_says_so() {
 #[test]
 fn an_internal_failure_has_an_error_event_and_status_125() {
     // Too few descriptors for the pipes that watching the output needs.
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
-    cmd.env_remove("RETRY_RUN_ID")
-        .args([
-            "--log-format",
-            "json",
-            "--retry-if-output",
-            "x",
-            "--",
-            "true",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = common::retry_std();
+    cmd.args([
+        "--log-format",
+        "json",
+        "--retry-if-output",
+        "x",
+        "--",
+        "true",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     unsafe {
         cmd.pre_exec(|| {
             let few = nix::libc::rlimit {
@@ -579,11 +559,11 @@ fn an_internal_failure_has_an_error_event_and_status_125() {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    wait_bounded(&mut child, Duration::from_secs(10));
+    wait_bounded(&mut child, common::STEP_LIMIT);
     let out = child.wait_with_output().unwrap();
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(125), "{log}");
-    let events = json_events(&log);
+    let events = json_lines(&log);
     let last = events.last().unwrap();
     assert_eq!(last["event"], "error", "{log}");
     assert!(!last["message"].as_str().unwrap().is_empty(), "{log}");
@@ -666,9 +646,9 @@ fn a_timed_out_try_logs_how_many_processes_had_left_its_group() {
         .unwrap();
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(124), "{log}");
-    let events = json_events(&log);
+    let events = json_lines(&log);
     assert_eq!(
-        names(&events),
+        event_names(&events),
         ["start", "try", "leftovers", "give_up"],
         "{log}"
     );
@@ -683,7 +663,7 @@ fn a_hook_s_leftovers_are_a_leftovers_event_with_its_attempt() {
         .output()
         .unwrap();
     let log = stderr_of(&out);
-    let events = json_events(&log);
+    let events = json_lines(&log);
     let left = events
         .iter()
         .find(|e| e["event"] == "leftovers")

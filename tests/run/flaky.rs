@@ -8,7 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{euid, other_user, retry, stderr_of, stdout_of};
+use common::{
+    euid, event, json_file, json_lines, other_user, retry, stderr_of, stdout_of, usage_error_of,
+};
 use serde_json::Value;
 
 /// A script that counts its runs in the file `$0` and fails (exit `code`) on the runs listed.
@@ -34,19 +36,6 @@ fn run_counted(dir: &Path, args: &[&str], script: &str) -> std::process::Output 
 
 fn last_line(text: &str) -> &str {
     text.lines().last().unwrap_or_default()
-}
-
-fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-fn event<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["event"] == name)
-        .unwrap_or_else(|| panic!("no {name} event in {lines:?}"))
 }
 
 // 18.1 --flaky
@@ -202,7 +191,7 @@ fn github_outputs_follow_flaky_fail_and_a_repeat() {
         let started = Instant::now();
         let out = retry()
             .env(var, &fifo)
-            .timeout(Duration::from_secs(10))
+            .timeout(common::STEP_LIMIT)
             .args(["-n", "2", "-d", "1ms", "--", "sh", "-c", "exit 3"])
             .output()
             .unwrap();
@@ -295,7 +284,7 @@ fn a_repeated_try_that_times_out_has_its_whole_tree_stopped() {
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(124), "{log}");
     assert!(started.elapsed() >= Duration::from_millis(300));
-    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(started.elapsed() < common::STEP_LIMIT);
     assert!(
         log.ends_with("retry: 2 tries, 1 failed (50%): timed out ×1; first failure on try 2\n"),
         "{log}"
@@ -443,9 +432,7 @@ fn bad_flaky_input_is_one_line_naming_the_option_and_value_and_125() {
     ];
     for (args, needles) in cases {
         let out = retry().args(args).output().unwrap();
-        let log = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {log}");
-        assert_eq!(log.lines().count(), 1, "{args:?}: {log}");
+        let log = usage_error_of(&out, &format!("{args:?}"));
         for needle in needles {
             assert!(log.contains(needle), "{args:?}: {needle}: {log}");
         }
@@ -453,10 +440,6 @@ fn bad_flaky_input_is_one_line_naming_the_option_and_value_and_125() {
 }
 
 // 18.4 --history
-
-fn history_lines(file: &Path) -> Vec<Value> {
-    json_lines(&std::fs::read_to_string(file).unwrap())
-}
 
 #[test]
 fn every_run_appends_one_line_to_the_history_whatever_its_end() {
@@ -491,7 +474,7 @@ fn every_run_appends_one_line_to_the_history_whatever_its_end() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let lines = history_lines(&file);
+    let lines = json_file(&file);
     assert_eq!(lines.len(), 3);
     let (a, gave_up, repeat) = (&lines[0], &lines[1], &lines[2]);
     assert_eq!(
@@ -533,9 +516,9 @@ fn an_interrupted_run_is_recorded_too() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill has no memory effects; the pid is our own child's.
-    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
-    common::wait_bounded(&mut child, Duration::from_secs(10));
-    let lines = history_lines(&file);
+    common::send(child.id(), nix::libc::SIGTERM);
+    common::wait_bounded(&mut child, common::STEP_LIMIT);
+    let lines = json_file(&file);
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["outcome"], "interrupted");
     assert_eq!(lines[0]["exit_code"], 143);
@@ -560,7 +543,7 @@ fn thirty_runs_at_once_leave_thirty_whole_lines() {
     for mut child in children {
         common::wait_bounded(&mut child, Duration::from_secs(20));
     }
-    let lines = history_lines(&file);
+    let lines = json_file(&file);
     assert_eq!(lines.len(), 30);
     let mut labels: Vec<String> = lines
         .iter()
@@ -571,23 +554,9 @@ fn thirty_runs_at_once_leave_thirty_whole_lines() {
     assert_eq!(labels.len(), 30, "every run once");
 }
 
-/// `retry --history FILE -- touch ran` in `dir`: 125, one line holding every needle, and the
-/// command never ran.
+/// `retry --history FILE` is refused in `dir` (`common::assert_refused`).
 fn refused(dir: &Path, file: &Path, needles: &[&str]) {
-    let out = retry()
-        .current_dir(dir)
-        .timeout(Duration::from_secs(10))
-        .args([OsStr::new("--history"), file.as_os_str()])
-        .args(["--", "touch", "ran"])
-        .output()
-        .unwrap();
-    let log = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(125), "{file:?}: {log}");
-    assert_eq!(log.lines().count(), 1, "{log}");
-    for needle in needles {
-        assert!(log.contains(needle), "{needle}: {log}");
-    }
-    assert!(!dir.join("ran").exists(), "the command ran");
+    common::assert_refused(retry().arg("--history").arg(file), dir, needles);
 }
 
 #[test]
@@ -947,7 +916,7 @@ fn a_run_that_ends_while_stats_reads_keeps_its_line() {
     let pid = nix::unistd::Pid::from_raw(stats.id() as i32);
     // Stopped as soon as it has read a first block, the read is held open for as long as the
     // test likes: longer than a writer waits for the lock.
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + common::STEP_LIMIT;
     while read_position(stats.id(), &file).is_none_or(|pos| pos == 0) {
         assert!(Instant::now() < until, "--stats never started to read");
         assert!(
@@ -991,7 +960,7 @@ fn a_replay_under_flaky_fail_keeps_a_flaky_run_pending_with_reason_flaky() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    let lines = history_lines(&letters);
+    let lines = json_file(&letters);
     let attempt = lines.last().unwrap();
     assert_eq!(
         (&attempt["event"], &attempt["reason"]),

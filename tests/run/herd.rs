@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::redis_server::Server;
-use common::{retry, retry_std, stderr_of, temp_dir, wait_bounded};
+use common::{retry, retry_std, runtime_dir, stderr_of, temp_dir, wait_bounded};
 
 /// Runs `n` copies of `retry ARGS -- sh -c 'echo >> TRIES; exit 1'` at once, each with
 /// `XDG_RUNTIME_DIR` at `runtime`; returns how many tries they made in all and how long it took,
@@ -54,12 +54,6 @@ fn concurrent_failing_runs(n: usize, args: &[&str], runtime: &Path) -> (usize, D
         })
         .count();
     (count, elapsed, fell_back)
-}
-
-fn runtime_dir(name: &str) -> std::path::PathBuf {
-    let dir = temp_dir(name);
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
 }
 
 /// The local quota store's directory under `runtime`, with this mode.
@@ -199,7 +193,7 @@ fn staggered_runs_start_spread_over_the_stagger() {
         })
         .collect();
     for child in &mut children {
-        assert!(wait_bounded(child, Duration::from_secs(10)).success());
+        assert!(wait_bounded(child, common::STEP_LIMIT).success());
     }
     let took = began.elapsed();
     let mut times: Vec<u128> = std::fs::read_to_string(&starts)
@@ -350,7 +344,7 @@ fn runs_that_lose_redis_warn_and_go_on_with_the_local_store() {
         "the first try never started"
     );
     drop(server);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     let mut log = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
     assert_eq!(status.code(), Some(1), "{log}");
@@ -397,8 +391,8 @@ fn a_signal_during_the_stagger_is_said_as_such_and_no_try_runs() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    common::send(child.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     let mut log = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
     use std::os::unix::process::ExitStatusExt;

@@ -35,9 +35,9 @@ fn a_reader_that_never_reads_delays_neither_the_timeout_nor_a_signal() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     let yes = pids_in(&pids)[0];
-    let stopped = gone_within(yes, Duration::from_secs(10));
+    let stopped = gone_within(yes, common::STEP_LIMIT);
     let at = stopped - started;
     assert!(at >= Duration::from_millis(900), "{at:?}");
     assert!(
@@ -47,8 +47,8 @@ fn a_reader_that_never_reads_delays_neither_the_timeout_nor_a_signal() {
     // retry still has output it cannot write; a signal ends it at once all the same.
     std::thread::sleep(Duration::from_millis(200));
     let sent = Instant::now();
-    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    common::send(child.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert!(
         sent.elapsed() < Duration::from_millis(1500),
         "{:?}",
@@ -77,11 +77,11 @@ fn a_reader_that_stops_reading_partway_does_not_delay_the_timeout() {
     let mut out = child.stdout.take().unwrap();
     let mut first = vec![0u8; 70_000];
     out.read_exact(&mut first).unwrap();
-    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    wait_for_lines(&pids, 2, common::STEP_LIMIT);
     let pids = pids_in(&pids);
     let mut last = started;
     for pid in &pids {
-        last = last.max(gone_within(*pid, Duration::from_secs(10)));
+        last = last.max(gone_within(*pid, common::STEP_LIMIT));
     }
     let at = last - started;
     assert!(
@@ -89,8 +89,8 @@ fn a_reader_that_stops_reading_partway_does_not_delay_the_timeout() {
         "stopped {at:?} after the start"
     );
     let sent = Instant::now();
-    unsafe { nix::libc::kill(child.id() as i32, nix::libc::SIGTERM) };
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    common::send(child.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert!(sent.elapsed() < Duration::from_millis(1500));
     assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
     drop(out);
@@ -109,7 +109,7 @@ fn to_full_disk(args: &[&str]) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_bounded(&mut child, Duration::from_secs(10));
+    wait_bounded(&mut child, common::STEP_LIMIT);
     child.wait_with_output().unwrap()
 }
 
@@ -150,7 +150,7 @@ fn a_reader_gone_before_the_held_output_is_written_dies_of_sigpipe_never_0() {
         out.read_exact(&mut byte).unwrap();
         assert_eq!(&byte, b"1\n");
         drop(out);
-        let status = wait_bounded(&mut child, Duration::from_secs(10));
+        let status = wait_bounded(&mut child, common::STEP_LIMIT);
         // As the bare command in a pipeline ends: a shell shows 141.
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(13), "{args:?}: {status:?}");
@@ -170,7 +170,7 @@ fn output_written_after_a_successful_try_still_arrives_and_does_not_delay_the_st
             .spawn()
             .unwrap();
         let mut out = child.stdout.take().unwrap();
-        let status = wait_bounded(&mut child, Duration::from_secs(10));
+        let status = wait_bounded(&mut child, common::STEP_LIMIT);
         let ended = started.elapsed();
         assert_eq!(status.code(), Some(0), "{args:?}");
         assert!(
@@ -197,7 +197,7 @@ fn with_stdout_and_stderr_in_one_place_watching_keeps_their_order() {
         .stderr(Stdio::from(w2))
         .spawn()
         .unwrap();
-    wait_bounded(&mut child, Duration::from_secs(10));
+    wait_bounded(&mut child, common::STEP_LIMIT);
     drop(child);
     let mut text = String::new();
     std::fs::File::from(r).read_to_string(&mut text).unwrap();

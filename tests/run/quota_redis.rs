@@ -18,6 +18,7 @@ mod hostile;
 
 use crate::common;
 
+use common::quota_params;
 use common::redis_server::{Server, free_port};
 
 use std::net::TcpListener;
@@ -27,10 +28,6 @@ use std::time::{Duration, Instant};
 
 use retry::policy::quota::{Bucket, QuotaParams};
 use retry::store::redis::{RedisStore, RedisStoreError, Settings};
-
-fn params(ratio: f64, floor: f64, cap: f64) -> QuotaParams {
-    QuotaParams { ratio, floor, cap }
-}
 
 /// The operations ignore the caller's time (the bucket runs on the server's clock).
 const NOW: u64 = 0;
@@ -72,7 +69,7 @@ fn deposits_and_takes_follow_the_bucket_arithmetic_on_the_server() {
         return;
     };
     // With no floor nothing accrues with time, so the server's clock cannot change the sums.
-    let p = params(0.4, 0.0, 3.0);
+    let p = quota_params(0.4, 0.0, 3.0);
     let store = server.store("sums", p);
     let mut model = Bucket::full(&p, 0);
 
@@ -122,7 +119,7 @@ fn the_floor_refills_the_bucket_by_the_servers_clock() {
         return;
     };
     // Ten tokens a second: an empty bucket has a token again after a tenth of a second.
-    let store = server.store("refill", params(0.0, 10.0, 2.0));
+    let store = server.store("refill", quota_params(0.0, 10.0, 2.0));
     let start = Instant::now();
     assert!(store.take(NOW).unwrap().granted);
     assert!(store.take(NOW).unwrap().granted);
@@ -145,7 +142,7 @@ fn concurrent_takes_from_eight_connections_grant_exactly_the_cap() {
         return;
     };
     let url = Arc::new(server.url("herd"));
-    let p = params(0.0, 0.0, 10.0);
+    let p = quota_params(0.0, 0.0, 10.0);
     let threads: Vec<_> = (0..8)
         .map(|_| {
             let url = Arc::clone(&url);
@@ -171,7 +168,7 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     };
     let ttl = |key: &str| -> i64 { server.cli(&["PTTL", key])[0].parse().unwrap() };
 
-    let store = server.store("idle", params(0.2, 1.0, 10.0));
+    let store = server.store("idle", quota_params(0.2, 1.0, 10.0));
     assert_eq!(store.key(), "retry:quota:idle");
     // A peek writes nothing.
     store.peek(NOW).unwrap();
@@ -194,7 +191,7 @@ fn the_quota_key_holds_the_bucket_and_expires_when_idle() {
     );
 
     // A slow floor keeps the key longer: 1000 tokens at 0.5/s fill in 2000 s.
-    let slow = server.store("slow", params(0.2, 0.5, 1000.0));
+    let slow = server.store("slow", quota_params(0.2, 0.5, 1000.0));
     slow.take(NOW).unwrap();
     let left = ttl("retry:quota:slow");
     assert!(left > 3_990_000 && left <= 4_000_000, "PTTL {left}");
@@ -205,7 +202,7 @@ fn a_flushed_script_is_loaded_again() {
     let Some(server) = Server::start("noscript", &[]) else {
         return;
     };
-    let store = server.store("reload", params(0.0, 0.0, 5.0));
+    let store = server.store("reload", quota_params(0.0, 0.0, 5.0));
     assert_eq!(store.take(NOW).unwrap().tokens, 4.0);
     assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), ["OK"]);
     // EVALSHA answers NOSCRIPT; the store loads the script and runs it on the same bucket.
@@ -301,7 +298,7 @@ fn a_server_gone_after_connecting_fails_each_update_quickly_and_comes_back() {
     let Some(mut server) = Server::start("gone", &[]) else {
         return;
     };
-    let store = server.store("gone", params(0.0, 0.0, 10.0));
+    let store = server.store("gone", quota_params(0.0, 0.0, 10.0));
     assert!(store.take(NOW).unwrap().granted);
 
     let _ = server.child.kill();
@@ -360,10 +357,7 @@ fn a_bad_address_or_name_is_an_error_not_a_panic() {
 /// status and log.
 fn retry_run(env: &[(&str, &str)], args: &[String]) -> (Option<i32>, String) {
     let out = retry_output(env, args);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code(), common::stderr_of(&out))
 }
 
 /// `retry ARGS` as [`retry_run`] runs it: all it wrote.

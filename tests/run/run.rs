@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{retry, stderr_of, stdout_of};
+use common::{event_names, retry, stderr_of, stdout_of};
 
 fn lines_with(text: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(needle)).count()
@@ -459,12 +459,8 @@ fn json_log_lines_carry_the_fields_of_the_spec_in_order() {
         keys
     };
     let lines: Vec<&str> = log.lines().collect();
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        event_names(&events),
         ["start", "try", "wait", "try", "wait", "try", "give_up"],
         "{log}"
     );

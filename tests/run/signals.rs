@@ -8,11 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{alive, pids_in, retry_std, wait_bounded, wait_for_lines, wait_until};
-
-fn send(pid: u32, signal: i32) {
-    unsafe { nix::libc::kill(pid as i32, signal) };
-}
+use common::{alive, pids_in, retry_std, send, wait_bounded, wait_for_lines, wait_until};
 
 /// Starts retry on `script` with its log in `dir/log`.
 fn start(dir: &std::path::Path, args: &[&str], script: &str) -> std::process::Child {
@@ -32,7 +28,7 @@ fn log(dir: &std::path::Path) -> String {
 
 fn wait_for_log(dir: &std::path::Path, needle: &str) {
     assert!(
-        wait_until(Duration::from_secs(10), || log(dir).contains(needle)),
+        wait_until(common::STEP_LIMIT, || log(dir).contains(needle)),
         "log never said {needle:?}: {}",
         log(dir)
     );
@@ -50,9 +46,9 @@ fn a_signal_during_a_try_is_forwarded_and_retry_dies_of_it(signal: i32, name: &s
     // Background jobs of a non-interactive shell ignore INT and QUIT, so the sleep may outlive
     // its leader until SIGKILL after the grace period.
     let mut child = start(&dir, &["-n", "3", "-d", "0", "-k", "500ms"], &script);
-    wait_for_lines(&pids, 2, Duration::from_secs(10));
+    wait_for_lines(&pids, 2, common::STEP_LIMIT);
     send(child.id(), signal);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert_eq!(
         status.signal(),
         Some(signal),
@@ -100,7 +96,7 @@ fn sigterm_during_a_wait_ends_it_at_once() {
     wait_for_log(&dir, "next try in 1m");
     let sent = Instant::now();
     send(child.id(), nix::libc::SIGTERM);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert!(
         sent.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -124,10 +120,10 @@ fn a_try_that_ignores_the_signal_is_killed_after_the_grace_period() {
         pids.display()
     );
     let mut child = start(&dir, &["-k", "500ms"], &script);
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     let sent = Instant::now();
     send(child.id(), nix::libc::SIGTERM);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     let took = sent.elapsed();
     assert_eq!(status.signal(), Some(nix::libc::SIGTERM));
     assert!(took >= Duration::from_millis(450), "{took:?}");
@@ -147,17 +143,17 @@ fn a_second_signal_kills_at_once() {
         p = pids.display()
     );
     let mut child = start(&dir, &["-k", "60s"], &script);
-    wait_for_lines(&pids, 1, Duration::from_secs(10));
+    wait_for_lines(&pids, 1, common::STEP_LIMIT);
     let sent = Instant::now();
     send(child.id(), nix::libc::SIGTERM);
     // The second signal only once retry has passed the first on (sent together, both would be
     // pending at once, and the kernel delivers the lower-numbered SIGINT first).
-    let forwarded = wait_until(Duration::from_secs(10), || {
+    let forwarded = wait_until(common::STEP_LIMIT, || {
         std::fs::read_to_string(&got).is_ok_and(|text| text.contains("TERM"))
     });
     assert!(forwarded, "the try never got SIGTERM: {}", log(&dir));
     send(child.id(), nix::libc::SIGINT);
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
     assert!(
         sent.elapsed() < Duration::from_secs(5),
         "{:?}",

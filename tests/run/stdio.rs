@@ -123,7 +123,7 @@ fn endless_producer() {
         if r == pid {
             break;
         }
-        if started.elapsed() > Duration::from_secs(10) {
+        if started.elapsed() > common::STEP_LIMIT {
             unsafe { nix::libc::kill(pid, nix::libc::SIGKILL) };
             let _ = yes.kill();
             panic!("retry did not return");
@@ -324,7 +324,7 @@ fn watched_output_still_streams_while_the_try_runs() {
     // try's group on SIGTERM.
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    common::wait_bounded(&mut child, Duration::from_secs(10));
+    common::wait_bounded(&mut child, common::STEP_LIMIT);
 }
 
 #[test]

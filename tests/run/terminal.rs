@@ -66,7 +66,7 @@ impl Pty {
 
     /// Reads the terminal until `needle` shows, or fails after 10 seconds.
     fn expect(&mut self, needle: &str) {
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + common::STEP_LIMIT;
         while !self.seen.contains(needle) {
             assert!(
                 Instant::now() < until,
@@ -90,7 +90,7 @@ impl Pty {
     }
 
     fn wait(&mut self) -> std::process::ExitStatus {
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + common::STEP_LIMIT;
         while Instant::now() < until {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
@@ -122,7 +122,7 @@ fn a_try_reads_a_line_typed_at_the_terminal() {
 
 /// Waits until retry's child runs `comm` in the terminal's foreground group; returns its pid.
 fn wait_for_foreground_child(retry_pid: u32, comm: &str) -> i32 {
-    common::wait_for_child(retry_pid as i32, comm, Duration::from_secs(10), |stat| {
+    common::wait_for_child(retry_pid as i32, comm, common::STEP_LIMIT, |stat| {
         stat.in_foreground()
     })
 }
@@ -192,7 +192,7 @@ fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
     wait_for_foreground_child(pid, "sh");
     pty.type_bytes(b"\x1a");
     // retry stops itself, as a job would, after taking the terminal back.
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + common::STEP_LIMIT;
     loop {
         let mut status = 0;
         let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
@@ -217,7 +217,7 @@ fn ctrl_z_stops_retry_with_the_try_and_continuing_retry_continues_the_try() {
         "retry took the terminal back before stopping: {stat:?}"
     );
     // What a shell's `fg` does: continue retry, which hands the terminal on and continues the try.
-    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    common::send(pid, libc::SIGCONT);
     wait_for_foreground_child(pid, "sh");
     pty.type_bytes(b"hello\n");
     pty.expect("got:hello");
@@ -257,12 +257,10 @@ fn a_background_job_stops_when_its_try_reads_the_terminal_and_fg_resumes_it() {
     );
     // The try reads the terminal from the background: it stops, and retry with it.
     pty.expect("Stopped");
-    let retry = common::wait_for_child(
-        pty.child.id() as i32,
-        "retry",
-        Duration::from_secs(10),
-        |stat| stat.state == 'T',
-    );
+    let retry =
+        common::wait_for_child(pty.child.id() as i32, "retry", common::STEP_LIMIT, |stat| {
+            stat.state == 'T'
+        });
     pty.type_bytes(b"fg\n");
     // Type the line once `fg` has given the try the terminal: typed while bash still reads its
     // command line, it could be read ahead by bash rather than by the try.
@@ -283,7 +281,7 @@ fn ctrl_z_during_the_countdown_clears_the_line_before_retry_stops() {
     let pid = pty.child.id();
     pty.expect("next try (2/2) in");
     pty.type_bytes(b"\x1a");
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + common::STEP_LIMIT;
     loop {
         let mut status = 0;
         let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
@@ -301,7 +299,7 @@ fn ctrl_z_during_the_countdown_clears_the_line_before_retry_stops() {
     // The terminal echoed ^Z after the countdown; retry cleared the line before stopping, so
     // the shell's "Stopped" line does not follow a half-drawn countdown.
     pty.expect("^Z\r\x1b[2K");
-    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    common::send(pid, libc::SIGCONT);
     pty.expect("gave up after 2 tries");
     assert_eq!(pty.wait().code(), Some(1), "{:?}", pty.seen);
 }

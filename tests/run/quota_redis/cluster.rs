@@ -8,13 +8,11 @@
 //! sets it) makes it fail.
 
 use crate::common::redis_server::{Server, cli, free_port};
-use crate::common::{retry, temp_dir};
+use crate::common::{retry, runtime_dir, stderr_of};
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// Three nodes that hold every slot between them, killed when dropped (each `Server` is).
 struct Cluster {
@@ -77,7 +75,7 @@ impl Cluster {
                 .iter()
                 .any(|l| l.trim() == "cluster_state:ok")
         };
-        if crate::common::wait_until(Duration::from_secs(10), || self.nodes.iter().all(ok)) {
+        if crate::common::wait_until(crate::common::STEP_LIMIT, || self.nodes.iter().all(ok)) {
             Ok(())
         } else {
             Err("the cluster's state never became ok".into())
@@ -118,12 +116,6 @@ impl Cluster {
     }
 }
 
-fn runtime_dir(name: &str) -> PathBuf {
-    let dir = temp_dir(name);
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
-
 /// A run that fails, retries once and gives up, against the quota at `url`: its log.
 fn failing_run(url: &str, runtime: &PathBuf) -> String {
     let out = retry()
@@ -133,7 +125,7 @@ fn failing_run(url: &str, runtime: &PathBuf) -> String {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    stderr_of(&out)
 }
 
 // One test, as making a cluster takes redis-cli two seconds.

@@ -4,12 +4,10 @@
 //! quickly and in little memory. These servers are small listeners on 127.0.0.1 in the test
 //! itself, so the tests need no `redis-server`.
 
-use crate::common::{retry, temp_dir};
+use crate::common::{retry, runtime_dir, stderr_of, stdout_of};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use retry::policy::quota::QuotaParams;
@@ -83,14 +81,6 @@ fn serve(mut socket: TcpStream, how: Hostile, answers_ping: bool) {
     }
 }
 
-/// A runtime directory of the test's own, so that the local store the run falls back to is
-/// the test's.
-fn runtime_dir(name: &str) -> PathBuf {
-    let dir = temp_dir(name);
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
-
 /// `retry ARGS` with a bound of its own, well under the tests' limit: the time it took, its
 /// exit status, standard output and standard error.
 fn run(name: &str, args: &[&str]) -> (Duration, Option<i32>, String, String) {
@@ -106,8 +96,8 @@ fn run(name: &str, args: &[&str]) -> (Duration, Option<i32>, String, String) {
     (
         start.elapsed(),
         out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout_of(&out),
+        stderr_of(&out),
     )
 }
 
