@@ -1,6 +1,6 @@
 # bash completion for retry                                -*- shell-script -*-
 #
-# Generated from retry's command-line definition by tests/docs.rs; do not edit.
+# Generated from retry's command-line definition by tests/cli/docs.rs; do not edit.
 # Install as /usr/share/bash-completion/completions/retry, or source it from ~/.bashrc.
 # Completing the wrapped command's own arguments takes bash-completion (its _command_offset);
 # without it, the wrapped command's name and then file names are completed.

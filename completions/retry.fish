@@ -1,5 +1,5 @@
 # fish completion for retry.
-# Generated from retry's command-line definition by tests/docs.rs; do not edit.
+# Generated from retry's command-line definition by tests/cli/docs.rs; do not edit.
 # Install as retry.fish in a directory of $fish_complete_path, such as
 # /usr/share/fish/vendor_completions.d/retry.fish.
 

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 /// No test may run longer than this, whatever goes wrong.
 pub const TEST_LIMIT: Duration = Duration::from_secs(30);
 
+/// The longest one step of a test may take (a process to start, write a line, end, a file to
+/// appear) before the test fails: far more than any step needs on a loaded machine.
+pub const STEP_LIMIT: Duration = Duration::from_secs(10);
+
 /// `retry` through assert_cmd, killed if it runs past `TEST_LIMIT`.
 pub fn retry() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("retry").expect("the retry binary is built");
@@ -70,6 +74,38 @@ pub fn retry_std() -> std::process::Command {
     cmd
 }
 
+/// Runs `body` in a process of its own: this test program started again for the one test
+/// `name` (its path, `events::a_run_...`). For a test that runs `retry`'s runner inside the
+/// test process: the runner catches signals for the whole process and reaps any child that
+/// ends, the children of the tests running beside it included.
+pub fn alone(name: &str, body: impl FnOnce()) {
+    const ALONE: &str = "RETRY_TEST_ALONE";
+    if std::env::var_os(ALONE).is_some_and(|v| v == name) {
+        body();
+        return;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this program"))
+        .args(["--exact", name, "--test-threads=1", "--nocapture"])
+        .env(ALONE, name)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start this test program again");
+    let status = wait_bounded(&mut child, TEST_LIMIT);
+    let out = child.wait_with_output().expect("its output");
+    let (stdout, stderr) = (stdout_of(&out), stderr_of(&out));
+    assert!(
+        status.success(),
+        "{name} alone: {status:?}\n{stdout}{stderr}"
+    );
+    // A name that matches no test would pass having run nothing.
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{name} alone: {stdout}"
+    );
+}
+
 /// Waits for `child` with a bound; kills it and fails the test past the bound.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     let until = Instant::now() + limit;
@@ -86,6 +122,12 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// Sends `signal` to the process `pid`.
+pub fn send(pid: u32, signal: i32) {
+    // SAFETY: kill takes two integers and touches no memory.
+    unsafe { nix::libc::kill(pid as i32, signal) };
+}
+
 /// A fresh directory for one test under cargo's target tmp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -96,6 +138,15 @@ pub fn temp_dir(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// A fresh directory that only this user may enter, for a test's `XDG_RUNTIME_DIR`: the local
+/// quota store that a run keeps there is then the test's own.
+pub fn runtime_dir(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir(name);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
 }
 
@@ -219,6 +270,110 @@ pub fn stderr_of(out: &std::process::Output) -> String {
 
 pub fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The standard error of a run that `retry` refused before it began: status 125 and a single
+/// line; `what`, when not empty, names the run in a failure.
+pub fn usage_error_of(out: &std::process::Output, what: &str) -> String {
+    let log = stderr_of(out);
+    let at = if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: ")
+    };
+    assert_eq!(out.status.code(), Some(125), "{at}{log}");
+    assert_eq!(log.lines().count(), 1, "{at}{log}");
+    log
+}
+
+/// Checks that `cmd`, `retry` with the options under test, refuses to run `touch ran` in
+/// `dir`: status 125 within 5 s, one line that holds every one of `needles`, no file `ran`.
+pub fn assert_refused(cmd: &mut assert_cmd::Command, dir: &Path, needles: &[&str]) {
+    let _ = std::fs::remove_file(dir.join("ran"));
+    let started = Instant::now();
+    let out = cmd
+        .current_dir(dir)
+        .timeout(STEP_LIMIT)
+        .args(["--", "touch", "ran"])
+        .output()
+        .unwrap();
+    let log = usage_error_of(&out, &format!("{cmd:?}"));
+    for needle in needles {
+        assert!(log.contains(needle), "{cmd:?}: {needle:?} in {log}");
+    }
+    assert!(!dir.join("ran").exists(), "{cmd:?}: the command ran");
+    assert!(started.elapsed() < Duration::from_secs(5), "{cmd:?}");
+}
+
+/// The JSON values of `text`, one a line: a JSON log, a history, dead letters.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+/// The JSON values of the file at `path`, one a line.
+pub fn json_file(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    json_lines(&text)
+}
+
+/// The JSON lines whose `event` is `name`.
+pub fn events<'a>(lines: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().filter(|l| l["event"] == name).collect()
+}
+
+/// The first JSON line whose `event` is `name`; the test fails without one.
+pub fn event<'a>(lines: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| l["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} event in {lines:?}"))
+}
+
+/// The `event` of each JSON line, in order.
+pub fn event_names(lines: &[serde_json::Value]) -> Vec<&str> {
+    lines.iter().map(|l| l["event"].as_str().unwrap()).collect()
+}
+
+/// A quota's parameters, as `ratio=R,floor=F/s,cap=C` sets them: `ratio` tokens deposited by
+/// each first try, `floor` tokens that accrue each second, at most `cap` tokens.
+pub fn quota_params(ratio: f64, floor: f64, cap: f64) -> retry::policy::quota::QuotaParams {
+    retry::policy::quota::QuotaParams { ratio, floor, cap }
+}
+
+/// An exclusive `flock` on a file, held by another process (a `sleep`) until dropped: a
+/// writer that is elsewhere and takes its time.
+pub struct LockHolder(Child);
+
+impl LockHolder {
+    /// Takes the lock on `path` and hands it to a `sleep` that holds it.
+    pub fn lock(path: &Path) -> LockHolder {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new().read(true).open(path).unwrap();
+        #[allow(deprecated)]
+        nix::fcntl::flock(file.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).unwrap();
+        // The lock belongs to the open file, which the child now shares; this process's
+        // descriptor is closed when the Command is dropped at the end of the statement.
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(file)
+            .spawn()
+            .unwrap();
+        LockHolder(child)
+    }
+
+    /// Lets the lock go: its holder is killed and reaped.
+    pub fn release(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 /// The effective uid of this process.

@@ -48,7 +48,7 @@ impl Server {
 
     fn try_start(test: &str, extra: &[&str]) -> Result<Server, String> {
         let port = free_port();
-        let dir = super::temp_dir(&format!("redis-{test}"));
+        let dir = crate::common::temp_dir(&format!("redis-{test}"));
         let log = dir.join("redis.log");
         let port_arg = port.to_string();
         let mut args = vec![
@@ -71,7 +71,7 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot run redis-server: {e}"))?;
         let mut server = Server { child, port, log };
-        let ready = super::wait_until(Duration::from_secs(5), || {
+        let ready = crate::common::wait_until(Duration::from_secs(5), || {
             server.answers() || matches!(server.child.try_wait(), Ok(Some(_)))
         });
         if ready && server.answers() {

@@ -1,0 +1,529 @@
+//! `--simulate` (spec 16) through the real binary.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{events, retry, stderr_of, stdout_of, usage_error_of};
+use serde_json::Value;
+
+/// The output of `retry --simulate ARGS`, which must succeed.
+fn simulate(args: &[&str]) -> String {
+    let out = retry().arg("--simulate").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr_of(&out));
+    stdout_of(&out)
+}
+
+/// The JSON lines of `retry --simulate --log-format json ARGS`.
+fn simulate_json(args: &[&str]) -> Vec<Value> {
+    simulate(&[&["--log-format", "json"], args].concat())
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+/// The one `figures` line of a simulation without --compare.
+fn figures(lines: &[Value]) -> &Value {
+    let figures = events(lines, "figures");
+    assert_eq!(figures.len(), 1, "{lines:?}");
+    figures[0]
+}
+
+/// The `figures` line of one --compare row.
+fn row<'a>(lines: &'a [Value], jitter: &str, quota: bool) -> &'a Value {
+    events(lines, "figures")
+        .into_iter()
+        .find(|v| v["jitter"] == jitter && v["quota"] == quota)
+        .unwrap_or_else(|| panic!("no row for {jitter}, quota {quota}: {lines:?}"))
+}
+
+fn number(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number {key} in {v}"))
+}
+
+#[test]
+fn the_same_seed_prints_the_same_figures_and_another_seed_others() {
+    let args = [
+        "--seed",
+        "42",
+        "--clients",
+        "300",
+        "-n",
+        "8",
+        "--outage",
+        "20s",
+        "--capacity",
+        "50/s",
+    ];
+    let first = simulate(&args);
+    assert_eq!(simulate(&args), first);
+    assert!(first.contains("seed:    42 (pass --seed 42"), "{first}");
+    let json = simulate_json(&args);
+    assert_eq!(simulate_json(&args), json);
+    let mut other = args;
+    other[1] = "43";
+    assert_ne!(simulate_json(&other), json);
+}
+
+#[test]
+fn the_figures_say_what_the_clients_did() {
+    // -n 3 against a 10s outage: every try fails, every client gives up on its tries.
+    let text = simulate(&["--seed", "1", "--clients", "100", "-n", "3"]);
+    for expected in [
+        "retry: simulation, nothing is run: 100 clients follow this policy at once",
+        "tries:     300 in all, 3.00 per client; failed: 300 in the outage",
+        "succeeded: 0 of 100",
+        "gave up:   100 of 100 (tries 100)",
+        "finished:  the last client at ",
+        "tries per second, each column ",
+    ] {
+        assert!(text.contains(expected), "{expected} not in:\n{text}");
+    }
+    let json = simulate_json(&["--seed", "1", "--clients", "100", "-n", "3"]);
+    let start = &json[0];
+    assert_eq!(start["event"], "simulation_start");
+    assert_eq!(start["model"], "outage");
+    assert_eq!(start["clients"], 100);
+    assert_eq!(start["outage_ms"], 10_000);
+    assert_eq!(start["policy"]["seed"], "1");
+    let f = figures(&json);
+    assert_eq!(f["tries"], 300);
+    assert_eq!(f["failed"]["outage"], 300);
+    assert_eq!(f["gave_up"]["tries"], 100);
+    assert_eq!(f["succeeded"], 0);
+    assert_eq!(f["unfinished"], 0);
+    // The series counts every try once.
+    let series: u64 = events(&json, "interval")
+        .iter()
+        .map(|v| v["tries"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series, 300);
+}
+
+#[test]
+fn without_jitter_the_clients_retry_in_lockstep_and_full_jitter_flattens_the_peak() {
+    let args = |jitter| {
+        simulate_json(&[
+            "--seed",
+            "5",
+            "--clients",
+            "1000",
+            "-n",
+            "5",
+            "-d",
+            "2s",
+            "--outage",
+            "1m",
+            "-j",
+            jitter,
+        ])
+    };
+    let none = args("none");
+    let full = args("full");
+    // Without jitter, every try of every client falls in one of five spikes: 0, and the waits
+    // of 2s, 4s, 8s, 16s after tries of 100ms.
+    let spikes: Vec<(u64, u64)> = events(&none, "interval")
+        .iter()
+        .filter(|v| v["tries"] != 0)
+        .map(|v| {
+            (
+                v["start_ms"].as_u64().unwrap(),
+                v["tries"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let starts: Vec<u64> = spikes.iter().map(|(at, _)| *at).collect();
+    assert_eq!(spikes.len(), 5, "{spikes:?}");
+    assert!(spikes.iter().all(|(_, n)| *n == 1000), "{spikes:?}");
+    for (start, expected) in starts.iter().zip([0, 2100, 6200, 14_300, 30_400]) {
+        assert!(
+            start.abs_diff(expected) < 200,
+            "a spike at {start}ms, expected at {expected}ms"
+        );
+    }
+    // Full jitter spreads the same retries over many intervals.
+    let spread = events(&full, "interval")
+        .iter()
+        .filter(|v| v["tries"] != 0)
+        .count();
+    assert!(spread > 50, "{spread}");
+    let (none, full) = (figures(&none), figures(&full));
+    assert_eq!(none["tries"], full["tries"]);
+    let ratio = number(none, "peak_retries_per_second") / number(full, "peak_retries_per_second");
+    assert!(ratio > 5.0, "peak retries: none {none}, full {full}");
+    // The first tries are together either way: the clients start together.
+    assert_eq!(none["peak_per_second"], full["peak_per_second"]);
+}
+
+#[test]
+fn the_chart_shows_the_lockstep_spikes_as_columns_apart() {
+    let text = simulate(&[
+        "--seed",
+        "5",
+        "--clients",
+        "1000",
+        "-n",
+        "4",
+        "-d",
+        "2s",
+        "--outage",
+        "1m",
+        "-j",
+        "none",
+    ]);
+    let chart: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("tries per second"))
+        .collect();
+    // The top row holds the spikes only, with gaps between them.
+    let top = chart[1];
+    let bars = top.split_once('|').unwrap().1;
+    let columns = bars.chars().filter(|c| *c == '█').count();
+    assert_eq!(columns, 4, "{text}");
+    assert!(bars.contains("█ "), "{text}");
+}
+
+#[test]
+fn compare_prints_a_row_for_every_jitter_kind() {
+    let text = simulate(&["--compare", "--seed", "3", "--clients", "50"]);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("jitter"))
+        .collect();
+    assert!(rows[0].contains("peak retries/s"), "{text}");
+    assert!(!rows[0].contains("quota"), "{text}");
+    let names: Vec<&str> = rows[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(names, ["none", "full", "equal", "decorrelated"], "{text}");
+    assert!(text.contains("each jitter in turn"), "{text}");
+    // With a quota, each kind with it and without.
+    let text = simulate(&[
+        "--compare",
+        "--seed",
+        "3",
+        "--clients",
+        "50",
+        "--quota",
+        "q",
+    ]);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("jitter"))
+        .map(|l| l.split_whitespace().take(2).collect())
+        .collect();
+    assert_eq!(rows[0], ["jitter", "quota"]);
+    assert_eq!(rows.len(), 9, "{text}");
+    for kind in ["none", "full", "equal", "decorrelated"] {
+        for quota in ["yes", "no"] {
+            assert!(rows.contains(&vec![kind, quota]), "{kind} {quota}: {text}");
+        }
+    }
+    // As JSON, one figures line per row, named.
+    let json = simulate_json(&["--compare", "--seed", "3", "--clients", "50"]);
+    assert_eq!(events(&json, "figures").len(), 4);
+    for kind in ["none", "full", "equal", "decorrelated"] {
+        row(&json, kind, false);
+    }
+    // Listed waits cannot be decorrelated: that row is left out, and said so.
+    let text = simulate(&["--compare", "--seed", "3", "--delays", "1s,2s"]);
+    assert!(!text.contains("\ndecorrelated"), "{text}");
+    assert!(text.contains("no row for decorrelated jitter"), "{text}");
+}
+
+#[test]
+fn a_quota_lowers_the_tries_of_an_outage() {
+    let args = [
+        "--seed",
+        "9",
+        "--clients",
+        "200",
+        "-n",
+        "10",
+        "-d",
+        "500ms",
+        "-m",
+        "5s",
+        "--outage",
+        "2m",
+    ];
+    let without = figures(&simulate_json(&args)).clone();
+    let with = figures(&simulate_json(&[&args[..], &["--quota", "q"]].concat())).clone();
+    assert_eq!(without["tries"], 2000);
+    let (without, with) = (number(&without, "tries"), number(&with, "tries"));
+    assert!(with < without / 4.0, "with {with}, without {without}");
+    // The same in one --compare run.
+    let json = simulate_json(&[&args[..], &["--quota", "q", "--compare"]].concat());
+    for kind in ["none", "full", "equal", "decorrelated"] {
+        let (no, yes) = (row(&json, kind, false), row(&json, kind, true));
+        assert!(number(yes, "tries") < number(no, "tries"), "{kind}");
+        assert!(
+            yes["gave_up"]["quota"].as_u64().unwrap() > 0,
+            "{kind}: {yes}"
+        );
+    }
+}
+
+#[test]
+fn occ_at_100_clients_full_jitter_makes_under_60_percent_of_the_calls_of_plain_backoff() {
+    // The post's setting: 100 clients, exponential backoff from 10ms capped at 2s, retrying
+    // until they succeed (no -n).
+    let json = simulate_json(&[
+        "--model",
+        "occ",
+        "--clients",
+        "100",
+        "-d",
+        "10ms",
+        "-m",
+        "2s",
+        "--compare",
+        "--seed",
+        "1",
+    ]);
+    let (none, full) = (row(&json, "none", false), row(&json, "full", false));
+    assert_eq!(none["succeeded"], 100);
+    assert_eq!(full["succeeded"], 100);
+    let (none_calls, full_calls) = (number(none, "tries"), number(full, "tries"));
+    assert!(
+        full_calls < 0.6 * none_calls,
+        "full {full_calls}, none {none_calls}"
+    );
+    // And it is done many times sooner.
+    let (none_end, full_end) = (
+        number(none, "last_finish_ms"),
+        number(full, "last_finish_ms"),
+    );
+    assert!(
+        full_end * 4.0 < none_end,
+        "full {full_end}ms, none {none_end}ms"
+    );
+}
+
+#[test]
+fn occ_tries_until_success_unless_tries_are_given() {
+    let json = simulate_json(&["--model", "occ", "--clients", "30", "--seed", "2"]);
+    assert_eq!(json[0]["policy"]["tries"], 0);
+    assert_eq!(figures(&json)["succeeded"], 30);
+    let json = simulate_json(&[
+        "--model",
+        "occ",
+        "--clients",
+        "30",
+        "--seed",
+        "2",
+        "-n",
+        "1",
+    ]);
+    let f = figures(&json);
+    assert_eq!(f["tries"], 30);
+    assert_eq!(
+        f["succeeded"].as_u64().unwrap() + f["gave_up"]["tries"].as_u64().unwrap(),
+        30
+    );
+}
+
+#[test]
+fn ten_thousand_clients_finish_within_a_generous_bound() {
+    let started = Instant::now();
+    let json = simulate_json(&[
+        "--clients",
+        "10000",
+        "-n",
+        "6",
+        "--outage",
+        "20s",
+        "--capacity",
+        "1000/s",
+        "--seed",
+        "1",
+    ]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    let f = figures(&json);
+    assert_eq!(f["clients"], 10_000);
+    assert!(number(f, "tries") >= 10_000.0);
+}
+
+#[test]
+fn a_command_after_simulate_is_shown_and_not_run() {
+    let dir = common::temp_dir("simulate-command");
+    let marker = dir.join("ran");
+    let text = simulate(&["--clients", "5", "--", "touch", marker.to_str().unwrap()]);
+    assert!(text.contains("  command: touch "), "{text}");
+    assert!(text.contains("(not run)"), "{text}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn the_chart_fits_the_width_of_columns_in_plain_characters_without_colour() {
+    for width in ["40", "80", "150"] {
+        let out = retry()
+            .args(["--simulate", "--seed", "4", "--clients", "300", "-n", "6"])
+            .env("COLUMNS", width)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let text = stdout_of(&out);
+        let chart: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("tries per second"))
+            .collect();
+        assert!(chart.len() > 8, "{text}");
+        let width: usize = width.parse().unwrap();
+        for line in &chart {
+            assert!(line.chars().count() <= width, "{width}: {line}");
+        }
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+    // A locale that is not UTF-8 gets ASCII only.
+    let out = retry()
+        .args([
+            "--simulate",
+            "--seed",
+            "4",
+            "--model",
+            "occ",
+            "--clients",
+            "20",
+        ])
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.contains('#'), "{text}");
+    assert!(text.contains("10ms +/- 2ms"), "{text}");
+}
+
+#[test]
+fn bad_input_exits_125_with_one_line_naming_the_option_and_value() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--simulate", "--capacity", "0"], &["--capacity", "'0'"]),
+        (
+            &["--simulate", "--capacity", "-5/s"],
+            &["--capacity", "'-5/s'"],
+        ),
+        (
+            &["--simulate", "--capacity", "fast"],
+            &["--capacity", "'fast'"],
+        ),
+        (
+            &["--simulate", "--capacity", "inf"],
+            &["--capacity", "'inf'"],
+        ),
+        (&["--simulate", "--clients", "0"], &["--clients", "'0'"]),
+        (&["--simulate", "--clients", "-3"], &["--clients", "'-3'"]),
+        (
+            &["--simulate", "--clients", "1000000000"],
+            &["--clients", "'1000000000'", "1000000"],
+        ),
+        (&["--simulate", "--outage", "soon"], &["--outage", "'soon'"]),
+        (&["--simulate", "--outage", "-1s"], &["--outage", "'-1s'"]),
+        (&["--simulate", "--latency", "1x"], &["--latency", "'1x'"]),
+        (&["--simulate", "--model", "chaos"], &["--model", "'chaos'"]),
+        (&["--simulate", "--dry-run"], &["--simulate", "--dry-run"]),
+        (
+            &["--simulate", "--replay", "dead.jsonl"],
+            &["--simulate", "--replay"],
+        ),
+        (
+            &["--clients", "10", "--", "true"],
+            &["--clients 10", "--simulate"],
+        ),
+        (&["--compare", "--dry-run"], &["--compare", "--simulate"]),
+        (
+            &["--outage", "5s", "--", "true"],
+            &["--outage 5s", "--simulate"],
+        ),
+        (
+            &["--capacity", "3/s", "--", "true"],
+            &["--capacity 3/s", "--simulate"],
+        ),
+        (
+            &["--simulate", "--model", "occ", "--latency", "5ms"],
+            &["--latency 5ms", "--model outage"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = retry().args(*args).output().unwrap();
+        let err = usage_error_of(&out, &format!("{args:?}"));
+        assert!(err.starts_with("retry: "), "{args:?}: {err}");
+        for needle in *needles {
+            assert!(err.contains(needle), "{args:?}: {needle} not in {err}");
+        }
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn simulate_needs_no_command_and_touches_no_quota_store() {
+    let dir = common::temp_dir("simulate-quota");
+    let out = retry()
+        .args(["--simulate", "--clients", "10", "--quota", "shared"])
+        .env("XDG_RUNTIME_DIR", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    // Not even a Redis quota is connected to.
+    let out = retry()
+        .args([
+            "--simulate",
+            "--clients",
+            "10",
+            "--quota",
+            "redis://127.0.0.1:1/q",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_simulation_past_the_clocks_end_says_so_rather_than_stopping_silently() {
+    let out = retry()
+        .args([
+            "--simulate",
+            "--clients",
+            "2",
+            "--latency",
+            "500y",
+            "-n",
+            "2",
+            "--seed",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(text.contains("finished:  no client"), "{text}");
+    assert!(
+        text.contains("past the clock: 2 of 2, whose next try or answer would come after the simulated clock ends"),
+        "{text}"
+    );
+    let out = retry()
+        .args([
+            "--simulate",
+            "--log-format",
+            "json",
+            "--clients",
+            "2",
+            "--latency",
+            "500y",
+        ])
+        .args(["-n", "2", "--seed", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains(r#""past_clock":2"#),
+        "{}",
+        stdout_of(&out)
+    );
+}

@@ -1,0 +1,28 @@
+//! The end-to-end tests of real runs: tries, their processes and signals, timeouts and grace
+//! periods, stdin and output, hooks and CI annotations, the terminal's countdown, `Retry-After`,
+//! the history of flaky commands, dead letters and their replay, the shared quota (against a
+//! real `redis-server`) and the herd. One test program, a module a concern: most of these
+//! tests wait on real processes and timers, for up to a few seconds, and the tests of one
+//! program wait side by side, while `cargo test` runs its test programs one after another.
+//!
+//! A module's tests alone: `cargo test --test run stdio::` (a filter on the test's path).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod ci_lines;
+mod cut;
+mod deadletter;
+mod edges;
+mod flaky;
+mod herd;
+mod hooks_ci;
+mod output;
+mod process;
+mod pushback;
+mod quota_redis;
+mod run;
+mod signals;
+mod stdio;
+mod terminal;
+mod until_output;

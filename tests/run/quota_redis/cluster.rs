@@ -1,0 +1,217 @@
+//! The fleet quota on a Redis Cluster of three nodes (spec 15.3): every run names one node, and
+//! the quotas whose keys hash to another are followed there (`MOVED`, and `ASK` while a slot
+//! migrates), so that every run shares each bucket and none falls back to its own machine.
+//!
+//! The test starts its own three `redis-server`s on free ports and makes them a cluster with
+//! `redis-cli --cluster create`; they are killed when it ends, also when it fails. Without
+//! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
+//! sets it) makes it fail.
+
+use crate::common::redis_server::{Server, cli, free_port};
+use crate::common::{retry, runtime_dir, stderr_of};
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Three nodes that hold every slot between them, killed when dropped (each `Server` is).
+struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let bus = free_port().to_string();
+            let extra = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &bus,
+            ];
+            nodes.push(Server::start(&format!("cluster-{i}"), &extra)?);
+        }
+        let cluster = Cluster { nodes };
+        match cluster.create() {
+            Ok(()) => Some(cluster),
+            Err(why) => {
+                if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
+                    panic!("no Redis Cluster (RETRY_REQUIRE_REDIS=1): {why}");
+                }
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: no Redis Cluster could be made: {why}; set RETRY_REQUIRE_REDIS=1 \
+                     to make this a failure"
+                );
+                None
+            }
+        }
+    }
+
+    fn create(&self) -> Result<(), String> {
+        let addrs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        let ok = |node: &Server| {
+            cli(node.port, &["CLUSTER", "INFO"])
+                .iter()
+                .any(|l| l.trim() == "cluster_state:ok")
+        };
+        if crate::common::wait_until(crate::common::STEP_LIMIT, || self.nodes.iter().all(ok)) {
+            Ok(())
+        } else {
+            Err("the cluster's state never became ok".into())
+        }
+    }
+
+    /// The node that holds `key`'s slot now.
+    fn owner(&self, key: &str) -> &Server {
+        let slot: u16 = cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key])[0]
+            .parse()
+            .unwrap();
+        // CLUSTER NODES: id addr@bus flags master - ping pong epoch state slot-ranges...
+        let table = cli(self.nodes[0].port, &["CLUSTER", "NODES"]);
+        for line in table {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let holds = words.iter().skip(8).any(|range| {
+                let (low, high) = range.split_once('-').unwrap_or((range, range));
+                match (low.parse::<u16>(), high.parse::<u16>()) {
+                    (Ok(low), Ok(high)) => (low..=high).contains(&slot),
+                    _ => false,
+                }
+            });
+            if holds {
+                let port: u16 = words[1]
+                    .split(['@', ','])
+                    .next()
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| p.parse().ok())
+                    .unwrap();
+                return self.nodes.iter().find(|n| n.port == port).unwrap();
+            }
+        }
+        panic!("no node holds slot {slot}");
+    }
+
+    fn keys_on(&self, node: &Server) -> u64 {
+        cli(node.port, &["DBSIZE"])[0].parse().unwrap()
+    }
+}
+
+/// A run that fails, retries once and gives up, against the quota at `url`: its log.
+fn failing_run(url: &str, runtime: &PathBuf) -> String {
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("RETRY_REDIS_PASSWORD")
+        .args(["-v", "-n", "2", "-d", "0", "--quota", url, "--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    stderr_of(&out)
+}
+
+// One test, as making a cluster takes redis-cli two seconds.
+#[test]
+fn quotas_on_a_cluster_are_followed_to_their_node_and_shared() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    quotas_on_any_node_are_shared_through_the_node_named(&cluster);
+    a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(&cluster);
+}
+
+fn quotas_on_any_node_are_shared_through_the_node_named(cluster: &Cluster) {
+    let named = &cluster.nodes[0];
+    let runtime = runtime_dir("cluster-moved");
+    let names = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+    ];
+    for name in names {
+        // No deposits, no refill: each run's retry takes one token of five.
+        let url = format!(
+            "redis://127.0.0.1:{}/{name}:ratio=0,floor=0,cap=5",
+            named.port
+        );
+        for left in ["4.00", "3.00"] {
+            let log = failing_run(&url, &runtime);
+            assert!(!log.contains("warning"), "{name}: {log}");
+            assert!(
+                log.contains(&format!("retry, {left} tokens left")),
+                "{name}, {left} expected: {log}"
+            );
+        }
+    }
+    // Each bucket lives on the node of its slot, and some are on nodes that the runs did not
+    // name.
+    let total: u64 = cluster.nodes.iter().map(|n| cluster.keys_on(n)).sum();
+    assert_eq!(total, names.len() as u64);
+    let elsewhere = names
+        .iter()
+        .filter(|name| cluster.owner(&format!("retry:quota:{name}")).port != named.port)
+        .count();
+    assert!(elsewhere > 0, "every name hashed to the node named");
+    assert!(cluster.keys_on(named) < names.len() as u64);
+}
+
+fn a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(cluster: &Cluster) {
+    let key = "retry:quota:moving";
+    let from = cluster.owner(key);
+    let to = cluster.nodes.iter().find(|n| n.port != from.port).unwrap();
+    let slot = cli(from.port, &["CLUSTER", "KEYSLOT", key])[0].clone();
+    let id = |node: &Server| cli(node.port, &["CLUSTER", "MYID"])[0].clone();
+    let (from_id, to_id) = (id(from), id(to));
+    assert_eq!(
+        cli(
+            to.port,
+            &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]
+        ),
+        ["OK"]
+    );
+    assert_eq!(
+        cli(
+            from.port,
+            &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]
+        ),
+        ["OK"]
+    );
+    // The key is not on the node that still owns the slot: it answers ASK, and the bucket is
+    // made on the node the slot moves to.
+    let runtime = runtime_dir("cluster-ask");
+    let url = format!(
+        "redis://127.0.0.1:{}/moving:ratio=0,floor=0,cap=5",
+        from.port
+    );
+    let before = (cluster.keys_on(from), cluster.keys_on(to));
+    let log = failing_run(&url, &runtime);
+    assert!(!log.contains("warning"), "{log}");
+    assert!(log.contains("retry, 4.00 tokens left"), "{log}");
+    assert_eq!(
+        (cluster.keys_on(from), cluster.keys_on(to)),
+        (before.0, before.1 + 1)
+    );
+    // The migration ends: the slot is the other node's, and the old one answers MOVED.
+    for node in &cluster.nodes {
+        cli(node.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+    let log = failing_run(&url, &runtime);
+    assert!(!log.contains("warning"), "{log}");
+    assert!(log.contains("retry, 3.00 tokens left"), "{log}");
+}
