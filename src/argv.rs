@@ -1,6 +1,7 @@
 //! The options of a command line as words: which words before the command give which option,
-//! so that a dead letter can keep the options of its run as they were given (spec 17), and a
-//! replay can let the options given now override them.
+//! so that a dead letter can keep the options of its run as they were given
+//! (docs/dead-letters.md#dead-letters-and-replay), and a replay can let the options given now
+//! override them.
 //!
 //! The words are read as clap reads them, from the same definition (`cli::command`): a long
 //! option takes its value after `=` or as the next word, a cluster of short options (`-qn3`)

@@ -680,7 +680,8 @@ fn with_text<T: Clone + Send + Sync + 'static>(
     one(m, id).zip(text)
 }
 
-/// The options of flaky commands (spec 18): `--flaky`, `--repeat`, `--history`, `--stats`.
+/// The options of flaky commands (docs/flaky.md#flaky-runs): `--flaky`, `--repeat`, `--history`,
+/// `--stats`.
 #[derive(Debug)]
 pub struct FlakyArgs {
     pub flaky: FlakyMode,
@@ -707,7 +708,8 @@ impl FlakyArgs {
     }
 }
 
-/// The options that mean nothing to `--repeat`, which has no retries to shape (spec 18.3).
+/// The options that mean nothing to `--repeat`, which has no retries to shape
+/// (docs/flaky.md#repeating-a-command).
 const NOT_WITH_REPEAT: [&str; 13] = [
     id::TRIES,
     id::BACKOFF,
@@ -845,7 +847,8 @@ Each row has the runs, the share that succeeded on the first try, that were flak
 }
 
 /// The options that say which tries succeed, which failures are retried and which stop the
-/// run (spec 5 and 7.3), each `None` where not given.
+/// run (docs/classification.md#classification and docs/classification.md#classification-by-output),
+/// each `None` where not given.
 #[derive(Debug)]
 pub struct ClassifyArgs {
     pub retry_on: Option<List>,
@@ -1019,8 +1022,9 @@ fn parse_delays(s: &str) -> Result<DelayList, String> {
         .map(DelayList)
 }
 
-/// The options of `--simulate` (spec 16), each `None` or false where not given: the defaults
-/// are applied, and the options checked against each other, in [`crate::config`].
+/// The options of `--simulate` (docs/simulation.md#simulation), each `None` or false where not
+/// given: the defaults are applied, and the options checked against each other, in
+/// [`crate::config`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SimulateArgs {
     pub simulate: bool,
@@ -1057,7 +1061,7 @@ pub enum ModelKind {
     Occ,
 }
 
-/// The options of `--simulate` (spec 16), in the order `--help` lists them.
+/// The options of `--simulate` (docs/simulation.md#simulation), in the order `--help` lists them.
 fn simulate_options() -> Vec<Arg> {
     let mut options = vec![simulate_flag()];
     options.extend(fleet_options());

@@ -56,15 +56,16 @@ pub struct LogConfig {
 pub enum Mode {
     /// Run the command, and again as the policy says.
     Run,
-    /// `--dry-run`: print the schedule the options give, and run nothing (spec 9).
+    /// `--dry-run`: print the schedule the options give, and run nothing (docs/dry-run.md#dry-run).
     DryRun,
-    /// `--simulate`: simulate a fleet following the policy, and run nothing (spec 16).
+    /// `--simulate`: simulate a fleet following the policy, and run nothing
+    /// (docs/simulation.md#simulation).
     Simulate(Simulation),
-    /// `--replay FILE`: run the pending runs of a dead-letter file again (spec 17); with
-    /// `--dry-run`, list them and run nothing.
+    /// `--replay FILE`: run the pending runs of a dead-letter file again
+    /// (docs/dead-letters.md#dead-letters-and-replay); with `--dry-run`, list them and run nothing.
     Replay { file: PathBuf, dry_run: bool },
-    /// `--stats FILE`: summarise a history file (spec 18.4), counting only the runs of the
-    /// last `since` when given.
+    /// `--stats FILE`: summarise a history file (docs/flaky.md#history-and-statistics), counting
+    /// only the runs of the last `since` when given.
     Stats {
         file: PathBuf,
         since: Option<Duration>,
@@ -83,7 +84,7 @@ pub struct Config {
     /// `--label`: the run's name in the log, the JSON events and the CI output.
     pub label: Option<String>,
     /// `--delay-from-output`: the regex whose first group reads the wait a failed try's output
-    /// asks for (spec 15.2).
+    /// asks for (docs/herd.md#pushback).
     pub delay_from_output: Option<Pattern>,
     /// `--stagger`: the most the first try waits; `None` for 0.
     pub stagger: Option<Duration>,
@@ -91,20 +92,23 @@ pub struct Config {
     pub quota: Option<QuotaSpec>,
     /// What the run does: run the command, print its schedule, simulate a fleet or replay.
     pub mode: Mode,
-    /// `--dead-letter`: where a run that gives up is recorded (spec 17).
+    /// `--dead-letter`: where a run that gives up is recorded
+    /// (docs/dead-letters.md#dead-letters-and-replay).
     pub dead_letter: Option<PathBuf>,
-    /// `--history`: where every run is recorded (spec 18.4).
+    /// `--history`: where every run is recorded (docs/flaky.md#history-and-statistics).
     pub history: Option<PathBuf>,
-    /// `--flaky`: what a run that succeeded after a failed try exits with (spec 18.1).
+    /// `--flaky`: what a run that succeeded after a failed try exits with
+    /// (docs/flaky.md#failing-a-flaky-run).
     pub flaky: Flaky,
-    /// `--repeat`: the command run many times in a row, in place of the retry policy (18.3).
+    /// `--repeat`: the command run many times in a row, in place of the retry policy
+    /// (docs/flaky.md#repeating-a-command).
     pub repeat: Option<RepeatPolicy>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
     pub on_retry: Option<String>,
     pub on_give_up: Option<String>,
     pub command: Vec<OsString>,
-    /// The character set of what the run prints (spec 8.1).
+    /// The character set of what the run prints (docs/log.md#human-format).
     pub charset: Charset,
 }
 
@@ -236,7 +240,7 @@ fn one_line(e: &clap::Error, hint: Option<String>) -> String {
 /// Clap's rendering of the error, or the line written anew when the value in it needs
 /// escaping. A value with a line break in it must not break the one line (nor forge another),
 /// and clap's rendering drops escape sequences from it; nor may it show a Redis password
-/// (spec 19).
+/// (docs/files.md#files-that-outlive-a-run).
 fn rendered(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     if let (Some(ContextValue::String(value)), Some(ContextValue::String(arg))) = (
@@ -511,8 +515,8 @@ fn stagger(
     Ok(stagger.map(|(most, _)| most))
 }
 
-/// `--dead-letter` and `--history` naming one file (spec 19): each would take the other's lines
-/// for damaged ones.
+/// `--dead-letter` and `--history` naming one file (docs/files.md#files-that-outlive-a-run): each
+/// would take the other's lines for damaged ones.
 fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
     let (Some(letters), Some(history)) = (&cli.dead_letter, &cli.flaky.history) else {
         return Ok(());
@@ -527,8 +531,9 @@ fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
     )))
 }
 
-/// `--log-file` naming the file of `--dead-letter` or `--replay` (spec 19): the log's lines
-/// would make every replay of it fail. The same file by another path counts too.
+/// `--log-file` naming the file of `--dead-letter` or `--replay`
+/// (docs/files.md#files-that-outlive-a-run): the log's lines would make every replay of it fail.
+/// The same file by another path counts too.
 fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
     let Some(log) = &cli.log_file else {
         return Ok(());
@@ -571,8 +576,9 @@ fn classifier(args: ClassifyArgs) -> Result<Classifier, UsageError> {
     })
 }
 
-/// Lists that contradict each other or the defaults (spec 5.3): exit 0 is always a success, so
-/// it cannot be retried or stopped on, and a code cannot be both a success and a failure.
+/// Lists that contradict each other or the defaults (docs/classification.md#the-list-grammar): exit
+/// 0 is always a success, so it cannot be retried or stopped on, and a code cannot be both a
+/// success and a failure.
 fn check_lists(
     retry_on: Option<&List>,
     stop_on: &List,
@@ -598,7 +604,7 @@ fn check_lists(
     Ok(())
 }
 
-/// What `--simulate` simulates (spec 16).
+/// What `--simulate` simulates (docs/simulation.md#simulation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Simulation {
     pub scenario: crate::sim::Scenario,

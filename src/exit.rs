@@ -1,4 +1,4 @@
-//! The exit-status contract (spec section 11), in one type.
+//! The exit-status contract (docs/exit-status.md#exit-status), in one type.
 
 use crate::policy::{GiveUp, Outcome, Signal};
 
@@ -72,10 +72,10 @@ impl ExitStatus {
         }
     }
 
-    /// The status of a run that succeeded after failed tries, under `--flaky fail` (spec
-    /// 18.1): what giving up after the last failed one, which ended with `last_failed`, would
-    /// have given; a try that died of SIGINT gives 130 and `retry` does not die of it, since
-    /// nobody interrupted `retry`.
+    /// The status of a run that succeeded after failed tries, under `--flaky fail`
+    /// (docs/flaky.md#failing-a-flaky-run): what giving up after the last failed one, which ended
+    /// with `last_failed`, would have given; a try that died of SIGINT gives 130 and `retry` does
+    /// not die of it, since nobody interrupted `retry`.
     pub fn of_flaky_success(last_failed: Outcome) -> ExitStatus {
         match ExitStatus::of_giving_up(&GiveUp::Tries, last_failed) {
             ExitStatus::Reraise(s) => ExitStatus::KilledBy(s),

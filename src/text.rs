@@ -8,8 +8,8 @@ use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 
-/// The character set of what `retry` prints (spec 8.1): UTF-8, or ASCII only when the locale's
-/// character set is not UTF-8.
+/// The character set of what `retry` prints (docs/log.md#human-format): UTF-8, or ASCII only when
+/// the locale's character set is not UTF-8.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Charset {
     #[default]

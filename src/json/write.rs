@@ -1,5 +1,5 @@
 //! A small writer of JSON objects whose fields keep the order they are written in, which the
-//! log format promises (spec 8.2).
+//! log format promises (docs/json-log.md#the-json-log).
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -85,11 +85,11 @@ impl Obj {
         self
     }
 
-    /// Command words (spec 8.2), losslessly: a word that is valid UTF-8 is a JSON string; a
-    /// word that is not (a file name in another encoding, binary data) is an object
-    /// `{"base64":"..."}` holding its bytes in standard, padded base64 (RFC 4648, section 4).
-    /// A reader tells the two apart by their JSON type, and gets back exactly the bytes that
-    /// were given, never a U+FFFD in their place.
+    /// Command words (docs/json-log.md#the-json-log), losslessly: a word that is valid UTF-8 is a
+    /// JSON string; a word that is not (a file name in another encoding, binary data) is an object
+    /// `{"base64":"..."}` holding its bytes in standard, padded base64 (RFC 4648, section 4). A
+    /// reader tells the two apart by their JSON type, and gets back exactly the bytes that were
+    /// given, never a U+FFFD in their place.
     pub fn words<'a>(mut self, key: &str, words: impl IntoIterator<Item = &'a OsStr>) -> Obj {
         self.key(key);
         self.buf.push('[');

@@ -1,4 +1,5 @@
-//! Waits between tries (spec 4.1): base wait, cap, then jitter over an injected random source.
+//! Waits between tries (docs/policy.md#waits): base wait, cap, then jitter over an injected random
+//! source.
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub struct Wait {
     pub base: Duration,
     pub delay: Duration,
     /// The wait the failed try's output asked for (`--delay-from-output`), if it asked: `delay`
-    /// is then at least this long (spec 15.2).
+    /// is then at least this long (docs/herd.md#pushback).
     pub requested: Option<Duration>,
 }
 

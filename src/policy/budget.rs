@@ -1,5 +1,5 @@
-//! Budget and deadline arithmetic (spec 4.4). Every time is a duration since the run started,
-//! passed in by the caller: nothing here reads a clock.
+//! Budget and deadline arithmetic (docs/policy.md#budget-and-deadline). Every time is a duration
+//! since the run started, passed in by the caller: nothing here reads a clock.
 
 use std::fmt;
 use std::time::Duration;
@@ -64,8 +64,8 @@ pub fn limit_ends_try(limit: Option<Limit>, now: Duration, timeout: Option<Durat
 
 /// Why one more try does not fit: the rule that failed, with its numbers, for the log.
 ///
-/// A retry must pass two rules (spec 4.4), and each is printed with the one sign under which
-/// it fails, so that the message is exactly the comparison that was made:
+/// A retry must pass two rules (docs/policy.md#budget-and-deadline), and each is printed with the
+/// one sign under which it fails, so that the message is exactly the comparison that was made:
 /// - with `--timeout T`, its whole timeout must fit: `used + wait + T <= end`, so it fails on
 ///   `used + wait + T > end` (a timeout that ends at the very end still fits);
 /// - it must start before the end, `used + wait < end`, so it fails on `used + wait ≥ end` (a
@@ -78,7 +78,8 @@ pub struct BudgetExceeded {
     /// start rule.
     pub timeout: Option<Duration>,
     pub limit: Limit,
-    /// The wait is the one the try's output asked for (`--delay-from-output`, spec 15.2).
+    /// The wait is the one the try's output asked for (`--delay-from-output`,
+    /// docs/herd.md#pushback).
     pub requested: bool,
 }
 

@@ -1,4 +1,5 @@
-//! Classification (spec section 5): how an ended try's outcome becomes a verdict.
+//! Classification (docs/classification.md#classification): how an ended try's outcome becomes a
+//! verdict.
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +9,7 @@ use super::budget::LimitSource;
 use super::output::Pattern;
 use super::signal::{Signal, SignalError};
 
-/// How one try ended (spec 5.1).
+/// How one try ended (docs/classification.md#outcomes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The command exited with this status.
@@ -78,7 +79,7 @@ impl fmt::Display for Outcome {
 /// Why a failure got the verdict it did; shown in the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
-    /// The built-in table of spec 5.2 decided.
+    /// The built-in table of docs/classification.md#default-verdicts decided.
     Default,
     /// `--success-on` listed the exit code.
     SuccessOn,
@@ -161,7 +162,7 @@ impl Verdict {
     }
 }
 
-/// One item of a LIST (spec 5.3).
+/// One item of a LIST (docs/classification.md#the-list-grammar).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Item {
     Code(u8),
@@ -298,8 +299,9 @@ fn parse_item(item: &str) -> Result<Item, String> {
     }
 }
 
-/// Whether a try's output matched the output patterns (spec 7.3), and the wait it asked for
-/// (spec 15.2).
+/// Whether a try's output matched the output patterns
+/// (docs/classification.md#classification-by-output), and the wait it asked for
+/// (docs/herd.md#pushback).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OutputMatch {
     pub retry_if: bool,
@@ -310,8 +312,8 @@ pub struct OutputMatch {
     pub requested: Option<Duration>,
 }
 
-/// The classification rules of a run: the defaults of spec 5.2 with the three lists, and the
-/// output patterns of spec 7.3.
+/// The classification rules of a run: the defaults of docs/classification.md#default-verdicts with
+/// the three lists, and the output patterns of docs/classification.md#classification-by-output.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Classifier {
     pub retry_on: Option<List>,
@@ -319,7 +321,8 @@ pub struct Classifier {
     pub success_on: List,
     pub retry_if_output: Option<Pattern>,
     pub stop_if_output: Option<Pattern>,
-    /// `--until-output`: a success by status counts only if the output matched (spec 7.3).
+    /// `--until-output`: a success by status counts only if the output matched
+    /// (docs/classification.md#classification-by-output).
     pub until_output: Option<Pattern>,
 }
 
@@ -431,7 +434,7 @@ mod tests {
     const TERM: Outcome = Outcome::Signal(Signal::TERM);
 
     #[test]
-    fn default_table_of_spec_5_2() {
+    fn the_default_verdicts_are_those_of_the_reference() {
         let c = Classifier::default();
         let rows = [
             (Outcome::Exit(0), "success"),

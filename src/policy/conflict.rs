@@ -1,5 +1,5 @@
-//! Options that defeat each other (spec 9): each accepted on its own, together they make one of
-//! them do nothing, or make retrying impossible. The dry run warns about them.
+//! Options that defeat each other (docs/dry-run.md#dry-run): each accepted on its own, together
+//! they make one of them do nothing, or make retrying impossible. The dry run warns about them.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! Classification by output (spec 7.3): a pattern, and a matcher that finds it in a stream of
-//! bytes as it arrives, line by line, with bounded memory.
+//! Classification by output (docs/classification.md#classification-by-output): a pattern, and a
+//! matcher that finds it in a stream of bytes as it arrives, line by line, with bounded memory.
 
 use std::fmt;
 use std::ops::Range;

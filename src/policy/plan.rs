@@ -1,6 +1,7 @@
-//! The plan of a run that `--dry-run` shows (spec 9): the schedule the policy gives when every
-//! try fails and takes its whole timeout (or no time), computed by the same [`Schedule`] calls
-//! as a real run, with the random source passed in. Pure: rendering it is the report's job.
+//! The plan of a run that `--dry-run` shows (docs/dry-run.md#dry-run): the schedule the policy
+//! gives when every try fails and takes its whole timeout (or no time), computed by the same
+//! [`Schedule`] calls as a real run, with the random source passed in. Pure: rendering it is the
+//! report's job.
 
 use std::time::Duration;
 

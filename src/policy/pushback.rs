@@ -1,5 +1,5 @@
-//! Pushback (spec 15.2): the wait a command's output asks for (`Retry-After: 30`, `retry in
-//! 2m`), read from the first capture group of `--delay-from-output`, and how it bends the
+//! Pushback (docs/herd.md#pushback): the wait a command's output asks for (`Retry-After: 30`,
+//! `retry in 2m`), read from the first capture group of `--delay-from-output`, and how it bends the
 //! policy's own wait.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! The shared retry quota (spec 15.3) as arithmetic: the `--quota` value, and a token bucket
-//! that first tries fill and retries drain. Time is passed in as milliseconds since the Unix
-//! epoch, because the bucket is shared by runs in different processes (or on different
+//! The shared retry quota (docs/herd.md#shared-retry-quota) as arithmetic: the `--quota` value, and
+//! a token bucket that first tries fill and retries drain. Time is passed in as milliseconds since
+//! the Unix epoch, because the bucket is shared by runs in different processes (or on different
 //! machines) and only the wall clock means the same thing to all of them; nothing here reads it.
 //!
 //! A bucket is stored as one fixed-size record, so that a store can replace it with a single

@@ -1,6 +1,7 @@
-//! `--repeat N` (spec 18.3): the command run N times in a row to reproduce a flake, and
-//! `--flaky` (18.1): what a run that succeeded only after a failed try exits with. Pure: the
-//! runner hands in each try's verdict, and whether the next try still fits in the budget.
+//! `--repeat N` (docs/flaky.md#repeating-a-command): the command run N times in a row to reproduce
+//! a flake, and `--flaky` (docs/flaky.md#failing-a-flaky-run): what a run that succeeded only after
+//! a failed try exits with. Pure: the runner hands in each try's verdict, and whether the next try
+//! still fits in the budget.
 
 use std::time::Duration;
 

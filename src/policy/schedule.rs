@@ -1,5 +1,6 @@
-//! The decision after each try (spec 4): retry after a wait, or finish. The dry run and the real
-//! run drive this same state machine, so with the same seed they choose the same waits.
+//! The decision after each try (docs/policy.md#the-policy): retry after a wait, or finish. The dry
+//! run and the real run drive this same state machine, so with the same seed they choose the same
+//! waits.
 
 use std::time::Duration;
 
@@ -25,14 +26,15 @@ pub struct Policy {
 
 impl Policy {
     /// How long a hook starting at `now` may run: as long as a try starting then, so that a
-    /// hook never outlives the budget (spec 8.3).
+    /// hook never outlives the budget (docs/log.md#hooks).
     pub fn hook_limit(&self, now: Duration) -> Option<Duration> {
         budget::try_limit(self.limit, now, self.timeout)
     }
 
     /// True when what a try that ended with `outcome` left running is stopped before anything
-    /// else happens (spec 6.3): after a failure by its status, since a success never has
-    /// anything killed. Its output is not all in yet, so the output patterns cannot decide.
+    /// else happens (docs/processes.md#leftover-processes): after a failure by its status, since a
+    /// success never has anything killed. Its output is not all in yet, so the output patterns
+    /// cannot decide.
     pub fn stops_leftovers(&self, outcome: Outcome) -> bool {
         !self.classifier.succeeds_by_status(outcome)
     }
@@ -51,7 +53,8 @@ pub enum GiveUp {
     Interrupted,
     /// Standard input could not be kept for another try (no temporary file, memory cap).
     Input,
-    /// The retry quota shared with other runs had no token for this retry (spec 15.3).
+    /// The retry quota shared with other runs had no token for this retry
+    /// (docs/herd.md#shared-retry-quota).
     Quota(QuotaRefusal),
 }
 
@@ -100,16 +103,17 @@ pub enum Decision {
     Retry(Wait),
     Succeed,
     GiveUp(GiveUp),
-    /// `--repeat` ends after this try (spec 18.3); a `Retry` there is the next try of it.
+    /// `--repeat` ends after this try (docs/flaky.md#repeating-a-command); a `Retry` there is the
+    /// next try of it.
     Stop(RepeatEnd),
 }
 
 impl Decision {
-    /// The decision once what the run found around it is known (spec 7.1, 15.3): a retry whose
-    /// input cannot be given again gives up (`Input`), before any quota token is taken for it;
-    /// then a retry that the shared quota refuses (`take_token` answers the refusal) gives up
-    /// (`Quota`). `take_token` is called only for a retry that would otherwise go ahead, and
-    /// other decisions stand as they are.
+    /// The decision once what the run found around it is known (docs/stdin.md#standard-input,
+    /// docs/herd.md#shared-retry-quota): a retry whose input cannot be given again gives up
+    /// (`Input`), before any quota token is taken for it; then a retry that the shared quota
+    /// refuses (`take_token` answers the refusal) gives up (`Quota`). `take_token` is called only
+    /// for a retry that would otherwise go ahead, and other decisions stand as they are.
     pub fn confirmed(
         self,
         input_kept: bool,
@@ -212,11 +216,11 @@ impl<'p> Schedule<'p> {
         self.after_transient_failure_asked(now, None, rng)
     }
 
-    /// `after_transient_failure` for a try whose output asked for a wait (`requested`, spec
-    /// 15.2): the wait is then at least that long, jitter and `--max-delay` notwithstanding,
-    /// and when that wait does not fit in the budget the run gives up at once, naming the
-    /// request. The policy's own wait, not the request, is what decorrelated jitter grows
-    /// from next: the other side's pushback bends one wait, not the backoff.
+    /// `after_transient_failure` for a try whose output asked for a wait (`requested`,
+    /// docs/herd.md#pushback): the wait is then at least that long, jitter and `--max-delay`
+    /// notwithstanding, and when that wait does not fit in the budget the run gives up at once,
+    /// naming the request. The policy's own wait, not the request, is what decorrelated jitter
+    /// grows from next: the other side's pushback bends one wait, not the backoff.
     pub fn after_transient_failure_asked<R: Rng + ?Sized>(
         &mut self,
         now: Duration,

@@ -1,5 +1,5 @@
-//! The worst case of a whole run (spec 9): how long it lasts when every try fails and takes its
-//! whole timeout, and every wait is the longest that the jitter can draw.
+//! The worst case of a whole run (docs/dry-run.md#dry-run): how long it lasts when every try fails
+//! and takes its whole timeout, and every wait is the longest that the jitter can draw.
 
 use std::time::Duration;
 
@@ -53,7 +53,8 @@ impl WorstCase {
 
 /// The worst case of `policy`, after a first wait of at most `stagger` (`--stagger`, which
 /// counts against the budget as any wait does). Time spent past a try's timeout (its kill grace
-/// period) and in hooks is not counted: the spec's assumption is that a try takes its timeout.
+/// period) and in hooks is not counted: the reference assumes a try takes its timeout
+/// (docs/dry-run.md#worst-case).
 pub fn worst_case(policy: &Policy, stagger: Duration) -> WorstCase {
     // No wait follows the last try.
     let waits = policy

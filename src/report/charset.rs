@@ -1,6 +1,6 @@
-//! The character set of what `retry` prints (spec 8.1): UTF-8, or ASCII only when the locale's
-//! character set is not UTF-8 ([`Charset`], chosen once in `config` from the locale). The
-//! conversions are pure and take the choice as an argument.
+//! The character set of what `retry` prints (docs/log.md#human-format): UTF-8, or ASCII only when
+//! the locale's character set is not UTF-8 ([`Charset`], chosen once in `config` from the locale).
+//! The conversions are pure and take the choice as an argument.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};

@@ -1,7 +1,7 @@
-//! What CI systems read (spec 8.4): GitHub Actions' annotations, groups and job summary, and
-//! GitLab's collapsible sections. Three sinks of the run's events: the tally of its tries
-//! (which announces the end of a run that retried or gave up, once), the job summary, and the
-//! markers written to standard error.
+//! What CI systems read (docs/log.md#terminals-ci-and-nesting): GitHub Actions' annotations, groups
+//! and job summary, and GitLab's collapsible sections. Three sinks of the run's events: the tally
+//! of its tries (which announces the end of a run that retried or gave up, once), the job summary,
+//! and the markers written to standard error.
 
 use std::io::Write;
 use std::time::SystemTime;
@@ -164,11 +164,11 @@ fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
-/// The step outputs of GitHub Actions (spec 18.2): every run appends `tries`, `exit_code` (its
-/// own exit status), `flaky`, `outcome` (`success`, `gave_up`, `interrupted`) and `reason` (why
-/// it gave up; empty after a success) to `GITHUB_OUTPUT`, as `name=value` lines in one write, so
-/// that a later step reads `steps.ID.outputs.tries`. A second run in the same step writes its
-/// own, which GitHub keeps, as it keeps the last value of a name.
+/// The step outputs of GitHub Actions (docs/ci.md#step-outputs): every run appends `tries`,
+/// `exit_code` (its own exit status), `flaky`, `outcome` (`success`, `gave_up`, `interrupted`) and
+/// `reason` (why it gave up; empty after a success) to `GITHUB_OUTPUT`, as `name=value` lines in
+/// one write, so that a later step reads `steps.ID.outputs.tries`. A second run in the same step
+/// writes its own, which GitHub keeps, as it keeps the last value of a name.
 #[derive(Default)]
 pub struct StepOutputs;
 

@@ -1,6 +1,6 @@
-//! `--dry-run` (spec 9) for people and for programs: the plan that `policy::plan` computes
-//! from the options, rendered as a table or as JSON lines. Nothing here decides: every figure
-//! shown comes from the plan or the configuration.
+//! `--dry-run` (docs/dry-run.md#dry-run) for people and for programs: the plan that `policy::plan`
+//! computes from the options, rendered as a table or as JSON lines. Nothing here decides: every
+//! figure shown comes from the plan or the configuration.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -37,8 +37,8 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
     }
 }
 
-/// The wait after try `k` as the policy computes it (spec 4.1), with this run's numbers:
-/// `U[0, d], d = min(1s × 2^(k−1), 1m) (full jitter: uniform from 0 to d)`.
+/// The wait after try `k` as the policy computes it (docs/policy.md#waits), with this run's
+/// numbers: `U[0, d], d = min(1s × 2^(k−1), 1m) (full jitter: uniform from 0 to d)`.
 pub fn formula(waits: &WaitPolicy) -> String {
     let (delay, cap) = (hms(waits.delay), hms(waits.max_delay));
     if waits.jitter == Jitter::Decorrelated {
@@ -337,8 +337,9 @@ fn repeat_end(repeat: RepeatPolicy, policy: &Policy, worst: &WorstCase) -> Obj {
         .opt_num("worst_case_waits_ms", worst.waits(policy).map(millis))
 }
 
-/// The dry run of `--repeat` (spec 18.3): the tries in a row, and how long they can take, as
-/// long as a run of the same tries, timeout and limits with a constant wait of the delay.
+/// The dry run of `--repeat` (docs/flaky.md#repeating-a-command): the tries in a row, and how long
+/// they can take, as long as a run of the same tries, timeout and limits with a constant wait of
+/// the delay.
 fn print_repeat(
     config: &Config,
     seed: u64,
@@ -647,7 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn each_jitter_has_the_formula_of_spec_4_1_with_the_run_s_numbers() {
+    fn each_jitter_has_the_formula_of_the_policy_page_with_the_run_s_numbers() {
         let exp = || Backoff::Exponential { factor: 2.0 };
         assert_eq!(
             formula(&wait_policy(exp(), 2, 60, Jitter::None)),

@@ -72,7 +72,7 @@ pub struct RunFacts {
     pub verbose: bool,
     /// Write ASCII only (a locale whose character set is not UTF-8).
     pub ascii: bool,
-    /// The CI around the run (spec 8.4): what it reads besides the log.
+    /// The CI around the run (docs/log.md#terminals-ci-and-nesting): what it reads besides the log.
     pub ci: Ci,
     /// The log goes to standard error (no `--log-file`), where the CI reads its markers too.
     pub on_stderr: bool,

@@ -1,6 +1,7 @@
-//! The `--history` file as a sink of the run's events (spec 18.4): the outcome of every try,
-//! then one line for the run when it ends, whatever its end, appended whole under the file's
-//! lock (`store::deadletter::append`, which follows spec 19). `retry --stats` reads it back.
+//! The `--history` file as a sink of the run's events (docs/flaky.md#history-and-statistics): the
+//! outcome of every try, then one line for the run when it ends, whatever its end, appended whole
+//! under the file's lock (`store::deadletter::append`, which follows
+//! docs/files.md#files-that-outlive-a-run). `retry --stats` reads it back.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

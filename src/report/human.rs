@@ -1,6 +1,6 @@
-//! The human log (spec 8.1): one line per event that a person needs, `retry: ` first, to
-//! standard error or `--log-file`. Each event becomes a line (or none) by a pure function of
-//! the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
+//! The human log (docs/log.md#human-format): one line per event that a person needs, `retry: `
+//! first, to standard error or `--log-file`. Each event becomes a line (or none) by a pure function
+//! of the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -1,6 +1,6 @@
-//! The JSON log (spec 8.2): one JSON object per event, whatever `-q` and `-v` say, each with
-//! `event`, `ts`, `run_id` and the run's `label`. Each event becomes an object (or none) by a
-//! pure function of the event and the run's facts.
+//! The JSON log (docs/json-log.md#the-json-log): one JSON object per event, whatever `-q` and `-v`
+//! say, each with `event`, `ts`, `run_id` and the run's `label`. Each event becomes an object (or
+//! none) by a pure function of the event and the run's facts.
 
 use std::ffi::OsString;
 use std::io::Write;

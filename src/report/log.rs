@@ -1,8 +1,8 @@
-//! The schedule log (spec 8.1, 8.2) and what CI reads (spec 8.4), as one reporter: the runner
-//! hands it [`Event`]s, and it fans each one out to its sinks, in order: the tally of the tries,
-//! the job summary, the CI markers, then the log itself (human or JSON lines, to standard error
-//! or `--log-file`). Writing never fails the run: a closed stderr loses the log, not the
-//! command's result.
+//! The schedule log (docs/log.md#human-format, docs/json-log.md#the-json-log) and what CI reads
+//! (docs/log.md#terminals-ci-and-nesting), as one reporter: the runner hands it [`Event`]s, and it
+//! fans each one out to its sinks, in order: the tally of the tries, the job summary, the CI
+//! markers, then the log itself (human or JSON lines, to standard error or `--log-file`). Writing
+//! never fails the run: a closed stderr loses the log, not the command's result.
 
 use std::io::Write;
 

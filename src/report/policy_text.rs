@@ -126,7 +126,8 @@ pub fn policy_json(config: &Config, seed: u64) -> json::Obj {
         .opt_num("timeout_ms", p.timeout.map(millis))
         .str("backoff", backoff)
         .str("jitter", p.waits.jitter.name())
-        // A u64 may exceed 2^53, past which many JSON readers round numbers (spec 8.2).
+        // A u64 may exceed 2^53, past which many JSON readers round numbers
+        // (docs/json-log.md#the-json-log).
         .str("seed", &seed.to_string())
         .num("delay_ms", millis(p.waits.delay))
         .num("max_delay_ms", millis(p.waits.max_delay));

@@ -1,5 +1,6 @@
-//! What `--replay` prints (spec 17): a line before and after each run it replays and a
-//! summary at the end, in the log; with `--dry-run`, the list of pending runs on stdout.
+//! What `--replay` prints (docs/dead-letters.md#dead-letters-and-replay): a line before and after
+//! each run it replays and a summary at the end, in the log; with `--dry-run`, the list of pending
+//! runs on stdout.
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -1,7 +1,7 @@
-//! `--simulate` (spec 16) for people and for programs: the figures of a simulation, a chart of
-//! tries per second sized to the terminal, the `--compare` table, or all of it as JSON lines.
-//! The chart is plain text (full blocks, or `#` where the output is ASCII only) with no colour,
-//! so that it reads the same in a terminal, a CI log and under `NO_COLOR`.
+//! `--simulate` (docs/simulation.md#simulation) for people and for programs: the figures of a
+//! simulation, a chart of tries per second sized to the terminal, the `--compare` table, or all of
+//! it as JSON lines. The chart is plain text (full blocks, or `#` where the output is ASCII only)
+//! with no colour, so that it reads the same in a terminal, a CI log and under `NO_COLOR`.
 
 use std::io::{self, Write};
 use std::time::Duration;

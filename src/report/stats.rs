@@ -1,5 +1,5 @@
-//! `retry --stats FILE` (spec 18.4): what a history file says about each step a team runs
-//! under `retry`, flakiest first, so that they see at a glance which steps to fix.
+//! `retry --stats FILE` (docs/flaky.md#history-and-statistics): what a history file says about each
+//! step a team runs under `retry`, flakiest first, so that they see at a glance which steps to fix.
 //!
 //! One row per label, and one per command line for the runs that had no `--label`: its runs,
 //! the share that succeeded on the first try, the share that was flaky (succeeded after a

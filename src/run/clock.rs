@@ -1,6 +1,7 @@
-//! The clock of a run. The budget and `--deadline` are wall-clock limits (spec 6.4): on Linux
-//! they keep counting while the machine is suspended (`CLOCK_BOOTTIME`), while a change of the
-//! time of day moves nothing. Elsewhere the monotonic clock serves.
+//! The clock of a run. The budget and `--deadline` are wall-clock limits
+//! (docs/processes.md#signals-received-by-retry): on Linux they keep counting while the machine is
+//! suspended (`CLOCK_BOOTTIME`), while a change of the time of day moves nothing. Elsewhere the
+//! monotonic clock serves.
 
 use std::time::{Duration, SystemTime};
 

@@ -1,6 +1,6 @@
-//! Does a try want input (spec 7.1)? `retry` reads its standard input for a try only when some
-//! process of the try waits on the pipe `retry` feeds it, so that a try that never reads leaves
-//! every byte to whoever reads after `retry`.
+//! Does a try want input (docs/stdin.md#standard-input)? `retry` reads its standard input for a try
+//! only when some process of the try waits on the pipe `retry` feeds it, so that a try that never
+//! reads leaves every byte to whoever reads after `retry`.
 //!
 //! Linux shows where each task sleeps: `/proc/PID/task/TID/syscall` holds the system call and
 //! its arguments, `/proc/PID/fd/N` what a descriptor is, `/proc/PID/mem` the arrays `poll` and

@@ -1,15 +1,17 @@
-//! The signal dispositions a command starts with (spec 6.4): those ignored when `retry` started
-//! stay ignored, every other signal is at its default. `signals` records them at start-up;
-//! `process`, `spawn` and the forwarder of late output in `stdio` apply them in each child.
+//! The signal dispositions a command starts with (docs/processes.md#signals-received-by-retry):
+//! those ignored when `retry` started stay ignored, every other signal is at its default. `signals`
+//! records them at start-up; `process`, `spawn` and the forwarder of late output in `stdio` apply
+//! them in each child.
 
 use nix::libc;
 
 use crate::policy::Signal;
 use crate::run::rawsig;
 
-/// The set of signals ignored when `retry` started, and so in every command it starts (spec
-/// 6.4): `nohup` ignores SIGHUP, a non-interactive shell starts background jobs with SIGINT and
-/// SIGQUIT ignored. Every other signal starts at its default.
+/// The set of signals ignored when `retry` started, and so in every command it starts
+/// (docs/processes.md#signals-received-by-retry): `nohup` ignores SIGHUP, a non-interactive shell
+/// starts background jobs with SIGINT and SIGQUIT ignored. Every other signal starts at its
+/// default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dispositions {
     /// Bit `n` set: signal `n` is ignored.

@@ -109,8 +109,9 @@ fn quota_now(spec: &QuotaSpec) -> Result<dryrun::QuotaNow, String> {
     }
 }
 
-/// `retry --stats FILE` (spec 18.4): summarises a history file on standard output; a file
-/// that cannot be read is one line and 125, a damaged line is counted and named.
+/// `retry --stats FILE` (docs/flaky.md#history-and-statistics): summarises a history file on
+/// standard output; a file that cannot be read is one line and 125, a damaged line is counted and
+/// named.
 fn stats(
     config: &Config,
     file: &std::path::Path,
@@ -143,8 +144,8 @@ fn stats(
     }
 }
 
-/// `--simulate` (spec 16): runs the simulation and prints it; runs nothing else, and touches no
-/// quota store (the simulated clients share a bucket of their own).
+/// `--simulate` (docs/simulation.md#simulation): runs the simulation and prints it; runs nothing
+/// else, and touches no quota store (the simulated clients share a bucket of their own).
 fn simulate(config: &Config, sim: &config::Simulation, seed: u64) -> ExitStatus {
     use crate::report::simulate::{Results, print};
     let json = config.log.format == crate::config::LogFormat::Json;
@@ -232,8 +233,8 @@ fn real_run(
 }
 
 /// The log, with the `--history` sink added: the file is opened now, so that a file that
-/// cannot be written, or that retry must not trust (spec 19), is an error (logged, 125) before
-/// the command runs.
+/// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
+/// error (logged, 125) before the command runs.
 fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
     if let Err(e) = deadletter::prepare_for(path, "run") {
         log.emit(Event::Error(Failure::History {

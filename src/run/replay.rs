@@ -1,6 +1,6 @@
-//! `retry --replay FILE` (spec 17): runs again, one after another, the runs of a dead-letter
-//! file that are still pending, each through the same runner as any run, and appends to the
-//! file what became of each.
+//! `retry --replay FILE` (docs/dead-letters.md#dead-letters-and-replay): runs again, one after
+//! another, the runs of a dead-letter file that are still pending, each through the same runner as
+//! any run, and appends to the file what became of each.
 //!
 //! The file is held first, then read once: a second replay of it meanwhile ends at once, and
 //! a run that gives up while the replay goes on is appended after the lines read, and waits

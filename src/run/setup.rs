@@ -86,8 +86,8 @@ pub(crate) fn budget_end(config: &Config, start: Moment) -> Option<std::time::In
 }
 
 /// Opens the store of `--quota`; when it cannot be used, warns and returns `None`: the run's
-/// own limits still apply (spec 15.3). A Redis quota that cannot be reached is kept on this
-/// machine instead.
+/// own limits still apply (docs/herd.md#shared-retry-quota). A Redis quota that cannot be reached
+/// is kept on this machine instead.
 fn open_quota(
     spec: &QuotaSpec,
     until: Option<std::time::Instant>,

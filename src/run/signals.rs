@@ -20,8 +20,9 @@ use crate::run::clock::{CLOCK, Moment};
 use crate::run::dispositions::Dispositions;
 use crate::run::rawsig;
 
-/// Signals forwarded to the try's group while the run goes on (spec 6.4): daemons and `dd`
-/// take them as requests, not as an end.
+/// Signals forwarded to the try's group while the run goes on
+/// (docs/processes.md#signals-received-by-retry): daemons and `dd` take them as requests, not as an
+/// end.
 pub const FORWARDED: [Signal; 2] = [Signal::USR1, Signal::USR2];
 
 /// Signals whose default action ends a process, apart from the forwarded ones and SIGKILL: each
@@ -458,7 +459,8 @@ fn poll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) {
 }
 
 /// Ends this process with `signal`, as if it had not been caught: the parent sees a signal
-/// death (spec 6.4, 11). Returns only if the signal did not end the process.
+/// death (docs/processes.md#signals-received-by-retry, docs/exit-status.md#exit-status). Returns
+/// only if the signal did not end the process.
 pub fn die_by(signal: Signal) {
     let n = signal.number();
     // A re-raised SIGQUIT would otherwise leave a core file of retry, which is not what failed.

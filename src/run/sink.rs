@@ -1,6 +1,6 @@
 //! Descriptors, as the plumbing of the tries uses them: what kind a descriptor is, pipes and
 //! reads and writes that never wait, and `Sink`, where `retry` writes a try's output without
-//! ever blocking on a slow reader (spec 7.2).
+//! ever blocking on a slow reader (docs/output.md#holding-standard-output).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -86,10 +86,11 @@ pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Where `retry` writes a try's output: its own standard output or error. A write never blocks,
-/// so that a slow reader cannot delay a timeout, the budget or a signal (spec 7.2): on Linux the
-/// descriptor is opened again, as a private description that can be made nonblocking without
-/// touching the one `retry` shares with other processes; where that fails, only what poll
-/// promises to take (`PIPE_BUF` bytes) is written at a time.
+/// so that a slow reader cannot delay a timeout, the budget or a signal
+/// (docs/output.md#holding-standard-output): on Linux the descriptor is opened again, as a private
+/// description that can be made nonblocking without touching the one `retry` shares with other
+/// processes; where that fails, only what poll promises to take (`PIPE_BUF` bytes) is written at a
+/// time.
 #[derive(Debug)]
 pub(super) struct Sink {
     own: Own,

@@ -1,9 +1,9 @@
-//! `--simulate` (spec 16): many clients following one policy against a modelled dependency, on
-//! a virtual clock. Each client is a [`Schedule`] over the run's [`Policy`], drawing its waits
-//! through the same calls a real run makes (`stagger`, `start_try`, the decision after a
-//! failure, the quota's `deposit` and `take`), with time passed in as numbers. Nothing here
-//! sleeps, spawns or reads a clock: one event queue over the clients (a binary heap of the time
-//! of each client's next event) moves the clock from one event to the next.
+//! `--simulate` (docs/simulation.md#simulation): many clients following one policy against a
+//! modelled dependency, on a virtual clock. Each client is a [`Schedule`] over the run's
+//! [`Policy`], drawing its waits through the same calls a real run makes (`stagger`, `start_try`,
+//! the decision after a failure, the quota's `deposit` and `take`), with time passed in as numbers.
+//! Nothing here sleeps, spawns or reads a clock: one event queue over the clients (a binary heap of
+//! the time of each client's next event) moves the clock from one event to the next.
 //!
 //! The same policy, scenario and seed give the same figures. Memory grows with the clients, not
 //! with the simulated time: each client has one pending event, and the tries per interval are

@@ -1,9 +1,9 @@
-//! Model `occ` (spec 16): the optimistic-concurrency contention of the AWS Architecture Blog's
-//! "Exponential Backoff And Jitter" (2015) and the simulator published with it. Every client
-//! updates one shared record: a try reads the record, then writes it back, and the write
-//! succeeds only if no other write landed since that client's read (a conditional write on a
-//! version). Each of the four network hops (read request, read reply, write request, write
-//! reply) takes |Normal(10 ms, 2 ms)|.
+//! Model `occ` (docs/simulation.md#simulation): the optimistic-concurrency contention of the AWS
+//! Architecture Blog's "Exponential Backoff And Jitter" (2015) and the simulator published with it.
+//! Every client updates one shared record: a try reads the record, then writes it back, and the
+//! write succeeds only if no other write landed since that client's read (a conditional write on a
+//! version). Each of the four network hops (read request, read reply, write request, write reply)
+//! takes |Normal(10 ms, 2 ms)|.
 //!
 //! Only two moments need the shared record: the read, which sees the writes that landed before
 //! it, and the write. So the read is not an event of its own: a write succeeds when the last

@@ -1,6 +1,6 @@
-//! Model `outage` (spec 16): the dependency fails every try until the outage is over, then
-//! serves at most its capacity, as a rate limiter would: a try above it fails at once as
-//! overload. Every try takes the same latency; the dependency decides when the try reaches it,
+//! Model `outage` (docs/simulation.md#simulation): the dependency fails every try until the outage
+//! is over, then serves at most its capacity, as a rate limiter would: a try above it fails at once
+//! as overload. Every try takes the same latency; the dependency decides when the try reaches it,
 //! at the try's start, and the client learns the result when the try ends.
 
 use std::time::Duration;

@@ -1,9 +1,10 @@
-//! The dead-letter file (spec 17): one JSON line per run that gave up, and the lines a replay
-//! appends after them. The file is only ever appended to, each line in one write(2) under an
-//! exclusive `flock`, so that runs giving up together never mix their lines, and a process
-//! killed at any moment leaves every line before its own whole. A write cut short is cut back
-//! to the length the file had, under the same lock. The file is opened by the rules of spec 19
-//! (`store::open_record_file`): the file decides what a replay runs, often as root.
+//! The dead-letter file (docs/dead-letters.md#dead-letters-and-replay): one JSON line per run that
+//! gave up, and the lines a replay appends after them. The file is only ever appended to, each line
+//! in one write(2) under an exclusive `flock`, so that runs giving up together never mix their
+//! lines, and a process killed at any moment leaves every line before its own whole. A write cut
+//! short is cut back to the length the file had, under the same lock. The file is opened by the
+//! rules of docs/files.md#files-that-outlive-a-run (`store::open::open_record_file`): the file
+//! decides what a replay runs, often as root.
 //!
 //! The lines, each a JSON object:
 //!
@@ -33,9 +34,9 @@ use crate::json::{self, Obj, Value};
 use crate::store::lines::{self, Lines};
 use crate::store::open::{Access, open_record_file};
 
-/// The longest an append or a read waits for the lock (spec 19: a few seconds at most; a run
-/// waits less when its budget has less left). Others hold it for the time of one write; a
-/// longer hold means a stopped process, which must not hang a run.
+/// The longest an append or a read waits for the lock (docs/files.md#files-that-outlive-a-run: a
+/// few seconds at most; a run waits less when its budget has less left). Others hold it for the
+/// time of one write; a longer hold means a stopped process, which must not hang a run.
 pub const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// The least a run whose budget is spent waits for the lock all the same: the time of a few
@@ -659,7 +660,8 @@ pub fn lock_wait(left: Option<Duration>) -> Duration {
 
 /// Opens the file as a run that may append to it would, creating it (0600) and its directory
 /// (0700) if they are missing, so that a path that cannot be written, or a file `retry` must
-/// not trust (spec 19), is found when the run starts, not when it gives up.
+/// not trust (docs/files.md#files-that-outlive-a-run), is found when the run starts, not when it
+/// gives up.
 pub fn prepare(path: &Path) -> io::Result<()> {
     prepare_for(path, "dead_letter")
 }
@@ -745,7 +747,7 @@ pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
 }
 
 /// Why a replay cannot take the file: another replay holds it, `retry` must not trust it
-/// (spec 19), or it cannot be appended to.
+/// (docs/files.md#files-that-outlive-a-run), or it cannot be appended to.
 #[derive(Debug)]
 pub enum Hold {
     Busy,

@@ -1,5 +1,5 @@
-//! The local quota store (spec 15.3): one file per quota, shared by every run of one user on
-//! this machine, holding the bucket that `policy::quota` computes with.
+//! The local quota store (docs/herd.md#shared-retry-quota): one file per quota, shared by every run
+//! of one user on this machine, holding the bucket that `policy::quota` computes with.
 //!
 //! Each operation opens the file, locks it with `flock`, reads the record, writes the new one
 //! with a single `pwrite` at offset 0 and closes the file. So:
@@ -14,9 +14,10 @@
 //! `/tmp/retry-UID/`, mode 0700; one that a symbolic link stands in for, that another user owns
 //! or that others may enter is refused, and so is one whose way there another user could change
 //! (`store::open::open_way`), so no other user can read, replace or hold a quota. The
-//! file follows the rules of every file that outlives a run (spec 19): 0600 whatever the umask,
-//! never a symbolic link, a regular file (a FIFO is refused at once, never waited on), owned by
-//! the effective user and writable by nobody else; a store that breaks them is not used.
+//! file follows the rules of every file that outlives a run
+//! (docs/files.md#files-that-outlive-a-run): 0600 whatever the umask, never a symbolic link, a
+//! regular file (a FIFO is refused at once, never waited on), owned by the effective user and
+//! writable by nobody else; a store that breaks them is not used.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -380,9 +381,10 @@ impl LocalStore {
 
     /// Opens the quota's file in the checked directory (relative to it, so that the directory
     /// cannot be swapped in between), creating it with mode 0600 (whatever the umask) when
-    /// `create` is set, and checks it (spec 19): a regular file, never opened through a
-    /// symbolic link nor blocked on (a FIFO is refused at once), owned by the effective user and
-    /// writable by nobody else. `None` when it does not exist and `create` is not set.
+    /// `create` is set, and checks it (docs/files.md#files-that-outlive-a-run): a regular file,
+    /// never opened through a symbolic link nor blocked on (a FIFO is refused at once), owned by
+    /// the effective user and writable by nobody else. `None` when it does not exist and `create`
+    /// is not set.
     fn open_file(&self, dir: &File, create: bool) -> Result<Option<File>, StoreError> {
         let file = match self.open_at(dir, create) {
             Ok(file) => file,

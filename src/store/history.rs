@@ -1,8 +1,8 @@
-//! The history file (spec 18.4): one JSON line for every run of `retry`, whatever its end, which
-//! `retry --stats` reads back to show which commands flake. The lines are appended as dead
-//! letters are (`deadletter::append`: one write under an exclusive lock, a write cut short cut
-//! back) to a file opened by the rules of spec 19; this module holds the line's format, its
-//! writer and its reader.
+//! The history file (docs/flaky.md#history-and-statistics): one JSON line for every run of `retry`,
+//! whatever its end, which `retry --stats` reads back to show which commands flake. The lines are
+//! appended as dead letters are (`deadletter::append`: one write under an exclusive lock, a write
+//! cut short cut back) to a file opened by the rules of docs/files.md#files-that-outlive-a-run;
+//! this module holds the line's format, its writer and its reader.
 //!
 //! A line, its fields in this order:
 //!
@@ -142,8 +142,8 @@ fn outcomes_json(outcomes: &[Outcome]) -> String {
     format!("[{}]", objects.join(","))
 }
 
-/// One try's outcome as the JSON log's `outcome` field writes it (spec 8.2), and the history's
-/// `try_outcomes`: the log writes it with this too.
+/// One try's outcome as the JSON log's `outcome` field writes it (docs/json-log.md#the-json-log),
+/// and the history's `try_outcomes`: the log writes it with this too.
 pub fn outcome_obj(outcome: Outcome) -> Obj {
     match outcome {
         Outcome::Exit(code) => Obj::new().num("exit", code),
@@ -334,9 +334,10 @@ fn read_entry(value: &Value) -> Result<Entry, String> {
 }
 
 /// Opens a history file for `--stats`, which only reads it and so may read any file it can
-/// open (spec 19): a FIFO, a device, a directory or a socket is refused before anything could
-/// block on it (looked at, then opened without blocking and looked at again), and so is a file
-/// over [`MAX_FILE`]. The error says why, for the caller to print after the file's name.
+/// open (docs/files.md#files-that-outlive-a-run): a FIFO, a device, a directory or a socket is
+/// refused before anything could block on it (looked at, then opened without blocking and looked at
+/// again), and so is a file over [`MAX_FILE`]. The error says why, for the caller to print after
+/// the file's name.
 pub fn open_for_stats(path: &Path) -> Result<File, String> {
     let cannot_open = |e: io::Error| format!("cannot open it: {e}");
     // Looked at before it is opened: opening a device may act on it.

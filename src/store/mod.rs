@@ -1,6 +1,7 @@
 //! Where state that outlives a run is kept: the dead-letter file of runs that gave up
-//! (spec 17), the history file of every run (spec 18.4), the retry quota's bucket in a local
-//! file or in Redis (spec 15.3), and the lock that the dead-letter file and the quota's local
+//! (docs/dead-letters.md#dead-letters-and-replay), the history file of every run
+//! (docs/flaky.md#history-and-statistics), the retry quota's bucket in a local file or in Redis
+//! (docs/herd.md#shared-retry-quota), and the lock that the dead-letter file and the quota's local
 //! store take.
 //!
 //! `quota` is what every quota store offers, `file` and `redis` (over `resp`) the

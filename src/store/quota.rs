@@ -1,7 +1,7 @@
-//! What every store of the retry quota offers (spec 15.3): the local file ([`super::file`]) and
-//! Redis ([`super::redis`]) keep the bucket of `policy::quota` and answer the same three
-//! operations with the same [`Update`]; [`super::shared`] picks one and falls back from Redis
-//! to the file.
+//! What every store of the retry quota offers (docs/herd.md#shared-retry-quota): the local file
+//! ([`super::file`]) and Redis ([`super::redis`]) keep the bucket of `policy::quota` and answer the
+//! same three operations with the same [`Update`]; [`super::shared`] picks one and falls back from
+//! Redis to the file.
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,7 +1,8 @@
-//! The fleet quota store (spec 15.3): the bucket of `policy::quota` kept in Redis, shared by
-//! every run on every machine that names the same `redis://[:PASSWORD@]HOST[:PORT]/NAME`. It
-//! offers what [`LocalStore`](crate::store::file::LocalStore) offers (`deposit`, `take`, `peek`,
-//! each returning an [`Update`]), so the runner can use either.
+//! The fleet quota store (docs/herd.md#shared-retry-quota): the bucket of `policy::quota` kept in
+//! Redis, shared by every run on every machine that names the same
+//! `redis://[:PASSWORD@]HOST[:PORT]/NAME`. It offers what
+//! [`LocalStore`](crate::store::file::LocalStore) offers (`deposit`, `take`, `peek`, each returning
+//! an [`Update`]), so the runner can use either.
 //!
 //! - The bucket is the hash `retry:quota:NAME` with the fields `tokens` and `at`. One Lua script
 //!   reads it, refills, deposits or takes, and writes it back; Redis runs a script alone, so

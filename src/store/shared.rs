@@ -1,7 +1,7 @@
 //! The store a run's `--quota` names, opened once, and the one place where a Redis quota falls
-//! back to the same bucket on this machine (spec 15.3): when Redis cannot be reached at the
-//! start, and when it stops answering during the run. What happened is returned as facts, for
-//! the runner to report; nothing here writes to the log.
+//! back to the same bucket on this machine (docs/herd.md#shared-retry-quota): when Redis cannot be
+//! reached at the start, and when it stops answering during the run. What happened is returned as
+//! facts, for the runner to report; nothing here writes to the log.
 
 use std::ffi::OsString;
 use std::time::Instant;

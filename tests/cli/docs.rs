@@ -1,5 +1,6 @@
 //! `man/retry.1` and `completions/` are generated from the clap definition and checked in
-//! (spec 13). This test fails when they are stale; to regenerate them, run
+//! (docs/packaging.md#the-manual-and-the-completions). This test fails when they are stale; to
+//! regenerate them, run
 //!
 //!     RETRY_UPDATE_DOCS=1 cargo test --test cli docs::
 //!

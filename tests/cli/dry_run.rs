@@ -1,4 +1,4 @@
-//! `--dry-run` (spec 9) through the real binary.
+//! `--dry-run` (docs/dry-run.md#dry-run) through the real binary.
 
 use crate::common;
 

@@ -227,7 +227,7 @@ const SCENARIOS: &[Scenario] = &[
         .expect(&["figures.gave_up.permanent"]),
     printed("a simulation past its clock", &["--simulate", "--clients", "2", "--latency", "500y", "-n", "2", "--seed", "1"])
         .expect(&["figures.past_clock"]),
-    // Planned (spec 18): they run once the binary has the option.
+    // Planned (docs/flaky.md#flaky-runs): they run once the binary has the option.
     run("a flaky run (--flaky)", &["--flaky", "warn", "-n", "3", "-d", "1ms", "--", "sh", "-c", FLAKY])
         .needs("--flaky").expect(&["success.flaky", "success.failed_tries"]),
     run("a repeated command (--repeat)", &["--repeat", "3", "--", "true"])

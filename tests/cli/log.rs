@@ -1,5 +1,6 @@
-//! The schedule log through the real binary (spec 8.1, 8.2): its character set, what it quotes
-//! and escapes, and what the JSON lines carry. Every test is bounded (common::TEST_LIMIT).
+//! The schedule log through the real binary (docs/log.md#human-format,
+//! docs/json-log.md#the-json-log): its character set, what it quotes and escapes, and what the JSON
+//! lines carry. Every test is bounded (common::TEST_LIMIT).
 
 use crate::common;
 

@@ -1,4 +1,5 @@
-//! The value of `--quota` as `retry` shows it back (spec 12, 15.3, 19): a bad one is one short
+//! The value of `--quota` as `retry` shows it back (docs/bad-input.md#bad-input,
+//! docs/herd.md#shared-retry-quota, docs/files.md#files-that-outlive-a-run): a bad one is one short
 //! line naming the option and the value as written.
 
 use crate::common;

@@ -1,6 +1,6 @@
-//! The local quota store (spec 15.3) through its library interface: where it lives, what it
-//! refuses, how it repairs a damaged file, and that concurrent runs, a killed holder of the lock
-//! and a stuck one neither lose updates nor stall anybody.
+//! The local quota store (docs/herd.md#shared-retry-quota) through its library interface: where it
+//! lives, what it refuses, how it repairs a damaged file, and that concurrent runs, a killed holder
+//! of the lock and a stuck one neither lose updates nor stall anybody.
 
 use crate::common;
 

@@ -1,4 +1,4 @@
-//! `--simulate` (spec 16) through the real binary.
+//! `--simulate` (docs/simulation.md#simulation) through the real binary.
 
 use crate::common;
 

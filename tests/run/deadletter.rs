@@ -1,5 +1,5 @@
-//! Dead letters and replay (spec 17) through the real binary: the file that runs giving up
-//! append to, and `--replay`, which runs them again.
+//! Dead letters and replay (docs/dead-letters.md#dead-letters-and-replay) through the real binary:
+//! the file that runs giving up append to, and `--replay`, which runs them again.
 
 use crate::common;
 
@@ -624,7 +624,8 @@ fn recorded_options_edited_into_something_a_replay_cannot_run_are_refused() {
     }
 }
 
-// Spec 19: the file itself, which outlives the run and may be shared with other users.
+// Files that outlive a run (docs/files.md#files-that-outlive-a-run): the file itself, which
+// outlives the run and may be shared with other users.
 
 fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();

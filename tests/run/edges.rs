@@ -1,6 +1,8 @@
-//! The edges of the contract (spec 6.2–6.4, 8.3, 11): signals of every number, signals that
-//! reach `retry` itself, dispositions inherited from the caller, processes that leave the try's
-//! group, hooks, and starts that fail for want of resources.
+//! The edges of the contract (docs/processes.md#timeouts, docs/processes.md#leftover-processes,
+//! docs/processes.md#signals-received-by-retry, docs/log.md#hooks,
+//! docs/exit-status.md#exit-status): signals of every number, signals that reach `retry` itself,
+//! dispositions inherited from the caller, processes that leave the try's group, hooks, and starts
+//! that fail for want of resources.
 
 use crate::common;
 

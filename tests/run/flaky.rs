@@ -1,5 +1,5 @@
-//! Flaky runs (spec 18), through the real binary: `--flaky`, `--repeat` and `--keep-going`,
-//! `--history` and `retry --stats`.
+//! Flaky runs (docs/flaky.md#flaky-runs), through the real binary: `--flaky`, `--repeat` and
+//! `--keep-going`, `--history` and `retry --stats`.
 
 use crate::common;
 

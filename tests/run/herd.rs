@@ -1,5 +1,5 @@
-//! Herd safety through the binary (spec 15): the stagger before a first try, and the retry quota
-//! that runs on one machine share through its local store.
+//! Herd safety through the binary (docs/herd.md#herd-safety): the stagger before a first try, and
+//! the retry quota that runs on one machine share through its local store.
 
 use crate::common;
 

@@ -1,4 +1,5 @@
-//! Hooks, CI annotations and nested runs (spec 8.3, 8.4), through the real binary.
+//! Hooks, CI annotations and nested runs (docs/log.md#hooks, docs/log.md#terminals-ci-and-nesting),
+//! through the real binary.
 
 use crate::common;
 

@@ -1,5 +1,5 @@
-//! Passing a try's output on (spec 7.2): a slow reader never delays a timeout or a signal, and
-//! an error writing the output is never silent.
+//! Passing a try's output on (docs/output.md#holding-standard-output): a slow reader never delays a
+//! timeout or a signal, and an error writing the output is never silent.
 
 use crate::common;
 

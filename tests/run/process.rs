@@ -1,4 +1,5 @@
-//! Process trees (spec 6.1–6.3): a timeout or a failed try stops every process the try
+//! Process trees (docs/processes.md#process-group-and-terminal, docs/processes.md#timeouts,
+//! docs/processes.md#leftover-processes): a timeout or a failed try stops every process the try
 //! started, and nothing is left behind.
 
 use crate::common;

@@ -1,6 +1,6 @@
-//! Pushback (spec 15.2) through the real binary: the wait a failed try's output asks for, from
-//! a real HTTP server's `Retry-After` read by `curl -si`, and from a tool that prints `retry in
-//! 300ms`. Times are checked with a lower bound and a generous upper bound.
+//! Pushback (docs/herd.md#pushback) through the real binary: the wait a failed try's output asks
+//! for, from a real HTTP server's `Retry-After` read by `curl -si`, and from a tool that prints
+//! `retry in 300ms`. Times are checked with a lower bound and a generous upper bound.
 
 use crate::common;
 

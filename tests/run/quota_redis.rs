@@ -1,6 +1,6 @@
-//! The fleet quota store (spec 15.3) against a real `redis-server`: the bucket's arithmetic,
-//! atomic updates from many connections, the key's expiry, the script reloaded after a flush,
-//! a password, host names, and servers that cannot be reached or never answer.
+//! The fleet quota store (docs/herd.md#shared-retry-quota) against a real `redis-server`: the
+//! bucket's arithmetic, atomic updates from many connections, the key's expiry, the script reloaded
+//! after a flush, a password, host names, and servers that cannot be reached or never answer.
 //!
 //! Each test starts its own server on 127.0.0.1 (it starts in milliseconds, and a test that
 //! flushes scripts or sets a password disturbs no other) and stops it when it ends, also when

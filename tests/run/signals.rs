@@ -1,5 +1,5 @@
-//! Signals sent to `retry` (spec 6.4): forwarded to the try's group, no further try, and
-//! `retry` dies of the same signal.
+//! Signals sent to `retry` (docs/processes.md#signals-received-by-retry): forwarded to the try's
+//! group, no further try, and `retry` dies of the same signal.
 
 use crate::common;
 

@@ -1,5 +1,5 @@
-//! Standard input replay, held standard output and classification by output (spec 7), through
-//! the real binary.
+//! Standard input replay, held standard output and classification by output
+//! (docs/output.md#input-and-output), through the real binary.
 
 use crate::common;
 

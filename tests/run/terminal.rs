@@ -1,5 +1,5 @@
-//! Under a terminal (spec 6.1): the try's group gets the terminal, so it can read from it and
-//! Ctrl-C reaches it; a Ctrl-C stops the run.
+//! Under a terminal (docs/processes.md#process-group-and-terminal): the try's group gets the
+//! terminal, so it can read from it and Ctrl-C reaches it; a Ctrl-C stops the run.
 
 use crate::common;
 

@@ -1,5 +1,6 @@
-//! `--until-output` (spec 7.3) through the real binary: polling a local HTTP server with curl
-//! until it says it is ready. Times are checked with a lower bound and a generous upper bound.
+//! `--until-output` (docs/classification.md#classification-by-output) through the real binary:
+//! polling a local HTTP server with curl until it says it is ready. Times are checked with a lower
+//! bound and a generous upper bound.
 
 use crate::common;
 

@@ -1,6 +1,6 @@
-//! The hooks `--on-retry` and `--on-give-up` (spec 8.3): `sh -c CMD` with the environment of a
-//! try, run to its end or its bound; its failure is logged and changes nothing else, and what it
-//! leaves running is stopped as a failed try's leftovers are.
+//! The hooks `--on-retry` and `--on-give-up` (docs/log.md#hooks): `sh -c CMD` with the environment
+//! of a try, run to its end or its bound; its failure is logged and changes nothing else, and what
+//! it leaves running is stopped as a failed try's leftovers are.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -17,7 +17,7 @@ use crate::run::process::{Child, SpawnError, SpawnOptions};
 use crate::run::runner::stop::{Finish, Stopper};
 use crate::run::runner::watch::Watch;
 
-/// A hook to run (spec 8.3): which one, its command, and what it is told.
+/// A hook to run (docs/log.md#hooks): which one, its command, and what it is told.
 pub struct Hook<'a> {
     /// `--on-retry` or `--on-give-up`.
     pub which: &'static str,
@@ -111,7 +111,8 @@ impl Hook<'_> {
         if received.is_some() {
             return received;
         }
-        // What a hook leaves running is stopped as a failed try's leftovers are (spec 8.3).
+        // What a hook leaves running is stopped as a failed try's leftovers are
+        // (docs/log.md#hooks).
         let stopped = stopper.stop_leftovers(watch, log, &mut child, None)?;
         if let Some(out) = &mut output {
             out.pass_on();

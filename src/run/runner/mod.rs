@@ -625,8 +625,8 @@ impl<'c> Runner<'c> {
     }
 
     /// What a try that `run_child` saw to its end came to, once what a failed one left running
-    /// has been stopped too, before anything else happens, so that tries never overlap (spec
-    /// 6.3): what stayed in its group, and on Linux what left it.
+    /// has been stopped too, before anything else happens, so that tries never overlap
+    /// (docs/processes.md#leftover-processes): what stayed in its group, and on Linux what left it.
     fn try_end(
         &mut self,
         child: &mut Child,

@@ -22,9 +22,11 @@ const KILL_SETTLE: Duration = Duration::from_secs(5);
 enum StopCause {
     /// Its time is up: `--timeout`, the budget or the deadline; for a hook, its bound.
     TimeUp,
-    /// `retry` received this stopping signal, and passes it on (spec 6.4).
+    /// `retry` received this stopping signal, and passes it on
+    /// (docs/processes.md#signals-received-by-retry).
     Received(Signal),
-    /// It ended, failed, and left processes running (spec 6.3, 8.3).
+    /// It ended, failed, and left processes running (docs/processes.md#leftover-processes,
+    /// docs/log.md#hooks).
     Leftovers,
     /// Its output could not be written: the run ends.
     OutputFailed,
@@ -232,8 +234,8 @@ impl Stopper {
         received
     }
 
-    /// Stops what `child` left running, if anything (spec 6.3 for a failed try, 8.3 for a
-    /// hook).
+    /// Stops what `child` left running, if anything (docs/processes.md#leftover-processes for a
+    /// failed try, docs/log.md#hooks for a hook).
     pub fn stop_leftovers(
         &self,
         watch: &mut Watch,

@@ -1,5 +1,6 @@
-//! The tries' standard input (spec 7.1): what each try gets, and, when retry's own is a pipe or
-//! a socket, its recording, fed to every try from the start, at the pace the try reads.
+//! The tries' standard input (docs/stdin.md#standard-input): what each try gets, and, when retry's
+//! own is a pipe or a socket, its recording, fed to every try from the start, at the pace the try
+//! reads.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -23,7 +24,7 @@ use crate::run::stdio::fds::{CHUNK, Token, pipe_size_within, set_pipe_size, unre
 
 /// The most recorded input held in memory when no temporary file can be written. Past it,
 /// recording stops: the try that is reading still gets every byte, passed through, but no
-/// further try can get the same input (spec 7.1).
+/// further try can get the same input (docs/stdin.md#standard-input).
 const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
 
 /// What the tries get as standard input, chosen once for the run.
@@ -59,7 +60,8 @@ struct Overflow {
 }
 
 impl Input {
-    /// What the tries get as standard input in `mode` (spec 7.1), from what retry's own is.
+    /// What the tries get as standard input in `mode` (docs/stdin.md#standard-input), from what
+    /// retry's own is.
     fn new(mode: StdinMode) -> anyhow::Result<Input> {
         let stdin_kind = kind_of(io::stdin().as_fd());
         // Looked at only when it matters: each look is a system call at start-up.
@@ -134,8 +136,8 @@ pub(super) struct Feed {
     pace: Pace,
 }
 
-/// How much of `retry`'s standard input a try may have (spec 7.1). What is recorded already is
-/// `retry`'s own, and always given at once; this is about reading more.
+/// How much of `retry`'s standard input a try may have (docs/stdin.md#standard-input). What is
+/// recorded already is `retry`'s own, and always given at once; this is about reading more.
 #[derive(Debug)]
 enum Pace {
     /// As much as the try's pipe takes (`--stdin replay`, or a try that cannot be looked at).

@@ -1,7 +1,7 @@
-//! Standard input and output of the tries (spec 7): stdin replayed to every try, stdout held
-//! until a try succeeds, and output watched for the patterns of `--retry-if-output` and
-//! `--stop-if-output`. Every descriptor here is driven by the runner's one poll, so a slow
-//! reader or writer never stops `retry` from seeing a timeout or a signal.
+//! Standard input and output of the tries (docs/output.md#input-and-output): stdin replayed to
+//! every try, stdout held until a try succeeds, and output watched for the patterns of
+//! `--retry-if-output` and `--stop-if-output`. Every descriptor here is driven by the runner's one
+//! poll, so a slow reader or writer never stops `retry` from seeing a timeout or a signal.
 //!
 //! This module is what the runner calls: the plumbing of the run (`RunIo`) and of each try
 //! (`TryIo`), which passes each event on to the input side (`input`), the output side
@@ -196,8 +196,8 @@ impl RunIo {
     }
 
     /// One stream passed through retry, to `dest`: a pipe, or a pseudo-terminal when `tty`
-    /// (its destination is a terminal), so that the try still sees one (spec 7.3). Returns the
-    /// try's end.
+    /// (its destination is a terminal), so that the try still sees one
+    /// (docs/classification.md#classification-by-output). Returns the try's end.
     fn open_stream(&self, io: &mut TryIo, dest: Dest, tty: bool) -> anyhow::Result<OwnedFd> {
         let (r, w) = if tty {
             pseudo_terminal(real_stream(dest).as_fd())

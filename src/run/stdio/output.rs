@@ -1,5 +1,6 @@
-//! Moving a try's output (spec 7.2, 7.3): read from its streams as they have it, written on as
-//! far as retry's own output takes it, held until the try ends under `--buffer-stdout`, and
+//! Moving a try's output (docs/output.md#holding-standard-output,
+//! docs/classification.md#classification-by-output): read from its streams as they have it, written
+//! on as far as retry's own output takes it, held until the try ends under `--buffer-stdout`, and
 //! after a success passed on by a forwarder for what the try's background processes write late.
 
 use std::io;

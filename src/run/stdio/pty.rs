@@ -1,5 +1,6 @@
-//! The pseudo-terminals a try writes to when retry's own output is a terminal (spec 7.3), and
-//! their window size, which follows the real terminal's.
+//! The pseudo-terminals a try writes to when retry's own output is a terminal
+//! (docs/classification.md#classification-by-output), and their window size, which follows the real
+//! terminal's.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

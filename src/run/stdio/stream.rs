@@ -1,5 +1,5 @@
-//! One output stream of a try as retry reads it (spec 7.2 to 7.4): where it goes, what is
-//! pending or held of it, and the matchers of the patterns that watch it.
+//! One output stream of a try as retry reads it (docs/output.md#holding-standard-output to 7.4):
+//! where it goes, what is pending or held of it, and the matchers of the patterns that watch it.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -143,7 +143,8 @@ impl std::fmt::Display for OutputError {
     }
 }
 
-/// The patterns of the run that watch a try's output (spec 7.4), given once.
+/// The patterns of the run that watch a try's output
+/// (docs/classification.md#classification-by-output), given once.
 #[derive(Debug, Default)]
 pub(super) struct Patterns {
     pub(super) retry_if: Option<Pattern>,

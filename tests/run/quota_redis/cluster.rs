@@ -1,6 +1,7 @@
-//! The fleet quota on a Redis Cluster of three nodes (spec 15.3): every run names one node, and
-//! the quotas whose keys hash to another are followed there (`MOVED`, and `ASK` while a slot
-//! migrates), so that every run shares each bucket and none falls back to its own machine.
+//! The fleet quota on a Redis Cluster of three nodes (docs/herd.md#shared-retry-quota): every run
+//! names one node, and the quotas whose keys hash to another are followed there (`MOVED`, and `ASK`
+//! while a slot migrates), so that every run shares each bucket and none falls back to its own
+//! machine.
 //!
 //! The test starts its own three `redis-server`s on free ports and makes them a cluster with
 //! `redis-cli --cluster create`; they are killed when it ends, also when it fails. Without

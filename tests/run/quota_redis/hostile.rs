@@ -1,8 +1,8 @@
-//! The fleet quota store (spec 15.3, 19) against servers that are not Redis: one that answers a
-//! byte at a time, one that announces a reply of gigabytes. A quota decision has one deadline,
-//! connecting included, and a reply has a size bound: the run goes on with the local store,
-//! quickly and in little memory. These servers are small listeners on 127.0.0.1 in the test
-//! itself, so the tests need no `redis-server`.
+//! The fleet quota store (docs/herd.md#shared-retry-quota, docs/files.md#files-that-outlive-a-run)
+//! against servers that are not Redis: one that answers a byte at a time, one that announces a
+//! reply of gigabytes. A quota decision has one deadline, connecting included, and a reply has a
+//! size bound: the run goes on with the local store, quickly and in little memory. These servers
+//! are small listeners on 127.0.0.1 in the test itself, so the tests need no `redis-server`.
 
 use crate::common::{retry, runtime_dir, stderr_of, stdout_of};
 use crate::quota_redis::open_store;
