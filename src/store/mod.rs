@@ -20,6 +20,7 @@ pub mod redis;
 pub mod refusal;
 mod resp;
 pub mod shared;
+mod written;
 
 // The dead-letter file names these by their paths here.
 pub use lock::{LockError, flock_within};

@@ -425,3 +425,33 @@ fn the_reading_of_functions_finds_long_ones_and_skips_literals() {
     );
     assert!(long_functions("fn declared(x: u8);\n", 0).is_empty());
 }
+
+/// The most lines a source file may have before its tests: a file that grows past it holds
+/// more than one concern, and splits along its seams. The clap table may stay whole.
+const MOST_FILE_LINES: usize = 700;
+
+#[test]
+fn no_source_file_but_the_option_table_is_over_700_lines_before_its_tests() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src.clone()];
+    let mut long = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("src/cli.rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let lines = text.lines().take_while(|l| *l != "#[cfg(test)]").count();
+                if lines > MOST_FILE_LINES {
+                    long.push(format!("{}: {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MOST_FILE_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
