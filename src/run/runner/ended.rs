@@ -6,14 +6,14 @@ use std::time::Duration;
 use crate::policy::{Decision, Outcome, Signal, Verdict};
 use crate::report::event::{NotStarted, TryReport};
 use crate::run::clock::Moment;
-use crate::run::runner::stop::{Ending, Leftovers, Stopped, escaped};
+use crate::run::runner::stop::{GroupEnd, Leftovers, Stopped, escaped};
 
 /// How a try that ran to its end (or was stopped on its time) ended.
 #[derive(Clone, Copy, Debug)]
 pub struct Ended {
     pub outcome: Outcome,
     /// `Killed` when the try was stopped and needed SIGKILL after the grace period.
-    pub ending: Ending,
+    pub ending: GroupEnd,
     /// The try was stopped by the end of the budget or the deadline, not by `--timeout`.
     pub by_limit: bool,
     /// What the failed try left running, and how stopping it went.
@@ -40,7 +40,7 @@ impl Ended {
     pub fn by_itself(outcome: Outcome) -> Ended {
         Ended {
             outcome,
-            ending: Ending::Exited,
+            ending: GroupEnd::Exited,
             by_limit: false,
             leftovers: None,
             signalled: None,

@@ -34,16 +34,16 @@ enum StopCause {
 
 /// How the processes that `retry` stopped came to an end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
+pub enum GroupEnd {
     /// Every one ended within the grace period (or had ended by itself).
     Exited,
     /// Something outlived the grace period, or a further stopping signal cut it short: SIGKILL.
     Killed,
 }
 
-impl Ending {
+impl GroupEnd {
     pub fn killed(self) -> bool {
-        self == Ending::Killed
+        self == GroupEnd::Killed
     }
 }
 
@@ -53,7 +53,7 @@ pub struct Stopped {
     pub received: Option<Signal>,
     /// When the stopping signal was sent.
     pub signalled: Moment,
-    pub ending: Ending,
+    pub ending: GroupEnd,
     /// How many processes were still running when the stop began.
     pub count: usize,
     /// How many of them had left the try's process group.
@@ -64,7 +64,7 @@ pub struct Stopped {
 #[derive(Clone, Copy, Debug)]
 pub struct Leftovers {
     pub count: usize,
-    pub ending: Ending,
+    pub ending: GroupEnd,
 }
 
 /// How a child that `run_child` watched came to its end.
@@ -164,9 +164,9 @@ impl Stopper {
         let ending = if self.left_running(watch.inherited(), child) {
             let late = self.kill(watch, log, child, io);
             received = received.or(late);
-            Ending::Killed
+            GroupEnd::Killed
         } else {
-            Ending::Exited
+            GroupEnd::Exited
         };
         child.reap();
         Stopped {
