@@ -1,7 +1,8 @@
-//! The speed of reading a dead-letter file (spec 17: the pending runs of a file of 300,000
-//! resolved runs listed in about a second): a file of 300,000 runs that gave up, a replay's
-//! `attempt` lines for some of them and a `resolved` line for all but one, read by the library
-//! and by `retry --replay FILE --dry-run` as a user runs it, start-up and printing included.
+//! The speed of reading a dead-letter file (docs/dead-letters.md#listing-what-is-pending; the
+//! target in BENCHMARKS.md: the pending runs of a file of 300,000 resolved runs listed in about a
+//! second): a file of 300,000 runs that gave up, a replay's `attempt` lines for some of them and a
+//! `resolved` line for all but one, read by the library and by `retry --replay FILE --dry-run` as a
+//! user runs it, start-up and printing included.
 //!
 //!     cargo bench --bench deadletter
 //!

@@ -1,6 +1,6 @@
-//! Herd safety side by side in one run (spec 15): how many tries 50 always-failing runs make at
-//! once with per-run limits only, with a local quota and with a Redis quota, and what a quota
-//! check adds to a run.
+//! Herd safety side by side in one run (docs/herd.md#herd-safety): how many tries 50 always-failing
+//! runs make at once with per-run limits only, with a local quota and with a Redis quota, and what
+//! a quota check adds to a run.
 //!
 //!     cargo bench --bench herd
 //!

@@ -1,6 +1,6 @@
-//! The simulator's speed (spec 16: 10,000 clients in about a second): clients and tries
-//! simulated per second by the library, and the wall time of `retry --simulate` as a user runs
-//! it, start-up and printing included.
+//! The simulator's speed (docs/simulation.md#simulation; the target in BENCHMARKS.md: 10,000
+//! clients in about a second): clients and tries simulated per second by the library, and the wall
+//! time of `retry --simulate` as a user runs it, start-up and printing included.
 //!
 //!     cargo bench --bench simulate
 

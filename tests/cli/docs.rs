@@ -899,7 +899,7 @@ fn doc_pointers_are_found_in_code_and_comments() {
     );
 }
 
-/// Every pointer of the code and the tests to a page of docs/ (`docs/log.md#human-format`,
+/// Every pointer of the code, the tests and the benchmarks to a page of docs/ (`docs/log.md#human-format`,
 /// in a comment or anywhere else) names a page that exists and, with an `#anchor`, a heading
 /// of that page, its anchor made as GitHub makes it.
 #[test]
@@ -909,6 +909,7 @@ fn every_pointer_of_the_code_to_the_docs_leads_somewhere() {
     for file in rust_files(&root().join("src"))
         .into_iter()
         .chain(rust_files(&root().join("tests")))
+        .chain(rust_files(&root().join("benches")))
     {
         let text = read_page(&file);
         for (line, pointer) in doc_pointers(&text) {
