@@ -70,7 +70,7 @@ impl History {
         } = end_of(event)?;
         Some(Entry {
             id: facts.run_id.clone(),
-            ts: humantime::format_rfc3339_millis(at).to_string(),
+            ts: deadletter::ts(at),
             label: facts.run_label.clone(),
             command: self.command.clone(),
             tries,

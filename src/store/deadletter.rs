@@ -170,7 +170,12 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
 
 /// The time now as the lines write it.
 pub fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    ts(SystemTime::now())
+}
+
+/// A time as the lines write it: RFC 3339 in UTC, with milliseconds.
+pub fn ts(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// A run that no `resolved` line has named yet.

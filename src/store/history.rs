@@ -83,7 +83,7 @@ impl Ending {
 pub struct Entry {
     /// The run's id (`RETRY_RUN_ID`).
     pub id: String,
-    /// When the run ended, RFC 3339 in UTC with milliseconds (`deadletter::now()`).
+    /// When the run ended, RFC 3339 in UTC with milliseconds (`deadletter::ts`).
     pub ts: String,
     pub label: Option<String>,
     pub command: Vec<OsString>,
