@@ -342,6 +342,25 @@ fn out_of_range_real_time_signals_are_one_line_usage_errors() {
 }
 
 #[test]
+fn a_unicode_class_by_name_in_a_pattern_is_a_one_line_usage_error() {
+    for option in ["--retry-if-output", "--stop-if-output", "--until-output"] {
+        let out = retry()
+            .args([option, r"\p{Greek}", "--", "true"])
+            .output()
+            .unwrap();
+        let err = usage_error_of(&out, option);
+        assert!(err.contains(option) && err.contains(r"\p{Greek}"), "{err}");
+    }
+    // The Perl classes and case folding stay, and match beyond ASCII.
+    let out = retry()
+        .args(["-n", "1", "--until-output", r"(?i)^ÉTÉ\w+$", "--"])
+        .args(["sh", "-c", "echo étéß"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
 fn stats_refuses_every_option_of_a_run() {
     let cases: &[&[&str]] = &[
         &["--buffer-stdout"],
