@@ -116,7 +116,7 @@ impl DeadLetter {
         left: Option<Duration>,
     ) -> io::Result<()> {
         let record = Record {
-            ts: now(),
+            ts: ts(SystemTime::now()),
             exit_code,
             reason: reason.to_string(),
             tries,
@@ -152,7 +152,7 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
     let obj = Obj::new()
         .str("event", event)
         .str("id", id)
-        .str("ts", &now());
+        .str("ts", &ts(SystemTime::now()));
     match replayed {
         Replayed::Resolved { tries } => obj.num("tries", *tries),
         Replayed::Failed {
@@ -166,11 +166,6 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
         Replayed::NotRun { reason, error } => obj.str("reason", reason).str("error", error),
     }
     .finish()
-}
-
-/// The time now as the lines write it.
-pub fn now() -> String {
-    ts(SystemTime::now())
 }
 
 /// A time as the lines write it: RFC 3339 in UTC, with milliseconds.
