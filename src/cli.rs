@@ -14,6 +14,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, ValueEnum};
 
 use crate::duration::{parse_duration, parse_time};
 use crate::policy::quota::QuotaSpec;
+use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{List, Pattern, Signal};
 
 /// The id of every option, which is its long name: the one spelling the definitions below,
@@ -24,6 +25,7 @@ pub mod id {
     pub const BUDGET: &str = "budget";
     pub const DEADLINE: &str = "deadline";
     pub const QUOTA: &str = "quota";
+    pub const THROTTLE: &str = "throttle";
     pub const TIMEOUT: &str = "timeout";
     pub const SIGNAL: &str = "signal";
     pub const KILL_AFTER: &str = "kill-after";
@@ -67,6 +69,7 @@ pub mod id {
     pub const CLIENTS: &str = "clients";
     pub const MODEL: &str = "model";
     pub const OUTAGE: &str = "outage";
+    pub const EVERY: &str = "every";
     pub const CAPACITY: &str = "capacity";
     pub const LATENCY: &str = "latency";
     pub const COMMAND: &str = "command";
@@ -126,6 +129,8 @@ pub struct Cli {
     /// `--stagger`, and the text it was given as: an error about it quotes what was written.
     pub stagger: Option<(Duration, String)>,
     pub quota: Option<QuotaSpec>,
+    /// `--throttle`: admission control through the quota's store.
+    pub throttle: Option<ThrottleSpec>,
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -274,6 +279,23 @@ Each first try adds 0.2 tokens to the quota NAME, 1 more comes back every second
             with ps.",
         )
         .value_parser(parse_quota)
+        .allow_hyphen_values(true),
+        option(
+            id::THROTTLE,
+            "K",
+            TRIES,
+            "Hold tries back, first ones included, while the runs of --quota mostly fail
+
+Over the last 2 minutes the quota's store counts the tries of the runs that use --throttle and \
+            those accepted (not failed transiently); before each try, p = (tries − K × accepted) / \
+            (tries + 1), at most 0.95, holds it back: it does not run, takes no token, and the \
+            schedule's wait follows. While at least 1/K of the tries are accepted, nothing is held \
+            back. A run whose last try was held gives up with reason held and its last status, or \
+            75 when no try ran. K is above 1 (2 is usual, 1.1 stricter); set the window and the \
+            cap as K:window=5m,max=0.9. A store that cannot be reached turns the throttle off.",
+        )
+        .value_parser(parse_throttle)
+        .requires(id::QUOTA)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,
@@ -644,6 +666,7 @@ impl Cli {
             label: one(m, id::LABEL),
             stagger: with_text(m, id::STAGGER),
             quota: one(m, id::QUOTA),
+            throttle: one(m, id::THROTTLE),
             color: given(m, id::COLOR),
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),
@@ -1007,6 +1030,10 @@ fn parse_quota(s: &str) -> Result<QuotaSpec, String> {
     s.parse()
 }
 
+fn parse_throttle(s: &str) -> Result<ThrottleSpec, String> {
+    s.parse()
+}
+
 fn parse_list(s: &str) -> Result<List, String> {
     s.parse()
 }
@@ -1034,6 +1061,8 @@ pub struct SimulateArgs {
     /// Tries per second.
     pub capacity: Option<f64>,
     pub latency: Option<Duration>,
+    /// `--every`: the clients arrive again this often.
+    pub every: Option<Duration>,
     pub compare: bool,
     /// `--tries` was given: without it, the occ model's clients try until they succeed.
     pub tries_given: bool,
@@ -1048,6 +1077,7 @@ impl SimulateArgs {
             outage: m.remove_one(id::OUTAGE),
             capacity: m.remove_one(id::CAPACITY),
             latency: m.remove_one(id::LATENCY),
+            every: m.remove_one(id::EVERY),
             compare: m.get_flag(id::COMPARE),
             tries_given: m.value_source(id::TRIES) == Some(clap::parser::ValueSource::CommandLine),
         }
@@ -1121,7 +1151,7 @@ outage: every try fails until --outage is over, then at most --capacity tries pe
 }
 
 /// The dependency of `--model outage`.
-fn outage_options() -> [Arg; 3] {
+fn outage_options() -> [Arg; 4] {
     [
         option(
             id::OUTAGE,
@@ -1147,6 +1177,14 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
             "DURATION",
             SIMULATE,
             "How long each simulated try takes (--model outage) [default: 100ms]",
+        )
+        .value_parser(parse_duration)
+        .allow_hyphen_values(true),
+        option(
+            id::EVERY,
+            "DURATION",
+            SIMULATE,
+            "The clients arrive again this often, as a cron fleet does (--model outage) [default: once]",
         )
         .value_parser(parse_duration)
         .allow_hyphen_values(true),

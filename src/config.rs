@@ -11,6 +11,7 @@ use crate::cli::{
 };
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
+use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{
     Backoff, Classifier, Flaky, Item, Jitter, Limit, List, Pattern, Policy, RepeatPolicy, Signal,
     WaitPolicy,
@@ -19,6 +20,9 @@ use crate::store::open::same_file;
 use crate::text::{Charset, printable, quote, unprintable};
 
 mod hint;
+mod simulation;
+
+pub use simulation::Simulation;
 
 /// A usage error: one line for the user, exit status 125.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,6 +94,8 @@ pub struct Config {
     pub stagger: Option<Duration>,
     /// `--quota`: the retry quota shared with other runs.
     pub quota: Option<QuotaSpec>,
+    /// `--throttle`: tries held back while the quota's runs mostly fail.
+    pub throttle: Option<ThrottleSpec>,
     /// What the run does: run the command, print its schedule, simulate a fleet or replay.
     pub mode: Mode,
     /// `--dead-letter`: where a run that gives up is recorded
@@ -298,7 +304,8 @@ impl Config {
             limit: Limit::earliest(budget, deadline_in(cli.deadline, now)?),
         };
         let stagger = stagger(cli.stagger, policy.limit)?;
-        let simulate = simulation(&cli.simulate, stagger, cli.quota.as_ref())?;
+        let simulate = simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
+            .map_err(UsageError)?;
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
@@ -319,6 +326,7 @@ impl Config {
             delay_from_output: cli.delay_from_output,
             stagger,
             quota: cli.quota,
+            throttle: cli.throttle,
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,
@@ -602,97 +610,6 @@ fn check_lists(
         }
     }
     Ok(())
-}
-
-/// What `--simulate` simulates (docs/simulation.md#simulation).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Simulation {
-    pub scenario: crate::sim::Scenario,
-    /// `--compare`: once per jitter kind, and with and without the quota.
-    pub compare: bool,
-    /// The model's clients try until they succeed, whatever the default `--tries` (model `occ`
-    /// without `--tries`).
-    pub until_success: bool,
-}
-
-/// The simulation's options, checked and with their defaults; `None` without `--simulate`,
-/// when giving any of them is a usage error rather than an option silently ignored.
-fn simulation(
-    args: &SimulateArgs,
-    stagger: Option<Duration>,
-    quota: Option<&QuotaSpec>,
-) -> Result<Option<Simulation>, UsageError> {
-    use crate::sim::{Model, Outage, Scenario};
-    if !args.simulate {
-        return match given_without_simulate(args) {
-            Some(shown) => Err(UsageError(format!(
-                "'{shown}' is an option of --simulate, and is given without it"
-            ))),
-            None => Ok(None),
-        };
-    }
-    let kind = args.model.unwrap_or(ModelKind::Outage);
-    let model = match kind {
-        ModelKind::Outage => Model::Outage(Outage {
-            until: args.outage.unwrap_or(Duration::from_secs(10)),
-            capacity: args.capacity,
-            latency: args.latency.unwrap_or(Duration::from_millis(100)),
-        }),
-        ModelKind::Occ => {
-            if let Some((option, value)) = first_given(outage_options(args)) {
-                return Err(UsageError(format!(
-                    "'{option} {value}' is for --model outage: --model occ times its own network (about 10ms a hop)"
-                )));
-            }
-            Model::Occ
-        }
-    };
-    Ok(Some(Simulation {
-        scenario: Scenario {
-            clients: args.clients.unwrap_or(100),
-            model,
-            stagger,
-            quota: quota.map(|q| q.params),
-        },
-        compare: args.compare,
-        until_success: kind == ModelKind::Occ && !args.tries_given,
-    }))
-}
-
-/// The options of the outage model, each with its value as given, or `None`.
-fn outage_options(args: &SimulateArgs) -> [(&'static str, Option<String>); 3] {
-    use crate::duration::hms;
-    [
-        ("--outage", args.outage.map(hms)),
-        ("--capacity", args.capacity.map(|c| format!("{c}/s"))),
-        ("--latency", args.latency.map(hms)),
-    ]
-}
-
-/// The first of `options` given, with its value.
-fn first_given<'a>(
-    options: impl IntoIterator<Item = (&'a str, Option<String>)>,
-) -> Option<(&'a str, String)> {
-    options
-        .into_iter()
-        .find_map(|(option, value)| Some((option, value?)))
-}
-
-/// The first option of `--simulate` given, as written back (`--clients 7`, `--compare`).
-fn given_without_simulate(args: &SimulateArgs) -> Option<String> {
-    use clap::ValueEnum;
-    let given = [
-        ("--clients", args.clients.map(|n| n.to_string())),
-        (
-            "--model",
-            args.model
-                .and_then(|m| m.to_possible_value())
-                .map(|v| v.get_name().to_string()),
-        ),
-        ("--compare", args.compare.then(String::new)),
-    ];
-    let (option, value) = first_given(given.into_iter().chain(outage_options(args)))?;
-    Some(format!("{option} {value}").trim_end().to_string())
 }
 
 #[cfg(test)]

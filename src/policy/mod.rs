@@ -12,6 +12,7 @@ pub mod quota;
 pub mod repeat;
 pub mod schedule;
 pub mod signal;
+pub mod throttle;
 pub mod worst;
 
 pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};

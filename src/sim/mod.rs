@@ -22,6 +22,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
+use crate::policy::throttle::ThrottleSpec;
 use crate::policy::schedule::stagger;
 use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
 use client::{Client, Phase};
@@ -74,6 +75,10 @@ pub struct Scenario {
     pub stagger: Option<Duration>,
     /// `--quota`: one bucket shared by every client, starting full as a new one does.
     pub quota: Option<QuotaParams>,
+    /// `--throttle`: admission control through the quota's figures.
+    pub throttle: Option<ThrottleSpec>,
+    /// `--every`: the clients arrive again this often (a cron fleet), else once.
+    pub every: Option<Duration>,
 }
 
 /// Failed tries by cause.

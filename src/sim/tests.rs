@@ -36,6 +36,8 @@ fn outage(clients: u32, until: Duration, capacity: Option<f64>) -> Scenario {
         }),
         stagger: None,
         quota: None,
+        throttle: None,
+        every: None,
     }
 }
 
@@ -45,6 +47,8 @@ fn occ(clients: u32) -> Scenario {
         model: Model::Occ,
         stagger: None,
         quota: None,
+        throttle: None,
+        every: None,
     }
 }
 

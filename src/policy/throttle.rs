@@ -1,0 +1,470 @@
+//! Admission control for a fleet (docs/herd.md#admission-control): `--throttle K` holds tries
+//! back, first ones included, in proportion to how much of the recent work of the runs that
+//! share a quota failed. The figures are kept in the quota's store (a file on one machine, a Redis
+//! key for a fleet) and the store decides and counts in one atomic step; this module is that
+//! step's arithmetic, pure, with the time and the draw passed in.
+//!
+//! - Over a sliding window the store counts `requests` (tries, held ones included) and `accepts`
+//!   (tries that did not fail transiently: successes and permanent failures). Before each try,
+//!   `p = min(max, max(0, (requests − K·accepts) / (requests + 1)))`, and a draw below `p` holds
+//!   the try back. While at least 1/K of the tries are accepted, `p` is 0.
+//! - The sliding window is kept in constant space, as two fixed slots of the window's length:
+//!   the current slot's counts, plus the previous slot's weighted by the part of it that still
+//!   falls in the window. A window of 2 minutes 30 seconds into its slot counts all of this slot
+//!   and 3/4 of the last one.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::duration::{hms, parse_duration};
+
+/// What `--throttle K[:window=DURATION,max=P]` asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ThrottleSpec {
+    /// How many requests per accept the fleet may send before tries are held back (> 1).
+    pub k: f64,
+    /// How far back the figures reach.
+    pub window: Duration,
+    /// The most `p` may be: a trickle of tries still probes a dependency that is down.
+    pub max: f64,
+}
+
+impl ThrottleSpec {
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
+    pub const DEFAULT_MAX: f64 = 0.95;
+    /// The shortest and the longest window.
+    pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+    pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+    /// The largest K: beyond it the throttle would never hold anything.
+    pub const MAX_K: f64 = 1000.0;
+
+    /// The window in milliseconds, as the stores keep it.
+    pub fn window_ms(&self) -> u64 {
+        u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The chance that a try is held back, given the figures of the window.
+    pub fn p(&self, figures: Figures) -> f64 {
+        let Figures { requests, accepts } = figures;
+        let p = (requests - self.k * accepts) / (requests + 1.0);
+        if p.is_nan() {
+            return 0.0;
+        }
+        p.clamp(0.0, self.max)
+    }
+}
+
+impl Default for ThrottleSpec {
+    fn default() -> ThrottleSpec {
+        ThrottleSpec {
+            k: 2.0,
+            window: ThrottleSpec::DEFAULT_WINDOW,
+            max: ThrottleSpec::DEFAULT_MAX,
+        }
+    }
+}
+
+impl fmt::Display for ThrottleSpec {
+    /// As `--throttle` would be written to ask for it: the settings that are not the defaults.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.k)?;
+        let window = self.window != ThrottleSpec::DEFAULT_WINDOW;
+        let max = self.max != ThrottleSpec::DEFAULT_MAX;
+        if window || max {
+            f.write_str(":")?;
+        }
+        if window {
+            write!(f, "window={}", hms(self.window))?;
+        }
+        if max {
+            write!(f, "{}max={}", if window { "," } else { "" }, self.max)?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ThrottleSpec {
+    type Err = String;
+
+    /// `K`, or `K:window=DURATION,max=P` with either setting or both, in any order.
+    fn from_str(s: &str) -> Result<ThrottleSpec, String> {
+        let (k, settings) = match s.split_once(':') {
+            Some((k, rest)) => (k, Some(rest)),
+            None => (s, None),
+        };
+        let mut spec = ThrottleSpec {
+            k: parse_k(k.trim())?,
+            ..ThrottleSpec::default()
+        };
+        let Some(settings) = settings else {
+            return Ok(spec);
+        };
+        let (mut window, mut max) = (false, false);
+        for item in settings.split(',') {
+            let item = item.trim();
+            let Some((key, value)) = item.split_once('=') else {
+                return Err(format!(
+                    "'{item}' is not KEY=VALUE (K:window=DURATION,max=P)"
+                ));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let seen = match key {
+                "window" => {
+                    spec.window = parse_window(value)?;
+                    &mut window
+                }
+                "max" => {
+                    spec.max = parse_max(value)?;
+                    &mut max
+                }
+                _ => return Err(format!("unknown setting '{key}' (window or max)")),
+            };
+            if std::mem::replace(seen, true) {
+                return Err(format!("the setting '{key}' is given twice"));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn parse_k(k: &str) -> Result<f64, String> {
+    match k.parse::<f64>() {
+        Ok(n) if n > 1.0 && n <= ThrottleSpec::MAX_K => Ok(n),
+        _ => Err(format!(
+            "K={k}: expected a number above 1 and at most {} (2 holds tries back once fewer \
+             than half are accepted)",
+            ThrottleSpec::MAX_K
+        )),
+    }
+}
+
+fn parse_window(value: &str) -> Result<Duration, String> {
+    let window = parse_duration(value).map_err(|e| format!("window={value}: {e}"))?;
+    if window < ThrottleSpec::MIN_WINDOW || window > ThrottleSpec::MAX_WINDOW {
+        return Err(format!("window={value}: expected from 1s to 1d"));
+    }
+    Ok(window)
+}
+
+fn parse_max(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(n) if n > 0.0 && n < 1.0 => Ok(n),
+        _ => Err(format!(
+            "max={value}: expected a number above 0 and below 1 (1 would hold every try back)"
+        )),
+    }
+}
+
+/// The window's figures at one moment: the tries it counts, and those of them accepted. They
+/// are estimates of the sliding window, so not whole numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    pub requests: f64,
+    pub accepts: f64,
+}
+
+/// How a try counts in the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// It succeeded, or failed for good: the dependency answered.
+    Accepted,
+    /// It failed transiently, or was held back: a request only.
+    Refused,
+}
+
+/// The counters a store keeps for a quota's throttle: two slots of the window's length, the
+/// current one starting at `start_ms` (ms since the Unix epoch) and the one before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    pub start_ms: u64,
+    pub requests: u64,
+    pub accepts: u64,
+    pub prev_requests: u64,
+    pub prev_accepts: u64,
+}
+
+impl Window {
+    /// Moves the slots on to `now_ms`: a slot that ended becomes the previous one, and slots
+    /// that ended a whole window ago count no more. A clock that went back moves nothing.
+    pub fn advance(&mut self, window_ms: u64, now_ms: u64) {
+        let window_ms = window_ms.max(1);
+        let elapsed = now_ms.saturating_sub(self.start_ms);
+        if self.start_ms == 0 || elapsed >= window_ms.saturating_mul(2) {
+            *self = Window {
+                start_ms: now_ms,
+                ..Window::default()
+            };
+        } else if elapsed >= window_ms {
+            *self = Window {
+                start_ms: self.start_ms + window_ms,
+                requests: 0,
+                accepts: 0,
+                prev_requests: self.requests,
+                prev_accepts: self.accepts,
+            };
+        }
+    }
+
+    /// The figures of the window ending at `now_ms` (after [`Window::advance`]).
+    pub fn figures(&self, window_ms: u64, now_ms: u64) -> Figures {
+        let window_ms = window_ms.max(1);
+        let into = now_ms.saturating_sub(self.start_ms).min(window_ms);
+        let left = (window_ms - into) as f64 / window_ms as f64;
+        Figures {
+            requests: self.requests as f64 + self.prev_requests as f64 * left,
+            accepts: self.accepts as f64 + self.prev_accepts as f64 * left,
+        }
+    }
+
+    /// Counts one try at `now_ms`.
+    pub fn count(&mut self, counted: Counted, window_ms: u64, now_ms: u64) {
+        self.advance(window_ms, now_ms);
+        self.requests = self.requests.saturating_add(1);
+        if counted == Counted::Accepted {
+            self.accepts = self.accepts.saturating_add(1);
+        }
+    }
+
+    /// The window as its record in the quota's file: `retry-throttle v1 start=… r=… a=… pr=…
+    /// pa=…`, padded with spaces to [`WINDOW_RECORD_LEN`] bytes, the last one a newline.
+    pub fn encode(&self) -> [u8; WINDOW_RECORD_LEN] {
+        let text = format!(
+            "{WINDOW_PREFIX}start={} r={} a={} pr={} pa={}",
+            self.start_ms, self.requests, self.accepts, self.prev_requests, self.prev_accepts
+        );
+        let mut record = [b' '; WINDOW_RECORD_LEN];
+        // At most 18 + 5 × (4 + 20) = 138 bytes: five u64 and their names.
+        let len = text.len().min(WINDOW_RECORD_LEN - 1);
+        record[..len].copy_from_slice(&text.as_bytes()[..len]);
+        record[WINDOW_RECORD_LEN - 1] = b'\n';
+        record
+    }
+
+    /// Reads a record that [`Window::encode`] wrote; anything else is `None`.
+    pub fn decode(bytes: &[u8]) -> Option<Window> {
+        if bytes.len() != WINDOW_RECORD_LEN || bytes[WINDOW_RECORD_LEN - 1] != b'\n' {
+            return None;
+        }
+        let text = std::str::from_utf8(&bytes[..WINDOW_RECORD_LEN - 1]).ok()?;
+        let mut fields = text.trim_end_matches(' ').strip_prefix(WINDOW_PREFIX)?.split(' ');
+        let mut next = |name: &str| -> Option<u64> {
+            let value = fields.next()?.strip_prefix(name)?.strip_prefix('=')?;
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            value.parse().ok()
+        };
+        let window = Window {
+            start_ms: next("start")?,
+            requests: next("r")?,
+            accepts: next("a")?,
+            prev_requests: next("pr")?,
+            prev_accepts: next("pa")?,
+        };
+        let consistent = window.accepts <= window.requests
+            && window.prev_accepts <= window.prev_requests
+            && fields.next().is_none();
+        consistent.then_some(window)
+    }
+}
+
+/// The size of a throttle's record in the quota's file, after the bucket's.
+pub const WINDOW_RECORD_LEN: usize = 160;
+
+const WINDOW_PREFIX: &str = "retry-throttle v1 ";
+
+/// What a run sends with an exchange to have its next try admitted or held back: its throttle
+/// and its draw, uniform in `[0, 1)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ask {
+    pub spec: ThrottleSpec,
+    pub draw: f64,
+}
+
+/// What the store decided about a try.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Admission {
+    /// The figures it decided on, before this try counted.
+    pub figures: Figures,
+    pub p: f64,
+    /// True when the try is held back; it was then counted as a request.
+    pub held: bool,
+}
+
+/// The store's atomic step for a try: with the window moved on to `now_ms`, `p` from its
+/// figures, and the try held back when the draw falls below `p`, then counted at once.
+pub fn admit(window: &mut Window, ask: &Ask, now_ms: u64) -> Admission {
+    let window_ms = ask.spec.window_ms();
+    window.advance(window_ms, now_ms);
+    let figures = window.figures(window_ms, now_ms);
+    let p = ask.spec.p(figures);
+    let held = ask.draw < p;
+    if held {
+        window.count(Counted::Refused, window_ms, now_ms);
+    }
+    Admission { figures, p, held }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_764_480_000_000;
+    const W: u64 = 120_000;
+
+    fn spec(k: f64) -> ThrottleSpec {
+        ThrottleSpec {
+            k,
+            ..ThrottleSpec::default()
+        }
+    }
+
+    fn figures(requests: f64, accepts: f64) -> Figures {
+        Figures { requests, accepts }
+    }
+
+    #[test]
+    fn p_is_zero_while_at_least_one_try_in_k_is_accepted() {
+        let k2 = spec(2.0);
+        assert_eq!(k2.p(figures(0.0, 0.0)), 0.0);
+        assert_eq!(k2.p(figures(100.0, 50.0)), 0.0);
+        assert_eq!(k2.p(figures(100.0, 100.0)), 0.0);
+        // Just below half accepted: a little above 0.
+        let p = k2.p(figures(100.0, 49.0));
+        assert!((p - 2.0 / 101.0).abs() < 1e-12, "{p}");
+        // K = 1.1 is stricter: 60 of 100 accepted already holds some back with K = 1.5.
+        assert_eq!(spec(1.5).p(figures(100.0, 70.0)), 0.0);
+        assert!(spec(1.5).p(figures(100.0, 60.0)) > 0.0);
+    }
+
+    #[test]
+    fn p_is_capped_at_max() {
+        // Nothing accepted: (r − 0) / (r + 1) → 1, but never past max.
+        assert_eq!(spec(2.0).p(figures(1000.0, 0.0)), 0.95);
+        let low = ThrottleSpec {
+            max: 0.5,
+            ..spec(2.0)
+        };
+        assert_eq!(low.p(figures(1000.0, 0.0)), 0.5);
+        // Few requests: the + 1 keeps p low while the figures say little.
+        assert_eq!(spec(2.0).p(figures(1.0, 0.0)), 0.5);
+    }
+
+    #[test]
+    fn a_held_try_counts_as_a_request_only() {
+        let mut window = Window::default();
+        for _ in 0..10 {
+            window.count(Counted::Refused, W, T0);
+        }
+        let ask = Ask {
+            spec: spec(2.0),
+            draw: 0.5,
+        };
+        let admission = admit(&mut window, &ask, T0 + 1);
+        assert_eq!(admission.figures, figures(10.0, 0.0));
+        assert!((admission.p - 10.0 / 11.0).abs() < 1e-12);
+        assert!(admission.held);
+        assert_eq!((window.requests, window.accepts), (11, 0));
+        // A draw at or above p admits the try, which is not counted until its outcome is.
+        let ask = Ask {
+            spec: spec(2.0),
+            draw: 0.99,
+        };
+        let admission = admit(&mut window, &ask, T0 + 2);
+        assert!(!admission.held);
+        assert_eq!((window.requests, window.accepts), (11, 0));
+    }
+
+    #[test]
+    fn a_store_that_saw_no_failure_admits_everything() {
+        let mut window = Window::default();
+        for draw in [0.0, 0.5, 0.999] {
+            let ask = Ask {
+                spec: spec(2.0),
+                draw,
+            };
+            assert!(!admit(&mut window, &ask, T0).held);
+        }
+        assert_eq!(window.requests, 0);
+    }
+
+    #[test]
+    fn the_previous_slot_fades_out_over_the_window() {
+        let mut window = Window::default();
+        for _ in 0..8 {
+            window.count(Counted::Refused, W, T0);
+        }
+        window.count(Counted::Accepted, W, T0);
+        window.count(Counted::Accepted, W, T0);
+        // A quarter of the way into the next slot: 3/4 of the last one still counts.
+        let at = T0 + W + W / 4;
+        window.advance(W, at);
+        assert_eq!(window.figures(W, at), figures(7.5, 1.5));
+        // Two windows on, nothing counts.
+        let later = T0 + 2 * W;
+        window.advance(W, later);
+        assert_eq!(window.figures(W, later), figures(0.0, 0.0));
+        let mut idle = window;
+        idle.advance(W, later + 3 * W);
+        assert_eq!(idle.figures(W, later + 3 * W), figures(0.0, 0.0));
+    }
+
+    #[test]
+    fn a_clock_that_went_back_moves_nothing() {
+        let mut window = Window::default();
+        window.count(Counted::Refused, W, T0);
+        window.advance(W, T0 - 60_000);
+        assert_eq!(window.requests, 1);
+        assert_eq!(window.figures(W, T0 - 60_000), figures(1.0, 0.0));
+    }
+
+    #[test]
+    fn records_read_back_and_damaged_ones_are_refused() {
+        let window = Window {
+            start_ms: u64::MAX,
+            requests: u64::MAX,
+            accepts: u64::MAX,
+            prev_requests: u64::MAX,
+            prev_accepts: 3,
+        };
+        let record = window.encode();
+        assert_eq!(Window::decode(&record), Some(window));
+        assert_eq!(Window::decode(&record[..100]), None);
+        let mut bad = record;
+        bad[20] = b'x';
+        assert_eq!(Window::decode(&bad), None);
+        // More accepts than requests is no record retry wrote.
+        let odd = Window {
+            accepts: 5,
+            requests: 4,
+            ..Window::default()
+        };
+        assert_eq!(Window::decode(&odd.encode()), None);
+        assert_eq!(Window::decode(&[b' '; WINDOW_RECORD_LEN]), None);
+    }
+
+    #[test]
+    fn the_option_reads_k_and_its_settings() {
+        assert_eq!("2".parse(), Ok(spec(2.0)));
+        let both: ThrottleSpec = "1.1:window=5m,max=0.9".parse().unwrap();
+        assert_eq!(
+            both,
+            ThrottleSpec {
+                k: 1.1,
+                window: Duration::from_secs(300),
+                max: 0.9
+            }
+        );
+        assert_eq!(both.to_string(), "1.1:window=5m,max=0.9");
+        assert_eq!(spec(2.0).to_string(), "2");
+        let short: ThrottleSpec = "3:window=2s".parse().unwrap();
+        assert_eq!(short.to_string(), "3:window=2s");
+        for bad in [
+            "1", "0.5", "x", "", "nan", "inf", "2:", "2:window", "2:window=0s", "2:window=2d",
+            "2:max=1", "2:max=0", "2:max=-1", "2:size=3", "2:max=0.5,max=0.6",
+        ] {
+            assert!(bad.parse::<ThrottleSpec>().is_err(), "{bad}");
+        }
+    }
+}
