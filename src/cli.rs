@@ -296,6 +296,7 @@ Over the last 2 minutes the quota's store counts the tries of the runs that use 
         )
         .value_parser(parse_throttle)
         .requires(id::QUOTA)
+        .conflicts_with(id::REPEAT)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,

@@ -6,9 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{
-    BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind, ModelKind, SimulateArgs,
-};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
@@ -304,8 +302,9 @@ impl Config {
             limit: Limit::earliest(budget, deadline_in(cli.deadline, now)?),
         };
         let stagger = stagger(cli.stagger, policy.limit)?;
-        let simulate = simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
-            .map_err(UsageError)?;
+        let simulate =
+            simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
+                .map_err(UsageError)?;
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }

@@ -23,6 +23,9 @@ pub enum ExitStatus {
     Reraise(Signal),
     /// A try's output could not be written (a full disk): 1, as `cat` ends.
     OutputFailed,
+    /// Gave up with every try held back by `--throttle`, none having run: 75 (`EX_TEMPFAIL`,
+    /// try again later).
+    Held,
 }
 
 impl ExitStatus {
@@ -30,6 +33,7 @@ impl ExitStatus {
     pub const USAGE: i32 = 125;
     pub const CANNOT_EXECUTE: i32 = 126;
     pub const NOT_FOUND: i32 = 127;
+    pub const HELD: i32 = 75;
 
     /// The status that gives up after a try ended with `outcome`.
     pub fn from_last_try(outcome: Outcome) -> ExitStatus {
@@ -57,6 +61,16 @@ impl ExitStatus {
             GiveUp::Input => ExitStatus::Usage,
             _ if last == Outcome::Exit(0) => ExitStatus::LastExit(1),
             _ => ExitStatus::from_last_try(last),
+        }
+    }
+
+    /// The status of a run whose last try was held back by `--throttle`: what giving up after
+    /// its last try that ran (`last_ran`) would have given, so that no status of the command is
+    /// hidden; 75 when no try ran.
+    pub fn of_held(last_ran: Option<Outcome>) -> ExitStatus {
+        match last_ran {
+            Some(outcome) => ExitStatus::of_giving_up(&GiveUp::Held, outcome),
+            None => ExitStatus::Held,
         }
     }
 
@@ -95,6 +109,7 @@ impl ExitStatus {
             ExitStatus::NotFound => Self::NOT_FOUND,
             ExitStatus::KilledBy(s) | ExitStatus::Reraise(s) => 128 + s.number(),
             ExitStatus::OutputFailed => 1,
+            ExitStatus::Held => Self::HELD,
         }
     }
 }

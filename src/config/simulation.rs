@@ -101,4 +101,3 @@ fn given_without_simulate(args: &SimulateArgs) -> Option<String> {
     let (option, value) = first_given(given.into_iter().chain(outage_options(args)))?;
     Some(format!("{option} {value}").trim_end().to_string())
 }
-

@@ -56,6 +56,8 @@ pub enum GiveUp {
     /// The retry quota shared with other runs had no token for this retry
     /// (docs/herd.md#shared-retry-quota).
     Quota(QuotaRefusal),
+    /// The last try was held back by `--throttle` (docs/herd.md#admission-control).
+    Held,
 }
 
 impl GiveUp {
@@ -68,6 +70,7 @@ impl GiveUp {
             GiveUp::Interrupted => "interrupted",
             GiveUp::Input => "input",
             GiveUp::Quota(_) => "quota",
+            GiveUp::Held => "held",
         }
     }
 }
@@ -214,6 +217,15 @@ impl<'p> Schedule<'p> {
         rng: &mut R,
     ) -> Decision {
         self.after_transient_failure_asked(now, None, rng)
+    }
+
+    /// Decides what follows a try that `--throttle` held back at `now`: the wait that follows a
+    /// transient failure, or, when the tries or the budget run out, giving up as held.
+    pub fn after_held<R: Rng + ?Sized>(&mut self, now: Duration, rng: &mut R) -> Decision {
+        match self.after_transient_failure(now, rng) {
+            Decision::GiveUp(GiveUp::Tries | GiveUp::Budget(_)) => Decision::GiveUp(GiveUp::Held),
+            other => other,
+        }
     }
 
     /// `after_transient_failure` for a try whose output asked for a wait (`requested`,

@@ -247,7 +247,10 @@ impl Window {
             return None;
         }
         let text = std::str::from_utf8(&bytes[..WINDOW_RECORD_LEN - 1]).ok()?;
-        let mut fields = text.trim_end_matches(' ').strip_prefix(WINDOW_PREFIX)?.split(' ');
+        let mut fields = text
+            .trim_end_matches(' ')
+            .strip_prefix(WINDOW_PREFIX)?
+            .split(' ');
         let mut next = |name: &str| -> Option<u64> {
             let value = fields.next()?.strip_prefix(name)?.strip_prefix('=')?;
             if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -461,8 +464,21 @@ mod tests {
         let short: ThrottleSpec = "3:window=2s".parse().unwrap();
         assert_eq!(short.to_string(), "3:window=2s");
         for bad in [
-            "1", "0.5", "x", "", "nan", "inf", "2:", "2:window", "2:window=0s", "2:window=2d",
-            "2:max=1", "2:max=0", "2:max=-1", "2:size=3", "2:max=0.5,max=0.6",
+            "1",
+            "0.5",
+            "x",
+            "",
+            "nan",
+            "inf",
+            "2:",
+            "2:window",
+            "2:window=0s",
+            "2:window=2d",
+            "2:max=1",
+            "2:max=0",
+            "2:max=-1",
+            "2:size=3",
+            "2:max=0.5,max=0.6",
         ] {
             assert!(bad.parse::<ThrottleSpec>().is_err(), "{bad}");
         }

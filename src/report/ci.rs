@@ -119,6 +119,7 @@ impl Sink for StepSummary {
             | Event::TryOutputDone { .. }
             | Event::TryEnded(_)
             | Event::TryInterrupted(_)
+            | Event::TryHeld(_)
             | Event::RequestIgnored { .. }
             | Event::Leftovers { .. }
             | Event::Wait { .. }
@@ -238,6 +239,7 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
         | Event::TryOutputDone { .. }
         | Event::TryEnded(_)
         | Event::TryInterrupted(_)
+        | Event::TryHeld(_)
         | Event::RequestIgnored { .. }
         | Event::Leftovers { .. }
         | Event::Wait { .. }
@@ -329,6 +331,7 @@ impl Sink for Markers {
             | Event::Stagger { .. }
             | Event::TryEnded(_)
             | Event::TryInterrupted(_)
+            | Event::TryHeld(_)
             | Event::RequestIgnored { .. }
             | Event::Leftovers { .. }
             | Event::Wait { .. }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::exit::ExitStatus;
 use crate::policy::{Decision, Form, LimitSource, RepeatEnd, Verdict};
-use crate::report::event::{Event, Level, TryReport};
+use crate::report::event::{Event, HeldReport, Level, TryReport};
 use crate::report::facts::RunFacts;
 use crate::report::tally::{Tally, TryRow, repeat_summary};
 
@@ -23,6 +23,10 @@ impl Tally {
             }
             Event::TryInterrupted(r) => {
                 self.record_try(r, false, facts);
+                return None;
+            }
+            Event::TryHeld(r) => {
+                self.record_held(r, facts);
                 return None;
             }
             // A run that succeeded at once is not announced: nothing needed retrying.
@@ -130,5 +134,20 @@ impl Tally {
         };
         let failed = ended && !matches!(r.verdict, Verdict::Success(_));
         self.record(row, failed);
+    }
+
+    /// Adds a try that `--throttle` held back: a row of the table, not a failure.
+    fn record_held(&mut self, r: &HeldReport, facts: &RunFacts) {
+        let row = TryRow {
+            try_label: facts.label(r.attempt),
+            outcome: "held back".into(),
+            took: Duration::ZERO,
+            wait: match r.decision {
+                Decision::Retry(wait) => Some(wait.delay),
+                _ => None,
+            },
+            verdict: format!("held: p={:.2}", r.admission.p),
+        };
+        self.record(row, false);
     }
 }

@@ -18,6 +18,8 @@ use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
 
 use crate::policy::plan::{End, Plan, PlannedTry, SIMULATED_TRIES};
+use crate::policy::throttle::Admission;
+use crate::report::words::throttle_figures;
 
 /// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
 /// seed draws from.
@@ -34,6 +36,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
         GiveUp::Interrupted => "an interrupt".into(),
         GiveUp::Input => "standard input that cannot be kept".into(),
         GiveUp::Quota(refusal) => refusal.to_string(),
+        GiveUp::Held => "the throttle holding the last try back".into(),
     }
 }
 
@@ -285,8 +288,9 @@ fn bar(wait: Duration, max: Duration) -> String {
     "█".repeat(cells as usize)
 }
 
-/// What the dry run knows of the shared retry quota: its tokens now, or why it cannot say.
-pub type QuotaNow = Result<f64, String>;
+/// What the dry run knows of the shared retry quota: its tokens now and, with `--throttle`, the
+/// throttle's figures and `p`; or why it cannot say.
+pub type QuotaNow = Result<(f64, Option<Admission>), String>;
 
 /// Prints the plan as a table, or as JSON lines with `--log-format json`, with the state of
 /// `--quota`'s store when there is one.
@@ -429,20 +433,33 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
             hms(most)
         )
     });
-    let quota = config.quota.as_ref().map(|spec| {
+    let quota_line = config.quota.as_ref().map(|spec| {
         let now = match quota {
-            Some(Ok(tokens)) => format!("{tokens:.2} tokens now"),
+            Some(Ok((tokens, _))) => format!("{tokens:.2} tokens now"),
             Some(Err(e)) => format!("its store cannot be read ({e})"),
             None => "its store was not read".into(),
         };
         format!("{spec}: {now}")
     });
+    let throttle = config
+        .throttle
+        .zip(config.quota.as_ref())
+        .map(|(throttle, spec)| {
+            let figures = match quota {
+                Some(Ok((_, Some(admission)))) => {
+                    throttle_figures(&spec.shown(), &throttle, admission)
+                }
+                _ => "its figures were not read".into(),
+            };
+            format!("--throttle {throttle}: {figures}; a try is held back with that chance")
+        });
     let mut header = Header::new("retry: dry run, nothing is run; every try is assumed to fail")
         .command(&config.command, config.charset, "")
         .policy(config, false)
         .field("waits", format!("after try k: {}", formula(&policy.waits)))
         .field_if("stagger", stagger)
-        .field_if("quota", quota);
+        .field_if("quota", quota_line)
+        .field_if("throttle", throttle);
     if plan.random {
         header = header.seed(seed, "waits");
     }
@@ -576,8 +593,18 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
     }
     if let Some(spec) = &config.quota {
         header = header.str("quota", &spec.to_string());
-        if let Some(Ok(tokens)) = quota {
+        if let Some(Ok((tokens, _))) = quota {
             header = header.float("quota_tokens", (tokens * 1000.0).round() / 1000.0);
+        }
+    }
+    if let Some(throttle) = config.throttle.filter(|_| config.quota.is_some()) {
+        header = header.str("throttle", &throttle.to_string());
+        if let Some(Ok((_, Some(admission)))) = quota {
+            let three = |x: f64| (x * 1000.0).round() / 1000.0;
+            header = header
+                .float("throttle_requests", three(admission.figures.requests))
+                .float("throttle_accepts", three(admission.figures.accepts))
+                .float("throttle_p", three(admission.p));
         }
     }
     header

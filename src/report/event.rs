@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
 use crate::policy::quota::QuotaSpec;
+use crate::policy::throttle::{Admission, ThrottleSpec};
 use crate::policy::{
     BudgetExceeded, Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict,
 };
@@ -49,6 +50,8 @@ pub enum Event {
     TryEnded(TryReport),
     /// A try that `retry` stopped because it received a stopping signal.
     TryInterrupted(TryReport),
+    /// `--throttle` held a try back: it did not run, and the schedule decided what follows.
+    TryHeld(HeldReport),
     /// Try `attempt`'s output matched `--delay-from-output`, but asked for no wait.
     RequestIgnored { attempt: u64, ignored: Ignored },
     /// What a failed try (or a hook, `hook`) left running was stopped: `count` processes (0:
@@ -79,6 +82,8 @@ pub enum Event {
         action: QuotaAction,
         granted: bool,
         tokens: f64,
+        /// With `--throttle`, when the try was let through: the figures it was let through on.
+        throttle: Option<(ThrottleSpec, Admission)>,
     },
     /// The run succeeded on try `attempt`, and exits with `status`: 0, or under `--flaky fail`
     /// after failed tries, what giving up after the last of them would have given.
@@ -225,6 +230,17 @@ pub struct TryReport {
     pub signalled_after: Option<Duration>,
 }
 
+/// A try that `--throttle` held back: the quota whose figures held it, on which figures, and
+/// what the schedule decided after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldReport {
+    pub attempt: u64,
+    pub quota: String,
+    pub spec: ThrottleSpec,
+    pub admission: Admission,
+    pub decision: Decision,
+}
+
 /// Why the command could not be started: the program, and the error of `exec` (its errno,
 /// or the standard library's words when it has none). The sinks word it
 /// (`words::not_started`).
@@ -268,6 +284,8 @@ pub enum QuotaAction {
     FirstTry,
     /// A retry takes a token.
     Retry,
+    /// The last try's outcome is counted by the throttle, as the run ends.
+    Counted,
 }
 
 impl QuotaAction {
@@ -275,6 +293,7 @@ impl QuotaAction {
         match self {
             QuotaAction::FirstTry => "first try",
             QuotaAction::Retry => "retry",
+            QuotaAction::Counted => "last try counted",
         }
     }
 }

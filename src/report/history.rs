@@ -144,6 +144,7 @@ fn end_of(event: &Event) -> Option<End> {
         | Event::TryOutputDone { .. }
         | Event::TryEnded(_)
         | Event::TryInterrupted(_)
+        | Event::TryHeld(_)
         | Event::RequestIgnored { .. }
         | Event::Leftovers { .. }
         | Event::Wait { .. }

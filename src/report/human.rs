@@ -14,12 +14,14 @@ use crate::policy::Form;
 use crate::policy::pushback::Ignored;
 use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::column::{self, Stream};
-use crate::report::event::{During, Envelope, Event, Level, TryReport, Warning};
+use crate::report::event::{During, Envelope, Event, HeldReport, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::policy_text::describe_policy;
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
-use crate::report::words::{failure_text, hook_failure, not_started, plural, warning_text};
+use crate::report::words::{
+    failure_text, hook_failure, not_started, plural, throttle_figures, warning_text,
+};
 use crate::report::{charset, printable};
 use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
@@ -182,6 +184,7 @@ impl Sink for HumanLog {
             | Event::TryOutputDone { .. }
             | Event::TryEnded(_)
             | Event::TryInterrupted(_)
+            | Event::TryHeld(_)
             | Event::RequestIgnored { .. }
             | Event::Leftovers { .. }
             | Event::Wait { .. }
@@ -250,6 +253,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
             (!quiet && (verbose || !first_success)).then(|| try_line(r, facts))
         }
+        Event::TryHeld(r) => run(&|| held_line(r, facts)),
         Event::Succeeded {
             attempt,
             elapsed,
@@ -276,8 +280,18 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             quota,
             action,
             tokens,
+            throttle,
             ..
-        } => detail(&|| format!("quota {quota}: {}, {tokens:.2} tokens left", action.word())),
+        } => detail(&|| {
+            let mut text = format!("quota {quota}: {}, {tokens:.2} tokens left", action.word());
+            if let Some((spec, admission)) = throttle {
+                text += &format!(
+                    "; let through: {}",
+                    throttle_figures(quota, spec, admission)
+                );
+            }
+            text
+        }),
         Event::DeadLettered { path } => {
             detail(&|| format!("recorded in --dead-letter '{}'", path.to_string_lossy()))
         }
@@ -414,6 +428,17 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
 }
 
 /// What follows a try, as the end of its line: `; next try in 1s`, `; giving up: ...`.
+/// `try 1/3 held back: 0 of 48 tries of quota db were accepted in the last 2m (p=0.95); next
+/// try in 1.2s`.
+fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
+    format!(
+        "try {} held back: {}{}",
+        facts.label(r.attempt),
+        throttle_figures(&r.quota, &r.spec, &r.admission),
+        decision_words(&r.decision)
+    )
+}
+
 fn decision_words(decision: &Decision) -> String {
     match decision {
         Decision::Retry(wait) => {
@@ -432,6 +457,7 @@ fn decision_words(decision: &Decision) -> String {
         }
         Decision::GiveUp(GiveUp::Budget(exceeded)) => format!("; giving up: {exceeded}"),
         Decision::GiveUp(GiveUp::Quota(refusal)) => format!("; giving up: {refusal}"),
+        Decision::GiveUp(GiveUp::Held) => "; giving up: the last try was held back".into(),
         Decision::GiveUp(_) => "; giving up".into(),
     }
 }
@@ -535,6 +561,7 @@ fn gave_up(event: &Event) -> Line {
         elapsed,
         signal,
         last,
+        why,
         ..
     } = event
     else {
@@ -542,6 +569,10 @@ fn gave_up(event: &Event) -> Line {
     };
     let cause = match (signal, last) {
         (Some(s), _) => format!("interrupted by {s}"),
+        (None, None) if *why == GiveUp::Held => "every try was held back by --throttle".into(),
+        (None, Some(outcome)) if *why == GiveUp::Held => {
+            format!("the last try was held back by --throttle; the last that ran: {outcome}")
+        }
         // Only --until-output gives up after a try that exited 0.
         (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
         (None, Some(outcome)) => outcome.to_string(),

@@ -9,10 +9,11 @@ use std::time::SystemTime;
 use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
+use crate::policy::throttle::Admission;
 use crate::policy::{GiveUp, Outcome, RepeatEnd};
 use crate::report::charset;
 use crate::report::column::{self, Stream};
-use crate::report::event::{Envelope, Event, TryReport, Warning};
+use crate::report::event::{Envelope, Event, HeldReport, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::json::Obj;
 use crate::report::policy_text::policy_json;
@@ -106,6 +107,7 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
             .num("delay_ms", millis(*delay))
             .num("most_ms", millis(*most)),
         Event::TryEnded(r) | Event::TryInterrupted(r) => try_object(r, facts),
+        Event::TryHeld(r) => held_object(r, facts),
         Event::RequestIgnored { attempt, ignored } => {
             let obj = head("request_ignored", facts)
                 .num("attempt", *attempt)
@@ -179,15 +181,41 @@ fn quota(event: &Event, facts: &At<'_>) -> Obj {
         action,
         granted,
         tokens,
+        throttle,
     } = event
     else {
         return head("quota", facts);
     };
-    head("quota", facts)
+    let obj = head("quota", facts)
         .str("quota", quota)
         .str("action", action.word())
         .bool("granted", *granted)
-        .float("tokens", (tokens * 1000.0).round() / 1000.0)
+        .float("tokens", (tokens * 1000.0).round() / 1000.0);
+    match throttle {
+        Some((_, admission)) => with_figures(obj, admission),
+        None => obj,
+    }
+}
+
+/// The throttle's figures, to three decimals: `requests`, `accepts`, `p`.
+fn with_figures(obj: Obj, admission: &Admission) -> Obj {
+    let three = |x: f64| (x * 1000.0).round() / 1000.0;
+    obj.float("requests", three(admission.figures.requests))
+        .float("accepts", three(admission.figures.accepts))
+        .float("p", three(admission.p))
+}
+
+/// A try that `--throttle` held back: a `try` event whose outcome is `{"held":true}`, with the
+/// figures it was held on.
+fn held_object(r: &HeldReport, facts: &At<'_>) -> Obj {
+    let obj = head("try", facts)
+        .num("attempt", r.attempt)
+        .num("duration_ms", 0u64)
+        .obj("outcome", Obj::new().bool("held", true))
+        .str("verdict", "transient")
+        .str("reason", "held")
+        .str("quota", &r.quota);
+    with_figures(obj, &r.admission)
 }
 
 /// The `success` event.

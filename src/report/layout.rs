@@ -28,7 +28,9 @@ impl Header {
     /// A labelled fact, `  policy:  …`: the texts line up after the longest label.
     pub fn field(mut self, label: &str, text: impl AsRef<str>) -> Header {
         let label = format!("{label}:");
-        self.lines.push(format!("  {label:<9}{}", text.as_ref()));
+        // At least one space after the label, however long.
+        let width = label.len().max(8) + 1;
+        self.lines.push(format!("  {label:<width$}{}", text.as_ref()));
         self
     }
 

@@ -163,6 +163,7 @@ impl Tally {
             (None, GiveUp::Interrupted) => "interrupted".into(),
             (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
             (None, GiveUp::Quota(refusal)) => refusal.to_string(),
+            (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
         };
         let mut text = format!("gave up {} in {}, {why}", after_tries(tries), hms(elapsed));
         if !self.failures.is_empty() {

@@ -3,6 +3,7 @@
 //! after `error: ` and `warning: `, and the JSON log as its `message`.
 
 use crate::duration::hms;
+use crate::policy::throttle::{Admission, Figures, ThrottleSpec};
 use crate::policy::{Form, Outcome};
 use crate::report::event::{
     Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal, Warning,
@@ -236,4 +237,19 @@ pub fn refusal_words(code: &str) -> String {
 
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The throttle's figures as the log gives them: `0 of 48 tries of quota db were accepted in
+/// the last 2m (p=0.95)`. The window's figures are estimates, shown to the nearest try.
+pub fn throttle_figures(quota: &str, spec: &ThrottleSpec, admission: &Admission) -> String {
+    let Figures { requests, accepts } = admission.figures;
+    let requests = requests.round();
+    let tries = if requests == 1.0 { "try" } else { "tries" };
+    let were = if requests == 1.0 { "was" } else { "were" };
+    format!(
+        "{} of {requests} {tries} of quota {quota} {were} accepted in the last {} (p={:.2})",
+        accepts.round(),
+        hms(spec.window),
+        admission.p
+    )
 }

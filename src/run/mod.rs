@@ -30,6 +30,7 @@ use clock::Moment;
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::policy::quota::QuotaSpec;
+use crate::policy::throttle::ThrottleSpec;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::history::History;
@@ -70,7 +71,12 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let json = config.log.format == crate::config::LogFormat::Json;
     let ascii = config.charset.is_ascii();
     let mut out = crate::report::charset::Output::with(io::stdout().lock(), ascii, json);
-    let quota = match config.quota.as_ref().map(quota_now).transpose() {
+    let quota = match config
+        .quota
+        .as_ref()
+        .map(|spec| quota_now(spec, config.throttle))
+        .transpose()
+    {
         Ok(quota) => quota,
         Err(line) => {
             eprintln!("retry: {}", crate::report::printable(&line));
@@ -93,10 +99,10 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
 /// The quota's tokens now, read without taking or adding any, or why they cannot be read;
 /// `Err` is the line of a Redis server that refuses the password or the user, which a
 /// deploy check must not pass.
-fn quota_now(spec: &QuotaSpec) -> Result<dryrun::QuotaNow, String> {
+fn quota_now(spec: &QuotaSpec, throttle: Option<ThrottleSpec>) -> Result<dryrun::QuotaNow, String> {
     let now = unix_ms(SystemTime::now());
-    match shared::peek(spec, now, &|name| std::env::var_os(name)) {
-        Ok(tokens) => Ok(Ok(tokens)),
+    match shared::peek(spec, throttle, now, &|name| std::env::var_os(name)) {
+        Ok(update) => Ok(Ok((update.tokens, update.admission))),
         Err(shared::Unread {
             refused: Some(code),
             ..

@@ -22,8 +22,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
-use crate::policy::throttle::ThrottleSpec;
 use crate::policy::schedule::stagger;
+use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
 use client::{Client, Phase};
 use clock::{millis, nanos};

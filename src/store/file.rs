@@ -5,8 +5,9 @@
 //! with a single `pwrite` at offset 0 and closes the file. So:
 //! - the lock belongs to the open file and goes when it is closed, also when the process is
 //!   killed: a run killed while holding it stalls nobody;
-//! - a record is replaced whole, never half (the record is 64 bytes at offset 0 of a file on a
-//!   local file system): a killed run leaves the old record or the new one;
+//! - a record is replaced whole, never half (the bucket's record is 64 bytes at offset 0 of a
+//!   file on a local file system, and with `--throttle` its figures' 160 bytes follow in the same
+//!   write): a killed run leaves the old record or the new one;
 //! - nothing waits long: the lock is tried without blocking for at most [`LOCK_WAIT`] in all,
 //!   then the operation fails as busy, and the run falls back to its own limits.
 //!
@@ -33,9 +34,14 @@ use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
+use crate::policy::throttle::{Admission, WINDOW_RECORD_LEN, Window};
 use crate::store::lock::{LockError, flock_within};
 use crate::store::open::{euid, open_way};
-use crate::store::quota::{BucketStore, Note, Unanswered, Update};
+use crate::store::quota::{BucketStore, Exchange, Note, Op, Unanswered, Update};
+
+/// The length of a quota's file whose runs use `--throttle`: the bucket's record, then the
+/// throttle's.
+const FILE_LEN: usize = RECORD_LEN + WINDOW_RECORD_LEN;
 
 /// The longest an operation tries to get the lock before it gives up as busy. A holder keeps
 /// it for a few microseconds; a longer hold means a stopped process, and a run must not wait
@@ -192,29 +198,62 @@ impl LocalStore {
         self.dir.join(&self.file)
     }
 
-    /// A first try: deposit the ratio. First tries are never held back, so `granted` is true.
+    /// A first try: deposit the ratio. `granted` is true.
     pub fn deposit(&self, now_ms: u64) -> Result<Update, StoreError> {
-        let params = self.params;
-        self.update(now_ms, |bucket| {
-            bucket.deposit(&params, now_ms);
-            true
-        })
+        self.exchange(&Exchange::plain(Op::Deposit), now_ms)
     }
 
     /// A retry: take a token. `granted` false means that the run must give up (reason `quota`).
     pub fn take(&self, now_ms: u64) -> Result<Update, StoreError> {
-        let params = self.params;
-        self.update(now_ms, |bucket| bucket.take(&params, now_ms))
+        self.exchange(&Exchange::plain(Op::Take), now_ms)
     }
 
     /// The quota as it stands, for the dry run and the verbose log: the tokens there would be
     /// now, and in `granted` whether a retry would get one. It changes nothing and creates
     /// nothing: a quota not used yet reads as a full bucket.
     pub fn peek(&self, now_ms: u64) -> Result<Update, StoreError> {
+        self.exchange(&Exchange::plain(Op::Peek), now_ms)
+    }
+
+    /// One exchange under the file's lock: the throttle's step on its figures (kept in a second
+    /// record after the bucket's), then the bucket's operation unless the try was held back.
+    pub fn exchange(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, StoreError> {
+        if exchange.op == Op::Peek {
+            return self.read_only(exchange, now_ms);
+        }
+        let params = self.params;
+        let throttled = exchange.throttle.is_some();
+        self.update(now_ms, throttled, |bucket, window| {
+            let admission = exchange
+                .throttle
+                .and_then(|t| t.step(exchange.op, window, now_ms));
+            bucket.refill(&params, now_ms);
+            let granted = match exchange.op {
+                _ if admission.is_some_and(|a| a.held) => false,
+                Op::Deposit => {
+                    bucket.deposit(&params, now_ms);
+                    true
+                }
+                Op::Take => bucket.take(&params, now_ms),
+                Op::Peek | Op::Count => true,
+            };
+            (granted, admission)
+        })
+    }
+
+    /// `Peek`: reads under a shared lock and writes nothing.
+    fn read_only(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, StoreError> {
+        let mut window = Window::default();
+        let admission = |window: &mut Window| {
+            exchange
+                .throttle
+                .and_then(|t| t.step(Op::Peek, window, now_ms))
+        };
         let full = Update {
             granted: self.params.cap >= 1.0,
             tokens: self.params.cap,
             note: None,
+            admission: admission(&mut window),
         };
         let Some(dir) = self.open_dir(false)? else {
             return Ok(full);
@@ -224,22 +263,26 @@ impl LocalStore {
             None => return Ok(full),
         };
         self.lock(&file, FlockArg::LockSharedNonblock)?;
-        let (stored, _) = self.read(&file)?;
+        let (stored, stored_window, _) = self.read(&file)?;
         let (mut bucket, note) = self.or_full(stored, now_ms);
         bucket.refill(&self.params, now_ms);
         let mut probe = bucket;
+        let mut window = stored_window.unwrap_or_default();
         Ok(Update {
             granted: probe.take(&self.params, now_ms),
             tokens: bucket.tokens,
             note,
+            admission: admission(&mut window),
         })
     }
 
-    /// Locks the quota's file, applies `apply` to its bucket and writes the bucket back.
+    /// Locks the quota's file, applies `apply` to its bucket and the throttle's window, and
+    /// writes them back: the window too when `throttled` or when the file had one.
     fn update(
         &self,
         now_ms: u64,
-        apply: impl FnOnce(&mut Bucket) -> bool,
+        throttled: bool,
+        apply: impl FnOnce(&mut Bucket, &mut Window) -> (bool, Option<Admission>),
     ) -> Result<Update, StoreError> {
         let dir = self
             .open_dir(true)?
@@ -249,22 +292,28 @@ impl LocalStore {
             .ok_or_else(|| self.io_error("open", self.path(), Errno::ENOENT))?;
         drop(dir);
         self.lock(&file, FlockArg::LockExclusiveNonblock)?;
-        let (stored, len) = self.read(&file)?;
+        let (stored, stored_window, len) = self.read(&file)?;
         let (mut bucket, note) = self.or_full(stored, now_ms);
-        let granted = apply(&mut bucket);
-        // One write of the whole record at offset 0: never half of one.
-        let record = bucket.encode();
-        match file.write_at(&record, 0) {
-            Ok(n) if n == RECORD_LEN => {}
+        let keep_window = throttled || stored_window.is_some();
+        // A damaged window counts nothing: the throttle holds nothing back on it.
+        let mut window = stored_window.unwrap_or_default();
+        let (granted, admission) = apply(&mut bucket, &mut window);
+        // One write of the whole record (and the window's after it) at offset 0: never half.
+        let mut record = [0u8; FILE_LEN];
+        record[..RECORD_LEN].copy_from_slice(&bucket.encode());
+        record[RECORD_LEN..].copy_from_slice(&window.encode());
+        let written = if keep_window { FILE_LEN } else { RECORD_LEN };
+        match file.write_at(&record[..written], 0) {
+            Ok(n) if n == written => {}
             Ok(_) => {
                 let short = io::Error::new(io::ErrorKind::WriteZero, "part of the record written");
                 return Err(self.io_failed("write", self.path(), short));
             }
             Err(e) => return Err(self.io_failed("write", self.path(), e)),
         }
-        // A damaged file longer than a record would read as damaged again.
-        if len > RECORD_LEN {
-            file.set_len(RECORD_LEN as u64)
+        // A damaged file longer than what was written would read as damaged again.
+        if len > written {
+            file.set_len(written as u64)
                 .map_err(|e| self.io_failed("truncate", self.path(), e))?;
         }
         // Closing the file (at the end of this scope) releases the lock.
@@ -272,6 +321,7 @@ impl LocalStore {
             granted,
             tokens: bucket.tokens,
             note,
+            admission,
         })
     }
 
@@ -469,8 +519,14 @@ impl LocalStore {
     /// Reads the record at offset 0: `None` for an empty file, `Some(None)` for anything that
     /// is not one whole record. Also returns how many bytes were there (up to one more than a
     /// record).
-    fn read(&self, file: &File) -> Result<(Option<Option<Bucket>>, usize), StoreError> {
-        let mut buf = [0u8; RECORD_LEN + 1];
+    /// The stored bucket (`None` for an empty file, `Some(None)` for a damaged one), the
+    /// throttle's window when the file has a sound one after the bucket, and the file's length.
+    #[allow(clippy::type_complexity)]
+    fn read(
+        &self,
+        file: &File,
+    ) -> Result<(Option<Option<Bucket>>, Option<Window>, usize), StoreError> {
+        let mut buf = [0u8; FILE_LEN + 1];
         let mut len = 0;
         while len < buf.len() {
             match file.read_at(&mut buf[len..], len as u64) {
@@ -480,11 +536,16 @@ impl LocalStore {
                 Err(e) => return Err(self.io_failed("read", self.path(), e)),
             }
         }
-        let stored = match len {
-            0 => None,
-            _ => Some(Bucket::decode(&buf[..len])),
+        let (stored, window) = match len {
+            0 => (None, None),
+            RECORD_LEN => (Some(Bucket::decode(&buf[..len])), None),
+            FILE_LEN => (
+                Some(Bucket::decode(&buf[..RECORD_LEN])),
+                Window::decode(&buf[RECORD_LEN..len]),
+            ),
+            _ => (Some(None), None),
         };
-        Ok((stored, len))
+        Ok((stored, window, len))
     }
 
     fn io_error(&self, action: &'static str, path: PathBuf, e: Errno) -> StoreError {
@@ -503,16 +564,8 @@ impl LocalStore {
 /// The local store answers busy when another process holds the lock too long, and fails
 /// otherwise.
 impl BucketStore for LocalStore {
-    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        LocalStore::deposit(self, now_ms).map_err(unanswered)
-    }
-
-    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        LocalStore::take(self, now_ms).map_err(unanswered)
-    }
-
-    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        LocalStore::peek(self, now_ms).map_err(unanswered)
+    fn exchange(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, Unanswered> {
+        LocalStore::exchange(self, exchange, now_ms).map_err(unanswered)
     }
 }
 

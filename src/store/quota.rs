@@ -7,14 +7,109 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-/// A store of one quota's bucket.
+use crate::policy::throttle::{Admission, Ask, Counted, ThrottleSpec, Window, admit};
+
+/// A store of one quota's bucket, and of its throttle's figures when runs use `--throttle`.
 pub trait BucketStore {
-    /// A first try: deposit the ratio. First tries are never held back, so `granted` is true.
-    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered>;
+    /// One exchange, done in one atomic step: the throttle's count and decision (if any), then
+    /// the operation on the bucket unless the try was held back.
+    fn exchange(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, Unanswered>;
+
+    /// A first try: deposit the ratio. `granted` is true.
+    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        self.exchange(&Exchange::plain(Op::Deposit), now_ms)
+    }
     /// A retry: take a token. `granted` false means that the run must give up (reason `quota`).
-    fn take(&self, now_ms: u64) -> Result<Update, Unanswered>;
+    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        self.exchange(&Exchange::plain(Op::Take), now_ms)
+    }
     /// The quota as it stands, changing nothing (the dry run's view).
-    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered>;
+    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
+        self.exchange(&Exchange::plain(Op::Peek), now_ms)
+    }
+}
+
+/// What an exchange does with the bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A run's first try that runs deposits the ratio.
+    Deposit,
+    /// A retry takes a token.
+    Take,
+    /// Reads the quota (and the throttle's figures) and changes nothing.
+    Peek,
+    /// Only counts the outcome of the run's last try, as the run ends.
+    Count,
+}
+
+impl Op {
+    /// The operation as the Redis script names it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Op::Deposit => "deposit",
+            Op::Take => "take",
+            Op::Peek => "peek",
+            Op::Count => "count",
+        }
+    }
+}
+
+/// One exchange of a run with the store.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exchange {
+    pub op: Op,
+    /// With `--throttle`: the outcome to count and the draw that decides the next try.
+    pub throttle: Option<Throttled>,
+}
+
+impl Exchange {
+    /// An exchange without a throttle.
+    pub fn plain(op: Op) -> Exchange {
+        Exchange { op, throttle: None }
+    }
+}
+
+/// The throttle's part of an exchange.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Throttled {
+    pub spec: ThrottleSpec,
+    /// The outcome of the run's last try that ran, not counted yet.
+    pub counted: Option<Counted>,
+    /// Uniform in `[0, 1)`: below `p`, the try that `Deposit` or `Take` is for is held back.
+    pub draw: f64,
+}
+
+impl Throttled {
+    /// The store's step on its `window` at `now_ms`: counts the outcome, then, for an
+    /// operation that a try goes with, decides on the try (`Peek` only reads the figures).
+    /// `None` for `Count`.
+    pub fn step(&self, op: Op, window: &mut Window, now_ms: u64) -> Option<Admission> {
+        let window_ms = self.spec.window_ms();
+        if let Some(counted) = self.counted.filter(|_| op != Op::Peek) {
+            window.count(counted, window_ms, now_ms);
+        }
+        match op {
+            Op::Deposit | Op::Take => {
+                let ask = Ask {
+                    spec: self.spec,
+                    draw: self.draw,
+                };
+                Some(admit(window, &ask, now_ms))
+            }
+            Op::Peek => {
+                let mut seen = *window;
+                seen.advance(window_ms, now_ms);
+                let figures = seen.figures(window_ms, now_ms);
+                let p = self.spec.p(figures);
+                Some(Admission {
+                    figures,
+                    p,
+                    held: false,
+                })
+            }
+            Op::Count => None,
+        }
+    }
 }
 
 /// Why a store did not answer, in one line for the log.
@@ -35,12 +130,15 @@ impl fmt::Display for Unanswered {
 }
 
 /// What an operation did: whether the retry may run (always true for a first try), the tokens
-/// left after it, and a note for the log when the store had to repair the quota.
+/// left after it, and a note for the log when the store had to repair the quota. A try that
+/// the throttle held back is not granted, and takes and deposits nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Update {
     pub granted: bool,
     pub tokens: f64,
     pub note: Option<Note>,
+    /// With `--throttle`: what it decided, on which figures.
+    pub admission: Option<Admission>,
 }
 
 /// Something the log should warn about although the operation succeeded.

@@ -51,14 +51,14 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::policy::quota::{QuotaParams, RedisAddress};
-use crate::store::quota::{BucketStore, Unanswered, Update};
+use crate::store::quota::{BucketStore, Exchange, Op, Unanswered, Update};
 use crate::store::resp::{Addr, Deadline, Node, Reply};
 
 pub use crate::store::resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
 pub use error::{REFUSALS, RedisStoreError};
 pub use script::{SCRIPT, SCRIPT_SHA1};
 
-use script::{Call, Op};
+use script::Call;
 use server::Server;
 
 /// What the name of a quota's key starts with.
@@ -152,30 +152,30 @@ impl RedisStore {
     /// A first try: deposit the ratio. First tries are never held back, so `granted` is true.
     /// The time is the server's: `_now_ms` is there for the local store's interface.
     pub fn deposit(&self, _now_ms: u64) -> Result<Update, RedisStoreError> {
-        self.run(Op::Deposit)
+        self.exchange(&Exchange::plain(Op::Deposit))
     }
 
     /// A retry: take a token. `granted` false means that the run must give up (reason `quota`).
     pub fn take(&self, _now_ms: u64) -> Result<Update, RedisStoreError> {
-        self.run(Op::Take)
+        self.exchange(&Exchange::plain(Op::Take))
     }
 
     /// The quota as it stands: the tokens there are now, and whether a retry would get one. It
     /// writes nothing; a quota not used yet (or expired) reads as a full bucket.
     pub fn peek(&self, _now_ms: u64) -> Result<Update, RedisStoreError> {
-        self.run(Op::Peek)
+        self.exchange(&Exchange::plain(Op::Peek))
     }
 
-    /// Runs the script for `op` within one deadline, connecting first if no connection is
+    /// Runs the script for `exchange` within one deadline, connecting first if no connection is
     /// open (the first operation, or one after a failure that closed it), and following
     /// cluster redirects.
-    fn run(&self, op: Op) -> Result<Update, RedisStoreError> {
+    pub fn exchange(&self, op: &Exchange) -> Result<Update, RedisStoreError> {
         let deadline = Deadline::new(self.until);
         // A thread that panicked while holding the lock left at worst a connection in an
         // unknown state, which the failure below replaces.
         let mut slot = self.node.lock().unwrap_or_else(PoisonError::into_inner);
         let (reply, at) = self
-            .exchange(&mut slot, &op, &deadline)
+            .exchange_on(&mut slot, op, &deadline)
             .map_err(|e| self.server.scrub(e))?;
         script::update(reply).map_err(|reply| {
             self.server.scrub(RedisStoreError::Reply {
@@ -186,10 +186,10 @@ impl RedisStore {
     }
 
     /// The script's reply, and the node that gave it.
-    fn exchange(
+    fn exchange_on(
         &self,
         slot: &mut Option<Node>,
-        op: &Op,
+        op: &Exchange,
         deadline: &Deadline,
     ) -> Result<(Reply, Addr), RedisStoreError> {
         let mut ask: Option<Addr> = None;
@@ -232,7 +232,7 @@ impl RedisStore {
     fn eval_on(
         &self,
         slot: &mut Option<Node>,
-        op: &Op,
+        op: &Exchange,
         deadline: &Deadline,
     ) -> Result<(Result<Reply, ExchangeError>, Addr), RedisStoreError> {
         let node = match slot {
@@ -254,7 +254,7 @@ impl RedisStore {
     fn eval_asking(
         &self,
         addr: Addr,
-        op: &Op,
+        op: &Exchange,
         deadline: &Deadline,
     ) -> Result<(Result<Reply, ExchangeError>, Addr), RedisStoreError> {
         let mut node = self.server.open(&addr, deadline)?;
@@ -314,16 +314,8 @@ pub fn expiry(params: &QuotaParams) -> Duration {
 /// Whatever goes wrong with Redis is a failure, never busy: the run goes on with the local
 /// store.
 impl BucketStore for RedisStore {
-    fn deposit(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        RedisStore::deposit(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
-    }
-
-    fn take(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        RedisStore::take(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
-    }
-
-    fn peek(&self, now_ms: u64) -> Result<Update, Unanswered> {
-        RedisStore::peek(self, now_ms).map_err(|e| Unanswered::Failed(e.to_string()))
+    fn exchange(&self, exchange: &Exchange, _now_ms: u64) -> Result<Update, Unanswered> {
+        RedisStore::exchange(self, exchange).map_err(|e| Unanswered::Failed(e.to_string()))
     }
 }
 

@@ -7,8 +7,9 @@ use std::ffi::OsString;
 use std::time::Instant;
 
 use crate::policy::quota::{QuotaSpec, QuotaStore};
+use crate::policy::throttle::ThrottleSpec;
 use crate::store::file::LocalStore;
-use crate::store::quota::{BucketStore, Unanswered, Update};
+use crate::store::quota::{BucketStore, Exchange, Op, Throttled, Unanswered, Update};
 use crate::store::redis::{RedisStore, Settings};
 
 /// Reads one environment variable.
@@ -51,13 +52,26 @@ pub struct Unread {
     pub refused: Option<&'static str>,
 }
 
-/// The quota's tokens now, read without taking or adding any (the dry run's view); Redis is
-/// asked when it names Redis, with no fallback.
-pub fn peek(spec: &QuotaSpec, now_ms: u64, var: Env<'_>) -> Result<f64, Unread> {
+/// The quota's tokens now, and the throttle's figures when `throttle` is given, read without
+/// changing anything (the dry run's view); Redis is asked when it names Redis, with no fallback.
+pub fn peek(
+    spec: &QuotaSpec,
+    throttle: Option<ThrottleSpec>,
+    now_ms: u64,
+    var: Env<'_>,
+) -> Result<Update, Unread> {
     let unread = |why| Unread { why, refused: None };
     let store = connect(spec, None, var).map_err(unread)?;
-    match store.apply(Op::Peek, now_ms) {
-        Ok(update) => Ok(update.tokens),
+    let exchange = Exchange {
+        op: Op::Peek,
+        throttle: throttle.map(|spec| Throttled {
+            spec,
+            counted: None,
+            draw: 1.0,
+        }),
+    };
+    match store.apply(&exchange, now_ms) {
+        Ok(update) => Ok(update),
         Err(NoAnswer::Busy(why)) => Err(unread(why)),
         Err(NoAnswer::Failed { why, refused }) => Err(Unread { why, refused }),
     }
@@ -69,14 +83,6 @@ enum Primary {
     Plain(Box<dyn BucketStore + Send>),
     /// The quota on a Redis server, which may refuse the password or the user.
     Redis(Box<RedisStore>),
-}
-
-/// An operation on a store.
-#[derive(Clone, Copy)]
-enum Op {
-    Deposit,
-    Take,
-    Peek,
 }
 
 /// Why a store did not answer: [`Unanswered`], and for Redis whether it refused the password
@@ -109,20 +115,10 @@ impl From<NoAnswer> for Unanswered {
 
 impl Primary {
     /// The store's answer; a failure of Redis says whether it was a refusal.
-    fn apply(&self, op: Op, now_ms: u64) -> Result<Update, NoAnswer> {
+    fn apply(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, NoAnswer> {
         match self {
-            Primary::Plain(store) => match op {
-                Op::Deposit => store.deposit(now_ms),
-                Op::Take => store.take(now_ms),
-                Op::Peek => store.peek(now_ms),
-            }
-            .map_err(NoAnswer::from),
-            Primary::Redis(store) => match op {
-                Op::Deposit => store.deposit(now_ms),
-                Op::Take => store.take(now_ms),
-                Op::Peek => store.peek(now_ms),
-            }
-            .map_err(|e| NoAnswer::Failed {
+            Primary::Plain(store) => store.exchange(exchange, now_ms).map_err(NoAnswer::from),
+            Primary::Redis(store) => store.exchange(exchange).map_err(|e| NoAnswer::Failed {
                 refused: e.refusal(),
                 why: e.to_string(),
             }),
@@ -174,14 +170,10 @@ impl Shared {
         })
     }
 
-    /// Deposits or takes. A store that fails is replaced by the fallback, once, and the
-    /// operation done there.
-    pub fn apply(&mut self, what: Use, now_ms: u64) -> Applied {
-        let op = match what {
-            Use::Deposit => Op::Deposit,
-            Use::Take => Op::Take,
-        };
-        let answer = self.store.apply(op, now_ms);
+    /// One exchange (a deposit, a take, the throttle's count). A store that fails is replaced
+    /// by the fallback, once, and the exchange done there.
+    pub fn apply(&mut self, exchange: &Exchange, now_ms: u64) -> Applied {
+        let answer = self.store.apply(exchange, now_ms);
         self.answered |= answer.is_ok();
         let (why, refused) = match answer {
             Err(NoAnswer::Failed { why, refused }) if self.fallback.is_some() => (why, refused),
@@ -196,7 +188,7 @@ impl Shared {
                 refused,
                 answered_before: self.answered,
             }),
-            answer: self.store.apply(op, now_ms).map_err(Unanswered::from),
+            answer: self.store.apply(exchange, now_ms).map_err(Unanswered::from),
         }
     }
 }
@@ -225,13 +217,7 @@ mod tests {
     }
 
     impl BucketStore for Fixed {
-        fn deposit(&self, _: u64) -> Result<Update, Unanswered> {
-            self.peek(0)
-        }
-        fn take(&self, _: u64) -> Result<Update, Unanswered> {
-            self.peek(0)
-        }
-        fn peek(&self, _: u64) -> Result<Update, Unanswered> {
+        fn exchange(&self, _: &Exchange, _: u64) -> Result<Update, Unanswered> {
             self.asked
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.answer.clone()
@@ -285,7 +271,7 @@ mod tests {
         let (local, dir) = local_store();
         let failed = Err(Unanswered::Failed("Redis is gone".into()));
         let (mut quota, asked) = shared(failed, Some(local));
-        let first = quota.apply(Use::Take, T0);
+        let first = quota.apply(&Exchange::plain(Op::Take), T0);
         let fell_back = first.fell_back.expect("the local store took over");
         assert_eq!(fell_back.why, "Redis is gone");
         assert_eq!(
@@ -296,7 +282,7 @@ mod tests {
         let update = first.answer.expect("the local store answers");
         assert!(update.granted);
         assert_eq!(update.tokens, 1.0);
-        let second = quota.apply(Use::Take, T0);
+        let second = quota.apply(&Exchange::plain(Op::Take), T0);
         assert_eq!(second.fell_back, None);
         assert_eq!(second.answer.map(|u| u.tokens), Ok(0.0));
         // Redis was asked once, then never again.
@@ -308,7 +294,7 @@ mod tests {
     fn a_store_that_fails_with_nothing_to_fall_back_on_is_unusable() {
         let failed = Err(Unanswered::Failed("no such file".into()));
         let (mut quota, _) = shared(failed.clone(), None);
-        let applied = quota.apply(Use::Deposit, T0);
+        let applied = quota.apply(&Exchange::plain(Op::Deposit), T0);
         assert_eq!(applied.fell_back, None);
         assert_eq!(applied.answer, failed);
     }
@@ -319,7 +305,7 @@ mod tests {
         let busy = Err(Unanswered::Busy("the lock is held".into()));
         let (mut quota, asked) = shared(busy.clone(), Some(local));
         for _ in 0..2 {
-            let applied = quota.apply(Use::Take, T0);
+            let applied = quota.apply(&Exchange::plain(Op::Take), T0);
             assert_eq!(applied.fell_back, None);
             assert_eq!(applied.answer, busy);
         }
@@ -339,7 +325,7 @@ mod tests {
         let var = move |name: &str| (name == "XDG_RUNTIME_DIR").then(|| runtime.clone());
         let mut quota = Shared::open(&spec, None, &var).expect("a store");
         assert!(quota.fallback.is_some());
-        let Some(fallback) = quota.apply(Use::Deposit, T0).fell_back else {
+        let Some(fallback) = quota.apply(&Exchange::plain(Op::Deposit), T0).fell_back else {
             panic!("port 1 does not answer")
         };
         assert!(fallback.why.contains("127.0.0.1:1"), "{}", fallback.why);

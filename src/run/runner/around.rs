@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
+use crate::report::event::Warning;
 use crate::run::clock::Moment;
 use crate::run::process::{Inherited, Terminal};
 use crate::run::runner::quota::SharedQuota;
@@ -53,6 +54,19 @@ pub struct OuterRun {
 }
 
 impl OuterRun {
+    /// The warning that a run of `inner` tries at most is nested in this one: on the outer
+    /// run's first try only, so that it is said once.
+    pub fn nested_warning(&self, inner: u64) -> Option<Warning> {
+        if !self.attempt.is_empty() && self.attempt != "1" {
+            return None;
+        }
+        Some(Warning::Nested {
+            outer_id: self.id.clone(),
+            outer: self.max_tries,
+            inner,
+        })
+    }
+
     /// Reads the outer run from the environment variables a try of `retry` gets.
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Option<OuterRun> {
         let id = var("RETRY_RUN_ID")?.to_string_lossy().into_owned();

@@ -3,10 +3,26 @@
 
 use std::time::Duration;
 
-use crate::policy::{Decision, Outcome, Signal, Verdict};
+use crate::policy::{Decision, Outcome, Signal, Verdict, Wait};
 use crate::report::event::{NotStarted, TryReport};
 use crate::run::clock::Moment;
 use crate::run::runner::stop::{GroupEnd, Leftovers, Stopped, escaped};
+use crate::run::stdio::TryIo;
+
+/// The try being run: its number, when it started, its plumbing.
+pub struct Try {
+    pub attempt: u64,
+    pub start: Moment,
+    pub io: TryIo,
+}
+
+/// The retry that the schedule decided on after try `attempt`; `outcome` is how the last try
+/// that ran ended (`None` when every try so far was held back).
+pub struct Retry {
+    pub attempt: u64,
+    pub outcome: Option<Outcome>,
+    pub wait: Wait,
+}
 
 /// How a try that ran to its end (or was stopped on its time) ended.
 #[derive(Clone, Copy, Debug)]

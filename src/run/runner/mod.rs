@@ -6,53 +6,39 @@ mod dead_letter;
 mod ended;
 mod hooks;
 mod job_control;
+mod launch;
 mod quota;
 mod stop;
 mod watch;
 
-use std::ffi::OsString;
 use std::ops::ControlFlow;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
+use crate::policy::quota::QuotaRefusal;
+use crate::policy::throttle::Admission;
 use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
-    Wait, is_flaky,
+    is_flaky,
 };
 use crate::report::event::{During, Event, Failure, NotStarted, Warning};
 use crate::report::log::Log;
-use crate::run::child::resolve;
 use crate::run::clock::{Moment, after};
-use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::process::Child;
 use crate::run::random::LazyRng;
 use crate::run::signals::Signals;
 use crate::run::stdio::{RunIo, TryIo};
-use crate::store::shared::Use as QuotaUse;
 pub use around::{OuterRun, RunEnd, Surroundings};
 use dead_letter::Recorder;
-use ended::{Ended, TryEnd};
+use ended::{Ended, Retry, Try, TryEnd};
 use hooks::Hook;
 use job_control::JobControl;
-use quota::Quota;
 pub use quota::SharedQuota;
+use quota::{Admit, Quota, counted, held_report};
 use stop::{Finish, Leftovers, Stopper};
 use watch::Watch;
-
-/// The try being run: its number, when it started, its plumbing.
-struct Try {
-    attempt: u64,
-    start: Moment,
-    io: TryIo,
-}
-
-/// The retry that the schedule decided on after try `attempt` ended with `outcome`.
-struct Retry {
-    attempt: u64,
-    outcome: Outcome,
-    wait: Wait,
-}
 
 pub struct Runner<'c> {
     config: &'c Config,
@@ -74,6 +60,11 @@ pub struct Runner<'c> {
     repeat: Option<Repeat>,
     /// How the last failed try ended, for `--flaky fail`.
     last_failed: Option<Outcome>,
+    /// How the last try that ran ended, and how many tries `--throttle` held back.
+    last_ran: Option<Outcome>,
+    held: u64,
+    /// The next try, when `--throttle` held it back: the figures it was held on.
+    next_held: Option<Admission>,
     /// Tries run, and why the run gave up, once it has ended.
     ended: (u64, Option<&'static str>),
 }
@@ -112,10 +103,13 @@ impl<'c> Runner<'c> {
             watch: Watch::new(signals, stdio, job, around.inherited),
             stopper: Stopper::new(config),
             outer: around.outer,
-            quota: Quota::new(around.quota),
+            quota: Quota::new(around.quota, config.throttle),
             dead_letter: Recorder::new(around.dead_letter),
             repeat: config.repeat.map(Repeat::new),
             last_failed: None,
+            last_ran: None,
+            held: 0,
+            next_held: None,
             ended: (0, None),
         }
     }
@@ -123,20 +117,6 @@ impl<'c> Runner<'c> {
     pub fn with_countdown(mut self, on: bool) -> Runner<'c> {
         self.watch.count_down(on);
         self
-    }
-
-    /// Warns once (on the outer run's first try) when this run is nested in another retry.
-    fn warn_if_nested(&mut self) {
-        let Some(outer) = &self.outer else { return };
-        if !outer.attempt.is_empty() && outer.attempt != "1" {
-            return;
-        }
-        let inner = self.config.policy.max_tries.unwrap_or(0);
-        self.log.warn(Warning::Nested {
-            outer_id: outer.id.clone(),
-            outer: outer.max_tries,
-            inner,
-        });
     }
 
     pub fn run(mut self, seed: u64) -> RunEnd {
@@ -155,7 +135,10 @@ impl<'c> Runner<'c> {
         let mut rng = LazyRng::new(seed);
         let mut schedule = Schedule::new(&config.policy);
         self.log.emit(Event::Start { seed });
-        self.warn_if_nested();
+        let inner = self.config.policy.max_tries.unwrap_or(0);
+        if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
+            self.log.warn(warning);
+        }
         if let Some(most) = config.stagger {
             let delay = crate::policy::schedule::stagger(most, &mut rng);
             self.log.emit(Event::Stagger { delay, most });
@@ -163,10 +146,58 @@ impl<'c> Runner<'c> {
                 return self.interrupted(0, signal, During::Stagger);
             }
         }
-        self.quota.use_quota(QuotaUse::Deposit, &mut self.log);
-        loop {
+        self.quota.start(seed);
+        self.admit_next();
+        let status = loop {
             if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
-                return status;
+                break status;
+            }
+        };
+        if self.ended.1 != Some(GiveUp::Interrupted.word()) {
+            self.quota.finish(&mut self.log);
+        }
+        status
+    }
+
+    /// The exchange with the quota's store before the next try: the refusal when the quota has
+    /// no token for it; a try the throttle holds back is kept in `next_held`.
+    fn admit_next(&mut self) -> Option<QuotaRefusal> {
+        match self.quota.before_try(&mut self.log) {
+            Admit::Run => None,
+            Admit::Held(admission) => {
+                self.next_held = Some(admission);
+                None
+            }
+            Admit::Refused(refusal) => Some(refusal),
+        }
+    }
+
+    /// Try `attempt`, held back by `--throttle` on the figures of `admission`: it does not run,
+    /// and the schedule's wait follows as after a transient failure.
+    fn held_try(
+        &mut self,
+        schedule: &mut Schedule<'_>,
+        rng: &mut LazyRng,
+        admission: Admission,
+    ) -> ControlFlow<ExitStatus, Retry> {
+        let now = self.start.elapsed();
+        schedule.start_try(now);
+        let attempt = schedule.tries();
+        self.held += 1;
+        let decision = schedule
+            .after_held(now, rng)
+            .confirmed(true, || self.admit_next());
+        let report = held_report(&self.quota, attempt, admission, decision.clone());
+        self.log.emit(Event::TryHeld(report));
+        match decision {
+            Decision::Retry(wait) => ControlFlow::Continue(Retry {
+                attempt,
+                outcome: self.last_ran,
+                wait,
+            }),
+            Decision::GiveUp(why) => ControlFlow::Break(self.give_up(attempt, &why, self.last_ran)),
+            Decision::Succeed | Decision::Stop(_) => {
+                ControlFlow::Break(self.give_up(attempt, &GiveUp::Held, self.last_ran))
             }
         }
     }
@@ -184,6 +215,9 @@ impl<'c> Runner<'c> {
         schedule: &mut Schedule<'_>,
         rng: &mut LazyRng,
     ) -> ControlFlow<ExitStatus, Retry> {
+        if let Some(admission) = self.next_held.take() {
+            return self.held_try(schedule, rng, admission);
+        }
         let now = self.start.elapsed();
         let limit = schedule.start_try(now);
         let by_limit = schedule.limit_ends_try(now);
@@ -293,11 +327,12 @@ impl<'c> Runner<'c> {
             }
             None => schedule.after_try_with_output(outcome, output, now, rng),
         };
-        // Another try would read only part of the input; the quota may have no token for it.
+        self.last_ran = Some(outcome);
+        self.quota.ended(counted(&verdict));
+        // Another try would read only part of the input; the quota may have no token for it,
+        // or the throttle hold it back.
         let input_kept = self.watch.stdio.can_replay();
-        let decision = decision.confirmed(input_kept, || {
-            self.quota.use_quota(QuotaUse::Take, &mut self.log)
-        });
+        let decision = decision.confirmed(input_kept, || self.admit_next());
         (verdict, decision)
     }
 
@@ -313,7 +348,8 @@ impl<'c> Runner<'c> {
             Decision::Succeed => {
                 // Under --flaky fail, a success after failed tries exits as the last of them
                 // would have.
-                let flaky = is_flaky(t.attempt);
+                // Tries held back by the throttle did not fail: only the tries that ran count.
+                let flaky = is_flaky(t.attempt - self.held);
                 let status = match (self.config.flaky, self.last_failed) {
                     (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
@@ -337,7 +373,9 @@ impl<'c> Runner<'c> {
                 self.watch.stdio.hand_off(&mut t.io);
                 ControlFlow::Break(status)
             }
-            Decision::GiveUp(why) => ControlFlow::Break(self.give_up(t.attempt, &why, outcome)),
+            Decision::GiveUp(why) => {
+                ControlFlow::Break(self.give_up(t.attempt, &why, Some(outcome)))
+            }
             Decision::Stop(why) => ControlFlow::Break(self.end_repeat(t.attempt, why)),
             Decision::Retry(wait) => {
                 // Outside a repeat, only a failed try is retried.
@@ -346,7 +384,7 @@ impl<'c> Runner<'c> {
                 }
                 ControlFlow::Continue(Retry {
                     attempt: t.attempt,
-                    outcome,
+                    outcome: Some(outcome),
                     wait,
                 })
             }
@@ -446,7 +484,9 @@ impl<'c> Runner<'c> {
                 which: "--on-retry",
                 command,
                 attempt,
-                exit_code: ExitStatus::from_last_try(outcome).code(),
+                exit_code: outcome
+                    .map_or(ExitStatus::Held, ExitStatus::from_last_try)
+                    .code(),
                 delay: wait.delay,
                 bound: self.hook_bound(),
             };
@@ -490,9 +530,11 @@ impl<'c> Runner<'c> {
     }
 
     /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
-    fn give_up(&mut self, attempt: u64, why: &GiveUp, outcome: Outcome) -> ExitStatus {
+    /// Gives up after try `attempt`, for `why`; `last` is how the last try that ran ended
+    /// (`None` when every try was held back by the throttle).
+    fn give_up(&mut self, attempt: u64, why: &GiveUp, last: Option<Outcome>) -> ExitStatus {
         let config = self.config;
-        let status = ExitStatus::of_giving_up(why, outcome);
+        let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
         let elapsed = self.start.elapsed();
         self.ended = (attempt, Some(why.word()));
         self.log.emit(Event::GaveUp {
@@ -500,7 +542,7 @@ impl<'c> Runner<'c> {
             elapsed,
             why: why.clone(),
             status,
-            last: Some(outcome),
+            last,
             signal: None,
         });
         let run_end = self.run_end();
@@ -569,7 +611,7 @@ impl<'c> Runner<'c> {
             return Ok(TryEnd::Interrupted(signal, None));
         }
         self.env[0].1 = attempt.to_string();
-        let mut child = match self.spawn_command(io)? {
+        let mut child = match launch::spawn_command(&mut self.watch, self.config, &self.env, io)? {
             Ok(child) => child,
             Err(e) => {
                 let detail = NotStarted::new(&self.config.command[0], &e.error);
@@ -586,42 +628,6 @@ impl<'c> Runner<'c> {
         // the foreground group would stop retry.
         self.watch.job.give_back_terminal(&child);
         Ok(end)
-    }
-
-    /// Starts the command as the try, with fresh plumbing in `io`. As execvp does, a file
-    /// without `#!` that the kernel cannot run is taken for a script, and run with `/bin/sh`.
-    fn spawn_command(&mut self, io: &mut TryIo) -> anyhow::Result<Result<Child, SpawnError>> {
-        let config = self.config;
-        let command = &config.command;
-        match self.spawn_try(command, io)? {
-            Err(e) if e.wants_shell() => match resolve(&command[0]) {
-                Ok(path) => {
-                    let mut script = vec![OsString::from("/bin/sh"), path.into_os_string()];
-                    script.extend(command[1..].iter().cloned());
-                    self.spawn_try(&script, io)
-                }
-                Err(_) => Ok(Err(e)),
-            },
-            spawned => Ok(spawned),
-        }
-    }
-
-    /// Starts `command` as the try, with fresh plumbing in `io`.
-    fn spawn_try(
-        &mut self,
-        command: &[OsString],
-        io: &mut TryIo,
-    ) -> anyhow::Result<Result<Child, SpawnError>> {
-        let (stdio, try_io) = self.watch.stdio.start_try()?;
-        *io = try_io;
-        Ok(Child::spawn(SpawnOptions {
-            stdio,
-            command,
-            env: &self.env,
-            foreground: self.config.foreground,
-            terminal: self.watch.job.for_try(),
-            dispositions: self.watch.signals.dispositions(),
-        }))
     }
 
     /// What a try that `run_child` saw to its end came to, once what a failed one left running

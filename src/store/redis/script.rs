@@ -3,37 +3,92 @@
 //! have it (after a restart or `SCRIPT FLUSH`), and its answer read as an [`Update`].
 
 use crate::policy::quota::QuotaParams;
-use crate::store::quota::Update;
+use crate::policy::throttle::{Admission, Counted, Figures};
+use crate::store::quota::{Exchange, Update};
 use crate::store::resp::{Deadline, ExchangeError, Node, Reply};
 
-/// The bucket's arithmetic, as [`Bucket`](crate::policy::quota::Bucket) does it, in one script
-/// that Redis runs alone.
+/// The bucket's arithmetic, as [`Bucket`](crate::policy::quota::Bucket) does it, and the
+/// throttle's, as [`Throttled::step`](crate::store::quota::Throttled::step) does it, in one
+/// script that Redis runs alone.
 ///
-/// KEYS[1] is the bucket; ARGV are the operation (`deposit`, `take` or `peek`), ratio, floor
-/// (tokens per second), cap and the expiry in milliseconds. The answer is `{granted, tokens}`:
-/// granted is 1 or 0, and tokens (after the operation) are a string, since Redis would cut a Lua
-/// number to an integer. `peek` writes nothing.
+/// KEYS[1] is the bucket; ARGV are the operation (`deposit`, `take`, `peek` or `count`), ratio,
+/// floor (tokens per second), cap and the expiry in milliseconds; then, with `--throttle`, the
+/// window in milliseconds, K, max, the outcome to count (`accepted`, `refused` or empty) and the
+/// draw (all empty without it). The answer is `{granted, tokens, held, requests, accepts, p}`:
+/// granted is 1 or 0, held 1, 0 or -1 (no decision), and the numbers are strings, since Redis
+/// would cut a Lua number to an integer. `peek` writes nothing. The throttle's window is kept in
+/// the same hash (`ts`, `tr`, `ta`, `tpr`, `tpa`), so the script touches one key only.
 pub const SCRIPT: &str = r#"
 -- Redis before 5 needs this to write after reading the clock; later ones do it anyway.
 if redis.replicate_commands then redis.replicate_commands() end
 local op = ARGV[1]
 local ratio, floor, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local expiry = ARGV[5]
+local expiry = tonumber(ARGV[5])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'ts', 'tr', 'ta', 'tpr', 'tpa')
 local tokens, at = tonumber(stored[1]), tonumber(stored[2])
 local function finite(x) return x ~= nil and x == x and x > -math.huge and x < math.huge end
 if not (finite(tokens) and finite(at)) then
   -- A new quota (or a hash that retry did not write): a full bucket.
   tokens, at = cap, now
 end
+if op ~= 'deposit' and op ~= 'take' and op ~= 'peek' and op ~= 'count' then
+  return redis.error_reply('unknown quota operation ' .. tostring(op))
+end
+-- The throttle's window: two slots of its length, the current one from ts.
+local window = tonumber(ARGV[6])
+local held, requests, accepts, p = -1, 0, 0, 0
+local ts, tr, ta, tpr, tpa
+if window then
+  window = math.max(window, 1)
+  local k, pmax, counted, draw = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
+  ts, tr, ta, tpr, tpa = tonumber(stored[3]), tonumber(stored[4]), tonumber(stored[5]),
+    tonumber(stored[6]), tonumber(stored[7])
+  if not (finite(ts) and finite(tr) and finite(ta) and finite(tpr) and finite(tpa))
+    or ta > tr or tpa > tpr or tr < 0 or tpr < 0 or ta < 0 or tpa < 0 then
+    ts, tr, ta, tpr, tpa = 0, 0, 0, 0, 0
+  end
+  local function advance()
+    local elapsed = now - ts
+    if elapsed < 0 then elapsed = 0 end
+    if ts == 0 or elapsed >= 2 * window then
+      ts, tr, ta, tpr, tpa = now, 0, 0, 0, 0
+    elseif elapsed >= window then
+      ts, tpr, tpa, tr, ta = ts + window, tr, ta, 0, 0
+    end
+  end
+  if op ~= 'peek' and (counted == 'accepted' or counted == 'refused') then
+    advance()
+    tr = tr + 1
+    if counted == 'accepted' then ta = ta + 1 end
+  end
+  if op ~= 'count' then
+    advance()
+    local into = now - ts
+    if into < 0 then into = 0 end
+    if into > window then into = window end
+    local left = (window - into) / window
+    requests, accepts = tr + tpr * left, ta + tpa * left
+    p = (requests - k * accepts) / (requests + 1)
+    if p ~= p or p < 0 then p = 0 end
+    if p > pmax then p = pmax end
+    held = 0
+    if op ~= 'peek' and draw < p then
+      held = 1
+      tr = tr + 1
+    end
+  end
+  expiry = math.max(expiry, 2 * window)
+end
 -- Refill what the floor accrued since, up to the cap; a clock that went back accrues nothing.
 local elapsed = now - at
 if elapsed < 0 then elapsed = 0 end
 tokens = math.min(math.max(tokens, 0) + floor * (elapsed / 1000), cap)
 local granted = 1
-if op == 'deposit' then
+if held == 1 then
+  granted = 0
+elseif op == 'deposit' then
   tokens = math.min(tokens + ratio, cap)
 elseif op == 'take' or op == 'peek' then
   -- One token, less a slack for the rounding of sums such as 5 x 0.2.
@@ -42,39 +97,26 @@ elseif op == 'take' or op == 'peek' then
   else
     granted = 0
   end
-else
-  return redis.error_reply('unknown quota operation ' .. tostring(op))
 end
 if op ~= 'peek' then
   redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
     'at', string.format('%.0f', now))
-  redis.call('PEXPIRE', KEYS[1], expiry)
+  if window then
+    redis.call('HSET', KEYS[1], 'ts', string.format('%.0f', ts), 'tr', string.format('%.0f', tr),
+      'ta', string.format('%.0f', ta), 'tpr', string.format('%.0f', tpr),
+      'tpa', string.format('%.0f', tpa))
+  end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl < expiry then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', expiry)) end
 end
-return {granted, string.format('%.17g', tokens)}
+return {granted, string.format('%.17g', tokens), held, string.format('%.17g', requests),
+  string.format('%.17g', accepts), string.format('%.17g', p)}
 "#;
 
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "0052c739969b3ac2d837ef14e8a50559dd709b57";
-
-/// What the script is asked to do.
-pub enum Op {
-    Deposit,
-    Take,
-    Peek,
-}
-
-impl Op {
-    /// The operation as ARGV[1] names it.
-    fn word(&self) -> &'static str {
-        match self {
-            Op::Deposit => "deposit",
-            Op::Take => "take",
-            Op::Peek => "peek",
-        }
-    }
-}
+pub const SCRIPT_SHA1: &str = "30a190280f9367f4c6639e085cb0d15ad36fe5c1";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
@@ -90,25 +132,39 @@ impl Call {
     pub fn eval(
         &self,
         node: &mut Node,
-        op: &Op,
+        exchange: &Exchange,
         deadline: &Deadline,
         asking: bool,
     ) -> Result<Reply, ExchangeError> {
         let p = &self.params;
-        let (ratio, floor, cap) = (p.ratio.to_string(), p.floor.to_string(), p.cap.to_string());
-        let expiry = self.expiry_ms.to_string();
-        let rest: [&[u8]; 7] = [
-            b"1",
-            self.key.as_bytes(),
-            op.word().as_bytes(),
-            ratio.as_bytes(),
-            floor.as_bytes(),
-            cap.as_bytes(),
-            expiry.as_bytes(),
+        let mut args: Vec<String> = vec![
+            exchange.op.word().into(),
+            p.ratio.to_string(),
+            p.floor.to_string(),
+            p.cap.to_string(),
+            self.expiry_ms.to_string(),
         ];
+        match &exchange.throttle {
+            Some(t) => args.extend([
+                t.spec.window_ms().to_string(),
+                t.spec.k.to_string(),
+                t.spec.max.to_string(),
+                match t.counted {
+                    Some(Counted::Accepted) => "accepted".into(),
+                    Some(Counted::Refused) => "refused".into(),
+                    None => String::new(),
+                },
+                t.draw.to_string(),
+            ]),
+            None => args.extend(std::iter::repeat_n(String::new(), 5)),
+        }
+        let rest: Vec<&[u8]> = [&b"1"[..], self.key.as_bytes()]
+            .into_iter()
+            .chain(args.iter().map(|a| a.as_bytes()))
+            .collect();
         let evalsha: Vec<&[u8]> = [&b"EVALSHA"[..], SCRIPT_SHA1.as_bytes()]
             .into_iter()
-            .chain(rest)
+            .chain(rest.iter().copied())
             .collect();
         match node.request(&evalsha, deadline) {
             Err(ExchangeError::Server(e)) if e.starts_with("NOSCRIPT") => {
@@ -117,7 +173,7 @@ impl Call {
                 }
                 let eval: Vec<&[u8]> = [&b"EVAL"[..], SCRIPT.as_bytes()]
                     .into_iter()
-                    .chain(rest)
+                    .chain(rest.iter().copied())
                     .collect();
                 node.request(&eval, deadline)
             }
@@ -126,26 +182,49 @@ impl Call {
     }
 }
 
-/// The script's answer `{granted, tokens}` as an update; anything else is an error that holds
-/// the reply as text.
+/// The script's answer `{granted, tokens, held, requests, accepts, p}` as an update; anything
+/// else is an error that holds the reply as text.
 pub fn update(reply: Reply) -> Result<Update, String> {
-    let (granted, tokens) = match reply {
-        Reply::Array(Some(items)) => match &items[..] {
-            [Reply::Int(granted), Reply::Bulk(Some(tokens))] => {
-                (*granted, String::from_utf8_lossy(tokens).into_owned())
-            }
-            _ => return Err(Reply::Array(Some(items)).to_string()),
-        },
-        other => return Err(other.to_string()),
+    let Reply::Array(Some(items)) = reply else {
+        return Err(reply.to_string());
     };
-    match tokens.parse::<f64>() {
-        Ok(tokens) if tokens.is_finite() => Ok(Update {
-            granted: granted == 1,
-            tokens,
-            note: None,
+    let [
+        Reply::Int(granted),
+        Reply::Bulk(Some(tokens)),
+        Reply::Int(held),
+        Reply::Bulk(Some(requests)),
+        Reply::Bulk(Some(accepts)),
+        Reply::Bulk(Some(p)),
+    ] = &items[..]
+    else {
+        return Err(Reply::Array(Some(items)).to_string());
+    };
+    let number = |bytes: &[u8], whole: bool| -> Result<f64, String> {
+        let text = String::from_utf8_lossy(bytes);
+        match text.parse::<f64>() {
+            Ok(x) if x.is_finite() && (!whole || x >= 0.0) => Ok(x),
+            _ => Err(text.into_owned()),
+        }
+    };
+    let tokens = number(tokens, false)?;
+    let admission = match held {
+        -1 => None,
+        0 | 1 => Some(Admission {
+            figures: Figures {
+                requests: number(requests, true)?,
+                accepts: number(accepts, true)?,
+            },
+            p: number(p, true)?.min(1.0),
+            held: *held == 1,
         }),
-        _ => Err(tokens),
-    }
+        other => return Err(format!("held {other}")),
+    };
+    Ok(Update {
+        granted: *granted == 1,
+        tokens,
+        note: None,
+        admission,
+    })
 }
 
 #[cfg(test)]
