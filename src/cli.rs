@@ -367,12 +367,16 @@ Then only the command itself, not what it started, is stopped on a timeout.",
             "Wait at least as long as a failed try's output asks, read from this regex's first group
 
 When a failed try's stdout or stderr matches, the first capture group is the wait asked for: a \
-            number of seconds (--delay-from-output 'Retry-After: (\\d+)' with curl -si) or a \
-            duration (--delay-from-output 'retry in (\\S+)' for 'retry in 2m'). The next wait is \
-            then the longer of the policy's and the one asked for; it is not jittered below the \
-            request and not capped by --max-delay, but it must fit in the budget: a request that \
-            does not gives up at once. When a try matches several times, the last wait read wins; a \
-            match whose group holds no wait is ignored (said with -v). The regex must have a \
+            number of seconds (--delay-from-output 'Retry-After: (\\d+)' with curl -si), a \
+            duration (--delay-from-output 'retry in (\\S+)' for 'retry in 2m'), or an HTTP-date \
+            (--delay-from-output 'Retry-After: (.+)'; IMF-fixdate, RFC 850 or asctime), which asks \
+            to wait until then: measured against the same output's last 'Date:' line when it has \
+            one (the server's clock), else against the local clock, and no wait when it has \
+            passed. The log names the clock. The next wait is then the longer of the policy's and \
+            the one asked for; it is not jittered below the request and not capped by \
+            --max-delay, but it must fit in the budget: a request that does not gives up at once. \
+            When a try matches several times, the last wait read wins; a match whose group holds \
+            no wait, or a date that is not one, is ignored (said with -v). The regex must have a \
             capture group.",
         )
         .value_parser(parse_capture_pattern)

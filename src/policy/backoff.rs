@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
+use super::httpdate::Clock;
+
 /// How the base wait grows with the number of failures.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Backoff {
@@ -50,6 +52,9 @@ pub struct Wait {
     /// The wait the failed try's output asked for (`--delay-from-output`), if it asked: `delay`
     /// is then at least this long (docs/herd.md#pushback).
     pub requested: Option<Duration>,
+    /// When the output asked for a moment (an HTTP-date) rather than a wait: the clock that
+    /// `requested` was measured by.
+    pub clock: Option<Clock>,
 }
 
 impl Wait {
@@ -121,6 +126,7 @@ impl WaitPolicy {
                 base: Duration::from_nanos(high.min(cap)),
                 delay: Duration::from_nanos(chosen.min(cap)),
                 requested: None,
+                clock: None,
             };
         }
         let base = self.capped_base(k);
@@ -138,6 +144,7 @@ impl WaitPolicy {
             base,
             delay: Duration::from_nanos(delay),
             requested: None,
+            clock: None,
         }
     }
 

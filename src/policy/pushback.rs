@@ -1,16 +1,26 @@
 //! Pushback (docs/herd.md#pushback): the wait a command's output asks for (`Retry-After: 30`,
-//! `retry in 2m`), read from the first capture group of `--delay-from-output`, and how it bends the
-//! policy's own wait.
+//! `retry in 2m`, `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`), read from the first capture
+//! group of `--delay-from-output`, and how it bends the policy's own wait.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::backoff::Wait;
+use super::httpdate::{Clock, DateError, HttpDate};
+use super::output::Pattern;
 use crate::duration::parse_duration;
 
-/// Reads the wait a capture group holds: a number of seconds (`30`, `1.5`) or a DURATION
-/// (`2m`, `1m30s`, `250ms`). Spaces around it, and one sentence's punctuation after it (`retry
-/// in 2m.`), are left out. The error says why the text is no wait, on one line.
-pub fn read_wait(group: &[u8]) -> Result<Duration, String> {
+/// What the capture group of one match asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// A wait: `30`, `2m`.
+    Wait(Duration),
+    /// A moment to wait until: an HTTP-date.
+    Until(HttpDate),
+}
+
+/// The text of a capture group as a request: spaces around it, and one sentence's punctuation
+/// after it (`retry in 2m.`), left out.
+fn request_text(group: &[u8]) -> Result<&str, String> {
     let text = std::str::from_utf8(group)
         .map_err(|_| "not UTF-8 text".to_string())?
         .trim()
@@ -19,12 +29,40 @@ pub fn read_wait(group: &[u8]) -> Result<Duration, String> {
     if text.is_empty() {
         return Err("empty".into());
     }
+    Ok(text)
+}
+
+/// The wait `text` is, if it is one.
+fn wait_in(text: &str) -> Option<Duration> {
     match parse_duration(text) {
-        Ok(wait) => Ok(wait),
+        Ok(wait) => Some(wait),
         // A request longer than a `Duration` holds is the longest wait there is, not none.
-        Err(_) if too_long(text) => Ok(Duration::MAX),
-        Err(_) => Err("not a number of seconds or a duration".into()),
+        Err(_) if too_long(text) => Some(Duration::MAX),
+        Err(_) => None,
     }
+}
+
+/// Reads what a capture group asks for: a wait as `read_wait` reads it, or an HTTP-date (in
+/// any of its three forms; `now` places the two-digit year of the RFC 850 form). The error
+/// says why the text is neither, on one line.
+pub fn read_request(group: &[u8], now: SystemTime) -> Result<Asked, String> {
+    let text = request_text(group)?;
+    if let Some(wait) = wait_in(text) {
+        return Ok(Asked::Wait(wait));
+    }
+    match HttpDate::parse(text, HttpDate::from_system(now)) {
+        Ok(date) => Ok(Asked::Until(date)),
+        Err(DateError::Malformed(why)) => Err(format!("not an HTTP-date: {why}")),
+        Err(DateError::NotADate) => {
+            Err("not a number of seconds, a duration or an HTTP-date".into())
+        }
+    }
+}
+
+/// The pattern of a `Date:` line, the clock of the server that wrote the output: its group is
+/// the date.
+pub fn date_line() -> Pattern {
+    Pattern::capturing(r"(?i)^Date:\s*(.+)$").expect("the pattern of a Date: line is valid")
 }
 
 /// Whether `text` is a wait too long to be held: a number of seconds past 2^64, or a
@@ -39,15 +77,20 @@ fn too_long(text: &str) -> bool {
         )
 }
 
-/// What the output of one try asked for, match after match: the last wait that could be read
-/// wins (a later `Retry-After` overrides an earlier one, as a later header line would), and a
-/// match whose group holds no wait is ignored, the last such kept to be told.
+/// What the output of one try asked for, match after match: the last request that could be
+/// read wins (a later `Retry-After` overrides an earlier one, as a later header line would), and
+/// a match whose group holds no request is ignored, the last such kept to be told. A moment
+/// asked for is measured against the output's last `Date:` line when it has one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Requests {
-    /// The wait asked for by the last match that held one.
-    pub wait: Option<Duration>,
-    /// The last match whose group held no wait: what it held (lossy UTF-8), and why it is none.
+    /// What the last match that held a request asked for.
+    pub asked: Option<Asked>,
+    /// The last match whose group held no request: what it held (lossy UTF-8), and why it is
+    /// none.
     pub ignored: Option<Ignored>,
+    /// The moment the output's last `Date:` line that held an HTTP-date names: the server's
+    /// clock, when the try was an HTTP request.
+    pub server_date: Option<HttpDate>,
 }
 
 /// A match of `--delay-from-output` that asked for no wait.
@@ -59,8 +102,9 @@ pub struct Ignored {
 }
 
 impl Requests {
-    /// One more match, whose first capture group held `group` (`None`: it took no part).
-    pub fn saw(&mut self, group: Option<&[u8]>) {
+    /// One more match, whose first capture group held `group` (`None`: it took no part), seen
+    /// at `now` by the local clock.
+    pub fn saw(&mut self, group: Option<&[u8]>, now: SystemTime) {
         let Some(group) = group else {
             self.ignored = Some(Ignored {
                 group: None,
@@ -68,8 +112,8 @@ impl Requests {
             });
             return;
         };
-        match read_wait(group) {
-            Ok(wait) => self.wait = Some(wait),
+        match read_request(group, now) {
+            Ok(asked) => self.asked = Some(asked),
             Err(why) => {
                 // A megabyte of digits is not worth repeating in the log.
                 let mut text = String::from_utf8_lossy(group).into_owned();
@@ -86,6 +130,39 @@ impl Requests {
                     why,
                 });
             }
+        }
+    }
+
+    /// One more `Date:` line, whose group held `group`, seen at `now`: kept when it holds an
+    /// HTTP-date, passed over otherwise (the local clock then measures).
+    pub fn saw_date_line(&mut self, group: Option<&[u8]>, now: SystemTime) {
+        let date = group
+            .and_then(|g| request_text(g).ok())
+            .and_then(|text| HttpDate::parse(text, HttpDate::from_system(now)).ok());
+        if let Some(date) = date {
+            self.server_date = Some(date);
+        }
+    }
+
+    /// The wait asked for, at `now` by the local clock (when the try ended): a moment asked
+    /// for is that far after the output's own `Date:`, or after `now` without one; a moment
+    /// past asks for no wait.
+    pub fn wait(&self, now: SystemTime) -> Option<Duration> {
+        match self.asked? {
+            Asked::Wait(wait) => Some(wait),
+            Asked::Until(date) => Some(match self.server_date {
+                Some(server) => date.since(server),
+                None => date.after(now),
+            }),
+        }
+    }
+
+    /// The clock that measured the wait asked for, when it was a moment (an HTTP-date).
+    pub fn clock(&self) -> Option<Clock> {
+        match self.asked? {
+            Asked::Wait(_) => None,
+            Asked::Until(_) if self.server_date.is_some() => Some(Clock::Server),
+            Asked::Until(_) => Some(Clock::Local),
         }
     }
 }
@@ -108,8 +185,22 @@ pub fn apply(own: Wait, requested: Option<Duration>) -> Wait {
 mod tests {
     use super::*;
 
+    use std::time::UNIX_EPOCH;
+
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    /// 2015-10-21 07:27:30 UTC by the local clock, half a minute before the dates below.
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_445_412_450)
+    }
+
+    fn read_wait(group: &[u8]) -> Result<Duration, String> {
+        match read_request(group, now())? {
+            Asked::Wait(wait) => Ok(wait),
+            Asked::Until(date) => Err(format!("a date: {date:?}")),
+        }
     }
 
     #[test]
@@ -139,15 +230,46 @@ mod tests {
     }
 
     #[test]
+    fn an_http_date_in_any_form_is_a_moment_to_wait_until() {
+        let at = HttpDate::parse(
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            HttpDate::from_system(now()),
+        )
+        .unwrap();
+        for text in [
+            &b"Wed, 21 Oct 2015 07:28:00 GMT"[..],
+            b" Wed, 21 Oct 2015 07:28:00 GMT\r",
+            b"Wednesday, 21-Oct-15 07:28:00 GMT",
+            b"Wed Oct 21 07:28:00 2015",
+        ] {
+            assert_eq!(read_request(text, now()), Ok(Asked::Until(at)), "{text:?}");
+        }
+    }
+
+    #[test]
     fn what_is_no_wait_says_why() {
         for (text, why) in [
-            (&b"soon"[..], "not a number of seconds or a duration"),
-            (b"-5", "not a number of seconds or a duration"),
-            (b"Wed, 21 Oct 2015 07:28:00 GMT", "not a number"),
+            (
+                &b"soon"[..],
+                "not a number of seconds, a duration or an HTTP-date",
+            ),
+            (b"-5", "not a number of seconds, a duration or an HTTP-date"),
+            (
+                b"Thu, 21 Oct 2015 07:28:00 GMT",
+                "not an HTTP-date: 21 Oct 2015 is a Wednesday, not a Thursday",
+            ),
+            (
+                b"Wed, 32 Oct 2015 07:28:00 GMT",
+                "not an HTTP-date: Oct 2015 has no day 32",
+            ),
+            (
+                b"Wed, 21 Oct 2015",
+                "not an HTTP-date: not laid out as Sun, 06 Nov",
+            ),
             (b"  ", "empty"),
             (b"\xff3", "not UTF-8"),
         ] {
-            let err = read_wait(text).unwrap_err();
+            let err = read_request(text, now()).unwrap_err();
             assert!(err.contains(why), "{text:?}: {err}");
         }
     }
@@ -155,20 +277,67 @@ mod tests {
     #[test]
     fn the_last_wait_asked_for_wins_and_matches_without_one_are_ignored() {
         let mut r = Requests::default();
-        r.saw(Some(b"30"));
-        r.saw(Some(b"5"));
-        assert_eq!(r.wait, Some(Duration::from_secs(5)));
+        r.saw(Some(b"30"), now());
+        r.saw(Some(b"5"), now());
+        assert_eq!(r.wait(now()), Some(Duration::from_secs(5)));
         assert_eq!(r.ignored, None);
-        r.saw(Some(b"later"));
-        r.saw(None);
-        assert_eq!(r.wait, Some(Duration::from_secs(5)));
+        r.saw(Some(b"later"), now());
+        r.saw(None, now());
+        r.saw(Some(b"Mon, 21 Oct 2015 07:28:00 GMT"), now());
+        assert_eq!(r.wait(now()), Some(Duration::from_secs(5)));
+        assert_eq!(r.clock(), None, "a wait, not a moment");
+        let ignored = r.ignored.unwrap();
+        assert_eq!(
+            ignored.group.as_deref(),
+            Some("Mon, 21 Oct 2015 07:28:00 GMT")
+        );
+        assert!(ignored.why.contains("not a Monday"), "{}", ignored.why);
+        let mut r = Requests::default();
+        r.saw(None, now());
         let ignored = r.ignored.unwrap();
         assert_eq!(ignored.group, None);
         assert!(ignored.why.contains("took no part"), "{}", ignored.why);
         let mut r = Requests::default();
-        r.saw(Some("x".repeat(1000).as_bytes()));
+        r.saw(Some("x".repeat(1000).as_bytes()), now());
         let shown = r.ignored.unwrap().group.unwrap();
         assert!(shown.len() < 80 && shown.ends_with('…'), "{shown}");
+    }
+
+    #[test]
+    fn a_moment_is_measured_by_the_outputs_date_line_else_by_the_local_clock() {
+        let mut r = Requests::default();
+        r.saw(Some(b"Wed, 21 Oct 2015 07:28:00 GMT"), now());
+        // Half a minute ahead of the local clock, read 250ms after it.
+        assert_eq!(r.wait(now() + ms(250)), Some(ms(29_750)));
+        assert_eq!(r.clock(), Some(Clock::Local));
+        // By the server's own clock, the date is three seconds away.
+        r.saw_date_line(Some(b"Wed, 21 Oct 2015 07:27:57 GMT\r"), now());
+        assert_eq!(r.wait(now()), Some(Duration::from_secs(3)));
+        assert_eq!(r.clock(), Some(Clock::Server));
+        // A Date: line that holds no date leaves the last one that did.
+        r.saw_date_line(Some(b"yesterday"), now());
+        r.saw_date_line(None, now());
+        assert_eq!(r.wait(now()), Some(Duration::from_secs(3)));
+        // The last Date: line wins, and a moment past asks for no wait.
+        r.saw_date_line(Some(b"Wed, 21 Oct 2015 08:00:00 GMT"), now());
+        assert_eq!(r.wait(now()), Some(Duration::ZERO));
+        assert_eq!(r.clock(), Some(Clock::Server));
+        let mut r = Requests::default();
+        r.saw(Some(b"Tue, 20 Oct 2015 07:28:00 GMT"), now());
+        assert_eq!(r.wait(now()), Some(Duration::ZERO), "a day ago");
+        assert_eq!(r.clock(), Some(Clock::Local));
+        assert_eq!(Requests::default().wait(now()), None);
+        assert_eq!(Requests::default().clock(), None);
+    }
+
+    #[test]
+    fn a_date_line_is_matched_whatever_its_case() {
+        let p = date_line();
+        assert!(p.is_match(b"Date: Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert!(p.is_match(b"date:Wed, 21 Oct 2015 07:28:00 GMT\r"));
+        assert!(p.is_match(b"DATE:   x"));
+        assert!(!p.is_match(b"X-Date: Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert!(!p.is_match(b"Date:"));
     }
 
     #[test]
@@ -177,6 +346,7 @@ mod tests {
             base: ms(800),
             delay: ms(300),
             requested: None,
+            clock: None,
         };
         assert_eq!(apply(own, None), own);
         let asked = apply(own, Some(ms(1000)));

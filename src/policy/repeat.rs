@@ -150,6 +150,7 @@ impl Repeat {
                 base: self.policy.delay,
                 delay: self.policy.delay,
                 requested: None,
+                clock: None,
             }),
             Err(exceeded) => Decision::Stop(RepeatEnd::Budget(Some(exceeded))),
         }

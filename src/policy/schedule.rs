@@ -9,6 +9,7 @@ use rand::{Rng, RngExt};
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
+use super::httpdate::Clock;
 use super::pushback;
 use super::quota::QuotaRefusal;
 use super::signal::Signal;
@@ -128,6 +129,18 @@ impl Decision {
                 Some(refusal) => Decision::GiveUp(GiveUp::Quota(refusal)),
                 None => Decision::Retry(wait),
             },
+            other => other,
+        }
+    }
+
+    /// The decision with the clock that measured its wait's request, when the output asked for
+    /// a moment (an HTTP-date, docs/herd.md#pushback), so that the log can name it.
+    pub fn measured_by(self, clock: Option<Clock>) -> Decision {
+        match self {
+            Decision::Retry(wait) => Decision::Retry(Wait {
+                clock: wait.requested.and(clock),
+                ..wait
+            }),
             other => other,
         }
     }
@@ -332,6 +345,7 @@ mod tests {
             base: s(1),
             delay: s(1),
             requested: None,
+            clock: None,
         });
         assert_eq!(
             decisions,

@@ -12,7 +12,9 @@ use crate::duration::hms;
 use crate::exit::ExitStatus;
 use crate::policy::Form;
 use crate::policy::pushback::Ignored;
-use crate::policy::{Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict};
+use crate::policy::{
+    Clock, Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict, Wait,
+};
 use crate::report::column::{self, Stream};
 use crate::report::event::{During, Envelope, Event, HeldReport, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
@@ -442,13 +444,7 @@ fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
 fn decision_words(decision: &Decision) -> String {
     match decision {
         Decision::Retry(wait) => {
-            let mut words = format!("; next try in {}", hms(wait.delay));
-            match wait.requested {
-                Some(_) if wait.set_by_request() => words += " (asked for by the output)",
-                Some(asked) => words += &format!(" (the output asked for {})", hms(asked)),
-                None => {}
-            }
-            words
+            format!("; next try in {}{}", hms(wait.delay), requested_words(wait))
         }
         Decision::Succeed | Decision::Stop(_) => String::new(),
         Decision::GiveUp(GiveUp::Tries) => "; giving up: no tries left".into(),
@@ -459,6 +455,31 @@ fn decision_words(decision: &Decision) -> String {
         Decision::GiveUp(GiveUp::Quota(refusal)) => format!("; giving up: {refusal}"),
         Decision::GiveUp(GiveUp::Held) => "; giving up: the last try was held back".into(),
         Decision::GiveUp(_) => "; giving up".into(),
+    }
+}
+
+/// What a wait says of the request it holds: ` (asked for by the output)` when the request set
+/// it, what was asked when the policy's own wait was longer; for a moment asked for (an
+/// HTTP-date), the clock that measured it too.
+fn requested_words(wait: &Wait) -> String {
+    let Some(asked) = wait.requested else {
+        return String::new();
+    };
+    let by = match wait.clock {
+        Some(Clock::Server) => "by the server's Date: line",
+        Some(Clock::Local) => "by the local clock",
+        None if wait.set_by_request() => return " (asked for by the output)".into(),
+        None => return format!(" (the output asked for {})", hms(asked)),
+    };
+    if asked.is_zero() {
+        format!(" (the output's HTTP-date has passed, {by})")
+    } else if wait.set_by_request() {
+        format!(" (asked for by the output: until its HTTP-date, {by})")
+    } else {
+        format!(
+            " (the output asked for {}: until its HTTP-date, {by})",
+            hms(asked)
+        )
     }
 }
 

@@ -314,9 +314,14 @@ fn wait_object(attempt: u64, wait: &crate::policy::Wait, facts: &At<'_>) -> Obj 
         .num("attempt", attempt)
         .num("base_ms", millis(wait.base))
         .num("delay_ms", millis(wait.delay));
-    // Only when the output asked for a wait, as the README says.
-    match wait.requested {
+    // Only when the output asked for a wait, as the README says; and which clock measured it
+    // when it asked for a moment (an HTTP-date).
+    let obj = match wait.requested {
         Some(requested) => obj.num("requested_ms", millis(requested)),
+        None => obj,
+    };
+    match wait.clock {
+        Some(clock) => obj.str("clock", clock.word()),
         None => obj,
     }
 }

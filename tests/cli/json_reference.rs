@@ -173,6 +173,8 @@ const SCENARIOS: &[Scenario] = &[
         .expect(&["try.limit", "give_up.detail"]),
     run("a requested wait", &["-n", "2", "-d", "1ms", "--delay-from-output", r"after (\S+)", "--", "sh", "-c", "echo after 2ms; exit 1"])
         .expect(&["wait.requested_ms", "start.policy.delay_from_output"]),
+    run("a requested wait until a date", &["-n", "2", "-d", "1ms", "--delay-from-output", r"after (.+)", "--", "sh", "-c", "echo 'after Thu, 01 Jan 2015 00:00:00 GMT'; exit 1"])
+        .expect(&["wait.clock", "wait.requested_ms"]),
     run("a requested wait past the budget", &["-B", "200ms", "-d", "1ms", "--delay-from-output", r"after (\S+)", "--", "sh", "-c", "echo after 5s; exit 1"])
         .expect(&["give_up.requested_ms"]),
     run("a match that holds no wait", &["-n", "2", "-d", "1ms", "--delay-from-output", r"wait (\d*)", "--", "sh", "-c", "echo wait x; exit 1"])

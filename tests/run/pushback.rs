@@ -1,6 +1,8 @@
 //! Pushback (docs/herd.md#pushback) through the real binary: the wait a failed try's output asks
-//! for, from a real HTTP server's `Retry-After` read by `curl -si`, and from a tool that prints
-//! `retry in 300ms`. Times are checked with a lower bound and a generous upper bound.
+//! for, from a real HTTP server's `Retry-After` read by `curl -si` (in seconds, or as an
+//! HTTP-date measured by the response's own `Date:`), from a script that prints the lines of an
+//! answer whose dates it makes with `date`, and from a tool that prints `retry in 300ms`. Times
+//! are checked with a lower bound and a generous upper bound.
 
 use crate::common;
 
@@ -11,22 +13,28 @@ use std::time::{Duration, Instant};
 use common::{retry, stderr_of, stdout_of, usage_error_of};
 
 /// A local HTTP server that answers `503` with `Retry-After: 1` to its first `busy` requests,
-/// then `200`. Killed when dropped, whatever the test did.
+/// then `200`; or, given `date`, with a `Retry-After` that is the HTTP-date two seconds after its
+/// `Date:` line. Killed when dropped, whatever the test did.
 struct Server {
     child: Child,
     port: u16,
 }
 
 const SERVER: &str = r#"
-import http.server, sys
+import email.utils, http.server, sys, time
 busy = int(sys.argv[1])
+as_date = sys.argv[2:] == ["date"]
 class Handler(http.server.BaseHTTPRequestHandler):
     count = 0
     def do_GET(self):
         Handler.count += 1
         if Handler.count <= busy:
+            # send_response writes the Date: line, by this machine's clock, before this one.
             self.send_response(503)
-            self.send_header("Retry-After", "1")
+            if as_date:
+                self.send_header("Retry-After", email.utils.formatdate(time.time() + 2, usegmt=True))
+            else:
+                self.send_header("Retry-After", "1")
             body = b"busy, come back later\n"
         else:
             self.send_response(200)
@@ -44,12 +52,18 @@ server.serve_forever()
 impl Server {
     /// Starts the server on a free port (the system picks it), and waits until it listens.
     fn start(busy: u32) -> Server {
+        Server::start_with(busy, &[])
+    }
+
+    /// `start`, with more arguments for the server (`date`).
+    fn start_with(busy: u32, args: &[&str]) -> Server {
         let dir = common::temp_dir("pushback-server");
         let script = dir.join("server.py");
         std::fs::write(&script, SERVER).unwrap();
         let mut child = Command::new("python3")
             .arg(&script)
             .arg(busy.to_string())
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -248,7 +262,7 @@ fn a_match_without_a_wait_is_ignored_and_said_with_verbose() {
     assert!(log.contains("next try in 1ms\n"), "{log}");
     assert!(
         log.contains(
-            "try 1/2: output matched --delay-from-output, but its capture group held 'a', not a number of seconds or a duration; ignored"
+            "try 1/2: output matched --delay-from-output, but its capture group held 'a', not a number of seconds, a duration or an HTTP-date; ignored"
         ),
         "{log}"
     );
@@ -318,4 +332,185 @@ fn the_dry_run_names_the_option_in_its_policy_line() {
         ),
         "{plan}"
     );
+}
+
+/// A shell script's part that sets `at` to the HTTP-date (IMF-fixdate) `$1` seconds after the
+/// local clock's now: `at 3`. In the C locale, so that the names are English.
+const AT: &str = r#"export LC_ALL=C; now=$(date +%s); at() { date -u -d @$((now + $1)) '+%a, %d %b %Y %H:%M:%S GMT'; }; "#;
+
+/// Runs `retry -n 2 -d 10ms` with `args`, on a try that runs `script` (after `AT`) and fails:
+/// how long the run took, and its log.
+fn two_failing_tries(args: &[&str], script: &str) -> (Duration, String) {
+    let started = Instant::now();
+    let out = retry()
+        .args(["-n", "2", "-d", "10ms"])
+        .args(["--delay-from-output", r"^Retry-After: (.+)$"])
+        .args(args)
+        .args(["--", "sh", "-c"])
+        .arg(format!("{AT}{script}; exit 1"))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("gave up after 2 tries") || log.contains(r#""reason":"tries""#),
+        "{log}"
+    );
+    (took, log)
+}
+
+/// The `wait` event of a JSON log.
+fn wait_event(log: &str) -> serde_json::Value {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "wait")
+        .unwrap_or_else(|| panic!("no wait event: {log}"))
+}
+
+#[test]
+fn a_retry_after_date_three_seconds_ahead_is_waited_for_by_the_local_clock() {
+    let (took, log) = two_failing_tries(&[], r#"echo "Retry-After: $(at 3)""#);
+    // The date is whole seconds: 2 to 3 seconds after the try's end, at least 2 after the start.
+    assert!(took >= Duration::from_secs(2), "{took:?}\n{log}");
+    assert!(took < Duration::from_secs(8), "{took:?}\n{log}");
+    assert!(
+        log.contains("(asked for by the output: until its HTTP-date, by the local clock)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_server_whose_clock_is_an_hour_behind_still_gets_the_three_seconds_it_meant() {
+    // The lines of an HTTP answer, as `curl -si` prints them, from a server an hour behind.
+    let answer = r#"printf 'HTTP/1.1 503 Service Unavailable\r\nDate: %s\r\nRetry-After: %s\r\n\r\n' "$(at -3600)" "$(at -3597)""#;
+    let (took, log) = two_failing_tries(&["-v"], answer);
+    assert!(took >= Duration::from_secs(2), "{took:?}\n{log}");
+    assert!(took < Duration::from_secs(8), "{took:?}\n{log}");
+    assert!(
+        log.contains(
+            "next try in 3s (asked for by the output: until its HTTP-date, by the server's Date: line)"
+        ),
+        "{log}"
+    );
+    // The JSON log names the clock on the wait event.
+    let (took, log) = two_failing_tries(&["--log-format", "json"], answer);
+    let wait = wait_event(&log);
+    assert_eq!(wait["clock"], "server", "{wait}");
+    assert_eq!(wait["requested_ms"], 3000, "{wait}");
+    assert_eq!(wait["delay_ms"], 3000, "{wait}");
+    assert!(took >= Duration::from_secs(2), "{took:?}\n{log}");
+}
+
+#[test]
+fn the_json_log_names_the_local_clock_when_the_output_has_no_date_line() {
+    let (_, log) = two_failing_tries(&["--log-format", "json"], r#"echo "Retry-After: $(at 2)""#);
+    let wait = wait_event(&log);
+    assert_eq!(wait["clock"], "local", "{wait}");
+    let asked = wait["requested_ms"].as_u64().unwrap();
+    assert!((500..=2000).contains(&asked), "{wait}");
+    // A wait in seconds names no clock.
+    let (_, log) = two_failing_tries(&["--log-format", "json"], r#"echo "Retry-After: 0.1""#);
+    let wait = wait_event(&log);
+    assert!(wait.get("clock").is_none(), "{wait}");
+    assert_eq!(wait["requested_ms"], 100, "{wait}");
+}
+
+#[test]
+fn a_date_in_the_past_in_any_of_the_three_forms_asks_for_no_wait() {
+    for date in [
+        "Thu, 01 Jan 2015 00:00:00 GMT",
+        "Thursday, 01-Jan-15 00:00:00 GMT",
+        "Thu Jan  1 00:00:00 2015",
+    ] {
+        let (took, log) =
+            two_failing_tries(&["-j", "none"], &format!("echo 'Retry-After: {date}'"));
+        assert!(took < Duration::from_secs(2), "{date}: {took:?}\n{log}");
+        assert!(
+            log.contains(
+                "next try in 10ms (the output's HTTP-date has passed, by the local clock)"
+            ),
+            "{date}: {log}"
+        );
+    }
+    // Past by the server's clock, though ahead of the local one.
+    let (took, log) = two_failing_tries(
+        &["-j", "none"],
+        r#"echo "Retry-After: $(at 3600)"; echo "date: $(at 3605)""#,
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}\n{log}");
+    assert!(
+        log.contains(
+            "next try in 10ms (the output's HTTP-date has passed, by the server's Date: line)"
+        ),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_malformed_date_is_ignored_with_a_warning_naming_it_and_the_schedules_wait_holds() {
+    for (date, why) in [
+        (
+            "Fri, 01 Jan 2015 00:00:00 GMT",
+            "not an HTTP-date: 01 Jan 2015 is a Thursday, not a Friday",
+        ),
+        (
+            "Thu, 31 Feb 2015 00:00:00 GMT",
+            "not an HTTP-date: Feb 2015 has no day 31",
+        ),
+        (
+            "Thu, 01 Jan 2015 25:00:00 GMT",
+            "not an HTTP-date: the time 25:00:00 is out of range",
+        ),
+        (
+            "Thu, 01 Jan 2015 00:00:00 UTC",
+            "not an HTTP-date: not laid out as Sun, 06 Nov 1994 08:49:37 GMT",
+        ),
+        (
+            "next Tuesday",
+            "not a number of seconds, a duration or an HTTP-date",
+        ),
+    ] {
+        let (took, log) = two_failing_tries(
+            &["-v", "-j", "none"],
+            &format!("echo 'Retry-After: {date}'"),
+        );
+        assert!(
+            log.contains(&format!(
+                "try 1/2: output matched --delay-from-output, but its capture group held '{date}', {why}; ignored"
+            )),
+            "{date}: {log}"
+        );
+        assert!(
+            log.contains("(transient); next try in 10ms\n"),
+            "{date}: {log}"
+        );
+        assert!(took < Duration::from_secs(3), "{date}: {took:?}");
+    }
+}
+
+#[test]
+fn waits_until_a_real_servers_retry_after_date_by_its_date_line() {
+    let server = Server::start_with(1, &["date"]);
+    let url = server.url();
+    let started = Instant::now();
+    let out = retry()
+        .args(["-n", "3", "-d", "10ms"])
+        .args(["--delay-from-output", r"Retry-After: (.+)"])
+        .arg("--")
+        .args(CURL)
+        .arg(&url)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("succeeded on try 2/3"), "{log}");
+    assert!(
+        log.contains("(asked for by the output: until its HTTP-date, by the server's Date: line)"),
+        "{log}"
+    );
+    // Two seconds after the Date: line, or three when a second turned between the two lines.
+    assert!(took >= Duration::from_secs(2), "{took:?}\n{log}");
+    assert!(took < common::STEP_LIMIT, "{took:?}\n{log}");
 }

@@ -182,6 +182,7 @@ fn stopped_try(args: &[&str], killed: bool, by_limit: bool, last: bool) -> (Stri
         base: Duration::from_secs(1),
         delay: Duration::from_secs(1),
         requested: None,
+        clock: None,
     };
     let decision = if last {
         Decision::GiveUp(GiveUp::Tries)
@@ -383,6 +384,7 @@ fn quiet_and_verbose_never_remove_a_json_event() {
             base: Duration::from_secs(1),
             delay: Duration::from_secs(1),
             requested: None,
+            clock: None,
         };
         let retry = Decision::Retry(wait);
         let give_up = Decision::GiveUp(GiveUp::Tries);
@@ -429,11 +431,13 @@ fn a_wait_the_output_asked_for_is_named_in_the_log_and_the_json() {
         base: s(2),
         delay: s(30),
         requested: Some(s(30)),
+        clock: None,
     });
     let longer = Decision::Retry(Wait {
         base: s(2),
         delay: s(2),
         requested: Some(Duration::from_millis(500)),
+        clock: None,
     });
     let (mut log, sink) = log_for(&[]);
     log.try_ended(&report(&asked));
@@ -460,10 +464,45 @@ fn a_wait_the_output_asked_for_is_named_in_the_log_and_the_json() {
             base: Duration::from_secs(2),
             delay: Duration::from_secs(1),
             requested: None,
+            clock: None,
         },
     );
     let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
     assert!(event.get("requested_ms").is_none(), "{event}");
+}
+
+#[test]
+fn a_wait_until_an_http_date_names_the_clock_that_measured_it() {
+    let s = Duration::from_secs;
+    let wait = |delay, requested, clock| Wait {
+        base: s(1),
+        delay,
+        requested: Some(requested),
+        clock: Some(clock),
+    };
+    // `Clock` here is the log's own, which stamps events.
+    use crate::policy::httpdate::Clock as By;
+    let by_server = wait(s(3), s(3), By::Server);
+    let shorter = wait(s(5), s(3), By::Local);
+    let passed = wait(s(1), Duration::ZERO, By::Local);
+    let (mut log, sink) = log_for(&[]);
+    for w in [by_server, shorter, passed] {
+        log.try_ended(&report(&Decision::Retry(w)));
+    }
+    assert_eq!(
+        sink.text(),
+        "retry: try 1/3 exited 1 after 5ms (transient); next try in 3s (asked for by the output: until its HTTP-date, by the server's Date: line)\n\
+         retry: try 1/3 exited 1 after 5ms (transient); next try in 5s (the output asked for 3s: until its HTTP-date, by the local clock)\n\
+         retry: try 1/3 exited 1 after 5ms (transient); next try in 1s (the output's HTTP-date has passed, by the local clock)\n"
+    );
+    for (w, word) in [(by_server, "server"), (passed, "local")] {
+        let (mut log, sink) = log_for(&["--log-format", "json"]);
+        log.wait(1, w);
+        let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
+        assert_eq!(event["clock"], word, "{event}");
+        let asked = crate::duration::millis(w.requested.unwrap());
+        assert_eq!(event["requested_ms"], asked, "{event}");
+    }
 }
 
 #[test]

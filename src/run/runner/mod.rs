@@ -253,6 +253,7 @@ impl<'c> Runner<'c> {
         };
         let took = t.start.elapsed();
         let (verdict, decision) = self.decide(schedule, rng, t.attempt, &ended, output);
+        let decision = decision.measured_by(t.io.requests.clock());
         self.report_try(&mut t, took, &ended, verdict, &decision, detail)?;
         self.obey(schedule, decision, &mut t, ended.outcome)
     }

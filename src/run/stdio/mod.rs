@@ -23,6 +23,7 @@ use nix::unistd::isatty;
 
 use crate::config::Config;
 use crate::policy::OutputMatch;
+use crate::policy::pushback::date_line;
 use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
@@ -116,6 +117,7 @@ impl RunIo {
             stop_if: classifier.stop_if_output.clone(),
             until: classifier.until_output.clone(),
             delay_from: config.delay_from_output.clone(),
+            date_line: config.delay_from_output.as_ref().map(|_| date_line()),
         };
         let mut shared = None;
         let mut same_place =

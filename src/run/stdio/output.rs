@@ -5,6 +5,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::SystemTime;
 
 use nix::errno::Errno;
 use nix::libc;
@@ -288,7 +289,8 @@ impl Outputs {
         for s in &mut io.streams {
             s.watch.finish(&mut matched, &mut io.requests);
         }
-        matched.requested = io.requests.wait;
+        // A moment asked for is measured from the try's end.
+        matched.requested = io.requests.wait(SystemTime::now());
         matched
     }
 

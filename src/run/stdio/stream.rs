@@ -3,6 +3,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::SystemTime;
 
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
 use crate::run::sink::Own;
@@ -151,6 +152,9 @@ pub(super) struct Patterns {
     pub(super) stop_if: Option<Pattern>,
     pub(super) until: Option<Pattern>,
     pub(super) delay_from: Option<Pattern>,
+    /// A `Date:` line, watched with `delay_from`: the clock that an HTTP-date it reads is
+    /// measured by.
+    pub(super) date_line: Option<Pattern>,
 }
 
 impl Patterns {
@@ -168,6 +172,7 @@ impl Patterns {
             stop_if: self.stop_if.clone().map(LineMatcher::new),
             until: self.until.clone().map(LineMatcher::new),
             delay_from: self.delay_from.clone().map(CaptureMatcher::new),
+            date_line: self.date_line.clone().map(CaptureMatcher::new),
         }
     }
 }
@@ -181,6 +186,8 @@ pub(super) struct Matchers {
     until: Option<LineMatcher>,
     /// `--delay-from-output`: reads the waits the output asks for.
     delay_from: Option<CaptureMatcher>,
+    /// Reads the output's `Date:` lines, with `delay_from`.
+    date_line: Option<CaptureMatcher>,
 }
 
 impl Matchers {
@@ -189,6 +196,7 @@ impl Matchers {
             && self.stop_if.is_none()
             && self.until.is_none()
             && self.delay_from.is_none()
+            && self.date_line.is_none()
     }
 
     /// Matches `data`, the next bytes of the stream; the waits it asks for go to `requests`.
@@ -203,7 +211,12 @@ impl Matchers {
             m.feed(data);
         }
         if let Some(m) = &mut self.delay_from {
-            m.feed(data, |group| requests.saw(group));
+            m.feed(data, |group| requests.saw(group, SystemTime::now()));
+        }
+        if let Some(m) = &mut self.date_line {
+            m.feed(data, |group| {
+                requests.saw_date_line(group, SystemTime::now())
+            });
         }
     }
 
@@ -222,7 +235,10 @@ impl Matchers {
             matched.until |= m.matched();
         }
         if let Some(m) = &mut self.delay_from {
-            m.finish(|group| requests.saw(group));
+            m.finish(|group| requests.saw(group, SystemTime::now()));
+        }
+        if let Some(m) = &mut self.date_line {
+            m.finish(|group| requests.saw_date_line(group, SystemTime::now()));
         }
     }
 
