@@ -278,22 +278,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Stagger { delay, most } => {
             detail(&|| format!("first try in {} (--stagger {})", hms(*delay), hms(*most)))
         }
-        Event::Quota {
-            quota,
-            action,
-            tokens,
-            throttle,
-            ..
-        } => detail(&|| {
-            let mut text = format!("quota {quota}: {}, {tokens:.2} tokens left", action.word());
-            if let Some((spec, admission)) = throttle {
-                text += &format!(
-                    "; let through: {}",
-                    throttle_figures(quota, spec, admission)
-                );
-            }
-            text
-        }),
+        Event::Quota { .. } => detail(&|| quota_line(event)),
         Event::DeadLettered { path } => {
             detail(&|| format!("recorded in --dead-letter '{}'", path.to_string_lossy()))
         }
@@ -430,6 +415,26 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
 }
 
 /// What follows a try, as the end of its line: `; next try in 1s`, `; giving up: ...`.
+/// `quota db: retry, 8.00 tokens left`, and with `--throttle` the figures the try was let
+/// through on.
+fn quota_line(event: &Event) -> String {
+    let Event::Quota {
+        quota,
+        action,
+        tokens,
+        throttle,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let mut text = format!("quota {quota}: {}, {tokens:.2} tokens left", action.word());
+    if let Some((spec, admission)) = throttle {
+        text += &format!("; let through: {}", throttle_figures(quota, spec, admission));
+    }
+    text
+}
+
 /// `try 1/3 held back: 0 of 48 tries of quota db were accepted in the last 2m (p=0.95); next
 /// try in 1.2s`.
 fn held_line(r: &HeldReport, facts: &RunFacts) -> String {

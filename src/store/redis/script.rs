@@ -267,18 +267,46 @@ mod tests {
         );
     }
 
+    /// The script's answer: granted, tokens, then held (-1 without a decision) and the figures.
+    fn answer(granted: i64, tokens: &[u8], held: i64, figures: [&[u8]; 3]) -> Reply {
+        let bulk = |b: &[u8]| Reply::Bulk(Some(b.to_vec()));
+        Reply::Array(Some(vec![
+            Reply::Int(granted),
+            bulk(tokens),
+            Reply::Int(held),
+            bulk(figures[0]),
+            bulk(figures[1]),
+            bulk(figures[2]),
+        ]))
+    }
+
     #[test]
     fn an_answer_that_is_not_granted_and_tokens_is_shown_as_the_reply() {
-        let answer = |granted, tokens: &[u8]| {
-            Reply::Array(Some(vec![
-                Reply::Int(granted),
-                Reply::Bulk(Some(tokens.to_vec())),
-            ]))
-        };
-        let ok = update(answer(1, b"9.5")).expect("an update");
-        assert_eq!((ok.granted, ok.tokens), (true, 9.5));
-        assert!(!update(answer(0, b"0.25")).expect("an update").granted);
-        assert_eq!(update(answer(1, b"nan")).err().as_deref(), Some("nan"));
+        let none = [&b"0"[..], b"0", b"0"];
+        let ok = update(answer(1, b"9.5", -1, none)).expect("an update");
+        assert_eq!((ok.granted, ok.tokens, ok.admission), (true, 9.5, None));
+        assert!(!update(answer(0, b"0.25", -1, none)).expect("an update").granted);
+        assert_eq!(update(answer(1, b"nan", -1, none)).err().as_deref(), Some("nan"));
         assert!(update(Reply::Int(1)).is_err());
+        // The answer of a version before the throttle is refused, not misread.
+        let old = Reply::Array(Some(vec![Reply::Int(1), Reply::Bulk(Some(b"9".to_vec()))]));
+        assert!(update(old).is_err());
+    }
+
+    #[test]
+    fn the_throttle_s_figures_are_read_and_hostile_ones_refused() {
+        let held = update(answer(0, b"3", 1, [b"48", b"0", b"0.95"])).expect("an update");
+        let admission = held.admission.expect("a decision");
+        assert!(admission.held && !held.granted);
+        assert_eq!(admission.figures.requests, 48.0);
+        assert_eq!(admission.p, 0.95);
+        assert!(update(answer(1, b"3", 0, [b"1", b"1", b"0"])).unwrap().admission.is_some());
+        for figures in [[&b"-1"[..], b"0", b"0"], [b"1", b"inf", b"0"], [b"1", b"0", b"x"]] {
+            assert!(update(answer(1, b"3", 0, figures)).is_err());
+        }
+        assert!(update(answer(1, b"3", 7, [b"1", b"0", b"0"])).is_err());
+        // A p beyond 1 from a hostile server holds no more than every try.
+        let p = update(answer(0, b"3", 1, [b"1", b"0", b"5"])).unwrap();
+        assert_eq!(p.admission.map(|a| a.p), Some(1.0));
     }
 }
