@@ -430,7 +430,10 @@ fn quota_line(event: &Event) -> String {
     };
     let mut text = format!("quota {quota}: {}, {tokens:.2} tokens left", action.word());
     if let Some((spec, admission)) = throttle {
-        text += &format!("; let through: {}", throttle_figures(quota, spec, admission));
+        text += &format!(
+            "; let through: {}",
+            throttle_figures(quota, spec, admission)
+        );
     }
     text
 }

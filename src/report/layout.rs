@@ -30,7 +30,8 @@ impl Header {
         let label = format!("{label}:");
         // At least one space after the label, however long.
         let width = label.len().max(8) + 1;
-        self.lines.push(format!("  {label:<width$}{}", text.as_ref()));
+        self.lines
+            .push(format!("  {label:<width$}{}", text.as_ref()));
         self
     }
 

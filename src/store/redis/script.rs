@@ -12,9 +12,11 @@ use crate::store::resp::{Deadline, ExchangeError, Node, Reply};
 /// script that Redis runs alone.
 ///
 /// KEYS[1] is the bucket; ARGV are the operation (`deposit`, `take`, `peek` or `count`), ratio,
-/// floor (tokens per second), cap and the expiry in milliseconds; then, with `--throttle`, the
-/// window in milliseconds, K, max, the outcome to count (`accepted`, `refused` or empty) and the
-/// draw (all empty without it). The answer is `{granted, tokens, held, requests, accepts, p}`:
+/// floor (tokens per second), cap and the expiry in milliseconds; then, with `--throttle`, one
+/// more holding the window in milliseconds, K, max, the outcome to count (`accepted`, `refused`
+/// or `-`) and the draw, separated by spaces (empty without it: Redis refuses a command of more
+/// than 10 words from a client not authenticated yet with a protocol error, rather than the
+/// NOAUTH that tells a misconfiguration). The answer is `{granted, tokens, held, requests, accepts, p}`:
 /// granted is 1 or 0, held 1, 0 or -1 (no decision), and the numbers are strings, since Redis
 /// would cut a Lua number to an integer. `peek` writes nothing. The throttle's window is kept in
 /// the same hash (`ts`, `tr`, `ta`, `tpr`, `tpa`), so the script touches one key only.
@@ -37,12 +39,15 @@ if op ~= 'deposit' and op ~= 'take' and op ~= 'peek' and op ~= 'count' then
   return redis.error_reply('unknown quota operation ' .. tostring(op))
 end
 -- The throttle's window: two slots of its length, the current one from ts.
-local window = tonumber(ARGV[6])
+local throttle = {}
+for word in string.gmatch(ARGV[6] or '', '%S+') do throttle[#throttle + 1] = word end
+local window = tonumber(throttle[1])
 local held, requests, accepts, p = -1, 0, 0, 0
 local ts, tr, ta, tpr, tpa
 if window then
   window = math.max(window, 1)
-  local k, pmax, counted, draw = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
+  local k, pmax, counted, draw = tonumber(throttle[2]), tonumber(throttle[3]), throttle[4],
+    tonumber(throttle[5])
   ts, tr, ta, tpr, tpa = tonumber(stored[3]), tonumber(stored[4]), tonumber(stored[5]),
     tonumber(stored[6]), tonumber(stored[7])
   if not (finite(ts) and finite(tr) and finite(ta) and finite(tpr) and finite(tpa))
@@ -116,7 +121,7 @@ return {granted, string.format('%.17g', tokens), held, string.format('%.17g', re
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "30a190280f9367f4c6639e085cb0d15ad36fe5c1";
+pub const SCRIPT_SHA1: &str = "9e85d59953a09ad4bbe30916b63fb79cabbc11da";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
@@ -144,20 +149,21 @@ impl Call {
             p.cap.to_string(),
             self.expiry_ms.to_string(),
         ];
-        match &exchange.throttle {
-            Some(t) => args.extend([
-                t.spec.window_ms().to_string(),
-                t.spec.k.to_string(),
-                t.spec.max.to_string(),
+        args.push(match &exchange.throttle {
+            Some(t) => format!(
+                "{} {} {} {} {}",
+                t.spec.window_ms(),
+                t.spec.k,
+                t.spec.max,
                 match t.counted {
-                    Some(Counted::Accepted) => "accepted".into(),
-                    Some(Counted::Refused) => "refused".into(),
-                    None => String::new(),
+                    Some(Counted::Accepted) => "accepted",
+                    Some(Counted::Refused) => "refused",
+                    None => "-",
                 },
-                t.draw.to_string(),
-            ]),
-            None => args.extend(std::iter::repeat_n(String::new(), 5)),
-        }
+                t.draw
+            ),
+            None => String::new(),
+        });
         let rest: Vec<&[u8]> = [&b"1"[..], self.key.as_bytes()]
             .into_iter()
             .chain(args.iter().map(|a| a.as_bytes()))
@@ -285,8 +291,15 @@ mod tests {
         let none = [&b"0"[..], b"0", b"0"];
         let ok = update(answer(1, b"9.5", -1, none)).expect("an update");
         assert_eq!((ok.granted, ok.tokens, ok.admission), (true, 9.5, None));
-        assert!(!update(answer(0, b"0.25", -1, none)).expect("an update").granted);
-        assert_eq!(update(answer(1, b"nan", -1, none)).err().as_deref(), Some("nan"));
+        assert!(
+            !update(answer(0, b"0.25", -1, none))
+                .expect("an update")
+                .granted
+        );
+        assert_eq!(
+            update(answer(1, b"nan", -1, none)).err().as_deref(),
+            Some("nan")
+        );
         assert!(update(Reply::Int(1)).is_err());
         // The answer of a version before the throttle is refused, not misread.
         let old = Reply::Array(Some(vec![Reply::Int(1), Reply::Bulk(Some(b"9".to_vec()))]));
@@ -300,8 +313,17 @@ mod tests {
         assert!(admission.held && !held.granted);
         assert_eq!(admission.figures.requests, 48.0);
         assert_eq!(admission.p, 0.95);
-        assert!(update(answer(1, b"3", 0, [b"1", b"1", b"0"])).unwrap().admission.is_some());
-        for figures in [[&b"-1"[..], b"0", b"0"], [b"1", b"inf", b"0"], [b"1", b"0", b"x"]] {
+        assert!(
+            update(answer(1, b"3", 0, [b"1", b"1", b"0"]))
+                .unwrap()
+                .admission
+                .is_some()
+        );
+        for figures in [
+            [&b"-1"[..], b"0", b"0"],
+            [b"1", b"inf", b"0"],
+            [b"1", b"0", b"x"],
+        ] {
             assert!(update(answer(1, b"3", 0, figures)).is_err());
         }
         assert!(update(answer(1, b"3", 7, [b"1", b"0", b"0"])).is_err());
