@@ -25,4 +25,5 @@ mod run;
 mod signals;
 mod stdio;
 mod terminal;
+mod throttle;
 mod until_output;

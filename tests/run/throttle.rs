@@ -1,0 +1,446 @@
+//! Admission control through the binary (docs/herd.md#admission-control): `--throttle` holds
+//! tries back, first ones included, while the runs of a quota mostly fail; the figures live in
+//! the quota's store, a file on this machine or a Redis key.
+
+use crate::common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::redis_server::Server;
+use common::{retry, retry_std, runtime_dir, stderr_of, temp_dir, wait_bounded};
+
+/// What 40 runs at once came to: how often the command ran, and the exit codes.
+struct Fleet {
+    ran: usize,
+    codes: Vec<i32>,
+    logs: Vec<String>,
+}
+
+/// Starts `n` runs of `retry ARGS --seed K -- sh -c 'echo >> RAN; SCRIPT'` at once, each with
+/// `XDG_RUNTIME_DIR` at `runtime`, and waits for them all.
+fn fleet(n: usize, args: &[&str], script: &str, runtime: &Path) -> Fleet {
+    let dir = temp_dir("throttle-fleet");
+    let ran = dir.join("ran");
+    let script = format!("echo x >> '{}'; {script}", ran.display());
+    let mut children: Vec<_> = (0..n)
+        .map(|k| {
+            let log = dir.join(format!("log{k}"));
+            let child = retry_std()
+                .env("XDG_RUNTIME_DIR", runtime)
+                .args(args)
+                .args(["--seed", &(k + 1).to_string()])
+                .args(["--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("start retry");
+            (child, log)
+        })
+        .collect();
+    let mut codes = Vec::new();
+    let mut logs = Vec::new();
+    for (child, log) in &mut children {
+        let status = wait_bounded(child, Duration::from_secs(20));
+        codes.push(status.code().unwrap_or(-1));
+        logs.push(std::fs::read_to_string(log).unwrap());
+    }
+    let ran = std::fs::read_to_string(&ran).map_or(0, |t| t.lines().count());
+    Fleet { ran, codes, logs }
+}
+
+const FAILING: [&str; 10] = [
+    "-n",
+    "3",
+    "-d",
+    "50ms",
+    "--stagger",
+    "4s",
+    "--throttle",
+    "2",
+    "--quota",
+    "",
+];
+
+/// The 40 runs of the reference against a command that always fails transiently.
+fn failing_fleet(quota: &str, runtime: &Path) -> Fleet {
+    let mut args = FAILING;
+    args[9] = quota;
+    fleet(40, &args, "exit 1", runtime)
+}
+
+fn assert_held_back(f: &Fleet) {
+    // The quota alone lets about 60 tries through, nothing 120.
+    assert!(f.ran <= 20, "the command ran {} times", f.ran);
+    assert!(
+        f.ran >= 1,
+        "the first runs into a store that saw no failure run"
+    );
+    let held = f.codes.iter().filter(|&&c| c == 75).count();
+    assert!(held > 0, "no run gave up held: {:?}", f.codes);
+    // Every other run gave up with the status of its last try that ran.
+    assert!(f.codes.iter().all(|&c| c == 75 || c == 1), "{:?}", f.codes);
+    let log = f
+        .logs
+        .iter()
+        .find(|l| l.contains("held back"))
+        .expect("a held try");
+    assert!(
+        log.contains("tries of quota") && log.contains("(p=0."),
+        "{log}"
+    );
+}
+
+#[test]
+fn forty_failing_runs_on_one_machine_run_the_command_at_most_twenty_times() {
+    let runtime = runtime_dir("throttle-local");
+    let f = failing_fleet("q", &runtime);
+    assert_held_back(&f);
+}
+
+#[test]
+fn forty_failing_runs_that_share_redis_run_the_command_at_most_twenty_times() {
+    let Some(server) = Server::start("throttle", &[]) else {
+        return;
+    };
+    let runtime = runtime_dir("throttle-redis");
+    let f = failing_fleet(&server.url("q"), &runtime);
+    assert_held_back(&f);
+    // The figures were the server's: nothing was kept on this machine.
+    assert!(!runtime.join("retry").join("q.quota").exists());
+    assert!(
+        f.logs.iter().all(|l| !l.contains("warning")),
+        "{:?}",
+        f.logs
+    );
+}
+
+#[test]
+fn forty_runs_at_once_against_a_command_that_succeeds_hold_nothing_back() {
+    let runtime = runtime_dir("throttle-ok");
+    let f = fleet(
+        40,
+        &["-n", "3", "--quota", "q", "--throttle", "2"],
+        "true",
+        &runtime,
+    );
+    assert_eq!(f.ran, 40);
+    assert!(f.codes.iter().all(|&c| c == 0), "{:?}", f.codes);
+    assert!(f.logs.iter().all(|l| !l.contains("held")), "{:?}", f.logs);
+}
+
+/// A quota file whose throttle has seen `failed` tries fail in the window, none accepted, for
+/// the runs of `runtime`.
+fn failing_store(runtime: &Path, name: &str, failed: u64) -> PathBuf {
+    let dir = runtime.join("retry");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut bucket = format!("retry-quota v1 tokens=10.000000 at={now}").into_bytes();
+    bucket.resize(63, b' ');
+    bucket.push(b'\n');
+    let mut window = format!("retry-throttle v1 start={now} r={failed} a=0 pr=0 pa=0").into_bytes();
+    window.resize(159, b' ');
+    window.push(b'\n');
+    let path = dir.join(format!("{name}.quota"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode_0600()
+        .open(&path)
+        .unwrap();
+    file.write_all(&bucket).unwrap();
+    file.write_all(&window).unwrap();
+    path
+}
+
+trait Mode0600 {
+    fn mode_0600(&mut self) -> &mut Self;
+}
+
+impl Mode0600 for std::fs::OpenOptions {
+    fn mode_0600(&mut self) -> &mut Self {
+        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
+    }
+}
+
+#[test]
+fn a_run_whose_last_try_was_held_exits_with_the_status_of_its_last_try_that_ran() {
+    // One try ran and failed with 3; after it the store has seen one failure and nothing
+    // accepted, so p = 1/2 and about half the seeds hold the second try back.
+    let mut seen_held = 0;
+    for seed in 1..=16 {
+        let runtime = runtime_dir("throttle-status");
+        let out = retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args(["-n", "2", "-d", "1ms", "--quota", "q", "--throttle", "2"])
+            .args(["--seed", &seed.to_string(), "--", "sh", "-c", "exit 3"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        if log.contains("try 2/2 held back") {
+            seen_held += 1;
+            assert_eq!(out.status.code(), Some(3), "{log}");
+            assert!(log.contains("the last that ran: exit 3"), "{log}");
+        } else {
+            assert_eq!(out.status.code(), Some(3), "{log}");
+            assert!(log.contains("try 2/2 exited 3"), "{log}");
+        }
+    }
+    assert!(seen_held > 0, "no seed held the second try back");
+}
+
+#[test]
+fn a_success_after_held_tries_only_is_not_flaky() {
+    // p = 0.95: most first tries are held; a run whose first try ran and succeeded, or whose
+    // held tries were followed by a success, exits 0 even under --flaky fail.
+    let mut held_then_ok = 0;
+    for seed in 1..=30 {
+        let runtime = runtime_dir("throttle-flaky");
+        failing_store(&runtime, "q", 1000);
+        let out = retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args(["-n", "20", "-d", "1ms", "-m", "2ms", "--flaky", "fail"])
+            .args([
+                "--quota",
+                "q",
+                "--throttle",
+                "2",
+                "--seed",
+                &seed.to_string(),
+            ])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        if log.contains("held back") && out.status.code() == Some(0) {
+            held_then_ok += 1;
+            assert!(!log.contains("flaky"), "{log}");
+        }
+        assert!(matches!(out.status.code(), Some(0 | 75)), "{log}");
+    }
+    assert!(held_then_ok > 0, "no run succeeded after held tries");
+}
+
+#[test]
+fn the_seed_gives_the_same_waits_held_tries_or_not() {
+    let runtime = runtime_dir("throttle-waits");
+    failing_store(&runtime, "q", 1000);
+    let waits = |runtime: &Path, throttle: bool| {
+        let mut cmd = retry();
+        cmd.env("XDG_RUNTIME_DIR", runtime)
+            .args(["-n", "4", "-d", "5ms", "--quota", "q", "--seed", "9"])
+            .args(["--log-format", "json"]);
+        if throttle {
+            cmd.args(["--throttle", "2"]);
+        }
+        let out = cmd.args(["--", "sh", "-c", "exit 1"]).output().unwrap();
+        stderr_of(&out)
+            .lines()
+            .filter(|l| l.contains("\"event\":\"wait\""))
+            .map(|l| l.split("\"delay_ms\":").nth(1).unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let plain = waits(&runtime_dir("throttle-waits-plain"), false);
+    let held = waits(&runtime, true);
+    assert_eq!(plain.len(), 3);
+    assert_eq!(plain, held);
+}
+
+#[test]
+fn the_dry_run_and_the_json_log_show_the_figures() {
+    let runtime = runtime_dir("throttle-dry");
+    failing_store(&runtime, "q", 48);
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--dry-run",
+            "--quota",
+            "q",
+            "--throttle",
+            "2:window=5m,max=0.9",
+            "--",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("throttle: --throttle 2:window=5m,max=0.9: 0 of 48 tries of quota 'q' were accepted in the last 5m (p=0.90)"),
+        "{text}"
+    );
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--dry-run",
+            "--log-format",
+            "json",
+            "--quota",
+            "q",
+            "--throttle",
+            "2",
+        ])
+        .args(["--", "x"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("\"throttle\":\"2\",\"throttle_requests\":48"),
+        "{text}"
+    );
+    assert!(text.contains("\"throttle_p\":0.95"), "{text}");
+    // A held try in the JSON log.
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "-n",
+            "1",
+            "--log-format",
+            "json",
+            "--quota",
+            "q",
+            "--throttle",
+            "2",
+        ])
+        .args(["--seed", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    if out.status.code() == Some(75) {
+        assert!(log.contains("\"outcome\":{\"held\":true}"), "{log}");
+        assert!(
+            log.contains("\"reason\":\"held\",\"exit_code\":75"),
+            "{log}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(0), "{log}");
+    }
+}
+
+#[test]
+fn a_held_run_is_a_dead_letter_that_replay_runs_once_the_dependency_is_back() {
+    let runtime = runtime_dir("throttle-replay");
+    failing_store(&runtime, "q", 1000);
+    let dir = temp_dir("throttle-replay");
+    let letters = dir.join("dead");
+    let args = ["-n", "1", "--quota", "q", "--throttle", "2:window=2s"];
+    // Seeds whose one try is held (p = 0.95) give up with 75 and are recorded.
+    let mut held = 0;
+    for seed in 1..=6 {
+        let out = retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args(args)
+            .arg("--dead-letter")
+            .arg(&letters)
+            .args(["--seed", &seed.to_string(), "--", "true"])
+            .output()
+            .unwrap();
+        if out.status.code() == Some(75) {
+            held += 1;
+        }
+    }
+    assert!(held > 0, "no run was held back");
+    let text = std::fs::read_to_string(&letters).unwrap();
+    assert!(text.contains("\"reason\":\"held\""), "{text}");
+    // Two windows later the failures no longer count: the replay runs them, and they succeed.
+    std::thread::sleep(Duration::from_millis(4100));
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .arg("--replay")
+        .arg(&letters)
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(!log.contains("held back"), "{log}");
+}
+
+#[test]
+fn a_damaged_record_of_the_figures_fails_open() {
+    let runtime = runtime_dir("throttle-damaged");
+    let path = failing_store(&runtime, "q", 1000);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[64..100].copy_from_slice(&[0xff; 36]);
+    std::fs::write(&path, bytes).unwrap();
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "-n",
+            "1",
+            "--quota",
+            "q",
+            "--throttle",
+            "2",
+            "--seed",
+            "1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The record was written afresh.
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[64..].starts_with(b"retry-throttle v1 "));
+}
+
+#[test]
+fn a_redis_that_never_answers_delays_a_run_by_one_deadline_and_the_throttle_fails_open() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and reads, never answers.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let runtime = runtime_dir("throttle-hang");
+    let began = Instant::now();
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["-n", "2", "-d", "1ms", "--throttle", "2", "--quota"])
+        .arg(format!("redis://127.0.0.1:{port}/q"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let took = began.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("warning"), "{log}");
+    assert!(!log.contains("held"), "{log}");
+    // One deadline (250 ms) for the first exchange; the run goes on without the store.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn throttle_needs_a_quota_and_a_k_above_one() {
+    for (args, word) in [
+        (&["--throttle", "2"][..], "--quota"),
+        (&["--quota", "q", "--throttle", "1"][..], "--throttle"),
+        (&["--quota", "q", "--throttle", "2:max=1"][..], "max=1"),
+        (
+            &["--quota", "q", "--throttle", "2:window=0s"][..],
+            "window=0s",
+        ),
+        (
+            &["--quota", "q", "--throttle", "2", "--repeat", "3"][..],
+            "--repeat",
+        ),
+    ] {
+        let out = retry().args(args).args(["--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(err.contains(word), "{args:?}: {err}");
+    }
+}
