@@ -181,6 +181,8 @@ const SCENARIOS: &[Scenario] = &[
         .expect(&["request_ignored.reason", "request_ignored.group"]),
     run("a quota that refuses a retry", &["-n", "3", "-d", "1ms", "--quota", "jsonref:cap=1,floor=0.01/s", "--", "false"])
         .expect(&["quota.granted", "give_up.detail"]),
+    run("a throttle that holds tries back", &["-n", "4", "-d", "1ms", "--quota", "jsonref", "--throttle", "2", "--seed", "1", "--", "false"])
+        .expect(&["try.outcome.held", "try.requests", "try.accepts", "try.p", "quota.p"]),
     run("a stagger", &["--stagger", "2ms", "-n", "1", "--", "true"]).expect(&["stagger.most_ms"]),
     run("a failing --on-retry hook", &["-n", "2", "-d", "1ms", "--on-retry", "exit 4", "--", "false"])
         .expect(&["hook.result"]),
@@ -220,6 +222,8 @@ const SCENARIOS: &[Scenario] = &[
         .expect(&["plan_start.formula", "warning.kind", "plan.start_ms", "plan_end.worst_case_by"]),
     printed("a dry run with no try limit", &["--dry-run", "-n", "0", "-d", "1ms", "--stagger", "1s", "--quota", "jsonref", "--delay-from-output", r"after (\S+)"])
         .expect(&["plan_start.stagger_ms", "plan_start.quota_tokens", "plan_end.truncated"]),
+    printed("a dry run with a throttle", &["--dry-run", "--quota", "jsonref", "--throttle", "2"])
+        .expect(&["plan_start.throttle", "plan_start.throttle_requests", "plan_start.throttle_accepts", "plan_start.throttle_p"]),
     // The simulation.
     printed("a simulation compared", &["--simulate", "--compare", "--clients", "5", "-n", "3", "--outage", "1s", "--capacity", "2/s", "--stagger", "1s", "--quota", "jsonref", "--seed", "1"])
         .expect(&["simulation_start.capacity_per_second", "simulation_start.stagger_ms", "interval.jitter", "figures.gave_up", "figures.failed.overload"]),
