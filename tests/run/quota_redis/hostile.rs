@@ -21,6 +21,8 @@ enum Hostile {
     Dribble,
     /// Answers with the header of a 2 GB string, then sends bytes for as long as it can.
     Huge,
+    /// Answers the script as a version of it before the throttle would: `{granted, tokens}`.
+    Malformed,
 }
 
 /// A listener on a free port of 127.0.0.1 that treats each connection as `how` says. With
@@ -66,6 +68,13 @@ fn serve(mut socket: TcpStream, how: Hostile, answers_ping: bool) {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Hostile::Malformed => {
+            let _ = socket.write_all(b"*2\r\n:1\r\n$1\r\n9\r\n");
+            // And again, to whatever follows.
+            while matches!(socket.read(&mut request), Ok(1..)) {
+                let _ = socket.write_all(b"*2\r\n:1\r\n$1\r\n9\r\n");
             }
         }
         Hostile::Huge => {
@@ -133,6 +142,43 @@ fn a_server_that_answers_a_byte_at_a_time_cannot_hold_the_run_past_the_deadline(
         "{out}"
     );
     assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+}
+
+#[test]
+fn a_throttled_run_against_a_hostile_server_is_held_one_deadline_and_fails_open() {
+    for (how, name) in [
+        (Hostile::Dribble, "hostile-throttle-dribble"),
+        (Hostile::Malformed, "hostile-throttle-malformed"),
+        (Hostile::Huge, "hostile-throttle-huge"),
+    ] {
+        let url = format!("redis://127.0.0.1:{}/q", hostile(how, true));
+        let (elapsed, status, out, log) = run(
+            name,
+            &[
+                "-n",
+                "3",
+                "-d",
+                "1ms",
+                "--throttle",
+                "2",
+                "--quota",
+                &url,
+                "--",
+                "echo",
+                "ran",
+            ],
+        );
+        assert_eq!(status, Some(0), "{name}: {log}");
+        assert_eq!(out, "ran\n", "{name}: {log}");
+        assert!(
+            log.contains("warning") && !log.contains("held"),
+            "{name}: {log}"
+        );
+        assert!(
+            elapsed < Duration::from_millis(1500),
+            "{name}: {elapsed:?}: {log}"
+        );
+    }
 }
 
 #[test]
