@@ -131,6 +131,9 @@ fn forty_runs_at_once_against_a_command_that_succeeds_hold_nothing_back() {
     assert_eq!(f.ran, 40);
     assert!(f.codes.iter().all(|&c| c == 0), "{:?}", f.codes);
     assert!(f.logs.iter().all(|l| !l.contains("held")), "{:?}", f.logs);
+    // Each run's try was counted as the run ended: forty tries, forty accepted.
+    let record = std::fs::read_to_string(runtime.join("retry").join("q.quota")).unwrap();
+    assert!(record.contains(" r=40 a=40 "), "{record}");
 }
 
 /// A quota file whose throttle has seen `failed` tries fail in the window, none accepted, for
