@@ -23,6 +23,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
         'retry' {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Maximum number of tries, the first included; 0 means no limit')
             [CompletionResult]::new('--tries', '--tries', [CompletionResultType]::ParameterName, 'Maximum number of tries, the first included; 0 means no limit')
+            [CompletionResult]::new('--consecutive', '--consecutive', [CompletionResultType]::ParameterName, 'Succeed only after N successful tries in a row; a failed try starts again from 0')
             [CompletionResult]::new('-B', '-B ', [CompletionResultType]::ParameterName, 'Wall-clock budget for the whole run, tries and waits together; 0 means none')
             [CompletionResult]::new('--budget', '--budget', [CompletionResultType]::ParameterName, 'Wall-clock budget for the whole run, tries and waits together; 0 means none')
             [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)')

@@ -20,6 +20,7 @@ set edit:completion:arg-completer[retry] = {|@words|
         &'retry'= {
             cand -n 'Maximum number of tries, the first included; 0 means no limit'
             cand --tries 'Maximum number of tries, the first included; 0 means no limit'
+            cand --consecutive 'Succeed only after N successful tries in a row; a failed try starts again from 0'
             cand -B 'Wall-clock budget for the whole run, tries and waits together; 0 means none'
             cand --budget 'Wall-clock budget for the whole run, tries and waits together; 0 means none'
             cand --deadline 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)'

@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
+    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --color --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -46,6 +46,7 @@ function __retry_command_skip
 end
 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s n -l tries -x -d 'Maximum number of tries, the first included; 0 means no limit'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l consecutive -x -d 'Succeed only after N successful tries in a row; a failed try starts again from 0'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s B -l budget -x -d 'Wall-clock budget for the whole run, tries and waits together; 0 means none'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l deadline -x -d 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l quota -x -d 'Share a retry quota with every run that names it: without a token, no retry'

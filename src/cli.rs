@@ -26,6 +26,7 @@ pub mod id {
     pub const DEADLINE: &str = "deadline";
     pub const QUOTA: &str = "quota";
     pub const THROTTLE: &str = "throttle";
+    pub const CONSECUTIVE: &str = "consecutive";
     pub const TIMEOUT: &str = "timeout";
     pub const SIGNAL: &str = "signal";
     pub const KILL_AFTER: &str = "kill-after";
@@ -112,6 +113,8 @@ Exit status: 0 when a try succeeded; the last try's status when giving up; 124 w
 #[derive(Debug)]
 pub struct Cli {
     pub tries: u64,
+    /// `--consecutive`: successful tries in a row the run needs.
+    pub consecutive: Option<u64>,
     pub budget: Option<Duration>,
     pub deadline: Option<SystemTime>,
     pub timeout: Option<Duration>,
@@ -243,6 +246,20 @@ fn options() -> Vec<Arg> {
             .value_parser(parse_tries)
             .allow_hyphen_values(true),
         option(
+            id::CONSECUTIVE,
+            "N",
+            TRIES,
+            "Succeed only after N successful tries in a row; a failed try starts again from 0
+
+The successful tries count against --tries, so N above --tries (other than 0) is an error. \
+            Between successful tries the run waits --delay; after a failed one the backoff starts \
+            again from its first wait. When the tries or the budget run out before N in a row, \
+            the run gives up with status 1 (reason consecutive), unless its last try failed: then \
+            with that try's status.",
+        )
+        .value_parser(parse_consecutive)
+        .allow_hyphen_values(true),
+        option(
             id::BUDGET,
             "DURATION",
             TRIES,
@@ -296,7 +313,6 @@ Over the last 2 minutes the quota's store counts the tries of the runs that use 
         )
         .value_parser(parse_throttle)
         .requires(id::QUOTA)
-        .conflicts_with(id::REPEAT)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,
@@ -645,6 +661,7 @@ impl Cli {
         let flaky = FlakyArgs::from_matches(m);
         Cli {
             tries: given(m, id::TRIES),
+            consecutive: one(m, id::CONSECUTIVE),
             budget: one(m, id::BUDGET),
             deadline: one(m, id::DEADLINE),
             timeout: one(m, id::TIMEOUT),
@@ -738,8 +755,10 @@ impl FlakyArgs {
 
 /// The options that mean nothing to `--repeat`, which has no retries to shape
 /// (docs/flaky.md#repeating-a-command).
-const NOT_WITH_REPEAT: [&str; 13] = [
+const NOT_WITH_REPEAT: [&str; 15] = [
     id::TRIES,
+    id::THROTTLE,
+    id::CONSECUTIVE,
     id::BACKOFF,
     id::FACTOR,
     id::MAX_DELAY,
@@ -756,8 +775,10 @@ const NOT_WITH_REPEAT: [&str; 13] = [
 
 /// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
 /// but those of the log's format and colour, `-q` and `-v`.
-const NOT_WITH_STATS: [&str; 31] = [
+const NOT_WITH_STATS: [&str; 33] = [
     id::TRIES,
+    id::THROTTLE,
+    id::CONSECUTIVE,
     id::BUDGET,
     id::DEADLINE,
     id::TIMEOUT,
@@ -1194,6 +1215,13 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
     ]
+}
+
+fn parse_consecutive(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a whole number of successful tries, at least 1".into()),
+    }
 }
 
 fn parse_clients(s: &str) -> Result<u32, String> {

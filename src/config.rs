@@ -300,7 +300,9 @@ impl Config {
             classifier,
             timeout: cli.timeout.filter(|t| !t.is_zero()),
             limit: Limit::earliest(budget, deadline_in(cli.deadline, now)?),
+            consecutive: cli.consecutive,
         };
+        check_consecutive(&policy)?;
         let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate =
             simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
@@ -500,6 +502,17 @@ fn deadline_in(
             "invalid value '{}' for '--deadline <TIME>': that time has already passed",
             humantime::format_rfc3339_seconds(at)
         ))),
+    }
+}
+
+/// `--consecutive N` needs N tries at least: the successful tries count against `--tries`.
+fn check_consecutive(policy: &Policy) -> Result<(), UsageError> {
+    match (policy.consecutive, policy.max_tries) {
+        (Some(n), Some(tries)) if n > tries => Err(UsageError(format!(
+            "invalid value '{n}' for '--consecutive <N>': the successful tries count against \
+             --tries, and {n} in a row cannot fit in {tries} tries (give -n {n} or more, or -n 0)"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -132,6 +132,7 @@ mod tests {
             classifier: Classifier::default(),
             timeout: None,
             limit: None,
+            consecutive: None,
         }
     }
 

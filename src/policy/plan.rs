@@ -183,6 +183,7 @@ mod tests {
             classifier: Classifier::default(),
             timeout: None,
             limit: None,
+            consecutive: None,
         }
     }
 

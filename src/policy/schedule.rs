@@ -23,6 +23,8 @@ pub struct Policy {
     pub classifier: Classifier,
     pub timeout: Option<Duration>,
     pub limit: Option<Limit>,
+    /// `--consecutive`: the successful tries in a row the run needs (docs/policy.md#consecutive).
+    pub consecutive: Option<u64>,
 }
 
 impl Policy {
@@ -59,6 +61,8 @@ pub enum GiveUp {
     Quota(QuotaRefusal),
     /// The last try was held back by `--throttle` (docs/herd.md#admission-control).
     Held,
+    /// The tries or the budget ran out before `--consecutive` successful tries in a row.
+    Consecutive,
 }
 
 impl GiveUp {
@@ -72,6 +76,7 @@ impl GiveUp {
             GiveUp::Input => "input",
             GiveUp::Quota(_) => "quota",
             GiveUp::Held => "held",
+            GiveUp::Consecutive => "consecutive",
         }
     }
 }
@@ -151,6 +156,11 @@ impl Decision {
 pub struct Schedule<'p> {
     policy: &'p Policy,
     tries: u64,
+    /// Tries since the last successful one: the backoff's step, which starts again after a
+    /// success (`--consecutive`).
+    since_success: u64,
+    /// Successful tries in a row, the last included.
+    in_a_row: u64,
     previous_wait: Option<Duration>,
     waited: Duration,
 }
@@ -160,6 +170,8 @@ impl<'p> Schedule<'p> {
         Schedule {
             policy,
             tries: 0,
+            since_success: 0,
+            in_a_row: 0,
             previous_wait: None,
             waited: Duration::ZERO,
         }
@@ -170,6 +182,11 @@ impl<'p> Schedule<'p> {
         self.tries
     }
 
+    /// Successful tries in a row so far, the last included.
+    pub fn in_a_row(&self) -> u64 {
+        self.in_a_row
+    }
+
     /// Time spent in waits so far.
     pub fn waited(&self) -> Duration {
         self.waited
@@ -178,6 +195,7 @@ impl<'p> Schedule<'p> {
     /// Starts the next try at `now`; returns how long it may run, if it is bounded.
     pub fn start_try(&mut self, now: Duration) -> Option<Duration> {
         self.tries = self.tries.saturating_add(1);
+        self.since_success = self.since_success.saturating_add(1);
         budget::try_limit(self.policy.limit, now, self.policy.timeout)
     }
 
@@ -212,13 +230,44 @@ impl<'p> Schedule<'p> {
         rng: &mut R,
     ) -> (Verdict, Decision) {
         let verdict = self.policy.classifier.verdict_with_output(outcome, output);
+        if !matches!(verdict, Verdict::Success(_)) {
+            self.in_a_row = 0;
+        }
         let decision = match verdict {
-            Verdict::Success(_) => Decision::Succeed,
+            Verdict::Success(_) => self.after_success(now),
             Verdict::Interrupted => Decision::GiveUp(GiveUp::Interrupted),
             Verdict::Permanent(_) => Decision::GiveUp(GiveUp::Permanent),
             Verdict::Transient(_) => self.after_transient_failure_asked(now, output.requested, rng),
         };
         (verdict, decision)
+    }
+
+    /// Decides what follows a successful try that ended at `now`: the run succeeds, unless
+    /// `--consecutive` asks for more successes in a row; then the next try follows after
+    /// `--delay`, and the backoff starts again from its first step after a failure. Tries or a
+    /// budget that run out first give up (`Consecutive`).
+    fn after_success(&mut self, now: Duration) -> Decision {
+        self.since_success = 0;
+        self.previous_wait = None;
+        self.in_a_row = self.in_a_row.saturating_add(1);
+        let Some(needed) = self.policy.consecutive.filter(|&n| self.in_a_row < n) else {
+            return Decision::Succeed;
+        };
+        debug_assert!(needed > self.in_a_row);
+        if self.policy.max_tries.is_some_and(|max| self.tries >= max) {
+            return Decision::GiveUp(GiveUp::Consecutive);
+        }
+        let delay = self.policy.waits.delay;
+        if budget::check_retry(self.policy.limit, now, delay, self.policy.timeout).is_err() {
+            return Decision::GiveUp(GiveUp::Consecutive);
+        }
+        self.waited = self.waited.saturating_add(delay);
+        Decision::Retry(Wait {
+            base: delay,
+            delay,
+            requested: None,
+            clock: None,
+        })
     }
 
     /// Decides what follows a transient failure that ended at `now`: a wait, or giving up when
@@ -255,7 +304,10 @@ impl<'p> Schedule<'p> {
         if self.policy.max_tries.is_some_and(|max| self.tries >= max) {
             return Decision::GiveUp(GiveUp::Tries);
         }
-        let own = self.policy.waits.wait(self.tries, self.previous_wait, rng);
+        let own = self
+            .policy
+            .waits
+            .wait(self.since_success, self.previous_wait, rng);
         let wait = pushback::apply(own, requested);
         if let Err(mut exceeded) =
             budget::check_retry(self.policy.limit, now, wait.delay, self.policy.timeout)
@@ -303,6 +355,7 @@ mod tests {
             classifier: Classifier::default(),
             timeout,
             limit: Limit::earliest(budget, None),
+            consecutive: None,
         }
     }
 
@@ -430,6 +483,7 @@ mod tests {
             classifier: Classifier::default(),
             timeout,
             limit: Limit::earliest(budget, None),
+            consecutive: None,
         }
     }
 

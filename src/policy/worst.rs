@@ -119,6 +119,7 @@ mod tests {
             classifier: Classifier::default(),
             timeout,
             limit: Limit::earliest(budget, None),
+            consecutive: None,
         }
     }
 

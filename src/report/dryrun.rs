@@ -37,6 +37,9 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
         GiveUp::Input => "standard input that cannot be kept".into(),
         GiveUp::Quota(refusal) => refusal.to_string(),
         GiveUp::Held => "the throttle holding the last try back".into(),
+        GiveUp::Consecutive => {
+            "the tries running out before --consecutive successes in a row".into()
+        }
     }
 }
 
@@ -457,6 +460,12 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
         .command(&config.command, config.charset, "")
         .policy(config, false)
         .field("waits", format!("after try k: {}", formula(&policy.waits)))
+        .field_if("success", policy.consecutive.map(|n| {
+            format!(
+                "after {n} successful tries in a row (--consecutive), {} apart; a failed try starts again from the first wait",
+                hms(policy.waits.delay)
+            )
+        }))
         .field_if("stagger", stagger)
         .field_if("quota", quota_line)
         .field_if("throttle", throttle);

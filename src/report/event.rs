@@ -228,6 +228,9 @@ pub struct TryReport {
     /// When `retry` sent its stopping signal, from the try's start: what `timed out after`
     /// says, while `took` runs on through the grace period to the last process's end.
     pub signalled_after: Option<Duration>,
+    /// With `--consecutive`: the successful tries in a row, this one included (0 after a
+    /// failure); 0 without it.
+    pub in_a_row: u64,
 }
 
 /// A try that `--throttle` held back: the quota whose figures held it, on which figures, and

@@ -82,6 +82,8 @@ pub struct RunFacts {
     pub flaky: Flaky,
     /// `--repeat`: the tries are a repeat, not retries.
     pub repeat: Option<RepeatPolicy>,
+    /// `--consecutive`: the successful tries in a row the run needs.
+    pub consecutive: Option<u64>,
 }
 
 impl RunFacts {
@@ -102,6 +104,7 @@ impl RunFacts {
             command: text::command_line(&config.command, Charset::Utf8),
             flaky: config.flaky,
             repeat: config.repeat,
+            consecutive: config.policy.consecutive,
         }
     }
 

@@ -376,6 +376,12 @@ fn try_line(r: &TryReport, facts: &RunFacts) -> Line {
             } else {
                 line.push(&format!(" ({}, --success-on)", ended_words(r, facts)));
             }
+            if let Some(needed) = facts.consecutive.filter(|_| r.in_a_row > 0) {
+                line.push(&format!(
+                    " ({} of {needed} in a row, --consecutive)",
+                    r.in_a_row
+                ));
+            }
         }
         (_, Some(why)) => {
             let charset = Charset::ascii_if(facts.ascii);
@@ -462,6 +468,9 @@ fn decision_words(decision: &Decision) -> String {
         Decision::GiveUp(GiveUp::Budget(exceeded)) => format!("; giving up: {exceeded}"),
         Decision::GiveUp(GiveUp::Quota(refusal)) => format!("; giving up: {refusal}"),
         Decision::GiveUp(GiveUp::Held) => "; giving up: the last try was held back".into(),
+        Decision::GiveUp(GiveUp::Consecutive) => {
+            "; giving up: no time or tries left for enough successes in a row".into()
+        }
         Decision::GiveUp(_) => "; giving up".into(),
     }
 }
@@ -602,7 +611,10 @@ fn gave_up(event: &Event) -> Line {
         (None, Some(outcome)) if *why == GiveUp::Held => {
             format!("the last try was held back by --throttle; the last that ran: {outcome}")
         }
-        // Only --until-output gives up after a try that exited 0.
+        (None, Some(Outcome::Exit(0))) if *why == GiveUp::Consecutive => {
+            "exit 0, but too few successful tries in a row (--consecutive)".into()
+        }
+        // Otherwise only --until-output gives up after a try that exited 0.
         (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
         (None, Some(outcome)) => outcome.to_string(),
         (None, None) => "no try ran".into(),

@@ -371,6 +371,9 @@ fn try_object(r: &TryReport, facts: &At<'_>) -> Obj {
         obj = obj.str("limit", facts.limit_word());
     }
     obj = obj.str("verdict", r.verdict.word());
+    if r.in_a_row > 0 {
+        obj = obj.num("in_a_row", r.in_a_row);
+    }
     if let Some(reason) = r.verdict.reason() {
         obj = obj.str("reason", &reason.to_string());
     }

@@ -164,6 +164,9 @@ impl Tally {
             (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
             (None, GiveUp::Quota(refusal)) => refusal.to_string(),
             (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
+            (None, GiveUp::Consecutive) => {
+                "too few successful tries in a row for --consecutive".into()
+            }
         };
         let mut text = format!("gave up {} in {}, {why}", after_tries(tries), hms(elapsed));
         if !self.failures.is_empty() {

@@ -23,6 +23,7 @@ fn policy(tries: Option<u64>, delay: Duration, cap: Duration, jitter: Jitter) ->
         classifier: Classifier::default(),
         timeout: None,
         limit: None,
+        consecutive: None,
     }
 }
 

@@ -181,6 +181,8 @@ const SCENARIOS: &[Scenario] = &[
         .expect(&["request_ignored.reason", "request_ignored.group"]),
     run("a quota that refuses a retry", &["-n", "3", "-d", "1ms", "--quota", "jsonref:cap=1,floor=0.01/s", "--", "false"])
         .expect(&["quota.granted", "give_up.detail"]),
+    run("a streak of successful tries", &["--consecutive", "2", "-d", "1ms", "--", "true"])
+        .expect(&["try.in_a_row"]),
     run("a throttle that holds tries back", &["-n", "4", "-d", "1ms", "--quota", "jsonref", "--throttle", "2", "--seed", "1", "--", "false"])
         .expect(&["try.outcome.held", "try.requests", "try.accepts", "try.p", "quota.p"]),
     run("a stagger", &["--stagger", "2ms", "-n", "1", "--", "true"]).expect(&["stagger.most_ms"]),

@@ -11,6 +11,7 @@
 mod common;
 
 mod ci_lines;
+mod consecutive;
 mod cut;
 mod deadletter;
 mod edges;

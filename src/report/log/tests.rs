@@ -171,6 +171,7 @@ fn report(decision: &Decision) -> TryReport {
         killed: false,
         stopped_by_limit: false,
         signalled_after: None,
+        in_a_row: 0,
     }
 }
 
@@ -199,6 +200,7 @@ fn stopped_try(args: &[&str], killed: bool, by_limit: bool, last: bool) -> (Stri
         killed,
         stopped_by_limit: by_limit,
         signalled_after: Some(Duration::from_millis(2001)),
+        in_a_row: 0,
     };
     let (mut log, human) = log_for(args);
     log.try_ended(&report);

@@ -95,6 +95,7 @@ impl Ended {
             killed: self.ending.killed(),
             stopped_by_limit: self.by_limit,
             signalled_after: self.signalled.map(|at| at.saturating_duration_since(start)),
+            in_a_row: 0,
         }
     }
 }

@@ -21,7 +21,6 @@ use crate::policy::quota::QuotaRefusal;
 use crate::policy::throttle::Admission;
 use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
-    is_flaky,
 };
 use crate::report::event::{During, Event, Failure, NotStarted, Warning};
 use crate::report::log::Log;
@@ -60,9 +59,10 @@ pub struct Runner<'c> {
     repeat: Option<Repeat>,
     /// How the last failed try ended, for `--flaky fail`.
     last_failed: Option<Outcome>,
-    /// How the last try that ran ended, and how many tries `--throttle` held back.
+    /// How the last try that ran ended.
     last_ran: Option<Outcome>,
-    held: u64,
+    /// `--consecutive`: the successful tries in a row, the last one included.
+    in_a_row: u64,
     /// The next try, when `--throttle` held it back: the figures it was held on.
     next_held: Option<Admission>,
     /// Tries run, and why the run gave up, once it has ended.
@@ -108,7 +108,7 @@ impl<'c> Runner<'c> {
             repeat: config.repeat.map(Repeat::new),
             last_failed: None,
             last_ran: None,
-            held: 0,
+            in_a_row: 0,
             next_held: None,
             ended: (0, None),
         }
@@ -183,7 +183,6 @@ impl<'c> Runner<'c> {
         let now = self.start.elapsed();
         schedule.start_try(now);
         let attempt = schedule.tries();
-        self.held += 1;
         let decision = schedule
             .after_held(now, rng)
             .confirmed(true, || self.admit_next());
@@ -281,7 +280,8 @@ impl<'c> Runner<'c> {
         self.log.emit(Event::TryOutputDone { attempt: t.attempt });
         // A request matters only to the wait after a transient failure.
         let transient = matches!(verdict, Verdict::Transient(_));
-        let report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
+        let mut report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
+        report.in_a_row = self.in_a_row;
         self.log.emit(Event::TryEnded(report));
         if let Some(ignored) = t.io.requests.ignored.clone().filter(|_| transient) {
             self.log.emit(Event::RequestIgnored {
@@ -329,6 +329,13 @@ impl<'c> Runner<'c> {
             None => schedule.after_try_with_output(outcome, output, now, rng),
         };
         self.last_ran = Some(outcome);
+        if self.repeat.is_none() && !matches!(verdict, Verdict::Success(_)) {
+            self.last_failed = Some(outcome);
+        }
+        self.in_a_row = match self.config.policy.consecutive {
+            Some(_) => schedule.in_a_row(),
+            None => 0,
+        };
         self.quota.ended(counted(&verdict));
         // Another try would read only part of the input; the quota may have no token for it,
         // or the throttle hold it back.
@@ -349,8 +356,9 @@ impl<'c> Runner<'c> {
             Decision::Succeed => {
                 // Under --flaky fail, a success after failed tries exits as the last of them
                 // would have.
-                // Tries held back by the throttle did not fail: only the tries that ran count.
-                let flaky = is_flaky(t.attempt - self.held);
+                // A try failed before (tries held back by the throttle did not fail, and
+                // --consecutive's successful tries neither).
+                let flaky = self.last_failed.is_some();
                 let status = match (self.config.flaky, self.last_failed) {
                     (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
@@ -378,17 +386,11 @@ impl<'c> Runner<'c> {
                 ControlFlow::Break(self.give_up(t.attempt, &why, Some(outcome)))
             }
             Decision::Stop(why) => ControlFlow::Break(self.end_repeat(t.attempt, why)),
-            Decision::Retry(wait) => {
-                // Outside a repeat, only a failed try is retried.
-                if self.repeat.is_none() {
-                    self.last_failed = Some(outcome);
-                }
-                ControlFlow::Continue(Retry {
-                    attempt: t.attempt,
-                    outcome: Some(outcome),
-                    wait,
-                })
-            }
+            Decision::Retry(wait) => ControlFlow::Continue(Retry {
+                attempt: t.attempt,
+                outcome: Some(outcome),
+                wait,
+            }),
         }
     }
 
