@@ -6,9 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{
-    BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind, ModelKind, SimulateArgs,
-};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
