@@ -1125,7 +1125,10 @@ fn simulate_options() -> Vec<Arg> {
     options.push(flag(
         id::COMPARE,
         SIMULATE,
-        "Simulate once per jitter kind, with and without --quota, and print the figures side by side",
+        "Simulate once per jitter kind, with and without --quota, and print the figures side by side
+
+With --throttle, the herd controls side by side instead, with the policy's own jitter: no \
+        quota, the quota alone, and the quota with the throttle.",
     ));
     options
 }
@@ -1136,13 +1139,14 @@ fn simulate_flag() -> Arg {
         SIMULATE,
         "Simulate many clients following this policy at once, and run nothing
 
-The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota) drives \
-        --clients simulated runs on a virtual clock against the dependency of --model, and \
-        retry prints what they do to it: the tries in all and per client, the peak rate, when \
-        the last client finished, how many succeeded or gave up and why, and a chart of tries \
-        per second sized to the terminal. A COMMAND, if given, is not run. The same --seed \
-        gives the same figures; with --log-format json, the figures and the tries per \
-        interval are JSON lines.",
+The policy's own code (waits, jitter, tries, budget, timeout, --stagger, --quota, --throttle) \
+        drives --clients simulated runs on a virtual clock against the dependency of --model, \
+        and retry prints what they do to it: the tries in all and per client, the peak rate, \
+        when the last client finished, how many succeeded or gave up and why, and a chart of \
+        tries per second sized to the terminal; with --throttle or --every, also the tries sent \
+        during the outage and after it, the tries held back and how soon after the outage p \
+        fell below 0.1. A COMMAND, if given, is not run. The same --seed gives the same \
+        figures; with --log-format json, the figures and the tries per interval are JSON lines.",
     )
     .conflicts_with_all([id::DRY_RUN, id::REPLAY])
 }
@@ -1210,7 +1214,10 @@ A rate limiter that holds one second of tries: N tries may arrive at once, then 
             id::EVERY,
             "DURATION",
             SIMULATE,
-            "The clients arrive again this often, as a cron fleet does (--model outage) [default: once]",
+            "The clients arrive again this often, as a cron fleet does (--model outage) [default: once]
+
+At 0, DURATION, 2 × DURATION, … each of the --clients clients starts a new run, until the end of \
+            the outage plus 20 × DURATION (or 5 windows of --throttle, when that is longer).",
         )
         .value_parser(parse_duration)
         .allow_hyphen_values(true),

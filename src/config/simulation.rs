@@ -11,7 +11,8 @@ use crate::policy::throttle::ThrottleSpec;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Simulation {
     pub scenario: crate::sim::Scenario,
-    /// `--compare`: once per jitter kind, and with and without the quota.
+    /// `--compare`: once per jitter kind, and with and without the quota; with `--throttle`,
+    /// without the quota, with it alone, and with the throttle.
     pub compare: bool,
     /// The model's clients try until they succeed, whatever the default `--tries` (model `occ`
     /// without `--tries`).

@@ -11,7 +11,9 @@ use crate::duration::{hms, millis};
 use crate::policy::Jitter;
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
-use crate::sim::{Figures, Model, PEAK_WINDOW, Series, Variant};
+use crate::sim::{Figures, Model, PEAK_WINDOW, Scenario, Series, Variant};
+
+mod fleet;
 
 /// Rows of the chart.
 const CHART_ROWS: usize = 8;
@@ -26,7 +28,7 @@ const JSON_INTERVALS: usize = 200;
 /// What was simulated: one run of the policy, or `--compare`'s rows.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Results {
-    One(Figures),
+    One(Box<Figures>),
     Compare(Vec<(Variant, Figures)>),
 }
 
@@ -98,9 +100,16 @@ fn print_human(
                 _ => None,
             };
             let mut lines = figure_lines(figures);
+            if fleet::shown(&sim.scenario) {
+                // After the tries line.
+                lines.splice(1..1, fleet::lines(figures, &sim.scenario));
+            }
             lines.push(String::new());
             lines.extend(chart(&figures.series, outage_end, width));
             lines
+        }
+        Results::Compare(rows) if sim.scenario.throttle.is_some() => {
+            fleet::table(rows, &sim.scenario)
         }
         Results::Compare(rows) => {
             let mut lines = table(rows, sim.scenario.quota.is_some());
@@ -115,7 +124,8 @@ fn print_human(
     lines.iter().try_for_each(|line| writeln!(out, "{line}"))
 }
 
-/// The simulation's header: the command, the policy, the model, stagger, quota and seed.
+/// The simulation's header: the command, the policy, the model, stagger, quota, arrivals,
+/// throttle and seed.
 fn header(config: &Config, sim: &Simulation, seed: u64, results: &Results) -> Header {
     let scenario = &sim.scenario;
     let clients = match scenario.clients {
@@ -131,16 +141,20 @@ fn header(config: &Config, sim: &Simulation, seed: u64, results: &Results) -> He
     let quota = scenario
         .quota
         .map(|params| format!("one bucket shared by every client, starting full ({params})"));
-    Header::new(format!(
+    // Each row of `--compare`'s table has its own jitter, but with the throttle's rows.
+    let each_jitter = matches!(results, Results::Compare(_)) && scenario.throttle.is_none();
+    let header = Header::new(format!(
         "retry: simulation, nothing is run: {clients} this policy at once"
     ))
     .command(&config.command, config.charset, " (not run)")
-    // Each row of `--compare`'s table has its own jitter.
-    .policy(config, matches!(results, Results::Compare(_)))
+    .policy(config, each_jitter)
     .field("model", describe_model(&scenario.model))
     .field_if("stagger", stagger)
-    .field_if("quota", quota)
-    .seed(seed, "figures")
+    .field_if("quota", quota);
+    fleet::header_fields(scenario)
+        .into_iter()
+        .fold(header, |h, (label, text)| h.field(label, text))
+        .seed(seed, "figures")
 }
 
 /// Failed tries by cause, the causes that happened only: `900 in the outage, 20 overloaded`.
@@ -436,10 +450,12 @@ fn print_json(
         Results::One(f) => vec![(None, f)],
         Results::Compare(rows) => rows.iter().map(|(v, f)| (Some(v), f)).collect(),
     };
-    let objects = std::iter::once(json_header(config, sim, seed)).chain(
-        runs.into_iter()
-            .flat_map(|(variant, f)| json_intervals(variant, f).chain([json_figures(variant, f)])),
-    );
+    let scenario = &sim.scenario;
+    let objects = std::iter::once(json_header(config, sim, seed)).chain(runs.into_iter().flat_map(
+        |(variant, f)| {
+            json_intervals(variant, scenario, f).chain([json_figures(variant, scenario, f)])
+        },
+    ));
     for obj in objects {
         writeln!(out, "{}", obj.finish())?;
     }
@@ -466,12 +482,17 @@ fn json_header(config: &Config, sim: &Simulation, seed: u64) -> Obj {
     if let Some(params) = scenario.quota {
         start = start.str("quota", &params.to_string());
     }
-    start.bool("compare", sim.compare)
+    fleet::json_start(start, scenario).bool("compare", sim.compare)
 }
 
-/// The fields that say which row of `--compare` a line belongs to.
-fn variant_fields(obj: Obj, variant: Option<&Variant>) -> Obj {
+/// The fields that say which row of `--compare` a line belongs to; with `--throttle`, whether
+/// the row has it.
+fn variant_fields(obj: Obj, variant: Option<&Variant>, scenario: &Scenario) -> Obj {
     match variant {
+        Some(v) if scenario.throttle.is_some() => obj
+            .str("jitter", v.jitter.name())
+            .bool("quota", v.quota)
+            .bool("throttle", v.throttle),
         Some(v) => obj.str("jitter", v.jitter.name()).bool("quota", v.quota),
         None => obj,
     }
@@ -483,7 +504,11 @@ fn thousandths(x: f64) -> f64 {
 }
 
 /// The `interval` events of one run: its tries per interval, merged in round steps.
-fn json_intervals<'a>(variant: Option<&'a Variant>, f: &Figures) -> impl Iterator<Item = Obj> + 'a {
+fn json_intervals<'a>(
+    variant: Option<&'a Variant>,
+    scenario: &'a Scenario,
+    f: &Figures,
+) -> impl Iterator<Item = Obj> + 'a {
     let series = f.series.merged(round_factor(
         f.series.tries.len(),
         JSON_INTERVALS,
@@ -492,7 +517,7 @@ fn json_intervals<'a>(variant: Option<&'a Variant>, f: &Figures) -> impl Iterato
     let width = series.width;
     series.tries.into_iter().enumerate().map(move |(i, tries)| {
         let from = width.saturating_mul(i as u32);
-        variant_fields(Obj::new().str("event", "interval"), variant)
+        variant_fields(Obj::new().str("event", "interval"), variant, scenario)
             .num("start_ms", millis(from))
             .num("end_ms", millis(from.saturating_add(width)))
             .num("tries", tries)
@@ -504,7 +529,7 @@ fn json_intervals<'a>(variant: Option<&'a Variant>, f: &Figures) -> impl Iterato
 }
 
 /// The `figures` event of one run.
-fn json_figures(variant: Option<&Variant>, f: &Figures) -> Obj {
+fn json_figures(variant: Option<&Variant>, scenario: &Scenario, f: &Figures) -> Obj {
     let failed = Obj::new()
         .num("outage", f.failures.outage)
         .num("overload", f.failures.overload)
@@ -514,7 +539,7 @@ fn json_figures(variant: Option<&Variant>, f: &Figures) -> Obj {
     for (why, n) in &f.gave_up {
         gave_up = gave_up.num(why, *n);
     }
-    let obj = variant_fields(Obj::new().str("event", "figures"), variant)
+    let obj = variant_fields(Obj::new().str("event", "figures"), variant, scenario)
         .num("clients", f.clients)
         .num("tries", f.tries)
         .float("per_client", thousandths(f.per_client()))
@@ -528,9 +553,14 @@ fn json_figures(variant: Option<&Variant>, f: &Figures) -> Obj {
         .num("succeeded", f.succeeded)
         .obj("gave_up", gave_up)
         .num("unfinished", f.unfinished);
-    match f.past_clock {
+    let obj = match f.past_clock {
         0 => obj,
         n => obj.num("past_clock", n),
+    };
+    if fleet::shown(scenario) {
+        fleet::json_figures(obj, f, scenario)
+    } else {
+        obj
     }
 }
 
@@ -622,6 +652,7 @@ mod tests {
             unfinished: 1,
             past_clock: 0,
             series: series(1, &[10]),
+            fleet: crate::sim::Fleet::default(),
         }
     }
 
@@ -643,7 +674,11 @@ mod tests {
 
     #[test]
     fn the_compare_table_names_each_variant_and_what_did_not_finish() {
-        let variant = |jitter, quota| Variant { jitter, quota };
+        let variant = |jitter, quota| Variant {
+            jitter,
+            quota,
+            throttle: false,
+        };
         let rows = [
             (variant(Jitter::None, false), figures()),
             (variant(Jitter::Decorrelated, true), figures()),

@@ -158,7 +158,11 @@ fn simulate(config: &Config, sim: &config::Simulation, seed: u64) -> ExitStatus 
     let results = if sim.compare {
         Results::Compare(crate::sim::compare(&config.policy, &sim.scenario, seed))
     } else {
-        Results::One(crate::sim::simulate(&config.policy, &sim.scenario, seed))
+        Results::One(Box::new(crate::sim::simulate(
+            &config.policy,
+            &sim.scenario,
+            seed,
+        )))
     };
     let width = terminal_width(|name| std::env::var_os(name));
     let ascii = config.charset.is_ascii();

@@ -1,7 +1,7 @@
 //! One simulated client: the run of `retry` it stands for, where it is in its current try, and
-//! why a try failed.
+//! why a try failed, with the failed tries counted by cause.
 
-use crate::policy::Schedule;
+use crate::policy::{Policy, Schedule};
 
 /// Why a try failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,27 @@ pub enum Cause {
     Conflict,
     /// The try was stopped by `--timeout` or the end of the budget before it ended.
     Timeout,
+}
+
+/// Failed tries by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Failures {
+    pub outage: u64,
+    pub overload: u64,
+    pub conflict: u64,
+    pub timeout: u64,
+}
+
+impl Failures {
+    pub(super) fn count(&mut self, why: Cause) {
+        let n = match why {
+            Cause::Outage => &mut self.outage,
+            Cause::Overload => &mut self.overload,
+            Cause::Conflict => &mut self.conflict,
+            Cause::Timeout => &mut self.timeout,
+        };
+        *n = n.saturating_add(1);
+    }
 }
 
 /// Where a client is in its current try.
@@ -39,4 +60,23 @@ pub(super) struct Client<'p> {
     pub(super) stop_at: u64,
     /// Model `occ`: when this try's read reached the record.
     pub(super) read_at: u64,
+    /// `--throttle`: one of its tries has run, so a retry needs a token of the quota.
+    pub(super) ran: bool,
+    /// `--throttle`: its last try was held back.
+    pub(super) held: bool,
+}
+
+impl<'p> Client<'p> {
+    /// A run at its first try.
+    pub(super) fn new(policy: &'p Policy) -> Client<'p> {
+        Client {
+            schedule: Schedule::new(policy),
+            phase: Phase::Start,
+            result: Ok(()),
+            stop_at: u64::MAX,
+            read_at: 0,
+            ran: false,
+            held: false,
+        }
+    }
 }

@@ -1,18 +1,24 @@
 //! `--simulate` (docs/simulation.md#simulation): many clients following one policy against a
 //! modelled dependency, on a virtual clock. Each client is a [`Schedule`] over the run's
 //! [`Policy`], drawing its waits through the same calls a real run makes (`stagger`, `start_try`,
-//! the decision after a failure, the quota's `deposit` and `take`), with time passed in as numbers.
-//! Nothing here sleeps, spawns or reads a clock: one event queue over the clients (a binary heap of
-//! the time of each client's next event) moves the clock from one event to the next.
+//! the decision after a failure, the quota's `deposit` and `take`, the throttle's `admit`), with
+//! time passed in as numbers. Nothing here sleeps, spawns or reads a clock: one event queue over
+//! the clients (a binary heap of the time of each client's next event) moves the clock from one
+//! event to the next.
 //!
-//! The same policy, scenario and seed give the same figures. Memory grows with the clients, not
-//! with the simulated time: each client has one pending event, and the tries per interval are
-//! kept in a fixed number of bins that widen as the time goes on.
+//! The same policy, scenario and seed give the same figures. Memory grows with the clients under
+//! way, not with the simulated time: each client has one pending event, a client that finished
+//! leaves its place to a run of a later wave (`--every`), and the tries per interval are kept in
+//! a fixed number of bins that widen as the time goes on.
 
+mod admission;
+pub mod arrivals;
 mod client;
 pub mod clock;
+mod ending;
 pub mod occ;
 pub mod outage;
+mod recorder;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,34 +27,35 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
+use crate::policy::quota::{Bucket, QuotaParams};
 use crate::policy::schedule::stagger;
 use crate::policy::throttle::ThrottleSpec;
-use crate::policy::{Decision, Jitter, Outcome, Policy, Schedule};
+use crate::policy::{Jitter, Policy};
+use admission::Store;
+use arrivals::Arrivals;
 use client::{Client, Phase};
 use clock::{millis, nanos};
+use ending::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
+use recorder::Recorder;
 
-pub use client::Cause;
+pub use admission::P_RECOVERED;
+pub use client::{Cause, Failures};
 pub use occ::Occ;
 pub use outage::Outage;
+pub use recorder::{PEAK_WINDOW, Peak, Series};
 
-/// The most clients one simulation takes: about 100 MB of state. A usage error above it.
+/// The most clients under way at once: about 100 MB of state. `--clients` above it is a usage
+/// error; with `--every`, a wave that arrives while runs of earlier waves are still going is cut
+/// to what fits, and the runs left out are counted as turned away.
 pub const MAX_CLIENTS: u32 = 1_000_000;
 
-/// The most tries one simulation makes before it stops and reports the clients still going:
-/// a policy without a try limit against a dependency that never recovers would go on for ever.
+/// The most tries one simulation makes, held ones included, before it stops and reports the
+/// clients still going: a policy without a try limit against a dependency that never recovers
+/// would go on for ever. No wave arrives after it, nor once as many runs were turned away.
 pub const MAX_TRIES: u64 = 20_000_000;
 
-/// The window over which the peak rate is counted. A second would hide what jitter changes: a
-/// thousand clients retrying in the same millisecond and a thousand spread over one second both
-/// make a thousand tries in that second.
-pub const PEAK_WINDOW: Duration = Duration::from_millis(100);
-
-/// Bins kept for the tries per interval; past them, neighbouring bins are merged.
-const MAX_BINS: usize = 4000;
-
-/// The width of a bin at the start: one millisecond.
-const FIRST_BIN_NS: u64 = 1_000_000;
+/// The queue's id of the next wave's arrival (`--every`), past every client's.
+const WAVE: u32 = u32::MAX;
 
 /// What the clients retry against.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,67 +88,29 @@ pub struct Scenario {
     pub every: Option<Duration>,
 }
 
-/// Failed tries by cause.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Failures {
-    pub outage: u64,
-    pub overload: u64,
-    pub conflict: u64,
-    pub timeout: u64,
-}
-
-impl Failures {
-    fn count(&mut self, why: Cause) {
-        let n = match why {
-            Cause::Outage => &mut self.outage,
-            Cause::Overload => &mut self.overload,
-            Cause::Conflict => &mut self.conflict,
-            Cause::Timeout => &mut self.timeout,
-        };
-        *n = n.saturating_add(1);
-    }
-}
-
-/// The busiest [`PEAK_WINDOW`]: how many tries started in it, and when it started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Peak {
-    pub tries: u64,
-    pub at: Duration,
-}
-
-impl Peak {
-    /// The peak as tries per second.
-    pub fn per_second(&self) -> f64 {
-        self.tries as f64 / PEAK_WINDOW.as_secs_f64()
-    }
-}
-
-/// Tries started per interval, from time 0 on: `tries[i]` started in `[i × width, (i+1) ×
-/// width)`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Series {
-    pub width: Duration,
-    pub tries: Vec<u64>,
-}
-
-impl Series {
-    /// The same series in intervals `factor` times wider.
-    pub fn merged(&self, factor: usize) -> Series {
-        let factor = factor.max(1);
-        Series {
-            width: self
-                .width
-                .saturating_mul(u32::try_from(factor).unwrap_or(u32::MAX)),
-            tries: self.tries.chunks(factor).map(|c| c.iter().sum()).collect(),
+impl Scenario {
+    /// When the outage ends (model `outage`); 0 for a model without one.
+    pub fn outage_end(&self) -> Duration {
+        match &self.model {
+            Model::Outage(o) => o.until,
+            Model::Occ => Duration::ZERO,
         }
+    }
+
+    /// With `--every`, the moment from which no wave arrives ([`arrivals::horizon`]).
+    pub fn horizon(&self) -> Option<Duration> {
+        let window = self.throttle.map(|t| t.window);
+        self.every
+            .map(|every| arrivals::horizon(self.outage_end(), every, window))
     }
 }
 
 /// What one simulation found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figures {
+    /// Runs in all: `--clients` times the waves that arrived.
     pub clients: u32,
-    /// Tries in all, first tries included.
+    /// Tries sent to the dependency, first tries included; held ones are not.
     pub tries: u64,
     pub failures: Failures,
     /// The busiest window of tries, first tries included.
@@ -151,7 +120,8 @@ pub struct Figures {
     /// When the last client to finish (succeed or give up) finished.
     pub last_finish: Duration,
     pub succeeded: u32,
-    /// Clients that gave up, by the reason a real run would log (`tries`, `budget`, `quota`).
+    /// Clients that gave up, by the reason a real run would log (`tries`, `budget`, `quota`,
+    /// and `held` with `--throttle`).
     pub gave_up: Vec<(&'static str, u32)>,
     /// Clients still retrying when the simulation stopped at [`MAX_TRIES`].
     pub unfinished: u32,
@@ -159,6 +129,25 @@ pub struct Figures {
     /// ([`clock::CLOCK_END`]): they neither succeeded nor gave up within it.
     pub past_clock: u32,
     pub series: Series,
+    /// The figures of `--throttle` and `--every`, which the report shows when they are given.
+    pub fleet: Fleet,
+}
+
+/// What a fleet of runs did over the outage (`--throttle`, `--every`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fleet {
+    /// Waves of `--clients` runs that arrived: 1 without `--every`.
+    pub waves: u32,
+    /// Tries sent before the end of the outage, and from it on.
+    pub in_outage: u64,
+    pub after_outage: u64,
+    /// Tries that the throttle held back: tries of their runs that were not sent.
+    pub held: u64,
+    /// With `--throttle`: how long after the end of the outage `p` first fell below
+    /// [`P_RECOVERED`], if it did before the simulation ended.
+    pub recovered: Option<Duration>,
+    /// Runs of a wave that did not arrive, as [`MAX_CLIENTS`] were under way.
+    pub turned_away: u32,
 }
 
 impl Figures {
@@ -170,6 +159,14 @@ impl Figures {
     pub fn gave_up_in_all(&self) -> u32 {
         self.gave_up.iter().map(|(_, n)| n).sum()
     }
+
+    /// Clients that gave up for `reason`.
+    pub fn gave_up_for(&self, reason: &str) -> u32 {
+        self.gave_up
+            .iter()
+            .find(|(why, _)| *why == reason)
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 /// Runs one simulation.
@@ -177,17 +174,23 @@ pub fn simulate(policy: &Policy, scenario: &Scenario, seed: u64) -> Figures {
     simulate_up_to(policy, scenario, seed, MAX_TRIES)
 }
 
-/// One row of `--compare`: the jitter, and whether the quota was used.
+/// One row of `--compare`: the jitter, whether the quota was used, and the throttle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
     pub jitter: Jitter,
     pub quota: bool,
+    pub throttle: bool,
 }
 
 /// `--compare`: the same scenario and seed once per jitter kind, and with and without the quota
 /// when there is one. Decorrelated jitter is left out when the policy lists its waits
-/// (`--delays`), which it cannot be combined with.
+/// (`--delays`), which it cannot be combined with. With `--throttle`, the herd controls are
+/// compared instead, with the policy's own jitter: neither, the quota alone, the quota and the
+/// throttle.
 pub fn compare(policy: &Policy, scenario: &Scenario, seed: u64) -> Vec<(Variant, Figures)> {
+    if scenario.throttle.is_some() {
+        return compare_throttle(policy, scenario, seed);
+    }
     let listed = matches!(policy.waits.backoff, crate::policy::Backoff::List(_));
     let quotas: &[bool] = if scenario.quota.is_some() {
         &[false, true]
@@ -211,11 +214,39 @@ pub fn compare(policy: &Policy, scenario: &Scenario, seed: u64) -> Vec<(Variant,
                 quota: scenario.quota.filter(|_| quota),
                 ..scenario.clone()
             };
-            let figures = simulate(&variant_policy, &variant_scenario, seed);
-            rows.push((Variant { jitter, quota }, figures));
+            let variant = Variant {
+                jitter,
+                quota,
+                throttle: false,
+            };
+            rows.push((variant, simulate(&variant_policy, &variant_scenario, seed)));
         }
     }
     rows
+}
+
+/// `--compare --throttle`: no quota, the quota alone, and the quota with the throttle.
+fn compare_throttle(policy: &Policy, scenario: &Scenario, seed: u64) -> Vec<(Variant, Figures)> {
+    let jitter = policy.waits.jitter;
+    [(false, false), (true, false), (true, true)]
+        .into_iter()
+        .map(|(quota, throttle)| {
+            let variant_scenario = Scenario {
+                quota: scenario.quota.filter(|_| quota),
+                throttle: scenario.throttle.filter(|_| throttle),
+                ..scenario.clone()
+            };
+            let variant = Variant {
+                jitter,
+                quota,
+                throttle,
+            };
+            // The rows' waves stop together, at the horizon of the throttle's row.
+            let horizon = scenario.horizon();
+            let figures = simulate_with(policy, &variant_scenario, seed, MAX_TRIES, horizon);
+            (variant, figures)
+        })
+        .collect()
 }
 
 /// The dependency's state.
@@ -226,112 +257,207 @@ enum Dependency {
 
 /// Runs one simulation, stopping after `max_tries` tries.
 fn simulate_up_to(policy: &Policy, scenario: &Scenario, seed: u64, max_tries: u64) -> Figures {
-    let mut run = Run::new(policy, scenario, seed, max_tries);
+    simulate_with(policy, scenario, seed, max_tries, scenario.horizon())
+}
+
+/// Runs one simulation whose waves (`--every`) stop at `horizon`, stopping after `max_tries`
+/// tries.
+fn simulate_with(
+    policy: &Policy,
+    scenario: &Scenario,
+    seed: u64,
+    max_tries: u64,
+    horizon: Option<Duration>,
+) -> Figures {
+    let mut run = Run::new(policy, scenario, seed, max_tries, horizon);
     while let Some(Reverse((now, id))) = run.queue.pop() {
         run.step(now, id);
     }
     run.figures()
 }
 
-/// One simulation under way: the clients, the queue of their next events, the dependency and
-/// the shared quota, and what has been counted so far.
+/// One simulation under way: the clients, the queue of their next events, the dependency, the
+/// shared quota and throttle, the waves to come, and what has been counted so far.
 struct Run<'p> {
+    policy: &'p Policy,
     rng: StdRng,
     clients: Vec<Client<'p>>,
-    /// The time of each client's next event, earliest first.
+    /// The places of clients that finished, for the runs of later waves.
+    free: Vec<u32>,
+    /// The time of each client's next event, earliest first, and the next wave's ([`WAVE`]).
     queue: BinaryHeap<Reverse<(u64, u32)>>,
     dependency: Dependency,
     quota: Option<(QuotaParams, Bucket)>,
+    throttle: Option<Store>,
+    arrivals: Option<Arrivals>,
+    /// `--clients`: the runs of each wave.
+    per_wave: u32,
+    stagger: Option<Duration>,
     recorder: Recorder,
     tally: Totals,
     max_tries: u64,
 }
 
 impl<'p> Run<'p> {
-    /// The clients at their first try, each after its stagger, and the dependency's start.
-    fn new(policy: &'p Policy, scenario: &Scenario, seed: u64, max_tries: u64) -> Run<'p> {
+    /// The dependency's start, and the first wave of clients at their first try, each after
+    /// its stagger.
+    fn new(
+        policy: &'p Policy,
+        scenario: &Scenario,
+        seed: u64,
+        max_tries: u64,
+        horizon: Option<Duration>,
+    ) -> Run<'p> {
         let n = scenario.clients.min(MAX_CLIENTS);
+        let outage_end = nanos(scenario.outage_end());
+        // The reasons a simulated run can give up, always listed, in this order.
+        let mut gave_up = vec![("tries", 0), ("budget", 0), ("quota", 0)];
+        if scenario.throttle.is_some() {
+            gave_up.push(("held", 0));
+        }
         let mut run = Run {
+            policy,
             rng: StdRng::seed_from_u64(seed),
             clients: Vec::with_capacity(n as usize),
+            free: Vec::new(),
             queue: BinaryHeap::with_capacity(n as usize),
             dependency: match &scenario.model {
                 Model::Outage(o) => Dependency::Outage(outage::Server::new(o)),
                 Model::Occ => Dependency::Occ(occ::Record::default()),
             },
             quota: scenario.quota.map(|p| (p, Bucket::full(&p, 0))),
-            recorder: Recorder::new(),
+            throttle: scenario
+                .throttle
+                .map(|spec| Store::new(spec, seed, outage_end)),
+            arrivals: scenario
+                .every
+                .zip(horizon)
+                .map(|(every, horizon)| Arrivals::new(every, horizon)),
+            per_wave: n,
+            stagger: scenario.stagger,
+            recorder: Recorder::new(outage_end),
             tally: Totals {
-                // The reasons a simulated run can give up, always listed, in this order.
-                gave_up: vec![("tries", 0), ("budget", 0), ("quota", 0)],
+                gave_up,
                 ..Totals::default()
             },
             max_tries,
         };
-        for id in 0..n {
-            // As in a real run, the stagger is the first draw; the clients draw in turn.
-            let start = scenario
-                .stagger
-                .map_or(0, |most| nanos(stagger(most, &mut run.rng)));
-            run.clients.push(Client {
-                schedule: Schedule::new(policy),
-                phase: Phase::Start,
-                result: Ok(()),
-                stop_at: u64::MAX,
-                read_at: 0,
-            });
-            run.queue_at(Some(start), id);
-        }
+        run.arrive(0);
         run
     }
 
-    /// Client `id`'s event at `now`: the start of a try, its write, or its end.
+    /// A wave of runs arrives at `now`, each at its first try after its stagger (drawn in turn,
+    /// as in a real run the stagger is the first draw); the next wave is queued, if one comes.
+    fn arrive(&mut self, now: u64) {
+        let live = self.clients.len() - self.free.len();
+        let room = u32::try_from((MAX_CLIENTS as usize).saturating_sub(live)).unwrap_or(0);
+        let n = self.per_wave.min(room);
+        self.tally.turned_away = self.tally.turned_away.saturating_add(self.per_wave - n);
+        self.tally.arrived = self.tally.arrived.saturating_add(n);
+        for _ in 0..n {
+            let start = self
+                .stagger
+                .map_or(0, |most| nanos(stagger(most, &mut self.rng)));
+            let client = Client::new(self.policy);
+            // At most MAX_CLIENTS places, so an id is below WAVE.
+            let id = match self.free.pop() {
+                Some(id) => {
+                    self.clients[id as usize] = client;
+                    id
+                }
+                None => {
+                    self.clients.push(client);
+                    (self.clients.len() - 1) as u32
+                }
+            };
+            self.queue_at(Some(now.saturating_add(start)), id);
+        }
+        let next = self.arrivals.as_mut().and_then(Arrivals::arrived);
+        // Runs turned away count too, so that waves that find no place still come to an end.
+        let spent = (self.recorder.events()).saturating_add(u64::from(self.tally.turned_away));
+        if let Some(at) = next.filter(|_| spent < self.max_tries) {
+            self.queue.push(Reverse((at, WAVE)));
+        }
+    }
+
+    /// Client `id`'s event at `now` (the start of a try, its write, or its end), or the next
+    /// wave's arrival.
     fn step(&mut self, now: u64, id: u32) {
+        if id == WAVE {
+            self.arrive(now);
+            return;
+        }
         let Some(client) = self.clients.get_mut(id as usize) else {
             return;
         };
         let next = match client.phase {
-            Phase::Start if self.recorder.tries >= self.max_tries => {
+            Phase::Start if self.recorder.events() >= self.max_tries => {
                 // No new try: this client is still going. The tries under way run to their
                 // end, so that every try is counted as a success or a failure.
                 self.tally.unfinished = self.tally.unfinished.saturating_add(1);
                 None
             }
-            Phase::Start => {
-                let first = client.schedule.tries() == 0;
-                if let Some((params, bucket)) = self.quota.as_mut().filter(|_| first) {
-                    bucket.deposit(params, millis(now));
-                }
-                let limit = client.schedule.start_try(Duration::from_nanos(now));
-                client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
-                self.recorder.try_started(now, first);
-                match &mut self.dependency {
-                    Dependency::Outage(server) => server.start(client, now),
-                    Dependency::Occ(record) => record.start(client, now, &mut self.rng),
-                }
-            }
+            Phase::Start => self.start(now, id),
             Phase::Write => match &mut self.dependency {
                 Dependency::Occ(record) => record.write(client, now, &mut self.rng),
                 // Only the occ model has a write phase.
                 Dependency::Outage(_) => end_now(client, now),
             },
-            Phase::End => {
-                let next = decide(
-                    client,
-                    now,
-                    &mut self.rng,
-                    self.quota.as_mut(),
-                    &mut self.tally,
-                );
-                if client.phase == Phase::Done {
-                    self.recorder.reach(now);
-                    self.tally.last_finish = self.tally.last_finish.max(now);
-                }
-                next
-            }
+            Phase::End => decide(
+                client,
+                now,
+                &mut self.rng,
+                // With the throttle, the token is taken as the next try is admitted.
+                self.quota.as_mut().filter(|_| self.throttle.is_none()),
+                self.throttle.as_mut(),
+                &mut self.tally,
+            ),
             Phase::Done => None,
         };
+        if self.clients[id as usize].phase == Phase::Done {
+            self.recorder.reach(now);
+            self.tally.last_finish = self.tally.last_finish.max(now);
+            self.free.push(id);
+        }
+        if let Some(store) = self.throttle.as_mut() {
+            store.watch(now);
+        }
         self.queue_at(next, id);
+    }
+
+    /// A try of client `id` is due at `now`: the throttle's step first, then the quota's, then
+    /// the try is sent. Returns when the client's next event comes.
+    fn start(&mut self, now: u64, id: u32) -> Option<u64> {
+        let client = &mut self.clients[id as usize];
+        let first = client.schedule.tries() == 0;
+        if let Some(store) = self.throttle.as_mut() {
+            client.held = store.admit(now).held;
+            if client.held {
+                // A try of the run that did not run: no token, and the wait of a failure.
+                client.schedule.start_try(Duration::from_nanos(now));
+                self.recorder.try_held(now);
+                return after_held(client, now, &mut self.rng, &mut self.tally);
+            }
+            // Until one of its tries has run, a run is new to the quota.
+            if let Some((params, bucket)) = self.quota.as_mut() {
+                if !client.ran {
+                    bucket.deposit(params, millis(now));
+                } else if !bucket.take(params, millis(now)) {
+                    self.tally.gave_up(GIVE_UP_QUOTA);
+                    return done(client);
+                }
+            }
+            client.ran = true;
+        } else if let Some((params, bucket)) = self.quota.as_mut().filter(|_| first) {
+            bucket.deposit(params, millis(now));
+        }
+        let limit = client.schedule.start_try(Duration::from_nanos(now));
+        client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
+        self.recorder.try_started(now, first);
+        match &mut self.dependency {
+            Dependency::Outage(server) => server.start(client, now),
+            Dependency::Occ(record) => record.start(client, now, &mut self.rng),
+        }
     }
 
     /// Queues client `id`'s next event, if it has one.
@@ -346,7 +472,7 @@ impl<'p> Run<'p> {
 
     fn figures(mut self) -> Figures {
         Figures {
-            clients: u32::try_from(self.clients.len()).unwrap_or(u32::MAX),
+            clients: self.tally.arrived,
             tries: self.recorder.tries,
             failures: self.tally.failures,
             peak: self.recorder.peak.result(),
@@ -357,206 +483,18 @@ impl<'p> Run<'p> {
             unfinished: self.tally.unfinished,
             past_clock: self.tally.past_clock,
             series: self.recorder.series(),
-        }
-    }
-}
-
-/// What the clients did, beyond the tries.
-#[derive(Default)]
-struct Totals {
-    failures: Failures,
-    succeeded: u32,
-    gave_up: Vec<(&'static str, u32)>,
-    last_finish: u64,
-    /// Clients still going when the tries ran out.
-    unfinished: u32,
-    /// Clients whose next event would come past the clock's end.
-    past_clock: u32,
-}
-
-impl Totals {
-    fn gave_up(&mut self, word: &'static str) {
-        match self.gave_up.iter_mut().find(|(w, _)| *w == word) {
-            Some((_, n)) => *n = n.saturating_add(1),
-            None => self.gave_up.push((word, 1)),
-        }
-    }
-}
-
-/// The reason a run gives up when the quota has no token (`GiveUp::Quota`'s word).
-/// The end of a client's try at `now`: success, or the decision a real run makes after a
-/// transient failure, then the quota's token for the retry. Returns when its next try starts.
-fn decide(
-    client: &mut Client<'_>,
-    now: u64,
-    rng: &mut StdRng,
-    quota: Option<&mut (QuotaParams, Bucket)>,
-    tally: &mut Totals,
-) -> Option<u64> {
-    let Err(why) = client.result else {
-        tally.succeeded = tally.succeeded.saturating_add(1);
-        return done(client);
-    };
-    tally.failures.count(why);
-    let now_since_start = Duration::from_nanos(now);
-    let decision = match why {
-        // A timeout is an outcome a real run sees too: it is classified as one would
-        // (`--stop-on timeout` makes it permanent).
-        Cause::Timeout => {
-            client
-                .schedule
-                .after_try(Outcome::Timeout, now_since_start, rng)
-                .1
-        }
-        // What the dependency refused is a failure a real run would retry, as the dry run
-        // assumes: which exit statuses those are is the classification options' business.
-        _ => client
-            .schedule
-            .after_transient_failure(now_since_start, rng),
-    };
-    // As in a real run, the token is taken once the retry is decided; without one the run
-    // gives up at once, reason `quota`.
-    let decision = decision.confirmed(true, || {
-        let (params, bucket) = quota?;
-        (!bucket.take(params, millis(now))).then(|| QuotaRefusal {
-            quota: String::new(),
-            tokens: Some(bucket.tokens),
-            params: *params,
-        })
-    });
-    match decision {
-        Decision::Retry(wait) => {
-            client.phase = Phase::Start;
-            Some(now.saturating_add(nanos(wait.delay)))
-        }
-        Decision::GiveUp(why) => {
-            tally.gave_up(why.word());
-            done(client)
-        }
-        // After a failure the schedule retries or gives up.
-        Decision::Succeed => {
-            tally.succeeded = tally.succeeded.saturating_add(1);
-            done(client)
-        }
-        Decision::Stop(_) => unreachable!("the schedule never stops a repeat"),
-    }
-}
-
-/// The client has succeeded or given up: it has no next event.
-fn done(client: &mut Client<'_>) -> Option<u64> {
-    client.phase = Phase::Done;
-    None
-}
-
-/// Ends the client's try at once (a phase the model does not have).
-fn end_now(client: &mut Client<'_>, now: u64) -> Option<u64> {
-    client.phase = Phase::End;
-    Some(now)
-}
-
-/// The busiest window seen so far, and the window being counted.
-#[derive(Default)]
-struct PeakCounter {
-    window: u64,
-    count: u64,
-    best: Peak,
-}
-
-impl PeakCounter {
-    fn add(&mut self, now: u64) {
-        let window = now / nanos(PEAK_WINDOW);
-        if window != self.window {
-            self.close();
-            self.window = window;
-            self.count = 0;
-        }
-        self.count += 1;
-    }
-
-    fn close(&mut self) {
-        if self.count > self.best.tries {
-            self.best = Peak {
-                tries: self.count,
-                at: Duration::from_nanos(self.window.saturating_mul(nanos(PEAK_WINDOW))),
-            };
-        }
-    }
-
-    fn result(&mut self) -> Peak {
-        self.close();
-        self.best
-    }
-}
-
-/// Counts the tries as they start, in time order.
-struct Recorder {
-    tries: u64,
-    peak: PeakCounter,
-    peak_retries: PeakCounter,
-    width: u64,
-    /// The factor of the next widening: 2 and 5 in turn, so that the widths stay round (1ms,
-    /// 2ms, 10ms, 20ms, 100ms, ...).
-    next_factor: u64,
-    bins: Vec<u64>,
-}
-
-impl Recorder {
-    fn new() -> Recorder {
-        Recorder {
-            tries: 0,
-            peak: PeakCounter::default(),
-            peak_retries: PeakCounter::default(),
-            width: FIRST_BIN_NS,
-            next_factor: 2,
-            bins: Vec::with_capacity(MAX_BINS),
-        }
-    }
-
-    fn try_started(&mut self, now: u64, first: bool) {
-        self.tries = self.tries.saturating_add(1);
-        self.peak.add(now);
-        if !first {
-            self.peak_retries.add(now);
-        }
-        let bin = self.reach(now);
-        self.bins[bin] += 1;
-    }
-
-    /// Makes the series reach `now`; returns its bin.
-    fn reach(&mut self, now: u64) -> usize {
-        let mut bin = now / self.width;
-        while bin >= MAX_BINS as u64 {
-            self.widen();
-            bin = now / self.width;
-        }
-        // Below MAX_BINS, so it fits a usize.
-        let bin = bin as usize;
-        if bin >= self.bins.len() {
-            self.bins.resize(bin + 1, 0);
-        }
-        bin
-    }
-
-    /// Merges every `next_factor` neighbouring bins into one, in place: nothing is allocated
-    /// while the simulation runs.
-    fn widen(&mut self) {
-        let f = self.next_factor as usize;
-        let merged = self.bins.len().div_ceil(f);
-        for i in 0..merged {
-            // Bin i is written after the bins from i × f on are read, and i ≤ i × f.
-            let end = ((i + 1) * f).min(self.bins.len());
-            let sum = self.bins[i * f..end].iter().sum();
-            self.bins[i] = sum;
-        }
-        self.bins.truncate(merged);
-        self.width = self.width.saturating_mul(self.next_factor);
-        self.next_factor = if f == 2 { 5 } else { 2 };
-    }
-
-    fn series(&self) -> Series {
-        Series {
-            width: Duration::from_nanos(self.width),
-            tries: self.bins.clone(),
+            fleet: Fleet {
+                waves: self.arrivals.as_ref().map_or(1, |a| a.waves),
+                in_outage: self.recorder.in_outage,
+                after_outage: self.recorder.after_outage,
+                held: self.recorder.held,
+                recovered: self
+                    .throttle
+                    .as_ref()
+                    .and_then(Store::recovered)
+                    .map(Duration::from_nanos),
+                turned_away: self.tally.turned_away,
+            },
         }
     }
 }

@@ -1,5 +1,7 @@
+use super::recorder::MAX_BINS;
 use super::*;
 use crate::policy::quota::QuotaParams;
+use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{Backoff, Classifier, Limit, WaitPolicy};
 
 fn ms(n: u64) -> Duration {
@@ -337,6 +339,159 @@ fn a_client_whose_next_event_is_past_the_clocks_end_is_counted_not_finished() {
     assert_eq!(f.past_clock, 0);
 }
 
+/// The fleet of the throttle's target: 1,000 clients arriving every minute at a dependency
+/// down for 10 minutes, with the defaults of `retry` (3 tries, exponential backoff from 1s ×2
+/// capped at 1m, full jitter; tries of 100ms) and the quota at its defaults.
+fn cron_fleet(throttle: Option<ThrottleSpec>) -> (Policy, Scenario) {
+    let p = policy(Some(3), s(1), s(60), Jitter::Full);
+    let mut sc = outage(1000, s(600), None);
+    sc.every = Some(s(60));
+    sc.quota = Some(QuotaParams::default());
+    sc.throttle = throttle;
+    (p, sc)
+}
+
+/// Tries sent in each minute of the simulation.
+fn per_minute(f: &Figures) -> Vec<u64> {
+    let factor = s(60).as_nanos() / f.series.width.as_nanos();
+    assert_eq!(s(60).as_nanos() % f.series.width.as_nanos(), 0);
+    f.series.merged(factor as usize).tries
+}
+
+#[test]
+fn the_throttle_holds_a_cron_fleet_to_a_trickle_through_an_outage_and_lets_it_back_after() {
+    let spec = ThrottleSpec::default();
+    let (p, alone) = cron_fleet(None);
+    let (_, throttled) = cron_fleet(Some(spec));
+    let quota = simulate(&p, &alone, 1);
+    let with = simulate(&p, &throttled, 1);
+    // 30 waves, to the end of the outage plus 20 minutes, in both.
+    for f in [&quota, &with] {
+        assert_eq!((f.fleet.waves, f.clients), (30, 30_000));
+        assert_eq!(f.fleet.in_outage + f.fleet.after_outage, f.tries);
+    }
+    // The quota alone sends every first try and a few retries: about 1,010 a minute.
+    assert!(
+        (10_000..10_400).contains(&quota.fleet.in_outage),
+        "{:?}",
+        quota.fleet
+    );
+    // At most 30% of that with the throttle, the first minute's burst included.
+    let share = with.fleet.in_outage as f64 / quota.fleet.in_outage as f64;
+    assert!(share <= 0.30, "{share}: {:?} {:?}", with.fleet, quota.fleet);
+    // After the first window, at most 20% a minute, minute by minute.
+    let (q, t) = (per_minute(&quota), per_minute(&with));
+    let first_window = (spec.window.as_secs() / 60) as usize;
+    for minute in first_window..10 {
+        let share = t[minute] as f64 / q[minute] as f64;
+        assert!(
+            share <= 0.20,
+            "minute {minute}: {} of {}",
+            t[minute],
+            q[minute]
+        );
+    }
+    // The first minute's burst runs in full: no history can stop it.
+    assert!(t[0] >= 1000, "{}", t[0]);
+    // After the outage, p falls below 0.1 within 4 windows.
+    let recovered = with.fleet.recovered.expect("p falls below 0.1");
+    assert!(recovered <= spec.window * 4, "{recovered:?}");
+    assert!(quota.fleet.recovered.is_none());
+    // The runs whose last try was held gave up so, and held tries were never sent.
+    assert!(gave_up(&with, "held") > 1000, "{:?}", with.gave_up);
+    assert!(with.fleet.held > with.tries, "{:?}", with.fleet);
+    assert_eq!(gave_up(&quota, "held"), 0);
+    assert!(quota.gave_up.iter().all(|(why, _)| *why != "held"));
+}
+
+#[test]
+fn a_healthy_dependency_loses_no_try_to_the_throttle_and_the_draws_move_no_wait() {
+    // No outage, and stagger draws from the waits' stream on every wave: a throttle that drew
+    // from that stream would move every later wave.
+    let (p, mut sc) = cron_fleet(None);
+    if let Model::Outage(o) = &mut sc.model {
+        o.until = Duration::ZERO;
+    }
+    sc.stagger = Some(s(10));
+    let without = simulate(&p, &sc, 2);
+    sc.throttle = Some(ThrottleSpec::default());
+    let with = simulate(&p, &sc, 2);
+    assert_eq!(with.fleet.held, 0);
+    assert_eq!(with.series, without.series);
+    assert_eq!(with.succeeded, with.clients);
+    // p is below 0.1 from the first event that counted a try.
+    assert!(with.fleet.recovered.is_some_and(|d| d < s(1)));
+}
+
+#[test]
+fn the_waves_stop_at_the_end_of_the_outage_plus_twenty_periods_or_five_windows() {
+    use arrivals::horizon;
+    assert_eq!(horizon(s(600), s(60), None), s(1800));
+    assert_eq!(horizon(s(600), s(60), Some(s(120))), s(1800));
+    assert_eq!(horizon(s(600), s(60), Some(s(300))), s(2100));
+    assert_eq!(horizon(s(10), s(1), None), s(30));
+    let mut sc = outage(7, s(10), None);
+    sc.every = Some(s(1));
+    let f = simulate(&policy(Some(2), ms(100), s(1), Jitter::Full), &sc, 3);
+    // Waves at 0s, 1s, ..., 29s.
+    assert_eq!(f.fleet.waves, 30);
+    assert_eq!(f.clients, 210);
+    assert_eq!(f.succeeded + f.gave_up_in_all(), 210);
+    // Without --every, one wave.
+    let f = simulate(
+        &policy(Some(2), ms(100), s(1), Jitter::Full),
+        &outage(7, s(10), None),
+        3,
+    );
+    assert_eq!(f.fleet.waves, 1);
+}
+
+#[test]
+fn runs_that_finished_leave_their_place_to_later_waves() {
+    let (p, sc) = cron_fleet(Some(ThrottleSpec::default()));
+    let mut run = Run::new(&p, &sc, 4, MAX_TRIES, sc.horizon());
+    let mut most = 0;
+    while let Some(Reverse((now, id))) = run.queue.pop() {
+        run.step(now, id);
+        most = most.max(run.clients.len());
+    }
+    // Each wave is done within seconds, long before the next: one wave's places serve all 30.
+    assert_eq!(most, 1000);
+    assert_eq!(run.tally.arrived, 30_000);
+}
+
+#[test]
+fn a_wave_beyond_the_most_clients_under_way_is_cut_and_counted() {
+    // Runs of a year's tries under way, and a wave every second: the second wave finds no place.
+    let p = policy(Some(2), s(1), s(1), Jitter::None);
+    let mut sc = outage(MAX_CLIENTS, s(10), None);
+    if let Model::Outage(o) = &mut sc.model {
+        o.latency = s(86_400 * 365);
+    }
+    sc.every = Some(s(5));
+    let f = simulate_up_to(&p, &sc, 5, 2 * u64::from(MAX_CLIENTS));
+    assert_eq!(f.clients, MAX_CLIENTS);
+    assert!(f.fleet.turned_away >= MAX_CLIENTS, "{:?}", f.fleet);
+}
+
+#[test]
+fn compare_with_the_throttle_sets_the_herd_controls_side_by_side() {
+    let (p, sc) = cron_fleet(Some(ThrottleSpec::default()));
+    let rows = compare(&p, &sc, 1);
+    let variants: Vec<(bool, bool)> = rows.iter().map(|(v, _)| (v.quota, v.throttle)).collect();
+    assert_eq!(variants, [(false, false), (true, false), (true, true)]);
+    assert!(rows.iter().all(|(v, _)| v.jitter == Jitter::Full));
+    // Without a quota every try runs: 3 a run in the outage.
+    assert_eq!(rows[0].1.fleet.in_outage, 30_000);
+    assert!(rows[2].1.fleet.in_outage < rows[1].1.fleet.in_outage);
+    assert_eq!(rows[2].1, simulate(&p, &sc, 1));
+    // A long window makes the waves last longer after the outage: in every row alike.
+    let (p, mut sc) = cron_fleet(Some("2:window=5m".parse().unwrap()));
+    sc.clients = 10;
+    let rows = compare(&p, &sc, 1);
+    assert!(rows.iter().all(|(_, f)| f.fleet.waves == 35), "{rows:?}");
+}
+
 /// The simulator sits beside the policy and below everything else: it may use the policy and
 /// nothing above it (`run`, `report`, `cli`, `config`), so that it can be read and tested
 /// alone.
@@ -348,6 +503,10 @@ fn the_simulator_imports_from_the_policy_alone() {
         ("clock.rs", include_str!("clock.rs")),
         ("occ.rs", include_str!("occ.rs")),
         ("outage.rs", include_str!("outage.rs")),
+        ("admission.rs", include_str!("admission.rs")),
+        ("ending.rs", include_str!("ending.rs")),
+        ("arrivals.rs", include_str!("arrivals.rs")),
+        ("recorder.rs", include_str!("recorder.rs")),
         ("tests.rs", include_str!("tests.rs")),
     ];
     // Spelled in two halves, so that this file does not match itself.

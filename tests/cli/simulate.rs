@@ -448,6 +448,16 @@ fn bad_input_exits_125_with_one_line_naming_the_option_and_value() {
             &["--simulate", "--model", "occ", "--latency", "5ms"],
             &["--latency 5ms", "--model outage"],
         ),
+        (
+            &["--simulate", "--model", "occ", "--every", "1m"],
+            &["--every 1m", "--model outage"],
+        ),
+        (
+            &["--every", "5m", "--", "true"],
+            &["--every 5m", "--simulate"],
+        ),
+        (&["--simulate", "--every", "soon"], &["--every", "'soon'"]),
+        (&["--simulate", "--throttle", "2"], &["--quota"]),
     ];
     for (args, needles) in cases {
         let out = retry().args(*args).output().unwrap();
@@ -526,4 +536,105 @@ fn a_simulation_past_the_clocks_end_says_so_rather_than_stopping_silently() {
         "{}",
         stdout_of(&out)
     );
+}
+
+/// The throttle's fleet: 1,000 clients every minute against a 10-minute outage, the defaults
+/// of retry and of the quota.
+const CRON_FLEET: &[&str] = &[
+    "--seed",
+    "1",
+    "--clients",
+    "1000",
+    "--every",
+    "1m",
+    "--outage",
+    "10m",
+    "--quota",
+    "q",
+];
+
+#[test]
+fn a_cron_fleet_arrives_every_minute_and_the_figures_split_the_tries_at_the_outage() {
+    let text = simulate(CRON_FLEET);
+    for expected in [
+        "  every:   the 1000 clients arrive again every 1m, until 30m (the end of the outage plus 20 waves)",
+        "arrivals:  30 waves of 1000 clients, the last at 29m",
+        "succeeded: 20000 of 30000",
+        "outage:    ",
+    ] {
+        assert!(text.contains(expected), "{expected} not in:\n{text}");
+    }
+    // No throttle, nothing held.
+    assert!(!text.contains("held"), "{text}");
+    let json = simulate_json(CRON_FLEET);
+    assert_eq!(json[0]["every_ms"], 60_000);
+    assert_eq!(json[0]["horizon_ms"], 1_800_000);
+    let f = figures(&json);
+    assert_eq!(f["waves"], 30);
+    assert_eq!(f["clients"], 30_000);
+    assert_eq!(
+        number(f, "in_outage") + number(f, "after_outage"),
+        number(f, "tries")
+    );
+    assert!(f.get("p_recovered_ms").is_none(), "{f}");
+}
+
+#[test]
+fn the_throttle_holds_the_fleet_back_through_the_outage_and_says_when_p_fell() {
+    let throttled = [CRON_FLEET, &["--throttle", "2"]].concat();
+    let text = simulate(&throttled);
+    for expected in [
+        "  held:    --throttle 2: a try is held back with p = (tries − 2 × accepted) / (tries + 1) over the last 2m, at most 0.95\n",
+        " tries held back; p fell below 0.1 ",
+        " after the end of the outage",
+        ", held ",
+    ] {
+        assert!(text.contains(expected), "{expected} not in:\n{text}");
+    }
+    let alone = figures(&simulate_json(CRON_FLEET)).clone();
+    let json = simulate_json(&throttled);
+    assert_eq!(json[0]["throttle_k"], 2);
+    assert_eq!(json[0]["throttle_window_ms"], 120_000);
+    assert_eq!(json[0]["throttle_max"], 0.95);
+    let with = figures(&json);
+    let share = number(with, "in_outage") / number(&alone, "in_outage");
+    assert!(share <= 0.3, "{share}: {with} against {alone}");
+    let recovered = number(with, "p_recovered_ms");
+    assert!(recovered <= 4.0 * 120_000.0, "{with}");
+    assert!(number(with, "held") > 0.0);
+    assert!(with["gave_up"]["held"].as_u64().unwrap() > 0, "{with}");
+}
+
+#[test]
+fn compare_with_the_throttle_sets_no_quota_the_quota_and_the_throttle_side_by_side() {
+    let args = [CRON_FLEET, &["--throttle", "2", "--compare"]].concat();
+    let text = simulate(&args);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("quota"))
+        .map(|l| l.split_whitespace().take(2).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["quota", "throttle"],
+            ["no", "no"],
+            ["yes", "no"],
+            ["yes", "2"]
+        ],
+        "{text}"
+    );
+    assert!(text.contains("p < 0.1 after"), "{text}");
+    assert!(!text.contains("each jitter in turn"), "{text}");
+    let json = simulate_json(&args);
+    let rows = events(&json, "figures");
+    let variants: Vec<(bool, bool)> = rows
+        .iter()
+        .map(|v| (v["quota"] == true, v["throttle"] == true))
+        .collect();
+    assert_eq!(variants, [(false, false), (true, false), (true, true)]);
+    assert!(rows.iter().all(|v| v["jitter"] == "full"));
+    assert!(number(rows[2], "in_outage") < number(rows[1], "in_outage"));
+    // The rows without the throttle have no p to speak of.
+    assert!(rows[0]["p_recovered_ms"].is_null());
 }
