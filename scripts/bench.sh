@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The performance figures of BENCHMARKS.md, measured side by side in one run.
 #
-#   scripts/bench.sh            runner, stdio, herd, simulate, stats and json benchmarks
+#   scripts/bench.sh            runner, stdio, herd, simulate, throttle, stats and json benchmarks
 #   scripts/bench.sh --stress   also the reliability stress run (about three minutes)
 #
 # Debian's `retry` (a C program) is installed for comparison when it is missing and apt-get is
@@ -25,6 +25,7 @@ cargo bench --bench runner
 cargo bench --bench stdio
 cargo bench --bench herd
 cargo bench --bench simulate
+cargo bench --bench throttle
 cargo bench --bench stats
 cargo bench --bench json
 if [ "${1:-}" = "--stress" ]; then

@@ -227,6 +227,8 @@ const SCENARIOS: &[Scenario] = &[
     printed("a dry run with a throttle", &["--dry-run", "--quota", "jsonref", "--throttle", "2"])
         .expect(&["plan_start.throttle", "plan_start.throttle_requests", "plan_start.throttle_accepts", "plan_start.throttle_p"]),
     // The simulation.
+    printed("a cron fleet simulated with a throttle", &["--simulate", "--compare", "--clients", "20", "--every", "1m", "--outage", "2m", "--quota", "jsonref", "--throttle", "2", "--seed", "1"])
+        .expect(&["simulation_start.every_ms", "simulation_start.horizon_ms", "simulation_start.throttle_k", "simulation_start.throttle_window_ms", "simulation_start.throttle_max", "figures.throttle", "figures.gave_up.held", "figures.waves", "figures.in_outage", "figures.after_outage", "figures.held", "figures.p_recovered_ms"]),
     printed("a simulation compared", &["--simulate", "--compare", "--clients", "5", "-n", "3", "--outage", "1s", "--capacity", "2/s", "--stagger", "1s", "--quota", "jsonref", "--seed", "1"])
         .expect(&["simulation_start.capacity_per_second", "simulation_start.stagger_ms", "interval.jitter", "figures.gave_up", "figures.failed.overload"]),
     printed("a simulation of one shared record", &["--simulate", "--model", "occ", "--clients", "3", "-n", "2", "--seed", "1"])
