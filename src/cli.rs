@@ -312,7 +312,6 @@ Over the last 2 minutes the quota's store counts the tries of the runs that use 
             cap as K:window=5m,max=0.9. A store that cannot be reached turns the throttle off.",
         )
         .value_parser(parse_throttle)
-        .requires(id::QUOTA)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,

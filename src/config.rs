@@ -303,6 +303,11 @@ impl Config {
             consecutive: cli.consecutive,
         };
         check_consecutive(&policy)?;
+        if let (Some(throttle), None) = (cli.throttle, &cli.quota) {
+            return Err(UsageError(format!(
+                "'--throttle {throttle}' needs --quota NAME: the figures it decides on are kept in the quota's store, shared by the runs that name it"
+            )));
+        }
         let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate =
             simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
