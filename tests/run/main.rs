@@ -14,6 +14,7 @@ mod ci_lines;
 mod cut;
 mod deadletter;
 mod edges;
+mod env_file;
 mod flaky;
 mod herd;
 mod hooks_ci;
