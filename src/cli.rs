@@ -523,7 +523,14 @@ A failed try's output goes to standard error instead. Output past 64 MiB is held
 It sees the environment of the tries plus RETRY_EXIT_CODE (the status of the failed try) and \
             RETRY_DELAY_MS (the wait ahead); its output goes to standard error. Its failure is logged \
             and changes nothing else. It is bounded by --timeout and the budget, and stopped as a try \
-            is.",
+            is.
+
+RETRY_ENV_FILE names a fresh private file (0600, removed when the hook ends; --on-give-up \
+            gets none): its NAME=VALUE lines (and NAME<<DELIMITER for a value of several lines, as \
+            in GitHub's GITHUB_ENV) set variables for every later try and hook, a later line \
+            winning: a fresh token, another mirror. At most 64 KiB and 1000 lines are read. Names \
+            starting with RETRY_ are retry's own and refused; a refused line is warned of by its \
+            number and name, never by its value.",
         )
         .value_parser(ValueParser::string())
         .allow_hyphen_values(true),

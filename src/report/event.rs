@@ -432,6 +432,9 @@ pub enum Warning {
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
+    /// What `RETRY_ENV_FILE` came to (docs/log.md#variables-for-the-next-tries): a line
+    /// refused, a file too large, or one that could not be made or read.
+    EnvFile(EnvFileNote),
 }
 
 impl Warning {
@@ -449,4 +452,45 @@ impl Warning {
             },
         }
     }
+}
+
+/// What `--on-retry`'s `RETRY_ENV_FILE` came to, when it set less than it holds. Never a
+/// value: it may be a secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvFileNote {
+    /// Line `line` sets nothing, for `why`; `name` is the variable it names, when it names a
+    /// valid one.
+    Line {
+        line: usize,
+        name: Option<String>,
+        why: EnvLineProblem,
+    },
+    /// The file holds more than is read (`max_bytes`, `max_lines`): the lines after line
+    /// `read` set nothing.
+    TooLarge {
+        read: usize,
+        max_bytes: usize,
+        max_lines: usize,
+    },
+    /// The file could not be made: the hook runs without it.
+    NotMade(String),
+    /// The file could not be read after the hook: it sets nothing.
+    NotRead(String),
+}
+
+/// Why a line of `RETRY_ENV_FILE` sets nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvLineProblem {
+    /// Neither `NAME=VALUE` nor `NAME<<DELIMITER`.
+    NotAssignment,
+    /// What comes before `=` or `<<` is not a variable's name.
+    BadName,
+    /// The name starts with `RETRY_`: those are `retry`'s own.
+    Reserved,
+    /// The value holds a NUL byte or bytes that are not UTF-8, which no variable can hold.
+    NotText,
+    /// `NAME<<DELIMITER` with no line `DELIMITER` after it to end the value.
+    Unended,
+    /// The hooks have set as many variables as a run keeps (`max`).
+    TooMany { max: usize },
 }

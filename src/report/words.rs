@@ -6,7 +6,8 @@ use crate::duration::hms;
 use crate::policy::throttle::{Admission, Figures, ThrottleSpec};
 use crate::policy::{Form, Outcome};
 use crate::report::event::{
-    Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal, Warning,
+    EnvFileNote, EnvLineProblem, Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal,
+    Warning,
 };
 use crate::report::printable;
 use crate::text::{self, Charset};
@@ -187,6 +188,56 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::LineCutShort { .. }
         | Warning::OutputsNotWritten { .. }
         | Warning::SummaryNotWritten { .. }) => file_warning_text(w),
+        Warning::EnvFile(note) => env_file_text(note),
+    }
+}
+
+/// What `RETRY_ENV_FILE` came to, in words: the line and the name, never the value.
+fn env_file_text(note: &EnvFileNote) -> String {
+    match note {
+        EnvFileNote::Line { line, name, why } => {
+            let why = match why {
+                EnvLineProblem::NotAssignment => {
+                    "it is not NAME=VALUE (nor NAME<<DELIMITER)".to_string()
+                }
+                EnvLineProblem::BadName => "what comes before its = (or <<) is not a variable \
+                                            name: letters, digits and _, not starting with a digit"
+                    .to_string(),
+                EnvLineProblem::Reserved => "the RETRY_ variables are retry's own".to_string(),
+                EnvLineProblem::NotText => {
+                    "its value holds a NUL byte or bytes that are not UTF-8".to_string()
+                }
+                EnvLineProblem::Unended => "no line DELIMITER ends its value".to_string(),
+                EnvLineProblem::TooMany { max } => {
+                    format!("the hooks have already set {max} variables, as many as a run keeps")
+                }
+            };
+            match name {
+                Some(name) => format!("RETRY_ENV_FILE line {line}: {name} is not set: {why}"),
+                None => format!("RETRY_ENV_FILE line {line} is ignored: {why}"),
+            }
+        }
+        EnvFileNote::TooLarge {
+            read,
+            max_bytes,
+            max_lines,
+        } => {
+            let rest = match read {
+                0 => "no line ends within them, and it sets nothing".to_string(),
+                n => format!("what follows line {n} sets nothing"),
+            };
+            format!(
+                "RETRY_ENV_FILE holds more than the {} KiB or {max_lines} lines that are read: \
+                 {rest}",
+                max_bytes / 1024
+            )
+        }
+        EnvFileNote::NotMade(why) => {
+            format!("cannot make RETRY_ENV_FILE for --on-retry ({why}): the hook runs without it")
+        }
+        EnvFileNote::NotRead(why) => {
+            format!("cannot read RETRY_ENV_FILE after --on-retry ({why}): it sets nothing")
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
 use crate::policy::{Outcome, Signal};
 use crate::run::child::ChildStdio;
 use crate::run::dispositions::Dispositions;
+use crate::run::envfile::EnvVar;
 
 /// Makes `retry` the parent of every orphan its tries leave (Linux): their deaths then wake the
 /// runner, so it knows at once when a try's whole process group is gone.
@@ -84,7 +85,7 @@ fn hand_terminal_to(group: Pid) {
 pub struct SpawnOptions<'a> {
     pub stdio: ChildStdio,
     pub command: &'a [OsString],
-    pub env: &'a [(&'static str, String)],
+    pub env: &'a [EnvVar],
     /// Keep the command in `retry`'s own process group (`--foreground`).
     pub foreground: bool,
     pub terminal: Option<Terminal>,
@@ -263,7 +264,7 @@ fn command(
         .stdin(opts.stdio.stdin.into_stdio())
         .stdout(opts.stdio.stdout.into_stdio())
         .stderr(opts.stdio.stderr.into_stdio());
-    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    cmd.envs(opts.env.iter().map(|(k, v)| (k.as_ref(), v)));
     if !opts.foreground {
         cmd.process_group(0);
     }

@@ -14,11 +14,12 @@ use nix::unistd::Pid;
 
 use crate::run::child::{ChildFd, ChildStdio, resolve};
 use crate::run::dispositions::Dispositions;
+use crate::run::envfile::EnvVar;
 
 /// What `spawn` needs.
 pub struct Spawn<'a> {
     pub command: &'a [OsString],
-    pub env: &'a [(&'static str, String)],
+    pub env: &'a [EnvVar],
     pub stdio: ChildStdio,
     /// Start in a process group of its own.
     pub own_group: bool,
@@ -60,7 +61,7 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
 /// they stay as they are until the spawn has copied them into the new program. As in
 /// `std::env::vars_os`, a string with no `=` past its first byte is no variable and is left
 /// out.
-fn environment(extra: &[(&'static str, String)], added: &[CString]) -> Vec<*mut libc::c_char> {
+fn environment(extra: &[EnvVar], added: &[CString]) -> Vec<*mut libc::c_char> {
     let mut env = Vec::with_capacity(64);
     // SAFETY: `environ` is glibc's null-terminated array of NUL-terminated strings, which
     // nothing changes while `retry` runs (see above).
@@ -88,7 +89,7 @@ fn environment(extra: &[(&'static str, String)], added: &[CString]) -> Vec<*mut 
 }
 
 /// The strings of the variables that `extra` sets, `KEY=VALUE`.
-fn added(extra: &[(&'static str, String)]) -> io::Result<Vec<CString>> {
+fn added(extra: &[EnvVar]) -> io::Result<Vec<CString>> {
     extra
         .iter()
         .map(|(key, value)| cstring(format!("{key}={value}").as_bytes()))

@@ -15,6 +15,7 @@ mod consecutive;
 mod cut;
 mod deadletter;
 mod edges;
+mod env_file;
 mod flaky;
 mod herd;
 mod hooks_ci;

@@ -1,6 +1,7 @@
 //! The hooks `--on-retry` and `--on-give-up` (docs/log.md#hooks): `sh -c CMD` with the environment
 //! of a try, run to its end or its bound; its failure is logged and changes nothing else, and what
-//! it leaves running is stopped as a failed try's leftovers are.
+//! it leaves running is stopped as a failed try's leftovers are. `--on-retry` may set variables
+//! for the later tries through its `RETRY_ENV_FILE` (docs/log.md#variables-for-the-next-tries).
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -8,11 +9,12 @@ use std::time::Duration;
 
 use crate::duration::millis;
 use crate::policy::{Outcome, Signal};
-use crate::report::event::{Event, HookFailure};
+use crate::report::event::{EnvFileNote, Event, HookFailure, Warning};
 use crate::report::log::Log;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::after;
 use crate::run::dispositions::Dispositions;
+use crate::run::envfile::{EnvFile, EnvVar, hand_on};
 use crate::run::process::{Child, SpawnError, SpawnOptions};
 use crate::run::runner::stop::{Finish, Stopper};
 use crate::run::runner::watch::Watch;
@@ -30,6 +32,9 @@ pub struct Hook<'a> {
     pub delay: Duration,
     /// How long it may run.
     pub bound: Option<Duration>,
+    /// Whether it gets a `RETRY_ENV_FILE` whose lines set variables for the later tries and
+    /// hooks (`--on-retry`: tries follow it).
+    pub hands_on: bool,
 }
 
 /// What a hook wrote, kept in a temporary file, and how much of it has been passed on to
@@ -72,17 +77,20 @@ impl HookOutput {
 impl Hook<'_> {
     /// Runs the hook (`sh -c CMD`) to its end or its bound, with the environment of a try
     /// (`env`), stopped as `stopper` stops a try; returns a stopping signal received meanwhile.
-    /// Its failure is logged and changes nothing else.
+    /// Its failure is logged and changes nothing else; what its `RETRY_ENV_FILE` sets is set
+    /// in `env` for what follows.
     pub fn run_hook(
         &self,
         watch: &mut Watch,
         log: &mut Log,
         stopper: &Stopper,
-        env: &[(&'static str, String)],
+        env: &mut Vec<EnvVar>,
     ) -> Option<Signal> {
         let mut output = HookOutput::under_ci(log);
+        let env_file = self.env_file(log);
         let dispositions = watch.signals.dispositions();
-        let mut child = match self.spawn_hook(env, output.as_ref(), dispositions) {
+        let spawned = self.spawn_hook(env, env_file.as_ref(), output.as_ref(), dispositions);
+        let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 let failure = HookFailure::NotStarted(e.error.to_string());
@@ -91,7 +99,11 @@ impl Hook<'_> {
             }
         };
         let until = self.bound.and_then(after);
-        let (received, failure) = match stopper.run_child(watch, log, &mut child, until, None) {
+        let finish = stopper.run_child(watch, log, &mut child, until, None);
+        // The file goes first, whatever the hook came to: nothing may be left of it, and what
+        // the hook's leftovers write to it later counts for nothing.
+        let handed = env_file.map(EnvFile::take);
+        let (received, failure) = match finish {
             Finish::Exited(Outcome::Exit(0)) => (None, None),
             Finish::Exited(outcome) => (None, Some(HookFailure::Ended(outcome))),
             Finish::TimedOut(stopped) => {
@@ -109,7 +121,17 @@ impl Hook<'_> {
             self.hook_failed(log, failure);
         }
         if received.is_some() {
+            // No try follows: what the file held goes unread.
             return received;
+        }
+        if let Some(handed) = handed {
+            let notes = match handed {
+                Ok(text) => hand_on(env, &text),
+                Err(e) => vec![EnvFileNote::NotRead(e.to_string())],
+            };
+            notes
+                .into_iter()
+                .for_each(|n| log.warn(Warning::EnvFile(n)));
         }
         // What a hook leaves running is stopped as a failed try's leftovers are
         // (docs/log.md#hooks).
@@ -127,6 +149,17 @@ impl Hook<'_> {
         stopped.received
     }
 
+    /// A fresh `RETRY_ENV_FILE` for the hook, if it gets one; one that cannot be made is
+    /// warned of, and the hook runs without it.
+    fn env_file(&self, log: &mut Log) -> Option<EnvFile> {
+        if !self.hands_on {
+            return None;
+        }
+        EnvFile::create()
+            .inspect_err(|e| log.warn(Warning::EnvFile(EnvFileNote::NotMade(e.to_string()))))
+            .ok()
+    }
+
     fn hook_failed(&self, log: &mut Log, failure: HookFailure) {
         log.emit(Event::HookFailed {
             which: self.which,
@@ -135,19 +168,24 @@ impl Hook<'_> {
         });
     }
 
-    /// Starts `sh -c CMD` for the hook, with the environment of a try plus `RETRY_EXIT_CODE`
-    /// and `RETRY_DELAY_MS`, no input, and its output on standard error (or in `output`, passed
-    /// on later): standard output belongs to the command.
+    /// Starts `sh -c CMD` for the hook, with the environment of a try plus `RETRY_EXIT_CODE`,
+    /// `RETRY_DELAY_MS` and `RETRY_ENV_FILE` (`env_file`'s path, if it has one), no input, and
+    /// its output on standard error (or in `output`, passed on later): standard output belongs
+    /// to the command.
     fn spawn_hook(
         &self,
-        env: &[(&'static str, String)],
+        env: &[EnvVar],
+        env_file: Option<&EnvFile>,
         output: Option<&HookOutput>,
         dispositions: Dispositions,
     ) -> Result<Child, SpawnError> {
         let mut env = env.to_vec();
         env[0].1 = self.attempt.to_string();
-        env.push(("RETRY_EXIT_CODE", self.exit_code.to_string()));
-        env.push(("RETRY_DELAY_MS", millis(self.delay).to_string()));
+        env.push(("RETRY_EXIT_CODE".into(), self.exit_code.to_string()));
+        env.push(("RETRY_DELAY_MS".into(), millis(self.delay).to_string()));
+        if let Some(file) = env_file {
+            env.push(("RETRY_ENV_FILE".into(), file.path().to_string()));
+        }
         let into = |fd: std::io::Result<OwnedFd>| match fd {
             Ok(fd) => ChildFd::Fd(fd),
             Err(_) => ChildFd::Null,

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 
 use crate::config::Config;
 use crate::run::child::resolve;
+use crate::run::envfile::EnvVar;
 use crate::run::process::{Child, SpawnError, SpawnOptions};
 use crate::run::runner::watch::Watch;
 use crate::run::stdio::TryIo;
@@ -14,7 +15,7 @@ use crate::run::stdio::TryIo;
 pub fn spawn_command(
     watch: &mut Watch,
     config: &Config,
-    env: &[(&'static str, String)],
+    env: &[EnvVar],
     io: &mut TryIo,
 ) -> anyhow::Result<Result<Child, SpawnError>> {
     let command = &config.command;
@@ -36,7 +37,7 @@ fn spawn_try(
     watch: &mut Watch,
     config: &Config,
     command: &[OsString],
-    env: &[(&'static str, String)],
+    env: &[EnvVar],
     io: &mut TryIo,
 ) -> anyhow::Result<Result<Child, SpawnError>> {
     let (stdio, try_io) = watch.stdio.start_try()?;

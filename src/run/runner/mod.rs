@@ -25,6 +25,7 @@ use crate::policy::{
 use crate::report::event::{During, Event, Failure, NotStarted, Warning};
 use crate::report::log::Log;
 use crate::run::clock::{Moment, after};
+use crate::run::envfile::EnvVar;
 use crate::run::process::Child;
 use crate::run::random::LazyRng;
 use crate::run::signals::Signals;
@@ -43,8 +44,8 @@ pub struct Runner<'c> {
     config: &'c Config,
     log: Log,
     start: Moment,
-    /// The environment of a try: `RETRY_ATTEMPT` first.
-    env: Vec<(&'static str, String)>,
+    /// The environment of a try: `RETRY_ATTEMPT` first, what the hooks set last.
+    env: Vec<EnvVar>,
     /// What the runner waits on: signals, the try's plumbing, the try or hook running now.
     watch: Watch,
     /// How a try or hook is stopped.
@@ -78,13 +79,11 @@ impl<'c> Runner<'c> {
         stdio: RunIo,
         around: Surroundings,
     ) -> Runner<'c> {
-        let mut env = vec![
-            ("RETRY_ATTEMPT", String::new()),
-            (
-                "RETRY_MAX_TRIES",
-                config.policy.max_tries.unwrap_or(0).to_string(),
-            ),
-            ("RETRY_RUN_ID", around.run_id),
+        let tries = config.policy.max_tries.unwrap_or(0).to_string();
+        let mut env: Vec<EnvVar> = vec![
+            ("RETRY_ATTEMPT".into(), String::new()),
+            ("RETRY_MAX_TRIES".into(), tries),
+            ("RETRY_RUN_ID".into(), around.run_id),
         ];
         if let Some(limit) = config.policy.limit {
             let ms = around
@@ -92,7 +91,7 @@ impl<'c> Runner<'c> {
                 .checked_add(limit.at)
                 .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
                 .map_or(u64::MAX, millis);
-            env.push(("RETRY_DEADLINE_MS", ms.to_string()));
+            env.push(("RETRY_DEADLINE_MS".into(), ms.to_string()));
         }
         let job = JobControl::new(around.terminal);
         Runner {
@@ -492,10 +491,10 @@ impl<'c> Runner<'c> {
                     .code(),
                 delay: wait.delay,
                 bound: self.hook_bound(),
+                hands_on: true,
             };
-            if let Some(signal) =
-                hook.run_hook(&mut self.watch, &mut self.log, &self.stopper, &self.env)
-            {
+            let (watch, log) = (&mut self.watch, &mut self.log);
+            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
                 return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
             }
         }
@@ -561,10 +560,10 @@ impl<'c> Runner<'c> {
                 // The run may give up because its budget is spent: the hook still gets the
                 // grace period.
                 bound: self.hook_bound().map(|b| b.max(config.kill_after)),
+                hands_on: false,
             };
-            if let Some(signal) =
-                hook.run_hook(&mut self.watch, &mut self.log, &self.stopper, &self.env)
-            {
+            let (watch, log) = (&mut self.watch, &mut self.log);
+            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
                 return self.interrupted(attempt, signal, During::Wait);
             }
         }
