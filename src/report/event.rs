@@ -322,6 +322,8 @@ pub enum Failure {
     DeadLetter { path: PathBuf, why: String },
     /// `--history` cannot be opened.
     History { path: PathBuf, why: String },
+    /// `--junit` names something the report may not replace (a symbolic link, a directory).
+    Junit { path: PathBuf, why: String },
     /// The try's output could not be written (not for a closed pipe): the failure in words.
     Output(String),
     /// A replay cannot append what became of a run to its file: it stops.
@@ -429,6 +431,8 @@ pub enum Warning {
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
+    /// The `--junit` report could not be written.
+    JunitNotWritten { path: PathBuf, why: String },
 }
 
 impl Warning {
