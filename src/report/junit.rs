@@ -489,3 +489,6 @@ fn interrupted(line: String, signal: Signal) -> CaseEnd {
         reruns: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,6 +17,7 @@ mod edges;
 mod flaky;
 mod herd;
 mod hooks_ci;
+mod junit;
 mod output;
 mod process;
 mod pushback;
