@@ -597,8 +597,9 @@ Several retried steps in one CI log can then be told apart: every human log line
 Maven Surefire's schema, which Jenkins, GitLab and nextest read: one testsuite, and one testcase \
             named by --label, else by the command line. A run that gave up has a failure (its last \
             try and why it gave up) and a rerunFailure for each failed try before; a run that \
-            succeeded after failed tries has a flakyFailure for each. A --repeat has a testcase per \
-            try, a --replay one per run it replays. FILE is replaced whole (written beside it, then \
+            succeeded after failed tries has a flakyFailure for each; a try held back by --throttle \
+            did not fail, and has none. A --repeat has a testcase per try, a --replay one per run it \
+            replays. FILE is replaced whole (written beside it, then \
             renamed over it), with the mode the umask gives; a symbolic link, a directory or \
             anything else but a regular file at FILE is refused before the command runs. A report \
             that cannot be written is a warning, and changes nothing else.",

@@ -11,7 +11,7 @@
 
 mod case;
 mod file;
-mod words;
+mod phrases;
 mod xml;
 
 use std::cell::RefCell;
@@ -31,7 +31,7 @@ use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
 use case::{Case, CaseEnd, Cases, Problem, Suite};
 pub use file::check;
-use words::{give_up_words, held_line, kind, try_line};
+use phrases::{give_up_words, held_line, kind, try_line};
 
 /// The most failed tries of one run that its case lists (the last ones): a run without a try
 /// limit may try for days. The tries left out are counted in the suite's properties.
