@@ -478,13 +478,15 @@ fn a_repeat_of_five_writes_a_testcase_for_each_try() {
     assert!(message.starts_with("try 2/5 exited 7 after "), "{message}");
 }
 
-/// A dead-letter file that `retry` made itself, holding the runs `sh -c SCRIPT` gave up.
+/// Appends to the dead-letter file `file` the run of `sh -c SCRIPT`, which gives up (and
+/// writes its own report, which the record does not keep).
 fn give_up_into(dir: &Path, file: &Path, label: &str, script: &str) {
     let out = retry()
         .current_dir(dir)
         .arg("--dead-letter")
         .arg(file)
-        .args(["--label", label, "-n", "1", "--", "sh", "-c", script])
+        .args(["--junit", "gave-up.xml", "--label", label, "-n", "1"])
+        .args(["--", "sh", "-c", script])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -497,6 +499,13 @@ fn a_replay_of_two_records_writes_a_testcase_for_each() {
     give_up_into(&dir, &letters, "fixed", "test -e fixed");
     give_up_into(&dir, &letters, "broken", "exit 6");
     std::fs::write(dir.join("fixed"), "").unwrap();
+    for record in common::json_file(&letters) {
+        assert_eq!(
+            record["options"],
+            serde_json::json!(["--label", record["label"], "-n", "1"])
+        );
+    }
+    std::fs::remove_file(dir.join("gave-up.xml")).unwrap();
     let out = retry()
         .current_dir(&dir)
         .arg("--replay")
