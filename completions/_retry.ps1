@@ -61,6 +61,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of the log: human, or json (one JSON object per line)')
             [CompletionResult]::new('--log-file', '--log-file', [CompletionResultType]::ParameterName, 'Append the log to this file instead of standard error')
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries')
+            [CompletionResult]::new('--junit', '--junit', [CompletionResultType]::ParameterName, 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never')
             [CompletionResult]::new('--flaky', '--flaky', [CompletionResultType]::ParameterName, 'What a run that succeeded only after a failed try exits with: pass, warn or fail')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails')

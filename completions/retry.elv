@@ -58,6 +58,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --log-format 'Format of the log: human, or json (one JSON object per line)'
             cand --log-file 'Append the log to this file instead of standard error'
             cand --label 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
+            cand --junit 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read'
             cand --color 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
             cand --flaky 'What a run that succeeded only after a failed try exits with: pass, warn or fail'
             cand --repeat 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails'

@@ -57,6 +57,7 @@ pub mod id {
     pub const LOG_FORMAT: &str = "log-format";
     pub const LOG_FILE: &str = "log-file";
     pub const LABEL: &str = "label";
+    pub const JUNIT: &str = "junit";
     pub const COLOR: &str = "color";
     pub const DRY_RUN: &str = "dry-run";
     pub const KEEP_GOING: &str = "keep-going";
@@ -144,6 +145,8 @@ pub struct Cli {
     pub log_format: LogFormat,
     pub log_file: Option<PathBuf>,
     pub label: Option<String>,
+    /// `--junit`: where the JUnit XML report of the run goes.
+    pub junit: Option<PathBuf>,
     pub color: ColorWhen,
     pub dry_run: bool,
     pub dead_letter: Option<PathBuf>,
@@ -608,6 +611,24 @@ Several retried steps in one CI log can then be told apart: every human log line
         .value_parser(parse_label)
         .allow_hyphen_values(true),
         option(
+            id::JUNIT,
+            "FILE",
+            OUTPUT,
+            "When the run ends, write a JUnit XML report of it to FILE, for the CI to read
+
+Maven Surefire's schema, which Jenkins, GitLab and nextest read: one testsuite, and one testcase \
+            named by --label, else by the command line. A run that gave up has a failure (its last \
+            try and why it gave up) and a rerunFailure for each failed try before; a run that \
+            succeeded after failed tries has a flakyFailure for each; a try held back by --throttle \
+            did not fail, and has none. A --repeat has a testcase per try, a --replay one per run it \
+            replays. FILE is replaced whole (written beside it, then \
+            renamed over it), with the mode the umask gives; a symbolic link, a directory or \
+            anything else but a regular file at FILE is refused before the command runs. A report \
+            that cannot be written is a warning, and changes nothing else.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
+        option(
             id::COLOR,
             "WHEN",
             OUTPUT,
@@ -692,6 +713,7 @@ impl Cli {
             log_format: given(m, id::LOG_FORMAT),
             log_file: one(m, id::LOG_FILE),
             label: one(m, id::LABEL),
+            junit: one(m, id::JUNIT),
             stagger: with_text(m, id::STAGGER),
             quota: one(m, id::QUOTA),
             throttle: one(m, id::THROTTLE),

@@ -18,6 +18,7 @@ use crate::store::open::same_file;
 use crate::text::{Charset, printable, quote, unprintable};
 
 mod hint;
+mod junit;
 mod simulation;
 
 pub use simulation::Simulation;
@@ -101,6 +102,8 @@ pub struct Config {
     pub dead_letter: Option<PathBuf>,
     /// `--history`: where every run is recorded (docs/flaky.md#history-and-statistics).
     pub history: Option<PathBuf>,
+    /// `--junit`: where the JUnit XML report of the run goes (docs/ci.md#junit-reports).
+    pub junit: Option<PathBuf>,
     /// `--flaky`: what a run that succeeded after a failed try exits with
     /// (docs/flaky.md#failing-a-flaky-run).
     pub flaky: Flaky,
@@ -336,6 +339,7 @@ impl Config {
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,
+            junit: cli.junit,
             flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,
@@ -436,6 +440,7 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     }
     same_file_as_the_log(cli)?;
     same_record_file(cli)?;
+    junit::same_file_as_another(cli).map_err(UsageError)?;
     if cli.flaky.keep_going && cli.flaky.repeat.is_none() {
         return Err(UsageError(
             "--keep-going goes with --repeat N: it runs all N tries whatever fails (see --help)"

@@ -325,6 +325,8 @@ pub enum Failure {
     DeadLetter { path: PathBuf, why: String },
     /// `--history` cannot be opened.
     History { path: PathBuf, why: String },
+    /// `--junit` names something the report may not replace (a symbolic link, a directory).
+    Junit { path: PathBuf, why: String },
     /// The try's output could not be written (not for a closed pipe): the failure in words.
     Output(String),
     /// A replay cannot append what became of a run to its file: it stops.
@@ -435,6 +437,8 @@ pub enum Warning {
     /// What `RETRY_ENV_FILE` came to (docs/log.md#variables-for-the-next-tries): a line
     /// refused, a file too large, or one that could not be made or read.
     EnvFile(EnvFileNote),
+    /// The `--junit` report could not be written.
+    JunitNotWritten { path: PathBuf, why: String },
 }
 
 impl Warning {

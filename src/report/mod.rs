@@ -12,6 +12,7 @@ pub mod history;
 pub mod human;
 pub mod json;
 pub mod jsonlog;
+pub mod junit;
 pub mod layout;
 pub mod log;
 pub mod policy_text;

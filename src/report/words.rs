@@ -98,6 +98,9 @@ pub fn failure_text(f: &Failure) -> String {
         Failure::History { path, why } => {
             format!("cannot open --history '{}': {why}", path.display())
         }
+        Failure::Junit { path, why } => {
+            format!("cannot write --junit '{}': {why}", path.display())
+        }
         Failure::ReplayNotRecorded { path, why } => {
             format!(
                 "cannot append to '{}': {why}; the replay stops",
@@ -135,6 +138,10 @@ fn file_warning_text(w: &Warning) -> String {
         ),
         Warning::SummaryNotWritten { path, why } => format!(
             "cannot append the tries to the job summary '{}': {why}",
+            path.display()
+        ),
+        Warning::JunitNotWritten { path, why } => format!(
+            "cannot write the --junit report '{}': {why}",
             path.display()
         ),
         other => warning_text(other),
@@ -187,7 +194,8 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::HistoryNotWritten { .. }
         | Warning::LineCutShort { .. }
         | Warning::OutputsNotWritten { .. }
-        | Warning::SummaryNotWritten { .. }) => file_warning_text(w),
+        | Warning::SummaryNotWritten { .. }
+        | Warning::JunitNotWritten { .. }) => file_warning_text(w),
         Warning::EnvFile(note) => env_file_text(note),
     }
 }

@@ -35,6 +35,7 @@ use crate::policy::throttle::ThrottleSpec;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::history::History;
+use crate::report::junit::Junit;
 use crate::report::log::Log;
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
@@ -207,6 +208,11 @@ fn real_run(
         Ok(log) => log,
         Err(status) => return status,
     };
+    if let Some(path) = &config.junit {
+        if let Err(status) = setup::check_junit(path, &mut log) {
+            return status;
+        }
+    }
     let dead_letter = match &config.dead_letter {
         Some(path) => match dead_letter(config, args, path, &run_id) {
             Ok(letter) => Some(letter),
@@ -225,6 +231,10 @@ fn real_run(
             Ok(log) => log,
             Err(status) => return status,
         };
+    }
+    // After the files that may still refuse the run: a report is of a run that began.
+    if let Some(path) = &config.junit {
+        log = log.with_sink(Box::new(Junit::to_file(path)));
     }
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
@@ -293,8 +303,8 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
 
 /// Where this run is recorded if it gives up: the file is created now, so that a path that
 /// cannot be written is an error before the command runs, not after it failed. The options
-/// kept are those given, less --dead-letter itself and --deadline, which would have passed by
-/// the time of a replay.
+/// kept are those given, less --dead-letter itself, --deadline, which would have passed by
+/// the time of a replay, and --junit: a replay writes the report it is asked for.
 fn dead_letter(
     config: &Config,
     args: &[OsString],
@@ -308,7 +318,7 @@ fn dead_letter(
         label: config.label.clone(),
         cwd: std::env::current_dir().ok().map(PathBuf::into_os_string),
         command: config.command.clone(),
-        options: crate::argv::recorded_options(args, &["dead-letter", "deadline"]),
+        options: crate::argv::recorded_options(args, &["dead-letter", "deadline", "junit"]),
         exit_code: 0,
         reason: String::new(),
         tries: 0,

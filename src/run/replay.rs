@@ -18,11 +18,12 @@ use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::policy::{Signal, is_flaky};
 use crate::report::event::{Event, Failure, OptionsProblem, ReplayRefusal, Warning};
+use crate::report::junit::{ReplayJunit, Shared};
 use crate::report::printable;
 use crate::report::replay::pending_list;
 use crate::report::words::replay_refusal;
 use crate::run::clock::Moment;
-use crate::run::setup::{open_log, run_again, run_id};
+use crate::run::setup::{check_junit, open_log, run_again, run_id};
 use crate::run::signals::Signals;
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
 use crate::text::Charset;
@@ -54,6 +55,17 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         Ok(log) => log,
         Err(status) => return status,
     };
+    let junit = match &config.junit {
+        Some(path) => match check_junit(path, &mut log) {
+            Ok(()) => {
+                let shared = Shared::default();
+                log = log.with_sink(Box::new(ReplayJunit::new(path, shared.clone())));
+                Some(shared)
+            }
+            Err(status) => return status,
+        },
+        None => None,
+    };
     for warning in cut_short {
         log.warn(warning);
     }
@@ -71,6 +83,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         pending: 0,
         tries: 0,
         flaky: false,
+        junit,
     }
     .run_all(&runs, signals)
 }
@@ -212,11 +225,18 @@ struct Replay {
     /// The tries of the runs replayed so far, and whether one resolved needed more than one.
     tries: u64,
     flaky: bool,
+    /// With `--junit`, where each run hands its case to the replay's report.
+    junit: Option<Shared>,
 }
 
 /// Runs the pending run `p` again in its directory, with its options `config`: what became of
 /// it, the signal that stopped it (then the replay stops too), and the signal handling back.
-fn run_one(p: &Pending, config: &Config, signals: Signals) -> (Replayed, Option<Signal>, Signals) {
+fn run_one(
+    p: &Pending,
+    config: &Config,
+    signals: Signals,
+    junit: Option<&Shared>,
+) -> (Replayed, Option<Signal>, Signals) {
     if let Err(error) = enter(p, config.charset) {
         let not_run = Replayed::NotRun {
             reason: "cwd".into(),
@@ -224,7 +244,7 @@ fn run_one(p: &Pending, config: &Config, signals: Signals) -> (Replayed, Option<
         };
         return (not_run, None, signals);
     }
-    let end = run_again(config, &p.record.id, signals);
+    let end = run_again(config, &p.record.id, signals, junit);
     let stopped_by = match end.status {
         ExitStatus::Reraise(signal) => Some(signal),
         _ => None,
@@ -260,7 +280,7 @@ impl Replay {
                 total,
                 pending: Box::new(p.clone()),
             });
-            let (replayed, stopped_by, kept) = run_one(p, config, signals);
+            let (replayed, stopped_by, kept) = run_one(p, config, signals, self.junit.as_ref());
             signals = kept;
             if let Err(e) = deadletter::append(
                 &self.file,

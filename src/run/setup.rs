@@ -11,6 +11,7 @@ use crate::exit::ExitStatus;
 use crate::policy::quota::QuotaSpec;
 use crate::report::ci::Ci;
 use crate::report::event::{Event, Failure, Warning};
+use crate::report::junit::{Junit, Shared};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
 use crate::run::random;
@@ -76,6 +77,19 @@ pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<L
         return Err(ExitStatus::Usage);
     }
     Ok(log)
+}
+
+/// Whether the `--junit` report may go to `path` (docs/ci.md#junit-reports): looked at before
+/// the command runs, so that a symbolic link, a directory or anything but a regular file there
+/// is refused at once (logged, 125), not found when the run is over.
+pub(crate) fn check_junit(path: &std::path::Path, log: &mut Log) -> Result<(), ExitStatus> {
+    crate::report::junit::check(path).map_err(|e| {
+        log.emit(Event::Error(Failure::Junit {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        }));
+        ExitStatus::Usage
+    })
 }
 
 /// The end of the budget of a run that started at `start`, if it has one, on the clock that the
@@ -159,13 +173,24 @@ pub(crate) fn run_logged(
 }
 
 /// Runs one recorded run again for `--replay`, under its own id, with the signal handling of
-/// the replay; it is never recorded again (the replay keeps it pending instead).
-pub(crate) fn run_again(config: &Config, id: &str, signals: signals::Signals) -> RunEnd {
+/// the replay; it is never recorded again (the replay keeps it pending instead). With the
+/// replay's `--junit`, its case goes to `junit`, for the replay's report.
+pub(crate) fn run_again(
+    config: &Config,
+    id: &str,
+    signals: signals::Signals,
+    junit: Option<&Shared>,
+) -> RunEnd {
     let start = Moment::now();
     let wall_start = SystemTime::now();
-    // The replay writes one set of step outputs for all its runs.
+    // The replay writes one set of step outputs for all its runs, and one report.
     let log = match open_log(config, id, start) {
-        Ok(log) => log.leaving_step_outputs(),
+        Ok(log) => match junit {
+            Some(shared) => log
+                .leaving_step_outputs()
+                .with_sink(Box::new(Junit::to_replay(shared.clone()))),
+            None => log.leaving_step_outputs(),
+        },
         Err(status) => {
             return RunEnd {
                 status,

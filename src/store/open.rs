@@ -94,7 +94,7 @@ fn open_at(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result<Fil
 }
 
 /// What is not a regular file, said as a refusal.
-pub(super) fn check_type(meta: &std::fs::Metadata) -> Result<(), Refusal> {
+pub fn check_type(meta: &std::fs::Metadata) -> Result<(), Refusal> {
     check_file_mode(meta.mode())
 }
 

@@ -19,6 +19,7 @@ mod env_file;
 mod flaky;
 mod herd;
 mod hooks_ci;
+mod junit;
 mod output;
 mod process;
 mod pushback;

@@ -1,0 +1,494 @@
+//! The `--junit` report (docs/ci.md#junit-reports) as a sink of the run's events: one
+//! `<testsuite>` in Maven Surefire's schema, which Jenkins, GitLab and nextest read, written when
+//! the run ends. A run is one `<testcase>`: a `<failure>` when it gave up (the last try and why,
+//! after a `<rerunFailure>` for each failed try before it), a `<flakyFailure>` for each failed try
+//! of a run that succeeded after them. A try held back by `--throttle` did not fail: it has no
+//! element. A repeat is one `<testcase>` per try, and a replay one per run it replays (each
+//! run's own sink hands its case to the replay's, [`Shared`]).
+//!
+//! `retry` passes the command's standard error on as it comes and keeps none of it, so a
+//! failure's text is the try's outcome in the log's words, never the command's output.
+
+mod case;
+mod file;
+mod phrases;
+mod xml;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use crate::duration::hms;
+use crate::exit::ExitStatus;
+use crate::policy::{Decision, GiveUp, RepeatCount, RepeatEnd, Signal, Verdict};
+use crate::report::event::{Envelope, Event, Failure, Stamp, TryReport, Warning};
+use crate::report::facts::{RunFacts, Sink};
+use crate::report::tally::after_tries;
+use crate::report::words::failure_text;
+use crate::store::deadletter::{Pending, Replayed};
+use crate::text::{self, Charset};
+use case::{Case, CaseEnd, Cases, Problem, Suite};
+pub use file::check;
+use phrases::{give_up_words, held_line, kind, try_line};
+
+/// The most failed tries of one run that its case lists (the last ones): a run without a try
+/// limit may try for days. The tries left out are counted in the suite's properties.
+const MOST_RERUNS: usize = 1000;
+
+/// The most cases of tries that passed in a repeat; failed tries get theirs up to twice that.
+const MOST_CASES: usize = 10_000;
+
+/// The cases that the runs of a replay hand over to the replay's report.
+#[derive(Clone, Default)]
+pub struct Shared(Rc<RefCell<Cases>>);
+
+/// Where the cases go when the run ends.
+enum Out {
+    /// The report's file, written then.
+    File(PathBuf),
+    /// The replay that runs this run, which writes them with those of its other runs.
+    Replay(Shared),
+}
+
+/// Writes the `--junit` report of a run (or a repeat) when it ends.
+pub struct Junit {
+    out: Out,
+    start: Option<SystemTime>,
+    /// The failed tries of the run so far, the last `MOST_RERUNS` of them.
+    failed: VecDeque<Problem>,
+    /// The last try in words, and whether it is the last of `failed`.
+    last: Option<(String, bool)>,
+    /// The try that started last (a try whose output could not be written has no other event).
+    attempt: u64,
+    cases: Cases,
+    /// A try of a repeat whose case waits for the repeat's end, which says how it counts: one
+    /// that the end of the budget cut short, or that a signal stopped.
+    pending: Option<TryReport>,
+    /// The run has ended and its report gone: a later end (a signal during `--on-give-up`)
+    /// changes nothing.
+    done: bool,
+}
+
+impl Junit {
+    /// The report of a run, written to `path` (absolute: a replay changes directory).
+    pub fn to_file(path: &Path) -> Junit {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Junit::new(Out::File(path))
+    }
+
+    /// The report of one run of a replay, handed to the replay's report through `shared`.
+    pub fn to_replay(shared: Shared) -> Junit {
+        Junit::new(Out::Replay(shared))
+    }
+
+    fn new(out: Out) -> Junit {
+        Junit {
+            out,
+            start: None,
+            failed: VecDeque::new(),
+            last: None,
+            attempt: 0,
+            cases: Cases::default(),
+            pending: None,
+            done: false,
+        }
+    }
+
+    /// Counts the ended try `r`: a case of its own in a repeat, else one more failed try of the
+    /// run when it failed.
+    fn try_ended(&mut self, r: &TryReport, facts: &RunFacts) {
+        let line = try_line(r, facts);
+        let failed = !matches!(r.verdict, Verdict::Success(_));
+        if facts.repeat.is_some() {
+            if let Decision::Stop(RepeatEnd::Budget(None)) = r.decision {
+                self.pending = Some(r.clone());
+                return;
+            }
+            let end = match failed {
+                false => CaseEnd::Passed,
+                true => CaseEnd::Failed {
+                    failure: problem(kind(r), line),
+                    reruns: Vec::new(),
+                },
+            };
+            self.push_try(try_name(facts, r.attempt), r.took, end);
+            return;
+        }
+        if failed {
+            if self.failed.len() == MOST_RERUNS {
+                self.failed.pop_front();
+                self.cases.left_out = self.cases.left_out.saturating_add(1);
+            }
+            self.failed.push_back(problem(kind(r), line.clone()));
+        }
+        self.last = Some((line, failed));
+    }
+
+    /// Adds the case of a try of a repeat, unless the report has room for no more.
+    fn push_try(&mut self, name: String, time: Duration, end: CaseEnd) {
+        let room = match end {
+            CaseEnd::Passed => MOST_CASES,
+            _ => 2 * MOST_CASES,
+        };
+        if self.cases.list.len() >= room {
+            self.cases.left_out = self.cases.left_out.saturating_add(1);
+            return;
+        }
+        self.cases.list.push(Case { name, time, end });
+    }
+
+    /// The case of a run that succeeded on its last try: flaky after failed tries, a failure
+    /// when `--flaky fail` fails it (`status`).
+    fn succeeded(&mut self, facts: &RunFacts, elapsed: Duration, status: ExitStatus) -> Case {
+        let reruns: Vec<Problem> = self.failed.drain(..).collect();
+        let end = if status != ExitStatus::Success {
+            let line = self.last_line();
+            let message = format!("{line}, but --flaky fail: exit {}", status.code());
+            CaseEnd::Failed {
+                failure: problem("flaky".into(), message),
+                reruns,
+            }
+        } else if reruns.is_empty() {
+            CaseEnd::Passed
+        } else {
+            CaseEnd::Flaky(reruns)
+        };
+        run_case(facts, elapsed, end)
+    }
+
+    /// The case of a run that gave up after `tries` tries, for `why`: its `<failure>` tells of
+    /// the last try, each failed try before it is a `<rerunFailure>`.
+    fn gave_up(&mut self, facts: &RunFacts, end: GaveUp) -> Case {
+        let last_failed = self.last.as_ref().is_some_and(|(_, failed)| *failed);
+        if last_failed {
+            self.failed.pop_back();
+        }
+        let why = give_up_words(&end.why, end.signal);
+        let line = self.last_line();
+        let summary = format!(
+            "gave up {} in {}: {why}",
+            after_tries(end.tries),
+            hms(end.elapsed)
+        );
+        let failure = Problem {
+            kind: end.why.word().to_string(),
+            message: format!("{line}; giving up: {why}"),
+            detail: format!("{line}\n{summary}"),
+        };
+        let reruns = self.failed.drain(..).collect();
+        run_case(facts, end.elapsed, CaseEnd::Failed { failure, reruns })
+    }
+
+    /// The case that `retry`'s own failure `f` ends: the run's, or in a repeat the try's.
+    fn error(&mut self, facts: &RunFacts, f: &Failure, elapsed: Duration) -> Case {
+        let text = failure_text(f);
+        let error = Problem {
+            kind: "error".into(),
+            message: text.clone(),
+            detail: text,
+        };
+        let reruns = self.failed.drain(..).collect();
+        let end = CaseEnd::Error { error, reruns };
+        match facts.repeat {
+            Some(_) => Case {
+                name: try_name(facts, self.attempt),
+                time: Duration::ZERO,
+                end,
+            },
+            None => run_case(facts, elapsed, end),
+        }
+    }
+
+    /// The end of a repeat: the case of a try that waited for it, if one did.
+    fn repeat_ended(&mut self, facts: &RunFacts, count: &RepeatCount, why: &RepeatEnd) {
+        let Some(r) = self.pending.take() else {
+            return;
+        };
+        let line = try_line(&r, facts);
+        let end = match (why, count.tries) {
+            (RepeatEnd::Interrupted(signal), _) => interrupted(line, *signal),
+            (_, 0) => CaseEnd::Failed {
+                failure: problem("budget".into(), format!("{line}: no try ran to its end")),
+                reruns: Vec::new(),
+            },
+            _ => CaseEnd::Skipped(format!("{line}: cut short by the end of the budget")),
+        };
+        self.push_try(try_name(facts, r.attempt), r.took, end);
+    }
+
+    /// The last try in words, or that none ran.
+    fn last_line(&self) -> String {
+        match &self.last {
+            Some((line, _)) => line.clone(),
+            None => "no try ran".into(),
+        }
+    }
+
+    /// The case that the event of `envelope` ends the run with, if it ends it (a repeat's cases are all in
+    /// `cases` by its end); `Some(None)` for an end that adds no case.
+    fn end_of(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Option<Case>> {
+        let case = match &envelope.event {
+            Event::Succeeded {
+                elapsed, status, ..
+            } => self.succeeded(facts, *elapsed, *status),
+            Event::GaveUp {
+                tries,
+                elapsed,
+                why,
+                signal,
+                ..
+            } => self.gave_up(
+                facts,
+                GaveUp {
+                    tries: *tries,
+                    elapsed: *elapsed,
+                    why: why.clone(),
+                    signal: *signal,
+                },
+            ),
+            Event::RepeatEnded { count, why, .. } => {
+                self.repeat_ended(facts, count, why);
+                return Some(None);
+            }
+            Event::Error(f) => self.error(facts, f, envelope.stamp.elapsed),
+            Event::TryStarted { attempt } => {
+                self.attempt = *attempt;
+                return None;
+            }
+            Event::TryEnded(r) => {
+                self.try_ended(r, facts);
+                return None;
+            }
+            Event::TryInterrupted(r) => {
+                match facts.repeat {
+                    Some(_) => self.pending = Some(r.clone()),
+                    None => self.last = Some((try_line(r, facts), false)),
+                }
+                return None;
+            }
+            // Not a failed try: the report names it only as the last try of a run that gave up.
+            Event::TryHeld(r) => {
+                self.last = Some((held_line(r, facts), false));
+                return None;
+            }
+            Event::Start { .. }
+            | Event::Stagger { .. }
+            | Event::TryOutputDone { .. }
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::Received { .. }
+            | Event::DeadLettered { .. }
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Concluded { .. }
+            | Event::Warning(_)
+            | Event::ReplayStart { .. }
+            | Event::ReplayEnd { .. }
+            | Event::ReplaySummary { .. } => return None,
+        };
+        Some(Some(case))
+    }
+}
+
+/// How a run gave up, as its case needs it.
+struct GaveUp {
+    tries: u64,
+    elapsed: Duration,
+    why: GiveUp,
+    signal: Option<Signal>,
+}
+
+impl Sink for Junit {
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let start = *self.start.get_or_insert(start_of(envelope.stamp));
+        if self.done {
+            return None;
+        }
+        let case = self.end_of(envelope, facts)?;
+        self.done = true;
+        let mut cases = std::mem::take(&mut self.cases);
+        cases.list.extend(case);
+        match &self.out {
+            Out::File(path) => {
+                let suite = Suite {
+                    start,
+                    time: envelope.stamp.elapsed,
+                    cases,
+                };
+                write(path, &suite)
+            }
+            Out::Replay(shared) => {
+                shared.0.borrow_mut().append(cases);
+                None
+            }
+        }
+    }
+}
+
+/// Writes the `--junit` report of a replay when it ends: a case for each run it replayed, the
+/// one that run's own sink made, or one made here for a run that did not run.
+pub struct ReplayJunit {
+    path: PathBuf,
+    shared: Shared,
+    start: Option<SystemTime>,
+    cases: Cases,
+}
+
+impl ReplayJunit {
+    /// The report of a replay, written to `path`; its runs hand their cases over to `shared`.
+    pub fn new(path: &Path, shared: Shared) -> ReplayJunit {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        ReplayJunit {
+            path,
+            shared,
+            start: None,
+            cases: Cases::default(),
+        }
+    }
+}
+
+impl Sink for ReplayJunit {
+    fn take(&mut self, envelope: &Envelope, _: &RunFacts) -> Option<Warning> {
+        let start = *self.start.get_or_insert(start_of(envelope.stamp));
+        match &envelope.event {
+            Event::ReplayEnd {
+                pending, replayed, ..
+            } => {
+                let run = std::mem::take(&mut *self.shared.0.borrow_mut());
+                match run.list.is_empty() {
+                    true => self.cases.list.push(not_reported(pending, replayed)),
+                    false => self.cases.append(run),
+                }
+                None
+            }
+            Event::ReplaySummary { .. } => {
+                let suite = Suite {
+                    start,
+                    time: envelope.stamp.elapsed,
+                    cases: std::mem::take(&mut self.cases),
+                };
+                write(&self.path, &suite)
+            }
+            Event::Start { .. }
+            | Event::Stagger { .. }
+            | Event::TryStarted { .. }
+            | Event::TryOutputDone { .. }
+            | Event::TryEnded(_)
+            | Event::TryInterrupted(_)
+            | Event::TryHeld(_)
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::Succeeded { .. }
+            | Event::RepeatEnded { .. }
+            | Event::Received { .. }
+            | Event::GaveUp { .. }
+            | Event::DeadLettered { .. }
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Concluded { .. }
+            | Event::Warning(_)
+            | Event::Error(_)
+            | Event::ReplayStart { .. } => None,
+        }
+    }
+}
+
+/// The case of a replayed run that made none itself: it could not start (its directory is
+/// gone), or `retry` could not run it (its `--log-file` cannot be opened).
+fn not_reported(p: &Pending, replayed: &Replayed) -> Case {
+    let name = p
+        .record
+        .label
+        .clone()
+        .unwrap_or_else(|| text::command_line(&p.record.command, Charset::Utf8));
+    let failure = match replayed {
+        Replayed::Resolved { .. } => {
+            return Case {
+                name,
+                time: Duration::ZERO,
+                end: CaseEnd::Passed,
+            };
+        }
+        Replayed::Failed {
+            exit_code, reason, ..
+        } => problem(reason.clone(), format!("exit {exit_code} ({reason})")),
+        Replayed::NotRun { reason, error } => problem(reason.clone(), format!("not run: {error}")),
+    };
+    Case {
+        name,
+        time: Duration::ZERO,
+        end: CaseEnd::Failed {
+            failure,
+            reruns: Vec::new(),
+        },
+    }
+}
+
+/// Writes `suite` over `path`: the warning that says why it could not be, if it could not.
+fn write(path: &Path, suite: &Suite) -> Option<Warning> {
+    file::replace(path, &xml::document(suite))
+        .err()
+        .map(|e| Warning::JunitNotWritten {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })
+}
+
+/// When the run started, from the stamp of one of its events.
+fn start_of(stamp: Stamp) -> SystemTime {
+    stamp.at.checked_sub(stamp.elapsed).unwrap_or(stamp.at)
+}
+
+/// The name of the run: its `--label`, else its command line as the log quotes it.
+fn run_name(facts: &RunFacts) -> String {
+    facts
+        .run_label
+        .clone()
+        .unwrap_or_else(|| facts.command.clone())
+}
+
+/// The name of try `attempt` of a repeat.
+fn try_name(facts: &RunFacts, attempt: u64) -> String {
+    format!("{} (try {attempt})", run_name(facts))
+}
+
+fn run_case(facts: &RunFacts, time: Duration, end: CaseEnd) -> Case {
+    Case {
+        name: run_name(facts),
+        time,
+        end,
+    }
+}
+
+/// A problem whose message is also its text.
+fn problem(kind: String, message: String) -> Problem {
+    Problem {
+        kind,
+        detail: message.clone(),
+        message,
+    }
+}
+
+/// The failure of a try of a repeat that `signal`, reaching `retry`, stopped.
+fn interrupted(line: String, signal: Signal) -> CaseEnd {
+    CaseEnd::Failed {
+        failure: problem(
+            GiveUp::Interrupted.word().into(),
+            format!("{line}; interrupted by {signal}"),
+        ),
+        reruns: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

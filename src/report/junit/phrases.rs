@@ -1,0 +1,81 @@
+//! What the `--junit` report says of a try and of a run's end, in the words of the log's lines
+//! (docs/log.md#human-format): `try 2/5 exited 1 after 12ms (transient)`, `giving up: no tries
+//! left`.
+
+use crate::duration::hms;
+use crate::policy::{Form, GiveUp, LimitSource, Outcome, Signal, Verdict};
+use crate::report::event::{HeldReport, TryReport};
+use crate::report::facts::RunFacts;
+use crate::report::words::{not_started, throttle_figures};
+use crate::text::Charset;
+
+/// An ended try as the log's line says it, less what follows it: `try 2/5 exited 1 after
+/// 12ms (transient)`, `try 1/3 timed out after 2s (transient)`, `try 3/5 succeeded after 4ms`;
+/// in a repeat, without the verdict (`try 3/5 exited 1 after 12ms`).
+pub fn try_line(r: &TryReport, facts: &RunFacts) -> String {
+    let label = facts.label(r.attempt);
+    let ended = if let Some(why) = &r.detail {
+        format!(
+            "could not start: {}",
+            not_started(why, r.outcome, Charset::Utf8)
+        )
+    } else if r.outcome == Outcome::Timeout {
+        let limit = r
+            .stopped_by_limit
+            .then_some(facts.limit.unwrap_or(LimitSource::Budget));
+        let at = r.signalled_after.unwrap_or(r.took);
+        let stopped = Outcome::Timeout.words(Form::Count(limit));
+        let kill = match r.killed && facts.signal != Signal::KILL {
+            true => ", then SIGKILL",
+            false => "",
+        };
+        format!("{stopped} after {}, sent {}{kill}", hms(at), facts.signal)
+    } else if matches!(r.verdict, Verdict::Success(_)) && r.outcome == Outcome::Exit(0) {
+        format!("succeeded after {}", hms(r.took))
+    } else {
+        format!("{} after {}", r.outcome.words(Form::Line), hms(r.took))
+    };
+    let verdict = match (&r.verdict, r.verdict.reason()) {
+        (Verdict::Success(_), _) if r.outcome == Outcome::Exit(0) => String::new(),
+        // A repeat has no retries: its lines say no verdict, but that a try was not ready.
+        (Verdict::Success(_), _) if facts.repeat.is_some() => String::new(),
+        _ if facts.repeat.is_some() && r.outcome == Outcome::Exit(0) => {
+            ", but was not ready (--until-output)".into()
+        }
+        _ if facts.repeat.is_some() => String::new(),
+        (verdict, Some(reason)) if r.detail.is_none() => format!(" ({}: {reason})", verdict.word()),
+        (verdict, _) => format!(" ({})", verdict.word()),
+    };
+    format!("try {label} {ended}{verdict}")
+}
+
+/// A try that `--throttle` held back, as the log's line says it: `try 1/3 held back: 0 of 48
+/// tries of quota db were accepted in the last 2m (p=0.95)`.
+pub fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
+    format!(
+        "try {} held back: {}",
+        facts.label(r.attempt),
+        throttle_figures(&r.quota, &r.spec, &r.admission)
+    )
+}
+
+/// Why a run gave up, as the log's `giving up: ...` says it.
+pub fn give_up_words(why: &GiveUp, signal: Option<Signal>) -> String {
+    match (signal, why) {
+        (Some(s), _) => format!("interrupted by {s}"),
+        (None, GiveUp::Permanent) => "the failure is permanent".into(),
+        (None, GiveUp::Tries) => "no tries left".into(),
+        (None, GiveUp::Budget(exceeded)) => exceeded.to_string(),
+        (None, GiveUp::Interrupted) => "interrupted".into(),
+        (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
+        (None, GiveUp::Quota(refusal)) => refusal.to_string(),
+        (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
+        (None, GiveUp::Consecutive) => "too few successful tries in a row for --consecutive".into(),
+    }
+}
+
+/// How a try ended, as a word to group failures by (the `type` of its element): `exit 1`,
+/// `timeout`, `signal SIGKILL`.
+pub fn kind(r: &TryReport) -> String {
+    r.outcome.words(Form::Reason)
+}
