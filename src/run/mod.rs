@@ -5,6 +5,7 @@ pub mod child;
 pub mod clock;
 pub mod demand;
 pub mod dispositions;
+pub mod held;
 pub mod process;
 pub mod random;
 pub mod rawsig;
