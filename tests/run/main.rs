@@ -19,6 +19,7 @@ mod flaky;
 mod herd;
 mod hooks_ci;
 mod output;
+mod output_on_failure;
 mod process;
 mod pushback;
 mod quota_redis;
