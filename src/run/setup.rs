@@ -68,15 +68,8 @@ pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<L
     };
     let on_stderr = opened.is_err() || config.log.file.is_none();
     let clock = clock::stamps(start);
-    let markers = match config.output_on_failure {
-        true => Markers::writing_to(
-            Box::new(held::Stderr::held()),
-            Box::new(held::Stderr::announcement()),
-        ),
-        false => Markers::default(),
-    };
     let log = Log::new(out, config, color, run_id.to_string(), clock);
-    let mut log = log.with_ci(ci, on_stderr, markers);
+    let mut log = log.with_ci(ci, on_stderr, markers_of(config));
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.emit(Event::Error(Failure::LogFile {
             path: path.clone(),
@@ -93,6 +86,18 @@ fn stderr_of_log(config: &Config) -> Box<dyn Write> {
     match config.output_on_failure && config.log.format == crate::config::LogFormat::Human {
         true => Box::new(held::Stderr::held()),
         false => Box::new(io::stderr()),
+    }
+}
+
+/// The CI markers, written where the log's lines go on standard error; the annotation of the
+/// run's end apart, which `--output-on-failure` passes on after a success too.
+fn markers_of(config: &Config) -> Markers {
+    match config.output_on_failure {
+        true => Markers::writing_to(
+            Box::new(held::Stderr::held()),
+            Box::new(held::Stderr::announcement()),
+        ),
+        false => Markers::default(),
     }
 }
 
