@@ -76,6 +76,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--every', '--every', [CompletionResultType]::ParameterName, 'The clients arrive again this often, as a cron fleet does (--model outage) [default: once]')
             [CompletionResult]::new('--foreground', '--foreground', [CompletionResultType]::ParameterName, 'Keep the command in retry''s own process group')
             [CompletionResult]::new('--buffer-stdout', '--buffer-stdout', [CompletionResultType]::ParameterName, 'Hold each try''s standard output; only the successful try''s reaches stdout, once')
+            [CompletionResult]::new('--output-on-failure', '--output-on-failure', [CompletionResultType]::ParameterName, 'Hold everything the run would print, and print it only if the run fails, as chronic does')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the final line when giving up, and nothing on success')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the final line when giving up, and nothing on success')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Add the command line, the policy, the seed and timestamps to the log')

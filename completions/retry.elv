@@ -73,6 +73,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --every 'The clients arrive again this often, as a cron fleet does (--model outage) [default: once]'
             cand --foreground 'Keep the command in retry''s own process group'
             cand --buffer-stdout 'Hold each try''s standard output; only the successful try''s reaches stdout, once'
+            cand --output-on-failure 'Hold everything the run would print, and print it only if the run fails, as chronic does'
             cand -q 'Print only the final line when giving up, and nothing on success'
             cand --quiet 'Print only the final line when giving up, and nothing on success'
             cand -v 'Add the command line, the policy, the seed and timestamps to the log'

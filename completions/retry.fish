@@ -72,6 +72,7 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l stop-if-output -x 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l until-output -x -d 'A success counts only if the try\'s stdout or stderr matched this regular expression'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l stdin -x -a 'auto\\t replay\\t inherit\\t null\\t' -d 'Standard input of the tries: auto, replay, inherit or null'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l buffer-stdout -d 'Hold each try\'s standard output; only the successful try\'s reaches stdout, once'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l output-on-failure -d 'Hold everything the run would print, and print it only if the run fails, as chronic does'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-retry -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) before the wait that precedes each retry'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l on-give-up -x -a '(__fish_complete_command)' -d 'Shell command run (sh -c) when the run gives up, as --on-retry'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dead-letter -r -F -d 'When the run gives up, append it to FILE as one JSON line, to run it again with --replay'

@@ -48,6 +48,7 @@ pub mod id {
     pub const UNTIL_OUTPUT: &str = "until-output";
     pub const STDIN: &str = "stdin";
     pub const BUFFER_STDOUT: &str = "buffer-stdout";
+    pub const OUTPUT_ON_FAILURE: &str = "output-on-failure";
     pub const ON_RETRY: &str = "on-retry";
     pub const ON_GIVE_UP: &str = "on-give-up";
     pub const DEAD_LETTER: &str = "dead-letter";
@@ -138,6 +139,7 @@ pub struct Cli {
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
+    pub output_on_failure: bool,
     pub on_retry: Option<String>,
     pub on_give_up: Option<String>,
     pub quiet: bool,
@@ -517,6 +519,21 @@ auto: a terminal is inherited, a regular file is read again by every try from th
 A failed try's output goes to standard error instead. Output past 64 MiB is held in a temporary \
             file.",
         ),
+        flag(
+            id::OUTPUT_ON_FAILURE,
+            IO,
+            "Hold everything the run would print, and print it only if the run fails, as chronic does
+
+While the run goes on, every try's standard error, the failed tries' standard output, the hooks' \
+            output, the log and the CI markers are held (past 4 MiB, in a temporary file). A run \
+            that succeeds passes on only the successful try's standard output, as --buffer-stdout \
+            does (which it implies), and under GitHub Actions its one annotation: nothing else. A \
+            run that gives up, is interrupted, or that --flaky fail fails, prints everything held \
+            on standard error in the order it happened, each try's output before the log's line \
+            about it, the successful try's standard output on standard output in its place. The \
+            JSON log (--log-format json) and --log-file are not held. Not with --repeat.",
+        )
+        .conflicts_with(id::REPEAT),
         option(
             id::ON_RETRY,
             "CMD",
@@ -706,6 +723,7 @@ impl Cli {
             classify: ClassifyArgs::from_matches(m),
             stdin: given(m, id::STDIN),
             buffer_stdout: m.get_flag(id::BUFFER_STDOUT),
+            output_on_failure: m.get_flag(id::OUTPUT_ON_FAILURE),
             on_retry: one(m, id::ON_RETRY),
             on_give_up: one(m, id::ON_GIVE_UP),
             quiet: m.get_flag(id::QUIET),
@@ -803,7 +821,7 @@ const NOT_WITH_REPEAT: [&str; 15] = [
 
 /// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
 /// but those of the log's format and colour, `-q` and `-v`.
-const NOT_WITH_STATS: [&str; 33] = [
+const NOT_WITH_STATS: [&str; 34] = [
     id::TRIES,
     id::THROTTLE,
     id::CONSECUTIVE,
@@ -831,6 +849,7 @@ const NOT_WITH_STATS: [&str; 33] = [
     id::UNTIL_OUTPUT,
     id::STDIN,
     id::BUFFER_STDOUT,
+    id::OUTPUT_ON_FAILURE,
     id::FLAKY,
     id::KEEP_GOING,
     id::LABEL,

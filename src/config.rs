@@ -112,6 +112,9 @@ pub struct Config {
     pub repeat: Option<RepeatPolicy>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
+    /// `--output-on-failure`: what the run prints is held, and passed on only if it fails
+    /// (docs/output.md#output-on-failure). It holds standard output as `buffer_stdout` does.
+    pub output_on_failure: bool,
     pub on_retry: Option<String>,
     pub on_give_up: Option<String>,
     pub command: Vec<OsString>,
@@ -343,7 +346,8 @@ impl Config {
             flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,
-            buffer_stdout: cli.buffer_stdout,
+            buffer_stdout: cli.buffer_stdout || cli.output_on_failure,
+            output_on_failure: cli.output_on_failure,
             on_retry: cli.on_retry,
             on_give_up: cli.on_give_up,
             command: cli.command,

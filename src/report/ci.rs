@@ -299,12 +299,21 @@ fn replay_outcome(status: ExitStatus, pending: usize) -> (&'static str, &'static
 /// try follows no failure, so a run that succeeds at once shows its output), and under GitHub
 /// the one annotation that announces the end of a run, and one for a Redis quota that refused
 /// the password or the user (a misconfiguration nobody would see in a log that went on).
-#[derive(Default)]
 pub struct Markers {
     /// The group (GitHub, an empty name) or section (GitLab, its name) open around a try.
     fold: Option<String>,
     /// Whether the refusal of the quota's store has been annotated.
     refusal_annotated: bool,
+    /// Where the markers go: standard error, or what holds it (`--output-on-failure`).
+    out: Box<dyn Write>,
+    /// Where the annotation of the run's end goes, which a held run passes on whatever its end.
+    announce: Box<dyn Write>,
+}
+
+impl Default for Markers {
+    fn default() -> Markers {
+        Markers::writing_to(Box::new(std::io::stderr()), Box::new(std::io::stderr()))
+    }
 }
 
 impl Sink for Markers {
@@ -323,7 +332,7 @@ impl Sink for Markers {
                 if system == System::GitHub && !(facts.quiet && *level == Level::Warning) {
                     let label = facts.run_label.as_deref();
                     let line = annotation(level.word(), label, &facts.command, &printable(summary));
-                    write_marker(&line, facts);
+                    write_marker(&mut self.announce, &line, facts);
                 }
             }
             Event::Warning(w) => self.warning(system, w, facts),
@@ -355,6 +364,16 @@ impl Sink for Markers {
 }
 
 impl Markers {
+    /// Markers written to `out`, and the annotation of the run's end to `announce`.
+    pub fn writing_to(out: Box<dyn Write>, announce: Box<dyn Write>) -> Markers {
+        Markers {
+            fold: None,
+            refusal_annotated: false,
+            out,
+            announce,
+        }
+    }
+
     /// Under GitHub, the first refusal of the quota's store is annotated too: a password or
     /// a user that Redis refuses is a misconfiguration someone must see.
     fn warning(&mut self, system: System, warning: &Warning, facts: &RunFacts) {
@@ -368,7 +387,7 @@ impl Markers {
         let label = facts.run_label.as_deref();
         let text = crate::report::words::warning_text(warning);
         let line = annotation("warning", label, &facts.command, &printable(&text));
-        write_marker(&line, facts);
+        write_marker(&mut self.out, &line, facts);
     }
 
     fn open(&mut self, system: System, attempt: u64, unix_secs: u64, facts: &RunFacts) {
@@ -378,12 +397,13 @@ impl Markers {
         let title = fold_title(facts.run_label.as_deref(), &facts.label(attempt));
         match system {
             System::GitHub => {
-                write_marker(&github_group(&title), facts);
+                write_marker(&mut self.out, &github_group(&title), facts);
                 self.fold = Some(String::new());
             }
             System::GitLab => {
                 let name = gitlab_section_name(&facts.run_id, attempt);
-                write_marker(&gitlab_section_start(unix_secs, &name, &title), facts);
+                let start = gitlab_section_start(unix_secs, &name, &title);
+                write_marker(&mut self.out, &start, facts);
                 self.fold = Some(name);
             }
         }
@@ -393,15 +413,16 @@ impl Markers {
         let Some(name) = self.fold.take() else {
             return;
         };
-        match system {
-            System::GitHub => write_marker(GITHUB_END_GROUP, facts),
-            System::GitLab => write_marker(&gitlab_section_end(unix_secs, &name), facts),
-        }
+        let end = match system {
+            System::GitHub => GITHUB_END_GROUP.to_string(),
+            System::GitLab => gitlab_section_end(unix_secs, &name),
+        };
+        write_marker(&mut self.out, &end, facts);
     }
 }
 
-/// Writes one CI marker line to standard error.
-fn write_marker(line: &str, facts: &RunFacts) {
+/// Writes one CI marker line to `out` (standard error, or what holds it).
+fn write_marker(out: &mut Box<dyn Write>, line: &str, facts: &RunFacts) {
     let mut text = if facts.ascii {
         charset::ascii_text(line)
     } else {
@@ -409,7 +430,7 @@ fn write_marker(line: &str, facts: &RunFacts) {
     };
     text.push('\n');
     text.insert_str(0, column::line_start(Stream::Stderr));
-    let _ = std::io::stderr().write_all(text.as_bytes());
+    let _ = out.write_all(text.as_bytes());
 }
 
 #[cfg(test)]

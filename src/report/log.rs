@@ -63,15 +63,16 @@ impl Log {
     }
 
     /// Writes for the CI `ci` found around the run; `on_stderr` when the log itself goes to
-    /// standard error (no `--log-file`). The job summary, the step outputs and the CI markers
-    /// take each event before the log, which may leave a line out when a marker says it.
-    pub fn with_ci(mut self, ci: Ci, on_stderr: bool) -> Log {
+    /// standard error (no `--log-file`); `markers` writes the CI's markers where they go. The
+    /// job summary, the step outputs and the CI markers take each event before the log, which
+    /// may leave a line out when a marker says it.
+    pub fn with_ci(mut self, ci: Ci, on_stderr: bool, markers: ci::Markers) -> Log {
         self.facts.ci = ci;
         self.facts.on_stderr = on_stderr;
         let ci: [Box<dyn Sink>; 3] = [
             Box::new(ci::StepSummary),
             Box::new(ci::StepOutputs),
-            Box::new(ci::Markers::default()),
+            Box::new(markers),
         ];
         self.sinks.splice(0..0, ci);
         self

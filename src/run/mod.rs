@@ -6,6 +6,7 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod envfile;
+pub mod held;
 pub mod process;
 pub mod random;
 pub mod rawsig;

@@ -9,11 +9,12 @@ use std::time::SystemTime;
 use crate::config::Config;
 use crate::exit::ExitStatus;
 use crate::policy::quota::QuotaSpec;
-use crate::report::ci::Ci;
+use crate::report::ci::{Ci, Markers};
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::junit::{Junit, Shared};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
+use crate::run::held;
 use crate::run::random;
 use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
@@ -61,14 +62,15 @@ pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<L
             Err(e) => (Box::new(io::stderr()), false, Err(e)),
         },
         None => (
-            Box::new(io::stderr()),
+            stderr_of_log(config),
             use_color(config.log.color, stderr_tty, no_color),
             Ok(()),
         ),
     };
     let on_stderr = opened.is_err() || config.log.file.is_none();
     let clock = clock::stamps(start);
-    let mut log = Log::new(out, config, color, run_id.to_string(), clock).with_ci(ci, on_stderr);
+    let log = Log::new(out, config, color, run_id.to_string(), clock);
+    let mut log = log.with_ci(ci, on_stderr, markers_of(config));
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.emit(Event::Error(Failure::LogFile {
             path: path.clone(),
@@ -90,6 +92,27 @@ pub(crate) fn check_junit(path: &std::path::Path, log: &mut Log) -> Result<(), E
         }));
         ExitStatus::Usage
     })
+}
+
+/// Standard error as the log writes it: held with the rest of what `--output-on-failure` holds,
+/// but for the JSON log, which machines read as it comes (docs/output.md#output-on-failure).
+fn stderr_of_log(config: &Config) -> Box<dyn Write> {
+    match config.output_on_failure && config.log.format == crate::config::LogFormat::Human {
+        true => Box::new(held::Stderr::held()),
+        false => Box::new(io::stderr()),
+    }
+}
+
+/// The CI markers, written where the log's lines go on standard error; the annotation of the
+/// run's end apart, which `--output-on-failure` passes on after a success too.
+fn markers_of(config: &Config) -> Markers {
+    match config.output_on_failure {
+        true => Markers::writing_to(
+            Box::new(held::Stderr::held()),
+            Box::new(held::Stderr::announcement()),
+        ),
+        false => Markers::default(),
+    }
 }
 
 /// The end of the budget of a run that started at `start`, if it has one, on the clock that the
@@ -137,6 +160,7 @@ pub(crate) fn run_logged(
     let countdown = io::stderr().is_terminal()
         && config.log.file.is_none()
         && !config.log.quiet
+        && !config.output_on_failure
         && config.log.format == crate::config::LogFormat::Human;
     // Under CI the try's output and retry's lines meet in one log, which must never show
     // them glued on one line: retry sees what the try writes beside its lines.

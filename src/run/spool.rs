@@ -10,6 +10,9 @@ use std::path::Path;
 /// How much a spool keeps in memory before it spills to a temporary file.
 pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
 
+/// The most copied at once from one spool into another.
+const COPY_CHUNK: usize = 256 * 1024;
+
 /// In memory up to the limit, then in a temporary file; should the file fail (a full disk),
 /// in memory again after it: a spool never drops a byte.
 #[derive(Debug)]
@@ -104,7 +107,7 @@ impl Spool {
     }
 
     /// A spool that keeps `limit` bytes in memory before it spills.
-    fn with_limit(limit: usize) -> Spool {
+    pub fn with_limit(limit: usize) -> Spool {
         Spool {
             memory: Vec::new(),
             file: None,
@@ -170,6 +173,38 @@ impl Spool {
                 self.failure = Some(io::Error::new(e.kind(), e.to_string()));
                 Err(e)
             }
+        }
+    }
+
+    /// Appends every byte that `other` holds, in order, a chunk at a time: a spool that is
+    /// copied never takes more memory than the two limits. The first error (reading `other`,
+    /// or the temporary file of this spool, whose bytes are then kept in memory) is returned
+    /// for a warning; a read error loses what was left to read.
+    pub fn append_spool(&mut self, other: &Spool) -> Result<(), io::Error> {
+        let mut first = None;
+        let mut buf = vec![0u8; COPY_CHUNK.min(usize::try_from(other.len()).unwrap_or(COPY_CHUNK))];
+        let mut pos = 0;
+        while pos < other.len() {
+            let n = match other.read_at(pos, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return Err(first.unwrap_or(e)),
+            };
+            if let Err(e) = self.append(&buf[..n]) {
+                first.get_or_insert(e);
+            }
+            pos += n as u64;
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The last byte held, if any.
+    pub fn last_byte(&self) -> Option<u8> {
+        let len = self.len();
+        let mut last = [0u8];
+        match len {
+            0 => None,
+            _ => matches!(self.read_at(len - 1, &mut last), Ok(1)).then_some(last[0]),
         }
     }
 
@@ -377,6 +412,21 @@ mod tests {
         assert_eq!(spool.file_part(9).map(|(_, o, l)| (o, l)), Some((5, 5)));
         assert!(spool.file_part(3).is_none() && spool.file_part(14).is_none());
         assert_eq!(contents(&spool), b"0123abcdefghij");
+    }
+
+    #[test]
+    fn a_spool_copied_into_another_keeps_every_byte_in_order() {
+        let mut from = Spool::with_limit(5);
+        let data: Vec<u8> = (0..=255u8).cycle().take(COPY_CHUNK * 2 + 17).collect();
+        from.append(&data).unwrap();
+        assert!(spilled(&from));
+        let mut to = Spool::with_limit(3);
+        to.append(b"ab").unwrap();
+        to.append_spool(&from).unwrap();
+        assert_eq!(to.len(), data.len() as u64 + 2);
+        assert_eq!(&contents(&to)[2..], &data[..]);
+        assert_eq!(to.last_byte(), data.last().copied());
+        assert_eq!(Spool::new().last_byte(), None);
     }
 
     #[test]

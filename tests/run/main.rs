@@ -21,6 +21,7 @@ mod herd;
 mod hooks_ci;
 mod junit;
 mod output;
+mod output_on_failure;
 mod process;
 mod pushback;
 mod quota_redis;

@@ -46,10 +46,13 @@ struct HookOutput {
 
 impl HookOutput {
     /// Under CI, where the try's output passes through `retry` so that its lines start lines
-    /// of their own, a hook's output is kept in a temporary file and passed on when the hook
-    /// ends: a hook is short, and no pipe can fill and stop it meanwhile.
+    /// of their own, and while `--output-on-failure` holds the run's output, a hook's output
+    /// is kept in a temporary file and passed on when the hook ends: a hook is short, and no
+    /// pipe can fill and stop it meanwhile.
     fn under_ci(log: &Log) -> Option<HookOutput> {
-        log.facts().ci.system?;
+        if log.facts().ci.system.is_none() && !crate::run::held::holding() {
+            return None;
+        }
         let file = crate::run::spool::anonymous_file().ok()?;
         Some(HookOutput { file, passed: 0 })
     }
@@ -62,14 +65,14 @@ impl HookOutput {
         let mut buf = vec![0u8; 64 * 1024];
         let mut last = b'\n';
         while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
-            if crate::run::sink::pass_on_stderr(&buf[..n]).is_err() {
+            if crate::run::held::pass_on_stderr(&buf[..n]).is_err() {
                 return;
             }
             last = buf[n - 1];
             self.passed += n as u64;
         }
         if last != b'\n' {
-            let _ = crate::run::sink::pass_on_stderr(b"\n");
+            let _ = crate::run::held::pass_on_stderr(b"\n");
         }
     }
 }

@@ -120,6 +120,7 @@ impl<'c> Runner<'c> {
 
     pub fn run(mut self, seed: u64) -> RunEnd {
         let status = self.run_loop(seed);
+        let status = self.watch.stdio.end_run(status, &mut self.watch.signals);
         let (tries, reason) = self.ended;
         RunEnd {
             status,

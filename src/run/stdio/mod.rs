@@ -22,13 +22,16 @@ use nix::sys::stat::fstat;
 use nix::unistd::isatty;
 
 use crate::config::Config;
-use crate::policy::OutputMatch;
+use crate::exit::ExitStatus;
 use crate::policy::pushback::date_line;
+use crate::policy::{Flaky, OutputMatch};
 use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::dispositions::Dispositions;
+use crate::run::held;
 use crate::run::process::Inherited;
+use crate::run::signals::Signals;
 use crate::run::sink::{pipe, set_nonblocking};
 
 pub use self::fds::Token;
@@ -64,6 +67,13 @@ pub struct RunIo {
     stderr_tty: bool,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
+    /// `--flaky fail`: a success after a failed try fails the run.
+    flaky_fails: bool,
+    /// A try's output has been sent on as a failed one's.
+    failed_before: bool,
+    /// Under `--output-on-failure`, what the successful try's background processes may still
+    /// write: handed off once what is held has been passed on.
+    late: Option<TryIo>,
 }
 
 /// Which of a try's output streams pass through retry, chosen once for the run.
@@ -82,6 +92,9 @@ enum Layout {
     /// Relayed, not watched, and standard output goes elsewhere: only standard error passes
     /// through `retry`, which writes its own lines there.
     Stderr,
+    /// `--output-on-failure`: standard output held until the try ends, as `Hold`, and standard
+    /// error held with the rest of the run's output until the run ends.
+    HoldAll,
 }
 
 impl Layout {
@@ -122,9 +135,15 @@ impl RunIo {
         let mut shared = None;
         let mut same_place =
             || *shared.get_or_insert_with(|| same_file(io::stdout().as_fd(), io::stderr().as_fd()));
-        let layout = Layout::new(config.buffer_stdout, patterns.any(), relay, &mut same_place);
+        let layout = match config.output_on_failure {
+            true => Layout::HoldAll,
+            false => Layout::new(config.buffer_stdout, patterns.any(), relay, &mut same_place),
+        };
         if layout != Layout::Inherit {
             column::set_shared(same_place());
+        }
+        if layout == Layout::HoldAll {
+            held::begin(same_place());
         }
         Ok(RunIo {
             input,
@@ -134,6 +153,9 @@ impl RunIo {
             stdout_tty: isatty(io::stdout()).unwrap_or(false),
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
+            flaky_fails: config.flaky == Flaky::Fail,
+            failed_before: false,
+            late: None,
         })
     }
 
@@ -150,7 +172,7 @@ impl RunIo {
 
     /// A warning for the log, once.
     pub fn take_warning(&mut self) -> Option<String> {
-        self.warning.take()
+        self.warning.take().or_else(held::take_warning)
     }
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
@@ -194,6 +216,10 @@ impl RunIo {
                 ChildFd::Fd(self.open_stream(io, Dest::Stdout, self.stdout_tty)?),
                 ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
             ),
+            Layout::HoldAll => (
+                ChildFd::Fd(self.open_stream(io, Dest::Hold, self.stdout_tty)?),
+                ChildFd::Fd(self.open_stream(io, Dest::Record, self.stderr_tty)?),
+            ),
         })
     }
 
@@ -206,7 +232,7 @@ impl RunIo {
                 .context("cannot create a pseudo-terminal for output")?
         } else {
             let (r, w) = pipe().context("cannot create a pipe for output")?;
-            if dest == Dest::Hold {
+            if matches!(dest, Dest::Hold | Dest::Record) {
                 // Held output is taken as fast as it comes: a larger pipe means fewer
                 // wake-ups per byte (1 GiB held: 1.2 times as fast, BENCHMARKS.md).
                 set_pipe_size(&r, HELD_PIPE);
@@ -300,8 +326,17 @@ impl RunIo {
     /// success) still holds one of its output pipes, a small forwarder process takes the pipes
     /// over and passes what comes on until every writer is done, so that late output is not
     /// lost; `retry` itself exits at once. Held output goes to stdout, as the success's did.
+    /// Under `--output-on-failure`, once what the run holds has been passed on (`end_run`).
     pub fn hand_off(&mut self, io: &mut TryIo) {
-        self.output.hand_off(io);
+        if self.layout != Layout::HoldAll {
+            return self.output.hand_off(io);
+        }
+        self.late = Some(TryIo {
+            late: std::mem::take(&mut io.late),
+            broken: io.broken,
+            failed: io.failed.take(),
+            ..TryIo::default()
+        });
     }
 
     /// The real terminal changed size: the try's pseudo-terminals follow it at once.
@@ -315,9 +350,34 @@ impl RunIo {
     }
 
     /// Sends held standard output on its way: to stdout for the successful try, to stderr
-    /// otherwise. `drain` writes it.
+    /// otherwise. `drain` writes it. Under `--output-on-failure`, a failed try's goes into what
+    /// the run holds instead, and so does a successful one's when `--flaky fail` will fail the
+    /// run all the same, to be passed on in its place (docs/output.md#output-on-failure).
     pub fn deliver(&mut self, io: &mut TryIo, success: bool) {
+        if self.layout == Layout::HoldAll {
+            if !success || (self.flaky_fails && self.failed_before) {
+                self.failed_before |= !success;
+                return self.output.hold_for_the_run(io, success);
+            }
+            self.output.note_success(io);
+        }
         self.output.deliver(io, success);
+    }
+
+    /// The run has ended with `status`: what `--output-on-failure` held is passed on, or
+    /// dropped (docs/output.md#output-on-failure), and then the late output of a successful try
+    /// handed off. A stopping signal that cuts the playback short is what the run exits by.
+    pub fn end_run(&mut self, status: ExitStatus, signals: &mut Signals) -> ExitStatus {
+        if self.layout != Layout::HoldAll {
+            return status;
+        }
+        if let Some(signal) = held::end(status, signals) {
+            return ExitStatus::Reraise(signal);
+        }
+        if let Some(mut late) = self.late.take() {
+            self.output.hand_off(&mut late);
+        }
+        status
     }
 }
 

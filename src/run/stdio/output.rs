@@ -13,6 +13,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::policy::{OutputMatch, Requests};
 use crate::run::dispositions::Dispositions;
+use crate::run::held;
 use crate::run::sink::{Own, Sink, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
@@ -82,6 +83,9 @@ fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
             let (fd, dest) = &late[i];
             match read_fd(fd.as_fd(), &mut buf) {
                 Ok(0) | Err(_) => open[i] = false,
+                // What the successful try's leftovers write to standard error later, under
+                // --output-on-failure: the run has ended, and a success prints nothing there.
+                Ok(_) if *dest == Dest::Record => {}
                 Ok(n) => {
                     if write_all_fd(real_stream(*dest).as_fd(), &buf[..n]).is_err() {
                         return 1;
@@ -129,10 +133,9 @@ impl Outputs {
         let Some(fd) = &s.fd else { return Read::End };
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(
-            if s.dest == Dest::Hold {
-                HELD_PIPE
-            } else {
-                CHUNK
+            match s.dest {
+                Dest::Hold | Dest::Record => HELD_PIPE,
+                Dest::Stdout | Dest::Stderr => CHUNK,
             },
             0,
         );
@@ -160,6 +163,10 @@ impl Outputs {
                 hold(&mut s.held, &buf, warning);
                 self.scratch = buf;
             }
+            Dest::Record => {
+                held::hold(&buf);
+                self.scratch = buf;
+            }
             Dest::Stdout | Dest::Stderr => {
                 // Only an empty pending buffer is read into (see `interest`).
                 self.scratch = std::mem::replace(&mut s.pending, buf);
@@ -173,7 +180,7 @@ impl Outputs {
     /// retry's own stream that output bound for `dest` is written to.
     pub(super) fn sink(&self, dest: Dest) -> &Sink {
         match dest {
-            Dest::Stderr => &self.stderr,
+            Dest::Stderr | Dest::Record => &self.stderr,
             Dest::Stdout | Dest::Hold => &self.stdout,
         }
     }
@@ -322,6 +329,9 @@ impl Outputs {
             s.watch.feed(data, &mut io.requests);
             match s.dest {
                 Dest::Hold => hold(&mut s.held, data, warning),
+                Dest::Record => {
+                    held::hold(data);
+                }
                 Dest::Stdout | Dest::Stderr => {
                     if s.written >= s.pending.len() {
                         s.pending.clear();
@@ -377,6 +387,28 @@ impl Outputs {
     /// True while some output of the try still waits to be written.
     pub(super) fn has_output(&self, io: &TryIo) -> bool {
         io.failed.is_none() && io.streams.iter().any(|s| s.outgoing().is_some())
+    }
+
+    /// Under `--output-on-failure`: the try's held standard output goes into what the run
+    /// holds, for standard error as a failed try's (copied, and the try's own spool emptied),
+    /// or `as_stdout`, in its place, as the successful output of a run that fails all the same.
+    pub(super) fn hold_for_the_run(&mut self, io: &mut TryIo, as_stdout: bool) {
+        for s in io.streams.iter_mut().filter(|s| s.dest == Dest::Hold) {
+            let spool = std::mem::take(&mut s.held);
+            match as_stdout {
+                true => held::hold_stdout(spool),
+                false => held::hold_copy(&spool),
+            }
+        }
+    }
+
+    /// The successful try's held standard output is about to be passed on: what it leaves
+    /// unfinished, the run's held lines know.
+    pub(super) fn note_success(&self, io: &TryIo) {
+        let streams = io.streams.iter().filter(|s| s.dest == Dest::Hold);
+        if let Some(last) = streams.filter_map(|s| s.held.last_byte()).next_back() {
+            held::passed_on_live(last);
+        }
     }
 
     /// Sends held standard output on its way: to stdout for the successful try, to stderr

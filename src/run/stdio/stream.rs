@@ -17,12 +17,15 @@ pub(super) enum Dest {
     Stderr,
     /// Held until the try ends (`--buffer-stdout`).
     Hold,
+    /// Standard error held with the rest of the run's output, as it comes, until the run ends
+    /// (`--output-on-failure`, docs/output.md#output-on-failure).
+    Record,
 }
 
 /// retry's own stream that a try's stream's output goes to.
 pub(super) fn real_stream(dest: Dest) -> Own {
     match dest {
-        Dest::Stderr => Own::Stderr(io::stderr()),
+        Dest::Stderr | Dest::Record => Own::Stderr(io::stderr()),
         Dest::Stdout | Dest::Hold => Own::Stdout(io::stdout()),
     }
 }
@@ -118,7 +121,8 @@ impl Stream {
         if let Some((dest, _)) = self.delivering {
             return Some(dest);
         }
-        (self.dest != Dest::Hold && self.written < self.pending.len()).then_some(self.dest)
+        let passed_on = matches!(self.dest, Dest::Stdout | Dest::Stderr);
+        (passed_on && self.written < self.pending.len()).then_some(self.dest)
     }
 }
 

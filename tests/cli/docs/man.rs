@@ -484,10 +484,12 @@ fn files() -> Vec<Block> {
             "$TMPDIR",
             &format!(
                 "Standard input recorded for later tries, and output held by --buffer-stdout, \
-                 past the first {} MiB, go to a file in $TMPDIR that has no name (O_TMPFILE), or \
-                 where the file system cannot make one, to .retry-spool-* removed as soon as it \
-                 is created: nothing is left behind, whatever ends `retry`.",
-                retry::run::spool::MEMORY_LIMIT >> 20
+                 past the first {} MiB (by --output-on-failure, past the first {} MiB), go to a \
+                 file in $TMPDIR that has no name (O_TMPFILE), or where the file system cannot \
+                 make one, to .retry-spool-* removed as soon as it is created: nothing is left \
+                 behind, whatever ends `retry`.",
+                retry::run::spool::MEMORY_LIMIT >> 20,
+                retry::run::held::MEMORY_LIMIT >> 20
             ),
         ),
         item(
