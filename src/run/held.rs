@@ -154,10 +154,15 @@ pub fn hold(data: &[u8]) -> bool {
 }
 
 /// Holds the standard output a failed try held, for standard error (as `--buffer-stdout`
-/// passes it on), copied: the try's spool is dropped next.
+/// passes it on), copied: the try's spool is dropped next. It comes from another stream than
+/// what was held before it, so it starts on a line of its own: a line the try's standard error
+/// left unfinished is not glued to it.
 pub fn hold_copy(spool: &Spool) {
     with(|record| {
         let open = spool.last_byte().map(|b| b != b'\n');
+        if open.is_some() && record.open {
+            record.hold(b"\n");
+        }
         if let Err(e) = record.current.append_spool(spool) {
             record.file_failed(&e);
         }

@@ -209,6 +209,23 @@ fn a_try_s_unfinished_line_is_followed_by_retry_s_line_on_a_line_of_its_own() {
 }
 
 #[test]
+fn a_failed_try_s_stdout_does_not_join_a_line_its_stderr_left_unfinished() {
+    let args = ["--output-on-failure", "-n", "1"];
+    let script = "echo out; printf 'err, no line break' >&2; exit 3";
+    let (code, both) = merged(&args, script, &[]);
+    assert_eq!(code, Some(3), "{both}");
+    assert_lines(
+        &both,
+        &[
+            "err, no line break",
+            "out",
+            "retry: try 1/1 exited 3 after ",
+            "retry: gave up after 1 try in ",
+        ],
+    );
+}
+
+#[test]
 fn quiet_and_verbose_still_shape_retry_s_own_lines() {
     let quiet = ["--output-on-failure", "-q", "-n", "2", "-d", "1ms"];
     let (code, both) = merged(&quiet, &counted(0), &[]);
