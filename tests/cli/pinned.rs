@@ -9,7 +9,7 @@
 //!
 //! To rewrite the pinned files after a change meant to alter the output:
 //!
-//!     RETRY_UPDATE_PINNED=1 cargo test --test pinned
+//!     RETRY_UPDATE_PINNED=1 cargo test --test cli pinned::
 
 mod common;
 
@@ -32,7 +32,7 @@ fn pin(name: &str, text: &str) {
     }
     let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; write it with RETRY_UPDATE_PINNED=1 cargo test --test pinned",
+            "{}: {e}; write it with RETRY_UPDATE_PINNED=1 cargo test --test cli pinned::",
             path.display()
         )
     });
