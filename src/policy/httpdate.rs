@@ -119,35 +119,23 @@ impl Cursor<'_> {
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT`, after the day's name.
 fn imf_fixdate(c: &mut Cursor<'_>, weekday: usize) -> Option<Fields> {
-    c.word(", ")?;
-    let day = c.digits(2)?;
-    c.word(" ")?;
-    let month = c.one_of(&MONTHS)?;
-    c.word(" ")?;
-    let year = c.digits(4)?;
-    c.word(" ")?;
-    let (hour, minute, second) = c.time()?;
-    c.word(" GMT")?;
-    c.done()?;
-    Some(Fields {
-        weekday,
-        day,
-        month: month as u32 + 1,
-        year: Year::Full(i64::from(year)),
-        hour,
-        minute,
-        second,
-    })
+    day_first(c, weekday, " ", 4)
 }
 
 /// `Sunday, 06-Nov-94 08:49:37 GMT`, after the day's name.
 fn rfc850(c: &mut Cursor<'_>, weekday: usize) -> Option<Fields> {
+    day_first(c, weekday, "-", 2)
+}
+
+/// The two forms that give the day before the month: `, DD` `sep` `Mon` `sep` a year of
+/// `year_digits` digits, then the time and `GMT`.
+fn day_first(c: &mut Cursor<'_>, weekday: usize, sep: &str, year_digits: usize) -> Option<Fields> {
     c.word(", ")?;
     let day = c.digits(2)?;
-    c.word("-")?;
+    c.word(sep)?;
     let month = c.one_of(&MONTHS)?;
-    c.word("-")?;
-    let year = c.digits(2)?;
+    c.word(sep)?;
+    let year = i64::from(c.digits(year_digits)?);
     c.word(" ")?;
     let (hour, minute, second) = c.time()?;
     c.word(" GMT")?;
@@ -156,7 +144,10 @@ fn rfc850(c: &mut Cursor<'_>, weekday: usize) -> Option<Fields> {
         weekday,
         day,
         month: month as u32 + 1,
-        year: Year::TwoDigits(i64::from(year)),
+        year: match year_digits {
+            2 => Year::TwoDigits(year),
+            _ => Year::Full(year),
+        },
         hour,
         minute,
         second,
