@@ -18,6 +18,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::duration::{hms, parse_duration};
+use crate::policy::classify::Verdict;
 
 /// What `--throttle K[:window=DURATION,max=P]` asks for.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -171,6 +172,16 @@ pub enum Counted {
     Accepted,
     /// It failed transiently, or was held back: a request only.
     Refused,
+}
+
+/// How a try that ran counts for the throttle: accepted when the dependency answered (a success,
+/// a permanent failure), refused when it failed transiently; not at all when interrupted.
+pub fn counted(verdict: &Verdict) -> Option<Counted> {
+    match verdict {
+        Verdict::Success(_) | Verdict::Permanent(_) => Some(Counted::Accepted),
+        Verdict::Transient(_) => Some(Counted::Refused),
+        Verdict::Interrupted => None,
+    }
 }
 
 /// The counters a store keeps for a quota's throttle: two slots of the window's length, the

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::duration::millis;
 use crate::exit::ExitStatus;
 use crate::policy::quota::QuotaRefusal;
-use crate::policy::throttle::Admission;
+use crate::policy::throttle::{Admission, counted};
 use crate::policy::{
     Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
 };
@@ -36,7 +36,7 @@ use ended::{Ended, Retry, Try, TryEnd};
 use hooks::Hook;
 use job_control::JobControl;
 pub use quota::SharedQuota;
-use quota::{Admit, Quota, counted, held_report};
+use quota::{Admit, Quota, held_report};
 use stop::{Finish, Leftovers, Stopper};
 use watch::Watch;
 

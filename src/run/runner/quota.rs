@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use crate::policy::Decision;
 use crate::policy::quota::{QuotaRefusal, QuotaSpec};
 use crate::policy::throttle::{Admission, Counted, ThrottleSpec};
-use crate::policy::{Decision, Verdict};
 use crate::report::event::{Event, HeldReport, QuotaAction, Warning};
 use crate::report::log::Log;
 use crate::store::quota::{Exchange, Op, Throttled, Unanswered, Update, unix_ms};
@@ -187,16 +187,6 @@ impl Quota {
                 Answer::None
             }
         }
-    }
-}
-
-/// How a try that ran counts for the throttle: accepted when the dependency answered (a success,
-/// a permanent failure), refused when it failed transiently; not at all when interrupted.
-pub fn counted(verdict: &Verdict) -> Option<Counted> {
-    match verdict {
-        Verdict::Success(_) | Verdict::Permanent(_) => Some(Counted::Accepted),
-        Verdict::Transient(_) => Some(Counted::Refused),
-        Verdict::Interrupted => None,
     }
 }
 
