@@ -149,7 +149,7 @@ fn entry(rng: &mut Rng, step: &Step, id: usize, ts: SystemTime) -> Entry {
         exit_code,
         flaky: ending == Ending::Success && tries > 1,
         duration_ms: (step.base_ms * tries as f64 * (0.5 + rng.unit())) as u64 + id as u64 % 7,
-        try_outcomes,
+        try_outcomes: try_outcomes.into_iter().map(Some).collect(),
         failed: None,
     }
 }
@@ -164,7 +164,7 @@ fn repeat(rng: &mut Rng, step: &Step, ts: SystemTime) -> Entry {
         flaky: false,
         reason: None,
         exit_code: u64::from(failed > 0),
-        try_outcomes: vec![Outcome::Exit(0); tries as usize],
+        try_outcomes: vec![Some(Outcome::Exit(0)); tries as usize],
         failed: Some(failed),
         ..entry(rng, step, 0, ts)
     }

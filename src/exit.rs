@@ -54,23 +54,17 @@ impl ExitStatus {
 
     /// The status of a run that gives up for `why` after a try that ended with `last`: the
     /// last try's status; 125 when the input could not be kept for another try (`retry`'s own
-    /// failure); and 1 after a try that exited 0 but was not ready (`--until-output`): giving
-    /// up is never a success, and 1 is what grep exits when nothing matched.
+    /// failure); 1 after a try that exited 0 but was not ready (`--until-output`), and 1 when
+    /// `--consecutive` saw too few successes in a row: giving up is never a success, and 1 is
+    /// what grep exits when nothing matched.
     pub fn of_giving_up(why: &GiveUp, last: Outcome) -> ExitStatus {
         match why {
             GiveUp::Input => ExitStatus::Usage,
+            // Too few successes in a row: whatever the last try exited, a code that the
+            // classification called a success (`--success-on`) included.
+            GiveUp::Consecutive => ExitStatus::LastExit(1),
             _ if last == Outcome::Exit(0) => ExitStatus::LastExit(1),
             _ => ExitStatus::from_last_try(last),
-        }
-    }
-
-    /// The status of a run whose last try was held back by `--throttle`: what giving up after
-    /// its last try that ran (`last_ran`) would have given, so that no status of the command is
-    /// hidden; 75 when no try ran.
-    pub fn of_held(last_ran: Option<Outcome>) -> ExitStatus {
-        match last_ran {
-            Some(outcome) => ExitStatus::of_giving_up(&GiveUp::Held, outcome),
-            None => ExitStatus::Held,
         }
     }
 

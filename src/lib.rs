@@ -13,6 +13,7 @@ pub mod config;
 pub mod duration;
 pub mod exit;
 pub mod json;
+pub mod outcome;
 pub mod policy;
 pub mod report;
 pub mod run;

@@ -23,7 +23,7 @@ pub use conflict::{Conflict, conflicts};
 pub use httpdate::Clock;
 pub use output::{CaptureMatcher, LineMatcher, Pattern};
 pub use pushback::Requests;
-pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy, is_flaky};
+pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy};
 pub use schedule::{Decision, GiveUp, Policy, Schedule};
 pub use signal::Signal;
 pub use worst::{WorstCase, worst_case};

@@ -24,13 +24,6 @@ pub enum Flaky {
     Fail,
 }
 
-/// Whether a run that succeeded on try `attempt` is flaky: it succeeded only after failed
-/// tries (a run tries again only after a failed try). The one definition: the runner carries
-/// it in its `Succeeded` event, which every sink reads, and a replay counts its runs by it.
-pub fn is_flaky(attempt: u64) -> bool {
-    attempt > 1
-}
-
 impl Flaky {
     pub fn word(self) -> &'static str {
         match self {

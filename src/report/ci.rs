@@ -7,7 +7,6 @@ use std::io::Write;
 use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
-use crate::policy::{GiveUp, RepeatEnd};
 use crate::report::column::{self, Stream};
 use crate::report::event::{Envelope, Event, Level, Warning};
 pub use crate::report::facts::{Ci, System};
@@ -131,6 +130,7 @@ impl Sink for StepSummary {
             | Event::Received { .. }
             | Event::GaveUp { .. }
             | Event::DeadLettered { .. }
+            | Event::RunEnded(_)
             | Event::Countdown { .. }
             | Event::StatusCleared
             | Event::Warning(_)
@@ -194,34 +194,13 @@ impl Sink for StepOutputs {
 /// is a number or a word: none can hold a line break.
 pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
     let (tries, code, flaky, outcome, reason) = match event {
-        // A late success that --flaky fail turns into a failure is not a success.
-        Event::Succeeded {
-            attempt,
-            status,
-            flaky,
-            ..
-        } => {
-            let outcome = match status {
-                ExitStatus::Success => "success",
-                _ => "flaky",
-            };
-            (*attempt, status.code(), *flaky, outcome, "")
-        }
-        Event::RepeatEnded {
-            count, why, status, ..
-        } => {
-            let (outcome, reason) = repeat_outcome(why, count.failed, *status);
-            (count.tries, status.code(), false, outcome, reason)
-        }
-        Event::GaveUp {
-            tries, status, why, ..
-        } => {
-            let outcome = match why {
-                GiveUp::Interrupted => "interrupted",
-                _ => "gave_up",
-            };
-            (*tries, status.code(), false, outcome, why.word())
-        }
+        Event::RunEnded(outcome) => (
+            outcome.tries.counted,
+            outcome.status.code(),
+            outcome.flaky(),
+            outcome.word(),
+            outcome.reason().unwrap_or(""),
+        ),
         // A replay writes one set for the whole of it: its runs leave theirs unwritten.
         Event::ReplaySummary {
             pending,
@@ -248,6 +227,9 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
         | Event::Quota { .. }
         | Event::Received { .. }
         | Event::DeadLettered { .. }
+        | Event::Succeeded { .. }
+        | Event::RepeatEnded { .. }
+        | Event::GaveUp { .. }
         | Event::Countdown { .. }
         | Event::StatusCleared
         | Event::Concluded { .. }
@@ -263,25 +245,6 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
         ("outcome", outcome.to_string()),
         ("reason", reason.to_string()),
     ])
-}
-
-/// The `outcome` and `reason` of a repeat that ended for `why` with `failed` tries failed.
-fn repeat_outcome(
-    why: &RepeatEnd,
-    failed: u64,
-    status: ExitStatus,
-) -> (&'static str, &'static str) {
-    let outcome = match (why, failed, status) {
-        (RepeatEnd::Interrupted(_), _, _) => "interrupted",
-        (_, 0, ExitStatus::Success) => "success",
-        (_, 0, _) => "gave_up",
-        _ => "failed",
-    };
-    let reason = match why {
-        RepeatEnd::Done => "",
-        why => why.word(),
-    };
-    (outcome, reason)
 }
 
 /// The `outcome` and `reason` of a replay that exits with `status`, `pending` runs left.
@@ -352,6 +315,7 @@ impl Sink for Markers {
             | Event::Received { .. }
             | Event::GaveUp { .. }
             | Event::DeadLettered { .. }
+            | Event::RunEnded(_)
             | Event::Countdown { .. }
             | Event::StatusCleared
             | Event::Error(_)
@@ -436,6 +400,7 @@ fn write_marker(out: &mut Box<dyn Write>, line: &str, facts: &RunFacts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::GiveUp;
     use crate::policy::Signal;
     use crate::report::tally::{Tally, TryRow, code_span, markdown_text};
     use std::ffi::OsString;

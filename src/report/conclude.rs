@@ -74,6 +74,7 @@ impl Tally {
             | Event::Quota { .. }
             | Event::Received { .. }
             | Event::DeadLettered { .. }
+            | Event::RunEnded(_)
             | Event::Countdown { .. }
             | Event::StatusCleared
             | Event::Concluded { .. }

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::exit::ExitStatus;
+pub use crate::outcome::During;
+use crate::outcome::RunOutcome;
 use crate::policy::pushback::Ignored;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::{Admission, ThrottleSpec};
@@ -92,9 +94,10 @@ pub enum Event {
         elapsed: Duration,
         waited: Duration,
         status: ExitStatus,
-        /// The run succeeded only after failed tries (the one definition of a flaky run,
-        /// which every sink reads from here).
+        /// The run succeeded only after failed tries (`RunOutcome::flaky`).
         flaky: bool,
+        /// The tries that ran and failed before it.
+        failed: u64,
     },
     /// `--repeat` ended, for `why`, with `status`: what its tries came to (`signal` when a
     /// stopping signal ends `retry`).
@@ -120,7 +123,13 @@ pub enum Event {
         status: ExitStatus,
         last: Option<Outcome>,
         signal: Option<Signal>,
+        /// `--consecutive`: the successful tries in a row when it gave up (0 when the last
+        /// try failed).
+        streak: u64,
     },
+    /// The run has ended, as `outcome` says: the last event of a run, after its hooks and the
+    /// playback of held output, which every record of the run reads.
+    RunEnded(Box<RunOutcome>),
     /// The run that gave up was appended to the `--dead-letter` file.
     DeadLettered { path: PathBuf },
     /// The countdown to try `next`, `secs` seconds away, on the terminal's status line.
@@ -181,31 +190,6 @@ impl Event {
                 ..
             } => *last == Some(pipe),
             _ => false,
-        }
-    }
-}
-
-/// What `retry` was doing when a stopping signal reached it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum During {
-    /// The stagger before the first try.
-    Stagger,
-    /// Try `attempt` was running.
-    Try,
-    /// Try `attempt` had ended, and its output was being written out.
-    Output,
-    /// The wait (or a hook) after try `attempt`.
-    Wait,
-}
-
-impl During {
-    /// The word of the JSON log's `during`.
-    pub fn word(self) -> &'static str {
-        match self {
-            During::Stagger => "stagger",
-            During::Try => "try",
-            During::Output => "output",
-            During::Wait => "wait",
         }
     }
 }

@@ -7,10 +7,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::exit::ExitStatus;
-
 use crate::duration::millis;
-use crate::policy::{GiveUp, Outcome, RepeatEnd};
+use crate::outcome::{RunOutcome, RunVerdict};
+use crate::policy::Outcome;
 use crate::report::event::{Envelope, Event, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::store::deadletter;
@@ -20,20 +19,6 @@ use crate::store::history::{Ending, Entry};
 /// line must stay far below the megabyte a reader takes (5,000 outcomes are about 70 KiB).
 pub const MOST_OUTCOMES: usize = 5000;
 
-/// How a run ended, as its line records it.
-struct End {
-    ending: Ending,
-    tries: u64,
-    /// Why it gave up, or why a repeat ended when not by running every try asked for.
-    reason: Option<String>,
-    status: ExitStatus,
-    elapsed: Duration,
-    /// The failed tries of a repeat.
-    failed: Option<u64>,
-    /// It succeeded only after failed tries.
-    flaky: bool,
-}
-
 /// Records the run in `--history` when it ends.
 pub struct History {
     path: PathBuf,
@@ -41,9 +26,7 @@ pub struct History {
     /// The end of the run's budget, from its start, if it has one: the wait for the lock
     /// ends there.
     until: Option<Duration>,
-    outcomes: Vec<Outcome>,
-    /// The run has been recorded: a later end (a signal during `--on-give-up`) is not.
-    written: bool,
+    outcomes: Vec<Option<Outcome>>,
 }
 
 impl History {
@@ -53,132 +36,55 @@ impl History {
             command,
             until,
             outcomes: Vec::new(),
-            written: false,
         }
     }
 
-    /// The line of the run that `event` ends, if it ends one.
-    fn entry(&self, event: &Event, at: SystemTime, facts: &RunFacts) -> Option<Entry> {
-        let End {
-            ending,
-            tries,
-            reason,
-            status,
-            elapsed,
-            failed,
-            flaky,
-        } = end_of(event)?;
-        Some(Entry {
+    /// The line of the run that ended as `outcome`, at `at`.
+    fn entry(&self, outcome: &RunOutcome, at: SystemTime, facts: &RunFacts) -> Entry {
+        let ending = match &outcome.verdict {
+            RunVerdict::Succeeded | RunVerdict::Flaky { .. } => Ending::Success,
+            RunVerdict::Repeated { .. } => Ending::Repeat,
+            RunVerdict::Interrupted { .. } => Ending::Interrupted,
+            RunVerdict::GaveUp(_) | RunVerdict::OutputFailed | RunVerdict::Internal => {
+                Ending::GaveUp
+            }
+        };
+        Entry {
             id: facts.run_id.clone(),
             ts: deadletter::ts(at),
             label: facts.run_label.clone(),
             command: self.command.clone(),
-            tries,
+            tries: outcome.tries.counted,
             ending,
-            reason,
-            exit_code: u64::try_from(status.code()).unwrap_or_default(),
-            flaky,
-            duration_ms: millis(elapsed),
+            reason: outcome.reason().map(str::to_string),
+            exit_code: u64::try_from(outcome.status.code()).unwrap_or_default(),
+            flaky: outcome.flaky(),
+            duration_ms: millis(outcome.elapsed),
             try_outcomes: self.outcomes.clone(),
-            failed,
-        })
+            failed: Some(match &outcome.verdict {
+                // A repeat counts its failed tries as its summary line does.
+                RunVerdict::Repeated { failed, .. } => *failed,
+                _ => outcome.tries.failed,
+            }),
+        }
     }
-}
-
-/// How the run that `event` ends ended: its ending, tries, reason, status, time and (for a
-/// repeat) failed tries; `None` for an event that ends no run.
-fn end_of(event: &Event) -> Option<End> {
-    let end = match event {
-        Event::Succeeded {
-            attempt,
-            elapsed,
-            status,
-            flaky,
-            ..
-        } => End {
-            ending: Ending::Success,
-            tries: *attempt,
-            reason: None,
-            status: *status,
-            elapsed: *elapsed,
-            failed: None,
-            flaky: *flaky,
-        },
-        Event::GaveUp {
-            tries,
-            elapsed,
-            why,
-            status,
-            ..
-        } => End {
-            ending: match why {
-                GiveUp::Interrupted => Ending::Interrupted,
-                _ => Ending::GaveUp,
-            },
-            tries: *tries,
-            reason: Some(why.word().to_string()),
-            status: *status,
-            elapsed: *elapsed,
-            failed: None,
-            flaky: false,
-        },
-        Event::RepeatEnded {
-            count,
-            status,
-            elapsed,
-            why,
-        } => End {
-            ending: Ending::Repeat,
-            tries: count.tries,
-            // Why it ended when not by running every try asked for.
-            reason: (*why != RepeatEnd::Done).then(|| why.word().to_string()),
-            status: *status,
-            elapsed: *elapsed,
-            failed: Some(count.failed),
-            flaky: false,
-        },
-        // Only the end of a run makes a line (the try outcomes are counted before).
-        Event::Start { .. }
-        | Event::Stagger { .. }
-        | Event::TryStarted { .. }
-        | Event::TryOutputDone { .. }
-        | Event::TryEnded(_)
-        | Event::TryInterrupted(_)
-        | Event::TryHeld(_)
-        | Event::RequestIgnored { .. }
-        | Event::Leftovers { .. }
-        | Event::Wait { .. }
-        | Event::HookFailed { .. }
-        | Event::NoTimeAfterHook { .. }
-        | Event::Quota { .. }
-        | Event::Received { .. }
-        | Event::DeadLettered { .. }
-        | Event::Countdown { .. }
-        | Event::StatusCleared
-        | Event::Concluded { .. }
-        | Event::Warning(_)
-        | Event::Error(_)
-        | Event::ReplayStart { .. }
-        | Event::ReplayEnd { .. }
-        | Event::ReplaySummary { .. } => return None,
-    };
-    Some(end)
 }
 
 impl Sink for History {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
-        let event = &envelope.event;
-        if let Event::TryEnded(r) | Event::TryInterrupted(r) = event {
-            if self.outcomes.len() < MOST_OUTCOMES {
-                self.outcomes.push(r.outcome);
+        let outcome = match &envelope.event {
+            Event::TryEnded(r) | Event::TryInterrupted(r) => {
+                self.add(Some(r.outcome));
+                return None;
             }
-            return None;
-        }
-        if self.written {
-            return None;
-        }
-        let entry = self.entry(event, envelope.stamp.at, facts)?;
-        self.written = true;
+            Event::TryHeld(_) => {
+                self.add(None);
+                return None;
+            }
+            Event::RunEnded(outcome) => outcome,
+            _ => return None,
+        };
+        let entry = self.entry(outcome, envelope.stamp.at, facts);
         let left = self
             .until
             .map(|end| end.saturating_sub(envelope.stamp.elapsed));
@@ -188,5 +94,14 @@ impl Sink for History {
                 path: self.path.clone(),
                 why: e.to_string(),
             })
+    }
+}
+
+impl History {
+    /// Adds a try's outcome (`None`: held back by `--throttle`), up to `MOST_OUTCOMES`.
+    fn add(&mut self, outcome: Option<Outcome>) {
+        if self.outcomes.len() < MOST_OUTCOMES {
+            self.outcomes.push(outcome);
+        }
     }
 }

@@ -197,6 +197,7 @@ impl Sink for HumanLog {
             | Event::Received { .. }
             | Event::GaveUp { .. }
             | Event::DeadLettered { .. }
+            | Event::RunEnded(_)
             | Event::Warning(_)
             | Event::Error(_)
             | Event::ReplayStart { .. }
@@ -291,7 +292,8 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         | Event::Wait { .. }
         | Event::Countdown { .. }
         | Event::StatusCleared
-        | Event::Concluded { .. } => None,
+        | Event::Concluded { .. }
+        | Event::RunEnded(_) => None,
     }
 }
 
@@ -559,6 +561,14 @@ fn received(event: &Event, facts: &RunFacts) -> String {
         During::Output => format!(
             "received {signal} while writing the output of try {label}: the output is cut short; no further try"
         ),
+        During::Start => format!("received {signal} before the first try: no try ran"),
+        During::Hook(which) => {
+            format!("received {signal} during the {which} hook after try {label}: stopped the hook")
+        }
+        During::Playback => {
+            format!("received {signal} while writing the held output: the output is cut short")
+        }
+        During::Report => format!("received {signal} while writing the run's reports"),
     }
 }
 

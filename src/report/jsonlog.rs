@@ -169,7 +169,8 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
         | Event::NoTimeAfterHook { .. }
         | Event::Countdown { .. }
         | Event::StatusCleared
-        | Event::Concluded { .. } => return None,
+        | Event::Concluded { .. }
+        | Event::RunEnded(_) => return None,
     };
     Some(obj)
 }
@@ -226,6 +227,7 @@ fn success(event: &Event, facts: &At<'_>) -> Obj {
         waited,
         status,
         flaky,
+        failed,
     } = event
     else {
         return head("success", facts);
@@ -235,8 +237,7 @@ fn success(event: &Event, facts: &At<'_>) -> Obj {
         .num("elapsed_ms", millis(*elapsed))
         .num("waited_ms", millis(*waited))
         .bool("flaky", *flaky)
-        // Every try before the successful one failed.
-        .num("failed_tries", attempt.saturating_sub(1))
+        .num("failed_tries", *failed)
         .num("exit_code", code(*status))
 }
 

@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::duration::hms;
 use crate::exit::ExitStatus;
+use crate::outcome::RunOutcome;
 use crate::policy::{Decision, GiveUp, RepeatCount, RepeatEnd, Signal, Verdict};
 use crate::report::event::{Envelope, Event, Failure, Stamp, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
@@ -66,8 +67,10 @@ pub struct Junit {
     /// A try of a repeat whose case waits for the repeat's end, which says how it counts: one
     /// that the end of the budget cut short, or that a signal stopped.
     pending: Option<TryReport>,
-    /// The run has ended and its report gone: a later end (a signal during `--on-give-up`)
-    /// changes nothing.
+    /// The case of the run, as the last event that ended it made it: a signal during
+    /// `--on-give-up` makes it again, and the report is written when the run has ended.
+    case: Option<Case>,
+    /// The report has gone.
     done: bool,
 }
 
@@ -92,6 +95,7 @@ impl Junit {
             attempt: 0,
             cases: Cases::default(),
             pending: None,
+            case: None,
             done: false,
         }
     }
@@ -141,8 +145,8 @@ impl Junit {
 
     /// The case of a run that succeeded on its last try: flaky after failed tries, a failure
     /// when `--flaky fail` fails it (`status`).
-    fn succeeded(&mut self, facts: &RunFacts, elapsed: Duration, status: ExitStatus) -> Case {
-        let reruns: Vec<Problem> = self.failed.drain(..).collect();
+    fn succeeded(&self, facts: &RunFacts, elapsed: Duration, status: ExitStatus) -> Case {
+        let reruns: Vec<Problem> = self.failed.iter().cloned().collect();
         let end = if status != ExitStatus::Success {
             let line = self.last_line();
             let message = format!("{line}, but --flaky fail: exit {}", status.code());
@@ -160,10 +164,11 @@ impl Junit {
 
     /// The case of a run that gave up after `tries` tries, for `why`: its `<failure>` tells of
     /// the last try, each failed try before it is a `<rerunFailure>`.
-    fn gave_up(&mut self, facts: &RunFacts, end: GaveUp) -> Case {
+    fn gave_up(&self, facts: &RunFacts, end: GaveUp) -> Case {
         let last_failed = self.last.as_ref().is_some_and(|(_, failed)| *failed);
+        let mut failed = self.failed.clone();
         if last_failed {
-            self.failed.pop_back();
+            failed.pop_back();
         }
         let why = give_up_words(&end.why, end.signal);
         let line = self.last_line();
@@ -177,19 +182,19 @@ impl Junit {
             message: format!("{line}; giving up: {why}"),
             detail: format!("{line}\n{summary}"),
         };
-        let reruns = self.failed.drain(..).collect();
+        let reruns = failed.into_iter().collect();
         run_case(facts, end.elapsed, CaseEnd::Failed { failure, reruns })
     }
 
     /// The case that `retry`'s own failure `f` ends: the run's, or in a repeat the try's.
-    fn error(&mut self, facts: &RunFacts, f: &Failure, elapsed: Duration) -> Case {
+    fn error(&self, facts: &RunFacts, f: &Failure, elapsed: Duration) -> Case {
         let text = failure_text(f);
         let error = Problem {
             kind: "error".into(),
             message: text.clone(),
             detail: text,
         };
-        let reruns = self.failed.drain(..).collect();
+        let reruns = self.failed.iter().cloned().collect();
         let end = CaseEnd::Error { error, reruns };
         match facts.repeat {
             Some(_) => Case {
@@ -226,9 +231,10 @@ impl Junit {
         }
     }
 
-    /// The case that the event of `envelope` ends the run with, if it ends it (a repeat's cases are all in
-    /// `cases` by its end); `Some(None)` for an end that adds no case.
-    fn end_of(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Option<Case>> {
+    /// Takes the event of `envelope`: counts a try, makes the run's case when it ends the
+    /// run (a repeat's cases are all in `cases` by its end), and returns the outcome of the
+    /// run when it has ended, for the report to be written.
+    fn end_of<'e>(&mut self, envelope: &'e Envelope, facts: &RunFacts) -> Option<&'e RunOutcome> {
         let case = match &envelope.event {
             Event::Succeeded {
                 elapsed, status, ..
@@ -250,8 +256,9 @@ impl Junit {
             ),
             Event::RepeatEnded { count, why, .. } => {
                 self.repeat_ended(facts, count, why);
-                return Some(None);
+                return None;
             }
+            Event::RunEnded(outcome) => return Some(outcome),
             Event::Error(f) => self.error(facts, f, envelope.stamp.elapsed),
             Event::TryStarted { attempt } => {
                 self.attempt = *attempt;
@@ -292,7 +299,16 @@ impl Junit {
             | Event::ReplayEnd { .. }
             | Event::ReplaySummary { .. } => return None,
         };
-        Some(Some(case))
+        // retry's own failure ends the run: what follows it changes nothing; a signal during
+        // `--on-give-up` makes the case of the run that gave up again, as interrupted.
+        let errored = self
+            .case
+            .as_ref()
+            .is_some_and(|c| matches!(c.end, CaseEnd::Error { .. }));
+        if !errored {
+            self.case = Some(case);
+        }
+        None
     }
 }
 
@@ -310,10 +326,10 @@ impl Sink for Junit {
         if self.done {
             return None;
         }
-        let case = self.end_of(envelope, facts)?;
+        self.end_of(envelope, facts)?;
         self.done = true;
         let mut cases = std::mem::take(&mut self.cases);
-        cases.list.extend(case);
+        cases.list.extend(self.case.take());
         match &self.out {
             Out::File(path) => {
                 let suite = Suite {
@@ -393,6 +409,7 @@ impl Sink for ReplayJunit {
             | Event::Received { .. }
             | Event::GaveUp { .. }
             | Event::DeadLettered { .. }
+            | Event::RunEnded(_)
             | Event::Countdown { .. }
             | Event::StatusCleared
             | Event::Concluded { .. }

@@ -628,7 +628,7 @@ mod tests {
             exit_code: u64::from(ending != Ending::Success),
             flaky,
             duration_ms: ms,
-            try_outcomes: outcomes,
+            try_outcomes: outcomes.into_iter().map(Some).collect(),
             failed: (ending == Ending::Repeat).then_some(0),
         }
     }

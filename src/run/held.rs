@@ -15,7 +15,6 @@ use std::os::fd::RawFd;
 
 use nix::libc;
 
-use crate::exit::ExitStatus;
 use crate::policy::Signal;
 use crate::report::column::Stream;
 use crate::run::process::reap_all;
@@ -232,15 +231,15 @@ impl Write for Stderr {
     }
 }
 
-/// Ends holding, the run having ended with `status`. After a failure (a give-up, an
-/// interruption, `--flaky fail`) every piece is passed on in the order it came; after a
-/// success, and after a run that ends because the reader of its output has gone (as quietly
-/// as it would without `retry`), only the annotation of its end and its standard output held
-/// in place. A stopping signal that arrives meanwhile ends the playback, and is returned.
-pub fn end(status: ExitStatus, signals: &mut Signals) -> Option<Signal> {
+/// Ends holding, the run having ended. With `failed` (the run's outcome plays its output back:
+/// a give-up, an interruption, `--flaky fail`) every piece is passed on in the order it came;
+/// after a success, and after a run that ends because the reader of its output has gone (as
+/// quietly as it would without `retry`), only the annotation of its end and its standard
+/// output held in place. A stopping signal that arrives meanwhile ends the playback, and is
+/// returned.
+pub fn end(failed: bool, signals: &mut Signals) -> Option<Signal> {
     let mut record = RECORD.with(|cell| cell.borrow_mut().take())?;
     record.seal();
-    let failed = status != ExitStatus::Success && status != ExitStatus::Reraise(Signal::PIPE);
     let mut playback = Playback {
         stdout: Some(Sink::new(Own::Stdout(io::stdout()))),
         stderr: Some(Sink::new(Own::Stderr(io::stderr()))),

@@ -251,7 +251,7 @@ fn real_run(
         run_id,
         dead_letter,
     };
-    run_logged(config, log, signals, begin).status
+    run_logged(config, log, signals, begin).outcome.status
 }
 
 /// The log, with the `--history` sink added: the file is opened now, so that a file that
@@ -299,7 +299,7 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
         run_id,
         dead_letter: None,
     };
-    run_logged(config, log, signals, begin).status
+    run_logged(config, log, signals, begin).outcome.status
 }
 
 /// Where this run is recorded if it gives up: the file is created now, so that a path that

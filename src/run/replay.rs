@@ -16,7 +16,8 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
-use crate::policy::{Signal, is_flaky};
+use crate::outcome::RunOutcome;
+use crate::policy::Signal;
 use crate::report::event::{Event, Failure, OptionsProblem, ReplayRefusal, Warning};
 use crate::report::junit::{ReplayJunit, Shared};
 use crate::report::printable;
@@ -229,31 +230,41 @@ struct Replay {
     junit: Option<Shared>,
 }
 
+/// What replaying one run came to: what the replay records of it, whether it was flaky (as
+/// its outcome says), and the signal that stopped it (then the replay stops too).
+struct Again {
+    replayed: Replayed,
+    flaky: bool,
+    stopped_by: Option<Signal>,
+}
+
 /// Runs the pending run `p` again in its directory, with its options `config`: what became of
-/// it, the signal that stopped it (then the replay stops too), and the signal handling back.
+/// it, and the signal handling back.
 fn run_one(
     p: &Pending,
     config: &Config,
     signals: Signals,
     junit: Option<&Shared>,
-) -> (Replayed, Option<Signal>, Signals) {
+) -> (Again, Signals) {
     if let Err(error) = enter(p, config.charset) {
         let not_run = Replayed::NotRun {
             reason: "cwd".into(),
             error,
         };
-        return (not_run, None, signals);
+        let again = Again {
+            replayed: not_run,
+            flaky: false,
+            stopped_by: None,
+        };
+        return (again, signals);
     }
     let end = run_again(config, &p.record.id, signals, junit);
-    let stopped_by = match end.status {
-        ExitStatus::Reraise(signal) => Some(signal),
-        _ => None,
+    let again = Again {
+        replayed: replayed(&end.outcome),
+        flaky: end.outcome.flaky(),
+        stopped_by: end.outcome.signal(),
     };
-    (
-        outcome(end.status, end.reason, end.tries),
-        stopped_by,
-        end.signals,
-    )
+    (again, end.signals)
 }
 
 impl Replay {
@@ -280,8 +291,13 @@ impl Replay {
                 total,
                 pending: Box::new(p.clone()),
             });
-            let (replayed, stopped_by, kept) = run_one(p, config, signals, self.junit.as_ref());
+            let (again, kept) = run_one(p, config, signals, self.junit.as_ref());
             signals = kept;
+            let Again {
+                replayed,
+                flaky,
+                stopped_by,
+            } = again;
             if let Err(e) = deadletter::append(
                 &self.file,
                 &deadletter::replayed_line(&p.record.id, &replayed),
@@ -294,7 +310,7 @@ impl Replay {
                 self.pending += total - k;
                 return self.summary(ExitStatus::Usage);
             }
-            self.count(&replayed);
+            self.count(&replayed, flaky);
             self.log.emit(Event::ReplayEnd {
                 k: k + 1,
                 total,
@@ -314,21 +330,18 @@ impl Replay {
         self.summary(status)
     }
 
-    /// Counts what a replayed run came to.
-    fn count(&mut self, replayed: &Replayed) {
+    /// Counts what a replayed run came to; `flaky` as its outcome says (a late success that
+    /// --flaky fail failed stays pending, and was flaky all the same).
+    fn count(&mut self, replayed: &Replayed, flaky: bool) {
+        self.flaky |= flaky;
         match *replayed {
             Replayed::Resolved { tries } => {
                 self.resolved += 1;
                 self.tries += tries;
-                self.flaky |= is_flaky(tries);
             }
-            // A late success that --flaky fail failed stays pending, and was flaky all the same.
-            Replayed::Failed {
-                tries, ref reason, ..
-            } => {
+            Replayed::Failed { tries, .. } => {
                 self.pending += 1;
                 self.tries += tries;
-                self.flaky |= reason == "flaky";
             }
             Replayed::NotRun { .. } => self.pending += 1,
         }
@@ -352,16 +365,15 @@ fn enter(p: &Pending, charset: Charset) -> Result<(), String> {
     })
 }
 
-/// What the replayed run that ended with `status` came to.
-fn outcome(status: ExitStatus, reason: Option<&str>, tries: u64) -> Replayed {
-    if status == ExitStatus::Success {
+/// What the replayed run that ended as `outcome` came to.
+fn replayed(outcome: &RunOutcome) -> Replayed {
+    let tries = outcome.tries.counted;
+    if outcome.status == ExitStatus::Success {
         return Replayed::Resolved { tries };
     }
     Replayed::Failed {
-        exit_code: u64::try_from(status.code()).unwrap_or_default(),
-        // No reason: the run ended by retry's own error (usage, output that could not be
-        // written) before it could give up.
-        reason: reason.unwrap_or("error").to_string(),
+        exit_code: u64::try_from(outcome.status.code()).unwrap_or_default(),
+        reason: outcome.pending_reason().to_string(),
         tries,
     }
 }

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use crate::config::Config;
 use crate::exit::ExitStatus;
+use crate::outcome::RunOutcome;
 use crate::policy::quota::QuotaSpec;
 use crate::report::ci::{Ci, Markers};
 use crate::report::event::{Event, Failure, Warning};
@@ -170,9 +171,7 @@ pub(crate) fn run_logged(
         Err(e) => {
             log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
             return RunEnd {
-                status: ExitStatus::Usage,
-                tries: 0,
-                reason: None,
+                outcome: RunOutcome::before_any_try(ExitStatus::Usage),
                 signals,
             };
         }
@@ -217,9 +216,7 @@ pub(crate) fn run_again(
         },
         Err(status) => {
             return RunEnd {
-                status,
-                tries: 0,
-                reason: None,
+                outcome: RunOutcome::before_any_try(status),
                 signals,
             };
         }

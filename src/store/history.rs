@@ -98,9 +98,10 @@ pub struct Entry {
     /// Whether it succeeded after at least one failed try.
     pub flaky: bool,
     pub duration_ms: u64,
-    /// How each of its tries ended, in order.
-    pub try_outcomes: Vec<Outcome>,
-    /// For a `--repeat` run (and only for one): how many of its tries failed.
+    /// How each of its tries ended, in order; `None` for a try that `--throttle` held back.
+    pub try_outcomes: Vec<Option<Outcome>>,
+    /// How many of its tries ran and failed: on every line `retry` writes now, and read from a
+    /// `--repeat` line (older lines of other runs may lack it).
     pub failed: Option<u64>,
 }
 
@@ -137,8 +138,14 @@ impl Entry {
 }
 
 /// The try outcomes as a JSON array, each as the JSON log writes a try's `outcome`.
-fn outcomes_json(outcomes: &[Outcome]) -> String {
-    let objects: Vec<String> = outcomes.iter().map(|&o| outcome_obj(o).finish()).collect();
+fn outcomes_json(outcomes: &[Option<Outcome>]) -> String {
+    let objects: Vec<String> = outcomes
+        .iter()
+        .map(|&o| match o {
+            Some(o) => outcome_obj(o).finish(),
+            None => Obj::new().bool("held", true).finish(),
+        })
+        .collect();
     format!("[{}]", objects.join(","))
 }
 
@@ -308,13 +315,19 @@ fn read_entry(value: &Value) -> Result<Entry, String> {
     let try_outcomes = fields
         .array("try_outcomes")?
         .iter()
-        .map(|o| outcome_of(o).ok_or("\"try_outcomes\" holds what is not a try's outcome"))
-        .collect::<Result<Vec<Outcome>, _>>()?;
+        .map(|o| match o.get("held") == Some(&Value::Bool(true)) {
+            true => Ok(None),
+            false => outcome_of(o)
+                .map(Some)
+                .ok_or("\"try_outcomes\" holds what is not a try's outcome"),
+        })
+        .collect::<Result<Vec<Option<Outcome>>, _>>()?;
     let outcome = fields.text("outcome")?;
     let ending = Ending::from_word(&outcome)
         .ok_or_else(|| format!("\"outcome\" is \"{outcome}\", which no run ends with"))?;
     let failed = match ending {
         Ending::Repeat => Some(fields.number("failed")?),
+        _ if value.get("failed").is_some() => Some(fields.number("failed")?),
         _ => None,
     };
     Ok(Entry {
@@ -414,7 +427,11 @@ mod tests {
             exit_code: 0,
             flaky: true,
             duration_ms: 1234,
-            try_outcomes: vec![Outcome::Exit(3), Outcome::Exit(3), Outcome::Exit(0)],
+            try_outcomes: vec![
+                Some(Outcome::Exit(3)),
+                Some(Outcome::Exit(3)),
+                Some(Outcome::Exit(0)),
+            ],
             failed: None,
         }
     }
@@ -450,18 +467,20 @@ mod tests {
         odd.exit_code = 137;
         odd.flaky = false;
         odd.try_outcomes = vec![
-            Outcome::Exit(255),
-            Outcome::Signal(Signal::KILL),
-            Outcome::Timeout,
-            Outcome::NotFound,
-            Outcome::NotExecutable,
-            Outcome::NoResources,
+            Some(Outcome::Exit(255)),
+            Some(Outcome::Signal(Signal::KILL)),
+            Some(Outcome::Timeout),
+            Some(Outcome::NotFound),
+            Some(Outcome::NotExecutable),
+            None,
+            Some(Outcome::NoResources),
         ];
-        odd.tries = 6;
+        odd.failed = Some(6);
+        odd.tries = 7;
         let mut interrupted = entry("b");
         interrupted.ending = Ending::Interrupted;
         interrupted.reason = Some("interrupted".into());
-        interrupted.try_outcomes = vec![Outcome::Signal(Signal::INT)];
+        interrupted.try_outcomes = vec![Some(Outcome::Signal(Signal::INT))];
         let mut repeat = entry("c");
         repeat.ending = Ending::Repeat;
         repeat.flaky = false;

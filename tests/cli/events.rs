@@ -7,6 +7,7 @@ use crate::common;
 
 use retry::config::{Config, ParseOutcome, parse};
 use retry::exit::ExitStatus;
+use retry::outcome::{RunVerdict, TryCounts};
 use retry::policy::{Decision, GiveUp, Outcome};
 use retry::report::event::Event;
 use retry::report::log::{Collect, Log};
@@ -49,6 +50,7 @@ fn names(events: &[Event]) -> Vec<&'static str> {
             Event::Succeeded { .. } => "succeeded",
             Event::GaveUp { .. } => "gave_up",
             Event::Concluded { .. } => "concluded",
+            Event::RunEnded(_) => "run_ended",
             _ => "other",
         })
         .collect()
@@ -84,7 +86,8 @@ fn every_scenario() {
             "output_done",
             "try_ended",
             "concluded",
-            "gave_up"
+            "gave_up",
+            "run_ended"
         ]
     );
     let Some(Event::TryEnded(last)) = events
@@ -98,15 +101,29 @@ fn every_scenario() {
     assert_eq!(last.decision, Decision::GiveUp(GiveUp::Tries));
     assert!(
         matches!(
-            events.last(),
-            Some(Event::GaveUp {
+            &events[events.len() - 2],
+            Event::GaveUp {
                 tries: 3,
                 why: GiveUp::Tries,
                 ..
-            })
+            }
         ),
         "{events:?}"
     );
+    // The run's outcome, the one value its records read, ends the events.
+    let Some(Event::RunEnded(outcome)) = events.last() else {
+        panic!("no outcome: {events:?}");
+    };
+    assert_eq!(outcome.status, ExitStatus::LastExit(3));
+    assert_eq!(outcome.verdict, RunVerdict::GaveUp(GiveUp::Tries));
+    let counts = TryCounts {
+        counted: 3,
+        ran: 3,
+        failed: 3,
+        held: 0,
+    };
+    assert_eq!(outcome.tries, counts);
+    assert_eq!(outcome.last, Some(Outcome::Exit(3)));
 
     // A first try that succeeds: no wait, no announcement.
     let (status, events) = run(&["-n", "3", "--", "true"]);
@@ -118,7 +135,8 @@ fn every_scenario() {
             "try_started",
             "output_done",
             "try_ended",
-            "succeeded"
+            "succeeded",
+            "run_ended"
         ]
     );
 

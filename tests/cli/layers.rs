@@ -257,9 +257,9 @@ fn the_reading_of_imports_finds_what_it_should() {
     assert_eq!(defined(code), BTreeSet::from(["run_id", "Z"]));
     let graph = graph();
     assert!(
-        graph["run::runner"].contains("report::log"),
+        graph["run::runner::state"].contains("report::log"),
         "{:?}",
-        graph["run::runner"]
+        graph["run::runner::state"]
     );
     assert!(graph["report::log"].contains("report::human"));
 }

@@ -64,9 +64,12 @@ fn held(attempt: u64, decision: Decision) -> Event {
 }
 
 /// The cases that `events` make, as a run of a replay hands them over.
-fn cases_of(facts: &RunFacts, events: Vec<Event>) -> Cases {
+fn cases_of(facts: &RunFacts, mut events: Vec<Event>) -> Cases {
     let shared = Shared::default();
     let mut sink = Junit::to_replay(shared.clone());
+    // The report is written when the run has ended, whatever its outcome.
+    let outcome = RunOutcome::before_any_try(ExitStatus::Success);
+    events.push(Event::RunEnded(Box::new(outcome)));
     for (k, event) in events.into_iter().enumerate() {
         let stamp = Stamp {
             at: SystemTime::UNIX_EPOCH + Duration::from_secs(100 + k as u64),
@@ -85,6 +88,7 @@ fn gave_up(tries: u64, why: GiveUp, last: Option<Outcome>) -> Event {
         status: ExitStatus::LastExit(1),
         last,
         signal: None,
+        streak: 0,
     }
 }
 
@@ -100,6 +104,7 @@ fn a_held_try_is_no_failed_try_and_a_success_after_held_tries_only_passes() {
             waited: Duration::ZERO,
             status: ExitStatus::Success,
             flaky: false,
+            failed: 0,
         },
     ];
     let cases = cases_of(&facts, events);
@@ -174,6 +179,7 @@ fn a_case_lists_the_last_thousand_failed_tries_and_counts_the_rest() {
         waited: Duration::ZERO,
         status: ExitStatus::Success,
         flaky: true,
+        failed: 1500,
     });
     let cases = cases_of(&facts, events);
     let CaseEnd::Flaky(tries) = &cases.list[0].end else {

@@ -139,6 +139,7 @@ impl Emit for Log {
             status,
             last,
             signal,
+            streak: 0,
         });
     }
     fn succeeded(&mut self, attempt: u64, elapsed: Duration, waited: Duration) {
@@ -147,7 +148,9 @@ impl Emit for Log {
             elapsed,
             waited,
             status: crate::exit::ExitStatus::Success,
-            flaky: crate::policy::is_flaky(attempt),
+            // These runs fail every try before the one that succeeds.
+            flaky: attempt > 1,
+            failed: attempt - 1,
         });
     }
     fn request_ignored(&mut self, attempt: u64, ignored: &Ignored) {

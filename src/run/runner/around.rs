@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::time::SystemTime;
 
-use crate::exit::ExitStatus;
+use crate::outcome::RunOutcome;
 use crate::report::event::Warning;
 use crate::run::clock::Moment;
 use crate::run::process::{Inherited, Terminal};
@@ -32,14 +32,10 @@ pub struct Surroundings {
     pub dead_letter: Option<DeadLetter>,
 }
 
-/// How a run ended: its status, and for a replay, its tries, why it gave up if it did, and
-/// the signal handling, which outlives one run.
+/// How a run ended: its outcome, and the signal handling, which outlives one run (a replay
+/// runs many).
 pub struct RunEnd {
-    pub status: ExitStatus,
-    pub tries: u64,
-    /// The `reason` of its `give_up` event, if it gave up; `flaky` for a success that
-    /// `--flaky fail` fails.
-    pub reason: Option<&'static str>,
+    pub outcome: RunOutcome,
     pub signals: Signals,
 }
 

@@ -1,9 +1,7 @@
 //! The dead-letter file (`--dead-letter`): where a run that gives up is recorded, for
 //! `--replay` to run it again later.
 
-use std::time::Duration;
-
-use crate::exit::ExitStatus;
+use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::GiveUp;
 use crate::report::event::{Event, Warning};
 use crate::report::log::Log;
@@ -20,29 +18,25 @@ impl Recorder {
         Recorder { letter }
     }
 
-    /// Appends the run, which gives up after `attempt` tries, to `--dead-letter`: for every
-    /// reason but an interrupt (nobody wants it run again) and input that could not be kept
-    /// (`retry`'s own failure, status 125). A failure to append is told, and changes nothing
-    /// else: the status still says what the command did. `run_end` is the end of the run's
-    /// budget or deadline, if it has one.
-    pub fn record(
-        &self,
-        log: &mut Log,
-        attempt: u64,
-        why: &GiveUp,
-        status: ExitStatus,
-        elapsed: Duration,
-        run_end: Option<Moment>,
-    ) {
+    /// Appends the run to `--dead-letter` when its outcome says it gave up: for every reason
+    /// but input that could not be kept (`retry`'s own failure, status 125); an interrupted
+    /// run is not recorded (nobody wants it run again by surprise). A failure to append is
+    /// told, and changes nothing else: the status still says what the command did. `run_end`
+    /// is the end of the run's budget or deadline, if it has one.
+    pub fn record(&self, log: &mut Log, outcome: &RunOutcome, run_end: Option<Moment>) {
         let Some(letter) = &self.letter else {
             return;
         };
-        if matches!(why, GiveUp::Interrupted | GiveUp::Input) {
+        let RunVerdict::GaveUp(why) = &outcome.verdict else {
+            return;
+        };
+        if *why == GiveUp::Input {
             return;
         }
-        let code = u64::try_from(status.code()).unwrap_or_default();
+        let code = u64::try_from(outcome.status.code()).unwrap_or_default();
         let left = run_end.map(|end| end.saturating_duration_since(Moment::now()));
-        match letter.append(code, why.word(), attempt, elapsed, left) {
+        let tries = outcome.tries.counted;
+        match letter.append(code, why.word(), tries, outcome.elapsed, left) {
             Ok(()) => log.emit(Event::DeadLettered {
                 path: letter.path.clone(),
             }),

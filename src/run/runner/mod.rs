@@ -4,132 +4,37 @@
 mod around;
 mod dead_letter;
 mod ended;
+mod ending;
 mod hooks;
 mod job_control;
 mod launch;
 mod quota;
+mod state;
 mod stop;
 mod watch;
 
 use std::ops::ControlFlow;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use crate::config::Config;
-use crate::duration::millis;
 use crate::exit::ExitStatus;
+use crate::outcome::RunVerdict;
 use crate::policy::quota::QuotaRefusal;
 use crate::policy::throttle::{Admission, counted};
-use crate::policy::{
-    Decision, Flaky, GiveUp, Outcome, OutputMatch, Repeat, RepeatEnd, Schedule, Signal, Verdict,
-};
+use crate::policy::{Decision, Flaky, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict};
 use crate::report::event::{During, Event, Failure, NotStarted, Warning};
-use crate::report::log::Log;
 use crate::run::clock::{Moment, after};
-use crate::run::envfile::EnvVar;
 use crate::run::process::Child;
 use crate::run::random::LazyRng;
-use crate::run::signals::Signals;
-use crate::run::stdio::{RunIo, TryIo};
+use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
-use dead_letter::Recorder;
 use ended::{Ended, Retry, Try, TryEnd};
 use hooks::Hook;
-use job_control::JobControl;
 pub use quota::SharedQuota;
-use quota::{Admit, Quota, held_report};
-use stop::{Finish, Leftovers, Stopper};
-use watch::Watch;
-
-pub struct Runner<'c> {
-    config: &'c Config,
-    log: Log,
-    start: Moment,
-    /// The environment of a try: `RETRY_ATTEMPT` first, what the hooks set last.
-    env: Vec<EnvVar>,
-    /// What the runner waits on: signals, the try's plumbing, the try or hook running now.
-    watch: Watch,
-    /// How a try or hook is stopped.
-    stopper: Stopper,
-    /// The run this one is nested in, if any.
-    outer: Option<OuterRun>,
-    /// The retry quota shared with other runs, if any.
-    quota: Quota,
-    /// Where the run is recorded if it gives up, if anywhere.
-    dead_letter: Recorder,
-    /// `--repeat`: what its tries came to so far. It decides in place of the schedule.
-    repeat: Option<Repeat>,
-    /// How the last failed try ended, for `--flaky fail`.
-    last_failed: Option<Outcome>,
-    /// How the last try that ran ended.
-    last_ran: Option<Outcome>,
-    /// `--consecutive`: the successful tries in a row, the last one included.
-    in_a_row: u64,
-    /// The next try, when `--throttle` held it back: the figures it was held on.
-    next_held: Option<Admission>,
-    /// Tries run, and why the run gave up, once it has ended.
-    ended: (u64, Option<&'static str>),
-}
+use quota::{Admit, held_report};
+pub use state::Runner;
+use stop::{Finish, Leftovers};
 
 impl<'c> Runner<'c> {
-    /// `start` and `wall_start` are the moment `retry` started: the budget counts from there.
-    pub fn new(
-        config: &'c Config,
-        log: Log,
-        signals: Signals,
-        stdio: RunIo,
-        around: Surroundings,
-    ) -> Runner<'c> {
-        let tries = config.policy.max_tries.unwrap_or(0).to_string();
-        let mut env: Vec<EnvVar> = vec![
-            ("RETRY_ATTEMPT".into(), String::new()),
-            ("RETRY_MAX_TRIES".into(), tries),
-            ("RETRY_RUN_ID".into(), around.run_id),
-        ];
-        if let Some(limit) = config.policy.limit {
-            let ms = around
-                .wall_start
-                .checked_add(limit.at)
-                .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or(u64::MAX, millis);
-            env.push(("RETRY_DEADLINE_MS".into(), ms.to_string()));
-        }
-        let job = JobControl::new(around.terminal);
-        Runner {
-            config,
-            log,
-            start: around.start,
-            env,
-            watch: Watch::new(signals, stdio, job, around.inherited),
-            stopper: Stopper::new(config),
-            outer: around.outer,
-            quota: Quota::new(around.quota, config.throttle),
-            dead_letter: Recorder::new(around.dead_letter),
-            repeat: config.repeat.map(Repeat::new),
-            last_failed: None,
-            last_ran: None,
-            in_a_row: 0,
-            next_held: None,
-            ended: (0, None),
-        }
-    }
-
-    pub fn with_countdown(mut self, on: bool) -> Runner<'c> {
-        self.watch.count_down(on);
-        self
-    }
-
-    pub fn run(mut self, seed: u64) -> RunEnd {
-        let status = self.run_loop(seed);
-        let status = self.watch.stdio.end_run(status, &mut self.watch.signals);
-        let (tries, reason) = self.ended;
-        RunEnd {
-            status,
-            tries,
-            reason,
-            signals: self.watch.signals,
-        }
-    }
-
     fn run_loop(&mut self, seed: u64) -> ExitStatus {
         let config = self.config;
         let mut rng = LazyRng::new(seed);
@@ -148,12 +53,16 @@ impl<'c> Runner<'c> {
         }
         self.quota.start(seed);
         self.admit_next();
+        // A signal during the first exchange with the quota's store: no try ran.
+        if let Some(signal) = self.watch.signals.pending_stop() {
+            return self.interrupted(0, signal, During::Start);
+        }
         let status = loop {
             if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
                 break status;
             }
         };
-        if self.ended.1 != Some(GiveUp::Interrupted.word()) {
+        if !matches!(self.end, Some(RunVerdict::Interrupted { .. })) {
             self.quota.finish(&mut self.log);
         }
         status
@@ -183,6 +92,10 @@ impl<'c> Runner<'c> {
         let now = self.start.elapsed();
         schedule.start_try(now);
         let attempt = schedule.tries();
+        self.counts.counted = attempt;
+        self.counts.held += 1;
+        self.last_try_failed = false;
+        self.in_a_row = 0;
         let decision = schedule
             .after_held(now, rng)
             .confirmed(true, || self.admit_next());
@@ -225,6 +138,7 @@ impl<'c> Runner<'c> {
             start: Moment::now(),
             io: TryIo::default(),
         };
+        self.counts.counted = t.attempt;
         self.log.emit(Event::TryStarted { attempt: t.attempt });
         let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
             Ok(end) => end,
@@ -329,8 +243,13 @@ impl<'c> Runner<'c> {
             None => schedule.after_try_with_output(outcome, output, now, rng),
         };
         self.last_ran = Some(outcome);
-        if self.repeat.is_none() && !matches!(verdict, Verdict::Success(_)) {
-            self.last_failed = Some(outcome);
+        self.counts.ran += 1;
+        self.last_try_failed = !matches!(verdict, Verdict::Success(_));
+        if self.last_try_failed {
+            self.counts.failed += 1;
+            if self.repeat.is_none() {
+                self.last_failed = Some(outcome);
+            }
         }
         self.in_a_row = match self.config.policy.consecutive {
             Some(_) => schedule.in_a_row(),
@@ -358,19 +277,24 @@ impl<'c> Runner<'c> {
                 // would have.
                 // A try failed before (tries held back by the throttle did not fail, and
                 // --consecutive's successful tries neither).
-                let flaky = self.last_failed.is_some();
+                let flaky = self.counts.failed > 0;
                 let status = match (self.config.flaky, self.last_failed) {
                     (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
                 };
-                let failed_flaky = (status != ExitStatus::Success).then_some("flaky");
-                self.ended = (t.attempt, failed_flaky);
+                self.end = Some(match flaky {
+                    true => RunVerdict::Flaky {
+                        failed: status != ExitStatus::Success,
+                    },
+                    false => RunVerdict::Succeeded,
+                });
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
                     waited: schedule.waited(),
                     status,
                     flaky,
+                    failed: self.counts.failed,
                 });
                 if self.config.flaky == Flaky::Warn && flaky {
                     let of = self.config.policy.max_tries;
@@ -394,24 +318,6 @@ impl<'c> Runner<'c> {
         }
     }
 
-    /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
-    /// giving up after the first failed one would have given, and 124 when none ran to its end.
-    fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
-        let Some(repeat) = &self.repeat else {
-            return ExitStatus::Success;
-        };
-        let count = repeat.count().clone();
-        let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
-        self.ended = (attempt, None);
-        self.log.emit(Event::RepeatEnded {
-            count,
-            why,
-            status,
-            elapsed: self.start.elapsed(),
-        });
-        status
-    }
-
     /// `retry` received `signal` during try `t`, which has been stopped (if it had started):
     /// writes out what can be at once, reports the try and what it left, and ends the run.
     fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> ExitStatus {
@@ -422,6 +328,8 @@ impl<'c> Runner<'c> {
             .drain(&mut self.log, &mut t.io, Some(Moment::now()));
         self.log.emit(Event::TryOutputDone { attempt: t.attempt });
         if let Some(ended) = ended {
+            self.counts.ran += 1;
+            self.last_ran = Some(ended.outcome);
             let decision = Decision::GiveUp(GiveUp::Interrupted);
             let took = t.start.elapsed();
             let report = ended.report(
@@ -442,8 +350,13 @@ impl<'c> Runner<'c> {
                     count: left.count,
                 });
             }
+            return self.interrupted(t.attempt, signal, During::Try);
         }
-        self.interrupted(t.attempt, signal, During::Try)
+        // The signal came before the try started: after the wait, or before the first try.
+        match t.attempt {
+            1 => self.interrupted(0, signal, During::Start),
+            n => self.interrupted(n - 1, signal, During::Wait),
+        }
     }
 
     /// How writing out the output of try `attempt` ends the run, if it does: a stopping signal
@@ -482,7 +395,7 @@ impl<'c> Runner<'c> {
         let config = self.config;
         self.log.emit(Event::Wait { attempt, wait });
         let waiting = Moment::now();
-        if let Some(command) = &config.on_retry {
+        if let Some(command) = config.on_retry.as_ref().filter(|_| self.last_try_failed) {
             let hook = Hook {
                 which: "--on-retry",
                 command,
@@ -496,7 +409,8 @@ impl<'c> Runner<'c> {
             };
             let (watch, log) = (&mut self.watch, &mut self.log);
             if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
+                let during = During::Hook("--on-retry");
+                return ControlFlow::Break(self.interrupted(attempt, signal, during));
             }
         }
         // The hook's time is part of the wait: the next try starts as planned, or when the hook
@@ -521,83 +435,6 @@ impl<'c> Runner<'c> {
     fn run_end(&self) -> Option<Moment> {
         let limit = self.config.policy.limit?;
         self.start.checked_add(limit.at)
-    }
-
-    /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
-    fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
-        if let Some(failure) = &io.failed {
-            self.log
-                .emit(Event::Error(Failure::Output(failure.to_string())));
-        }
-        ExitStatus::OutputFailed
-    }
-
-    /// Gives up after try `attempt` ended with `outcome`: the log, then `--on-give-up`.
-    /// Gives up after try `attempt`, for `why`; `last` is how the last try that ran ended
-    /// (`None` when every try was held back by the throttle).
-    fn give_up(&mut self, attempt: u64, why: &GiveUp, last: Option<Outcome>) -> ExitStatus {
-        let config = self.config;
-        let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
-        let elapsed = self.start.elapsed();
-        self.ended = (attempt, Some(why.word()));
-        self.log.emit(Event::GaveUp {
-            tries: attempt,
-            elapsed,
-            why: why.clone(),
-            status,
-            last,
-            signal: None,
-        });
-        let run_end = self.run_end();
-        self.dead_letter
-            .record(&mut self.log, attempt, why, status, elapsed, run_end);
-        if let Some(command) = &config.on_give_up {
-            let hook = Hook {
-                which: "--on-give-up",
-                command,
-                attempt,
-                exit_code: status.code(),
-                delay: Duration::ZERO,
-                // The run may give up because its budget is spent: the hook still gets the
-                // grace period.
-                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
-                hands_on: false,
-            };
-            let (watch, log) = (&mut self.watch, &mut self.log);
-            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                return self.interrupted(attempt, signal, During::Wait);
-            }
-        }
-        status
-    }
-
-    fn interrupted(&mut self, attempt: u64, signal: Signal, during: During) -> ExitStatus {
-        self.ended = (attempt, Some(GiveUp::Interrupted.word()));
-        self.log.emit(Event::Received {
-            signal,
-            attempt,
-            during,
-        });
-        let status = ExitStatus::Reraise(signal);
-        if let Some(repeat) = &self.repeat {
-            let count = repeat.count().clone();
-            self.log.emit(Event::RepeatEnded {
-                count,
-                why: RepeatEnd::Interrupted(signal),
-                status,
-                elapsed: self.start.elapsed(),
-            });
-            return status;
-        }
-        self.log.emit(Event::GaveUp {
-            tries: attempt,
-            elapsed: self.start.elapsed(),
-            why: GiveUp::Interrupted,
-            status,
-            last: None,
-            signal: Some(signal),
-        });
-        status
     }
 
     /// Runs one try to its end, stopping it on its timeout (`limit`, which is the end of the

@@ -22,7 +22,7 @@ use nix::sys::stat::fstat;
 use nix::unistd::isatty;
 
 use crate::config::Config;
-use crate::exit::ExitStatus;
+use crate::policy::Signal;
 use crate::policy::pushback::date_line;
 use crate::policy::{Flaky, OutputMatch};
 use crate::report::column;
@@ -367,17 +367,17 @@ impl RunIo {
     /// The run has ended with `status`: what `--output-on-failure` held is passed on, or
     /// dropped (docs/output.md#output-on-failure), and then the late output of a successful try
     /// handed off. A stopping signal that cuts the playback short is what the run exits by.
-    pub fn end_run(&mut self, status: ExitStatus, signals: &mut Signals) -> ExitStatus {
+    pub fn end_run(&mut self, play_all: bool, signals: &mut Signals) -> Option<Signal> {
         if self.layout != Layout::HoldAll {
-            return status;
+            return None;
         }
-        if let Some(signal) = held::end(status, signals) {
-            return ExitStatus::Reraise(signal);
+        if let Some(signal) = held::end(play_all, signals) {
+            return Some(signal);
         }
         if let Some(mut late) = self.late.take() {
             self.output.hand_off(&mut late);
         }
-        status
+        None
     }
 }
 

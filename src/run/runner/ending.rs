@@ -1,0 +1,180 @@
+//! How a run ends: giving up, a repeat's end, a signal, output that could not be written, and
+//! the run's outcome made from them once, which the event that ends the run carries to every
+//! record (docs/log.md#every-record-of-a-run-agrees).
+
+use std::time::Duration;
+
+use super::around::RunEnd;
+use super::hooks::Hook;
+use super::state::Runner;
+use crate::exit::ExitStatus;
+use crate::outcome::{RunOutcome, RunVerdict};
+use crate::policy::{GiveUp, Outcome, RepeatEnd, Signal};
+use crate::report::event::{During, Event, Failure};
+use crate::run::stdio::TryIo;
+
+impl Runner<'_> {
+    /// Runs the command to the run's end, and makes the run's outcome: it plays back what
+    /// `--output-on-failure` held, records a run that gave up in `--dead-letter`, and reports
+    /// the outcome in the event every record reads.
+    pub fn run(mut self, seed: u64) -> RunEnd {
+        let status = self.run_loop(seed);
+        let mut outcome = self.outcome(status);
+        let signals = &mut self.watch.signals;
+        if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
+            let status = self.interrupted(self.counts.counted, signal, During::Playback);
+            outcome = self.outcome(status);
+        }
+        let run_end = self.run_end();
+        self.dead_letter.record(&mut self.log, &outcome, run_end);
+        self.log.emit(Event::RunEnded(Box::new(outcome.clone())));
+        // A signal while the reports were written: they are whole, and retry dies of it.
+        if let Some(signal) = self.watch.signals.pending_stop() {
+            self.log.emit(Event::Received {
+                signal,
+                attempt: self.counts.counted,
+                during: During::Report,
+            });
+            outcome.status = ExitStatus::Reraise(signal);
+            outcome.verdict = RunVerdict::Interrupted {
+                signal,
+                during: During::Report,
+            };
+        }
+        RunEnd {
+            outcome,
+            signals: self.watch.signals,
+        }
+    }
+
+    /// The run's outcome, as it ended with `status`: the one value every record reads.
+    fn outcome(&self, status: ExitStatus) -> RunOutcome {
+        RunOutcome {
+            status,
+            verdict: self.end.clone().unwrap_or(RunVerdict::Internal),
+            tries: self.counts,
+            streak: self.in_a_row,
+            last: self.last_ran,
+            elapsed: self.start.elapsed(),
+        }
+    }
+
+    /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
+    /// giving up after the first failed one would have given, and 124 when none ran to its end.
+    pub(super) fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
+        let Some(repeat) = &self.repeat else {
+            return ExitStatus::Success;
+        };
+        let count = repeat.count().clone();
+        let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
+        self.counts.counted = attempt;
+        self.end = Some(RunVerdict::Repeated {
+            why: why.clone(),
+            failed: count.failed,
+        });
+        self.log.emit(Event::RepeatEnded {
+            count,
+            why,
+            status,
+            elapsed: self.start.elapsed(),
+        });
+        status
+    }
+
+    /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
+    pub(super) fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
+        self.end = Some(RunVerdict::OutputFailed);
+        if let Some(failure) = &io.failed {
+            self.log
+                .emit(Event::Error(Failure::Output(failure.to_string())));
+        }
+        ExitStatus::OutputFailed
+    }
+
+    /// Gives up after try `attempt`, for `why`; `last` is how the last try that ran ended
+    /// (`None` when every try was held back by the throttle). The log, then `--on-give-up`
+    /// when the last try ran and failed.
+    pub(super) fn give_up(
+        &mut self,
+        attempt: u64,
+        why: &GiveUp,
+        last: Option<Outcome>,
+    ) -> ExitStatus {
+        let config = self.config;
+        let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
+        let elapsed = self.start.elapsed();
+        self.counts.counted = attempt;
+        self.end = Some(match why {
+            // Ctrl-C reached the command, and so the terminal's foreground group: retry too.
+            GiveUp::Interrupted => RunVerdict::Interrupted {
+                signal: Signal::INT,
+                during: During::Try,
+            },
+            why => RunVerdict::GaveUp(why.clone()),
+        });
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed,
+            why: why.clone(),
+            status,
+            last,
+            signal: None,
+            streak: self.in_a_row,
+        });
+        let on_give_up = config.on_give_up.as_ref().filter(|_| self.last_try_failed);
+        if let Some(command) = on_give_up {
+            let hook = Hook {
+                which: "--on-give-up",
+                command,
+                attempt,
+                exit_code: status.code(),
+                delay: Duration::ZERO,
+                // The run may give up because its budget is spent: the hook still gets the
+                // grace period.
+                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
+                hands_on: false,
+            };
+            let (watch, log) = (&mut self.watch, &mut self.log);
+            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
+                return self.interrupted(attempt, signal, During::Hook("--on-give-up"));
+            }
+        }
+        status
+    }
+
+    pub(super) fn interrupted(
+        &mut self,
+        attempt: u64,
+        signal: Signal,
+        during: During,
+    ) -> ExitStatus {
+        self.counts.counted = attempt;
+        self.end = Some(RunVerdict::Interrupted { signal, during });
+        self.log.emit(Event::Received {
+            signal,
+            attempt,
+            during,
+        });
+        let status = ExitStatus::Reraise(signal);
+        if let Some(repeat) = &self.repeat {
+            let count = repeat.count().clone();
+            self.log.emit(Event::RepeatEnded {
+                count,
+                why: RepeatEnd::Interrupted(signal),
+                status,
+                elapsed: self.start.elapsed(),
+            });
+            return status;
+        }
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed: self.start.elapsed(),
+            why: GiveUp::Interrupted,
+            status,
+            last: None,
+            signal: Some(signal),
+            streak: self.in_a_row,
+        });
+        status
+    }
+}
