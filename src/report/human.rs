@@ -232,7 +232,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
     match event {
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
-        Event::GaveUp { .. } => Some(gave_up(event)),
+        Event::GaveUp { .. } => Some(gave_up(event, facts)),
         Event::RepeatEnded { count, why, .. } => {
             // A repeat in which no try ran to its end failed too: -q keeps its line.
             let failed =
@@ -603,13 +603,14 @@ fn leftovers(event: &Event, facts: &RunFacts) -> String {
 }
 
 /// The last line of a run that gave up: `gave up after 3 tries in 2.1s: exit 4`.
-fn gave_up(event: &Event) -> Line {
+fn gave_up(event: &Event, facts: &RunFacts) -> Line {
     let Event::GaveUp {
         tries,
         elapsed,
         signal,
         last,
         why,
+        streak,
         ..
     } = event
     else {
@@ -621,9 +622,17 @@ fn gave_up(event: &Event) -> Line {
         (None, Some(outcome)) if *why == GiveUp::Held => {
             format!("the last try was held back by --throttle; the last that ran: {outcome}")
         }
-        (None, Some(Outcome::Exit(0))) if *why == GiveUp::Consecutive => {
-            "exit 0, but too few successful tries in a row (--consecutive)".into()
-        }
+        // The last try succeeded, in a streak that something else cut short.
+        (None, Some(outcome)) if *streak > 0 => match (why, facts.consecutive) {
+            (GiveUp::Consecutive, _) | (_, None) => {
+                format!("{outcome}, but too few successful tries in a row (--consecutive)")
+            }
+            (_, Some(n)) => {
+                format!(
+                    "{outcome}, but only {streak} of {n} successful tries in a row (--consecutive)"
+                )
+            }
+        },
         // Otherwise only --until-output gives up after a try that exited 0.
         (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
         (None, Some(outcome)) => outcome.to_string(),

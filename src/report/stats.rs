@@ -220,7 +220,11 @@ impl<'a> Group<'a> {
         self.runs += 1;
         match entry.ending {
             Ending::Success if entry.flaky => self.flaky += 1,
-            Ending::Success if entry.tries == 1 => self.first_try += 1,
+            // No try failed (a --consecutive streak that never broke has several tries);
+            // a line written before `failed` was on every line: one try.
+            Ending::Success if entry.failed.map_or(entry.tries == 1, |f| f == 0) => {
+                self.first_try += 1
+            }
             Ending::Success | Ending::Repeat => {}
             Ending::GaveUp => self.gave_up += 1,
             Ending::Interrupted => self.interrupted += 1,

@@ -188,23 +188,22 @@ fn parse(text: &[u8]) -> (Vec<Assignment>, Vec<EnvFileNote>) {
         }
         let checked = match form(text) {
             Form::Plain(name, value) => checked(line, name, Cow::Borrowed(value)),
-            Form::Heredoc(name, delimiter) if valid_name(name) => {
+            Form::Heredoc(name, delimiter) => {
                 // The lines of the value are the value's, whatever they look like, up to the
-                // one that ends it.
-                match lines[next..].iter().position(|l| *l == delimiter) {
-                    Some(end) => {
-                        let value = lines[next..next + end].join(&b'\n');
-                        next += end + 1;
-                        checked(line, name, Cow::Owned(value))
-                    }
+                // one that ends it: also when the heredoc is refused, none of them is read as
+                // an assignment.
+                let end = lines[next..].iter().position(|l| *l == delimiter);
+                let value = end.map(|end| lines[next..next + end].join(&b'\n'));
+                next = end.map_or(lines.len(), |end| next + end + 1);
+                match value {
+                    _ if !valid_name(name) => Err(note(line, None, EnvLineProblem::BadName)),
+                    Some(value) => checked(line, name, Cow::Owned(value)),
                     None => {
-                        next = lines.len();
                         let name = String::from_utf8_lossy(name).into_owned();
                         Err(note(line, Some(name), EnvLineProblem::Unended))
                     }
                 }
             }
-            Form::Heredoc(..) => Err(note(line, None, EnvLineProblem::BadName)),
             Form::Not => Err(note(line, None, EnvLineProblem::NotAssignment)),
         };
         match checked {
@@ -354,6 +353,16 @@ mod tests {
         // The first of = and << decides.
         let (vars, _) = set("A=x<<y\n");
         assert_eq!(vars, [pair("A", "x<<y")]);
+    }
+
+    #[test]
+    fn a_refused_heredoc_is_skipped_to_its_delimiter_and_its_lines_set_nothing() {
+        let (vars, notes) = set("MY-CONF<<EOF\nMODE=prod\nEOF\nNEXT=1\n");
+        assert_eq!(vars, [pair("NEXT", "1")]);
+        assert_eq!(notes, [note(1, None, EnvLineProblem::BadName)]);
+        let (vars, notes) = set("RETRY_X<<EOF\nMODE=prod\nEOF\n");
+        assert!(vars.is_empty(), "{vars:?}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
     }
 
     #[test]

@@ -20,11 +20,13 @@
 //! - `flaky`: whether it succeeded after at least one failed try;
 //! - `try_outcomes`: how each try ended, as the JSON log's `outcome` field writes it
 //!   (`{"exit":3}`, `{"signal":"KILL"}`, `{"timeout":true}`, `{"not_found":true}`,
-//!   `{"not_executable":true}`, `{"no_resources":true}`).
+//!   `{"not_executable":true}`, `{"no_resources":true}`), and `{"held":true}` for a try that
+//!   `--throttle` held back;
+//! - `failed`: the number of its tries that ran and failed (lines written before it was added
+//!   have it only for `repeat`).
 //!
-//! A `repeat` line has `flaky` false, `reason` null, and one more field after `try_outcomes`:
-//! `failed`, the number of its tries that failed. Fields are added over time, never renamed:
-//! the reader ignores the fields it does not know.
+//! A `repeat` line has `flaky` false and `reason` null. Fields are added over time, never
+//! renamed: the reader ignores the fields it does not know.
 
 use std::ffi::OsString;
 use std::fs::File;

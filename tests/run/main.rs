@@ -25,6 +25,7 @@ mod output_on_failure;
 mod process;
 mod pushback;
 mod quota_redis;
+mod records;
 mod run;
 mod signals;
 mod stdio;

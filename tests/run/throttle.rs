@@ -447,3 +447,56 @@ fn throttle_needs_a_quota_and_a_k_above_one() {
         assert!(err.contains(word), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn held_tries_are_in_the_history_and_no_hook_runs_after_one() {
+    // p = 0.95: most tries are held back. The hook runs only after a try that ran and failed,
+    // and a run whose every try was held lists them all in its history line.
+    let mut all_held = 0;
+    for seed in 1..=12 {
+        let runtime = runtime_dir("throttle-records");
+        failing_store(&runtime, "q", 1000);
+        let dir = temp_dir("throttle-records");
+        let (ran, hooks, history) = (dir.join("ran"), dir.join("hooks"), dir.join("history"));
+        let out = retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args(["-n", "3", "-d", "1ms", "--quota", "q", "--throttle", "2"])
+            .arg("--on-retry")
+            .arg(format!("echo $RETRY_ATTEMPT >> '{}'", hooks.display()))
+            .arg("--history")
+            .arg(&history)
+            .args(["--seed", &seed.to_string(), "--", "sh", "-c"])
+            .arg(format!(
+                "echo $RETRY_ATTEMPT >> '{}'; exit 1",
+                ran.display()
+            ))
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let ran: Vec<String> = read(&ran).lines().map(str::to_string).collect();
+        for attempt in read(&hooks).lines() {
+            assert!(
+                ran.iter().any(|r| r == attempt),
+                "a hook after try {attempt}, which did not run (ran: {ran:?}): {log}"
+            );
+        }
+        let line = &common::json_file(&history)[0];
+        assert_eq!(line["tries"], 3, "{line}");
+        let outcomes = line["try_outcomes"].as_array().unwrap();
+        assert_eq!(outcomes.len(), 3, "one entry a try, held or not: {line}");
+        let held = outcomes.iter().filter(|o| o["held"] == true).count();
+        assert_eq!(held + ran.len(), 3, "{line}");
+        assert_eq!(
+            line["failed"],
+            ran.len(),
+            "a held try is no failure: {line}"
+        );
+        if ran.is_empty() {
+            all_held += 1;
+            assert_eq!(out.status.code(), Some(75), "{log}");
+            assert_eq!(line["exit_code"], 75, "{line}");
+        }
+    }
+    assert!(all_held > 0, "no seed held every try back");
+}

@@ -379,7 +379,12 @@ impl<'c> Runner<'c> {
             // Never 0 after losing output: the command itself would have met SIGPIPE, and
             // retry dies of it as the command would have.
             self.log.warn(Warning::ReaderGone);
-            return Some(ExitStatus::Reraise(Signal::PIPE));
+            let signal = Signal::PIPE;
+            self.end = Some(RunVerdict::Interrupted {
+                signal,
+                during: During::Output,
+            });
+            return Some(ExitStatus::Reraise(signal));
         }
         None
     }
