@@ -403,6 +403,7 @@ mod tests {
     use crate::policy::GiveUp;
     use crate::policy::Signal;
     use crate::report::tally::{Tally, TryRow, code_span, markdown_text};
+    use crate::report::words;
     use std::ffi::OsString;
     use std::path::PathBuf;
     use std::time::Duration;
@@ -495,12 +496,20 @@ mod tests {
         tally.record(row(3, "exit 1", Some(400)), true);
         assert_eq!(tally.failed(), 3);
         assert_eq!(tally.failures(), "exit 1 ×2, timed out");
-        let text = tally.gave_up(3, Duration::from_secs(2), &GiveUp::Tries, None);
+        let text = tally.gave_up(
+            3,
+            Duration::from_secs(2),
+            &words::give_up_reason(&GiveUp::Tries, None),
+        );
         assert_eq!(
             text,
             "gave up after 3 tries in 2s, no tries left: exit 1 ×2, timed out"
         );
-        let text = tally.gave_up(3, Duration::ZERO, &GiveUp::Interrupted, Some(Signal::TERM));
+        let text = tally.gave_up(
+            3,
+            Duration::ZERO,
+            &words::give_up_reason(&GiveUp::Interrupted, Some(Signal::TERM)),
+        );
         assert!(text.starts_with("gave up after 3 tries in 0s, interrupted by SIGTERM: "));
         tally.record(row(4, "exit 0", None), false);
         assert_eq!(

@@ -60,7 +60,10 @@ impl Tally {
                 if event.reader_gone() {
                     return None;
                 }
-                (Level::Error, self.gave_up(*tries, *elapsed, why, *signal))
+                {
+                    let why = crate::report::words::give_up_reason(why, *signal);
+                    (Level::Error, self.gave_up(*tries, *elapsed, &why))
+                }
             }
             Event::Start { .. }
             | Event::Stagger { .. }
@@ -108,7 +111,10 @@ impl Tally {
             ExitStatus::Success => (Level::Warning, summary),
             failed => (
                 Level::Error,
-                format!("{summary}, but --flaky fail: exit {}", failed.code()),
+                format!(
+                    "{summary}, but {}",
+                    crate::report::words::flaky_fail(failed)
+                ),
             ),
         }
     }

@@ -463,17 +463,12 @@ fn decision_words(decision: &Decision) -> String {
             format!("; next try in {}{}", hms(wait.delay), requested_words(wait))
         }
         Decision::Succeed | Decision::Stop(_) => String::new(),
-        Decision::GiveUp(GiveUp::Tries) => "; giving up: no tries left".into(),
-        Decision::GiveUp(GiveUp::Input) => {
-            "; giving up: standard input could not be kept for another try".into()
-        }
-        Decision::GiveUp(GiveUp::Budget(exceeded)) => format!("; giving up: {exceeded}"),
-        Decision::GiveUp(GiveUp::Quota(refusal)) => format!("; giving up: {refusal}"),
-        Decision::GiveUp(GiveUp::Held) => "; giving up: the last try was held back".into(),
-        Decision::GiveUp(GiveUp::Consecutive) => {
-            "; giving up: no time or tries left for enough successes in a row".into()
-        }
-        Decision::GiveUp(_) => "; giving up".into(),
+        // The try's own words already say why it will not pass.
+        Decision::GiveUp(GiveUp::Permanent | GiveUp::Interrupted) => "; giving up".into(),
+        Decision::GiveUp(why) => format!(
+            "; giving up: {}",
+            crate::report::words::give_up_reason(why, None)
+        ),
     }
 }
 
@@ -530,7 +525,7 @@ fn success_lines(event: &Event, facts: &RunFacts) -> Vec<Line> {
         let mut line = Line::default();
         line.paint("succeeded", Paint::Good);
         line.push(&format!(" on try {label}, but "));
-        line.paint(&format!("--flaky fail: exit {}", status.code()), Paint::Bad);
+        line.paint(&crate::report::words::flaky_fail(*status), Paint::Bad);
         return vec![line];
     }
     line(event, facts).into_iter().collect()

@@ -32,7 +32,7 @@ use crate::store::deadletter::{Pending, Replayed};
 use crate::text::{self, Charset};
 use case::{Case, CaseEnd, Cases, Problem, Suite};
 pub use file::check;
-use phrases::{give_up_words, held_line, kind, try_line};
+use phrases::{held_line, kind, try_line};
 
 /// The most failed tries of one run that its case lists (the last ones): a run without a try
 /// limit may try for days. The tries left out are counted in the suite's properties.
@@ -149,7 +149,7 @@ impl Junit {
         let reruns: Vec<Problem> = self.failed.iter().cloned().collect();
         let end = if status != ExitStatus::Success {
             let line = self.last_line();
-            let message = format!("{line}, but --flaky fail: exit {}", status.code());
+            let message = format!("{line}, but {}", crate::report::words::flaky_fail(status));
             CaseEnd::Failed {
                 failure: problem("flaky".into(), message),
                 reruns,
@@ -170,7 +170,7 @@ impl Junit {
         if last_failed {
             failed.pop_back();
         }
-        let why = give_up_words(&end.why, end.signal);
+        let why = crate::report::words::give_up_reason(&end.why, end.signal);
         let line = self.last_line();
         let summary = format!(
             "gave up {} in {}: {why}",

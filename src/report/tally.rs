@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::duration::hms;
-use crate::policy::{Form, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal};
+use crate::policy::{Form, Outcome, RepeatCount, RepeatEnd};
 
 /// The last line of `--repeat`: `200 tries, 3 failed (1.5%): exit 1 ×2, timed out ×1; first
 /// failure on try 17`, and how it ended when not by running every try asked for.
@@ -148,26 +148,8 @@ impl Tally {
 
     /// The summary of a run that gave up after `tries` tries:
     /// `gave up after 3 tries in 2.1s, no tries left: exit 4 ×3`.
-    pub fn gave_up(
-        &self,
-        tries: u64,
-        elapsed: Duration,
-        why: &GiveUp,
-        signal: Option<Signal>,
-    ) -> String {
-        let why = match (signal, why) {
-            (Some(s), _) => format!("interrupted by {s}"),
-            (None, GiveUp::Permanent) => "the failure is permanent".into(),
-            (None, GiveUp::Tries) => "no tries left".into(),
-            (None, GiveUp::Budget(_)) => "the next try does not fit in the time left".into(),
-            (None, GiveUp::Interrupted) => "interrupted".into(),
-            (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
-            (None, GiveUp::Quota(refusal)) => refusal.to_string(),
-            (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
-            (None, GiveUp::Consecutive) => {
-                "too few successful tries in a row for --consecutive".into()
-            }
-        };
+    /// `why` is the reason in the words of every record (`words::give_up_reason`).
+    pub fn gave_up(&self, tries: u64, elapsed: Duration, why: &str) -> String {
         let mut text = format!("gave up {} in {}, {why}", after_tries(tries), hms(elapsed));
         if !self.failures.is_empty() {
             text += ": ";
@@ -303,7 +285,7 @@ mod tests {
             tries: 1,
             ..RepeatCount::default()
         };
-        let why = RepeatEnd::Interrupted(Signal::INT);
+        let why = RepeatEnd::Interrupted(crate::policy::Signal::INT);
         assert_eq!(
             repeat_summary(&none, &why),
             "1 try, 0 failed (0%); interrupted by SIGINT"

@@ -3,8 +3,9 @@
 //! after `error: ` and `warning: `, and the JSON log as its `message`.
 
 use crate::duration::hms;
+use crate::exit::ExitStatus;
 use crate::policy::throttle::{Admission, Figures, ThrottleSpec};
-use crate::policy::{Form, Outcome};
+use crate::policy::{Form, GiveUp, Outcome, Signal};
 use crate::report::event::{
     EnvFileNote, EnvLineProblem, Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal,
     Warning,
@@ -311,4 +312,25 @@ pub fn throttle_figures(quota: &str, spec: &ThrottleSpec, admission: &Admission)
         hms(spec.window),
         admission.p
     )
+}
+
+/// Why a run gave up, in the words every record uses (`giving up: ...`, the annotation, the
+/// `--junit` failure): `interrupted by SIGTERM` when a signal ended it.
+pub fn give_up_reason(why: &GiveUp, signal: Option<Signal>) -> String {
+    match (signal, why) {
+        (Some(s), _) => format!("interrupted by {s}"),
+        (None, GiveUp::Permanent) => "the failure is permanent".into(),
+        (None, GiveUp::Tries) => "no tries left".into(),
+        (None, GiveUp::Budget(exceeded)) => exceeded.to_string(),
+        (None, GiveUp::Interrupted) => "interrupted".into(),
+        (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
+        (None, GiveUp::Quota(refusal)) => refusal.to_string(),
+        (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
+        (None, GiveUp::Consecutive) => "too few successful tries in a row for --consecutive".into(),
+    }
+}
+
+/// What `--flaky fail` makes of a late success that exits with `status`: `--flaky fail: exit 1`.
+pub fn flaky_fail(status: ExitStatus) -> String {
+    format!("--flaky fail: exit {}", status.code())
 }

@@ -3,7 +3,7 @@
 //! left`.
 
 use crate::duration::hms;
-use crate::policy::{Form, GiveUp, LimitSource, Outcome, Signal, Verdict};
+use crate::policy::{Form, LimitSource, Outcome, Signal, Verdict};
 use crate::report::event::{HeldReport, TryReport};
 use crate::report::facts::RunFacts;
 use crate::report::words::{not_started, throttle_figures};
@@ -57,21 +57,6 @@ pub fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
         facts.label(r.attempt),
         throttle_figures(&r.quota, &r.spec, &r.admission)
     )
-}
-
-/// Why a run gave up, as the log's `giving up: ...` says it.
-pub fn give_up_words(why: &GiveUp, signal: Option<Signal>) -> String {
-    match (signal, why) {
-        (Some(s), _) => format!("interrupted by {s}"),
-        (None, GiveUp::Permanent) => "the failure is permanent".into(),
-        (None, GiveUp::Tries) => "no tries left".into(),
-        (None, GiveUp::Budget(exceeded)) => exceeded.to_string(),
-        (None, GiveUp::Interrupted) => "interrupted".into(),
-        (None, GiveUp::Input) => "standard input could not be kept for another try".into(),
-        (None, GiveUp::Quota(refusal)) => refusal.to_string(),
-        (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
-        (None, GiveUp::Consecutive) => "too few successful tries in a row for --consecutive".into(),
-    }
 }
 
 /// How a try ended, as a word to group failures by (the `type` of its element): `exit 1`,
