@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
 use crate::report::column::{self, Stream};
-use crate::report::event::{Envelope, Event, Level, Warning};
+use crate::report::event::{Ends, Envelope, Event, Level, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
 
@@ -193,8 +193,8 @@ impl Sink for StepOutputs {
 /// The step outputs of the event that ends a run, in the order they are written. Every value
 /// is a number or a word: none can hold a line break.
 pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
-    let (tries, code, flaky, outcome, reason) = match event {
-        Event::RunEnded(outcome) => (
+    let (tries, code, flaky, outcome, reason) = match event.ends() {
+        Ends::Run(outcome) => (
             outcome.tries.counted,
             outcome.status.code(),
             outcome.flaky(),
@@ -202,41 +202,18 @@ pub fn step_outputs(event: &Event) -> Option<[(&'static str, String); 5]> {
             outcome.reason().unwrap_or(""),
         ),
         // A replay writes one set for the whole of it: its runs leave theirs unwritten.
-        Event::ReplaySummary {
+        Ends::Replay {
             pending,
             tries,
             flaky,
             status,
-            ..
         } => {
-            let (outcome, reason) = replay_outcome(*status, *pending);
-            (*tries, status.code(), *flaky, outcome, reason)
+            let (outcome, reason) = replay_outcome(status, pending);
+            (tries, status.code(), flaky, outcome, reason)
         }
-        Event::Start { .. }
-        | Event::Stagger { .. }
-        | Event::TryStarted { .. }
-        | Event::TryOutputDone { .. }
-        | Event::TryEnded(_)
-        | Event::TryInterrupted(_)
-        | Event::TryHeld(_)
-        | Event::RequestIgnored { .. }
-        | Event::Leftovers { .. }
-        | Event::Wait { .. }
-        | Event::HookFailed { .. }
-        | Event::NoTimeAfterHook { .. }
-        | Event::Quota { .. }
-        | Event::Received { .. }
-        | Event::DeadLettered { .. }
-        | Event::Succeeded { .. }
-        | Event::RepeatEnded { .. }
-        | Event::GaveUp { .. }
-        | Event::Countdown { .. }
-        | Event::StatusCleared
-        | Event::Concluded { .. }
-        | Event::Warning(_)
-        | Event::Error(_)
-        | Event::ReplayStart { .. }
-        | Event::ReplayEnd { .. } => return None,
+        Ends::Try(_) | Ends::TryInterrupted(_) | Ends::TryHeld(_) | Ends::Neither => {
+            return None;
+        }
     };
     Some([
         ("tries", tries.to_string()),

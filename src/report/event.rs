@@ -174,7 +174,78 @@ pub enum Event {
     },
 }
 
+/// What a sink that acts only where a try or a run ends sees of an event: the narrow view
+/// that [`Event::ends`] gives. That function matches every event without a catch-all arm,
+/// so a new event does not compile until it says whether it ends a try or a run, and a sink
+/// that matches this view without a catch-all arm handles every end.
+#[derive(Clone, Copy, Debug)]
+pub enum Ends<'a> {
+    /// A try ended by itself (`TryEnded`).
+    Try(&'a TryReport),
+    /// A try that `retry` stopped because it received a stopping signal.
+    TryInterrupted(&'a TryReport),
+    /// A try that `--throttle` held back: it did not run.
+    TryHeld(&'a HeldReport),
+    /// The run ended, as its outcome says.
+    Run(&'a RunOutcome),
+    /// A replay ended: the runs still pending, the tries of all its runs, whether a run was
+    /// flaky, and the status it exits with.
+    Replay {
+        pending: usize,
+        tries: u64,
+        flaky: bool,
+        status: ExitStatus,
+    },
+    /// The event ends neither a try nor a run.
+    Neither,
+}
+
 impl Event {
+    /// The event as a sink that acts only where a try or a run ends sees it.
+    pub fn ends(&self) -> Ends<'_> {
+        match self {
+            Event::TryEnded(r) => Ends::Try(r),
+            Event::TryInterrupted(r) => Ends::TryInterrupted(r),
+            Event::TryHeld(r) => Ends::TryHeld(r),
+            Event::RunEnded(outcome) => Ends::Run(outcome),
+            Event::ReplaySummary {
+                pending,
+                tries,
+                flaky,
+                status,
+                ..
+            } => Ends::Replay {
+                pending: *pending,
+                tries: *tries,
+                flaky: *flaky,
+                status: *status,
+            },
+            // These tell of a run's end in words, for the log; its records read the outcome.
+            Event::Succeeded { .. }
+            | Event::GaveUp { .. }
+            | Event::RepeatEnded { .. }
+            | Event::Concluded { .. }
+            | Event::Start { .. }
+            | Event::Stagger { .. }
+            | Event::TryStarted { .. }
+            | Event::TryOutputDone { .. }
+            | Event::RequestIgnored { .. }
+            | Event::Leftovers { .. }
+            | Event::Wait { .. }
+            | Event::HookFailed { .. }
+            | Event::NoTimeAfterHook { .. }
+            | Event::Quota { .. }
+            | Event::Received { .. }
+            | Event::DeadLettered { .. }
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Warning(_)
+            | Event::Error(_)
+            | Event::ReplayStart { .. }
+            | Event::ReplayEnd { .. } => Ends::Neither,
+        }
+    }
+
     /// Whether the event tells of a run that ends because the reader of its output has gone
     /// (`retry -- yes | head -1`): its last try killed by SIGPIPE, which will not pass. Such a
     /// run ends as quietly as the bare pipeline would, so the log leaves these out unless `-v`.

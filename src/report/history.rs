@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::duration::millis;
 use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::Outcome;
-use crate::report::event::{Envelope, Event, Warning};
+use crate::report::event::{Ends, Envelope, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::store::deadletter;
 use crate::store::history::{Ending, Entry};
@@ -72,17 +72,18 @@ impl History {
 
 impl Sink for History {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
-        let outcome = match &envelope.event {
-            Event::TryEnded(r) | Event::TryInterrupted(r) => {
+        let outcome = match envelope.event.ends() {
+            Ends::Try(r) | Ends::TryInterrupted(r) => {
                 self.add(Some(r.outcome));
                 return None;
             }
-            Event::TryHeld(_) => {
+            Ends::TryHeld(_) => {
                 self.add(None);
                 return None;
             }
-            Event::RunEnded(outcome) => outcome,
-            _ => return None,
+            Ends::Run(outcome) => outcome,
+            // A replay's runs each write their own line; the replay writes none.
+            Ends::Replay { .. } | Ends::Neither => return None,
         };
         let entry = self.entry(outcome, envelope.stamp.at, facts);
         let left = self

@@ -938,9 +938,29 @@ fn every_pointer_of_the_code_to_the_docs_leads_somewhere() {
     assert!(checked > 0, "no pointer to docs/ found in src/ and tests/");
 }
 
-/// --help's summary of the exit statuses names every status the manual lists.
+/// The numeric statuses of docs/exit-status.md's table (`0`, `124`, `128+N`, ...): the one list
+/// that --help and the README's table are held to.
+fn documented_statuses() -> Vec<String> {
+    let page = std::fs::read_to_string(root().join("docs/exit-status.md")).unwrap();
+    let table = page
+        .split("## Exit status")
+        .nth(1)
+        .expect("docs/exit-status.md has its table");
+    let statuses: Vec<String> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(1).map(|c| c.trim().to_string()))
+        .filter(|c| c.starts_with(|ch: char| ch.is_ascii_digit()))
+        .collect();
+    assert!(statuses.len() >= 8, "{statuses:?}");
+    statuses
+}
+
+/// --help's summary of the exit statuses and the README's table name every status the manual
+/// lists.
 #[test]
-fn the_help_names_every_exit_status_of_the_manual() {
+fn the_help_and_the_readme_name_every_exit_status_of_the_manual() {
     let help = command()
         .get_long_about()
         .map(|h| h.to_string())
@@ -950,11 +970,16 @@ fn the_help_names_every_exit_status_of_the_manual() {
         .split("Exit status:")
         .nth(1)
         .expect("--help sums up the exit statuses");
-    for code in ["0", "124", "125", "126", "127", "128+N", "1"] {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for code in documented_statuses() {
         assert!(
             statuses.contains(&format!(" {code} when"))
                 || statuses.contains(&format!(" {code} for")),
             "--help's exit statuses leave out {code}: {statuses}"
+        );
+        assert!(
+            readme.contains(&format!("\n| {code} |")),
+            "the README's exit statuses leave out {code}"
         );
     }
     for page in markdown_pages() {
@@ -964,4 +989,42 @@ fn the_help_names_every_exit_status_of_the_manual() {
             shown(&page)
         );
     }
+}
+
+/// docs/architecture.md names every source file, by its path under `src/`, in its list of
+/// every file: a new file comes with its line there.
+#[test]
+fn the_architecture_names_every_source_file() {
+    let page = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let list = page
+        .split("## Every source file")
+        .nth(1)
+        .expect("docs/architecture.md lists every source file");
+    let mut missing = Vec::new();
+    let mut stack = vec![root().join("src")];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            seen += 1;
+            let name = path.strip_prefix(root().join("src")).unwrap();
+            let name = name.to_string_lossy();
+            if !list.contains(&format!("| `{name}` |")) {
+                missing.push(name.into_owned());
+            }
+        }
+    }
+    assert!(seen > 50, "{seen} source files");
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not name: {missing:?}"
+    );
 }
