@@ -15,7 +15,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use retry::store::deadletter::{self, LOCK_WAIT, Record, Replayed};
+use retry::store::deadletter::{self, Record, Replayed};
+use retry::store::record::LOCK_WAIT;
 
 const RUNS: usize = 300_000;
 /// Every this many runs, one failed replay of it.

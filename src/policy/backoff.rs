@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
-use super::httpdate::Clock;
+use super::httpdate::TimeSource;
 
 /// How the base wait grows with the number of failures.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,7 @@ pub struct Wait {
     pub requested: Option<Duration>,
     /// When the output asked for a moment (an HTTP-date) rather than a wait: the clock that
     /// `requested` was measured by.
-    pub clock: Option<Clock>,
+    pub clock: Option<TimeSource>,
 }
 
 impl Wait {

@@ -12,19 +12,19 @@ pub struct HttpDate(i64);
 
 /// What a wait until an HTTP-date was measured against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
+pub enum TimeSource {
     /// The `Date:` line of the same output: the clock of the server that answered.
     Server,
     /// The clock of the machine `retry` runs on.
     Local,
 }
 
-impl Clock {
+impl TimeSource {
     /// The `clock` field of the JSON log.
     pub fn word(self) -> &'static str {
         match self {
-            Clock::Server => "server",
-            Clock::Local => "local",
+            TimeSource::Server => "server",
+            TimeSource::Local => "local",
         }
     }
 }

@@ -20,7 +20,7 @@ pub use backoff::{Backoff, Jitter, Wait, WaitPolicy};
 pub use budget::{BudgetExceeded, Limit, LimitSource};
 pub use classify::{Classifier, Form, Item, List, Outcome, OutputMatch, Reason, Verdict};
 pub use conflict::{Conflict, conflicts};
-pub use httpdate::Clock;
+pub use httpdate::TimeSource;
 pub use output::{CaptureMatcher, LineMatcher, Pattern};
 pub use pushback::Requests;
 pub use repeat::{Flaky, Repeat, RepeatCount, RepeatEnd, RepeatPolicy};

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::backoff::Wait;
-use super::httpdate::{Clock, DateError, HttpDate};
+use super::httpdate::{DateError, HttpDate, TimeSource};
 use super::output::Pattern;
 use crate::duration::parse_duration;
 
@@ -158,11 +158,11 @@ impl Requests {
     }
 
     /// The clock that measured the wait asked for, when it was a moment (an HTTP-date).
-    pub fn clock(&self) -> Option<Clock> {
+    pub fn clock(&self) -> Option<TimeSource> {
         match self.asked? {
             Asked::Wait(_) => None,
-            Asked::Until(_) if self.server_date.is_some() => Some(Clock::Server),
-            Asked::Until(_) => Some(Clock::Local),
+            Asked::Until(_) if self.server_date.is_some() => Some(TimeSource::Server),
+            Asked::Until(_) => Some(TimeSource::Local),
         }
     }
 }
@@ -309,11 +309,11 @@ mod tests {
         r.saw(Some(b"Wed, 21 Oct 2015 07:28:00 GMT"), now());
         // Half a minute ahead of the local clock, read 250ms after it.
         assert_eq!(r.wait(now() + ms(250)), Some(ms(29_750)));
-        assert_eq!(r.clock(), Some(Clock::Local));
+        assert_eq!(r.clock(), Some(TimeSource::Local));
         // By the server's own clock, the date is three seconds away.
         r.saw_date_line(Some(b"Wed, 21 Oct 2015 07:27:57 GMT\r"), now());
         assert_eq!(r.wait(now()), Some(Duration::from_secs(3)));
-        assert_eq!(r.clock(), Some(Clock::Server));
+        assert_eq!(r.clock(), Some(TimeSource::Server));
         // A Date: line that holds no date leaves the last one that did.
         r.saw_date_line(Some(b"yesterday"), now());
         r.saw_date_line(None, now());
@@ -321,11 +321,11 @@ mod tests {
         // The last Date: line wins, and a moment past asks for no wait.
         r.saw_date_line(Some(b"Wed, 21 Oct 2015 08:00:00 GMT"), now());
         assert_eq!(r.wait(now()), Some(Duration::ZERO));
-        assert_eq!(r.clock(), Some(Clock::Server));
+        assert_eq!(r.clock(), Some(TimeSource::Server));
         let mut r = Requests::default();
         r.saw(Some(b"Tue, 20 Oct 2015 07:28:00 GMT"), now());
         assert_eq!(r.wait(now()), Some(Duration::ZERO), "a day ago");
-        assert_eq!(r.clock(), Some(Clock::Local));
+        assert_eq!(r.clock(), Some(TimeSource::Local));
         assert_eq!(Requests::default().wait(now()), None);
         assert_eq!(Requests::default().clock(), None);
     }

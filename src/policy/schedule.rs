@@ -9,7 +9,7 @@ use rand::{Rng, RngExt};
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
-use super::httpdate::Clock;
+use super::httpdate::TimeSource;
 use super::pushback;
 use super::quota::QuotaRefusal;
 use super::signal::Signal;
@@ -140,7 +140,7 @@ impl Decision {
 
     /// The decision with the clock that measured its wait's request, when the output asked for
     /// a moment (an HTTP-date, docs/herd.md#pushback), so that the log can name it.
-    pub fn measured_by(self, clock: Option<Clock>) -> Decision {
+    pub fn measured_by(self, clock: Option<TimeSource>) -> Decision {
         match self {
             Decision::Retry(wait) => Decision::Retry(Wait {
                 clock: wait.requested.and(clock),

@@ -388,52 +388,6 @@ pub enum Failure {
     ReplayNotRecorded { path: PathBuf, why: String },
 }
 
-/// Why a dead-letter file cannot be replayed, as a value: `words::replay_refusal` words it,
-/// on the one line of a usage error (status 125).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReplayRefusal {
-    /// Another replay of `file` holds it.
-    Busy { file: PathBuf },
-    /// `file` is not one `retry` trusts (its owner, its mode, its type): why.
-    Untrusted { file: PathBuf, why: String },
-    /// `file` cannot be opened, or appended to (`append`).
-    Unopened {
-        file: PathBuf,
-        append: bool,
-        why: String,
-    },
-    /// `file` cannot be read.
-    Unread { file: PathBuf, why: String },
-    /// Line `line` of `file` is damaged: why.
-    Damaged {
-        file: PathBuf,
-        line: usize,
-        why: String,
-    },
-    /// The options of the run on line `line`, merged with those given now, cannot be
-    /// replayed.
-    Options {
-        file: PathBuf,
-        line: usize,
-        problem: OptionsProblem,
-    },
-}
-
-/// What is wrong with the options of a run to replay.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OptionsProblem {
-    /// They cannot be merged with those given now: why.
-    Unmerged(String),
-    /// They ask for `--dry-run`.
-    DryRun,
-    /// They ask for `--simulate` or `--replay`.
-    OtherMode,
-    /// With those given now, they are a usage error: it.
-    Usage(String),
-    /// They ask for `--help` or `--version`.
-    Info,
-}
-
 /// A problem that does not change the run, as a value: the sinks word it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Warning {

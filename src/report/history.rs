@@ -1,6 +1,6 @@
 //! The `--history` file as a sink of the run's events (docs/flaky.md#history-and-statistics): the
 //! outcome of every try, then one line for the run when it ends, whatever its end, appended whole
-//! under the file's lock (`store::deadletter::append`, which follows
+//! under the file's lock (`store::record::append`, which follows
 //! docs/files.md#files-that-outlive-a-run). `retry --stats` reads it back.
 
 use std::ffi::OsString;
@@ -12,8 +12,8 @@ use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::Outcome;
 use crate::report::event::{Ends, Envelope, Warning};
 use crate::report::facts::{RunFacts, Sink};
-use crate::store::deadletter;
 use crate::store::history::{Ending, Entry};
+use crate::store::record;
 
 /// The most try outcomes a line lists: a run without a try limit may try for days, and a
 /// line must stay far below the megabyte a reader takes (5,000 outcomes are about 70 KiB).
@@ -51,7 +51,7 @@ impl History {
         };
         Entry {
             id: facts.run_id.clone(),
-            ts: deadletter::ts(at),
+            ts: record::ts(at),
             label: facts.run_label.clone(),
             command: self.command.clone(),
             tries: outcome.tries.counted,
@@ -89,7 +89,7 @@ impl Sink for History {
         let left = self
             .until
             .map(|end| end.saturating_sub(envelope.stamp.elapsed));
-        deadletter::append(&self.path, &entry.line(), deadletter::lock_wait(left))
+        record::append(&self.path, &entry.line(), record::lock_wait(left))
             .err()
             .map(|e| Warning::HistoryNotWritten {
                 path: self.path.clone(),

@@ -13,7 +13,7 @@ use crate::exit::ExitStatus;
 use crate::policy::Form;
 use crate::policy::pushback::Ignored;
 use crate::policy::{
-    Clock, Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, Verdict, Wait,
+    Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, TimeSource, Verdict, Wait,
 };
 use crate::report::column::{self, Stream};
 use crate::report::event::{During, Envelope, Event, HeldReport, Level, TryReport, Warning};
@@ -480,8 +480,8 @@ fn requested_words(wait: &Wait) -> String {
         return String::new();
     };
     let by = match wait.clock {
-        Some(Clock::Server) => "by the server's Date: line",
-        Some(Clock::Local) => "by the local clock",
+        Some(TimeSource::Server) => "by the server's Date: line",
+        Some(TimeSource::Local) => "by the local clock",
         None if wait.set_by_request() => return " (asked for by the output)".into(),
         None => return format!(" (the output asked for {})", hms(asked)),
     };

@@ -4,7 +4,7 @@
 //! after a `<rerunFailure>` for each failed try before it), a `<flakyFailure>` for each failed try
 //! of a run that succeeded after them. A try held back by `--throttle` did not fail: it has no
 //! element. A repeat is one `<testcase>` per try, and a replay one per run it replays (each
-//! run's own sink hands its case to the replay's, [`Shared`]).
+//! run's own sink hands its case to the replay's, [`ReplayCases`]).
 //!
 //! `retry` passes the command's standard error on as it comes and keeps none of it, so a
 //! failure's text is the try's outcome in the log's words, never the command's output.
@@ -43,14 +43,14 @@ const MOST_CASES: usize = 10_000;
 
 /// The cases that the runs of a replay hand over to the replay's report.
 #[derive(Clone, Default)]
-pub struct Shared(Rc<RefCell<Cases>>);
+pub struct ReplayCases(Rc<RefCell<Cases>>);
 
 /// Where the cases go when the run ends.
 enum Out {
     /// The report's file, written then.
     File(PathBuf),
     /// The replay that runs this run, which writes them with those of its other runs.
-    Replay(Shared),
+    Replay(ReplayCases),
 }
 
 /// Writes the `--junit` report of a run (or a repeat) when it ends.
@@ -82,7 +82,7 @@ impl Junit {
     }
 
     /// The report of one run of a replay, handed to the replay's report through `shared`.
-    pub fn to_replay(shared: Shared) -> Junit {
+    pub fn to_replay(shared: ReplayCases) -> Junit {
         Junit::new(Out::Replay(shared))
     }
 
@@ -358,14 +358,14 @@ impl Sink for Junit {
 /// one that run's own sink made, or one made here for a run that did not run.
 pub struct ReplayJunit {
     path: PathBuf,
-    shared: Shared,
+    shared: ReplayCases,
     start: Option<SystemTime>,
     cases: Cases,
 }
 
 impl ReplayJunit {
     /// The report of a replay, written to `path`; its runs hand their cases over to `shared`.
-    pub fn new(path: &Path, shared: Shared) -> ReplayJunit {
+    pub fn new(path: &Path, shared: ReplayCases) -> ReplayJunit {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         ReplayJunit {
             path,

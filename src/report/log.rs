@@ -16,12 +16,12 @@ use crate::report::tally::Tally;
 
 /// Where the time of each event comes from: the shell's clock (`run::clock::stamps`), or a
 /// fixed one in tests. The reporter reads it once per event, and no sink reads a clock.
-pub type Clock = Box<dyn FnMut() -> Stamp>;
+pub type Stamper = Box<dyn FnMut() -> Stamp>;
 
 /// The run's reporter: every event goes to every sink.
 pub struct Log {
     facts: RunFacts,
-    clock: Clock,
+    clock: Stamper,
     /// The stage every event meets before the sinks: it counts the tries, and concludes a
     /// run that retried or gave up with an [`Event::Concluded`], which the sinks take before
     /// the event that ended the run.
@@ -47,7 +47,7 @@ impl Log {
         config: &Config,
         color: bool,
         run_id: String,
-        clock: Clock,
+        clock: Stamper,
     ) -> Log {
         let facts = RunFacts::new(config, run_id);
         let sink: Box<dyn Sink> = match facts.json {

@@ -7,10 +7,10 @@ use crate::exit::ExitStatus;
 use crate::policy::throttle::{Admission, Figures, ThrottleSpec};
 use crate::policy::{Form, GiveUp, Outcome, Signal};
 use crate::report::event::{
-    EnvFileNote, EnvLineProblem, Failure, HookFailure, NotStarted, OptionsProblem, ReplayRefusal,
-    Warning,
+    EnvFileNote, EnvLineProblem, Failure, HookFailure, NotStarted, Warning,
 };
 use crate::report::printable;
+use crate::report::replay::{OptionsProblem, ReplayRefusal};
 use crate::text::{self, Charset};
 
 /// Why the command could not be started, for the try line and the `error` field of its JSON

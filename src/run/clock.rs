@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use nix::libc;
 
 use crate::report::event::Stamp;
-use crate::report::log::Clock;
+use crate::report::log::Stamper;
 
 /// The clock every time of a run is read from.
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -63,7 +63,7 @@ impl Moment {
 
 /// The clock of a run's log, which stamps each event with the time of day and the time since
 /// `start`, the run's start: the one place the events' times are read.
-pub fn stamps(start: Moment) -> Clock {
+pub fn stamps(start: Moment) -> Stamper {
     Box::new(move || Stamp {
         at: SystemTime::now(),
         elapsed: start.elapsed(),

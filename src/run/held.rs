@@ -18,8 +18,8 @@ use nix::libc;
 use crate::policy::Signal;
 use crate::report::column::Stream;
 use crate::run::process::reap_all;
-use crate::run::signals::{Event, Signals};
-use crate::run::sink::{Own, Sink, pass_on_stderr as write_stderr};
+use crate::run::signals::{Arrival, Signals};
+use crate::run::sink::{Outlet, Own, pass_on_stderr as write_stderr};
 use crate::run::spool::Spool;
 
 /// How much of what is held stays in memory, per stretch of it, before the rest goes to a
@@ -241,8 +241,8 @@ pub fn end(failed: bool, signals: &mut Signals) -> Option<Signal> {
     let mut record = RECORD.with(|cell| cell.borrow_mut().take())?;
     record.seal();
     let mut playback = Playback {
-        stdout: Some(Sink::new(Own::Stdout(io::stdout()))),
-        stderr: Some(Sink::new(Own::Stderr(io::stderr()))),
+        stdout: Some(Outlet::new(Own::Stdout(io::stdout()))),
+        stderr: Some(Outlet::new(Own::Stderr(io::stderr()))),
         signals,
     };
     for (stream, source) in playlist(&record, failed) {
@@ -302,8 +302,8 @@ impl Source<'_> {
 /// the signals, so that a stopping signal ends the playback even when nobody reads.
 struct Playback<'s> {
     /// `None` once a write failed (the reader has gone): that destination takes nothing more.
-    stdout: Option<Sink>,
-    stderr: Option<Sink>,
+    stdout: Option<Outlet>,
+    stderr: Option<Outlet>,
     signals: &'s mut Signals,
 }
 
@@ -339,7 +339,7 @@ impl Playback<'_> {
 
 /// Writes what `sink` takes now of `source` from `pos`: from memory where it is there, with
 /// sendfile from the temporary file where the destination takes it, else read and written.
-fn write_some(sink: &Sink, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+fn write_some(sink: &Outlet, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
     let spool = match source {
         Source::Bytes(bytes) => {
             let start = usize::try_from(pos).unwrap_or(usize::MAX).min(bytes.len());
@@ -382,13 +382,13 @@ fn wait_for_room(signals: &mut Signals, fd: RawFd) -> Result<(), Signal> {
     }];
     loop {
         match signals.next_with(&mut fds, None) {
-            Event::Stop(signal) => return Err(signal),
-            Event::Io | Event::Timeout => return Ok(()),
-            Event::Child => reap_all(),
-            Event::Suspend => {
+            Arrival::Stop(signal) => return Err(signal),
+            Arrival::Io | Arrival::Timeout => return Ok(()),
+            Arrival::Child => reap_all(),
+            Arrival::Suspend => {
                 let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             }
-            Event::Forward(_) | Event::Resize => {}
+            Arrival::Forward(_) | Arrival::Resize => {}
         }
     }
 }

@@ -258,7 +258,7 @@ fn real_run(
 /// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
 /// error (logged, 125) before the command runs.
 fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
-    if let Err(e) = deadletter::prepare_for(path, "run") {
+    if let Err(e) = crate::store::record::prepare_for(path, "run") {
         log.emit(Event::Error(Failure::History {
             path: path.to_path_buf(),
             why: e.to_string(),

@@ -18,15 +18,17 @@ use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
 use crate::outcome::RunOutcome;
 use crate::policy::Signal;
-use crate::report::event::{Event, Failure, OptionsProblem, ReplayRefusal, Warning};
-use crate::report::junit::{ReplayJunit, Shared};
+use crate::report::event::{Event, Failure, Warning};
+use crate::report::junit::{ReplayCases, ReplayJunit};
 use crate::report::printable;
 use crate::report::replay::pending_list;
+use crate::report::replay::{OptionsProblem, ReplayRefusal};
 use crate::report::words::replay_refusal;
 use crate::run::clock::Moment;
 use crate::run::setup::{check_junit, open_log, run_again, run_id};
 use crate::run::signals::Signals;
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
+use crate::store::record;
 use crate::text::Charset;
 
 /// Replays the pending runs of `file`; `args` is the whole command line, whose options
@@ -59,7 +61,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     let junit = match &config.junit {
         Some(path) => match check_junit(path, &mut log) {
             Ok(()) => {
-                let shared = Shared::default();
+                let shared = ReplayCases::default();
                 log = log.with_sink(Box::new(ReplayJunit::new(path, shared.clone())));
                 Some(shared)
             }
@@ -151,7 +153,7 @@ fn prepare(
 /// cannot be replayed.
 fn load(file: &Path, held: Option<&File>) -> Result<Listing, ReplayRefusal> {
     let file = file.to_path_buf();
-    deadletter::read(&file, held, deadletter::LOCK_WAIT).map_err(|e| match e {
+    deadletter::read(&file, held, record::LOCK_WAIT).map_err(|e| match e {
         ReadError::Io(e) => ReplayRefusal::Unread {
             file,
             why: e.to_string(),
@@ -227,7 +229,7 @@ struct Replay {
     tries: u64,
     flaky: bool,
     /// With `--junit`, where each run hands its case to the replay's report.
-    junit: Option<Shared>,
+    junit: Option<ReplayCases>,
 }
 
 /// What replaying one run came to: what the replay records of it, whether it was flaky (as
@@ -244,7 +246,7 @@ fn run_one(
     p: &Pending,
     config: &Config,
     signals: Signals,
-    junit: Option<&Shared>,
+    junit: Option<&ReplayCases>,
 ) -> (Again, Signals) {
     if let Err(error) = enter(p, config.charset) {
         let not_run = Replayed::NotRun {
@@ -298,10 +300,10 @@ impl Replay {
                 flaky,
                 stopped_by,
             } = again;
-            if let Err(e) = deadletter::append(
+            if let Err(e) = record::append(
                 &self.file,
                 &deadletter::replayed_line(&p.record.id, &replayed),
-                deadletter::LOCK_WAIT,
+                record::LOCK_WAIT,
             ) {
                 self.log.emit(Event::Error(Failure::ReplayNotRecorded {
                     path: self.file.clone(),

@@ -12,7 +12,7 @@ use crate::outcome::RunOutcome;
 use crate::policy::quota::QuotaSpec;
 use crate::report::ci::{Ci, Markers};
 use crate::report::event::{Event, Failure, Warning};
-use crate::report::junit::{Junit, Shared};
+use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
 use crate::run::held;
@@ -202,7 +202,7 @@ pub(crate) fn run_again(
     config: &Config,
     id: &str,
     signals: signals::Signals,
-    junit: Option<&Shared>,
+    junit: Option<&ReplayCases>,
 ) -> RunEnd {
     let start = Moment::now();
     let wall_start = SystemTime::now();

@@ -83,7 +83,7 @@ extern "C" fn on_signal(signo: libc::c_int) {
 
 /// What woke the runner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
+pub enum Arrival {
     /// A child changed state: reap.
     Child,
     /// A stopping signal arrived.
@@ -104,7 +104,7 @@ pub enum Event {
 pub struct Signals {
     read: OwnedFd,
     _write: OwnedFd,
-    pending: VecDeque<Event>,
+    pending: VecDeque<Arrival>,
     /// What was ignored when `retry` started: left ignored, in `retry` and in its tries.
     entry: Dispositions,
     /// A timer on the run's clock (Linux): a wait that a suspend interrupts still ends on time,
@@ -174,15 +174,15 @@ impl Signals {
                     for &b in &buf[..n] {
                         let n = i32::from(b);
                         let event = match Signal::from_number(n) {
-                            _ if n == libc::SIGCHLD => Event::Child,
-                            _ if n == libc::SIGTSTP => Event::Suspend,
-                            _ if n == libc::SIGWINCH => Event::Resize,
-                            Some(s) if FORWARDED.contains(&s) => Event::Forward(s),
-                            Some(s) => Event::Stop(s),
+                            _ if n == libc::SIGCHLD => Arrival::Child,
+                            _ if n == libc::SIGTSTP => Arrival::Suspend,
+                            _ if n == libc::SIGWINCH => Arrival::Resize,
+                            Some(s) if FORWARDED.contains(&s) => Arrival::Forward(s),
+                            Some(s) => Arrival::Stop(s),
                             None => continue,
                         };
                         // Many SIGCHLDs in a row mean one reap.
-                        if event != Event::Child || !self.pending.contains(&Event::Child) {
+                        if event != Arrival::Child || !self.pending.contains(&Arrival::Child) {
                             self.pending.push_back(event);
                         }
                     }
@@ -194,9 +194,9 @@ impl Signals {
     }
 
     /// Waits for the next event, or until `until` (forever when `None`); also wakes when one of
-    /// `extra` is ready (`Event::Io`; the caller reads their `revents`). Signals come first: a
+    /// `extra` is ready (`Arrival::Io`; the caller reads their `revents`). Signals come first: a
     /// ready descriptor stays ready for the next call.
-    pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Moment>) -> Event {
+    pub fn next_with(&mut self, extra: &mut [libc::pollfd], until: Option<Moment>) -> Arrival {
         let mut fds = Vec::with_capacity(extra.len() + 2);
         loop {
             if let Some(event) = self.pending.pop_front() {
@@ -207,7 +207,7 @@ impl Signals {
                 Some(t) => {
                     let left = t.saturating_duration_since(Moment::now());
                     if left.is_zero() {
-                        return Event::Timeout;
+                        return Arrival::Timeout;
                     }
                     Some(left)
                 }
@@ -241,7 +241,7 @@ impl Signals {
                 e.revents = f.revents;
             }
             if self.pending.is_empty() && extra.iter().any(|p| p.revents != 0) {
-                return Event::Io;
+                return Arrival::Io;
             }
         }
     }
@@ -253,9 +253,9 @@ impl Signals {
         let i = self
             .pending
             .iter()
-            .position(|e| matches!(e, Event::Stop(_)))?;
+            .position(|e| matches!(e, Arrival::Stop(_)))?;
         match self.pending.remove(i) {
-            Some(Event::Stop(signal)) => Some(signal),
+            Some(Arrival::Stop(signal)) => Some(signal),
             _ => None,
         }
     }

@@ -1,5 +1,5 @@
 //! Descriptors, as the plumbing of the tries uses them: what kind a descriptor is, pipes and
-//! reads and writes that never wait, and `Sink`, where `retry` writes a try's output without
+//! reads and writes that never wait, and `Outlet`, where `retry` writes a try's output without
 //! ever blocking on a slow reader (docs/output.md#holding-standard-output).
 
 use std::io;
@@ -92,7 +92,7 @@ pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// processes; where that fails, only what poll promises to take (`PIPE_BUF` bytes) is written at a
 /// time.
 #[derive(Debug)]
-pub(super) struct Sink {
+pub(super) struct Outlet {
     own: Own,
     private: Option<OwnedFd>,
     kind: Kind,
@@ -124,8 +124,8 @@ impl AsFd for Own {
     }
 }
 
-impl Sink {
-    pub(super) fn new(own: Own) -> Sink {
+impl Outlet {
+    pub(super) fn new(own: Own) -> Outlet {
         let kind = sink_kind(own.as_fd());
         // A regular file or /dev/null never makes a write wait, and a second description of a
         // file would have an offset of its own: only pipes and terminals are opened again.
@@ -134,7 +134,7 @@ impl Sink {
             Kind::Other if isatty(&own).unwrap_or(false) => reopen_nonblocking(own.as_fd()),
             _ => None,
         };
-        Sink { own, private, kind }
+        Outlet { own, private, kind }
     }
 
     /// The descriptor to poll for room.
@@ -170,7 +170,7 @@ impl Sink {
     }
 }
 
-impl Sink {
+impl Outlet {
     /// Copies up to `len` bytes of `file` from `offset` with sendfile(2), never waiting; the
     /// data does not pass through `retry` (into a pipe, the pages are shared, not copied).
     /// `None` when this destination cannot take it that way: the caller writes instead.
@@ -212,7 +212,7 @@ impl Sink {
     }
 }
 
-impl Sink {
+impl Outlet {
     /// Notes the last of `n` bytes just sent from `file` at `offset`.
     fn note_sent(&self, file: &std::fs::File, offset: u64, n: usize) {
         use std::os::unix::fs::FileExt;

@@ -21,8 +21,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use std::time::{Duration, SystemTime};
@@ -33,16 +32,8 @@ use nix::fcntl::{self, FlockArg};
 use crate::json::{self, Obj, Value};
 use crate::store::lines::{self, Lines};
 use crate::store::open::{Access, open_record_file};
+use crate::store::record::{append, lock, lock_wait, prepare_for, ts};
 use crate::store::written::{Fnv, WrittenRecord, record_as_written, resolved_as_written, words};
-
-/// The longest an append or a read waits for the lock (docs/files.md#files-that-outlive-a-run: a
-/// few seconds at most; a run waits less when its budget has less left). Others hold it for the
-/// time of one write; a longer hold means a stopped process, which must not hang a run.
-pub const LOCK_WAIT: Duration = Duration::from_secs(2);
-
-/// The least a run whose budget is spent waits for the lock all the same: the time of a few
-/// writes by others, so that two runs giving up together both get their line in.
-pub const LEAST_LOCK_WAIT: Duration = Duration::from_millis(100);
 
 /// The largest file read: far more than any dead-letter file grows to, far less than would
 /// take a run's memory.
@@ -166,11 +157,6 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
         Replayed::NotRun { reason, error } => obj.str("reason", reason).str("error", error),
     }
     .finish()
-}
-
-/// A time as the lines write it: RFC 3339 in UTC, with milliseconds.
-pub fn ts(at: SystemTime) -> String {
-    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// A run that no `resolved` line has named yet.
@@ -487,98 +473,12 @@ fn read_record(value: &Value, id: String) -> Result<Record, String> {
     })
 }
 
-/// How long a run with `left` of its budget (if it has a budget) waits for the lock: what is
-/// left, but at least [`LEAST_LOCK_WAIT`] and at most [`LOCK_WAIT`].
-pub fn lock_wait(left: Option<Duration>) -> Duration {
-    left.unwrap_or(LOCK_WAIT).clamp(LEAST_LOCK_WAIT, LOCK_WAIT)
-}
-
 /// Opens the file as a run that may append to it would, creating it (0600) and its directory
 /// (0700) if they are missing, so that a path that cannot be written, or a file `retry` must
 /// not trust (docs/files.md#files-that-outlive-a-run), is found when the run starts, not when it
 /// gives up.
 pub fn prepare(path: &Path) -> io::Result<()> {
     prepare_for(path, "dead_letter")
-}
-
-/// [`prepare`] for a file whose every line is an event, the first of them `first`: a file that
-/// holds anything else (a typo that names `/etc/passwd`, a file of another program) is
-/// refused, before a line of `retry`'s could be appended to it.
-pub fn prepare_for(path: &Path, first: &str) -> io::Result<()> {
-    let file = open_record_file(path, Access::Create)?;
-    let start = format!("{{\"event\":\"{first}\"");
-    let mut head = vec![0u8; start.len()];
-    let mut read = 0;
-    while read < head.len() {
-        match file.read_at(&mut head[read..], read as u64)? {
-            0 => break,
-            n => read += n,
-        }
-    }
-    // Empty, or begun by a write that never finished: both are the file's own.
-    if read == 0 || start.as_bytes().starts_with(&head[..read]) {
-        return Ok(());
-    }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "it holds something other than retry's lines (its first line is not a {first} record)"
-        ),
-    ))
-}
-
-/// Appends `line` and a line break to the file, in one write under an exclusive lock waited
-/// for at most `wait`. After a line that a killed process left without its line break, it
-/// starts a new line first. A write cut short (a full disk, a file size limit) is cut back to
-/// the length the file had, under the same lock, and is an error: the file holds whole lines.
-/// A line that no reader would take (over [`MAX_LINE`]) is an error, and nothing is written.
-pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
-    fits_a_reader(line)?;
-    let file = open_record_file(path, Access::Create)?;
-    lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
-    let had = file.metadata()?.len();
-    let mut bytes = Vec::with_capacity(line.len() + 2);
-    if !ends_a_line(&file, had)? {
-        bytes.push(b'\n');
-    }
-    bytes.extend_from_slice(line.as_bytes());
-    bytes.push(b'\n');
-    let mut written = 0;
-    let mut failed = None;
-    while written < bytes.len() {
-        match (&file).write(&bytes[written..]) {
-            Ok(0) => {
-                failed = Some(io::Error::from(io::ErrorKind::WriteZero));
-                break;
-            }
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(e) = failed {
-        if written == 0 {
-            return Err(e);
-        }
-        let total = bytes.len();
-        let why = match file.set_len(had) {
-            Ok(()) => format!(
-                "{e}, after {written} of the {total} bytes of the line; the file was cut back \
-                 to its {had} bytes"
-            ),
-            Err(cut) => format!(
-                "{e}, after {written} of the {total} bytes of the line, and the file could not \
-                 be cut back ({cut}): its last line is cut short"
-            ),
-        };
-        return Err(io::Error::new(e.kind(), why));
-    }
-    // On disk before the lock goes: a line that a crash of the machine could lose is a run
-    // lost. Closing the file (here) releases the lock.
-    file.sync_data()
 }
 
 /// Why a replay cannot take the file: another replay holds it, `retry` must not trust it
@@ -654,50 +554,10 @@ pub fn read(path: &Path, held: Option<&File>, wait: Duration) -> Result<Listing,
     )
 }
 
-/// Whether the file, `len` bytes long, is empty or ends with a line break.
-fn ends_a_line(file: &File, len: u64) -> io::Result<bool> {
-    if len == 0 {
-        return Ok(true);
-    }
-    let mut last = [0u8; 1];
-    file.read_exact_at(&mut last, len - 1)?;
-    Ok(last[0] == b'\n')
-}
-
-/// An error for a line that no reader would take (over [`MAX_LINE`] with its line break): the
-/// run's command line alone is that long.
-fn fits_a_reader(line: &str) -> io::Result<()> {
-    if line.len() < MAX_LINE {
-        return Ok(());
-    }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "its line would hold {} bytes, more than the {} MiB a reader takes",
-            line.len() + 1,
-            MAX_LINE >> 20
-        ),
-    ))
-}
-
-/// Takes the lock, trying again after short sleeps for at most `wait` in all.
-fn lock(file: &File, how: FlockArg, wait: Duration) -> io::Result<()> {
-    match super::flock_within(file, how, wait, Duration::from_millis(10)) {
-        Ok(()) => Ok(()),
-        Err(super::LockError::Busy) => Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            format!(
-                "another process held its lock for all of the {} the run could wait",
-                crate::duration::hms(wait)
-            ),
-        )),
-        Err(super::LockError::Os(e)) => Err(e.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::record::LOCK_WAIT;
     use std::os::unix::ffi::OsStringExt;
 
     fn record(id: &str) -> Record {

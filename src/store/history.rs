@@ -1,6 +1,6 @@
 //! The history file (docs/flaky.md#history-and-statistics): one JSON line for every run of `retry`,
 //! whatever its end, which `retry --stats` reads back to show which commands flake. The lines are
-//! appended as dead letters are (`deadletter::append`: one write under an exclusive lock, a write
+//! appended as dead letters are (`record::append`: one write under an exclusive lock, a write
 //! cut short cut back) to a file opened by the rules of docs/files.md#files-that-outlive-a-run;
 //! this module holds the line's format, its writer and its reader.
 //!
@@ -38,10 +38,11 @@ use nix::sys::stat::Mode;
 
 use crate::json::{self, Obj, Value};
 use crate::policy::{Outcome, Signal};
-use crate::store::deadletter::{Damaged, LOCK_WAIT, MAX_FILE};
+use crate::store::deadletter::{Damaged, MAX_FILE};
 use crate::store::lines::{Line, Lines, MAX_LINE};
 use crate::store::lock::flock_within;
 use crate::store::open::check_type;
+use crate::store::record::LOCK_WAIT;
 
 /// How a run ended, as its history line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,7 +86,7 @@ impl Ending {
 pub struct Entry {
     /// The run's id (`RETRY_RUN_ID`).
     pub id: String,
-    /// When the run ended, RFC 3339 in UTC with milliseconds (`deadletter::ts`).
+    /// When the run ended, RFC 3339 in UTC with milliseconds (`record::ts`).
     pub ts: String,
     pub label: Option<String>,
     pub command: Vec<OsString>,

@@ -16,9 +16,9 @@ pub mod lines;
 pub mod lock;
 pub mod open;
 pub mod quota;
+pub mod record;
 pub mod redis;
 pub mod refusal;
-mod resp;
 pub mod shared;
 mod written;
 

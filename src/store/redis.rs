@@ -31,7 +31,7 @@
 //!   command`), since Redis quotes the arguments of a command it does not know, cut at 128
 //!   characters. The run warns with it and goes on with the local store.
 //!
-//! The client is `retry`'s own, over a `TcpStream` (`store::resp`): the few commands it sends
+//! The client is `retry`'s own, over a `TcpStream` (`store/redis/resp.rs`): the few commands it sends
 //! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A
 //! general client bounds each read rather than an exchange, reads a reply of any size, and
 //! follows cluster redirects only with its cluster machinery.
@@ -41,6 +41,7 @@
 //! went wrong.
 
 mod error;
+mod resp;
 mod script;
 mod server;
 
@@ -52,10 +53,10 @@ use std::time::{Duration, Instant};
 
 use crate::policy::quota::{QuotaParams, RedisAddress};
 use crate::store::quota::{BucketStore, Exchange, Op, Unanswered, Update};
-use crate::store::resp::{Addr, Deadline, Node, Reply};
+use resp::{Addr, Deadline, Node, Reply};
 
-pub use crate::store::resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
 pub use error::{REFUSALS, RedisStoreError};
+pub use resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
 pub use script::{SCRIPT, SCRIPT_SHA1};
 
 use script::Call;

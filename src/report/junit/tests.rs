@@ -65,7 +65,7 @@ fn held(attempt: u64, decision: Decision) -> Event {
 
 /// The cases that `events` make, as a run of a replay hands them over.
 fn cases_of(facts: &RunFacts, mut events: Vec<Event>) -> Cases {
-    let shared = Shared::default();
+    let shared = ReplayCases::default();
     let mut sink = Junit::to_replay(shared.clone());
     // The report is written when the run has ended, whatever its outcome.
     let outcome = RunOutcome::before_any_try(ExitStatus::Success);

@@ -22,7 +22,7 @@ use std::io::Write;
 struct Captured(Rc<RefCell<Vec<u8>>>);
 
 /// A clock that stamps every event with the same time.
-fn fixed_clock() -> Clock {
+fn fixed_clock() -> Stamper {
     Box::new(|| crate::report::event::Stamp {
         at: SystemTime::UNIX_EPOCH,
         elapsed: Duration::ZERO,
@@ -485,8 +485,8 @@ fn a_wait_until_an_http_date_names_the_clock_that_measured_it() {
         requested: Some(requested),
         clock: Some(clock),
     };
-    // `Clock` here is the log's own, which stamps events.
-    use crate::policy::httpdate::Clock as By;
+    // `Stamper` is the log's own, which stamps events; this is what a wait was measured on.
+    use crate::policy::httpdate::TimeSource as By;
     let by_server = wait(s(3), s(3), By::Server);
     let shorter = wait(s(5), s(3), By::Local);
     let passed = wait(s(1), Duration::ZERO, By::Local);

@@ -10,7 +10,7 @@ use crate::report::log::Log;
 use crate::run::clock::{Moment, after};
 use crate::run::process::{Inherited, Target, reap_all};
 use crate::run::runner::job_control::JobControl;
-use crate::run::signals::{Event as SignalEvent, Signals};
+use crate::run::signals::{Arrival, Signals};
 use crate::run::stdio::{RunIo, TryIo};
 
 /// What wakes the runner: `next_event` deals with the rest itself (signals to pass on, job
@@ -95,15 +95,15 @@ impl Watch {
                 (until, scan) => until.or(scan),
             };
             match self.signals.next_with(&mut fds, wake) {
-                SignalEvent::Child => return Wake::Child,
-                SignalEvent::Stop(signal) => return Wake::Stop(signal),
-                SignalEvent::Timeout if until.is_none_or(|until| Moment::now() < until) => {
+                Arrival::Child => return Wake::Child,
+                Arrival::Stop(signal) => return Wake::Stop(signal),
+                Arrival::Timeout if until.is_none_or(|until| Moment::now() < until) => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.scan(io, &self.inherited);
                     }
                 }
-                SignalEvent::Timeout => return Wake::Timeout,
-                SignalEvent::Io => {
+                Arrival::Timeout => return Wake::Timeout,
+                Arrival::Io => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.on_ready(io, &fds, &tokens);
                         if io.failed.is_some() {
@@ -114,13 +114,13 @@ impl Watch {
                         }
                     }
                 }
-                SignalEvent::Forward(signal) => {
+                Arrival::Forward(signal) => {
                     if let Some(target) = self.current {
                         target.signal(signal);
                     }
                 }
-                SignalEvent::Suspend => self.suspend(log),
-                SignalEvent::Resize => {
+                Arrival::Suspend => self.suspend(log),
+                Arrival::Resize => {
                     if let Some(io) = io.as_deref() {
                         self.stdio.follow_window_sizes(io);
                     }

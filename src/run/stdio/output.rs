@@ -14,7 +14,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use crate::policy::{OutputMatch, Requests};
 use crate::run::dispositions::Dispositions;
 use crate::run::held;
-use crate::run::sink::{Own, Sink, read_fd, ready_now, write_all_fd};
+use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
 use crate::run::stdio::input::Feed;
@@ -41,8 +41,8 @@ pub struct TryIo {
 /// Where the tries' output goes, for the whole run.
 #[derive(Debug)]
 pub(super) struct Outputs {
-    stdout: Sink,
-    stderr: Sink,
+    stdout: Outlet,
+    stderr: Outlet,
     /// The dispositions the forwarder of late output starts with: those of a command.
     pub(super) forwarder_dispositions: Dispositions,
     /// The buffer reads go into, kept from one read to the next.
@@ -110,8 +110,8 @@ impl Outputs {
     /// retry's own standard output and error, as the tries' output goes to them.
     pub(super) fn new() -> Outputs {
         Outputs {
-            stdout: Sink::new(Own::Stdout(io::stdout())),
-            stderr: Sink::new(Own::Stderr(io::stderr())),
+            stdout: Outlet::new(Own::Stdout(io::stdout())),
+            stderr: Outlet::new(Own::Stderr(io::stderr())),
             forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
         }
@@ -178,7 +178,7 @@ impl Outputs {
     }
 
     /// retry's own stream that output bound for `dest` is written to.
-    pub(super) fn sink(&self, dest: Dest) -> &Sink {
+    pub(super) fn sink(&self, dest: Dest) -> &Outlet {
         match dest {
             Dest::Stderr | Dest::Record => &self.stderr,
             Dest::Stdout | Dest::Hold => &self.stdout,

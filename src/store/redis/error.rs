@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use crate::store::resp::{ExchangeError, one_line};
+use crate::store::redis::resp::{ExchangeError, one_line};
 
 /// Why the fleet store could not be used. The run warns with it, once, and goes on with the
 /// local store.

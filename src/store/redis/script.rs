@@ -5,7 +5,7 @@
 use crate::policy::quota::QuotaParams;
 use crate::policy::throttle::{Admission, Counted, Figures};
 use crate::store::quota::{Exchange, Update};
-use crate::store::resp::{Deadline, ExchangeError, Node, Reply};
+use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 
 /// The bucket's arithmetic, as [`Bucket`](crate::policy::quota::Bucket) does it, and the
 /// throttle's, as [`Throttled::step`](crate::store::quota::Throttled::step) does it, in one

@@ -9,7 +9,7 @@ use std::thread;
 
 use crate::policy::quota::RedisAddress;
 use crate::store::redis::error::RedisStoreError;
-use crate::store::resp::{Addr, Deadline, ExchangeError, Node};
+use crate::store::redis::resp::{Addr, Deadline, ExchangeError, Node};
 
 /// Where the server is, from the quota's address, and the password to give it.
 #[derive(Clone, PartialEq, Eq)]
