@@ -6,7 +6,6 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod envfile;
-pub mod held;
 pub mod process;
 pub mod random;
 pub mod rawsig;
@@ -20,6 +19,7 @@ pub mod spawn;
 pub mod spool;
 pub mod startup;
 pub mod stdio;
+pub mod withheld;
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -15,10 +15,10 @@ use crate::report::event::{Event, Failure, Warning};
 use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
-use crate::run::held;
 use crate::run::random;
 use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
+use crate::run::withheld;
 use crate::run::{process, stdio};
 use crate::store::deadletter::DeadLetter;
 use crate::store::shared;
@@ -99,7 +99,7 @@ pub(crate) fn check_junit(path: &std::path::Path, log: &mut Log) -> Result<(), E
 /// but for the JSON log, which machines read as it comes (docs/output.md#output-on-failure).
 fn stderr_of_log(config: &Config) -> Box<dyn Write> {
     match config.output_on_failure && config.log.format == crate::config::LogFormat::Human {
-        true => Box::new(held::Stderr::held()),
+        true => Box::new(withheld::Stderr::withheld()),
         false => Box::new(io::stderr()),
     }
 }
@@ -109,8 +109,8 @@ fn stderr_of_log(config: &Config) -> Box<dyn Write> {
 fn markers_of(config: &Config) -> Markers {
     match config.output_on_failure {
         true => Markers::writing_to(
-            Box::new(held::Stderr::held()),
-            Box::new(held::Stderr::announcement()),
+            Box::new(withheld::Stderr::withheld()),
+            Box::new(withheld::Stderr::announcement()),
         ),
         false => Markers::default(),
     }

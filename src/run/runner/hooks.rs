@@ -50,7 +50,7 @@ impl HookOutput {
     /// is kept in a temporary file and passed on when the hook ends: a hook is short, and no
     /// pipe can fill and stop it meanwhile.
     fn under_ci(log: &Log) -> Option<HookOutput> {
-        if log.facts().ci.system.is_none() && !crate::run::held::holding() {
+        if log.facts().ci.system.is_none() && !crate::run::withheld::withholding() {
             return None;
         }
         let file = crate::run::spool::anonymous_file().ok()?;
@@ -65,14 +65,14 @@ impl HookOutput {
         let mut buf = vec![0u8; 64 * 1024];
         let mut last = b'\n';
         while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
-            if crate::run::held::pass_on_stderr(&buf[..n]).is_err() {
+            if crate::run::withheld::pass_on_stderr(&buf[..n]).is_err() {
                 return;
             }
             last = buf[n - 1];
             self.passed += n as u64;
         }
         if last != b'\n' {
-            let _ = crate::run::held::pass_on_stderr(b"\n");
+            let _ = crate::run::withheld::pass_on_stderr(b"\n");
         }
     }
 }

@@ -29,10 +29,10 @@ use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::dispositions::Dispositions;
-use crate::run::held;
 use crate::run::process::Inherited;
 use crate::run::signals::Signals;
 use crate::run::sink::{pipe, set_nonblocking};
+use crate::run::withheld;
 
 pub use self::fds::Token;
 use self::fds::{HELD_PIPE, set_pipe_size};
@@ -83,7 +83,7 @@ enum Layout {
     Inherit,
     /// `--buffer-stdout`: standard output is held, and standard error read too when a pattern
     /// watches it.
-    Hold { watch_stderr: bool },
+    Buffer { watch_stderr: bool },
     /// Watched, and standard output and error go to the same place (`2>&1`, one terminal):
     /// one stream for both keeps their order exactly as the command wrote it.
     Shared,
@@ -92,9 +92,9 @@ enum Layout {
     /// Relayed, not watched, and standard output goes elsewhere: only standard error passes
     /// through `retry`, which writes its own lines there.
     Stderr,
-    /// `--output-on-failure`: standard output held until the try ends, as `Hold`, and standard
+    /// `--output-on-failure`: standard output held until the try ends, as `Buffer`, and standard
     /// error held with the rest of the run's output until the run ends.
-    HoldAll,
+    WithholdAll,
 }
 
 impl Layout {
@@ -107,7 +107,7 @@ impl Layout {
         same_place: impl FnOnce() -> bool,
     ) -> Layout {
         match (buffer_stdout, watching, relay) {
-            (true, watching, relay) => Layout::Hold {
+            (true, watching, relay) => Layout::Buffer {
                 watch_stderr: watching || relay,
             },
             (false, false, false) => Layout::Inherit,
@@ -136,14 +136,14 @@ impl RunIo {
         let mut same_place =
             || *shared.get_or_insert_with(|| same_file(io::stdout().as_fd(), io::stderr().as_fd()));
         let layout = match config.output_on_failure {
-            true => Layout::HoldAll,
+            true => Layout::WithholdAll,
             false => Layout::new(config.buffer_stdout, patterns.any(), relay, &mut same_place),
         };
         if layout != Layout::Inherit {
             column::set_shared(same_place());
         }
-        if layout == Layout::HoldAll {
-            held::begin(same_place());
+        if layout == Layout::WithholdAll {
+            withheld::begin(same_place());
         }
         Ok(RunIo {
             input,
@@ -172,7 +172,7 @@ impl RunIo {
 
     /// A warning for the log, once.
     pub fn take_warning(&mut self) -> Option<String> {
-        self.warning.take().or_else(held::take_warning)
+        self.warning.take().or_else(withheld::take_warning)
     }
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
@@ -194,8 +194,8 @@ impl RunIo {
     fn child_output(&self, io: &mut TryIo) -> anyhow::Result<(ChildFd, ChildFd)> {
         Ok(match self.layout {
             Layout::Inherit => (ChildFd::Inherit, ChildFd::Inherit),
-            Layout::Hold { watch_stderr } => {
-                let stdout = self.open_stream(io, Dest::Hold, self.stdout_tty)?;
+            Layout::Buffer { watch_stderr } => {
+                let stdout = self.open_stream(io, Dest::Buffer, self.stdout_tty)?;
                 let stderr = if watch_stderr {
                     ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?)
                 } else {
@@ -216,8 +216,8 @@ impl RunIo {
                 ChildFd::Fd(self.open_stream(io, Dest::Stdout, self.stdout_tty)?),
                 ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
             ),
-            Layout::HoldAll => (
-                ChildFd::Fd(self.open_stream(io, Dest::Hold, self.stdout_tty)?),
+            Layout::WithholdAll => (
+                ChildFd::Fd(self.open_stream(io, Dest::Buffer, self.stdout_tty)?),
                 ChildFd::Fd(self.open_stream(io, Dest::Record, self.stderr_tty)?),
             ),
         })
@@ -232,7 +232,7 @@ impl RunIo {
                 .context("cannot create a pseudo-terminal for output")?
         } else {
             let (r, w) = pipe().context("cannot create a pipe for output")?;
-            if matches!(dest, Dest::Hold | Dest::Record) {
+            if matches!(dest, Dest::Buffer | Dest::Record) {
                 // Held output is taken as fast as it comes: a larger pipe means fewer
                 // wake-ups per byte (1 GiB held: 1.2 times as fast, BENCHMARKS.md).
                 set_pipe_size(&r, HELD_PIPE);
@@ -328,7 +328,7 @@ impl RunIo {
     /// lost; `retry` itself exits at once. Held output goes to stdout, as the success's did.
     /// Under `--output-on-failure`, once what the run holds has been passed on (`end_run`).
     pub fn hand_off(&mut self, io: &mut TryIo) {
-        if self.layout != Layout::HoldAll {
+        if self.layout != Layout::WithholdAll {
             return self.output.hand_off(io);
         }
         self.late = Some(TryIo {
@@ -354,7 +354,7 @@ impl RunIo {
     /// the run holds instead, and so does a successful one's when `--flaky fail` will fail the
     /// run all the same, to be passed on in its place (docs/output.md#output-on-failure).
     pub fn deliver(&mut self, io: &mut TryIo, success: bool) {
-        if self.layout == Layout::HoldAll {
+        if self.layout == Layout::WithholdAll {
             if !success || (self.flaky_fails && self.failed_before) {
                 self.failed_before |= !success;
                 return self.output.hold_for_the_run(io, success);
@@ -368,10 +368,10 @@ impl RunIo {
     /// dropped (docs/output.md#output-on-failure), and then the late output of a successful try
     /// handed off. A stopping signal that cuts the playback short is what the run exits by.
     pub fn end_run(&mut self, play_all: bool, signals: &mut Signals) -> Option<Signal> {
-        if self.layout != Layout::HoldAll {
+        if self.layout != Layout::WithholdAll {
             return None;
         }
-        if let Some(signal) = held::end(play_all, signals) {
+        if let Some(signal) = withheld::end(play_all, signals) {
             return Some(signal);
         }
         if let Some(mut late) = self.late.take() {
@@ -391,13 +391,13 @@ mod tests {
         assert_eq!(Layout::new(false, false, false, never), Layout::Inherit);
         assert_eq!(
             Layout::new(true, false, false, never),
-            Layout::Hold {
+            Layout::Buffer {
                 watch_stderr: false
             }
         );
         assert_eq!(
             Layout::new(true, true, false, never),
-            Layout::Hold { watch_stderr: true }
+            Layout::Buffer { watch_stderr: true }
         );
         assert_eq!(Layout::new(false, true, false, || true), Layout::Shared);
         assert_eq!(Layout::new(false, true, false, || false), Layout::Separate);
@@ -408,7 +408,7 @@ mod tests {
         let never = || -> bool { panic!("same_place looked at") };
         assert_eq!(
             Layout::new(true, false, true, never),
-            Layout::Hold { watch_stderr: true }
+            Layout::Buffer { watch_stderr: true }
         );
         assert_eq!(Layout::new(false, false, true, || true), Layout::Shared);
         assert_eq!(Layout::new(false, false, true, || false), Layout::Stderr);

@@ -13,13 +13,13 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::policy::{OutputMatch, Requests};
 use crate::run::dispositions::Dispositions;
-use crate::run::held;
 use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
 use crate::run::stdio::input::Feed;
 use crate::run::stdio::pty::follow_window_size;
 use crate::run::stdio::stream::{Dest, OutputError, Read, Stream, real_stream};
+use crate::run::withheld;
 
 /// The plumbing of one try: the feed of its input, its output streams, and what came of them.
 #[derive(Debug, Default)]
@@ -98,8 +98,8 @@ fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
 }
 
 /// Adds `data` to held output; a temporary file that fails is worth a warning.
-fn hold(held: &mut Spool, data: &[u8], warning: &mut Option<String>) {
-    if let Err(e) = held.append(data) {
+fn buffer(buffered: &mut Spool, data: &[u8], warning: &mut Option<String>) {
+    if let Err(e) = buffered.append(data) {
         *warning = Some(format!(
             "cannot spill held standard output to a temporary file ({e}); holding it in memory"
         ));
@@ -134,7 +134,7 @@ impl Outputs {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(
             match s.dest {
-                Dest::Hold | Dest::Record => HELD_PIPE,
+                Dest::Buffer | Dest::Record => HELD_PIPE,
                 Dest::Stdout | Dest::Stderr => CHUNK,
             },
             0,
@@ -159,12 +159,12 @@ impl Outputs {
         buf.truncate(n);
         s.watch.feed(&buf, &mut io.requests);
         match s.dest {
-            Dest::Hold => {
-                hold(&mut s.held, &buf, warning);
+            Dest::Buffer => {
+                buffer(&mut s.buffered, &buf, warning);
                 self.scratch = buf;
             }
             Dest::Record => {
-                held::hold(&buf);
+                withheld::withhold(&buf);
                 self.scratch = buf;
             }
             Dest::Stdout | Dest::Stderr => {
@@ -181,7 +181,7 @@ impl Outputs {
     pub(super) fn sink(&self, dest: Dest) -> &Outlet {
         match dest {
             Dest::Stderr | Dest::Record => &self.stderr,
-            Dest::Stdout | Dest::Hold => &self.stdout,
+            Dest::Stdout | Dest::Buffer => &self.stdout,
         }
     }
 
@@ -223,29 +223,29 @@ impl Outputs {
             return Ok(false);
         };
         // The part held in memory is written from where it is, not copied to `pending` first.
-        if let Some(part) = s.held.memory_part(*pos) {
+        if let Some(part) = s.buffered.memory_part(*pos) {
             let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
             *pos += n as u64;
-            if *pos >= s.held.len() {
+            if *pos >= s.buffered.len() {
                 s.delivering = None;
             }
             return Ok(false);
         }
         let sent = s
-            .held
+            .buffered
             .file_part(*pos)
             .and_then(|(file, offset, len)| self.sink(dest).send_file(file, offset, len));
         match sent {
             Some(Ok(n)) if n > 0 => {
                 *pos += n as u64;
-                if *pos >= s.held.len() {
+                if *pos >= s.buffered.len() {
                     s.delivering = None;
                 }
                 Ok(s.written < s.pending.len())
             }
             Some(Err(e)) => Err(e),
             // Nothing sent (the file ended early) or no sendfile here: read and write.
-            Some(Ok(_)) | None => Ok(s.take_held_chunk(failed) && s.written < s.pending.len()),
+            Some(Ok(_)) | None => Ok(s.take_buffered_chunk(failed) && s.written < s.pending.len()),
         }
     }
 
@@ -328,9 +328,9 @@ impl Outputs {
             let data = &buf[..n];
             s.watch.feed(data, &mut io.requests);
             match s.dest {
-                Dest::Hold => hold(&mut s.held, data, warning),
+                Dest::Buffer => buffer(&mut s.buffered, data, warning),
                 Dest::Record => {
-                    held::hold(data);
+                    withheld::withhold(data);
                 }
                 Dest::Stdout | Dest::Stderr => {
                     if s.written >= s.pending.len() {
@@ -393,11 +393,11 @@ impl Outputs {
     /// holds, for standard error as a failed try's (copied, and the try's own spool emptied),
     /// or `as_stdout`, in its place, as the successful output of a run that fails all the same.
     pub(super) fn hold_for_the_run(&mut self, io: &mut TryIo, as_stdout: bool) {
-        for s in io.streams.iter_mut().filter(|s| s.dest == Dest::Hold) {
-            let spool = std::mem::take(&mut s.held);
+        for s in io.streams.iter_mut().filter(|s| s.dest == Dest::Buffer) {
+            let spool = std::mem::take(&mut s.buffered);
             match as_stdout {
-                true => held::hold_stdout(spool),
-                false => held::hold_copy(&spool),
+                true => withheld::withhold_stdout(spool),
+                false => withheld::withhold_copy(&spool),
             }
         }
     }
@@ -405,9 +405,9 @@ impl Outputs {
     /// The successful try's held standard output is about to be passed on: what it leaves
     /// unfinished, the run's held lines know.
     pub(super) fn note_success(&self, io: &TryIo) {
-        let streams = io.streams.iter().filter(|s| s.dest == Dest::Hold);
-        if let Some(last) = streams.filter_map(|s| s.held.last_byte()).next_back() {
-            held::passed_on_live(last);
+        let streams = io.streams.iter().filter(|s| s.dest == Dest::Buffer);
+        if let Some(last) = streams.filter_map(|s| s.buffered.last_byte()).next_back() {
+            withheld::passed_on_live(last);
         }
     }
 
@@ -415,7 +415,7 @@ impl Outputs {
     /// otherwise. `drain` writes it.
     pub(super) fn deliver(&mut self, io: &mut TryIo, success: bool) {
         for s in &mut io.streams {
-            if s.dest != Dest::Hold || s.held.is_empty() {
+            if s.dest != Dest::Buffer || s.buffered.is_empty() {
                 continue;
             }
             let dest = if success { Dest::Stdout } else { Dest::Stderr };

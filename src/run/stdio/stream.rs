@@ -16,7 +16,7 @@ pub(super) enum Dest {
     Stdout,
     Stderr,
     /// Held until the try ends (`--buffer-stdout`).
-    Hold,
+    Buffer,
     /// Standard error held with the rest of the run's output, as it comes, until the run ends
     /// (`--output-on-failure`, docs/output.md#output-on-failure).
     Record,
@@ -26,7 +26,7 @@ pub(super) enum Dest {
 pub(super) fn real_stream(dest: Dest) -> Own {
     match dest {
         Dest::Stderr | Dest::Record => Own::Stderr(io::stderr()),
-        Dest::Stdout | Dest::Hold => Own::Stdout(io::stdout()),
+        Dest::Stdout | Dest::Buffer => Own::Stdout(io::stdout()),
     }
 }
 
@@ -38,7 +38,7 @@ pub(super) struct Stream {
     pub(super) pending: Vec<u8>,
     pub(super) written: usize,
     pub(super) watch: Matchers,
-    pub(super) held: Spool,
+    pub(super) buffered: Spool,
     /// Held output on its way out after the try: where to (stdout or stderr), and how much of
     /// the spool has been taken into `pending`.
     pub(super) delivering: Option<(Dest, u64)>,
@@ -56,7 +56,7 @@ impl Stream {
             pending: Vec::new(),
             written: 0,
             watch,
-            held: Spool::new(),
+            buffered: Spool::new(),
             delivering: None,
             tty,
         }
@@ -64,12 +64,12 @@ impl Stream {
 
     /// Takes the next chunk of held output into `pending`; false when there is none (the end,
     /// or a read error, recorded in `failed`).
-    pub(super) fn take_held_chunk(&mut self, failed: &mut Option<OutputError>) -> bool {
+    pub(super) fn take_buffered_chunk(&mut self, failed: &mut Option<OutputError>) -> bool {
         let Some((_, pos)) = &mut self.delivering else {
             return false;
         };
         self.pending.resize(CHUNK, 0);
-        match self.held.read_at(*pos, &mut self.pending) {
+        match self.buffered.read_at(*pos, &mut self.pending) {
             Ok(n) => {
                 self.pending.truncate(n);
                 *pos += n as u64;
@@ -78,7 +78,7 @@ impl Stream {
                 self.pending.clear();
                 self.delivering = None;
                 failed.get_or_insert(OutputError {
-                    stream: "held standard output",
+                    stream: "buffered standard output",
                     error,
                 });
                 return false;
@@ -96,11 +96,11 @@ impl Stream {
     /// passing through `retry`, once the part held in memory is full: what that read gave, or
     /// `None` when this stream's output is not taken that way now.
     pub(super) fn splice_held(&mut self) -> Option<Read> {
-        if self.dest != Dest::Hold || !self.watch.is_empty() {
+        if self.dest != Dest::Buffer || !self.watch.is_empty() {
             return None;
         }
         let fd = self.fd.as_ref()?;
-        match self.held.splice_from(fd.as_fd(), HELD_PIPE)? {
+        match self.buffered.splice_from(fd.as_fd(), HELD_PIPE)? {
             Ok(0) => {
                 self.fd = None;
                 Some(Read::End)

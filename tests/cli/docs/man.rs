@@ -489,7 +489,7 @@ fn files() -> Vec<Block> {
                  make one, to .retry-spool-* removed as soon as it is created: nothing is left \
                  behind, whatever ends `retry`.",
                 retry::run::spool::MEMORY_LIMIT >> 20,
-                retry::run::held::MEMORY_LIMIT >> 20
+                retry::run::withheld::MEMORY_LIMIT >> 20
             ),
         ),
         item(

@@ -1,7 +1,9 @@
-//! What `--output-on-failure` holds (docs/output.md#output-on-failure): everything a run would
-//! print on standard error, in the order it came (each try's standard error, the failed tries'
-//! standard output, what the hooks write, the log's lines and the CI markers), kept until the
-//! run's exit status is known; then dropped after a success, or passed on after a failure.
+//! What `--output-on-failure` withholds (docs/output.md#output-on-failure): everything a run
+//! would print on standard error, in the order it came (each try's standard error, the failed
+//! tries' standard output, what the hooks write, the log's lines and the CI markers), kept until
+//! the run's outcome is known; then dropped after a success, or passed on after a failure. (In
+//! the code, "held" is a try that `--throttle` held back, "buffered" what `--buffer-stdout`
+//! keeps of a try, and "withheld" what this module keeps of a run.)
 //!
 //! Holding is a state of `retry`'s standard error, a descriptor of the whole process, so the
 //! record lives in the storage of the one thread `retry` has, as the line state of
@@ -142,13 +144,13 @@ pub fn begin(shared: bool) {
 }
 
 /// True while a run holds its output.
-pub fn holding() -> bool {
+pub fn withholding() -> bool {
     with(|_| ()).is_some()
 }
 
 /// Holds `data`, output of a try bound for standard error; false when nothing is held, and the
 /// caller passes it on itself.
-pub fn hold(data: &[u8]) -> bool {
+pub fn withhold(data: &[u8]) -> bool {
     with(|record| record.hold(data)).is_some()
 }
 
@@ -156,7 +158,7 @@ pub fn hold(data: &[u8]) -> bool {
 /// passes it on), copied: the try's spool is dropped next. It comes from another stream than
 /// what was held before it, so it starts on a line of its own: a line the try's standard error
 /// left unfinished is not glued to it.
-pub fn hold_copy(spool: &Spool) {
+pub fn withhold_copy(spool: &Spool) {
     with(|record| {
         let open = spool.last_byte().map(|b| b != b'\n');
         if open.is_some() && record.open {
@@ -171,7 +173,7 @@ pub fn hold_copy(spool: &Spool) {
 
 /// Holds the successful try's standard output, for standard output, in its place: the run
 /// fails all the same.
-pub fn hold_stdout(spool: Spool) {
+pub fn withhold_stdout(spool: Spool) {
     with(|record| record.stdout(spool));
 }
 
@@ -187,7 +189,7 @@ pub fn take_warning() -> Option<String> {
 
 /// Writes what a hook wrote to standard error, or holds it while a run holds its output.
 pub fn pass_on_stderr(data: &[u8]) -> io::Result<()> {
-    match hold(data) {
+    match withhold(data) {
         true => Ok(()),
         false => write_stderr(data),
     }
@@ -202,7 +204,7 @@ pub struct Stderr {
 
 impl Stderr {
     /// For lines held with the rest.
-    pub fn held() -> Stderr {
+    pub fn withheld() -> Stderr {
         Stderr {
             announcement: false,
         }
@@ -480,14 +482,14 @@ mod tests {
     #[test]
     fn nothing_is_held_outside_a_run() {
         RECORD.with(|cell| *cell.borrow_mut() = None);
-        assert!(!holding());
-        assert!(!hold(b"x"));
+        assert!(!withholding());
+        assert!(!withhold(b"x"));
         begin(false);
-        assert!(holding() && hold(b"x"));
-        let mut line = Stderr::held();
+        assert!(withholding() && withhold(b"x"));
+        let mut line = Stderr::withheld();
         line.write_all(b"retry: a line\n").unwrap();
         let r = RECORD.with(|cell| cell.borrow_mut().take()).unwrap();
         assert_eq!(r.current.len(), 16);
-        assert!(!holding());
+        assert!(!withholding());
     }
 }
