@@ -262,7 +262,8 @@ fn failed_a_try(entry: &Entry) -> bool {
     match entry.ending {
         Ending::Success => entry.flaky,
         Ending::GaveUp => entry.tries > 0,
-        Ending::Interrupted => entry.tries > 1,
+        // Every try before the last failed, when the line does not count them.
+        Ending::Interrupted => entry.failed.map_or(entry.tries > 1, |f| f > 0),
         Ending::Repeat => false,
     }
 }

@@ -188,7 +188,12 @@ impl<'c> Runner<'c> {
             Some(_) => matches!(verdict, Verdict::Success(_)),
             None => matches!(decision, Decision::Succeed),
         };
-        self.watch.stdio.deliver(&mut t.io, success);
+        // A success after failed tries that --flaky fail fails: the run fails all the same.
+        let fails_anyway = success
+            && self.repeat.is_none()
+            && self.config.flaky == Flaky::Fail
+            && self.counts.failed > 0;
+        self.watch.stdio.deliver(&mut t.io, success, fails_anyway);
         let run_end = self.run_end();
         let drained = self.watch.drain(&mut self.log, &mut t.io, run_end);
         self.log.emit(Event::TryOutputDone { attempt: t.attempt });
@@ -322,7 +327,7 @@ impl<'c> Runner<'c> {
     /// writes out what can be at once, reports the try and what it left, and ends the run.
     fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> ExitStatus {
         // What can be written at once is; a received signal waits for nothing.
-        self.watch.stdio.deliver(&mut t.io, false);
+        self.watch.stdio.deliver(&mut t.io, false, false);
         let _ = self
             .watch
             .drain(&mut self.log, &mut t.io, Some(Moment::now()));

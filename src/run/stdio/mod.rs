@@ -22,9 +22,9 @@ use nix::sys::stat::fstat;
 use nix::unistd::isatty;
 
 use crate::config::Config;
+use crate::policy::OutputMatch;
 use crate::policy::Signal;
 use crate::policy::pushback::date_line;
-use crate::policy::{Flaky, OutputMatch};
 use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
@@ -67,10 +67,6 @@ pub struct RunIo {
     stderr_tty: bool,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
-    /// `--flaky fail`: a success after a failed try fails the run.
-    flaky_fails: bool,
-    /// A try's output has been sent on as a failed one's.
-    failed_before: bool,
     /// Under `--output-on-failure`, what the successful try's background processes may still
     /// write: handed off once what is held has been passed on.
     late: Option<TryIo>,
@@ -153,8 +149,6 @@ impl RunIo {
             stdout_tty: isatty(io::stdout()).unwrap_or(false),
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
-            flaky_fails: config.flaky == Flaky::Fail,
-            failed_before: false,
             late: None,
         })
     }
@@ -352,11 +346,11 @@ impl RunIo {
     /// Sends held standard output on its way: to stdout for the successful try, to stderr
     /// otherwise. `drain` writes it. Under `--output-on-failure`, a failed try's goes into what
     /// the run holds instead, and so does a successful one's when `--flaky fail` will fail the
-    /// run all the same, to be passed on in its place (docs/output.md#output-on-failure).
-    pub fn deliver(&mut self, io: &mut TryIo, success: bool) {
+    /// run all the same (`fails_anyway`, as the runner says), to be passed on in its place
+    /// (docs/output.md#output-on-failure).
+    pub fn deliver(&mut self, io: &mut TryIo, success: bool, fails_anyway: bool) {
         if self.layout == Layout::WithholdAll {
-            if !success || (self.flaky_fails && self.failed_before) {
-                self.failed_before |= !success;
+            if !success || fails_anyway {
                 return self.output.hold_for_the_run(io, success);
             }
             self.output.note_success(io);
