@@ -84,9 +84,6 @@ pub struct HumanLog {
     command: Vec<OsString>,
     /// The policy in words, for `-v`.
     policy: String,
-    /// GitHub's annotation announced the end of the run in this stream: its last line is left
-    /// out.
-    replaced: bool,
 }
 
 impl HumanLog {
@@ -103,7 +100,6 @@ impl HumanLog {
                 true => describe_policy(config),
                 false => String::new(),
             },
-            replaced: false,
         }
     }
 
@@ -165,22 +161,20 @@ impl Sink for HumanLog {
                 self.put("\r\x1b[2K", facts);
                 Vec::new()
             }
-            Event::Concluded { level, .. } => {
-                self.replaced = facts.annotation_replaces_line(*level);
-                Vec::new()
-            }
-            // GitHub's annotation said it, in the same stream.
+            // GitHub's annotation, written when the run has ended, says it in the same stream.
             Event::Succeeded { .. } | Event::GaveUp { .. } | Event::RepeatEnded { .. }
-                if std::mem::take(&mut self.replaced) =>
+                if event
+                    .announced_as()
+                    .is_some_and(|level| facts.annotation_replaces_line(level)) =>
             {
                 Vec::new()
             }
+            Event::Succeeded { .. } => success_lines(event, facts),
             Event::Warning(Warning::Flaky { .. })
                 if facts.annotation_replaces_line(Level::Warning) =>
             {
                 Vec::new()
             }
-            Event::Succeeded { .. } => success_lines(event, facts),
             Event::Stagger { .. }
             | Event::TryStarted { .. }
             | Event::TryOutputDone { .. }
@@ -197,6 +191,7 @@ impl Sink for HumanLog {
             | Event::Received { .. }
             | Event::GaveUp { .. }
             | Event::DeadLettered { .. }
+            | Event::Concluded { .. }
             | Event::RunEnded(_)
             | Event::Warning(_)
             | Event::Error(_)
@@ -262,8 +257,10 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             elapsed,
             waited,
             flaky,
+            failed,
             ..
-        } => (!quiet && (verbose || *flaky)).then(|| succeeded(*attempt, *elapsed, *waited, facts)),
+        } => (!quiet && (verbose || *flaky))
+            .then(|| succeeded(*attempt, *elapsed, *waited, *failed, facts)),
         Event::Received { .. } => run(&|| received(event, facts)),
         Event::Leftovers { .. } => run(&|| leftovers(event, facts)),
         Event::HookFailed { which, failure, .. } => {
@@ -497,15 +494,20 @@ fn requested_words(wait: &Wait) -> String {
     }
 }
 
-fn succeeded(attempt: u64, elapsed: Duration, waited: Duration, facts: &RunFacts) -> Line {
-    let retries = attempt.saturating_sub(1);
+fn succeeded(
+    attempt: u64,
+    elapsed: Duration,
+    waited: Duration,
+    failed: u64,
+    facts: &RunFacts,
+) -> Line {
     let mut line = Line::default();
     line.paint("succeeded", Paint::Good);
     line.push(&format!(
         " on try {} in {} ({}, {} waiting)",
         facts.label(attempt),
         hms(elapsed),
-        plural(retries, "retry", "retries"),
+        plural(failed, "failed try", "failed tries"),
         hms(waited)
     ));
     line

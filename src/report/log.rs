@@ -7,12 +7,13 @@
 use std::io::Write;
 
 use crate::config::{ColorWhen, Config};
+use crate::outcome::RunOutcome;
 use crate::report::ci::{self, Ci};
+use crate::report::conclude::Stage;
 use crate::report::event::{Envelope, Event, Stamp, Warning};
 pub use crate::report::facts::{Collect, RunFacts, Sink};
 use crate::report::human::HumanLog;
 use crate::report::jsonlog::JsonLog;
-use crate::report::tally::Tally;
 
 /// Where the time of each event comes from: the shell's clock (`run::clock::stamps`), or a
 /// fixed one in tests. The reporter reads it once per event, and no sink reads a clock.
@@ -22,10 +23,10 @@ pub type Stamper = Box<dyn FnMut() -> Stamp>;
 pub struct Log {
     facts: RunFacts,
     clock: Stamper,
-    /// The stage every event meets before the sinks: it counts the tries, and concludes a
-    /// run that retried or gave up with an [`Event::Concluded`], which the sinks take before
-    /// the event that ended the run.
-    tally: Tally,
+    /// The stage every event meets before the sinks: it counts the tries, and concludes a run
+    /// that retried or gave up with an [`Event::Concluded`] when the runner says its outcome is
+    /// known.
+    stage: Stage,
     /// In the order they take each event: the CI's sinks, the log, then those the shell adds.
     sinks: Vec<Box<dyn Sink>>,
 }
@@ -57,7 +58,7 @@ impl Log {
         Log {
             facts,
             clock,
-            tally: Tally::default(),
+            stage: Stage::default(),
             sinks: vec![sink],
         }
     }
@@ -98,13 +99,17 @@ impl Log {
     /// Reports one event to every sink, with the time it happened.
     pub fn emit(&mut self, event: Event) {
         let stamp = (self.clock)();
-        if let Some(concluded) = self.tally.conclude(&event, &self.facts) {
-            self.dispatch(&Envelope {
-                stamp,
-                event: concluded,
-            });
-        }
+        self.stage.take(&event, &self.facts);
         self.dispatch(&Envelope { stamp, event });
+    }
+
+    /// Announces the end of the run that ended as `outcome` (GitHub's annotation, the job
+    /// summary), once, if it needs announcing: when its outcome is known, before what it held
+    /// back is played back and its records are written.
+    pub fn conclude(&mut self, outcome: &RunOutcome) {
+        if let Some(concluded) = self.stage.conclude(outcome) {
+            self.emit(concluded);
+        }
     }
 
     /// A problem that does not change the run.

@@ -75,8 +75,7 @@ pub struct Tally {
     rows: u64,
     /// Each failed outcome, in the order first seen, with how many tries ended so.
     failures: Vec<(String, u64)>,
-    /// The end of the run has been announced: a later give-up (a signal during
-    /// `--on-give-up`) announces nothing more.
+    /// The end of the run has been announced: it is, once, when the run has ended.
     concluded: bool,
 }
 

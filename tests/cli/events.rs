@@ -85,8 +85,8 @@ fn every_scenario() {
             "try_started",
             "output_done",
             "try_ended",
-            "concluded",
             "gave_up",
+            "concluded",
             "run_ended"
         ]
     );
@@ -101,7 +101,7 @@ fn every_scenario() {
     assert_eq!(last.decision, Decision::GiveUp(GiveUp::Tries));
     assert!(
         matches!(
-            &events[events.len() - 2],
+            &events[events.len() - 3],
             Event::GaveUp {
                 tries: 3,
                 why: GiveUp::Tries,

@@ -32,7 +32,7 @@ fn a_command_that_fails_twice_then_succeeds_runs_three_times() {
     assert!(log.contains("retry: try 3/5 succeeded after "), "{log}");
     let last = log.lines().last().unwrap();
     assert!(
-        last.starts_with("retry: succeeded on try 3/5 in ") && last.contains("(2 retries, "),
+        last.starts_with("retry: succeeded on try 3/5 in ") && last.contains("(2 failed tries, "),
         "{log}"
     );
 }

@@ -20,6 +20,8 @@ impl Runner<'_> {
     pub fn run(mut self, seed: u64) -> RunEnd {
         let status = self.run_loop(seed);
         let mut outcome = self.outcome(status);
+        // The end is announced as it is known, among what --output-on-failure withholds.
+        self.log.conclude(&outcome);
         let signals = &mut self.watch.signals;
         if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
             let status = self.interrupted(self.counts.counted, signal, During::Playback);
