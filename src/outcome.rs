@@ -166,7 +166,11 @@ impl RunOutcome {
     /// The signal that ends `retry`, if one does.
     pub fn signal(&self) -> Option<Signal> {
         match self.verdict {
-            RunVerdict::Interrupted { signal, .. } => Some(signal),
+            RunVerdict::Interrupted { signal, .. }
+            | RunVerdict::Repeated {
+                why: RepeatEnd::Interrupted(signal),
+                ..
+            } => Some(signal),
             _ => None,
         }
     }

@@ -50,7 +50,8 @@ pub enum Event {
     TryOutputDone { attempt: u64 },
     /// A try ended, and the schedule decided what follows.
     TryEnded(TryReport),
-    /// A try that `retry` stopped because it received a stopping signal.
+    /// A try that `retry` stopped for a reason of its own: a stopping signal it received, or
+    /// output of the try that it could not write.
     TryInterrupted(TryReport),
     /// `--throttle` held a try back: it did not run, and the schedule decided what follows.
     TryHeld(HeldReport),
@@ -260,6 +261,11 @@ impl Event {
                 last,
                 ..
             } => *last == Some(pipe),
+            // retry dies of SIGPIPE after the successful try's output lost its reader.
+            Event::GaveUp {
+                signal: Some(signal),
+                ..
+            } => *signal == Signal::PIPE,
             _ => false,
         }
     }
@@ -431,9 +437,14 @@ pub enum Warning {
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },
-    /// `--flaky warn`: the run succeeded on try `attempt` (of `of` at most) only after the
-    /// tries before it failed.
-    Flaky { attempt: u64, of: Option<u64> },
+    /// `--flaky warn`: the run succeeded on try `attempt` (of `of` at most) only after `failed`
+    /// tries failed.
+    Flaky {
+        attempt: u64,
+        of: Option<u64>,
+        /// The tries that ran and failed before it.
+        failed: u64,
+    },
     /// The `--history` file holds `bytes`, more than `--stats` reads: the run is recorded all
     /// the same.
     HistoryTooLarge { path: PathBuf, bytes: u64 },

@@ -176,8 +176,12 @@ pub fn warning_text(w: &Warning) -> String {
             format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
         }
         Warning::Stdio(text) => text.clone(),
-        Warning::Flaky { attempt, of } => {
-            let failed = plural(attempt.saturating_sub(1), "failed try", "failed tries");
+        Warning::Flaky {
+            attempt,
+            of,
+            failed,
+        } => {
+            let failed = plural(*failed, "failed try", "failed tries");
             let label = match of {
                 Some(n) => format!("{attempt}/{n}"),
                 None => attempt.to_string(),

@@ -2,6 +2,7 @@
 //! the processes it leaves.
 #![allow(dead_code)]
 
+pub mod agree;
 pub mod redis_server;
 
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agree;
 mod ci_lines;
 mod consecutive;
 mod cut;

@@ -44,8 +44,8 @@ pub enum TryEnd {
     /// The command could not be started.
     NotStarted(Outcome, NotStarted),
     /// The try's output could not be written (not for a closed pipe); the try has been
-    /// stopped, and the run ends.
-    OutputFailed,
+    /// stopped, as this says, and the run ends.
+    OutputFailed(Ended),
     /// `retry` received a stopping signal during the try; the try has been stopped. The
     /// outcome is how it ended, if it had started.
     Interrupted(Signal, Option<Ended>),

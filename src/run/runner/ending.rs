@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use super::around::RunEnd;
+use super::ended::{Ended, Try};
 use super::hooks::Hook;
 use super::state::Runner;
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
-use crate::policy::{GiveUp, Outcome, RepeatEnd, Signal};
+use crate::policy::{Decision, GiveUp, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::event::{During, Event, Failure};
 use crate::run::stdio::TryIo;
 
@@ -83,6 +84,40 @@ impl Runner<'_> {
         status
     }
 
+    /// The reader of the successful try `attempt`'s output went away before it had all of it:
+    /// never 0 after losing output; `retry` dies of SIGPIPE, as the command would have, and the
+    /// run ends as quietly as the pipeline would.
+    pub(super) fn reader_gone(&mut self, attempt: u64) -> ExitStatus {
+        let signal = Signal::PIPE;
+        self.end = Some(RunVerdict::Interrupted {
+            signal,
+            during: During::Output,
+        });
+        let status = ExitStatus::Reraise(signal);
+        self.log.emit(Event::GaveUp {
+            tries: attempt,
+            elapsed: self.start.elapsed(),
+            why: GiveUp::Interrupted,
+            status,
+            last: self.last_ran,
+            signal: Some(signal),
+            streak: self.in_a_row,
+        });
+        status
+    }
+
+    /// Reports try `t`, which `retry` stopped as `ended` because its output could not be
+    /// written: it ran, and it is not one of the command's failures.
+    pub(super) fn stopped_for_output(&mut self, t: &Try, ended: Ended) {
+        self.counts.ran += 1;
+        self.last_ran = Some(ended.outcome);
+        let decision = Decision::GiveUp(GiveUp::Interrupted);
+        let took = t.start.elapsed();
+        let verdict = Verdict::Interrupted;
+        let report = ended.report(t.attempt, t.start, took, verdict, decision, None);
+        self.log.emit(Event::TryInterrupted(report));
+    }
+
     /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
     pub(super) fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
         self.end = Some(RunVerdict::OutputFailed);
@@ -151,7 +186,14 @@ impl Runner<'_> {
         during: During,
     ) -> ExitStatus {
         self.counts.counted = attempt;
-        self.end = Some(RunVerdict::Interrupted { signal, during });
+        self.end = Some(match &self.repeat {
+            // A repeat ends as a repeat, cut short by the signal: its summary says so.
+            Some(repeat) => RunVerdict::Repeated {
+                why: RepeatEnd::Interrupted(signal),
+                failed: repeat.count().failed,
+            },
+            None => RunVerdict::Interrupted { signal, during },
+        });
         self.log.emit(Event::Received {
             signal,
             attempt,

@@ -115,7 +115,7 @@ impl Hook<'_> {
             }
             Finish::Interrupted(signal, _) => (Some(signal), None),
             // A hook's output goes straight to standard error: never through retry.
-            Finish::OutputFailed => (None, None),
+            Finish::OutputFailed(_) => (None, None),
         };
         if let Some(out) = &mut output {
             out.pass_on();

@@ -156,8 +156,9 @@ impl<'c> Runner<'c> {
         let (ended, detail) = match end {
             TryEnd::Ended(ended) => (ended, None),
             TryEnd::NotStarted(outcome, detail) => (Ended::by_itself(outcome), Some(detail)),
-            TryEnd::OutputFailed => {
+            TryEnd::OutputFailed(ended) => {
                 self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                self.stopped_for_output(&t, ended);
                 return ControlFlow::Break(self.output_failed(&t.io));
             }
             TryEnd::Interrupted(signal, ended) => {
@@ -306,6 +307,7 @@ impl<'c> Runner<'c> {
                     self.log.warn(Warning::Flaky {
                         attempt: t.attempt,
                         of,
+                        failed: self.counts.failed,
                     });
                 }
                 self.watch.stdio.hand_off(&mut t.io);
@@ -384,12 +386,7 @@ impl<'c> Runner<'c> {
             // Never 0 after losing output: the command itself would have met SIGPIPE, and
             // retry dies of it as the command would have.
             self.log.warn(Warning::ReaderGone);
-            let signal = Signal::PIPE;
-            self.end = Some(RunVerdict::Interrupted {
-                signal,
-                during: During::Output,
-            });
-            return Some(ExitStatus::Reraise(signal));
+            return Some(self.reader_gone(attempt));
         }
         None
     }
@@ -410,8 +407,12 @@ impl<'c> Runner<'c> {
                 which: "--on-retry",
                 command,
                 attempt,
+                // The status giving up after this failed try would give: 1 for a try that
+                // exited 0 but was not ready (--until-output).
                 exit_code: outcome
-                    .map_or(ExitStatus::Held, ExitStatus::from_last_try)
+                    .map_or(ExitStatus::Held, |o| {
+                        ExitStatus::of_giving_up(&GiveUp::Tries, o)
+                    })
                     .code(),
                 delay: wait.delay,
                 bound: self.hook_bound(),
@@ -505,7 +506,10 @@ impl<'c> Runner<'c> {
                 let ended = Ended::stopped(outcome, &stopped, false);
                 return TryEnd::Interrupted(signal, Some(ended));
             }
-            Finish::OutputFailed => return TryEnd::OutputFailed,
+            Finish::OutputFailed(stopped) => {
+                let outcome = child.outcome().unwrap_or(Outcome::Signal(Signal::KILL));
+                return TryEnd::OutputFailed(Ended::stopped(outcome, &stopped, false));
+            }
         };
         if !self.stops_leftovers(ended.outcome, io) {
             return TryEnd::Ended(ended);

@@ -76,7 +76,7 @@ pub enum Finish {
     /// `retry` received this stopping signal, and stopped it with the same.
     Interrupted(Signal, Stopped),
     /// Its output could not be written, and it was stopped.
-    OutputFailed,
+    OutputFailed(Stopped),
 }
 
 /// How `retry` stops a try or hook: `--signal`, `--kill-after`, and whether `--foreground`
@@ -127,8 +127,8 @@ impl Stopper {
                     break Finish::Interrupted(signal, stopped);
                 }
                 Wake::OutputFailed => {
-                    self.stop(watch, log, child, StopCause::OutputFailed, io);
-                    break Finish::OutputFailed;
+                    let stopped = self.stop(watch, log, child, StopCause::OutputFailed, io);
+                    break Finish::OutputFailed(stopped);
                 }
                 // Only while the output of an ended try is written out.
                 Wake::Drained => {}
