@@ -540,9 +540,11 @@ While the run goes on, every try's standard error, the failed tries' standard ou
             id::ON_RETRY,
             "CMD",
             HOOKS,
-            "Shell command run (sh -c) before the wait that precedes each retry
+            "Shell command run (sh -c) before the wait that follows each failed try
 
-It sees the environment of the tries plus RETRY_EXIT_CODE (the status of the failed try) and \
+It runs only after a try that ran and failed: never after a successful try of a --consecutive \
+            streak, nor after a try that --throttle held back. It sees the environment of the \
+            tries plus RETRY_EXIT_CODE (the status of the failed try) and \
             RETRY_DELAY_MS (the wait ahead); its output goes to standard error. Its failure is logged \
             and changes nothing else. It is bounded by --timeout and the budget, and stopped as a try \
             is.
@@ -556,7 +558,7 @@ RETRY_ENV_FILE names a fresh private file (0600, removed when the hook ends; --o
         )
         .value_parser(ValueParser::string())
         .allow_hyphen_values(true),
-        option(id::ON_GIVE_UP, "CMD", HOOKS, "Shell command run (sh -c) when the run gives up, as --on-retry")
+        option(id::ON_GIVE_UP, "CMD", HOOKS, "Shell command run (sh -c) when the run gives up after a failed try, as --on-retry")
             .value_parser(ValueParser::string())
             .allow_hyphen_values(true),
         option(
