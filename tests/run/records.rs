@@ -144,9 +144,30 @@ fn failed_tries_counts_the_tries_that_failed_not_the_tries_before_the_last() {
     let line = &json_file(&history)[0];
     assert_eq!(line["failed"], 1, "{line}");
     assert_eq!(line["tries"], 4, "{line}");
+}
 
-    // A streak that never failed: no failed try, and --stats counts it a first-try success.
+#[test]
+fn stats_counts_a_streak_that_never_failed_as_a_first_try_success() {
+    // One flaky streak (S F S S), one that never failed (S S S).
     let dir = temp_dir("records-streak-stats");
+    let history = dir.join("history");
+    let out = retry()
+        .args([
+            "--label",
+            "check",
+            "--consecutive",
+            "2",
+            "-n",
+            "5",
+            "-d",
+            "1ms",
+        ])
+        .arg("--history")
+        .arg(&history)
+        .args(["--", "sh", "-c", &counting(&dir, &[0, 1, 0, 0])])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let out = retry()
         .args([
             "--label",
@@ -180,7 +201,6 @@ fn failed_tries_counts_the_tries_that_failed_not_the_tries_before_the_last() {
     // One flaky run, one that never failed: 50% each, nothing in no column.
     assert_eq!(row["first_try_pct"], 50.0, "{row}");
     assert_eq!(row["flaky_pct"], 50.0, "{row}");
-    drop(dir);
 }
 
 #[test]
