@@ -197,8 +197,16 @@ fn configure(
         line: p.line,
         problem,
     };
+    // The recorded words as they are must read as options (a file edited by hand).
+    crate::argv::merged(&p.record.options, now)
+        .map_err(|e| refused(OptionsProblem::Unmerged(e.to_string())))?;
+    // A replay runs its records one after another: the --stagger a run recorded spread a
+    // fleet's arrivals, and is not waited again; one given to the replay is.
+    let mut recorded = vec![OsString::from("retry")];
+    recorded.extend(p.record.options.iter().cloned());
+    let recorded = crate::argv::option_words(&recorded, &[crate::cli::id::STAGGER]);
     let mut args = vec![OsString::from("retry")];
-    let merged = crate::argv::merged(&p.record.options, now)
+    let merged = crate::argv::merged(&recorded, now)
         .map_err(|e| refused(OptionsProblem::Unmerged(e.to_string())))?;
     args.extend(merged);
     args.push(OsString::from("--"));

@@ -1029,3 +1029,37 @@ fn the_dry_run_of_a_replay_lists_each_run_with_its_tries_and_exits_0() {
     let tries: Vec<_> = pending.iter().map(|p| p["tries"].as_u64()).collect();
     assert_eq!(tries, [Some(3), Some(1)], "{pending:?}");
 }
+
+#[test]
+fn a_replay_does_not_wait_the_stagger_its_records_recorded_unless_given_it() {
+    let dir = common::temp_dir("dl-stagger");
+    let file = dir.join("dead");
+    // Three runs that spread their arrivals, each giving up at once.
+    for seed in 1..=3 {
+        let args = ["-n", "1", "--stagger", "300ms", "--seed", &seed.to_string()];
+        assert_eq!(give_up(&dir, &file, &args, "[ -e ok ]"), 1);
+    }
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let started = std::time::Instant::now();
+    let out = replay(&dir, &file, &["--log-format", "json"]);
+    let took = started.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(!log.contains("\"event\":\"stagger\""), "{log}");
+    assert!(
+        took < common::STEP_LIMIT,
+        "three records took {took:?}: {log}"
+    );
+
+    // Given to the replay, the stagger holds each record's first try back.
+    for seed in 1..=2 {
+        let args = ["-n", "1", "--seed", &seed.to_string()];
+        std::fs::remove_file(dir.join("ok")).unwrap();
+        assert_eq!(give_up(&dir, &file, &args, "[ -e ok ]"), 1);
+        std::fs::write(dir.join("ok"), "").unwrap();
+    }
+    let out = replay(&dir, &file, &["--stagger", "20ms", "--log-format", "json"]);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert_eq!(log.matches("\"event\":\"stagger\"").count(), 2, "{log}");
+}
