@@ -79,7 +79,8 @@ impl fmt::Display for ThrottleSpec {
             write!(f, "window={}", hms(self.window))?;
         }
         if max {
-            write!(f, "{}max={}", if window { "," } else { "" }, self.max)?;
+            let sep = if window { "," } else { "" };
+            write!(f, "{sep}max={}", six_digits(self.max))?;
         }
         Ok(())
     }
@@ -138,6 +139,33 @@ fn parse_k(k: &str) -> Result<f64, String> {
             ThrottleSpec::MAX_K
         )),
     }
+}
+
+/// A number given as a setting, as it is printed back: at most 6 significant digits, in
+/// exponent form when it is that small or that large (`1e-300`, not 300 digits).
+pub fn six_digits(x: f64) -> String {
+    if !x.is_finite() || x == 0.0 {
+        return x.to_string();
+    }
+    let rounded: f64 = format!("{x:.5e}").parse().unwrap_or(x);
+    match rounded.abs() {
+        a if (1e-4..1e6).contains(&a) => rounded.to_string(),
+        _ => format!("{rounded:e}"),
+    }
+}
+
+/// `p` as the log prints it: two decimals, or as many more as show that it is neither 0 nor 1
+/// when it is neither (`0.004`, `0.999999`).
+pub fn shown_p(p: f64) -> String {
+    for decimals in 2..=12 {
+        let text = format!("{p:.decimals$}");
+        let back: f64 = text.parse().unwrap_or(p);
+        let lost = (back == 0.0 && p > 0.0) || (back == 1.0 && p < 1.0);
+        if !lost {
+            return text;
+        }
+    }
+    p.to_string()
 }
 
 fn parse_window(value: &str) -> Result<Duration, String> {
@@ -350,6 +378,22 @@ mod tests {
         // K = 1.1 is stricter: 60 of 100 accepted already holds some back with K = 1.5.
         assert_eq!(spec(1.5).p(figures(100.0, 70.0)), 0.0);
         assert!(spec(1.5).p(figures(100.0, 60.0)) > 0.0);
+    }
+
+    #[test]
+    fn p_shows_it_is_neither_0_nor_1_and_a_setting_prints_back_short() {
+        assert_eq!(shown_p(0.95), "0.95");
+        assert_eq!(shown_p(0.0), "0.00");
+        assert_eq!(shown_p(0.004), "0.004");
+        assert_eq!(shown_p(0.999999), "0.999999");
+        assert_eq!(shown_p(1.0), "1.00");
+        assert_eq!(six_digits(0.9), "0.9");
+        assert_eq!(six_digits(0.123456789), "0.123457");
+        assert_eq!(six_digits(1e-300), "1e-300");
+        let tiny: ThrottleSpec = "2:max=1e-300".parse().unwrap();
+        assert_eq!(tiny.to_string(), "2:max=1e-300");
+        let close: ThrottleSpec = "2:max=0.999999".parse().unwrap();
+        assert_eq!(close.to_string(), "2:max=0.999999");
     }
 
     #[test]

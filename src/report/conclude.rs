@@ -192,7 +192,10 @@ impl Tally {
                 Decision::Retry(wait) => Some(wait.delay),
                 _ => None,
             },
-            verdict: format!("held: p={:.2}", r.admission.p),
+            verdict: format!(
+                "held: p={}",
+                crate::policy::throttle::shown_p(r.admission.p)
+            ),
         };
         self.record(row, false);
     }

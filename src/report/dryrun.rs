@@ -448,13 +448,17 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
         .throttle
         .zip(config.quota.as_ref())
         .map(|(throttle, spec)| {
-            let figures = match quota {
-                Some(Ok((_, Some(admission)))) => {
+            match quota {
+                Some(Ok((_, Some(admission)))) => format!(
+                    "--throttle {throttle}: {}; a try is held back with that chance",
                     throttle_figures(&spec.shown(), &throttle, admission)
-                }
-                _ => "its figures were not read".into(),
-            };
-            format!("--throttle {throttle}: {figures}; a try is held back with that chance")
+                ),
+                // A run that cannot reach the store runs with the throttle off (fail open).
+                _ => format!(
+                    "--throttle {throttle}: its figures were not read; a run that cannot read \
+                     them holds no try back"
+                ),
+            }
         });
     let mut header = Header::new("retry: dry run, nothing is run; every try is assumed to fail")
         .command(&config.command, config.charset, "")
@@ -613,7 +617,7 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
             header = header
                 .float("throttle_requests", three(admission.figures.requests))
                 .float("throttle_accepts", three(admission.figures.accepts))
-                .float("throttle_p", three(admission.p));
+                .raw("throttle_p", &crate::policy::throttle::shown_p(admission.p));
         }
     }
     header

@@ -198,12 +198,12 @@ fn quota(event: &Event, facts: &At<'_>) -> Obj {
     }
 }
 
-/// The throttle's figures, to three decimals: `requests`, `accepts`, `p`.
+/// The throttle's figures: `requests` and `accepts` to three decimals, `p` as the log shows it.
 fn with_figures(obj: Obj, admission: &Admission) -> Obj {
     let three = |x: f64| (x * 1000.0).round() / 1000.0;
     obj.float("requests", three(admission.figures.requests))
         .float("accepts", three(admission.figures.accepts))
-        .float("p", three(admission.p))
+        .raw("p", &crate::policy::throttle::shown_p(admission.p))
 }
 
 /// A try that `--throttle` held back: a `try` event whose outcome is `{"held":true}`, with the

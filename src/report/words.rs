@@ -311,10 +311,10 @@ pub fn throttle_figures(quota: &str, spec: &ThrottleSpec, admission: &Admission)
     let tries = if requests == 1.0 { "try" } else { "tries" };
     let were = if requests == 1.0 { "was" } else { "were" };
     format!(
-        "{} of {requests} {tries} of quota {quota} {were} accepted in the last {} (p={:.2})",
+        "{} of {requests} {tries} of quota {quota} {were} accepted in the last {} (p={})",
         accepts.round(),
         hms(spec.window),
-        admission.p
+        crate::policy::throttle::shown_p(admission.p)
     )
 }
 

@@ -500,3 +500,51 @@ fn held_tries_are_in_the_history_and_no_hook_runs_after_one() {
     }
     assert!(all_held > 0, "no seed held every try back");
 }
+
+#[test]
+fn the_dry_run_says_a_store_it_cannot_read_holds_nothing_back_and_prints_settings_short() {
+    // A closed port: the store cannot be read, and a run would hold no try back.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let out = retry()
+        .args(["--dry-run", "-n", "3", "--quota"])
+        .arg(format!("redis://127.0.0.1:{port}/q"))
+        .args(["--throttle", "2:max=1e-300", "--", "true"])
+        .output()
+        .unwrap();
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr_of(&out));
+    let line = text
+        .lines()
+        .find(|l| l.contains("--throttle"))
+        .unwrap_or_else(|| panic!("no throttle line: {text}"));
+    assert!(line.contains("holds no try back"), "{line}");
+    assert!(!line.contains("with that chance"), "{line}");
+    assert!(line.contains("max=1e-300"), "{line}");
+    assert!(line.len() < 200, "{} characters: {line}", line.len());
+}
+
+#[test]
+fn p_shows_it_is_neither_0_nor_1() {
+    // 40 tries seen, 1 accepted: p = (40 - 2) / 41 is about 0.93; with max=0.999999 and none
+    // accepted, p = 1000 / 1001, printed as neither 1 nor rounded up to it.
+    let runtime = runtime_dir("throttle-precision");
+    failing_store(&runtime, "q", 1000);
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--dry-run",
+            "--quota",
+            "q",
+            "--throttle",
+            "2:max=0.999999",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let text = common::stdout_of(&out);
+    assert!(text.contains("(p=0.999"), "{text}");
+    assert!(!text.contains("p=1.00"), "{text}");
+}

@@ -174,7 +174,7 @@ pub fn json_start(obj: Obj, scenario: &Scenario) -> Obj {
         obj = obj
             .float("throttle_k", t.k)
             .num("throttle_window_ms", millis(t.window))
-            .float("throttle_max", t.max);
+            .raw("throttle_max", &crate::policy::throttle::six_digits(t.max));
     }
     obj
 }
