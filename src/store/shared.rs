@@ -133,6 +133,9 @@ pub struct Shared {
     fallback: Option<LocalStore>,
     /// Whether the store has answered in this run.
     answered: bool,
+    /// The run left its store for the local one: from then on the throttle is off, and only
+    /// the bucket is asked (fail open: the local figures are not the fleet's).
+    fell_back: bool,
 }
 
 /// Why a run left the quota's store for the local one, from now on.
@@ -167,12 +170,23 @@ impl Shared {
             store,
             fallback: redis.then(|| local(spec, var).ok()).flatten(),
             answered: false,
+            fell_back: false,
         })
     }
 
     /// One exchange (a deposit, a take, the throttle's count). A store that fails is replaced
-    /// by the fallback, once, and the exchange done there.
+    /// by the fallback, once, and the exchange done there for the bucket alone: the throttle is
+    /// off from the first exchange that failed to the end of the run, and the bucket's answer
+    /// stands (a run never gives up `quota` while the bucket it asked has a token).
     pub fn apply(&mut self, exchange: &Exchange, now_ms: u64) -> Applied {
+        if self.fell_back {
+            let bucket_only = Exchange::plain(exchange.op);
+            return Applied::answered(
+                self.store
+                    .apply(&bucket_only, now_ms)
+                    .map_err(Unanswered::from),
+            );
+        }
         let answer = self.store.apply(exchange, now_ms);
         self.answered |= answer.is_ok();
         let (why, refused) = match answer {
@@ -182,13 +196,18 @@ impl Shared {
         if let Some(local) = self.fallback.take() {
             self.store = Primary::Plain(Box::new(local));
         }
+        self.fell_back = true;
+        let bucket_only = Exchange::plain(exchange.op);
         Applied {
             fell_back: Some(Fallback {
                 why,
                 refused,
                 answered_before: self.answered,
             }),
-            answer: self.store.apply(exchange, now_ms).map_err(Unanswered::from),
+            answer: self
+                .store
+                .apply(&bucket_only, now_ms)
+                .map_err(Unanswered::from),
         }
     }
 }
@@ -260,6 +279,7 @@ mod tests {
             store: Primary::Plain(Box::new(store)),
             fallback,
             answered: false,
+            fell_back: false,
         };
         (shared, asked)
     }
@@ -287,6 +307,40 @@ mod tests {
         assert_eq!(second.answer.map(|u| u.tokens), Ok(0.0));
         // Redis was asked once, then never again.
         assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn after_a_fallback_the_throttle_is_off_and_the_buckets_answer_stands() {
+        use crate::policy::throttle::Counted;
+        use crate::policy::throttle::ThrottleSpec;
+        use crate::store::quota::Throttled;
+        let (local, dir) = local_store();
+        // A draw of 0 holds any try whose p is above 0 back.
+        let throttled = |op, counted| Exchange {
+            op,
+            throttle: Some(Throttled {
+                spec: ThrottleSpec::default(),
+                counted,
+                draw: 0.0,
+            }),
+        };
+        // This machine's own figures say every try failed: on them, p is at its most.
+        for _ in 0..50 {
+            let _ = local.exchange(&throttled(Op::Count, Some(Counted::Refused)), T0);
+        }
+        let failed = Err(Unanswered::Failed("the connection was closed".into()));
+        let (mut quota, _) = shared(failed, Some(local));
+        let throttled = |op| throttled(op, None);
+        for _ in 0..2 {
+            let applied = quota.apply(&throttled(Op::Take), T0);
+            let update = applied.answer.expect("the local bucket answers");
+            assert!(update.granted, "the bucket had a token: {update:?}");
+            assert_eq!(
+                update.admission, None,
+                "no throttle on this machine's figures"
+            );
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -634,3 +634,54 @@ fn a_server_that_refuses_the_password_or_the_user_is_a_misconfiguration_the_run_
     let out = retry_output(&right, &dry);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+#[test]
+fn a_redis_dropped_midway_turns_the_throttle_off_and_the_local_bucket_answers() {
+    // Each run's first try ran against Redis; Redis then goes away, and the retry's exchange
+    // falls back to this machine. Counted there, the first try made p = 1/2 on the local
+    // figures: half the runs gave up `quota` with a full bucket. Now none does.
+    for seed in 1..=4 {
+        let Some(mut server) = Server::start("dropped", &[]) else {
+            return;
+        };
+        let dir = common::temp_dir("redis-dropped");
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let mark = dir.join("ran");
+        let mut child = common::retry_std()
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env_remove("RETRY_REDIS_PASSWORD")
+            .args([
+                "-n",
+                "2",
+                "-d",
+                "50ms",
+                "-j",
+                "none",
+                "--throttle",
+                "2",
+                "--quota",
+            ])
+            .arg(server.url("dropped"))
+            .args(["--seed", &seed.to_string(), "--", "sh", "-c"])
+            // The try outlives Redis: the exchange after it finds Redis gone.
+            .arg(format!(
+                "echo x >> '{}'; sleep 0.15; exit 3",
+                mark.display()
+            ))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(common::wait_until(common::STEP_LIMIT, || mark.exists()));
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        let status = common::wait_bounded(&mut child, common::STEP_LIMIT);
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        assert_eq!(status.code(), Some(3), "seed {seed}: {log}");
+        assert!(!log.contains("a retry takes 1"), "seed {seed}: {log}");
+        assert!(!log.contains("held back"), "seed {seed}: {log}");
+        let runs = std::fs::read_to_string(&mark).unwrap().lines().count();
+        assert_eq!(runs, 2, "seed {seed}: both tries ran: {log}");
+    }
+}
