@@ -167,11 +167,17 @@ impl RedisStore {
         self.exchange(&Exchange::plain(Op::Peek))
     }
 
-    /// Runs the script for `exchange` within one deadline, connecting first if no connection is
-    /// open (the first operation, or one after a failure that closed it), and following
-    /// cluster redirects.
+    /// Runs the script for `exchange` within one deadline (never past the end of the budget,
+    /// but for the last try's count), connecting first if no connection is open (the first
+    /// operation, or one after a failure that closed it), and following cluster redirects.
     pub fn exchange(&self, op: &Exchange) -> Result<Update, RedisStoreError> {
-        let deadline = Deadline::new(self.until);
+        // The count of the run's last try has a deadline of its own, after the end of the
+        // budget if need be: a try that the budget cut short is counted all the same.
+        let until = match op.op {
+            Op::Count => None,
+            Op::Deposit | Op::Take | Op::Peek => self.until,
+        };
+        let deadline = Deadline::new(until);
         // A thread that panicked while holding the lock left at worst a connection in an
         // unknown state, which the failure below replaces.
         let mut slot = self.node.lock().unwrap_or_else(PoisonError::into_inner);

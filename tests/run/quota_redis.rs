@@ -685,3 +685,48 @@ fn a_redis_dropped_midway_turns_the_throttle_off_and_the_local_bucket_answers() 
         assert_eq!(runs, 2, "seed {seed}: both tries ran: {log}");
     }
 }
+
+#[test]
+fn a_try_the_budget_cuts_short_is_counted_by_the_throttle_with_no_false_warning() {
+    let Some(server) = Server::start("budget-count", &[]) else {
+        return;
+    };
+    let url = server.url("cut");
+    let hanging = |_: u64| {
+        let words: Vec<String> = ["-n", "1", "-B", "200ms", "-k", "0", "--throttle", "2"]
+            .iter()
+            .map(|w| w.to_string())
+            .chain([
+                "--quota".into(),
+                url.clone(),
+                "--".into(),
+                "sleep".into(),
+                "5".into(),
+            ])
+            .collect();
+        retry_run(&[], &words)
+    };
+    for k in 1..=2 {
+        let (status, log) = hanging(k);
+        // The first run's try counted, p = 1/2 for the second: held back (75) or cut (124).
+        let held = k == 2 && status == Some(75);
+        assert!(status == Some(124) || held, "run {k}: {status:?}: {log}");
+        assert!(!log.contains("cannot be reached"), "run {k}: {log}");
+    }
+    // Both tries were counted, a held one as a try not accepted: the fleet's figures hold them.
+    let words: Vec<String> = [
+        "--dry-run",
+        "--throttle",
+        "2",
+        "--quota",
+        &url,
+        "--",
+        "true",
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    let out = retry_output(&[], &words);
+    let text = common::stdout_of(&out);
+    assert!(text.contains("0 of 2 tries of quota"), "{text}");
+}
