@@ -225,11 +225,15 @@ pub struct Window {
 
 impl Window {
     /// Moves the slots on to `now_ms`: a slot that ended becomes the previous one, and slots
-    /// that ended a whole window ago count no more. A clock that went back moves nothing.
+    /// that ended a whole window ago count no more. A clock that went back a little moves
+    /// nothing; a current slot dated more than a window in the future (a clock that was ahead,
+    /// then corrected) is read as starting now: the window starts again, rather than holding
+    /// the fleet until the clock catches up.
     pub fn advance(&mut self, window_ms: u64, now_ms: u64) {
         let window_ms = window_ms.max(1);
         let elapsed = now_ms.saturating_sub(self.start_ms);
-        if self.start_ms == 0 || elapsed >= window_ms.saturating_mul(2) {
+        let ahead = self.start_ms > now_ms.saturating_add(window_ms);
+        if self.start_ms == 0 || ahead || elapsed >= window_ms.saturating_mul(2) {
             *self = Window {
                 start_ms: now_ms,
                 ..Window::default()
@@ -394,6 +398,33 @@ mod tests {
         assert_eq!(tiny.to_string(), "2:max=1e-300");
         let close: ThrottleSpec = "2:max=0.999999".parse().unwrap();
         assert_eq!(close.to_string(), "2:max=0.999999");
+    }
+
+    #[test]
+    fn a_window_dated_in_the_future_starts_again() {
+        let window_ms = 120_000;
+        let hour = 3_600_000;
+        let t0 = 1_764_480_000_000;
+        // Counted while the clock was an hour ahead: every try failed.
+        let mut w = Window::default();
+        for _ in 0..200 {
+            w.count(Counted::Refused, window_ms, t0 + hour);
+        }
+        // The clock is corrected: the window starts again now.
+        w.advance(window_ms, t0);
+        assert_eq!(
+            w,
+            Window {
+                start_ms: t0,
+                ..Window::default()
+            }
+        );
+        assert_eq!(w.figures(window_ms, t0).requests, 0.0);
+        // A clock a little behind another's moves nothing.
+        let mut w = Window::default();
+        w.count(Counted::Refused, window_ms, t0 + 500);
+        w.advance(window_ms, t0);
+        assert_eq!((w.start_ms, w.requests), (t0 + 500, 1));
     }
 
     #[test]

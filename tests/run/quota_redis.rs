@@ -730,3 +730,46 @@ fn a_try_the_budget_cuts_short_is_counted_by_the_throttle_with_no_false_warning(
     let text = common::stdout_of(&out);
     assert!(text.contains("0 of 2 tries of quota"), "{text}");
 }
+
+#[test]
+fn a_window_dated_an_hour_ahead_starts_again_at_once() {
+    let Some(server) = Server::start("clock-step", &[]) else {
+        return;
+    };
+    // The figures of a fleet whose server clock was an hour ahead, then corrected: 200 tries,
+    // none accepted, in a slot that starts an hour from now.
+    let time = server.cli(&["TIME"]);
+    let now_ms = time[0].parse::<u64>().unwrap() * 1000;
+    let ahead = (now_ms + 3_600_000).to_string();
+    let now = now_ms.to_string();
+    let set = [
+        "HSET",
+        "retry:quota:step",
+        "tokens",
+        "10",
+        "at",
+        &now,
+        "ts",
+        &ahead,
+        "tr",
+        "200",
+        "ta",
+        "0",
+        "tpr",
+        "0",
+        "tpa",
+        "0",
+    ];
+    server.cli(&set);
+    let words: Vec<String> = ["--dry-run", "--throttle", "2:window=1s", "--quota"]
+        .iter()
+        .map(|w| w.to_string())
+        .chain([server.url("step"), "--".into(), "true".into()])
+        .collect();
+    let out = retry_output(&[], &words);
+    let text = common::stdout_of(&out);
+    assert!(
+        text.contains("0 of 0 tries"),
+        "held until the clock catches up: {text}"
+    );
+}

@@ -548,3 +548,43 @@ fn p_shows_it_is_neither_0_nor_1() {
     assert!(text.contains("(p=0.999"), "{text}");
     assert!(!text.contains("p=1.00"), "{text}");
 }
+
+#[test]
+fn a_local_window_dated_an_hour_ahead_starts_again_at_once() {
+    let runtime = runtime_dir("throttle-clock-step");
+    let path = failing_store(&runtime, "q", 200);
+    // Date the window's slot an hour ahead, as a clock that was ahead and then corrected left it.
+    let text = std::fs::read(&path).unwrap();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let window = format!(
+        "retry-throttle v1 start={} r=200 a=0 pr=0 pa=0",
+        now + 3_600_000
+    );
+    let mut record = window.into_bytes();
+    record.resize(159, b' ');
+    record.push(b'\n');
+    let mut text = text[..64].to_vec();
+    text.extend_from_slice(&record);
+    std::fs::write(&path, text).unwrap();
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args([
+            "--dry-run",
+            "--quota",
+            "q",
+            "--throttle",
+            "2:window=1s",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let text = common::stdout_of(&out);
+    assert!(
+        text.contains("0 of 0 tries"),
+        "held until the clock catches up: {text}"
+    );
+}

@@ -57,7 +57,7 @@ if window then
   local function advance()
     local elapsed = now - ts
     if elapsed < 0 then elapsed = 0 end
-    if ts == 0 or elapsed >= 2 * window then
+    if ts == 0 or ts > now + window or elapsed >= 2 * window then
       ts, tr, ta, tpr, tpa = now, 0, 0, 0, 0
     elseif elapsed >= window then
       ts, tpr, tpa, tr, ta = ts + window, tr, ta, 0, 0
@@ -121,7 +121,7 @@ return {granted, string.format('%.17g', tokens), held, string.format('%.17g', re
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "9e85d59953a09ad4bbe30916b63fb79cabbc11da";
+pub const SCRIPT_SHA1: &str = "4194095b6a5136bf83100bf254d018226fb10f79";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
