@@ -18,6 +18,22 @@ pub struct Server {
     pub password: Option<Vec<u8>>,
 }
 
+/// What is shown in place of a server's words that quote the password.
+const WITHHELD: &str = "(the server's words are not shown: they quote the password)";
+
+/// The shortest piece of a password that a text may not hold.
+const PIECE: usize = 8;
+
+/// Whether `text` holds a piece of `password`: `PIECE` bytes of it in a row, or the whole of a
+/// shorter one.
+fn quotes(text: &str, password: &[u8]) -> bool {
+    let text = text.as_bytes();
+    let piece = PIECE.min(password.len());
+    password
+        .windows(piece)
+        .any(|w| text.windows(piece).any(|t| t == w))
+}
+
 impl Server {
     /// The server of `address`, with its password, or `password` when it has none.
     pub fn new(address: &RedisAddress, password: Option<Vec<u8>>) -> Server {
@@ -33,35 +49,34 @@ impl Server {
         }
     }
 
-    /// `e` with the password replaced by `***` wherever the server put it: Redis quotes the
-    /// arguments of a command it does not know (AUTH renamed away, a proxy without it).
+    /// `e` without the server's words where they hold any piece of the password: Redis quotes
+    /// the arguments of a command it does not know (AUTH renamed away, a proxy without it), cut
+    /// where it cuts them, and may do so in any reply, the script's too. A text that holds 8
+    /// characters of the password in a row, or the whole of a shorter one, is withheld whole.
     pub fn scrub(&self, e: RedisStoreError) -> RedisStoreError {
-        let Some(password) = self
-            .password
-            .as_deref()
-            .and_then(|p| std::str::from_utf8(p).ok())
-            .filter(|p| !p.is_empty())
-        else {
+        let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) else {
             return e;
         };
-        let clean = |source: ExchangeError| match source {
-            ExchangeError::Server(message) => {
-                ExchangeError::Server(message.replace(password, "***"))
-            }
+        let clean = |text: String| match quotes(&text, password) {
+            true => WITHHELD.to_string(),
+            false => text,
+        };
+        let source = |source: ExchangeError| match source {
+            ExchangeError::Server(message) => ExchangeError::Server(clean(message)),
             other => other,
         };
         match e {
-            RedisStoreError::Connect { server, source } => RedisStoreError::Connect {
+            RedisStoreError::Connect { server, source: s } => RedisStoreError::Connect {
                 server,
-                source: clean(source),
+                source: source(s),
             },
-            RedisStoreError::Command { server, source } => RedisStoreError::Command {
+            RedisStoreError::Command { server, source: s } => RedisStoreError::Command {
                 server,
-                source: clean(source),
+                source: source(s),
             },
             RedisStoreError::Reply { server, reply } => RedisStoreError::Reply {
                 server,
-                reply: reply.replace(password, "***"),
+                reply: clean(reply),
             },
             other => other,
         }

@@ -410,3 +410,69 @@ fn the_first_quota_decision_has_one_deadline_connecting_included() {
         );
     }
 }
+
+#[test]
+fn no_piece_of_the_password_is_shown_whichever_reply_quotes_it() {
+    // A proxy that says +OK to AUTH, then answers the script with an error that quotes the
+    // AUTH it was sent, cut at 128 characters as Redis cuts them: the piece of the password
+    // it holds must not be shown, though it is not the whole password.
+    let password: String = (0..34).map(|i| format!("pw{i:03}-")).collect();
+    let quoted = format!(
+        "-ERR unknown command, with args beginning with: '{}'\r\n",
+        &password[..120]
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let quoted = quoted.clone();
+            std::thread::spawn(move || {
+                let mut request = [0u8; 8192];
+                while let Ok(n @ 1..) = socket.read(&mut request) {
+                    let seen = &request[..n];
+                    let is = |w: &[u8]| seen.windows(w.len()).any(|x| x == w);
+                    let answer: &[u8] = match is(b"AUTH") || is(b"PING") {
+                        true => b"+OK\r\n",
+                        false => quoted.as_bytes(),
+                    };
+                    if socket.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}/q");
+    let runtime = runtime_dir("hostile-second-error");
+    let out = retry()
+        .timeout(Duration::from_secs(6))
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("RETRY_REDIS_PASSWORD", &password)
+        .args([
+            "-v",
+            "-n",
+            "2",
+            "-d",
+            "0",
+            "--throttle",
+            "2",
+            "--quota",
+            &url,
+            "--",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    let printed = [out.stdout.clone(), out.stderr.clone()].concat();
+    let text = String::from_utf8_lossy(&printed);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let pieces: Vec<String> = password
+        .as_bytes()
+        .windows(8)
+        .filter(|piece| printed.windows(8).any(|w| w == *piece))
+        .map(|piece| String::from_utf8_lossy(piece).into_owned())
+        .collect();
+    assert!(pieces.is_empty(), "{pieces:?} in {text}");
+    assert!(text.contains("they quote the password"), "{text}");
+}
