@@ -37,6 +37,7 @@ impl ThrottleSpec {
     /// The shortest and the longest window.
     pub const MIN_WINDOW: Duration = Duration::from_secs(1);
     pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+    pub const MAX_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
     /// The largest K: beyond it the throttle would never hold anything.
     pub const MAX_K: f64 = 1000.0;
 
@@ -221,6 +222,9 @@ pub struct Window {
     pub accepts: u64,
     pub prev_requests: u64,
     pub prev_accepts: u64,
+    /// The window its figures are counted over, in ms: the record's own, kept whatever window
+    /// a run names (0: not recorded yet, the run's is taken).
+    pub window_ms: u64,
 }
 
 impl Window {
@@ -236,6 +240,7 @@ impl Window {
         if self.start_ms == 0 || ahead || elapsed >= window_ms.saturating_mul(2) {
             *self = Window {
                 start_ms: now_ms,
+                window_ms: self.window_ms,
                 ..Window::default()
             };
         } else if elapsed >= window_ms {
@@ -245,6 +250,7 @@ impl Window {
                 accepts: 0,
                 prev_requests: self.requests,
                 prev_accepts: self.accepts,
+                window_ms: self.window_ms,
             };
         }
     }
@@ -272,10 +278,14 @@ impl Window {
     /// The window as its record in the quota's file: `retry-throttle v1 start=… r=… a=… pr=…
     /// pa=…`, padded with spaces to [`WINDOW_RECORD_LEN`] bytes, the last one a newline.
     pub fn encode(&self) -> [u8; WINDOW_RECORD_LEN] {
-        let text = format!(
+        let mut text = format!(
             "{WINDOW_PREFIX}start={} r={} a={} pr={} pa={}",
             self.start_ms, self.requests, self.accepts, self.prev_requests, self.prev_accepts
         );
+        // At most a day, 8 digits: the record stays within its length.
+        if self.window_ms > 0 {
+            text += &format!(" w={}", self.window_ms.min(ThrottleSpec::MAX_WINDOW_MS));
+        }
         let mut record = [b' '; WINDOW_RECORD_LEN];
         // At most 18 + 5 × (4 + 20) = 138 bytes: five u64 and their names.
         let len = text.len().min(WINDOW_RECORD_LEN - 1);
@@ -301,13 +311,22 @@ impl Window {
             }
             value.parse().ok()
         };
-        let window = Window {
+        let mut window = Window {
             start_ms: next("start")?,
             requests: next("r")?,
             accepts: next("a")?,
             prev_requests: next("pr")?,
             prev_accepts: next("pa")?,
+            window_ms: 0,
         };
+        // A record written before the window was kept has none.
+        if let Some(field) = fields.next() {
+            let w = field.strip_prefix("w=")?;
+            if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            window.window_ms = w.parse().ok()?;
+        }
         let consistent = window.accepts <= window.requests
             && window.prev_accepts <= window.prev_requests
             && fields.next().is_none();
@@ -336,6 +355,9 @@ pub struct Admission {
     pub p: f64,
     /// True when the try is held back; it was then counted as a request.
     pub held: bool,
+    /// The window the figures are counted over: the quota record's own, which may not be the
+    /// one the run named.
+    pub window: Duration,
 }
 
 /// The store's atomic step for a try: with the window moved on to `now_ms`, `p` from its
@@ -349,7 +371,12 @@ pub fn admit(window: &mut Window, ask: &Ask, now_ms: u64) -> Admission {
     if held {
         window.count(Counted::Refused, window_ms, now_ms);
     }
-    Admission { figures, p, held }
+    Admission {
+        figures,
+        p,
+        held,
+        window: ask.spec.window,
+    }
 }
 
 #[cfg(test)]
@@ -516,6 +543,7 @@ mod tests {
             accepts: u64::MAX,
             prev_requests: u64::MAX,
             prev_accepts: 3,
+            window_ms: ThrottleSpec::MAX_WINDOW_MS,
         };
         let record = window.encode();
         assert_eq!(Window::decode(&record), Some(window));

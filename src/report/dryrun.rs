@@ -451,7 +451,7 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
             match quota {
                 Some(Ok((_, Some(admission)))) => format!(
                     "--throttle {throttle}: {}; a try is held back with that chance",
-                    throttle_figures(&spec.shown(), &throttle, admission)
+                    throttle_figures(&spec.shown(), admission)
                 ),
                 // A run that cannot reach the store runs with the throttle off (fail open).
                 _ => format!(

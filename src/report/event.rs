@@ -428,6 +428,13 @@ pub enum Warning {
     /// misconfiguration; the quota `quota` (its address, without the password) is kept on
     /// this machine, not shared.
     QuotaRefused { quota: String, code: &'static str },
+    /// The quota's record counts its throttle's figures over its own window `own`, not the
+    /// `asked` one the run named: the run decides on them as they are.
+    ThrottleWindow {
+        quota: String,
+        own: Duration,
+        asked: Duration,
+    },
     /// The quota cannot be used at all: only the run's own limits apply.
     QuotaUnusable { quota: String, why: String },
     /// The Redis password is written in `--quota`'s URL, where `ps` shows it.

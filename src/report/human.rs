@@ -434,11 +434,8 @@ fn quota_line(event: &Event) -> String {
         return String::new();
     };
     let mut text = format!("quota {quota}: {}, {tokens:.2} tokens left", action.word());
-    if let Some((spec, admission)) = throttle {
-        text += &format!(
-            "; let through: {}",
-            throttle_figures(quota, spec, admission)
-        );
+    if let Some((_, admission)) = throttle {
+        text += &format!("; let through: {}", throttle_figures(quota, admission));
     }
     text
 }
@@ -449,7 +446,7 @@ fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
     format!(
         "try {} held back: {}{}",
         facts.label(r.attempt),
-        throttle_figures(&r.quota, &r.spec, &r.admission),
+        throttle_figures(&r.quota, &r.admission),
         decision_words(&r.decision)
     )
 }

@@ -4,7 +4,7 @@
 
 use crate::duration::hms;
 use crate::exit::ExitStatus;
-use crate::policy::throttle::{Admission, Figures, ThrottleSpec};
+use crate::policy::throttle::{Admission, Figures};
 use crate::policy::{Form, GiveUp, Outcome, Signal};
 use crate::report::event::{
     EnvFileNote, EnvLineProblem, Failure, HookFailure, NotStarted, Warning,
@@ -190,6 +190,7 @@ pub fn warning_text(w: &Warning) -> String {
         }
         w @ (Warning::QuotaNote(_)
         | Warning::QuotaBusy { .. }
+        | Warning::ThrottleWindow { .. }
         | Warning::QuotaUnreachable { .. }
         | Warning::QuotaRefused { .. }
         | Warning::QuotaUnusable { .. }
@@ -258,6 +259,11 @@ fn env_file_text(note: &EnvFileNote) -> String {
 fn quota_warning_text(w: &Warning) -> String {
     match w {
         Warning::QuotaNote(note) => note.to_string(),
+        Warning::ThrottleWindow { quota, own, asked } => format!(
+            "the throttle of quota {quota} counts over its own window of {}, not the {} of --throttle: the window belongs to the quota, and this run decides on its figures as they are",
+            hms(*own),
+            hms(*asked)
+        ),
         Warning::QuotaBusy { quota, why } => {
             format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
         }
@@ -305,7 +311,7 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
 
 /// The throttle's figures as the log gives them: `0 of 48 tries of quota db were accepted in
 /// the last 2m (p=0.95)`. The window's figures are estimates, shown to the nearest try.
-pub fn throttle_figures(quota: &str, spec: &ThrottleSpec, admission: &Admission) -> String {
+pub fn throttle_figures(quota: &str, admission: &Admission) -> String {
     let Figures { requests, accepts } = admission.figures;
     let requests = requests.round();
     let tries = if requests == 1.0 { "try" } else { "tries" };
@@ -313,7 +319,7 @@ pub fn throttle_figures(quota: &str, spec: &ThrottleSpec, admission: &Admission)
     format!(
         "{} of {requests} {tries} of quota {quota} {were} accepted in the last {} (p={})",
         accepts.round(),
-        hms(spec.window),
+        hms(admission.window),
         crate::policy::throttle::shown_p(admission.p)
     )
 }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::policy::throttle::{Admission, Ask, Counted, ThrottleSpec, Window, admit};
 
@@ -83,15 +83,25 @@ impl Throttled {
     /// The store's step on its `window` at `now_ms`: counts the outcome, then, for an
     /// operation that a try goes with, decides on the try (`Peek` only reads the figures).
     /// `None` for `Count`.
+    ///
+    /// The figures are counted over the record's own window: a record that has none yet takes
+    /// the run's, and a run that names another counts into them as they are.
     pub fn step(&self, op: Op, window: &mut Window, now_ms: u64) -> Option<Admission> {
-        let window_ms = self.spec.window_ms();
+        if window.window_ms == 0 {
+            window.window_ms = self.spec.window_ms();
+        }
+        let spec = ThrottleSpec {
+            window: Duration::from_millis(window.window_ms),
+            ..self.spec
+        };
+        let window_ms = spec.window_ms();
         if let Some(counted) = self.counted.filter(|_| op != Op::Peek) {
             window.count(counted, window_ms, now_ms);
         }
         match op {
             Op::Deposit | Op::Take => {
                 let ask = Ask {
-                    spec: self.spec,
+                    spec,
                     draw: self.draw,
                 };
                 Some(admit(window, &ask, now_ms))
@@ -100,11 +110,12 @@ impl Throttled {
                 let mut seen = *window;
                 seen.advance(window_ms, now_ms);
                 let figures = seen.figures(window_ms, now_ms);
-                let p = self.spec.p(figures);
+                let p = spec.p(figures);
                 Some(Admission {
                     figures,
                     p,
                     held: false,
+                    window: spec.window,
                 })
             }
             Op::Count => None,

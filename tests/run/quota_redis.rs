@@ -773,3 +773,46 @@ fn a_window_dated_an_hour_ahead_starts_again_at_once() {
         "held until the clock catches up: {text}"
     );
 }
+
+#[test]
+fn the_redis_record_keeps_its_window_and_another_counts_into_it_with_one_warning() {
+    let Some(server) = Server::start("own-window", &[]) else {
+        return;
+    };
+    let url = server.url("w");
+    let words = |throttle: &str, tail: &[&str]| -> Vec<String> {
+        [
+            "-n",
+            "3",
+            "-d",
+            "0",
+            "--seed",
+            "7",
+            "--throttle",
+            throttle,
+            "--quota",
+            &url,
+        ]
+        .iter()
+        .chain(tail)
+        .map(|w| w.to_string())
+        .collect()
+    };
+    for _ in 0..5 {
+        let _ = retry_run(&[], &words("2:window=1d", &["--", "false"]));
+    }
+    let (_, log) = retry_run(&[], &words("2:window=1s", &["--", "false"]));
+    assert_eq!(
+        log.matches("counts over its own window of 24h").count(),
+        1,
+        "{log}"
+    );
+    let fields = server.cli(&["HGET", "retry:quota:w", "tw"]);
+    assert_eq!(fields, ["86400000"], "the record keeps its window");
+    let out = retry_output(&[], &words("2:window=1d", &["--dry-run", "--", "true"]));
+    let text = common::stdout_of(&out);
+    assert!(
+        text.contains("in the last 24h") && !text.contains("0 of 1 try"),
+        "{text}"
+    );
+}

@@ -588,3 +588,70 @@ fn a_local_window_dated_an_hour_ahead_starts_again_at_once() {
         "held until the clock catches up: {text}"
     );
 }
+
+#[test]
+fn the_quota_keeps_its_window_and_a_run_naming_another_counts_into_it_with_one_warning() {
+    let runtime = runtime_dir("throttle-own-window");
+    let run = |throttle: &str| {
+        retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args([
+                "-n",
+                "3",
+                "-d",
+                "0",
+                "--quota",
+                "w",
+                "--throttle",
+                throttle,
+                "--seed",
+                "7",
+            ])
+            .args(["--", "sh", "-c", "exit 1"])
+            .output()
+            .unwrap()
+    };
+    // Runs of a 1-day window count 20 failed tries.
+    for _ in 0..7 {
+        let _ = run("2:window=1d");
+    }
+    let dry = |throttle: &str| {
+        let out = retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args([
+                "--dry-run",
+                "--quota",
+                "w",
+                "--throttle",
+                throttle,
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        common::stdout_of(&out)
+    };
+    let before = dry("2:window=1d");
+    assert!(before.contains("in the last 24h"), "{before}");
+    // A run that names 1s counts into the day's figures, and says so once.
+    let out = run("2:window=1s");
+    let log = stderr_of(&out);
+    assert_eq!(
+        log.matches("counts over its own window of 24h").count(),
+        1,
+        "{log}"
+    );
+    let after = dry("2:window=1d");
+    let count = |text: &str| -> u64 {
+        let at = text.find(" tries of quota").expect("the figures");
+        let head = &text[..at];
+        head[head.rfind(" of ").unwrap() + 4..]
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        count(&after) > count(&before),
+        "reset by a 1s window: {before}\n{after}"
+    );
+}

@@ -55,7 +55,7 @@ pub fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
     format!(
         "try {} held back: {}",
         facts.label(r.attempt),
-        throttle_figures(&r.quota, &r.spec, &r.admission)
+        throttle_figures(&r.quota, &r.admission)
     )
 }
 

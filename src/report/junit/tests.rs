@@ -58,6 +58,7 @@ fn held(attempt: u64, decision: Decision) -> Event {
             p: 0.95,
             held: true,
             figures: Default::default(),
+            window: ThrottleSpec::DEFAULT_WINDOW,
         },
         decision,
     })

@@ -50,6 +50,8 @@ struct Throttle {
     draws: StdRng,
     /// The outcome of the last try that ran, not sent to the store yet.
     pending: Option<Counted>,
+    /// The quota's record counts over a window other than the run's: said once.
+    told_window: bool,
 }
 
 /// The run's use of the shared retry quota.
@@ -76,6 +78,7 @@ impl Quota {
             spec,
             draws: StdRng::seed_from_u64(draw_seed(0)),
             pending: None,
+            told_window: false,
         });
         Quota {
             shared,
@@ -118,6 +121,7 @@ impl Quota {
             Answer::Busy if op == Op::Take => return Admit::Refused(self.refusal(None)),
             Answer::Busy | Answer::None => return Admit::Run,
         };
+        self.tell_window(update.admission.as_ref(), log);
         if let Some(admission) = update.admission.filter(|a| a.held) {
             return Admit::Held(admission);
         }
@@ -126,6 +130,28 @@ impl Quota {
         }
         self.admitted = true;
         Admit::Run
+    }
+
+    /// Warns once when the quota's record counts over another window than the run named: the
+    /// record keeps its own, and the run decides on its figures as they are.
+    fn tell_window(&mut self, admission: Option<&Admission>, log: &mut Log) {
+        let (Some(throttle), Some(admission)) = (self.throttle.as_mut(), admission) else {
+            return;
+        };
+        if admission.window == throttle.spec.window || throttle.told_window {
+            return;
+        }
+        throttle.told_window = true;
+        let quota = self
+            .shared
+            .as_ref()
+            .map(|q| q.spec.shown())
+            .unwrap_or_default();
+        log.warn(Warning::ThrottleWindow {
+            quota,
+            own: admission.window,
+            asked: throttle.spec.window,
+        });
     }
 
     /// As the run ends: the last try's outcome, counted in one more exchange.

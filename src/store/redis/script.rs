@@ -2,6 +2,8 @@
 //! by, and its calls: EVALSHA, then the script sent whole with EVAL when the node does not
 //! have it (after a restart or `SCRIPT FLUSH`), and its answer read as an [`Update`].
 
+use std::time::Duration;
+
 use crate::policy::quota::QuotaParams;
 use crate::policy::throttle::{Admission, Counted, Figures};
 use crate::store::quota::{Exchange, Update};
@@ -28,7 +30,7 @@ local ratio, floor, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]
 local expiry = tonumber(ARGV[5])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'ts', 'tr', 'ta', 'tpr', 'tpa')
+local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'ts', 'tr', 'ta', 'tpr', 'tpa', 'tw')
 local tokens, at = tonumber(stored[1]), tonumber(stored[2])
 local function finite(x) return x ~= nil and x == x and x > -math.huge and x < math.huge end
 if not (finite(tokens) and finite(at)) then
@@ -42,6 +44,9 @@ end
 local throttle = {}
 for word in string.gmatch(ARGV[6] or '', '%S+') do throttle[#throttle + 1] = word end
 local window = tonumber(throttle[1])
+-- The window belongs to the record: a run that names another counts into it as it is.
+local tw = tonumber(stored[8])
+if window and finite(tw) and tw >= 1 then window = tw end
 local held, requests, accepts, p = -1, 0, 0, 0
 local ts, tr, ta, tpr, tpa
 if window then
@@ -109,19 +114,19 @@ if op ~= 'peek' then
   if window then
     redis.call('HSET', KEYS[1], 'ts', string.format('%.0f', ts), 'tr', string.format('%.0f', tr),
       'ta', string.format('%.0f', ta), 'tpr', string.format('%.0f', tpr),
-      'tpa', string.format('%.0f', tpa))
+      'tpa', string.format('%.0f', tpa), 'tw', string.format('%.0f', window))
   end
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl < expiry then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', expiry)) end
 end
 return {granted, string.format('%.17g', tokens), held, string.format('%.17g', requests),
-  string.format('%.17g', accepts), string.format('%.17g', p)}
+  string.format('%.17g', accepts), string.format('%.17g', p), string.format('%.0f', window or 0)}
 "#;
 
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "4194095b6a5136bf83100bf254d018226fb10f79";
+pub const SCRIPT_SHA1: &str = "c9e74bc6ef305d88e8a7f4032d306e5e8021fbb0";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
@@ -201,6 +206,7 @@ pub fn update(reply: Reply) -> Result<Update, String> {
         Reply::Bulk(Some(requests)),
         Reply::Bulk(Some(accepts)),
         Reply::Bulk(Some(p)),
+        Reply::Bulk(Some(window)),
     ] = &items[..]
     else {
         return Err(Reply::Array(Some(items)).to_string());
@@ -222,6 +228,7 @@ pub fn update(reply: Reply) -> Result<Update, String> {
             },
             p: number(p, true)?.min(1.0),
             held: *held == 1,
+            window: Duration::from_millis(number(window, true)? as u64),
         }),
         other => return Err(format!("held {other}")),
     };
@@ -283,6 +290,8 @@ mod tests {
             bulk(figures[0]),
             bulk(figures[1]),
             bulk(figures[2]),
+            // The record's window: 2 minutes.
+            bulk(b"120000"),
         ]))
     }
 
@@ -313,6 +322,7 @@ mod tests {
         assert!(admission.held && !held.granted);
         assert_eq!(admission.figures.requests, 48.0);
         assert_eq!(admission.p, 0.95);
+        assert_eq!(admission.window, Duration::from_secs(120));
         assert!(
             update(answer(1, b"3", 0, [b"1", b"1", b"0"]))
                 .unwrap()
