@@ -358,7 +358,7 @@ impl<'p> Run<'p> {
             let start = self
                 .stagger
                 .map_or(0, |most| nanos(stagger(most, &mut self.rng)));
-            let client = Client::new(self.policy);
+            let client = Client::new(self.policy, now);
             // At most MAX_CLIENTS places, so an id is below WAVE.
             let id = match self.free.pop() {
                 Some(id) => {
@@ -434,7 +434,7 @@ impl<'p> Run<'p> {
             client.held = store.admit(now).held;
             if client.held {
                 // A try of the run that did not run: no token, and the wait of a failure.
-                client.schedule.start_try(Duration::from_nanos(now));
+                client.schedule.start_try(client.elapsed(now));
                 self.recorder.try_held(now);
                 return after_held(client, now, &mut self.rng, &mut self.tally);
             }
@@ -451,7 +451,7 @@ impl<'p> Run<'p> {
         } else if let Some((params, bucket)) = self.quota.as_mut().filter(|_| first) {
             bucket.deposit(params, millis(now));
         }
-        let limit = client.schedule.start_try(Duration::from_nanos(now));
+        let limit = client.schedule.start_try(client.elapsed(now));
         client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
         self.recorder.try_started(now, first);
         match &mut self.dependency {

@@ -176,6 +176,29 @@ fn the_budget_ends_runs_that_cannot_fit_another_try() {
 }
 
 #[test]
+fn each_run_of_a_cron_fleet_has_its_whole_budget_from_its_own_arrival() {
+    // -n 3 -B 4m, a wave every 5m, a 1m outage: the first wave's runs give up on their tries,
+    // every later wave arrives after the outage, and succeeds at its first try.
+    let mut p = policy(Some(3), s(1), s(60), Jitter::Full);
+    p.limit = Limit::earliest(Some(s(240)), None);
+    let mut sc = outage(10, s(60), None);
+    sc.every = Some(s(300));
+    let f = simulate(&p, &sc, 1);
+    assert_eq!((f.fleet.waves, f.clients), (21, 210));
+    assert_eq!(f.succeeded, 200, "{:?}", f.gave_up);
+    assert_eq!(gave_up(&f, "tries"), 10);
+    assert_eq!(gave_up(&f, "budget"), 0);
+    assert_eq!(f.failures.timeout, 0);
+    // The stagger is part of the run's time, from its arrival: a budget shorter than a wave
+    // but longer than the stagger and the tries leaves every run after the outage its tries.
+    sc.stagger = Some(s(20));
+    p.limit = Limit::earliest(Some(s(50)), None);
+    let f = simulate(&p, &sc, 1);
+    assert_eq!(f.succeeded, 200, "{:?}", f.gave_up);
+    assert!(f.last_finish > s(6000), "{:?}", f.last_finish);
+}
+
+#[test]
 fn a_timeout_shorter_than_the_latency_fails_every_try() {
     let mut p = policy(Some(4), ms(10), ms(100), Jitter::Full);
     p.timeout = Some(ms(50));
