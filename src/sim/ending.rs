@@ -26,7 +26,7 @@ pub(super) struct Totals {
     /// Clients whose next event would come past the clock's end.
     pub(super) past_clock: u32,
     /// Runs of a wave left out, as the most clients were under way.
-    pub(super) turned_away: u32,
+    pub(super) turned_away: u64,
 }
 
 impl Totals {

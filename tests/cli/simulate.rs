@@ -576,7 +576,194 @@ fn a_cron_fleet_arrives_every_minute_and_the_figures_split_the_tries_at_the_outa
         number(f, "in_outage") + number(f, "after_outage"),
         number(f, "tries")
     );
-    assert!(f.get("p_recovered_ms").is_none(), "{f}");
+    // Every field of the figures is there, null where no throttle watched p.
+    assert!(f["p_recovered_ms"].is_null(), "{f}");
+    assert_eq!(f["throttle"], false, "{f}");
+    assert_eq!(f["gave_up"]["held"], 0, "{f}");
+}
+
+/// The fields of every `figures` line (docs/json-log.md#the-simulation).
+const FIGURES_FIELDS: &[&str] = &[
+    "jitter",
+    "quota",
+    "throttle",
+    "clients",
+    "tries",
+    "per_client",
+    "failed",
+    "peak_per_second",
+    "peak_at_ms",
+    "peak_retries_per_second",
+    "peak_retries_at_ms",
+    "peak_window_ms",
+    "last_finish_ms",
+    "succeeded",
+    "gave_up",
+    "unfinished",
+    "past_clock",
+    "waves",
+    "in_outage",
+    "after_outage",
+    "held",
+    "p_recovered_ms",
+    "turned_away",
+    "stopped_by",
+    "stopped_at_wave",
+];
+
+#[test]
+fn every_figures_line_has_every_documented_field_whatever_the_options() {
+    let cases: &[&[&str]] = &[
+        &["--clients", "5"],
+        &["--clients", "5", "--every", "1m"],
+        &[
+            "--clients",
+            "5",
+            "--every",
+            "1m",
+            "--quota",
+            "q",
+            "--throttle",
+            "2",
+            "--compare",
+        ],
+        &["--clients", "5", "--quota", "q", "--compare"],
+        &["--model", "occ", "--clients", "5"],
+    ];
+    for args in cases {
+        let json = simulate_json(&[&["--seed", "1"], *args].concat());
+        let rows = events(&json, "figures");
+        assert!(!rows.is_empty());
+        for row in rows {
+            for field in FIGURES_FIELDS {
+                assert!(row.get(field).is_some(), "{args:?}: no {field} in {row}");
+            }
+            for why in ["tries", "budget", "quota", "held", "permanent"] {
+                assert!(
+                    row["gave_up"][why].is_u64(),
+                    "{args:?}: no gave_up.{why} in {row}"
+                );
+            }
+            for cause in ["outage", "overload", "conflict", "timeout"] {
+                assert!(
+                    row["failed"][cause].is_u64(),
+                    "{args:?}: no failed.{cause} in {row}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_run_of_a_later_wave_has_its_whole_budget_from_its_arrival() {
+    let args = [
+        "--clients",
+        "10",
+        "--every",
+        "5m",
+        "--outage",
+        "1m",
+        "-n",
+        "3",
+        "-B",
+        "4m",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    // The first wave gives up on its tries in the outage; the 20 after it succeed.
+    assert!(text.contains("succeeded: 200 of 210"), "{text}");
+    assert!(text.contains("gave up:   10 of 210 (tries 10)"), "{text}");
+    let f = figures(&simulate_json(&args)).clone();
+    assert_eq!(f["gave_up"]["budget"], 0, "{f}");
+}
+
+#[test]
+fn the_limit_that_stopped_a_simulation_early_is_said_with_its_wave() {
+    // A wave every 200 years: the clock ends before the fourth.
+    let args = [
+        "--clients",
+        "10",
+        "--every",
+        "200y",
+        "-n",
+        "3",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(text.contains("arrivals:  3 waves of 10 clients"), "{text}");
+    assert!(
+        text.contains("stopped:   by the end of the simulated clock, at about 584 years"),
+        "{text}"
+    );
+    assert!(
+        text.contains(", at wave 3 (arrived at 146100d); the waves due after it did not come"),
+        "{text}"
+    );
+    let f = figures(&simulate_json(&args)).clone();
+    assert_eq!(f["stopped_by"], "clock", "{f}");
+    assert_eq!(f["stopped_at_wave"], 3, "{f}");
+    // Nothing stopped a simulation that ran its course.
+    let text = simulate(&["--clients", "10", "--every", "1m", "--seed", "1"]);
+    assert!(!text.contains("stopped:"), "{text}");
+}
+
+#[test]
+fn runs_turned_away_are_no_tries_and_every_wave_due_comes() {
+    // A million runs of a year's tries fill every place: every later wave is turned away.
+    let args = [
+        "--clients",
+        "1000000",
+        "--every",
+        "1s",
+        "--outage",
+        "10s",
+        "--latency",
+        "1y",
+        "-n",
+        "2",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(text.contains("until 30s"), "{text}");
+    assert!(
+        text.contains(
+            "arrivals:  30 waves of 1000000 clients, the last at 29s; 29000000 runs turned away"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("stopped:"), "{text}");
+}
+
+#[test]
+fn a_throttle_whose_outage_outlasts_the_simulation_says_so() {
+    let args = [
+        "--clients",
+        "10",
+        "--outage",
+        "1h",
+        "-n",
+        "3",
+        "--quota",
+        "q",
+        "--throttle",
+        "2",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(
+        text.contains(
+            "p was not watched: the outage had not ended by the end of the simulation, at "
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("after the outage"), "{text}");
+    let text = simulate(&[&args[..], &["--compare"]].concat());
+    assert!(text.contains("outage not over"), "{text}");
+    assert!(!text.contains("not by the end"), "{text}");
 }
 
 #[test]
@@ -635,6 +822,9 @@ fn compare_with_the_throttle_sets_no_quota_the_quota_and_the_throttle_side_by_si
     assert_eq!(variants, [(false, false), (true, false), (true, true)]);
     assert!(rows.iter().all(|v| v["jitter"] == "full"));
     assert!(number(rows[2], "in_outage") < number(rows[1], "in_outage"));
-    // The rows without the throttle have no p to speak of.
+    // The rows without the throttle have no p to speak of, and held nothing back.
     assert!(rows[0]["p_recovered_ms"].is_null());
+    for row in &rows[..2] {
+        assert_eq!(row["gave_up"]["held"], 0, "{row}");
+    }
 }
