@@ -224,8 +224,8 @@ fn figure_lines(f: &Figures) -> Vec<String> {
 }
 
 /// The limit of the simulator that stopped it early, and the wave it stopped at:
-/// `stopped:   by the bound of 20000000 tries, the most a simulation makes, at wave 20 (at 19s);
-/// the waves due after it did not come`.
+/// `stopped:   by the bound of 20000000 tries, the most a simulation makes, at wave 20 (arrived at
+/// 19s); the waves due after it did not come`.
 fn stopped_line(s: &Stopped, every: bool) -> String {
     format!("stopped:   {}", stopped_text(s, every))
 }

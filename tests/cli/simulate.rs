@@ -704,6 +704,13 @@ fn the_limit_that_stopped_a_simulation_early_is_said_with_its_wave() {
     let f = figures(&simulate_json(&args)).clone();
     assert_eq!(f["stopped_by"], "clock", "{f}");
     assert_eq!(f["stopped_at_wave"], 3, "{f}");
+    // Under --compare's table, a line for each row.
+    let text = simulate(&[&args[..], &["--compare"]].concat());
+    for jitter in ["none", "full", "equal", "decorrelated"] {
+        let line =
+            format!("stopped (jitter {jitter}, quota no): by the end of the simulated clock");
+        assert!(text.contains(&line), "{line} not in:\n{text}");
+    }
     // Nothing stopped a simulation that ran its course.
     let text = simulate(&["--clients", "10", "--every", "1m", "--seed", "1"]);
     assert!(!text.contains("stopped:"), "{text}");
