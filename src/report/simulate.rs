@@ -11,7 +11,9 @@ use crate::duration::{hms, millis};
 use crate::policy::Jitter;
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
-use crate::sim::{Figures, Model, PEAK_WINDOW, Scenario, Series, Variant};
+use crate::sim::{
+    Bound, Figures, MAX_TRIES, MAX_WAVES, Model, PEAK_WINDOW, Scenario, Series, Stopped, Variant,
+};
 
 mod fleet;
 
@@ -100,6 +102,11 @@ fn print_human(
                 _ => None,
             };
             let mut lines = figure_lines(figures);
+            lines.extend(
+                figures
+                    .stopped
+                    .map(|s| stopped_line(&s, sim.scenario.every.is_some())),
+            );
             if fleet::shown(&sim.scenario) {
                 // After the tries line.
                 lines.splice(1..1, fleet::lines(figures, &sim.scenario));
@@ -109,7 +116,9 @@ fn print_human(
             lines
         }
         Results::Compare(rows) if sim.scenario.throttle.is_some() => {
-            fleet::table(rows, &sim.scenario)
+            let mut lines = fleet::table(rows, &sim.scenario);
+            lines.extend(stopped_rows(rows, &sim.scenario));
+            lines
         }
         Results::Compare(rows) => {
             let mut lines = table(rows, sim.scenario.quota.is_some());
@@ -118,6 +127,7 @@ fn print_human(
                     "(no row for decorrelated jitter: it cannot be combined with --delays)".into(),
                 );
             }
+            lines.extend(stopped_rows(rows, &sim.scenario));
             lines
         }
     };
@@ -211,6 +221,56 @@ fn figure_lines(f: &Figures) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The limit of the simulator that stopped it early, and the wave it stopped at:
+/// `stopped:   by the bound of 20000000 tries, the most a simulation makes, at wave 20 (arrived at
+/// 19s); the waves due after it did not come`.
+fn stopped_line(s: &Stopped, every: bool) -> String {
+    format!("stopped:   {}", stopped_text(s, every))
+}
+
+fn stopped_text(s: &Stopped, every: bool) -> String {
+    let by = match s.by {
+        Bound::Tries => format!("the bound of {MAX_TRIES} tries, the most a simulation makes"),
+        Bound::Waves => format!("the bound of {MAX_WAVES} waves, the most a simulation has"),
+        Bound::Clock => format!(
+            "the end of the simulated clock, at about 584 years ({})",
+            hms(crate::sim::clock::CLOCK_END)
+        ),
+    };
+    let at = if every {
+        format!("at wave {} (arrived at {})", s.wave, hms(s.at))
+    } else {
+        "in its one wave".to_string()
+    };
+    let cut = if s.cut {
+        "; the waves due after it did not come"
+    } else {
+        ""
+    };
+    format!("by {by}, {at}{cut}")
+}
+
+/// Under `--compare`'s table, a line for each row that a limit stopped early.
+fn stopped_rows(rows: &[(Variant, Figures)], scenario: &Scenario) -> Vec<String> {
+    rows.iter()
+        .filter_map(|(v, f)| {
+            let s = f.stopped?;
+            let mut row = format!("jitter {}, quota {}", v.jitter.name(), yes_no(v.quota));
+            if scenario.throttle.is_some() {
+                row += &format!(", throttle {}", yes_no(v.throttle));
+            }
+            Some(format!(
+                "stopped ({row}): {}",
+                stopped_text(&s, scenario.every.is_some())
+            ))
+        })
+        .collect()
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
 }
 
 /// `tries:     1200 in all, 12.00 per client; failed: 900 in the outage`.
@@ -446,16 +506,21 @@ fn print_json(
     results: &Results,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let runs: Vec<(Option<&Variant>, &Figures)> = match results {
-        Results::One(f) => vec![(None, f)],
-        Results::Compare(rows) => rows.iter().map(|(v, f)| (Some(v), f)).collect(),
-    };
     let scenario = &sim.scenario;
-    let objects = std::iter::once(json_header(config, sim, seed)).chain(runs.into_iter().flat_map(
-        |(variant, f)| {
-            json_intervals(variant, scenario, f).chain([json_figures(variant, scenario, f)])
-        },
-    ));
+    // A simulation without --compare is the row of the policy's own jitter and options.
+    let own = Variant {
+        jitter: config.policy.waits.jitter,
+        quota: scenario.quota.is_some(),
+        throttle: scenario.throttle.is_some(),
+    };
+    let runs: Vec<(&Variant, &Figures)> = match results {
+        Results::One(f) => vec![(&own, f)],
+        Results::Compare(rows) => rows.iter().map(|(v, f)| (v, f)).collect(),
+    };
+    let objects = std::iter::once(json_header(config, sim, seed)).chain(
+        runs.into_iter()
+            .flat_map(|(variant, f)| json_intervals(variant, f).chain([json_figures(variant, f)])),
+    );
     for obj in objects {
         writeln!(out, "{}", obj.finish())?;
     }
@@ -485,17 +550,12 @@ fn json_header(config: &Config, sim: &Simulation, seed: u64) -> Obj {
     fleet::json_start(start, scenario).bool("compare", sim.compare)
 }
 
-/// The fields that say which row of `--compare` a line belongs to; with `--throttle`, whether
-/// the row has it.
-fn variant_fields(obj: Obj, variant: Option<&Variant>, scenario: &Scenario) -> Obj {
-    match variant {
-        Some(v) if scenario.throttle.is_some() => obj
-            .str("jitter", v.jitter.name())
-            .bool("quota", v.quota)
-            .bool("throttle", v.throttle),
-        Some(v) => obj.str("jitter", v.jitter.name()).bool("quota", v.quota),
-        None => obj,
-    }
+/// The fields that say which simulation a line belongs to (which row of `--compare`): its
+/// jitter, and whether it used the quota and the throttle.
+fn variant_fields(obj: Obj, v: &Variant) -> Obj {
+    obj.str("jitter", v.jitter.name())
+        .bool("quota", v.quota)
+        .bool("throttle", v.throttle)
 }
 
 /// Rounded to a thousandth, for JSON.
@@ -504,11 +564,7 @@ fn thousandths(x: f64) -> f64 {
 }
 
 /// The `interval` events of one run: its tries per interval, merged in round steps.
-fn json_intervals<'a>(
-    variant: Option<&'a Variant>,
-    scenario: &'a Scenario,
-    f: &Figures,
-) -> impl Iterator<Item = Obj> + 'a {
+fn json_intervals<'a>(variant: &'a Variant, f: &Figures) -> impl Iterator<Item = Obj> + 'a {
     let series = f.series.merged(round_factor(
         f.series.tries.len(),
         JSON_INTERVALS,
@@ -517,7 +573,7 @@ fn json_intervals<'a>(
     let width = series.width;
     series.tries.into_iter().enumerate().map(move |(i, tries)| {
         let from = width.saturating_mul(i as u32);
-        variant_fields(Obj::new().str("event", "interval"), variant, scenario)
+        variant_fields(Obj::new().str("event", "interval"), variant)
             .num("start_ms", millis(from))
             .num("end_ms", millis(from.saturating_add(width)))
             .num("tries", tries)
@@ -528,18 +584,30 @@ fn json_intervals<'a>(
     })
 }
 
-/// The `figures` event of one run.
-fn json_figures(variant: Option<&Variant>, scenario: &Scenario, f: &Figures) -> Obj {
+/// The reasons of `gave_up` in every `figures` line, 0 when no run gave up so.
+const GAVE_UP_ALWAYS: [&str; 5] = ["tries", "budget", "quota", "held", "permanent"];
+
+/// The `figures` event of one run: every field in every line, 0 (or null, or false) where
+/// nothing happened, so that a program reads the lines alike.
+fn json_figures(variant: &Variant, f: &Figures) -> Obj {
     let failed = Obj::new()
         .num("outage", f.failures.outage)
         .num("overload", f.failures.overload)
         .num("conflict", f.failures.conflict)
         .num("timeout", f.failures.timeout);
     let mut gave_up = Obj::new();
-    for (why, n) in &f.gave_up {
+    for why in GAVE_UP_ALWAYS {
+        gave_up = gave_up.num(why, f.gave_up_for(why));
+    }
+    // Any other reason a run gave up for (`consecutive`), when one did.
+    for (why, n) in f
+        .gave_up
+        .iter()
+        .filter(|(w, _)| !GAVE_UP_ALWAYS.contains(w))
+    {
         gave_up = gave_up.num(why, *n);
     }
-    let obj = variant_fields(Obj::new().str("event", "figures"), variant, scenario)
+    let obj = variant_fields(Obj::new().str("event", "figures"), variant)
         .num("clients", f.clients)
         .num("tries", f.tries)
         .float("per_client", thousandths(f.per_client()))
@@ -552,15 +620,16 @@ fn json_figures(variant: Option<&Variant>, scenario: &Scenario, f: &Figures) -> 
         .num("last_finish_ms", millis(f.last_finish))
         .num("succeeded", f.succeeded)
         .obj("gave_up", gave_up)
-        .num("unfinished", f.unfinished);
-    let obj = match f.past_clock {
-        0 => obj,
-        n => obj.num("past_clock", n),
-    };
-    if fleet::shown(scenario) {
-        fleet::json_figures(obj, f, scenario)
-    } else {
-        obj
+        .num("unfinished", f.unfinished)
+        .num("past_clock", f.past_clock);
+    let obj = fleet::json_figures(obj, f);
+    match f.stopped {
+        Some(s) => obj
+            .str("stopped_by", s.by.word())
+            .num("stopped_at_wave", s.wave),
+        None => obj
+            .raw("stopped_by", "null")
+            .opt_num("stopped_at_wave", None),
     }
 }
 
@@ -651,6 +720,7 @@ mod tests {
             gave_up: vec![("tries", 1), ("budget", 0), ("quota", 0)],
             unfinished: 1,
             past_clock: 0,
+            stopped: None,
             series: series(1, &[10]),
             fleet: crate::sim::Fleet::default(),
         }

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use super::clock::nanos;
-
 /// Waves that arrive after the end of the outage: enough to see the fleet settle after it.
 pub const WAVES_AFTER_OUTAGE: u32 = 20;
 
@@ -24,25 +22,49 @@ pub fn horizon(outage_end: Duration, every: Duration, window: Option<Duration>) 
 
 /// The waves still to come.
 pub(super) struct Arrivals {
-    every: u64,
-    horizon: u64,
+    every: u128,
+    horizon: u128,
     /// Waves that have arrived.
     pub(super) waves: u32,
+}
+
+/// What comes after a wave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Next {
+    /// The next wave, at this time.
+    At(u64),
+    /// None: the horizon is reached.
+    Done,
+    /// The next wave is due before the horizon, but after the virtual clock ends.
+    PastClock,
 }
 
 impl Arrivals {
     pub(super) fn new(every: Duration, horizon: Duration) -> Arrivals {
         Arrivals {
-            every: nanos(every).max(1),
-            horizon: nanos(horizon),
+            every: every.as_nanos().max(1),
+            horizon: horizon.as_nanos(),
             waves: 0,
         }
     }
 
-    /// Counts the wave arriving now; returns when the next one arrives, if one does.
-    pub(super) fn arrived(&mut self) -> Option<u64> {
+    /// Counts the wave arriving now; returns what comes next.
+    pub(super) fn arrived(&mut self) -> Next {
         self.waves = self.waves.saturating_add(1);
-        let next = u64::from(self.waves).checked_mul(self.every)?;
-        (next < self.horizon).then_some(next)
+        let next = u128::from(self.waves).saturating_mul(self.every);
+        if next >= self.horizon {
+            return Next::Done;
+        }
+        match u64::try_from(next) {
+            // The clock's last nanosecond is where saturated events go: no wave is held there.
+            Ok(at) if at < u64::MAX => Next::At(at),
+            _ => Next::PastClock,
+        }
+    }
+
+    /// When the last wave arrived.
+    pub(super) fn last(&self) -> Duration {
+        let at = u128::from(self.waves.saturating_sub(1)).saturating_mul(self.every);
+        Duration::from_nanos(u64::try_from(at).unwrap_or(u64::MAX))
     }
 }

@@ -1,6 +1,8 @@
 //! One simulated client: the run of `retry` it stands for, where it is in its current try, and
 //! why a try failed, with the failed tries counted by cause.
 
+use std::time::Duration;
+
 use crate::policy::{Policy, Schedule};
 
 /// Why a try failed.
@@ -64,11 +66,14 @@ pub(super) struct Client<'p> {
     pub(super) ran: bool,
     /// `--throttle`: its last try was held back.
     pub(super) held: bool,
+    /// When its run arrived (its wave's time, before its stagger): the run's own clock, which
+    /// `--budget` counts from, starts then.
+    pub(super) arrived: u64,
 }
 
 impl<'p> Client<'p> {
-    /// A run at its first try.
-    pub(super) fn new(policy: &'p Policy) -> Client<'p> {
+    /// A run that arrived at `arrived`, at its first try.
+    pub(super) fn new(policy: &'p Policy, arrived: u64) -> Client<'p> {
         Client {
             schedule: Schedule::new(policy),
             phase: Phase::Start,
@@ -77,6 +82,13 @@ impl<'p> Client<'p> {
             read_at: 0,
             ran: false,
             held: false,
+            arrived,
         }
+    }
+
+    /// The time since its run arrived, at virtual time `now`: what the schedule is given as
+    /// the run's elapsed time, as a real run gives its own.
+    pub(super) fn elapsed(&self, now: u64) -> Duration {
+        Duration::from_nanos(now.saturating_sub(self.arrived))
     }
 }

@@ -2,8 +2,6 @@
 //! after a failure (the wait, the quota's token, or giving up, and why), the throttle's count of
 //! the outcome; and what the clients did, counted as they finish.
 
-use std::time::Duration;
-
 use rand::rngs::StdRng;
 
 use crate::policy::quota::{Bucket, QuotaParams, QuotaRefusal};
@@ -28,7 +26,7 @@ pub(super) struct Totals {
     /// Clients whose next event would come past the clock's end.
     pub(super) past_clock: u32,
     /// Runs of a wave left out, as the most clients were under way.
-    pub(super) turned_away: u32,
+    pub(super) turned_away: u64,
 }
 
 impl Totals {
@@ -66,7 +64,7 @@ pub(super) fn decide(
         return done(client);
     };
     tally.failures.count(why);
-    let now_since_start = Duration::from_nanos(now);
+    let now_since_start = client.elapsed(now);
     let (transient, decision) = match why {
         // A timeout is an outcome a real run sees too: it is classified as one would
         // (`--stop-on timeout` makes it permanent).
@@ -132,7 +130,7 @@ pub(super) fn after_held(
 ) -> Option<u64> {
     match client
         .schedule
-        .after_transient_failure(Duration::from_nanos(now), rng)
+        .after_transient_failure(client.elapsed(now), rng)
     {
         Decision::Retry(wait) => Some(now.saturating_add(nanos(wait.delay))),
         // After a failure the schedule retries or gives up: it gave up.

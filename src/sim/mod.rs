@@ -32,7 +32,7 @@ use crate::policy::schedule::stagger;
 use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{Jitter, Policy};
 use admission::Store;
-use arrivals::Arrivals;
+use arrivals::{Arrivals, Next};
 use client::{Client, Phase};
 use clock::{millis, nanos};
 use ending::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
@@ -51,8 +51,48 @@ pub const MAX_CLIENTS: u32 = 1_000_000;
 
 /// The most tries one simulation makes, held ones included, before it stops and reports the
 /// clients still going: a policy without a try limit against a dependency that never recovers
-/// would go on for ever. No wave arrives after it, nor once as many runs were turned away.
+/// would go on for ever. No wave arrives after it. Runs turned away are no tries, and do not
+/// count.
 pub const MAX_TRIES: u64 = 20_000_000;
+
+/// The most waves one simulation has (`--every`): each is an event, even one whose runs were all
+/// turned away, and a tiny period under a long outage would otherwise not end.
+pub const MAX_WAVES: u32 = 20_000_000;
+
+/// A limit of the simulator that stopped a simulation early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// [`MAX_TRIES`].
+    Tries,
+    /// [`MAX_WAVES`].
+    Waves,
+    /// The end of the virtual clock ([`clock::CLOCK_END`]).
+    Clock,
+}
+
+impl Bound {
+    /// The bound's name in the JSON figures (`stopped_by`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Bound::Tries => "tries",
+            Bound::Waves => "waves",
+            Bound::Clock => "clock",
+        }
+    }
+}
+
+/// Which limit stopped a simulation early, and where the waves were then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped {
+    /// The first limit reached.
+    pub by: Bound,
+    /// The waves that had arrived: the simulation stopped at the last of them.
+    pub wave: u32,
+    /// When that wave arrived.
+    pub at: Duration,
+    /// Waves were still due before the horizon and did not come.
+    pub cut: bool,
+}
 
 /// The queue's id of the next wave's arrival (`--every`), past every client's.
 const WAVE: u32 = u32::MAX;
@@ -128,6 +168,8 @@ pub struct Figures {
     /// Clients whose next try or answer would come past the end of the virtual clock
     /// ([`clock::CLOCK_END`]): they neither succeeded nor gave up within it.
     pub past_clock: u32,
+    /// The limit of the simulator that stopped it early, if one did.
+    pub stopped: Option<Stopped>,
     pub series: Series,
     /// The figures of `--throttle` and `--every`, which the report shows when they are given.
     pub fleet: Fleet,
@@ -147,7 +189,10 @@ pub struct Fleet {
     /// [`P_RECOVERED`], if it did before the simulation ended.
     pub recovered: Option<Duration>,
     /// Runs of a wave that did not arrive, as [`MAX_CLIENTS`] were under way.
-    pub turned_away: u32,
+    pub turned_away: u64,
+    /// When the simulation's last event came: with [`Scenario::outage_end`], whether the
+    /// outage ended before the simulation did.
+    pub end: Duration,
 }
 
 impl Figures {
@@ -296,6 +341,11 @@ struct Run<'p> {
     recorder: Recorder,
     tally: Totals,
     max_tries: u64,
+    /// The first limit that stopped something, and whether waves were left out.
+    stopped_by: Option<Bound>,
+    cut: bool,
+    /// The time of the latest event so far.
+    end: u64,
 }
 
 impl<'p> Run<'p> {
@@ -341,6 +391,9 @@ impl<'p> Run<'p> {
                 ..Totals::default()
             },
             max_tries,
+            stopped_by: None,
+            cut: false,
+            end: 0,
         };
         run.arrive(0);
         run
@@ -352,13 +405,14 @@ impl<'p> Run<'p> {
         let live = self.clients.len() - self.free.len();
         let room = u32::try_from((MAX_CLIENTS as usize).saturating_sub(live)).unwrap_or(0);
         let n = self.per_wave.min(room);
-        self.tally.turned_away = self.tally.turned_away.saturating_add(self.per_wave - n);
+        self.tally.turned_away =
+            (self.tally.turned_away).saturating_add(u64::from(self.per_wave - n));
         self.tally.arrived = self.tally.arrived.saturating_add(n);
         for _ in 0..n {
             let start = self
                 .stagger
                 .map_or(0, |most| nanos(stagger(most, &mut self.rng)));
-            let client = Client::new(self.policy);
+            let client = Client::new(self.policy, now);
             // At most MAX_CLIENTS places, so an id is below WAVE.
             let id = match self.free.pop() {
                 Some(id) => {
@@ -372,17 +426,33 @@ impl<'p> Run<'p> {
             };
             self.queue_at(Some(now.saturating_add(start)), id);
         }
-        let next = self.arrivals.as_mut().and_then(Arrivals::arrived);
-        // Runs turned away count too, so that waves that find no place still come to an end.
-        let spent = (self.recorder.events()).saturating_add(u64::from(self.tally.turned_away));
-        if let Some(at) = next.filter(|_| spent < self.max_tries) {
-            self.queue.push(Reverse((at, WAVE)));
+        let Some(arrivals) = self.arrivals.as_mut() else {
+            return;
+        };
+        match arrivals.arrived() {
+            Next::Done => {}
+            Next::PastClock => self.stop(Bound::Clock, true),
+            // Runs turned away are no tries: the waves that find no place end at the bound on
+            // waves.
+            Next::At(_) if arrivals.waves >= MAX_WAVES => self.stop(Bound::Waves, true),
+            Next::At(_) if self.recorder.events() >= self.max_tries => {
+                self.stop(Bound::Tries, true);
+            }
+            Next::At(at) => self.queue.push(Reverse((at, WAVE))),
         }
+    }
+
+    /// Notes that `bound` stopped something: a client's next try or event, or, when `cut`, the
+    /// waves still due.
+    fn stop(&mut self, bound: Bound, cut: bool) {
+        self.stopped_by.get_or_insert(bound);
+        self.cut |= cut;
     }
 
     /// Client `id`'s event at `now` (the start of a try, its write, or its end), or the next
     /// wave's arrival.
     fn step(&mut self, now: u64, id: u32) {
+        self.end = self.end.max(now);
         if id == WAVE {
             self.arrive(now);
             return;
@@ -395,6 +465,7 @@ impl<'p> Run<'p> {
                 // No new try: this client is still going. The tries under way run to their
                 // end, so that every try is counted as a success or a failure.
                 self.tally.unfinished = self.tally.unfinished.saturating_add(1);
+                self.stop(Bound::Tries, false);
                 None
             }
             Phase::Start => self.start(now, id),
@@ -434,7 +505,7 @@ impl<'p> Run<'p> {
             client.held = store.admit(now).held;
             if client.held {
                 // A try of the run that did not run: no token, and the wait of a failure.
-                client.schedule.start_try(Duration::from_nanos(now));
+                client.schedule.start_try(client.elapsed(now));
                 self.recorder.try_held(now);
                 return after_held(client, now, &mut self.rng, &mut self.tally);
             }
@@ -451,7 +522,7 @@ impl<'p> Run<'p> {
         } else if let Some((params, bucket)) = self.quota.as_mut().filter(|_| first) {
             bucket.deposit(params, millis(now));
         }
-        let limit = client.schedule.start_try(Duration::from_nanos(now));
+        let limit = client.schedule.start_try(client.elapsed(now));
         client.stop_at = limit.map_or(u64::MAX, |l| now.saturating_add(nanos(l)));
         self.recorder.try_started(now, first);
         match &mut self.dependency {
@@ -464,7 +535,10 @@ impl<'p> Run<'p> {
     fn queue_at(&mut self, next: Option<u64>, id: u32) {
         match next {
             // Saturated: the event would come after the clock's end, and cannot be held.
-            Some(u64::MAX) => self.tally.past_clock = self.tally.past_clock.saturating_add(1),
+            Some(u64::MAX) => {
+                self.tally.past_clock = self.tally.past_clock.saturating_add(1);
+                self.stop(Bound::Clock, false);
+            }
             Some(at) => self.queue.push(Reverse((at, id))),
             None => {}
         }
@@ -482,6 +556,15 @@ impl<'p> Run<'p> {
             gave_up: self.tally.gave_up,
             unfinished: self.tally.unfinished,
             past_clock: self.tally.past_clock,
+            stopped: self.stopped_by.map(|by| Stopped {
+                by,
+                wave: self.arrivals.as_ref().map_or(1, |a| a.waves),
+                at: self
+                    .arrivals
+                    .as_ref()
+                    .map_or(Duration::ZERO, Arrivals::last),
+                cut: self.cut,
+            }),
             series: self.recorder.series(),
             fleet: Fleet {
                 waves: self.arrivals.as_ref().map_or(1, |a| a.waves),
@@ -494,6 +577,7 @@ impl<'p> Run<'p> {
                     .and_then(Store::recovered)
                     .map(Duration::from_nanos),
                 turned_away: self.tally.turned_away,
+                end: Duration::from_nanos(self.end),
             },
         }
     }

@@ -176,6 +176,29 @@ fn the_budget_ends_runs_that_cannot_fit_another_try() {
 }
 
 #[test]
+fn each_run_of_a_cron_fleet_has_its_whole_budget_from_its_own_arrival() {
+    // -n 3 -B 4m, a wave every 5m, a 1m outage: the first wave's runs give up on their tries,
+    // every later wave arrives after the outage, and succeeds at its first try.
+    let mut p = policy(Some(3), s(1), s(60), Jitter::Full);
+    p.limit = Limit::earliest(Some(s(240)), None);
+    let mut sc = outage(10, s(60), None);
+    sc.every = Some(s(300));
+    let f = simulate(&p, &sc, 1);
+    assert_eq!((f.fleet.waves, f.clients), (21, 210));
+    assert_eq!(f.succeeded, 200, "{:?}", f.gave_up);
+    assert_eq!(gave_up(&f, "tries"), 10);
+    assert_eq!(gave_up(&f, "budget"), 0);
+    assert_eq!(f.failures.timeout, 0);
+    // The stagger is part of the run's time, from its arrival: a budget shorter than a wave
+    // but longer than the stagger and the tries leaves every run after the outage its tries.
+    sc.stagger = Some(s(20));
+    p.limit = Limit::earliest(Some(s(50)), None);
+    let f = simulate(&p, &sc, 1);
+    assert_eq!(f.succeeded, 200, "{:?}", f.gave_up);
+    assert!(f.last_finish > s(6000), "{:?}", f.last_finish);
+}
+
+#[test]
 fn a_timeout_shorter_than_the_latency_fails_every_try() {
     let mut p = policy(Some(4), ms(10), ms(100), Jitter::Full);
     p.timeout = Some(ms(50));
@@ -471,7 +494,64 @@ fn a_wave_beyond_the_most_clients_under_way_is_cut_and_counted() {
     sc.every = Some(s(5));
     let f = simulate_up_to(&p, &sc, 5, 2 * u64::from(MAX_CLIENTS));
     assert_eq!(f.clients, MAX_CLIENTS);
-    assert!(f.fleet.turned_away >= MAX_CLIENTS, "{:?}", f.fleet);
+    // Runs turned away are no tries: every wave due comes, to the horizon of 1m50s.
+    assert_eq!(f.fleet.waves, 22, "{:?}", f.stopped);
+    assert_eq!(f.fleet.turned_away, 21 * u64::from(MAX_CLIENTS));
+    assert_eq!(f.stopped, None);
+}
+
+#[test]
+fn the_bound_on_tries_stops_the_waves_and_says_at_which() {
+    // No try limit against a 10s outage, a wave every second, and a bound of 100 tries.
+    let p = policy(None, ms(100), ms(100), Jitter::None);
+    let mut sc = outage(5, s(10), None);
+    sc.every = Some(s(1));
+    let f = simulate_up_to(&p, &sc, 1, 100);
+    let stopped = f.stopped.expect("the bound stopped it");
+    assert_eq!(stopped.by, Bound::Tries);
+    assert!(stopped.cut);
+    assert_eq!(stopped.wave, f.fleet.waves);
+    assert!(f.fleet.waves < 30, "{:?}", f.fleet);
+    assert_eq!(stopped.at, s(u64::from(f.fleet.waves) - 1));
+    assert!(f.unfinished > 0);
+    // Far from it, nothing is said.
+    assert_eq!(simulate(&p, &sc, 1).stopped, None);
+}
+
+#[test]
+fn waves_due_past_the_clocks_end_are_said_to_be_cut() {
+    // A wave every 200 years: the fourth would arrive at 600 years, past the clock's 584.
+    const YEAR: u64 = 365 * 24 * 3600 + 6 * 3600;
+    let p = policy(Some(2), s(1), s(1), Jitter::None);
+    let mut sc = outage(3, s(10), None);
+    sc.every = Some(s(200 * YEAR));
+    let f = simulate(&p, &sc, 1);
+    assert_eq!(f.fleet.waves, 3);
+    let stopped = f.stopped.expect("the clock stopped it");
+    assert_eq!(
+        (stopped.by, stopped.wave, stopped.cut),
+        (Bound::Clock, 3, true)
+    );
+    assert_eq!(stopped.at, s(400 * YEAR));
+    // A client past the clock is said too, with its one wave, and no wave was cut.
+    let mut sc = outage(2, s(600 * YEAR), None);
+    if let Model::Outage(o) = &mut sc.model {
+        o.latency = s(500 * YEAR);
+    }
+    let stopped = simulate(&p, &sc, 1).stopped.expect("the clock stopped it");
+    assert_eq!(
+        (stopped.by, stopped.wave, stopped.cut),
+        (Bound::Clock, 1, false)
+    );
+}
+
+#[test]
+fn the_figures_know_whether_the_simulation_outlasted_the_outage() {
+    let p = policy(Some(3), s(1), s(60), Jitter::Full);
+    let f = simulate(&p, &outage(10, s(3600), None), 1);
+    assert!(f.fleet.end < s(3600), "{:?}", f.fleet.end);
+    let f = simulate(&p, &outage(10, s(2), None), 1);
+    assert!(f.fleet.end >= s(2), "{:?}", f.fleet.end);
 }
 
 #[test]

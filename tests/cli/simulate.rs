@@ -576,7 +576,201 @@ fn a_cron_fleet_arrives_every_minute_and_the_figures_split_the_tries_at_the_outa
         number(f, "in_outage") + number(f, "after_outage"),
         number(f, "tries")
     );
-    assert!(f.get("p_recovered_ms").is_none(), "{f}");
+    // Every field of the figures is there, null where no throttle watched p.
+    assert!(f["p_recovered_ms"].is_null(), "{f}");
+    assert_eq!(f["throttle"], false, "{f}");
+    assert_eq!(f["gave_up"]["held"], 0, "{f}");
+}
+
+/// The fields of every `figures` line (docs/json-log.md#the-simulation).
+const FIGURES_FIELDS: &[&str] = &[
+    "jitter",
+    "quota",
+    "throttle",
+    "clients",
+    "tries",
+    "per_client",
+    "failed",
+    "peak_per_second",
+    "peak_at_ms",
+    "peak_retries_per_second",
+    "peak_retries_at_ms",
+    "peak_window_ms",
+    "last_finish_ms",
+    "succeeded",
+    "gave_up",
+    "unfinished",
+    "past_clock",
+    "waves",
+    "in_outage",
+    "after_outage",
+    "held",
+    "p_recovered_ms",
+    "turned_away",
+    "stopped_by",
+    "stopped_at_wave",
+];
+
+#[test]
+fn every_figures_line_has_every_documented_field_whatever_the_options() {
+    let cases: &[&[&str]] = &[
+        &["--clients", "5"],
+        &["--clients", "5", "--every", "1m"],
+        &[
+            "--clients",
+            "5",
+            "--every",
+            "1m",
+            "--quota",
+            "q",
+            "--throttle",
+            "2",
+            "--compare",
+        ],
+        &["--clients", "5", "--quota", "q", "--compare"],
+        &["--model", "occ", "--clients", "5"],
+    ];
+    for args in cases {
+        let json = simulate_json(&[&["--seed", "1"], *args].concat());
+        let rows = events(&json, "figures");
+        assert!(!rows.is_empty());
+        for row in rows {
+            for field in FIGURES_FIELDS {
+                assert!(row.get(field).is_some(), "{args:?}: no {field} in {row}");
+            }
+            for why in ["tries", "budget", "quota", "held", "permanent"] {
+                assert!(
+                    row["gave_up"][why].is_u64(),
+                    "{args:?}: no gave_up.{why} in {row}"
+                );
+            }
+            for cause in ["outage", "overload", "conflict", "timeout"] {
+                assert!(
+                    row["failed"][cause].is_u64(),
+                    "{args:?}: no failed.{cause} in {row}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_run_of_a_later_wave_has_its_whole_budget_from_its_arrival() {
+    let args = [
+        "--clients",
+        "10",
+        "--every",
+        "5m",
+        "--outage",
+        "1m",
+        "-n",
+        "3",
+        "-B",
+        "4m",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    // The first wave gives up on its tries in the outage; the 20 after it succeed.
+    assert!(text.contains("succeeded: 200 of 210"), "{text}");
+    assert!(text.contains("gave up:   10 of 210 (tries 10)"), "{text}");
+    let f = figures(&simulate_json(&args)).clone();
+    assert_eq!(f["gave_up"]["budget"], 0, "{f}");
+}
+
+#[test]
+fn the_limit_that_stopped_a_simulation_early_is_said_with_its_wave() {
+    // A wave every 200 years: the clock ends before the fourth.
+    let args = [
+        "--clients",
+        "10",
+        "--every",
+        "200y",
+        "-n",
+        "3",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(text.contains("arrivals:  3 waves of 10 clients"), "{text}");
+    assert!(
+        text.contains("stopped:   by the end of the simulated clock, at about 584 years"),
+        "{text}"
+    );
+    assert!(
+        text.contains(", at wave 3 (arrived at 146100d); the waves due after it did not come"),
+        "{text}"
+    );
+    let f = figures(&simulate_json(&args)).clone();
+    assert_eq!(f["stopped_by"], "clock", "{f}");
+    assert_eq!(f["stopped_at_wave"], 3, "{f}");
+    // Under --compare's table, a line for each row.
+    let text = simulate(&[&args[..], &["--compare"]].concat());
+    for jitter in ["none", "full", "equal", "decorrelated"] {
+        let line =
+            format!("stopped (jitter {jitter}, quota no): by the end of the simulated clock");
+        assert!(text.contains(&line), "{line} not in:\n{text}");
+    }
+    // Nothing stopped a simulation that ran its course.
+    let text = simulate(&["--clients", "10", "--every", "1m", "--seed", "1"]);
+    assert!(!text.contains("stopped:"), "{text}");
+}
+
+#[test]
+fn runs_turned_away_are_no_tries_and_every_wave_due_comes() {
+    // A million runs of a year's tries fill every place: every later wave is turned away.
+    let args = [
+        "--clients",
+        "1000000",
+        "--every",
+        "1s",
+        "--outage",
+        "10s",
+        "--latency",
+        "1y",
+        "-n",
+        "2",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(text.contains("until 30s"), "{text}");
+    assert!(
+        text.contains(
+            "arrivals:  30 waves of 1000000 clients, the last at 29s; 29000000 runs turned away"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("stopped:"), "{text}");
+}
+
+#[test]
+fn a_throttle_whose_outage_outlasts_the_simulation_says_so() {
+    let args = [
+        "--clients",
+        "10",
+        "--outage",
+        "1h",
+        "-n",
+        "3",
+        "--quota",
+        "q",
+        "--throttle",
+        "2",
+        "--seed",
+        "1",
+    ];
+    let text = simulate(&args);
+    assert!(
+        text.contains(
+            "p was not watched: the outage had not ended by the end of the simulation, at "
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("after the outage"), "{text}");
+    let text = simulate(&[&args[..], &["--compare"]].concat());
+    assert!(text.contains("outage not over"), "{text}");
+    assert!(!text.contains("not by the end"), "{text}");
 }
 
 #[test]
@@ -635,6 +829,195 @@ fn compare_with_the_throttle_sets_no_quota_the_quota_and_the_throttle_side_by_si
     assert_eq!(variants, [(false, false), (true, false), (true, true)]);
     assert!(rows.iter().all(|v| v["jitter"] == "full"));
     assert!(number(rows[2], "in_outage") < number(rows[1], "in_outage"));
-    // The rows without the throttle have no p to speak of.
+    // The rows without the throttle have no p to speak of, and held nothing back.
     assert!(rows[0]["p_recovered_ms"].is_null());
+    for row in &rows[..2] {
+        assert_eq!(row["gave_up"]["held"], 0, "{row}");
+    }
+}
+
+/// A `retry --simulate` example of the README or docs/: where it is, its arguments, and the
+/// output printed under it when the page shows one (`$ retry --simulate …` in a code block).
+struct Example {
+    place: String,
+    args: Vec<String>,
+    shown: Option<Vec<String>>,
+}
+
+/// Every `retry --simulate` command in a code block of README.md and docs/*.md, lines ending
+/// in `\` joined, a `#` comment left out.
+fn doc_examples() -> Vec<Example> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut examples = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut fenced = false;
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i];
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                i += 1;
+                continue;
+            }
+            let Some(at) = line.find("retry --simulate").filter(|_| fenced) else {
+                i += 1;
+                continue;
+            };
+            let place = format!("{}:{}", file.file_name().unwrap().to_string_lossy(), i + 1);
+            let prompt = line.trim_start().starts_with("$ ");
+            let mut command = line[at..].to_string();
+            while command.trim_end().ends_with('\\') {
+                command = command.trim_end().trim_end_matches('\\').to_string();
+                i += 1;
+                command.push(' ');
+                command.push_str(lines[i].trim());
+            }
+            let command = command.split(" #").next().unwrap();
+            let args: Vec<String> = command
+                .split_whitespace()
+                .skip(1)
+                .map(String::from)
+                .collect();
+            i += 1;
+            let shown = prompt.then(|| {
+                let start = i;
+                while !lines[i].trim_start().starts_with("```") {
+                    i += 1;
+                }
+                lines[start..i].iter().map(|l| l.to_string()).collect()
+            });
+            examples.push(Example { place, args, shown });
+        }
+    }
+    examples
+}
+
+/// The `figures` rows of a simulation, found by their fields.
+fn figure_row<'a>(rows: &[&'a Value], quota: bool, throttle: bool, jitter: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r["quota"] == quota && r["throttle"] == throttle && r["jitter"] == jitter)
+        .unwrap_or_else(|| panic!("no row {jitter} {quota} {throttle} in {rows:?}"))
+}
+
+/// What the text around each example says of its figures.
+fn hold_to_its_text(command: &str, rows: &[&Value]) {
+    let n = |row: &Value, key: &str| number(row, key);
+    match command {
+        // README: "what 500 runs do to a dependency", one row per jitter kind.
+        "--simulate --compare --clients 500 -n 8" => {
+            assert_eq!(rows.len(), 4);
+            for row in rows {
+                assert_eq!(row["clients"], 500);
+                assert_eq!(n(row, "succeeded") + n(&row["gave_up"], "tries"), 500.0);
+                // The default 10s outage: every run retries.
+                assert!(n(row, "per_client") > 1.5, "{row}");
+            }
+        }
+        // docs/simulation.md, "What to read from it".
+        "--simulate --compare --clients 500 -n 8 -d 1s -m 30s --outage 30s --capacity 200/s --quota db --seed 7" =>
+        {
+            assert_eq!(rows.len(), 8);
+            let mut saved = 0.0;
+            for jitter in ["none", "full", "equal", "decorrelated"] {
+                let (no, yes) = (
+                    figure_row(rows, false, false, jitter),
+                    figure_row(rows, true, false, jitter),
+                );
+                // About 7 tries per client without the quota, about 1.03 with it.
+                assert!((6.5..7.6).contains(&n(no, "per_client")), "{no}");
+                assert!((1.0..1.1).contains(&n(yes, "per_client")), "{yes}");
+                saved += n(no, "tries") - n(yes, "tries");
+            }
+            // The quota saves about 2,900 tries.
+            assert!((2700.0..3100.0).contains(&(saved / 4.0)), "{saved}");
+            let row = |jitter| figure_row(rows, false, false, jitter);
+            assert_eq!(n(row("none"), "peak_retries_per_second"), 5000.0);
+            assert_eq!(n(row("full"), "peak_retries_per_second"), 750.0);
+            assert_eq!(n(row("decorrelated"), "peak_retries_per_second"), 360.0);
+            assert_eq!(n(&row("full")["gave_up"], "tries"), 57.0);
+            assert_eq!(n(&row("decorrelated")["gave_up"], "tries"), 121.0);
+            assert_eq!(n(row("equal"), "succeeded"), 500.0);
+        }
+        // docs/simulation.md, "The chart": every client gets through, 300 then 100 overloaded.
+        "--simulate -j none --clients 500 -n 8 -d 1s -m 30s --outage 30s --capacity 200/s --seed 7" =>
+        {
+            let row = rows[0];
+            assert_eq!(n(row, "succeeded"), 500.0);
+            assert_eq!(n(&row["failed"], "overload"), 400.0);
+            assert_eq!(n(row, "peak_retries_per_second"), 5000.0);
+        }
+        // docs/simulation.md, "Admission control".
+        "--simulate --clients 1000 --every 1m --outage 10m --quota db --throttle 2 --seed 1" => {
+            let row = rows[0];
+            assert_eq!(n(row, "succeeded"), 17011.0);
+            assert_eq!(n(row, "in_outage"), 2321.0);
+            assert_eq!(n(row, "held"), 39004.0);
+            assert_eq!(n(row, "p_recovered_ms"), 360_000.0);
+            assert_eq!(n(&row["gave_up"], "held"), 12485.0);
+        }
+        // The same fleet side by side: the quota alone lets 10,105 tries through the outage, the
+        // throttle 23% of that.
+        "--simulate --compare --clients 1000 --every 1m --outage 10m --quota db --throttle 2 --seed 1" =>
+        {
+            assert_eq!(rows.len(), 3);
+            let alone = figure_row(rows, true, false, "full");
+            let throttled = figure_row(rows, true, true, "full");
+            assert_eq!(
+                n(figure_row(rows, false, false, "full"), "in_outage"),
+                30000.0
+            );
+            assert_eq!(n(alone, "in_outage"), 10105.0);
+            let share = n(throttled, "in_outage") / n(alone, "in_outage");
+            assert!((0.22..0.24).contains(&share), "{share}");
+            assert_eq!(n(throttled, "p_recovered_ms"), 360_000.0);
+        }
+        _ => panic!("an example with no claims held to it: retry {command}"),
+    }
+}
+
+#[test]
+fn every_simulate_example_in_the_docs_runs_and_shows_what_its_text_says() {
+    let examples = doc_examples();
+    assert!(examples.len() >= 6, "{} examples", examples.len());
+    for ex in &examples {
+        let args: Vec<&str> = ex.args.iter().map(String::as_str).collect();
+        let command = args.join(" ");
+        // The printed output, as the page shows it; `...` stands for lines left out.
+        if let Some(shown) = &ex.shown {
+            let out = retry().args(&args).env_remove("COLUMNS").output().unwrap();
+            let text = stdout_of(&out);
+            let lines: Vec<String> = text.lines().map(String::from).collect();
+            let mut from = 0;
+            for part in shown.split(|l| l == "...") {
+                let at = (from..=lines.len().saturating_sub(part.len()))
+                    .find(|&i| lines[i..].starts_with(part))
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{}: the output shown is not what `retry {command}` prints:\n{}",
+                            ex.place, text
+                        )
+                    });
+                from = at + part.len();
+            }
+        }
+        let json = simulate_json(&args[1..]);
+        let rows = events(&json, "figures");
+        // A fleet that arrives again and again and never gets through shows nothing worth a page.
+        if args.contains(&"--every") {
+            for row in &rows {
+                assert!(number(row, "succeeded") > 0.0, "{}: {row}", ex.place);
+            }
+        }
+        hold_to_its_text(&command, &rows);
+    }
 }

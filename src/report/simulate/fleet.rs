@@ -69,7 +69,14 @@ pub fn lines(f: &Figures, scenario: &Scenario) -> Vec<String> {
                 "p fell below {P_RECOVERED} {} after the end of the outage",
                 hms(after)
             ),
-            None => format!("p was not below {P_RECOVERED} by the end, after the outage"),
+            None if outage_over(f, scenario) => format!(
+                "p was not below {P_RECOVERED} by the end of the simulation, {} after the end of the outage",
+                hms(fleet.end.saturating_sub(scenario.outage_end()))
+            ),
+            None => format!(
+                "p was not watched: the outage had not ended by the end of the simulation, at {}",
+                hms(fleet.end)
+            ),
         };
         lines.push(format!(
             "held:      {} tries held back; {recovered}",
@@ -116,7 +123,8 @@ pub fn table(rows: &[(Variant, Figures)], scenario: &Scenario) -> Vec<String> {
             let recovered = match (v.throttle, f.fleet.recovered) {
                 (false, _) => "-".to_string(),
                 (true, Some(after)) => hms(after),
-                (true, None) => "not by the end".to_string(),
+                (true, None) if outage_over(f, scenario) => "not by the end".to_string(),
+                (true, None) => "outage not over".to_string(),
             };
             vec![
                 yes_no(v.quota).to_string(),
@@ -132,6 +140,12 @@ pub fn table(rows: &[(Variant, Figures)], scenario: &Scenario) -> Vec<String> {
         })
         .collect();
     layout::table(&header, &cells, 2)
+}
+
+/// Whether the simulation went on past the end of the outage, so that `p` could be watched
+/// after it.
+fn outage_over(f: &Figures, scenario: &Scenario) -> bool {
+    f.fleet.end >= scenario.outage_end()
 }
 
 /// `1 wave`, `30 waves`.
@@ -179,19 +193,14 @@ pub fn json_start(obj: Obj, scenario: &Scenario) -> Obj {
     obj
 }
 
-/// The fields of a `figures` line for a fleet.
-pub fn json_figures(obj: Obj, f: &Figures, scenario: &Scenario) -> Obj {
+/// The fields of a `figures` line for a fleet: in every line, 0 or null without `--every` and
+/// `--throttle`.
+pub fn json_figures(obj: Obj, f: &Figures) -> Obj {
     let fleet = &f.fleet;
-    let mut obj = obj
-        .num("waves", fleet.waves)
+    obj.num("waves", fleet.waves)
         .num("in_outage", fleet.in_outage)
         .num("after_outage", fleet.after_outage)
-        .num("held", fleet.held);
-    if scenario.throttle.is_some() {
-        obj = obj.opt_num("p_recovered_ms", fleet.recovered.map(millis));
-    }
-    match fleet.turned_away {
-        0 => obj,
-        n => obj.num("turned_away", n),
-    }
+        .num("held", fleet.held)
+        .opt_num("p_recovered_ms", fleet.recovered.map(millis))
+        .num("turned_away", fleet.turned_away)
 }
