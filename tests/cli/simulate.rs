@@ -981,6 +981,19 @@ fn hold_to_its_text(command: &str, rows: &[&Value]) {
             assert!((0.22..0.24).contains(&share), "{share}");
             assert_eq!(n(throttled, "p_recovered_ms"), 360_000.0);
         }
+        // docs/simulation.md, "Choosing K, the window and max for a fleet": a 5-minute fleet
+        // with a budget as deployed and a 10-minute window.
+        "--simulate --clients 1000 --every 5m --outage 30m -n 3 -B 4m --quota q --throttle 2:window=10m --compare --seed 1" =>
+        {
+            assert_eq!(rows.len(), 3);
+            let alone = figure_row(rows, true, false, "full");
+            let throttled = figure_row(rows, true, true, "full");
+            assert_eq!(n(alone, "in_outage"), 6063.0);
+            assert_eq!(n(throttled, "in_outage"), 1770.0);
+            // 35 minutes after the outage, and 81% of the 20,000 runs after it succeed.
+            assert_eq!(n(throttled, "p_recovered_ms"), 2_100_000.0);
+            assert_eq!(n(throttled, "succeeded"), 16274.0);
+        }
         _ => panic!("an example with no claims held to it: retry {command}"),
     }
 }
