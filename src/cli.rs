@@ -228,6 +228,9 @@ pub fn command() -> Command {
     let command = Command::new("retry")
         .version(env!("CARGO_PKG_VERSION"))
         .max_term_width(100)
+        // An option given again takes its last value, as GNU tools read them: an alias or a
+        // wrapper's defaults stay overridable (`alias retry='retry -n 5'`, then `retry -n 2`).
+        .args_override_self(true)
         .args(options())
         .args(flaky_options())
         .args(simulate_options());

@@ -12,6 +12,31 @@ fn the_option_table_passes_clap_s_own_checks() {
 }
 
 #[test]
+fn an_option_given_again_takes_its_last_value_and_a_list_is_replaced() {
+    // A wrapper's -n 3, then the user's -n 1: one try.
+    let out = retry()
+        .args(["-n", "3", "--tries", "1", "-d", "1ms", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("gave up after 1 try"), "{log}");
+    // The second --success-on replaces the first: 3 is a failure again, 4 a success.
+    let out = retry()
+        .args(["--success-on", "3", "--success-on", "4", "-n", "1", "--"])
+        .args(["sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let out = retry()
+        .args(["--success-on", "3", "--success-on", "4", "-n", "1", "--"])
+        .args(["sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+}
+
+#[test]
 fn invalid_values_exit_125_with_one_line_naming_the_option_and_value() {
     let cases: &[(&[&str], &str, &str)] = &[
         (&["-d", "-1s", "--", "true"], "--delay", "-1s"),
