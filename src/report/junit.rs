@@ -326,17 +326,10 @@ impl Sink for Junit {
         if self.done {
             return None;
         }
-        let outcome = self.end_of(envelope, facts)?;
+        self.end_of(envelope, facts)?;
         self.done = true;
         let mut cases = std::mem::take(&mut self.cases);
-        // A run that ended without an event that made its case (its reader gone after the
-        // successful try) is told by its outcome; a repeat's cases are all made by now.
-        let unmade = facts.repeat.is_none() && self.case.is_none();
-        let case = match unmade {
-            true => Some(unmade_case(facts, outcome)),
-            false => self.case.take(),
-        };
-        cases.list.extend(case);
+        cases.list.extend(self.case.take());
         match &self.out {
             Out::File(path) => {
                 let suite = Suite {
@@ -492,20 +485,6 @@ fn run_case(facts: &RunFacts, time: Duration, end: CaseEnd) -> Case {
         time,
         end,
     }
-}
-
-/// The case of a run that ended as `outcome` with no event that made one: an error, in the
-/// words of its end.
-fn unmade_case(facts: &RunFacts, outcome: &RunOutcome) -> Case {
-    let end = match outcome.signal() {
-        Some(Signal::PIPE) => "the reader of its output went away".to_string(),
-        Some(signal) => format!("interrupted by {signal}"),
-        None => "it ended before it could give up".to_string(),
-    };
-    let message = format!("{end}: exit {}", outcome.status.code());
-    let error = problem(outcome.reason().unwrap_or("error").into(), message);
-    let reruns = Vec::new();
-    run_case(facts, outcome.elapsed, CaseEnd::Error { error, reruns })
 }
 
 /// A problem whose message is also its text.

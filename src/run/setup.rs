@@ -170,10 +170,10 @@ pub(crate) fn run_logged(
         Ok(stdio) => stdio,
         Err(e) => {
             log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
-            return RunEnd {
-                outcome: RunOutcome::before_any_try(ExitStatus::Usage),
-                signals,
-            };
+            // The records of a run that could not start are written all the same.
+            let outcome = RunOutcome::before_any_try(ExitStatus::Usage);
+            log.emit(Event::RunEnded(Box::new(outcome.clone())));
+            return RunEnd { outcome, signals };
         }
     };
     stdio.set_dispositions(signals.dispositions());

@@ -10,7 +10,7 @@ use common::{retry, stderr_of, stdout_of, temp_dir};
 
 /// A script that counts its runs in `dir/count`, prints `try N`, and exits with the status that
 /// `codes` gives for the Nth run (0 past its end).
-fn counting(dir: &Path, codes: &[u8]) -> String {
+pub(crate) fn counting(dir: &Path, codes: &[u8]) -> String {
     let count = dir.join("count");
     let cases: String = codes
         .iter()
@@ -24,7 +24,8 @@ fn counting(dir: &Path, codes: &[u8]) -> String {
     )
 }
 
-fn runs(dir: &Path) -> u64 {
+/// How often the command of `counting` ran.
+pub(crate) fn runs(dir: &Path) -> u64 {
     std::fs::read_to_string(dir.join("count"))
         .unwrap()
         .trim()

@@ -4,6 +4,7 @@
 //! and failed. Each test here is a case where two of them once disagreed.
 
 use crate::common;
+use crate::consecutive::{counting, runs};
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -13,27 +14,6 @@ use std::time::{Duration, Instant};
 use common::{
     LockHolder, json_file, json_lines, retry, retry_std, send, stderr_of, temp_dir, wait_bounded,
 };
-
-/// A script that counts its runs in `dir/count` and exits with `codes[n-1]` on its nth run
-/// (0 past the end).
-fn counting(dir: &Path, codes: &[u8]) -> String {
-    let count = dir.join("count");
-    let cases: String = codes
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("{}) exit {c};; ", i + 1))
-        .collect();
-    format!(
-        "n=$(cat '{c}' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '{c}'; \
-         case $n in {cases}*) exit 0;; esac",
-        c = count.display()
-    )
-}
-
-/// How often the command of `counting` ran.
-fn runs(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("count")).map_or(0, |t| t.trim().parse().unwrap())
-}
 
 /// The step outputs in `path`, as (name, value) pairs.
 fn outputs(path: &Path) -> Vec<(String, String)> {
