@@ -38,6 +38,7 @@ impl ThrottleSpec {
     pub const MIN_WINDOW: Duration = Duration::from_secs(1);
     pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
     pub const MAX_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
+    pub const MIN_WINDOW_MS: u64 = 1000;
     /// The largest K: beyond it the throttle would never hold anything.
     pub const MAX_K: f64 = 1000.0;
 
@@ -325,7 +326,10 @@ impl Window {
             if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            window.window_ms = w.parse().ok()?;
+            // A window no run could have named (under 1s, over a day) is no record retry wrote.
+            window.window_ms = w.parse().ok().filter(|w| {
+                (ThrottleSpec::MIN_WINDOW_MS..=ThrottleSpec::MAX_WINDOW_MS).contains(w)
+            })?;
         }
         let consistent = window.accepts <= window.requests
             && window.prev_accepts <= window.prev_requests
@@ -559,6 +563,13 @@ mod tests {
         };
         assert_eq!(Window::decode(&odd.encode()), None);
         assert_eq!(Window::decode(&[b' '; WINDOW_RECORD_LEN]), None);
+        // A window no run could name: a record written by something else.
+        for w in [0, 999, ThrottleSpec::MAX_WINDOW_MS + 1, u64::MAX] {
+            let mut text = format!("{WINDOW_PREFIX}start=1 r=1 a=0 pr=0 pa=0 w={w}").into_bytes();
+            text.resize(WINDOW_RECORD_LEN - 1, b' ');
+            text.push(b'\n');
+            assert_eq!(Window::decode(&text), None, "w={w}");
+        }
     }
 
     #[test]

@@ -816,3 +816,27 @@ fn the_redis_record_keeps_its_window_and_another_counts_into_it_with_one_warning
         "{text}"
     );
 }
+
+#[test]
+fn a_hash_whose_window_no_run_could_name_is_counted_over_the_runs() {
+    let Some(server) = Server::start("bad-window", &[]) else {
+        return;
+    };
+    // A tw written by something else: 10 years.
+    server.cli(&[
+        "HSET",
+        "retry:quota:bad",
+        "tokens",
+        "10",
+        "tw",
+        "315360000000",
+    ]);
+    let words: Vec<String> = ["--dry-run", "--throttle", "2", "--quota"]
+        .iter()
+        .map(|w| w.to_string())
+        .chain([server.url("bad"), "--".into(), "true".into()])
+        .collect();
+    let out = retry_output(&[], &words);
+    let text = common::stdout_of(&out);
+    assert!(text.contains("in the last 2m"), "{text}");
+}

@@ -46,7 +46,7 @@ for word in string.gmatch(ARGV[6] or '', '%S+') do throttle[#throttle + 1] = wor
 local window = tonumber(throttle[1])
 -- The window belongs to the record: a run that names another counts into it as it is.
 local tw = tonumber(stored[8])
-if window and finite(tw) and tw >= 1 then window = tw end
+if window and finite(tw) and tw >= 1000 and tw <= 86400000 then window = tw end
 local held, requests, accepts, p = -1, 0, 0, 0
 local ts, tr, ta, tpr, tpa
 if window then
@@ -126,7 +126,7 @@ return {granted, string.format('%.17g', tokens), held, string.format('%.17g', re
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "c9e74bc6ef305d88e8a7f4032d306e5e8021fbb0";
+pub const SCRIPT_SHA1: &str = "9591d3a8a0feeeeceff3c89f1058cb0ab659b681";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
