@@ -2,14 +2,41 @@
 //! in BENCHMARKS.md): 1,000 clients arriving every minute at a dependency down for 10 minutes,
 //! with the defaults of `retry` (3 tries, exponential backoff from 1s ×2, cap 1m, full jitter)
 //! and the quota at its defaults, with the quota alone and with `--throttle 2`; then how K, the
-//! window and max move the figures. Each figure is the median of a few seeds.
+//! window and max move the figures. Each figure is the median of a few seeds. Then the README's
+//! fleet line as deployed (`--stagger 20s -n 3 -B 50s`), with the runs that arrive once `p` has
+//! recovered; a store whose clock is stepped an hour either way at the end of the outage, in
+//! simulation; and a real local store's record left by a clock an hour ahead, through the
+//! binary.
 //!
 //!     cargo bench --bench throttle
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use retry::config::{ParseOutcome, parse};
-use retry::sim::{Figures, simulate};
+use retry::sim::{Figures, StoreClock, simulate};
+
+const RETRY: &str = env!("CARGO_BIN_EXE_retry");
+
+/// The README's crontab line for a fleet (`--stagger 20s -n 3 -B 50s --quota …`), 1,000 clients
+/// every minute against the same outage.
+const README_FLEET: &[&str] = &[
+    "--clients",
+    "1000",
+    "--every",
+    "1m",
+    "--outage",
+    "10m",
+    "--stagger",
+    "20s",
+    "-n",
+    "3",
+    "-B",
+    "50s",
+    "--quota",
+    "db",
+];
 
 /// Seeds of each figure: 1 to SEEDS.
 const SEEDS: u64 = 7;
@@ -40,13 +67,19 @@ fn config(args: &[&str]) -> retry::config::Config {
 
 /// The figures of each seed, and the median wall time of one simulation.
 fn run(args: &[&str]) -> (Vec<Figures>, Duration) {
+    run_with_clock(args, StoreClock::default())
+}
+
+/// [`run`], with the throttle's store on `clock`.
+fn run_with_clock(args: &[&str], clock: StoreClock) -> (Vec<Figures>, Duration) {
     let config = config(args);
-    let sim = config.simulation().expect("--simulate");
+    let mut scenario = config.simulation().expect("--simulate").scenario.clone();
+    scenario.store_clock = clock;
     let mut walls = Vec::new();
     let figures = (1..=SEEDS)
         .map(|seed| {
             let started = Instant::now();
-            let f = simulate(&config.policy, &sim.scenario, seed);
+            let f = simulate(&config.policy, &scenario, seed);
             walls.push(started.elapsed());
             f
         })
@@ -79,6 +112,8 @@ struct Row {
     recovered: f64,
     held_runs: f64,
     in_outage: f64,
+    /// The share of the runs arriving once `p` was below 0.1 that succeeded.
+    after_recovery: f64,
 }
 
 fn row(alone: &[Figures], with: &[Figures], window_minutes: usize) -> Row {
@@ -103,7 +138,171 @@ fn row(alone: &[Figures], with: &[Figures], window_minutes: usize) -> Row {
         recovered: of(&|f| f.fleet.recovered.map_or(f64::INFINITY, |d| d.as_secs_f64())),
         held_runs: of(&|f| f64::from(f.gave_up_for("held"))),
         in_outage: of(&|f| f.fleet.in_outage as f64),
+        after_recovery: of(&|f| {
+            f64::from(f.fleet.succeeded_after_recovery) / f64::from(f.fleet.after_recovery.max(1))
+        }),
     }
+}
+
+/// Seconds as `360s`, or `never`.
+fn secs(s: f64) -> String {
+    if s.is_finite() {
+        format!("{s:.0}s")
+    } else {
+        "never".into()
+    }
+}
+
+/// The README's fleet line, with its budget and stagger, the quota alone against the throttle.
+fn readme_fleet() {
+    let throttled: Vec<&str> = README_FLEET
+        .iter()
+        .copied()
+        .chain(["--throttle", "2"])
+        .collect();
+    let (alone, _) = run(README_FLEET);
+    let (with, _) = run(&throttled);
+    let r = row(&alone, &with, 2);
+    println!(
+        "the README's fleet line: retry --simulate {} --throttle 2, median of {SEEDS} seeds:",
+        README_FLEET.join(" ")
+    );
+    println!(
+        "  during the outage {:.1}% of the quota alone's (at most 30%); after the first window \
+         {:.1}-{:.1}% a minute (at most 20%); p below 0.1 {} after it, {:.2} windows (within 4)",
+        100.0 * r.share,
+        100.0 * r.best_minute,
+        100.0 * r.worst_minute,
+        secs(r.recovered),
+        r.recovered / 120.0
+    );
+    let seeds: Vec<String> = with
+        .iter()
+        .map(|f| {
+            format!(
+                "{} of {}",
+                f.fleet.succeeded_after_recovery, f.fleet.after_recovery
+            )
+        })
+        .collect();
+    println!(
+        "  runs arriving once p was below 0.1 that succeeded: {:.1}% (at least 95%); seed by seed: {}",
+        100.0 * r.after_recovery,
+        seeds.join(", ")
+    );
+}
+
+/// The throttle's store with its clock an hour ahead until the end of the outage and right
+/// after it, and right until then and an hour ahead after it, against a right clock.
+fn clock_steps() {
+    let throttled: Vec<&str> = FLEET.iter().copied().chain(["--throttle", "2"]).collect();
+    let hour = 3_600_000;
+    let outage_end = Duration::from_secs(60 * OUTAGE_MINUTES as u64);
+    println!("a store clock stepped at the end of the outage, median of {SEEDS} seeds:");
+    for (what, ahead_ms, ahead_after_ms) in [
+        ("right all along", 0, 0),
+        ("an hour ahead, then corrected (back 1h)", hour, 0),
+        ("stepped forward 1h", 0, hour),
+    ] {
+        let clock = StoreClock {
+            step_at: outage_end,
+            ahead_ms,
+            ahead_after_ms,
+        };
+        let (with, _) = run_with_clock(&throttled, clock);
+        let recovered = median(
+            with.iter()
+                .map(|f| f.fleet.recovered.map_or(f64::INFINITY, |d| d.as_secs_f64()))
+                .collect(),
+        );
+        let held = median(with.iter().map(|f| f.fleet.held as f64).collect());
+        println!(
+            "  {what:<42} p below 0.1 {:>5} after the outage (within one window, 120s); {held:.0} tries held",
+            secs(recovered)
+        );
+    }
+}
+
+/// `retry ARGS` with `XDG_RUNTIME_DIR=runtime`: its standard output and error.
+fn retry_in(runtime: &Path, args: &[&str]) -> (String, String) {
+    let out = Command::new(RETRY)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run retry");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A local store filled by 10 failing runs, its window then dated `ahead_ms` ahead as a host
+/// whose clock was ahead would have left it: `p` now, and how many of 20 runs of a command
+/// that succeeds (one try each) had their try held back.
+fn real_store(ahead_ms: u64) -> (String, usize) {
+    let runtime = std::env::temp_dir().join(format!(
+        "retry-bench-throttle-{}-{ahead_ms}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&runtime);
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let throttle = ["--quota", "q", "--throttle", "2"];
+    for _ in 0..10 {
+        let args: Vec<&str> = throttle
+            .iter()
+            .copied()
+            .chain(["-n", "3", "-d", "0", "--", "sh", "-c", "exit 1"])
+            .collect();
+        retry_in(&runtime, &args);
+    }
+    let path = runtime.join("retry").join("q.quota");
+    let mut text = std::fs::read(&path).expect("the quota's file");
+    let record = String::from_utf8_lossy(&text[64..]).into_owned();
+    let start: u64 = record
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("start="))
+        .and_then(|n| n.parse().ok())
+        .expect("the window's start");
+    let moved = record.replacen(
+        &format!("start={start}"),
+        &format!("start={}", start + ahead_ms),
+        1,
+    );
+    assert_eq!(moved.len(), record.len(), "the same number of digits");
+    text.truncate(64);
+    text.extend_from_slice(moved.as_bytes());
+    std::fs::write(&path, text).unwrap();
+    let dry: Vec<&str> = ["--dry-run"]
+        .iter()
+        .chain(&throttle)
+        .chain(&["--", "true"])
+        .copied()
+        .collect();
+    let (shown, _) = retry_in(&runtime, &dry);
+    let p = shown
+        .lines()
+        .find(|l| l.contains("throttle:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let mut held = 0;
+    for _ in 0..20 {
+        let args: Vec<&str> = throttle
+            .iter()
+            .copied()
+            .chain(["-n", "1", "--", "true"])
+            .collect();
+        let (_, log) = retry_in(&runtime, &args);
+        held += usize::from(log.contains("held back"));
+    }
+    let _ = std::fs::remove_dir_all(&runtime);
+    (p, held)
 }
 
 /// A bar of `n` tries, one `#` per `per` tries.
@@ -172,6 +371,17 @@ fn main() {
             bar(sent, 50),
             bar(held, 50)
         );
+    }
+
+    readme_fleet();
+    clock_steps();
+    println!("a real local store after 10 failing runs, then 20 runs of a command that succeeds:");
+    for (what, ahead_ms) in [
+        ("its record right", 0),
+        ("its record dated an hour ahead", 3_600_000),
+    ] {
+        let (p, held) = real_store(ahead_ms);
+        println!("  {what:<32} {held:>2} of 20 runs held back; before them: {p}");
     }
 
     println!("how the settings move the figures, median of {SEEDS} seeds:");

@@ -27,7 +27,7 @@ pub fn simulation(
     quota: Option<&QuotaSpec>,
     throttle: Option<ThrottleSpec>,
 ) -> Result<Option<Simulation>, String> {
-    use crate::sim::{Model, Outage, Scenario};
+    use crate::sim::{Model, Outage, Scenario, StoreClock};
     if !args.simulate {
         return match given_without_simulate(args) {
             Some(shown) => Err(format!(
@@ -60,6 +60,7 @@ pub fn simulation(
             quota: quota.map(|q| q.params),
             throttle,
             every: args.every.filter(|e| !e.is_zero()),
+            store_clock: StoreClock::default(),
         },
         compare: args.compare,
         until_success: kind == ModelKind::Occ && !args.tries_given,

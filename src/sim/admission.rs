@@ -9,22 +9,46 @@
 //! The store also watches `p` after the outage, for the time it takes to fall below
 //! [`P_RECOVERED`].
 
+use std::time::Duration;
+
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::policy::throttle::{Admission, Ask, Counted, ThrottleSpec, Window, admit};
 
-use super::clock::millis;
+use super::clock::{millis, nanos};
 
 /// `p` below this counts as recovered: nine tries in ten or more run.
 pub const P_RECOVERED: f64 = 0.1;
 
-/// What is added to the virtual clock's milliseconds to make the store's: a window whose slot
-/// starts at 0 is an empty one, so the store's clock never reads 0.
+/// What is added to the virtual clock's milliseconds to make the store's.
 const STORE_EPOCH_MS: u64 = 1;
 
 /// Mixed into the seed for the throttle's draws, so that their stream is not the waits'.
 const DRAW_STREAM: u64 = 0x7468_726f_7474_6c65;
+
+/// How far ahead of the simulated clock the throttle's store reads its time: `ahead_ms` until
+/// `step_at`, `ahead_after_ms` from then on. A host whose clock was an hour ahead and is then
+/// corrected is `ahead_ms` 3,600,000 and `ahead_after_ms` 0; one stepped forward, the other way
+/// round. `retry --simulate` has no option for it (a run's clock is its host's); the throttle's
+/// bench steps it to show how soon the window starts again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreClock {
+    pub step_at: Duration,
+    pub ahead_ms: u64,
+    pub ahead_after_ms: u64,
+}
+
+impl StoreClock {
+    /// How far ahead the store's clock is at virtual time `now` (ns).
+    fn ahead_at(&self, now: u64) -> u64 {
+        if now >= nanos(self.step_at) {
+            self.ahead_after_ms
+        } else {
+            self.ahead_ms
+        }
+    }
+}
 
 /// The shared window, the stream of draws, and when `p` fell below [`P_RECOVERED`].
 pub(super) struct Store {
@@ -35,17 +59,27 @@ pub(super) struct Store {
     outage_end: u64,
     /// When `p` first fell below [`P_RECOVERED`], from `outage_end`.
     recovered: Option<u64>,
+    clock: StoreClock,
 }
 
 impl Store {
-    pub(super) fn new(spec: ThrottleSpec, seed: u64, outage_end: u64) -> Store {
+    pub(super) fn new(spec: ThrottleSpec, seed: u64, outage_end: u64, clock: StoreClock) -> Store {
         Store {
             spec,
             window: Window::default(),
             draws: StdRng::seed_from_u64(seed ^ DRAW_STREAM),
             outage_end,
             recovered: None,
+            clock,
         }
+    }
+
+    /// The store's milliseconds at virtual time `now`: a window whose slot starts at 0 is an
+    /// empty one, so the store's clock never reads 0.
+    fn store_ms(&self, now: u64) -> u64 {
+        millis(now)
+            .saturating_add(STORE_EPOCH_MS)
+            .saturating_add(self.clock.ahead_at(now))
     }
 
     /// The store's step before a try at `now`: draws, decides, and counts a held try.
@@ -54,13 +88,14 @@ impl Store {
             spec: self.spec,
             draw: self.draws.random::<f64>(),
         };
-        admit(&mut self.window, &ask, store_ms(now))
+        let at = self.store_ms(now);
+        admit(&mut self.window, &ask, at)
     }
 
     /// Counts the outcome of a try that ran and ended at `now`.
     pub(super) fn count(&mut self, counted: Counted, now: u64) {
-        self.window
-            .count(counted, self.spec.window_ms(), store_ms(now));
+        let at = self.store_ms(now);
+        self.window.count(counted, self.spec.window_ms(), at);
     }
 
     /// After an event at `now`: notes the first moment after the outage at which the window
@@ -70,7 +105,7 @@ impl Store {
         if self.recovered.is_some() || now < self.outage_end {
             return;
         }
-        let (window_ms, at) = (self.spec.window_ms(), store_ms(now));
+        let (window_ms, at) = (self.spec.window_ms(), self.store_ms(now));
         let mut window = self.window;
         window.advance(window_ms, at);
         let figures = window.figures(window_ms, at);
@@ -83,9 +118,4 @@ impl Store {
     pub(super) fn recovered(&self) -> Option<u64> {
         self.recovered
     }
-}
-
-/// The store's milliseconds at virtual time `now`.
-fn store_ms(now: u64) -> u64 {
-    millis(now).saturating_add(STORE_EPOCH_MS)
 }

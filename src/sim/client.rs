@@ -69,6 +69,9 @@ pub(super) struct Client<'p> {
     /// When its run arrived (its wave's time, before its stagger): the run's own clock, which
     /// `--budget` counts from, starts then.
     pub(super) arrived: u64,
+    /// `--throttle`: its run arrived once `p` had fallen below the mark of recovery after the
+    /// outage.
+    pub(super) after_recovery: bool,
 }
 
 impl<'p> Client<'p> {
@@ -83,6 +86,7 @@ impl<'p> Client<'p> {
             ran: false,
             held: false,
             arrived,
+            after_recovery: false,
         }
     }
 

@@ -27,6 +27,10 @@ pub(super) struct Totals {
     pub(super) past_clock: u32,
     /// Runs of a wave left out, as the most clients were under way.
     pub(super) turned_away: u64,
+    /// Runs that arrived once `p` had recovered after the outage, and those of them that
+    /// succeeded.
+    pub(super) after_recovery: u32,
+    pub(super) succeeded_after_recovery: u32,
 }
 
 impl Totals {
@@ -34,6 +38,14 @@ impl Totals {
         match self.gave_up.iter_mut().find(|(w, _)| *w == word) {
             Some((_, n)) => *n = n.saturating_add(1),
             None => self.gave_up.push((word, 1)),
+        }
+    }
+
+    /// `client`'s run succeeded.
+    fn succeeded(&mut self, client: &Client<'_>) {
+        self.succeeded = self.succeeded.saturating_add(1);
+        if client.after_recovery {
+            self.succeeded_after_recovery = self.succeeded_after_recovery.saturating_add(1);
         }
     }
 }
@@ -60,7 +72,7 @@ pub(super) fn decide(
         if let Some(store) = throttle {
             store.count(Counted::Accepted, now);
         }
-        tally.succeeded = tally.succeeded.saturating_add(1);
+        tally.succeeded(client);
         return done(client);
     };
     tally.failures.count(why);
@@ -113,7 +125,7 @@ pub(super) fn decide(
         }
         // After a failure the schedule retries or gives up.
         Decision::Succeed => {
-            tally.succeeded = tally.succeeded.saturating_add(1);
+            tally.succeeded(client);
             done(client)
         }
         Decision::Stop(_) => unreachable!("the schedule never stops a repeat"),

@@ -38,7 +38,7 @@ use clock::{millis, nanos};
 use ending::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
 use recorder::Recorder;
 
-pub use admission::P_RECOVERED;
+pub use admission::{P_RECOVERED, StoreClock};
 pub use client::{Cause, Failures};
 pub use occ::Occ;
 pub use outage::Outage;
@@ -126,6 +126,9 @@ pub struct Scenario {
     pub throttle: Option<ThrottleSpec>,
     /// `--every`: the clients arrive again this often (a cron fleet), else once.
     pub every: Option<Duration>,
+    /// The clock of the throttle's store against the simulated one: right, unless a bench
+    /// steps it ([`StoreClock`]).
+    pub store_clock: StoreClock,
 }
 
 impl Scenario {
@@ -188,6 +191,10 @@ pub struct Fleet {
     /// With `--throttle`: how long after the end of the outage `p` first fell below
     /// [`P_RECOVERED`], if it did before the simulation ended.
     pub recovered: Option<Duration>,
+    /// With `--throttle` and `--every`: the runs of the waves that arrived once `p` had fallen
+    /// below [`P_RECOVERED`], and those of them that succeeded.
+    pub after_recovery: u32,
+    pub succeeded_after_recovery: u32,
     /// Runs of a wave that did not arrive, as [`MAX_CLIENTS`] were under way.
     pub turned_away: u64,
     /// When the simulation's last event came: with [`Scenario::outage_end`], whether the
@@ -378,7 +385,7 @@ impl<'p> Run<'p> {
             quota: scenario.quota.map(|p| (p, Bucket::full(&p, 0))),
             throttle: scenario
                 .throttle
-                .map(|spec| Store::new(spec, seed, outage_end)),
+                .map(|spec| Store::new(spec, seed, outage_end, scenario.store_clock)),
             arrivals: scenario
                 .every
                 .zip(horizon)
@@ -408,11 +415,19 @@ impl<'p> Run<'p> {
         self.tally.turned_away =
             (self.tally.turned_away).saturating_add(u64::from(self.per_wave - n));
         self.tally.arrived = self.tally.arrived.saturating_add(n);
+        let after_recovery = self
+            .throttle
+            .as_ref()
+            .is_some_and(|store| store.recovered().is_some());
+        if after_recovery {
+            self.tally.after_recovery = self.tally.after_recovery.saturating_add(n);
+        }
         for _ in 0..n {
             let start = self
                 .stagger
                 .map_or(0, |most| nanos(stagger(most, &mut self.rng)));
-            let client = Client::new(self.policy, now);
+            let mut client = Client::new(self.policy, now);
+            client.after_recovery = after_recovery;
             // At most MAX_CLIENTS places, so an id is below WAVE.
             let id = match self.free.pop() {
                 Some(id) => {
@@ -576,6 +591,8 @@ impl<'p> Run<'p> {
                     .as_ref()
                     .and_then(Store::recovered)
                     .map(Duration::from_nanos),
+                after_recovery: self.tally.after_recovery,
+                succeeded_after_recovery: self.tally.succeeded_after_recovery,
                 turned_away: self.tally.turned_away,
                 end: Duration::from_nanos(self.end),
             },

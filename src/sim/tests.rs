@@ -41,6 +41,7 @@ fn outage(clients: u32, until: Duration, capacity: Option<f64>) -> Scenario {
         quota: None,
         throttle: None,
         every: None,
+        store_clock: StoreClock::default(),
     }
 }
 
@@ -52,6 +53,7 @@ fn occ(clients: u32) -> Scenario {
         quota: None,
         throttle: None,
         every: None,
+        store_clock: StoreClock::default(),
     }
 }
 
@@ -600,5 +602,76 @@ fn the_simulator_imports_from_the_policy_alone() {
                 path.lines().next().unwrap_or_default()
             );
         }
+    }
+}
+
+#[test]
+fn the_readmes_fleet_with_its_budget_and_stagger_is_held_back_and_lets_the_runs_after_through() {
+    // The README's crontab line for 200 hosts (`--stagger 20s -n 3 -B 50s --quota … --throttle
+    // 2`), as a fleet of 1,000 against a 10-minute outage.
+    let spec = ThrottleSpec::default();
+    let (mut p, mut alone) = cron_fleet(None);
+    p.limit = Limit::earliest(Some(s(50)), None);
+    alone.stagger = Some(s(20));
+    let with_throttle = Scenario {
+        throttle: Some(spec),
+        ..alone.clone()
+    };
+    for seed in 1..=3 {
+        let quota = simulate(&p, &alone, seed);
+        let with = simulate(&p, &with_throttle, seed);
+        let share = with.fleet.in_outage as f64 / quota.fleet.in_outage as f64;
+        assert!(share <= 0.30, "seed {seed}: {share}");
+        let (q, t) = (per_minute(&quota), per_minute(&with));
+        for minute in 2..10 {
+            assert!(
+                t[minute] * 5 <= q[minute],
+                "seed {seed}, minute {minute}: {} of {}",
+                t[minute],
+                q[minute]
+            );
+        }
+        let recovered = with.fleet.recovered.expect("p falls below 0.1");
+        assert!(recovered <= spec.window * 4, "seed {seed}: {recovered:?}");
+        // The waves that arrive once p is below 0.1: at least 95% of their runs succeed.
+        let (runs, succeeded) = (
+            with.fleet.after_recovery,
+            with.fleet.succeeded_after_recovery,
+        );
+        assert!(runs >= 10_000, "seed {seed}: {runs} runs after recovery");
+        assert!(
+            u64::from(succeeded) * 100 >= u64::from(runs) * 95,
+            "seed {seed}: {succeeded} of {runs}"
+        );
+        // Without the throttle nothing is watched, and nothing counted after it.
+        assert_eq!(
+            (
+                quota.fleet.after_recovery,
+                quota.fleet.succeeded_after_recovery
+            ),
+            (0, 0)
+        );
+    }
+}
+
+#[test]
+fn a_store_clock_stepped_an_hour_either_way_at_the_end_of_the_outage_recovers_within_a_window() {
+    let spec = ThrottleSpec::default();
+    let (p, mut sc) = cron_fleet(Some(spec));
+    let hour = 3_600_000;
+    for (ahead_ms, ahead_after_ms) in [(hour, 0), (0, hour)] {
+        sc.store_clock = StoreClock {
+            step_at: s(600),
+            ahead_ms,
+            ahead_after_ms,
+        };
+        let f = simulate(&p, &sc, 1);
+        // Held back through the outage as with a right clock.
+        assert!(f.fleet.held > f.tries, "{:?}", f.fleet);
+        let recovered = f.fleet.recovered.expect("p falls below 0.1");
+        assert!(
+            recovered <= spec.window,
+            "ahead {ahead_ms} ms, then {ahead_after_ms} ms: {recovered:?}"
+        );
     }
 }

@@ -82,6 +82,13 @@ pub fn lines(f: &Figures, scenario: &Scenario) -> Vec<String> {
             "held:      {} tries held back; {recovered}",
             fleet.held
         ));
+        if scenario.every.is_some() && fleet.recovered.is_some() {
+            lines.push(format!(
+                "recovery:  {} arrived once p was below {P_RECOVERED}, {} of them succeeded",
+                count(u64::from(fleet.after_recovery), "run"),
+                share(fleet.succeeded_after_recovery, fleet.after_recovery)
+            ));
+        }
     }
     if let Some(every) = scenario.every {
         let last = every.saturating_mul(fleet.waves.saturating_sub(1));
@@ -156,6 +163,16 @@ fn count(n: u64, what: &str) -> String {
     }
 }
 
+/// `17,000 (99.7%)`: `n` of `of`, with its share to a tenth of a percent, cut down rather than
+/// rounded up, so that 99.96% is not shown as every run.
+fn share(n: u32, of: u32) -> String {
+    if of == 0 {
+        return n.to_string();
+    }
+    let tenths = u64::from(n) * 1000 / u64::from(of);
+    format!("{n} ({}.{}%)", tenths / 10, tenths % 10)
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -202,5 +219,7 @@ pub fn json_figures(obj: Obj, f: &Figures) -> Obj {
         .num("after_outage", fleet.after_outage)
         .num("held", fleet.held)
         .opt_num("p_recovered_ms", fleet.recovered.map(millis))
+        .num("after_recovery", fleet.after_recovery)
+        .num("succeeded_after_recovery", fleet.succeeded_after_recovery)
         .num("turned_away", fleet.turned_away)
 }
