@@ -122,6 +122,9 @@ pub struct Cli {
     pub budget: Option<Duration>,
     pub deadline: Option<SystemTime>,
     pub timeout: Option<Duration>,
+    /// `--timeout`'s value as written when it has no unit (`-t 5`), which Debian's retry reads
+    /// as a number of tries; `None` for `-t 5s`, `-t 0` or no `-t`.
+    pub timeout_without_unit: Option<String>,
     pub signal: Signal,
     pub kill_after: Duration,
     pub foreground: bool,
@@ -715,6 +718,7 @@ impl Cli {
             consecutive: one(m, id::CONSECUTIVE),
             budget: one(m, id::BUDGET),
             deadline: one(m, id::DEADLINE),
+            timeout_without_unit: without_unit(m, id::TIMEOUT),
             timeout: one(m, id::TIMEOUT),
             signal: given(m, id::SIGNAL),
             kill_after: given(m, id::KILL_AFTER),
@@ -759,6 +763,15 @@ impl Cli {
 /// The value of an option, taken out of the matches; the value parsers fixed each one's type.
 fn one<T: Clone + Send + Sync + 'static>(m: &mut ArgMatches, id: &str) -> Option<T> {
     m.remove_one::<T>(id)
+}
+
+/// The last value of a DURATION option as written, when it is a bare number of seconds other
+/// than 0 (`5`, `2.5`): what a user of another program may have meant as something else.
+fn without_unit(m: &ArgMatches, id: &str) -> Option<String> {
+    let raw = m.get_raw(id)?.next_back()?.to_str()?.trim();
+    let bare = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let zero = raw.bytes().all(|b| b == b'0' || b == b'.');
+    (bare && !zero).then(|| raw.to_string())
 }
 
 /// The value of an option with a default, which always has one.

@@ -82,6 +82,9 @@ pub struct Config {
     pub signal: Signal,
     pub kill_after: Duration,
     pub foreground: bool,
+    /// `-t N` with no unit: a timeout of N seconds, which a user of Debian's retry may have meant
+    /// as N tries; the run warns once (docs/options.md#timeouts-and-signals).
+    pub timeout_without_unit: Option<String>,
     pub seed: Option<u64>,
     pub log: LogConfig,
     /// `--label`: the run's name in the log, the JSON events and the CI output.
@@ -332,6 +335,7 @@ impl Config {
             signal: cli.signal,
             kill_after: cli.kill_after,
             foreground: cli.foreground,
+            timeout_without_unit: cli.timeout_without_unit,
             seed: cli.seed,
             log,
             label: cli.label,
@@ -460,9 +464,15 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     let runs_nothing =
         cli.dry_run || cli.replay.is_some() || cli.simulate.simulate || cli.flaky.stats.is_some();
     if cli.command.is_empty() && !runs_nothing {
-        return Err(UsageError(
-            "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help)".into(),
-        ));
+        // Debian's retry and many programs print their version for -v; here it is --verbose.
+        let hint = if cli.verbose {
+            " (-v is --verbose; the version is -V)"
+        } else {
+            ""
+        };
+        return Err(UsageError(format!(
+            "no command given: usage is retry [OPTIONS] -- COMMAND [ARG]... (see --help){hint}"
+        )));
     }
     Ok(())
 }

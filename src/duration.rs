@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("empty duration".into());
+        return Err(format!("empty duration; {DURATION_FORM}"));
     }
     if s.starts_with('-') {
         return Err("a duration cannot be negative".into());
@@ -26,9 +26,42 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             d
         });
     }
-    humantime::parse_duration(s).map_err(|e| {
-        format!("{e}; expected a duration such as 250ms, 2s, 1m30s or a number of seconds")
-    })
+    humantime::parse_duration(s).map_err(|e| format!("{}; {DURATION_FORM}", unreadable(s, &e)))
+}
+
+/// What a duration looks like, as an error says it.
+const DURATION_FORM: &str =
+    "a duration is a number and a unit, such as 500ms, 2s, 1m30s or 1.5h, or a number of seconds";
+
+/// Why `s` is not a duration, in `retry`'s words rather than the parser's.
+fn unreadable(s: &str, e: &humantime::DurationError) -> String {
+    use humantime::DurationError as E;
+    match e {
+        E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            format!("{value} has no unit (such as {value}s or {value}m)")
+        }
+        E::UnknownUnit { unit, .. } => format!(
+            "'{}' is not a unit of time (the units are ms, s, m, h and d, also ns, us, w)",
+            crate::text::printable(unit)
+        ),
+        E::InvalidCharacter(at) => match s.get(*at..).and_then(|rest| rest.chars().next()) {
+            Some(c) => format!(
+                "'{}' cannot be part of a duration",
+                crate::text::printable(&c.to_string())
+            ),
+            None => "it is not a duration".into(),
+        },
+        E::NumberExpected(0) => "a duration starts with a number".into(),
+        E::NumberExpected(at) => match s.get(*at..) {
+            Some(rest) => format!(
+                "a number is missing before '{}'",
+                crate::text::printable(rest)
+            ),
+            None => "a number is missing".into(),
+        },
+        E::NumberOverflow => "it is too large, or finer than a nanosecond".into(),
+        E::Empty => "empty duration".into(),
+    }
 }
 
 /// Parses an RFC 3339 time such as `2026-01-15T08:05:00Z` or `2026-01-15T08:05:00+07:00`.

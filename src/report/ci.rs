@@ -62,12 +62,13 @@ pub fn annotation(level: &str, label: Option<&str>, command: &str, message: &str
 const NAME_WIDTH: usize = 40;
 
 /// The first words of `command` (a command line quoted as in the log), whole words up to
-/// [`NAME_WIDTH`] characters, then `…`.
+/// [`NAME_WIDTH`] characters, then `…`; a first word longer than that is cut between its
+/// escapes, never inside one (`\x01` whole or not at all).
 fn first_words(command: &str) -> String {
     if command.chars().count() <= NAME_WIDTH {
         return command.to_string();
     }
-    let cut: String = command.chars().take(NAME_WIDTH).collect();
+    let cut = crate::text::cut(command, NAME_WIDTH, "");
     let words = match cut.rfind(' ') {
         Some(space) if space > 0 => &cut[..space],
         _ => &cut,
@@ -435,6 +436,17 @@ mod tests {
             format!("{} …", "x".repeat(40))
         );
         assert_eq!(first_words("true"), "true");
+        // A first word over the width, quoted with escapes: cut between them, and the escapes
+        // of one character's bytes kept together.
+        let escaped = format!("$'./{}\\x01\\x02' arg", "a".repeat(34));
+        assert_eq!(first_words(&escaped), format!("$'./{} …", "a".repeat(34)));
+        let escaped = format!("$'./{}\\xc3\\xa9b' arg", "a".repeat(30));
+        assert_eq!(first_words(&escaped), format!("$'./{} …", "a".repeat(30)));
+        let escaped = format!("$'./{}\\xc3\\xa9b' arg", "a".repeat(28));
+        assert_eq!(
+            first_words(&escaped),
+            format!("$'./{}\\xc3\\xa9 …", "a".repeat(28))
+        );
     }
 
     #[test]

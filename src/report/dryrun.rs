@@ -10,16 +10,17 @@ use rand::rngs::StdRng;
 
 use crate::config::Config;
 use crate::duration::{hms, millis};
-use crate::policy::{
-    Backoff, BudgetExceeded, Conflict, GiveUp, Jitter, Limit, LimitSource, Policy, RepeatPolicy,
-    WaitPolicy, WorstCase,
-};
+use crate::policy::{Backoff, GiveUp, Jitter, Limit, Policy, RepeatPolicy, WaitPolicy, WorstCase};
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
 
 use crate::policy::plan::{End, Plan, PlannedTry, SIMULATED_TRIES};
 use crate::policy::throttle::Admission;
-use crate::report::words::throttle_figures;
+use crate::report::event::Warning;
+use crate::report::plan_words::{
+    end_name, warning, worst_case_by, worst_case_note, worst_case_text,
+};
+use crate::report::words::{throttle_figures, warning_text};
 
 /// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
 /// seed draws from.
@@ -81,205 +82,6 @@ fn base_formula(waits: &WaitPolicy) -> String {
 /// `1s,1m30s`.
 fn durations(list: &[Duration]) -> String {
     list.iter().map(|d| hms(*d)).collect::<Vec<_>>().join(",")
-}
-
-/// How the end of the run is named: `the budget` or `the deadline`.
-fn end_name(limit: Limit) -> &'static str {
-    match limit.source {
-        LimitSource::Budget => "the budget",
-        LimitSource::Deadline => "the deadline",
-    }
-}
-
-/// `--budget 10s`, or `--deadline (in 10s)`: the option that set the end, for a warning.
-fn end_option(limit: Limit) -> String {
-    match limit.source {
-        LimitSource::Budget => format!("--budget {}", hms(limit.at)),
-        LimitSource::Deadline => format!("--deadline (in {})", hms(limit.at)),
-    }
-}
-
-/// The warning about one conflict, for a user: what defeats what, and what happens instead.
-pub fn warning(conflict: &Conflict) -> String {
-    match conflict {
-        Conflict::DelayAboveCap { delay, max_delay } => format!(
-            "--delay {} is above --max-delay {}: every wait is cut to {}, so the waits never grow",
-            hms(*delay),
-            hms(*max_delay),
-            hms(*max_delay)
-        ),
-        Conflict::ListAboveCap { over, max_delay } => list_above_cap(over, *max_delay),
-        Conflict::TimeoutPastEnd {
-            timeout,
-            limit,
-            retries,
-        } => timeout_past_end(*timeout, *limit, *retries),
-        Conflict::NoRetryFits(exceeded) => no_retry_fits(exceeded),
-        Conflict::BackoffIgnored(backoff) => backoff_ignored(backoff),
-    }
-}
-
-fn list_above_cap(over: &[Duration], max_delay: Duration) -> String {
-    let (is, they) = if over.len() == 1 {
-        ("is", "it is")
-    } else {
-        ("are", "they are")
-    };
-    format!(
-        "{} in --delays {is} above --max-delay {}: {they} cut to it",
-        durations(over),
-        hms(max_delay)
-    )
-}
-
-fn timeout_past_end(timeout: Duration, limit: Limit, retries: bool) -> String {
-    let (which, then) = if retries {
-        (
-            "the first try",
-            ", and no retry can fit a whole timeout before the end, so there is one try",
-        )
-    } else {
-        ("the try", "")
-    };
-    format!(
-        "--timeout {} is longer than {}: {} stops {which} before its timeout{then}",
-        hms(timeout),
-        end_option(limit),
-        end_name(limit)
-    )
-}
-
-fn no_retry_fits(exceeded: &BudgetExceeded) -> String {
-    format!(
-        "{} leaves no room for a retry even after a first try that fails at once ({}), \
-         so there is one try",
-        end_option(exceeded.limit),
-        exceeded.describe()
-    )
-}
-
-fn backoff_ignored(backoff: &Backoff) -> String {
-    let option = match backoff {
-        Backoff::Exponential { factor } => format!("--factor {factor}"),
-        Backoff::Linear => "--backoff linear".into(),
-        Backoff::Constant => "--backoff constant".into(),
-        Backoff::List(_) => "--delays".into(),
-    };
-    format!(
-        "{option} is ignored by --jitter decorrelated, which draws each wait from the one before"
-    )
-}
-
-/// What bounds the worst case, for the JSON `worst_case_by` field.
-fn worst_case_by(worst: &WorstCase) -> &'static str {
-    match worst {
-        WorstCase::Sum { .. } => "tries",
-        WorstCase::Limit { limit, .. } => match limit.source {
-            LimitSource::Budget => "budget",
-            LimitSource::Deadline => "deadline",
-        },
-        WorstCase::Unbounded { .. } => "none",
-    }
-}
-
-/// The worst case in words: `7m30s = 5 tries × 1m timeout + 2m30s of waits`.
-fn worst_case_text(policy: &Policy, worst: &WorstCase) -> String {
-    match *worst {
-        WorstCase::Sum {
-            stagger,
-            tries,
-            timeout,
-            waits,
-            total,
-        } => {
-            let random = policy.waits.jitter != Jitter::None;
-            sum_text(stagger, tries, timeout, (waits, random), total)
-        }
-        WorstCase::Limit { limit, sum } => limit_text(policy, limit, sum),
-        WorstCase::Unbounded { waits } => unbounded_text(policy, waits),
-    }
-}
-
-/// `6s = 5s of stagger + 1 try × 1s timeout + 2s of waits`; `random` when a jitter draws the
-/// waits, which are then the longest it can draw.
-fn sum_text(
-    stagger: Duration,
-    tries: u64,
-    timeout: Duration,
-    (waits, random): (Duration, bool),
-    total: Duration,
-) -> String {
-    let tries = if tries == 1 {
-        "1 try".to_string()
-    } else {
-        format!("{tries} tries")
-    };
-    let waits = match (waits.is_zero(), random) {
-        (true, _) => String::new(),
-        (false, false) => format!(" + {} of waits", hms(waits)),
-        (false, true) => format!(
-            " + {} of waits, each the longest the jitter can draw",
-            hms(waits)
-        ),
-    };
-    let stagger = match stagger.is_zero() {
-        true => String::new(),
-        false => format!("{} of stagger + ", hms(stagger)),
-    };
-    format!(
-        "{} = {stagger}{tries} × {} timeout{waits}",
-        hms(total),
-        hms(timeout)
-    )
-}
-
-/// `5m, the deadline; without it tries and waits could take 5m32s`.
-fn limit_text(policy: &Policy, limit: Limit, sum: Option<Duration>) -> String {
-    let without = match (sum, policy.max_tries, policy.timeout) {
-        (Some(sum), ..) => format!("tries and waits could take {}", hms(sum)),
-        (None, None, None) => "the run has no try limit, and no --timeout".into(),
-        (None, Some(_), None) => "a try could run for ever, with no --timeout".into(),
-        (None, None, Some(_)) => "the run has no try limit".into(),
-        (None, Some(_), Some(_)) => unreachable!("a sum with tries and a timeout"),
-    };
-    format!(
-        "{}, {}; without it {without}",
-        hms(limit.at),
-        end_name(limit)
-    )
-}
-
-/// `unbounded: no --timeout and no --budget, …`: what is missing for a bound.
-fn unbounded_text(policy: &Policy, waits: Option<Duration>) -> String {
-    let missing = match (policy.max_tries, policy.timeout) {
-        (None, None) => "no try limit, no --timeout and no --budget",
-        (None, Some(_)) => "no try limit and no --budget",
-        (Some(_), _) => "no --timeout and no --budget",
-    };
-    match waits {
-        Some(waits) => format!(
-            "unbounded: {missing}, so a try may run for ever (the waits add up to at most {})",
-            hms(waits)
-        ),
-        None => format!("unbounded: {missing}"),
-    }
-}
-
-/// What the worst case leaves out, when a try can be stopped: the grace period before SIGKILL.
-fn worst_case_note(config: &Config, worst: &WorstCase) -> Option<String> {
-    let stopped = match worst {
-        WorstCase::Sum { .. } => "each try",
-        WorstCase::Limit { .. } => "a try still running at the end",
-        WorstCase::Unbounded { .. } => return None,
-    };
-    // SIGKILL at once has no grace period.
-    (!config.kill_after.is_zero() && config.signal.name() != "KILL").then(|| {
-        format!(
-            "(not counted: {stopped} may take {} more if it ignores {}, before SIGKILL)",
-            hms(config.kill_after),
-            config.signal
-        )
-    })
 }
 
 fn bar(wait: Duration, max: Duration) -> String {
@@ -404,6 +206,12 @@ pub fn render(
     }
 }
 
+/// The warning a run gives for `-t N` without a unit, which the dry run gives too.
+fn timeout_without_unit(config: &Config) -> Option<Warning> {
+    let value = config.timeout_without_unit.clone()?;
+    Some(Warning::TimeoutWithoutUnit { value })
+}
+
 fn print_human(
     config: &Config,
     seed: u64,
@@ -414,6 +222,9 @@ fn print_human(
     header(config, seed, plan, quota).write(out)?;
     for conflict in &plan.conflicts {
         writeln!(out, "retry: warning: {}", warning(conflict))?;
+    }
+    if let Some(warning) = timeout_without_unit(config) {
+        writeln!(out, "retry: warning: {}", warning_text(&warning))?;
     }
     writeln!(out)?;
     let lines = table(plan, config.policy.waits.max_delay)
@@ -476,16 +287,25 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
     if plan.random {
         header = header.seed(seed, "waits");
     }
-    let duration = match policy.timeout {
-        Some(t) => format!("its timeout, {}", hms(t)),
-        None => "no time (no --timeout)".into(),
+    // What the table's "starts at" is, from the run's start.
+    let duration = match (policy.timeout, config.stagger) {
+        (Some(t), _) => format!(
+            "its timeout, {}: \"starts at\" is the latest a try starts",
+            hms(t)
+        ),
+        (None, Some(_)) => {
+            "no time (no --timeout): \"starts at\" counts the stagger and the waits only".into()
+        }
+        (None, None) => "no time (no --timeout): \"starts at\" counts the waits only".into(),
     };
     header.line(format!("each try is assumed to take {duration}"))
 }
 
-/// The table of the shown rows, each wait drawn as a bar against the cap.
+/// The table of the shown rows, each wait drawn as a bar against the cap. "waited in all"
+/// counts the stagger drawn before the first try, as "starts at" does.
 fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
-    let header = ["try", "latest start", "base wait", "wait", "waited in all"];
+    let stagger = plan.stagger.unwrap_or_default();
+    let header = ["try", "starts at", "base wait", "wait", "waited in all"];
     let cells: Vec<Vec<String>> = plan
         .rows
         .iter()
@@ -499,7 +319,7 @@ fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
                 hms(r.start),
                 base,
                 wait,
-                hms(r.waited),
+                hms(stagger.saturating_add(r.waited)),
             ]
         })
         .collect();
@@ -519,6 +339,7 @@ fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
 
 /// The rows not shown, then how the run ends and what it waited.
 fn end(plan: &Plan, limit: Option<Limit>) -> Vec<String> {
+    let stagger = plan.stagger;
     let shown = plan.rows.len() as u64;
     match &plan.end {
         End::GivesUp {
@@ -529,7 +350,15 @@ fn end(plan: &Plan, limit: Option<Limit>) -> Vec<String> {
             let more =
                 (*attempt > shown).then(|| format!("… {} more tries, not shown", attempt - shown));
             let stops = format!("stops after try {attempt}: {}", stop_reason(why, *attempt));
-            let waited = format!("{} waited in all", hms(*waited));
+            let waited = match stagger {
+                Some(first) => format!(
+                    "{} waited in all: {} of stagger before the first try, then {} between tries",
+                    hms(first.saturating_add(*waited)),
+                    hms(first),
+                    hms(*waited)
+                ),
+                None => format!("{} waited in all", hms(*waited)),
+            };
             more.into_iter()
                 .chain([String::new(), stops, waited])
                 .collect()
@@ -559,7 +388,7 @@ fn end(plan: &Plan, limit: Option<Limit>) -> Vec<String> {
 fn worst_case(config: &Config, worst: &WorstCase) -> Vec<String> {
     let mut lines = vec![format!(
         "worst case: {}",
-        worst_case_text(&config.policy, worst)
+        worst_case_text(&config.policy, worst, config.stagger)
     )];
     if let Some(note) = worst_case_note(config, worst) {
         lines.push(format!("  {note}"));
@@ -587,6 +416,13 @@ fn print_json(
             .str("event", "warning")
             .str("kind", conflict.kind())
             .str("message", &warning(conflict));
+        writeln!(out, "{}", obj.finish())?;
+    }
+    if let Some(warning) = timeout_without_unit(config) {
+        let obj = Obj::new()
+            .str("event", "warning")
+            .str("kind", "timeout_without_unit")
+            .str("message", &warning_text(&warning));
         writeln!(out, "{}", obj.finish())?;
     }
     for row in &plan.rows {
@@ -666,6 +502,7 @@ fn json_end(plan: &Plan, policy: &Policy) -> Obj {
 mod tests {
     use super::*;
     use crate::config::{ParseOutcome, parse};
+    use crate::policy::{Conflict, LimitSource};
     use std::time::SystemTime;
 
     fn config(args: &[&str]) -> Config {
@@ -732,7 +569,7 @@ mod tests {
     fn the_worst_case_reads_as_its_sum_or_what_bounds_it() {
         let text = |args: &[&str]| {
             let c = config(args);
-            worst_case_text(&c.policy, &plan(&c, 1).worst)
+            worst_case_text(&c.policy, &plan(&c, 1).worst, c.stagger)
         };
         assert_eq!(
             text(&["-n", "7", "-d", "2s", "-j", "none", "-t", "30s"]),
@@ -901,9 +738,9 @@ mod tests {
         assert_eq!(
             table,
             [
-                "try  latest start  base wait  wait  waited in all",
-                "  1            0s          -     -             0s",
-                "  2            1s          -     -             1s",
+                "try  starts at  base wait  wait  waited in all",
+                "  1         0s          -     -             0s",
+                "  2         1s          -     -             1s",
             ]
         );
     }

@@ -397,6 +397,9 @@ pub enum Failure {
 /// A problem that does not change the run, as a value: the sinks word it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Warning {
+    /// `-t` was given a number without a unit (`value`, as written): a timeout of that many
+    /// seconds per try here, while Debian's retry reads it as the number of tries.
+    TimeoutWithoutUnit { value: String },
     /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
     /// `inner`; 0: no limit): the tries multiply.
     Nested {

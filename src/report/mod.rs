@@ -15,6 +15,7 @@ pub mod jsonlog;
 pub mod junit;
 pub mod layout;
 pub mod log;
+pub mod plan_words;
 pub mod policy_text;
 pub mod replay;
 pub mod simulate;

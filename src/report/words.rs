@@ -23,13 +23,40 @@ pub fn not_started(why: &NotStarted, outcome: Outcome, charset: Charset) -> Stri
         None => why.error.clone(),
     };
     match (outcome, errno) {
-        (Outcome::NotFound, _) => format!("{name} was not found"),
+        (Outcome::NotFound, _) => format!("{name} was not found{}", shell_hint(&why.program)),
         (Outcome::NoResources, Some(errno)) => {
             format!("{name} could not be started: out of resources ({errno:?}: {reason})")
         }
         (Outcome::NoResources, None) => format!("{name} could not be started: out of resources"),
         _ => format!("{name} cannot be executed: {reason}"),
     }
+}
+
+/// The words of a shell that no program on the PATH stands for: run alone, they are not found.
+const SHELL_BUILTINS: &[&str] = &[
+    ".", "alias", "cd", "eval", "exec", "export", "pushd", "popd", "set", "source", "ulimit",
+    "umask", "unset",
+];
+
+/// For a command that was not found because it is meant for a shell: a whole command line given
+/// as one word (`retry -- 'ls -l'`), or a shell's builtin (`retry -- cd /`), a hint toward
+/// `sh -c`; nothing for any other name.
+fn shell_hint(program: &std::ffi::OsStr) -> String {
+    let Some(word) = program.to_str() else {
+        return String::new();
+    };
+    if SHELL_BUILTINS.contains(&word) {
+        return format!(
+            " ({word} is a word of the shell, not a program: run it in one, as sh -c '{word} …')"
+        );
+    }
+    if word.contains(' ') && !word.contains('/') {
+        let shown = printable(word).replace('\'', "'\\''");
+        return format!(
+            " (the command and its arguments are one word: give them apart, or run them in a shell, as sh -c '{shown}')"
+        );
+    }
+    String::new()
 }
 
 /// Why a dead-letter file cannot be replayed, on one line: `--replay 'f': another replay of
@@ -152,6 +179,17 @@ fn file_warning_text(w: &Warning) -> String {
 /// A warning in words.
 pub fn warning_text(w: &Warning) -> String {
     match w {
+        Warning::TimeoutWithoutUnit { value } => {
+            // Debian's -t counts tries, a whole number.
+            let tries = if value.bytes().all(|b| b.is_ascii_digit()) {
+                format!(" (Debian's retry reads -t as tries: here they are -n {value})")
+            } else {
+                String::new()
+            };
+            format!(
+                "-t {value} is a timeout of {value} seconds for each try{tries}; -t {value}s says the same without this warning"
+            )
+        }
         Warning::Nested {
             outer_id,
             outer,

@@ -582,3 +582,141 @@ fn the_debian_package_says_it_is_another_program_than_debians_retry() {
         assert!(line.len() <= 80, "too long for dpkg: {line:?}");
     }
 }
+
+#[test]
+fn a_duration_that_cannot_be_read_is_explained_in_retrys_words() {
+    let form = "a duration is a number and a unit, such as 500ms, 2s, 1m30s or 1.5h";
+    for (args, why) in [
+        (&["-d", "5x", "--", "true"][..], "'x' is not a unit of time"),
+        (
+            &["-d", "1,2,4", "--", "true"],
+            "',' cannot be part of a duration",
+        ),
+        (
+            &["-m", "deploy", "--", "true"],
+            "a duration starts with a number",
+        ),
+        (
+            &["-t", "1h30", "--", "true"],
+            "30 has no unit (such as 30s or 30m)",
+        ),
+        (
+            &["-B", "2 hours min", "--", "true"],
+            "a number is missing before 'min'",
+        ),
+        (
+            &["--throttle", "2:window=5q", "--quota", "q", "--", "true"],
+            "'q' is not a unit",
+        ),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(why) && err.contains(form), "{args:?}: {err}");
+        for words in [
+            "few variations",
+            "invalid character at",
+            "expected number at",
+        ] {
+            assert!(!err.contains(words), "{args:?}: the parser's words: {err}");
+        }
+    }
+    // What a duration may look like, as the message says.
+    let out = retry()
+        .args([
+            "--dry-run",
+            "-n",
+            "2",
+            "-j",
+            "none",
+            "-d",
+            "1.5h",
+            "-m",
+            "2h",
+            "--",
+        ])
+        .arg("true")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && shown.contains("1h30m"), "{shown}");
+}
+
+#[test]
+fn a_command_meant_for_a_shell_is_pointed_to_sh_c() {
+    for (command, hint) in [
+        (&["ls -l"][..], "run them in a shell, as sh -c 'ls -l'"),
+        (
+            &["cd", "/"],
+            "cd is a word of the shell, not a program: run it in one, as sh -c 'cd …'",
+        ),
+        (&["export", "A=1"], "as sh -c 'export …'"),
+    ] {
+        let out = retry()
+            .args(["-n", "1", "--"])
+            .args(command)
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(127), "{log}");
+        assert!(log.contains(hint), "{command:?}: {log}");
+    }
+    // A program that is simply missing gets no hint.
+    let out = retry()
+        .args(["-n", "1", "--", "no-such-program-here"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert!(log.contains("was not found (permanent)"), "{log}");
+}
+
+#[test]
+fn v_alone_points_to_the_version() {
+    let err = usage_error(&["-v"]);
+    assert!(
+        err.contains("no command given") && err.contains("the version is -V"),
+        "{err}"
+    );
+    let err = usage_error(&["-q"]);
+    assert!(!err.contains("-V"), "{err}");
+    let out = retry().arg("-V").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("retry "));
+}
+
+#[test]
+fn a_timeout_without_a_unit_warns_once_that_it_is_not_debians_tries() {
+    let warning = "-t 5 is a timeout of 5 seconds for each try (Debian's retry reads -t as tries: here they are -n 5)";
+    for args in [&["-t", "5"][..], &["--timeout", "5"], &["--timeout=5"]] {
+        let out = retry()
+            .args(args)
+            .args(["-n", "2", "-d", "0", "--", "false"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{log}");
+        assert_eq!(log.matches(warning).count(), 1, "{args:?}: once: {log}");
+        // In the dry run too, where a policy is planned.
+        let out = retry()
+            .arg("--dry-run")
+            .args(args)
+            .arg("true")
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(shown.matches(warning).count(), 1, "{args:?}: {shown}");
+    }
+    // The last -t is the one that counts: a unit there, no warning.
+    for args in [
+        &["-t", "5s"][..],
+        &["-t", "0"],
+        &["-t", "5", "-t", "5s"],
+        &["-t", "250ms"],
+    ] {
+        let out = retry()
+            .args(args)
+            .args(["-n", "1", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(out.stderr.is_empty(), "{args:?}: {}", stderr_of(&out));
+    }
+}

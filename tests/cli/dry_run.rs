@@ -571,3 +571,106 @@ fn the_new_lines_are_ascii_in_the_c_locale() {
     assert!(text.contains("3 x w_(k-1)"), "{text}");
     assert!(text.contains("10s wait >= 5s"), "{text}");
 }
+
+#[test]
+fn the_stagger_is_in_what_the_table_and_its_end_say_was_waited_and_in_the_worst_case() {
+    let args = [
+        "-n",
+        "3",
+        "-d",
+        "1s",
+        "-j",
+        "none",
+        "--stagger",
+        "20s",
+        "--seed",
+        "1",
+    ];
+    let plan = plan_json(&args);
+    let stagger = plan[0]["stagger_ms"].as_u64().expect("stagger_ms");
+    assert!(stagger <= 20_000);
+    let out = retry()
+        .arg("--dry-run")
+        .args(args)
+        .arg("true")
+        .output()
+        .unwrap();
+    let shown = stdout_of(&out);
+    assert!(
+        shown.contains("\"starts at\" counts the stagger and the waits only"),
+        "{shown}"
+    );
+    assert!(shown.contains("try  starts at  base wait"), "{shown}");
+    // Each row's "waited in all" is the next row's "starts at": the stagger counted in both.
+    let rows = table_rows(&shown);
+    assert_eq!(rows.len(), 3, "{shown}");
+    for pair in rows.windows(2) {
+        assert_eq!(pair[0][4], pair[1][1], "{shown}");
+    }
+    let drawn = shown
+        .split("the first try waits ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the stagger's line");
+    let waited =
+        format!("waited in all: {drawn} of stagger before the first try, then 3s between tries");
+    assert!(shown.contains(&waited), "{waited}: {shown}");
+    assert!(
+        shown.contains("(the waits add up to at most 3s, after a stagger of at most 20s)"),
+        "{shown}"
+    );
+    // With a timeout, the worst case's sum names the stagger; under a budget, what it cuts.
+    let out = retry()
+        .args([
+            "--dry-run",
+            "-n",
+            "3",
+            "-t",
+            "5s",
+            "-j",
+            "none",
+            "--stagger",
+            "20s",
+            "--",
+        ])
+        .arg("true")
+        .output()
+        .unwrap();
+    let shown = stdout_of(&out);
+    assert!(
+        shown.contains("worst case: 38s = 20s of stagger + 3 tries × 5s timeout + 3s of waits"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\"starts at\" is the latest a try starts"),
+        "{shown}"
+    );
+    let out = retry()
+        .args([
+            "--dry-run",
+            "-n",
+            "3",
+            "-t",
+            "5s",
+            "-B",
+            "30s",
+            "--stagger",
+            "20s",
+            "--",
+        ])
+        .arg("true")
+        .output()
+        .unwrap();
+    let shown = stdout_of(&out);
+    assert!(
+        shown.contains("without it the stagger, tries and waits could take"),
+        "{shown}"
+    );
+    // Without a stagger, the words are as they were.
+    let out = retry()
+        .args(["--dry-run", "-n", "2", "--", "true"])
+        .output()
+        .unwrap();
+    let shown = stdout_of(&out);
+    assert!(!shown.contains("stagger"), "{shown}");
+}

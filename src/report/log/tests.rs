@@ -345,7 +345,8 @@ fn a_command_that_could_not_start_is_named_with_the_reason() {
             Outcome::NotFound,
             Charset::Utf8
         ),
-        "'my cmd' was not found"
+        "'my cmd' was not found (the command and its arguments are one word: give them apart, or \
+         run them in a shell, as sh -c 'my cmd')"
     );
     assert_eq!(
         not_started(

@@ -40,6 +40,11 @@ impl<'c> Runner<'c> {
         let mut rng = LazyRng::new(seed);
         let mut schedule = Schedule::new(&config.policy);
         self.log.emit(Event::Start { seed });
+        if let Some(value) = &config.timeout_without_unit {
+            self.log.warn(Warning::TimeoutWithoutUnit {
+                value: value.clone(),
+            });
+        }
         let inner = self.config.policy.max_tries.unwrap_or(0);
         if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
             self.log.warn(warning);
