@@ -420,6 +420,9 @@ pub enum Warning {
     /// The quota's store is held by other runs for longer than a run may wait: a first try
     /// adds nothing to it.
     QuotaBusy { quota: String, why: String },
+    /// The quota's store was held by other runs for longer than a run may wait as the run
+    /// ended: its throttle did not count the last try's outcome.
+    CountBusy { quota: String, why: String },
     /// The Redis quota cannot be reached: it is kept on this machine (`from_now_on`: after it
     /// was reached before).
     QuotaUnreachable {

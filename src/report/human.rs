@@ -245,8 +245,13 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             resolved,
             pending,
             ..
-        } => (!quiet || *pending > 0)
-            .then(|| replay_summary(file, *resolved, *pending, facts).into()),
+        } => {
+            // A replay that found nothing pending is quiet, as a cron line that did nothing
+            // should be, unless asked to say everything.
+            let nothing = *resolved == 0 && *pending == 0;
+            ((!quiet && !nothing) || *pending > 0 || (nothing && verbose))
+                .then(|| replay_summary(file, *resolved, *pending, facts).into())
+        }
         Event::TryEnded(r) => {
             let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
             (!quiet && (verbose || !first_success)).then(|| try_line(r, facts))

@@ -228,6 +228,7 @@ pub fn warning_text(w: &Warning) -> String {
         }
         w @ (Warning::QuotaNote(_)
         | Warning::QuotaBusy { .. }
+        | Warning::CountBusy { .. }
         | Warning::ThrottleWindow { .. }
         | Warning::QuotaUnreachable { .. }
         | Warning::QuotaRefused { .. }
@@ -305,6 +306,9 @@ fn quota_warning_text(w: &Warning) -> String {
         Warning::QuotaBusy { quota, why } => {
             format!("the retry quota {quota} is busy ({why}); this first try adds nothing to it")
         }
+        Warning::CountBusy { quota, why } => format!(
+            "the retry quota {quota} is busy ({why}); its throttle does not count how this run's last try ended"
+        ),
         Warning::QuotaUnreachable {
             quota,
             why,

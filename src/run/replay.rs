@@ -100,12 +100,26 @@ fn usage(refusal: &ReplayRefusal) -> ExitStatus {
     ExitStatus::Usage
 }
 
-/// Takes the replay's hold on `file` (none for a dry run), or the line that says why not.
+/// Whether `e`, met opening `file`, says only that no run has written it yet: the file is not
+/// there, but its directory is (a path through a directory that is not there is a mistake,
+/// told as one).
+fn not_yet_made(file: &Path, e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound && file.parent().is_some_and(Path::is_dir)
+}
+
+/// Takes the replay's hold on `file` (none for a dry run), or the line that says why not. A
+/// file not yet made holds nothing to replay: no run has given up since it was named
+/// (`--dead-letter` makes it at the first), so there is nothing to hold either.
 fn hold(file: &Path, dry_run: bool) -> Result<Option<File>, ReplayRefusal> {
     if dry_run {
         return Ok(None);
     }
-    deadletter::hold_for_replay(file).map(Some).map_err(|why| {
+    match deadletter::hold_for_replay(file) {
+        Err(deadletter::Hold::Io(e)) if not_yet_made(file, &e) => return Ok(None),
+        held => held,
+    }
+    .map(Some)
+    .map_err(|why| {
         let file = file.to_path_buf();
         match why {
             deadletter::Hold::Busy => ReplayRefusal::Busy { file },
@@ -153,7 +167,14 @@ fn prepare(
 /// cannot be replayed.
 fn load(file: &Path, held: Option<&File>) -> Result<Listing, ReplayRefusal> {
     let file = file.to_path_buf();
-    deadletter::read(&file, held, record::LOCK_WAIT).map_err(|e| match e {
+    match deadletter::read(&file, held, record::LOCK_WAIT) {
+        // No run has given up since the file was named: nothing is pending.
+        Err(ReadError::Io(e)) if not_yet_made(&file, &e) => {
+            return Ok(Listing::default());
+        }
+        read => read,
+    }
+    .map_err(|e| match e {
         ReadError::Io(e) => ReplayRefusal::Unread {
             file,
             why: e.to_string(),

@@ -111,6 +111,7 @@ fn the_man_page_has_the_sections_of_a_manual_in_order() {
             "NAME",
             "SYNOPSIS",
             "DESCRIPTION",
+            "COMING FROM DEBIAN'S RETRY",
             "OPTIONS",
             "WHAT IS RETRIED",
             "EXIT STATUS",
@@ -635,13 +636,20 @@ fn every_example_of_the_readme_is_a_valid_retry_command_line() {
                 _ if in_sh => {
                     // A comment after the command, and a continued line.
                     let code = line.split("  #").next().unwrap_or("").trim_end();
+                    if code.trim_start().starts_with('#') {
+                        continue;
+                    }
                     if let Some(head) = code.strip_suffix('\\') {
                         pending += head;
                         continue;
                     }
                     let whole = std::mem::take(&mut pending) + code;
                     for words in shell_words(&whole) {
-                        let Some(at) = words.iter().position(|w| w == "retry") else {
+                        // A crontab names it by its path (`~/.cargo/bin/retry`).
+                        let Some(at) = words
+                            .iter()
+                            .position(|w| w == "retry" || w.ends_with("/retry"))
+                        else {
                             continue;
                         };
                         let args = &words[at..];
@@ -660,6 +668,113 @@ fn every_example_of_the_readme_is_a_valid_retry_command_line() {
         }
     }
     assert!(checked > 20, "only {checked} examples found");
+}
+
+/// The README's overview of `--help` names every option, so that a reader finds the group of
+/// each (`--consecutive` in tries and time, `--junit` in the log).
+#[test]
+fn the_readmes_overview_of_help_names_every_option() {
+    let readme = read_page(&root().join("README.md"));
+    let start = readme
+        .find("`retry --help` lists every option, grouped:")
+        .expect("the overview of --help");
+    let overview = &readme[start..start + readme[start..].find("\n\n").unwrap()];
+    let mut cmd = command();
+    cmd.build();
+    let mut missing = Vec::new();
+    for arg in cmd.get_arguments() {
+        if arg.is_positional()
+            || arg.is_hide_set()
+            || ["help", "version"].contains(&arg.get_id().as_str())
+        {
+            continue;
+        }
+        let short = arg.get_short().map(|c| format!("`-{c}`"));
+        let long = arg.get_long().map(|l| format!("`--{l}`"));
+        if ![short, long]
+            .iter()
+            .flatten()
+            .any(|name| overview.contains(name.as_str()))
+        {
+            missing.push(arg.get_id().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the README's overview of --help lacks {missing:?}"
+    );
+}
+
+/// The crontab lines of the README and of docs/ (five time fields, then the command) name
+/// `retry` by its path: cron's PATH is `/usr/bin:/bin`, where `cargo install` does not put it
+/// and Debian's own `retry`, another program, may be.
+#[test]
+fn every_crontab_line_of_the_docs_names_retry_by_its_path() {
+    let field = |w: &str| w.chars().all(|c| c.is_ascii_digit() || "*/,-".contains(c));
+    let mut lines = 0;
+    for page in markdown_pages() {
+        for line in read_page(&page).lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() < 6
+                || !words[..5].iter().all(|w| field(w))
+                || !words[..5].iter().any(|w| w.contains('*'))
+            {
+                continue;
+            }
+            lines += 1;
+            for word in &words[5..] {
+                assert!(
+                    *word != "retry",
+                    "{}: a crontab line names retry without its path: {line}",
+                    shown(&page)
+                );
+            }
+            assert!(
+                words
+                    .iter()
+                    .any(|w| *w == "~/.cargo/bin/retry" || *w == "/usr/bin/retry"),
+                "{}: {line}",
+                shown(&page)
+            );
+        }
+    }
+    assert!(lines >= 5, "only {lines} crontab lines found");
+}
+
+/// The README's `--consecutive` health check asks every second, as its words say: every wait
+/// of its plan, after a failed answer too, is 1s.
+#[test]
+fn the_readmes_consecutive_health_check_asks_every_second() {
+    let readme = read_page(&root().join("README.md"));
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("retry --consecutive 3"))
+        .expect("the health check");
+    assert!(readme.contains("ask every second, for a minute at most"));
+    let words = shell_words(line).remove(0);
+    let mut args: Vec<String> = vec![
+        "retry".into(),
+        "--dry-run".into(),
+        "--log-format".into(),
+        "json".into(),
+    ];
+    args.extend(words[1..].iter().cloned());
+    let out = Command::new(env!("CARGO_BIN_EXE_retry"))
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{shown}");
+    let waits: Vec<u64> = shown
+        .lines()
+        .filter(|l| l.contains("\"event\":\"plan\""))
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["delay_ms"].as_u64()
+        })
+        .collect();
+    assert!(waits.len() >= 30, "{shown}");
+    assert!(waits.iter().all(|&w| w == 1000), "{waits:?}");
 }
 
 /// The README starts with the two commands that build and try `retry` and run its tests.

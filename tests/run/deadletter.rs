@@ -415,7 +415,7 @@ fn bad_input_to_replay_is_one_line_and_125() {
     text.push_str("{\"event\":\"dead_letter\",\"id\":]\n");
     let damaged = base.join("damaged.jsonl");
     std::fs::write(&damaged, &text).unwrap();
-    let missing = base.join("missing.jsonl");
+    let missing = base.join("no-such-directory").join("missing.jsonl");
     let cases: [(Vec<&OsStr>, &str); 5] = [
         (
             vec![file.as_os_str(), OsStr::new("--"), OsStr::new("true")],
@@ -1062,4 +1062,54 @@ fn a_replay_does_not_wait_the_stagger_its_records_recorded_unless_given_it() {
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(0), "{log}");
     assert_eq!(log.matches("\"event\":\"stagger\"").count(), 2, "{log}");
+}
+
+#[test]
+fn a_replay_with_nothing_pending_is_quiet_as_a_cron_line_that_did_nothing_should_be() {
+    let base = common::temp_dir("dl-quiet");
+    // Not made yet: no run has given up since the crontab named it.
+    let unmade = base.join("failed.jsonl");
+    let empty = base.join("empty.jsonl");
+    // A run that succeeded made the file, and recorded nothing in it.
+    assert_eq!(give_up(&base, &empty, &["-n", "1"], "exit 0"), 0);
+    assert_eq!(std::fs::read(&empty).unwrap(), b"");
+    for file in [&unmade, &empty] {
+        let out = replay(&base, file, &["-n", "1"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "{}",
+            stderr_of(&out)
+        );
+        // -v says it; the listing says it; the JSON log has its end.
+        let out = replay(&base, file, &["-n", "1", "-v"]);
+        assert!(
+            stderr_of(&out).contains("nothing was pending"),
+            "{}",
+            stderr_of(&out)
+        );
+        let out = replay(&base, file, &["--dry-run"]);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            stdout_of(&out).starts_with("nothing pending in "),
+            "{}",
+            stdout_of(&out)
+        );
+        let out = replay(&base, file, &["--log-format", "json"]);
+        assert!(
+            stderr_of(&out).contains("\"resolved\":0,\"pending\":0"),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+    assert!(!unmade.exists(), "a replay makes no file");
+    // A pending run is still said, with -q too.
+    assert_eq!(give_up(&base, &unmade, &["-n", "1"], "exit 3"), 3);
+    let out = replay(&base, &unmade, &["-n", "1", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("1 still pending"),
+        "{}",
+        stderr_of(&out)
+    );
 }

@@ -13,6 +13,7 @@ mod common;
 mod agree;
 mod ci_lines;
 mod consecutive;
+mod cron;
 mod cut;
 mod deadletter;
 mod edges;

@@ -278,7 +278,7 @@ fn a_host_name_is_resolved() {
 
     let (e, elapsed) = connect_error("redis://no-such-host.invalid/q");
     assert!(matches!(e, RedisStoreError::Resolve { .. }), "{e:?}");
-    assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(1000), "{elapsed:?}");
 }
 
 #[test]
@@ -289,7 +289,7 @@ fn a_closed_port_fails_at_once() {
     assert!(matches!(e, RedisStoreError::Connect { .. }), "{e:?}");
     assert!(text.starts_with(&format!("cannot use Redis at 127.0.0.1:{port}: ")));
     assert!(!text.contains('\n'), "{text}");
-    assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(1000), "{elapsed:?}");
 }
 
 #[test]
@@ -303,7 +303,7 @@ fn a_port_that_never_answers_fails_within_the_timeout() {
         "{e}: {e:?}"
     );
     assert!(
-        elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(600),
+        elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(1000),
         "{elapsed:?}"
     );
 
@@ -315,7 +315,7 @@ fn a_port_that_never_answers_fails_within_the_timeout() {
     });
     let (e, elapsed) = connect_error(&format!("redis://:pw@127.0.0.1:{port}/q"));
     assert!(matches!(e, RedisStoreError::Connect { .. }), "{e:?}");
-    assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(1000), "{elapsed:?}");
     drop(accepted);
 }
 
@@ -332,7 +332,7 @@ fn a_server_gone_after_connecting_fails_each_update_quickly_and_comes_back() {
     for _ in 0..3 {
         let start = Instant::now();
         let e = store.take(NOW).expect_err("the server is gone");
-        assert!(start.elapsed() < Duration::from_millis(600), "{e}");
+        assert!(start.elapsed() < Duration::from_millis(1000), "{e}");
         assert!(!e.to_string().contains('\n'), "{e}");
     }
 

@@ -201,8 +201,10 @@ impl Quota {
             // a loaded machine: a first try goes on without depositing, and a retry counts it as
             // no token, so that the quota holds when it is needed most.
             Err(Unanswered::Busy(why)) => {
-                if op == Op::Deposit {
-                    log.warn(Warning::QuotaBusy { quota: shown, why });
+                match op {
+                    Op::Deposit => log.warn(Warning::QuotaBusy { quota: shown, why }),
+                    Op::Count => log.warn(Warning::CountBusy { quota: shown, why }),
+                    Op::Take | Op::Peek => {}
                 }
                 Answer::Busy
             }

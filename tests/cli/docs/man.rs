@@ -60,6 +60,9 @@ pub fn render(command: &Command) -> String {
     page.section("DESCRIPTION");
     page.blocks(&description(&cmd));
 
+    page.section("COMING FROM DEBIAN'S RETRY");
+    page.blocks(&coming_from_debian());
+
     page.section("OPTIONS");
     options(&mut page, &cmd);
 
@@ -611,6 +614,60 @@ fn examples() -> Vec<Block> {
             "retry --simulate --compare --clients 500 \\\n    \
              --outage 30s --capacity 100/s -n 8",
         ),
+    ]
+}
+
+/// Debian's `retry` is another program of the same name, which the Debian package of this one
+/// replaces: its options, and what they are here.
+fn coming_from_debian() -> Vec<Block> {
+    vec![
+        p(
+            "Debian's `retry` package (Graham Leggett's `retry`) is a different program of the same \
+             name, and its options mean other things here. Given Debian's spellings that do not \
+             parse here, `retry` names the option meant. Debian's `-t 5` is valid here, but as a \
+             timeout of 5 seconds for each try: a `-t` or --timeout without a unit warns once \
+             that it is a timeout and that tries are `-n 5`; `-t 5s` never warns.",
+        ),
+        literal(
+            "-t N, --times=N",
+            "N tries. Here: `-n N` or --tries *N* (3 by default, `-n 0` for no limit); `-t` is the \
+             timeout of each try.",
+        ),
+        literal(
+            "-d 10",
+            "10 seconds between tries, always. Here: --delays *10s*; `-d` is the first wait of a \
+             backoff that doubles.",
+        ),
+        literal(
+            "-d 1,2,4",
+            "These waits in seconds, the last repeated. Here: --delays *1s,2s,4s*.",
+        ),
+        literal(
+            "-m TEXT, --message=TEXT",
+            "The name in its messages. Here: --label *TEXT*; `-m` is --max-delay.",
+        ),
+        literal(
+            "-u 3, -u 0,3",
+            "Until the exit status is one of these. Here: --success-on *3*.",
+        ),
+        literal(
+            "-u fail, -w success",
+            "Until a try fails, while it succeeds. Here: --repeat *0*.",
+        ),
+        literal(
+            "-w 1-5",
+            "While the exit status is one of these. Here: --retry-on *1-5*.",
+        ),
+        literal("-v", "The version. Here: `-V`; `-v` is --verbose."),
+        p(
+            "Debian's `retry` keeps standard input for each try and passes on only the \
+             successful try's output. Here standard input from a pipe is kept by default \
+             (--stdin auto), and --buffer-stdout holds the output. Bad options exit 125 here, \
+             not 1.",
+        ),
+        p("In a crontab, name the program by its full path \
+             (`/usr/bin/retry` from the Debian package, `~/.cargo/bin/retry` from `cargo \
+             install`): cron's PATH is `/usr/bin:/bin`, where another `retry` may be found first."),
     ]
 }
 
