@@ -713,3 +713,39 @@ fn the_schema_check_refuses_what_the_schema_does() {
         assert!(checked.is_err(), "taken: {doc}");
     }
 }
+
+#[test]
+fn a_report_whose_directory_cannot_be_searched_is_a_warning_at_the_end_and_the_command_runs() {
+    let dir = common::temp_dir("junit-unsearchable");
+    // A file where a directory should be: no process, root's included, can search it.
+    std::fs::write(dir.join("plain"), "").unwrap();
+    let mut paths = vec![dir.join("plain").join("report.xml")];
+    // A directory without x: not searched but by root, which bypasses it.
+    if common::euid() != 0 {
+        let closed = dir.join("closed");
+        std::fs::create_dir(&closed).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o600)).unwrap();
+        paths.push(closed.join("report.xml"));
+    }
+    for path in paths {
+        let out = retry()
+            .current_dir(&dir)
+            .arg("--junit")
+            .arg(&path)
+            .args(["-n", "2", "-d", "0", "--", "sh", "-c", "echo ran; exit 3"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(3), "{path:?}: {log}");
+        assert_eq!(
+            out.stdout, b"ran\nran\n",
+            "{path:?}: the command ran, both tries"
+        );
+        let last = log.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("retry: warning: cannot write the --junit report"),
+            "{path:?}: the warning comes at the end: {log}"
+        );
+        assert_eq!(log.matches("--junit").count(), 1, "{log}");
+    }
+}

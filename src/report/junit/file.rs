@@ -12,9 +12,21 @@ use std::path::{Path, PathBuf};
 use crate::store::open::check_type;
 use crate::store::refusal::Refusal;
 
-/// Whether the report may go to `path`: nothing there yet, or a regular file; a symbolic link,
-/// a directory, a FIFO or a device is refused, and so is a path that cannot be looked at.
+/// Whether the report may go to `path`, as the run starts: nothing there yet, or a regular
+/// file; a symbolic link, a directory, a FIFO or a device is refused. A path that cannot be
+/// looked at now (a directory that cannot be searched, a file on the way where a directory
+/// should be) is not refused: the report is written at the end, and a report that cannot be
+/// written is a warning then, never a reason not to run the command.
 pub fn check(path: &Path) -> io::Result<()> {
+    match check_now(path) {
+        Err(e) if crate::store::refusal::refusal(&e).is_none() => Ok(()),
+        checked => checked,
+    }
+}
+
+/// Whether the report may go to `path` now: as [`check`], and a path that cannot be looked at
+/// is refused.
+fn check_now(path: &Path) -> io::Result<()> {
     if file_name(path).is_none() {
         return Err(Refusal::NotRegular("a directory").into());
     }
@@ -30,7 +42,7 @@ pub fn check(path: &Path) -> io::Result<()> {
 /// checked again, then renamed over `path`. Missing directories are made, as test runners
 /// make theirs. On any failure the new file is removed and `path` is left as it was.
 pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    check(path)?;
+    check_now(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -41,7 +53,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .write_all(bytes)
         .and_then(|()| file.sync_data())
         // What stands at the path may have changed while the run went on.
-        .and_then(|()| check(path))
+        .and_then(|()| check_now(path))
         .and_then(|()| std::fs::rename(&temp, path));
     if done.is_err() {
         let _ = std::fs::remove_file(&temp);
