@@ -46,8 +46,12 @@ pub enum Event {
     Stagger { delay: Duration, most: Duration },
     /// Try `attempt` starts: its output follows.
     TryStarted { attempt: u64 },
-    /// The output of try `attempt` has gone out (or the try could not start).
-    TryOutputDone { attempt: u64 },
+    /// The output of try `attempt` has gone out (or the try could not start); with `--junit`,
+    /// its last bytes.
+    TryOutputDone {
+        attempt: u64,
+        output: Option<OutputTail>,
+    },
     /// A try ended, and the schedule decided what follows.
     TryEnded(TryReport),
     /// A try that `retry` stopped for a reason of its own: a stopping signal it received, or
@@ -303,6 +307,14 @@ pub struct HeldReport {
     pub spec: ThrottleSpec,
     pub admission: Admission,
     pub decision: Decision,
+}
+
+/// The last bytes a try wrote, both streams in the order they came (`--junit` keeps them), and
+/// whether more came before them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutputTail {
+    pub bytes: Vec<u8>,
+    pub cut: bool,
 }
 
 /// Why the command could not be started: the program, and the error of `exec` (its errno,

@@ -22,7 +22,7 @@ use crate::report::policy_text::describe_policy;
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
 use crate::report::words::{
-    failure_text, hook_failure, not_started, plural, throttle_figures, warning_text,
+    failure_text, gave_up_cause, hook_failure, not_started, plural, throttle_figures, warning_text,
 };
 use crate::report::{charset, printable};
 use crate::store::deadletter::{Pending, Replayed};
@@ -615,28 +615,7 @@ fn gave_up(event: &Event, facts: &RunFacts) -> Line {
     else {
         return Line::default();
     };
-    let cause = match (signal, last) {
-        (Some(s), _) => format!("interrupted by {s}"),
-        (None, None) if *why == GiveUp::Held => "every try was held back by --throttle".into(),
-        (None, Some(outcome)) if *why == GiveUp::Held => {
-            format!("the last try was held back by --throttle; the last that ran: {outcome}")
-        }
-        // The last try succeeded, in a streak that something else cut short.
-        (None, Some(outcome)) if *streak > 0 => match (why, facts.consecutive) {
-            (GiveUp::Consecutive, _) | (_, None) => {
-                format!("{outcome}, but too few successful tries in a row (--consecutive)")
-            }
-            (_, Some(n)) => {
-                format!(
-                    "{outcome}, but only {streak} of {n} successful tries in a row (--consecutive)"
-                )
-            }
-        },
-        // Otherwise only --until-output gives up after a try that exited 0.
-        (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
-        (None, Some(outcome)) => outcome.to_string(),
-        (None, None) => "no try ran".into(),
-    };
+    let cause = gave_up_cause(*signal, *last, why, *streak, facts.consecutive);
     let mut line = Line::default();
     line.paint("gave up", Paint::Bad);
     line.push(&format!(

@@ -6,8 +6,9 @@
 //! element. A repeat is one `<testcase>` per try, and a replay one per run it replays (each
 //! run's own sink hands its case to the replay's, [`ReplayCases`]).
 //!
-//! `retry` passes the command's standard error on as it comes and keeps none of it, so a
-//! failure's text is the try's outcome in the log's words, never the command's output.
+//! Each failed try's element holds the tail of what the try wrote (its `<system-out>`), at most
+//! [`EARLIER_MOST`] bytes for a try before the last and [`LAST_MOST`] for the last, whose tail is
+//! also in the `<failure>` text: GitLab shows that text and nothing of the reruns.
 
 mod case;
 mod file;
@@ -23,8 +24,8 @@ use std::time::{Duration, SystemTime};
 use crate::duration::hms;
 use crate::exit::ExitStatus;
 use crate::outcome::RunOutcome;
-use crate::policy::{Decision, GiveUp, RepeatCount, RepeatEnd, Signal, Verdict};
-use crate::report::event::{Envelope, Event, Failure, Stamp, TryReport, Warning};
+use crate::policy::{Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict};
+use crate::report::event::{Envelope, Event, Failure, OutputTail, Stamp, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::tally::after_tries;
 use crate::report::words::failure_text;
@@ -40,6 +41,15 @@ const MOST_RERUNS: usize = 1000;
 
 /// The most cases of tries that passed in a repeat; failed tries get theirs up to twice that.
 const MOST_CASES: usize = 10_000;
+
+/// The most of a failed try's output that its element shows, for a try before the last.
+pub const EARLIER_MOST: usize = 4 * 1024;
+
+/// The most of the last failed try's output that the report shows.
+pub const LAST_MOST: usize = 64 * 1024;
+
+/// The most characters of the command line that name a case.
+const NAME_MOST: usize = 1024;
 
 /// The cases that the runs of a replay hand over to the replay's report.
 #[derive(Clone, Default)]
@@ -72,6 +82,8 @@ pub struct Junit {
     case: Option<Case>,
     /// The report has gone.
     done: bool,
+    /// The tail of the output of the try whose output went last, for its element.
+    output: Option<OutputTail>,
 }
 
 impl Junit {
@@ -97,6 +109,7 @@ impl Junit {
             pending: None,
             case: None,
             done: false,
+            output: None,
         }
     }
 
@@ -105,6 +118,15 @@ impl Junit {
     fn try_ended(&mut self, r: &TryReport, facts: &RunFacts) {
         let line = try_line(r, facts);
         let failed = !matches!(r.verdict, Verdict::Success(_));
+        let output = self.output.take();
+        if failed {
+            // The try before is no longer the last: its element keeps less.
+            self.cut_last_failed();
+        }
+        let with_output = |mut p: Problem| {
+            p.output = output.as_ref().map(shown_tail).unwrap_or_default();
+            p
+        };
         if facts.repeat.is_some() {
             if let Decision::Stop(RepeatEnd::Budget(None)) = r.decision {
                 self.pending = Some(r.clone());
@@ -113,7 +135,7 @@ impl Junit {
             let end = match failed {
                 false => CaseEnd::Passed,
                 true => CaseEnd::Failed {
-                    failure: problem(kind(r), line),
+                    failure: with_output(problem(kind(r), line)),
                     reruns: Vec::new(),
                 },
             };
@@ -125,9 +147,25 @@ impl Junit {
                 self.failed.pop_front();
                 self.cases.left_out = self.cases.left_out.saturating_add(1);
             }
-            self.failed.push_back(problem(kind(r), line.clone()));
+            self.failed
+                .push_back(with_output(problem(kind(r), line.clone())));
         }
         self.last = Some((line, failed));
+    }
+
+    /// Cuts what the last failed try so far shows of its output to [`EARLIER_MOST`], once
+    /// another try has failed after it.
+    fn cut_last_failed(&mut self) {
+        let last = match self.cases.list.last_mut() {
+            Some(Case {
+                end: CaseEnd::Failed { failure, .. },
+                ..
+            }) => Some(failure),
+            _ => self.failed.back_mut(),
+        };
+        if let Some(p) = last {
+            p.output = keep_last(&p.output, EARLIER_MOST);
+        }
     }
 
     /// Adds the case of a try of a repeat, unless the report has room for no more.
@@ -167,20 +205,24 @@ impl Junit {
     fn gave_up(&self, facts: &RunFacts, end: GaveUp) -> Case {
         let last_failed = self.last.as_ref().is_some_and(|(_, failed)| *failed);
         let mut failed = self.failed.clone();
-        if last_failed {
-            failed.pop_back();
-        }
-        let why = crate::report::words::give_up_reason(&end.why, end.signal);
+        // The last try's output, when it failed: its tail is the failure's.
+        let output = match last_failed {
+            true => failed.pop_back().map(|p| p.output).unwrap_or_default(),
+            false => String::new(),
+        };
+        let cause = gave_up_cause(&end, facts.consecutive);
         let line = self.last_line();
+        // As the log's last line says it, the status last.
         let summary = format!(
-            "gave up {} in {}: {why}",
+            "gave up {} in {}: {cause}",
             after_tries(end.tries),
             hms(end.elapsed)
         );
         let failure = Problem {
             kind: end.why.word().to_string(),
-            message: format!("{line}; giving up: {why}"),
+            message: format!("{line}; {summary}"),
             detail: format!("{line}\n{summary}"),
+            output,
         };
         let reruns = failed.into_iter().collect();
         run_case(facts, end.elapsed, CaseEnd::Failed { failure, reruns })
@@ -193,6 +235,7 @@ impl Junit {
             kind: "error".into(),
             message: text.clone(),
             detail: text,
+            output: String::new(),
         };
         let reruns = self.failed.iter().cloned().collect();
         let end = CaseEnd::Error { error, reruns };
@@ -244,6 +287,8 @@ impl Junit {
                 elapsed,
                 why,
                 signal,
+                last,
+                streak,
                 ..
             } => self.gave_up(
                 facts,
@@ -252,6 +297,8 @@ impl Junit {
                     elapsed: *elapsed,
                     why: why.clone(),
                     signal: *signal,
+                    last: *last,
+                    streak: *streak,
                 },
             ),
             Event::RepeatEnded { count, why, .. } => {
@@ -262,6 +309,10 @@ impl Junit {
             Event::Error(f) => self.error(facts, f, envelope.stamp.elapsed),
             Event::TryStarted { attempt } => {
                 self.attempt = *attempt;
+                return None;
+            }
+            Event::TryOutputDone { output, .. } => {
+                self.output.clone_from(output);
                 return None;
             }
             Event::TryEnded(r) => {
@@ -282,7 +333,6 @@ impl Junit {
             }
             Event::Start { .. }
             | Event::Stagger { .. }
-            | Event::TryOutputDone { .. }
             | Event::RequestIgnored { .. }
             | Event::Leftovers { .. }
             | Event::Wait { .. }
@@ -318,6 +368,48 @@ struct GaveUp {
     elapsed: Duration,
     why: GiveUp,
     signal: Option<Signal>,
+    last: Option<Outcome>,
+    streak: u64,
+}
+
+/// What the log's last line says the run gave up on: the last try's status, or why none.
+fn gave_up_cause(end: &GaveUp, consecutive: Option<u64>) -> String {
+    crate::report::words::gave_up_cause(end.signal, end.last, &end.why, end.streak, consecutive)
+}
+
+/// What a try wrote, as its element shows it: at most [`LAST_MOST`] bytes of its end, cut
+/// between characters, with `…` in place of what came before.
+fn shown_tail(tail: &OutputTail) -> String {
+    let start = tail.bytes.len().saturating_sub(LAST_MOST);
+    let mut bytes = &tail.bytes[start..];
+    let cut = tail.cut || start > 0;
+    if cut {
+        // A character that the cut split in two starts with bytes that continue it.
+        let split = bytes
+            .iter()
+            .take(3)
+            .take_while(|&&b| b & 0xc0 == 0x80)
+            .count();
+        bytes = &bytes[split..];
+    }
+    let text = String::from_utf8_lossy(bytes);
+    match cut {
+        true => format!("…{text}"),
+        false => text.into_owned(),
+    }
+}
+
+/// The last `most` bytes of `text`, cut between characters, with `…` in place of the rest.
+fn keep_last(text: &str, most: usize) -> String {
+    if text.len() <= most {
+        return text.to_string();
+    }
+    let mut start = text.len() - most;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let rest = text[start..].trim_start_matches('…');
+    format!("…{rest}")
 }
 
 impl Sink for Junit {
@@ -467,11 +559,10 @@ fn start_of(stamp: Stamp) -> SystemTime {
 }
 
 /// The name of the run: its `--label`, else its command line as the log quotes it.
+/// Cut to [`NAME_MOST`] characters: a case's name is written in each case of a repeat.
 fn run_name(facts: &RunFacts) -> String {
-    facts
-        .run_label
-        .clone()
-        .unwrap_or_else(|| facts.command.clone())
+    let name = facts.run_label.as_deref().unwrap_or(&facts.command);
+    text::cut(name, NAME_MOST, "…")
 }
 
 /// The name of try `attempt` of a repeat.
@@ -493,6 +584,7 @@ fn problem(kind: String, message: String) -> Problem {
         kind,
         detail: message.clone(),
         message,
+        output: String::new(),
     }
 }
 

@@ -382,6 +382,40 @@ pub fn give_up_reason(why: &GiveUp, signal: Option<Signal>) -> String {
     }
 }
 
+/// What the last line of a run that gave up says it gave up on, after `gave up after N tries in
+/// T: `: the last try's status (`exit 4`), or why there is none to say (`interrupted by
+/// SIGTERM`, `every try was held back by --throttle`).
+pub fn gave_up_cause(
+    signal: Option<Signal>,
+    last: Option<Outcome>,
+    why: &GiveUp,
+    streak: u64,
+    consecutive: Option<u64>,
+) -> String {
+    match (signal, last) {
+        (Some(s), _) => format!("interrupted by {s}"),
+        (None, None) if *why == GiveUp::Held => "every try was held back by --throttle".into(),
+        (None, Some(outcome)) if *why == GiveUp::Held => {
+            format!("the last try was held back by --throttle; the last that ran: {outcome}")
+        }
+        // The last try succeeded, in a streak that something else cut short.
+        (None, Some(outcome)) if streak > 0 => match (why, consecutive) {
+            (GiveUp::Consecutive, _) | (_, None) => {
+                format!("{outcome}, but too few successful tries in a row (--consecutive)")
+            }
+            (_, Some(n)) => {
+                format!(
+                    "{outcome}, but only {streak} of {n} successful tries in a row (--consecutive)"
+                )
+            }
+        },
+        // Otherwise only --until-output gives up after a try that exited 0.
+        (None, Some(Outcome::Exit(0))) => "exit 0, but not ready (--until-output)".into(),
+        (None, Some(outcome)) => outcome.to_string(),
+        (None, None) => "no try ran".into(),
+    }
+}
+
 /// What `--flaky fail` makes of a late success that exits with `status`: `--flaky fail: exit 1`.
 pub fn flaky_fail(status: ExitStatus) -> String {
     format!("--flaky fail: exit {}", status.code())

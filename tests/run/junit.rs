@@ -424,7 +424,8 @@ fn a_run_that_gave_up_has_one_failure_and_a_rerun_failure_per_earlier_failed_try
     let message = failure.attr("message").unwrap();
     assert!(
         message.starts_with("try 3/3 exited 4 after ")
-            && message.ends_with("(transient); giving up: no tries left"),
+            && message.contains("(transient); gave up after 3 tries in ")
+            && message.ends_with(": exit 4"),
         "{message}"
     );
     assert!(
@@ -747,5 +748,92 @@ fn a_report_whose_directory_cannot_be_searched_is_a_warning_at_the_end_and_the_c
             "{path:?}: the warning comes at the end: {log}"
         );
         assert_eq!(log.matches("--junit").count(), 1, "{log}");
+    }
+}
+
+#[test]
+fn each_failed_try_shows_the_tail_of_what_it_wrote_and_the_failure_the_last_ones() {
+    let dir = common::temp_dir("junit-tails");
+    // Each try writes its number on both streams, then, on the last, 100 KiB and a character
+    // of two bytes at the end of its first 4 KiB cut.
+    let script = "n=$(cat \"$0\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0\"; \
+         echo \"out $n\"; echo \"err $n\" >&2; \
+         if [ $n = 3 ]; then head -c 102400 /dev/zero | tr '\\0' x; printf 'é-end\\n'; fi; \
+         if [ $n = 2 ]; then head -c 9000 /dev/zero | tr '\\0' y; printf '\\nlast of 2\\n'; fi; \
+         exit 4";
+    let out = run(&dir, &["-n", "3", "-d", "1ms"], script);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr_of(&out));
+    let root = report(&dir.join("report.xml"));
+    let case = only_case(&root);
+    assert_eq!(
+        case.child_names(),
+        ["failure", "rerunFailure", "rerunFailure", "system-out"]
+    );
+    let failure = &case.children[0];
+    let message = failure.attr("message").unwrap();
+    assert!(message.ends_with(": exit 4"), "{message}");
+    // The failure's text: the log's two lines, then the last try's tail, 64 KiB at most.
+    assert!(
+        failure.text.starts_with("try 3/3 exited 4"),
+        "{}",
+        &failure.text[..200]
+    );
+    assert!(failure.text.ends_with("xxxxé-end\n"), "the tail's end");
+    assert!(
+        !failure.text.contains("out 3"),
+        "the start of the last try is cut"
+    );
+    let kept = failure.text.split("\n\n").nth(1).unwrap();
+    assert!(
+        kept.starts_with('…') && kept.len() <= 64 * 1024 + 3,
+        "{}",
+        kept.len()
+    );
+    let system_out = &case.children[3];
+    assert_eq!(system_out.text, kept);
+    // An earlier try's tail, in its element: 4 KiB at most, from a character's start.
+    let first = &case.children[1].children;
+    assert_eq!(first[1].name, "system-out");
+    assert_eq!(first[1].text, "out 1\nerr 1\n");
+    let second = &case.children[2].children[1];
+    assert!(second.text.ends_with("yyy\nlast of 2\n"), "{}", second.text);
+    assert!(second.text.starts_with('…') && second.text.len() <= 4 * 1024 + 3);
+}
+
+#[test]
+fn a_repeat_of_a_long_command_line_keeps_its_report_and_memory_bounded() {
+    let dir = common::temp_dir("junit-long-command");
+    // A command line of 100 KB, run 60 times, each try failing with a little output.
+    let long = "x".repeat(100_000);
+    let out = retry()
+        .current_dir(&dir)
+        .args([
+            "--junit",
+            "report.xml",
+            "--repeat",
+            "60",
+            "--keep-going",
+            "--",
+        ])
+        .args(["sh", "-c", "echo failed; exit 1", &long])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let size = std::fs::metadata(dir.join("report.xml")).unwrap().len();
+    // 60 names cut to 1 KiB, each with its output: far under one copy of the line per case.
+    assert!(size < 200_000, "the report is {size} bytes");
+    let root = report(&dir.join("report.xml"));
+    let cases = root.children("testcase");
+    assert_eq!(cases.len(), 60);
+    for case in cases {
+        let name = case.attr("name").unwrap();
+        assert!(name.chars().count() <= 1024 + 10, "{}", name.len());
+        assert!(
+            name.ends_with("… (try 1)") || name.contains("… (try "),
+            "{}",
+            &name[name.len() - 20..]
+        );
+        let failure = &case.children("failure")[0];
+        assert!(failure.text.ends_with("failed\n"), "{}", failure.text);
     }
 }

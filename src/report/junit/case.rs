@@ -13,6 +13,8 @@ pub struct Problem {
     pub message: String,
     /// The element's text (a `<stackTrace>`'s, for a failed try before the last).
     pub detail: String,
+    /// The tail of what the try wrote (its `<system-out>`), empty when it wrote nothing.
+    pub output: String,
 }
 
 /// How a case ended.

@@ -134,7 +134,7 @@ fn a_run_whose_last_try_was_held_fails_on_it_with_every_failed_try_as_a_rerun() 
             .starts_with("try 3/3 held back: 0 of 0 tries of quota db")
             && failure
                 .message
-                .ends_with("; giving up: the last try was held back by --throttle"),
+                .ends_with("; gave up after 3 tries in 1s: the last try was held back by --throttle; the last that ran: exit 1"),
         "{failure:?}"
     );
     assert_eq!(reruns.len(), 1, "{reruns:?}");
@@ -158,11 +158,11 @@ fn the_last_failed_try_is_the_failure_and_the_others_reruns() {
     };
     assert_eq!(
         failure.message,
-        "try 3/3 exited 3 after 5ms (transient); giving up: no tries left"
+        "try 3/3 exited 3 after 5ms (transient); gave up after 3 tries in 1s: exit 3"
     );
     assert_eq!(
         failure.detail,
-        "try 3/3 exited 3 after 5ms (transient)\ngave up after 3 tries in 1s: no tries left"
+        "try 3/3 exited 3 after 5ms (transient)\ngave up after 3 tries in 1s: exit 3"
     );
     let kinds: Vec<&str> = reruns.iter().map(|r| r.kind.as_str()).collect();
     assert_eq!(kinds, ["exit 1", "exit 2"]);

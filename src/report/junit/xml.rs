@@ -115,14 +115,23 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> io::Result<()> {
             if let Some(error) = error {
                 write_problem(w, "error", error)?;
             }
+            // The last failed try's output, for the case as a whole too.
+            if let Some(failure) = failure.filter(|f| !f.output.is_empty()) {
+                write_output(w, &failure.output)?;
+            }
             Ok(())
         })
         .map(drop)
 }
 
-/// A `<failure>` or `<error>`: its message and type, its detail as its text.
+/// A `<failure>` or `<error>`: its message and type, its detail as its text, then the tail of
+/// the try's output, which is all GitLab shows of a failure.
 fn write_problem(w: &mut Writer<Vec<u8>>, tag: &str, p: &Problem) -> io::Result<()> {
-    let detail = xml_safe(&p.detail);
+    let text = match p.output.is_empty() {
+        true => p.detail.clone(),
+        false => format!("{}\n\n{}", p.detail, p.output),
+    };
+    let detail = xml_safe(&text);
     w.create_element(tag)
         .with_attributes([
             ("message", xml_safe(&p.message).as_ref()),
@@ -143,9 +152,19 @@ fn write_try(w: &mut Writer<Vec<u8>>, tag: &str, p: &Problem) -> io::Result<()> 
         ])
         .write_inner_content(|w| {
             w.create_element("stackTrace")
-                .write_text_content(BytesText::new(&detail))
-                .map(drop)
+                .write_text_content(BytesText::new(&detail))?;
+            if !p.output.is_empty() {
+                write_output(w, &p.output)?;
+            }
+            Ok(())
         })
+        .map(drop)
+}
+
+/// A `<system-out>`: what a try wrote, both its streams.
+fn write_output(w: &mut Writer<Vec<u8>>, output: &str) -> io::Result<()> {
+    w.create_element("system-out")
+        .write_text_content(BytesText::new(&xml_safe(output)))
         .map(drop)
 }
 
@@ -160,6 +179,7 @@ mod tests {
             kind: "exit 1".into(),
             message: text.into(),
             detail: text.into(),
+            output: String::new(),
         }
     }
 

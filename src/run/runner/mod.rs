@@ -148,7 +148,10 @@ impl<'c> Runner<'c> {
         let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
             Ok(end) => end,
             Err(e) => {
-                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                self.log.emit(Event::TryOutputDone {
+                    attempt: t.attempt,
+                    output: t.io.take_tail(),
+                });
                 self.log
                     .emit(Event::Error(Failure::Internal(format!("{e:#}"))));
                 return ControlFlow::Break(ExitStatus::Usage);
@@ -162,7 +165,10 @@ impl<'c> Runner<'c> {
             TryEnd::Ended(ended) => (ended, None),
             TryEnd::NotStarted(outcome, detail) => (Ended::by_itself(outcome), Some(detail)),
             TryEnd::OutputFailed(ended) => {
-                self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+                self.log.emit(Event::TryOutputDone {
+                    attempt: t.attempt,
+                    output: t.io.take_tail(),
+                });
                 self.stopped_for_output(&t, ended);
                 return ControlFlow::Break(self.output_failed(&t.io));
             }
@@ -202,7 +208,10 @@ impl<'c> Runner<'c> {
         self.watch.stdio.deliver(&mut t.io, success, fails_anyway);
         let run_end = self.run_end();
         let drained = self.watch.drain(&mut self.log, &mut t.io, run_end);
-        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+        self.log.emit(Event::TryOutputDone {
+            attempt: t.attempt,
+            output: t.io.take_tail(),
+        });
         // A request matters only to the wait after a transient failure.
         let transient = matches!(verdict, Verdict::Transient(_));
         let mut report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
@@ -338,7 +347,10 @@ impl<'c> Runner<'c> {
         let _ = self
             .watch
             .drain(&mut self.log, &mut t.io, Some(Moment::now()));
-        self.log.emit(Event::TryOutputDone { attempt: t.attempt });
+        self.log.emit(Event::TryOutputDone {
+            attempt: t.attempt,
+            output: t.io.take_tail(),
+        });
         if let Some(ended) = ended {
             self.counts.ran += 1;
             self.last_ran = Some(ended.outcome);

@@ -5,13 +5,15 @@
 //!
 //! This module is what the runner calls: the plumbing of the run (`RunIo`) and of each try
 //! (`TryIo`), which passes each event on to the input side (`input`), the output side
-//! (`output`, with each stream and its matchers in `stream`), or the terminal (`pty`).
+//! (`output`, with each stream and its matchers in `stream`, and the tail `--junit` keeps in
+//! `tail`), or the terminal (`pty`).
 
 mod fds;
 mod input;
 mod output;
 mod pty;
 mod stream;
+mod tail;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -43,6 +45,7 @@ use self::pty::pseudo_terminal;
 pub(crate) use self::pty::window_size;
 pub use self::stream::OutputError;
 use self::stream::{Dest, Patterns, Stream, real_stream};
+use self::tail::Tail;
 
 /// True when two descriptors refer to the same file (as after `2>&1`).
 fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
@@ -67,6 +70,8 @@ pub struct RunIo {
     stderr_tty: bool,
     /// A problem worth a line in the log, not yet logged.
     warning: Option<String>,
+    /// `--junit`: the last bytes of each try's output are kept for its report.
+    keep_tail: bool,
     /// Under `--output-on-failure`, what the successful try's background processes may still
     /// write: handed off once what is held has been passed on.
     late: Option<TryIo>,
@@ -131,9 +136,16 @@ impl RunIo {
         let mut shared = None;
         let mut same_place =
             || *shared.get_or_insert_with(|| same_file(io::stdout().as_fd(), io::stderr().as_fd()));
+        // The report shows what each try wrote: its output passes through retry.
+        let keep_tail = config.junit.is_some();
         let layout = match config.output_on_failure {
             true => Layout::WithholdAll,
-            false => Layout::new(config.buffer_stdout, patterns.any(), relay, &mut same_place),
+            false => Layout::new(
+                config.buffer_stdout,
+                patterns.any() || keep_tail,
+                relay,
+                &mut same_place,
+            ),
         };
         if layout != Layout::Inherit {
             column::set_shared(same_place());
@@ -149,6 +161,7 @@ impl RunIo {
             stdout_tty: isatty(io::stdout()).unwrap_or(false),
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
+            keep_tail,
             late: None,
         })
     }
@@ -171,7 +184,10 @@ impl RunIo {
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
     pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
-        let mut io = TryIo::default();
+        let mut io = TryIo {
+            tail: self.keep_tail.then(Tail::default),
+            ..TryIo::default()
+        };
         let stdin = self.input.child_stdin(&mut io.feed, &mut self.warning)?;
         let (stdout, stderr) = self.child_output(&mut io)?;
         Ok((

@@ -12,6 +12,7 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::policy::{OutputMatch, Requests};
+use crate::report::event::OutputTail;
 use crate::run::dispositions::Dispositions;
 use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
@@ -19,6 +20,7 @@ use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
 use crate::run::stdio::input::Feed;
 use crate::run::stdio::pty::follow_window_size;
 use crate::run::stdio::stream::{Dest, OutputError, Read, Stream, real_stream};
+use crate::run::stdio::tail::Tail;
 use crate::run::withheld;
 
 /// The plumbing of one try: the feed of its input, its output streams, and what came of them.
@@ -33,9 +35,18 @@ pub struct TryIo {
     /// The waits the try's output asked for (`--delay-from-output`), from both of its streams
     /// in the order they were read.
     pub requests: Requests,
+    /// `--junit`: the last bytes of the try's output, both streams in the order read.
+    pub(super) tail: Option<Tail>,
     /// The try's output pipes after it ended, kept for what its background processes may still
     /// write: passed on after a success (`hand_off`), closed otherwise.
     pub(super) late: Vec<(OwnedFd, Dest)>,
+}
+
+impl TryIo {
+    /// `--junit`: the last bytes of the try's output, taken once.
+    pub fn take_tail(&mut self) -> Option<OutputTail> {
+        self.tail.take().map(Tail::finish)
+    }
 }
 
 /// Where the tries' output goes, for the whole run.
@@ -126,7 +137,10 @@ impl Outputs {
         i: usize,
         warning: &mut Option<String>,
     ) -> Read {
-        if let Some(read) = io.streams[i].splice_held() {
+        // Spliced output never passes through retry: not while its tail is kept.
+        if io.tail.is_none()
+            && let Some(read) = io.streams[i].splice_held()
+        {
             return read;
         }
         let s = &mut io.streams[i];
@@ -158,6 +172,9 @@ impl Outputs {
         }
         buf.truncate(n);
         s.watch.feed(&buf, &mut io.requests);
+        if let Some(tail) = &mut io.tail {
+            tail.feed(&buf);
+        }
         match s.dest {
             Dest::Buffer => {
                 buffer(&mut s.buffered, &buf, warning);
@@ -327,6 +344,9 @@ impl Outputs {
             left = left.saturating_sub(n);
             let data = &buf[..n];
             s.watch.feed(data, &mut io.requests);
+            if let Some(tail) = &mut io.tail {
+                tail.feed(data);
+            }
             match s.dest {
                 Dest::Buffer => buffer(&mut s.buffered, data, warning),
                 Dest::Record => {
