@@ -43,6 +43,11 @@ pub fn set_shared(shared: bool) {
     SHARED.store(shared, Ordering::Relaxed);
 }
 
+/// Whether standard output and error are one file.
+pub fn shared() -> bool {
+    SHARED.load(Ordering::Relaxed)
+}
+
 fn set_open(stream: Stream, open: bool) {
     OPEN[stream.index()].store(open, Ordering::Relaxed);
     if SHARED.load(Ordering::Relaxed) {
@@ -64,6 +69,18 @@ pub fn line_start(stream: Stream) -> &'static str {
     let other_open = SHARED.load(Ordering::Relaxed)
         && OPEN[stream.other().index()].swap(false, Ordering::Relaxed);
     if open || other_open { "\n" } else { "" }
+}
+
+/// What held output that a try wrote to its standard output, passed on now to `stream`, starts
+/// with: a line break when a line is left unfinished where it goes. On standard output, only
+/// when that is one file with standard error, whose line the try left open: the bytes of the
+/// try's standard output itself are never changed.
+pub fn held_start(stream: Stream) -> &'static str {
+    match stream {
+        Stream::Stderr => line_start(Stream::Stderr),
+        Stream::Stdout if SHARED.load(Ordering::Relaxed) => line_start(Stream::Stdout),
+        Stream::Stdout => "",
+    }
 }
 
 #[cfg(test)]

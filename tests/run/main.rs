@@ -22,6 +22,7 @@ mod flaky;
 mod herd;
 mod hooks_ci;
 mod junit;
+mod one_file;
 mod output;
 mod output_on_failure;
 mod process;

@@ -98,9 +98,19 @@ fn a_run_that_gives_up_prints_every_try_s_output_in_order_with_its_lines() {
         "retry: try 2/2 exited 3 after ",
         "retry: gave up after 2 tries in ",
     ];
+    // On one file, each try's output in the order it wrote it.
+    let in_order = [
+        "out 1",
+        "err 1",
+        "retry: try 1/2 exited 3 after ",
+        "out 2",
+        "err 2",
+        "retry: try 2/2 exited 3 after ",
+        "retry: gave up after 2 tries in ",
+    ];
     let (code, both) = merged(&args, &counted(0), &[]);
     assert_eq!(code, Some(3), "{both}");
-    assert_lines(&both, &lines);
+    assert_lines(&both, &in_order);
 
     // Apart, everything held goes to standard error: standard output is the successful try's
     // alone, as with --buffer-stdout.
@@ -126,11 +136,11 @@ fn flaky_fail_prints_everything_with_the_successful_output_in_its_place() {
     assert_lines(
         &both,
         &[
-            "err 1",
             "out 1",
+            "err 1",
             "retry: try 1/3 exited 3 after ",
-            "err 2",
             "out 2",
+            "err 2",
             "retry: try 2/3 succeeded after ",
             "retry: succeeded on try 2/3, but --flaky fail: exit 3",
         ],
@@ -169,12 +179,12 @@ fn under_github_a_late_success_prints_its_one_annotation_and_nothing_else() {
     assert_lines(
         &both,
         &[
-            "err 1",
             "out 1",
+            "err 1",
             "retry: try 1/2 exited 3 after ",
             "::group::retry: try 2/2",
-            "err 2",
             "out 2",
+            "err 2",
             "::endgroup::",
             "retry: try 2/2 exited 3 after ",
             "::error title=retry",
@@ -217,8 +227,8 @@ fn a_failed_try_s_stdout_does_not_join_a_line_its_stderr_left_unfinished() {
     assert_lines(
         &both,
         &[
-            "err, no line break",
             "out",
+            "err, no line break",
             "retry: try 1/1 exited 3 after ",
             "retry: gave up after 1 try in ",
         ],
@@ -233,10 +243,10 @@ fn quiet_and_verbose_still_shape_retry_s_own_lines() {
     assert_lines(
         &both,
         &[
-            "err 1",
             "out 1",
-            "err 2",
+            "err 1",
             "out 2",
+            "err 2",
             "retry: gave up after 2 tries",
         ],
     );
@@ -275,12 +285,12 @@ fn the_hooks_output_is_held_with_the_rest() {
     assert_lines(
         &both,
         &[
-            "err 1",
             "out 1",
+            "err 1",
             "retry: try 1/2 exited 3 after ",
             "hook after 1",
-            "err 2",
             "out 2",
+            "err 2",
             "retry: try 2/2 exited 3 after ",
             "retry: gave up after 2 tries in ",
             "giving up",

@@ -72,6 +72,9 @@ pub struct RunIo {
     warning: Option<String>,
     /// `--junit`: the last bytes of each try's output are kept for its report.
     keep_tail: bool,
+    /// `--output-on-failure` with standard output and error one file: a try's standard output
+    /// is held with the rest of the run's output as it comes, in order with its standard error.
+    withhold_stdout_in_order: bool,
     /// Under `--output-on-failure`, what the successful try's background processes may still
     /// write: handed off once what is held has been passed on.
     late: Option<TryIo>,
@@ -108,8 +111,10 @@ impl Layout {
         same_place: impl FnOnce() -> bool,
     ) -> Layout {
         match (buffer_stdout, watching, relay) {
+            // On one file with standard output, standard error passes through retry too, so
+            // that the held output starts on a line of its own after a line it left open.
             (true, watching, relay) => Layout::Buffer {
-                watch_stderr: watching || relay,
+                watch_stderr: watching || relay || same_place(),
             },
             (false, false, false) => Layout::Inherit,
             (false, _, _) if same_place() => Layout::Shared,
@@ -150,8 +155,9 @@ impl RunIo {
         if layout != Layout::Inherit {
             column::set_shared(same_place());
         }
+        let in_order = layout == Layout::WithholdAll && same_place();
         if layout == Layout::WithholdAll {
-            withheld::begin(same_place());
+            withheld::begin(in_order);
         }
         Ok(RunIo {
             input,
@@ -162,6 +168,7 @@ impl RunIo {
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
             keep_tail,
+            withhold_stdout_in_order: in_order,
             late: None,
         })
     }
@@ -186,6 +193,7 @@ impl RunIo {
     pub fn start_try(&mut self) -> anyhow::Result<(ChildStdio, TryIo)> {
         let mut io = TryIo {
             tail: self.keep_tail.then(Tail::default),
+            withhold_stdout: self.withhold_stdout_in_order,
             ..TryIo::default()
         };
         let stdin = self.input.child_stdin(&mut io.feed, &mut self.warning)?;
@@ -396,14 +404,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_looks_at_the_place_only_when_watching_without_holding() {
+    fn layout_looks_at_the_place_only_when_it_matters() {
         let never = || -> bool { panic!("same_place looked at") };
         assert_eq!(Layout::new(false, false, false, never), Layout::Inherit);
+        // Held standard output with standard error on another file: stderr goes straight.
         assert_eq!(
-            Layout::new(true, false, false, never),
+            Layout::new(true, false, false, || false),
             Layout::Buffer {
                 watch_stderr: false
             }
+        );
+        // On one file, stderr passes through retry, which then knows where its line stands.
+        assert_eq!(
+            Layout::new(true, false, false, || true),
+            Layout::Buffer { watch_stderr: true }
         );
         assert_eq!(
             Layout::new(true, true, false, never),

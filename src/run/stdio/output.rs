@@ -12,6 +12,7 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::policy::{OutputMatch, Requests};
+use crate::report::column;
 use crate::report::event::OutputTail;
 use crate::run::dispositions::Dispositions;
 use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
@@ -37,6 +38,9 @@ pub struct TryIo {
     pub requests: Requests,
     /// `--junit`: the last bytes of the try's output, both streams in the order read.
     pub(super) tail: Option<Tail>,
+    /// `--output-on-failure` on one file: held standard output also goes into what the run
+    /// holds as it is read, in its place among the standard error (docs/output.md#output-on-failure).
+    pub(super) withhold_stdout: bool,
     /// The try's output pipes after it ended, kept for what its background processes may still
     /// write: passed on after a success (`hand_off`), closed otherwise.
     pub(super) late: Vec<(OwnedFd, Dest)>,
@@ -139,6 +143,7 @@ impl Outputs {
     ) -> Read {
         // Spliced output never passes through retry: not while its tail is kept.
         if io.tail.is_none()
+            && !io.withhold_stdout
             && let Some(read) = io.streams[i].splice_held()
         {
             return read;
@@ -178,6 +183,9 @@ impl Outputs {
         match s.dest {
             Dest::Buffer => {
                 buffer(&mut s.buffered, &buf, warning);
+                if io.withhold_stdout {
+                    withheld::withhold(&buf);
+                }
                 self.scratch = buf;
             }
             Dest::Record => {
@@ -204,6 +212,18 @@ impl Outputs {
 
     /// Writes what the stream has pending, as far as its destination takes it now.
     pub(super) fn flush_stream(&mut self, io: &mut TryIo, i: usize) {
+        // On one file, held output goes out after what the try's other stream passes on as it
+        // comes has gone: that came first.
+        let live_first = io.streams[i].delivering.is_some()
+            && column::shared()
+            && io
+                .streams
+                .iter()
+                .enumerate()
+                .any(|(j, t)| j != i && t.delivering.is_none() && t.written < t.pending.len());
+        if live_first {
+            return;
+        }
         let s = &mut io.streams[i];
         let Some(dest) = s.outgoing() else { return };
         if s.written >= s.pending.len() {
@@ -239,6 +259,19 @@ impl Outputs {
         let Some((_, pos)) = &mut s.delivering else {
             return Ok(false);
         };
+        // Held output starts on a line of its own where a line was left open: after a line of
+        // the try's standard error, on one file.
+        if *pos == 0 && s.pending.len() <= s.written && !s.buffered.is_empty() {
+            let start = match dest {
+                Dest::Stdout => column::held_start(column::Stream::Stdout),
+                _ => column::held_start(column::Stream::Stderr),
+            };
+            if !start.is_empty() {
+                s.pending = start.as_bytes().to_vec();
+                s.written = 0;
+                return Ok(true);
+            }
+        }
         // The part held in memory is written from where it is, not copied to `pending` first.
         if let Some(part) = s.buffered.memory_part(*pos) {
             let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
@@ -348,7 +381,12 @@ impl Outputs {
                 tail.feed(data);
             }
             match s.dest {
-                Dest::Buffer => buffer(&mut s.buffered, data, warning),
+                Dest::Buffer => {
+                    buffer(&mut s.buffered, data, warning);
+                    if io.withhold_stdout {
+                        withheld::withhold(data);
+                    }
+                }
                 Dest::Record => {
                     withheld::withhold(data);
                 }
@@ -415,6 +453,10 @@ impl Outputs {
     pub(super) fn hold_for_the_run(&mut self, io: &mut TryIo, as_stdout: bool) {
         for s in io.streams.iter_mut().filter(|s| s.dest == Dest::Buffer) {
             let spool = std::mem::take(&mut s.buffered);
+            // Already held as it came, in its place.
+            if io.withhold_stdout {
+                continue;
+            }
             match as_stdout {
                 true => withheld::withhold_stdout(spool),
                 false => withheld::withhold_copy(&spool),
