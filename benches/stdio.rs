@@ -1,8 +1,10 @@
 //! Throughput of standard input replay and of output matching against plain `cat`, and of
 //! `--buffer-stdout` against a sponge (the same stream written to a temporary file, then copied
-//! out), side by side in one run, and retry's peak memory for a 1 GiB input.
+//! out), side by side in one run, and retry's peak memory for a 1 GiB input (another size in MiB
+//! with `RETRY_BENCH_MIB`).
 //!
 //!     cargo bench --bench stdio
+//!     RETRY_BENCH_MIB=256 cargo bench --bench stdio
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -11,7 +13,15 @@ use std::time::Instant;
 use nix::libc;
 
 const RETRY: &str = env!("CARGO_BIN_EXE_retry");
-const SIZE: usize = 1 << 30;
+
+/// The bytes piped through each command: `RETRY_BENCH_MIB` MiB, 1 GiB by default.
+fn size() -> usize {
+    std::env::var("RETRY_BENCH_MIB")
+        .ok()
+        .and_then(|m| m.parse::<usize>().ok())
+        .unwrap_or(1024)
+        << 20
+}
 
 /// Pipes `SIZE` bytes through `argv` (stdin and stdout both pipes, as in a shell pipeline);
 /// returns MB/s and the command's peak RSS in KiB.
@@ -32,7 +42,7 @@ fn through(argv: &[&str]) -> (f64, u64) {
         let chunk: Vec<u8> = (0..1 << 20)
             .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
-        for _ in 0..SIZE / chunk.len() {
+        for _ in 0..size() / chunk.len() {
             if stdin.write_all(&chunk).is_err() {
                 break;
             }
@@ -63,19 +73,22 @@ fn through(argv: &[&str]) -> (f64, u64) {
     let mut status = 0;
     unsafe { libc::waitpid(child.id() as i32, &mut status, 0) };
     let secs = started.elapsed().as_secs_f64();
-    assert_eq!(total, SIZE, "{argv:?} lost bytes");
-    (SIZE as f64 / secs / 1e6, hwm)
+    assert_eq!(total, size(), "{argv:?} lost bytes");
+    (size() as f64 / secs / 1e6, hwm)
 }
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("1 GiB through each command, stdin and stdout pipes, best of 3 interleaved rounds:");
+    println!(
+        "{} MiB through each command, stdin and stdout pipes, best of 3 interleaved rounds:",
+        size() >> 20
+    );
     // Holding output costs a write and a read: what a shell does with a temporary file is the
     // figure to hold `--buffer-stdout` against.
     let sponge = r#"t=$(mktemp) && cat > "$t" && cat "$t"; rm -f "$t""#;
-    let cases: [(&str, Vec<&str>); 5] = [
+    let cases: [(&str, Vec<&str>); 7] = [
         ("cat", vec!["cat"]),
         ("sponge (cat > $t; cat $t)", vec!["sh", "-c", sponge]),
         ("retry -- cat (stdin replay)", vec![RETRY, "--", "cat"]),
@@ -94,6 +107,15 @@ fn main() {
         (
             "retry --buffer-stdout",
             vec![RETRY, "--stdin", "inherit", "--buffer-stdout", "--", "cat"],
+        ),
+        // As users type it: standard input recorded for another try too.
+        (
+            "retry --buffer-stdout, stdin recorded",
+            vec![RETRY, "--buffer-stdout", "--", "cat"],
+        ),
+        (
+            "retry --output-on-failure, stdin recorded",
+            vec![RETRY, "--output-on-failure", "--", "cat"],
         ),
     ];
     // Rounds interleave the cases, so that a load that comes and goes on a shared machine
@@ -115,7 +137,6 @@ fn main() {
             .find(|(n, _)| n.contains(name))
             .map_or(0.0, |(_, (rate, _))| *rate)
     };
-    let ratio = held("--buffer-stdout") / held("sponge");
     for (name, (rate, rss)) in &results {
         println!(
             "  {name:<40} {rate:>7.0} MB/s  {:>5.0}% of cat   peak RSS {:>6} KiB (VmHWM)",
@@ -123,8 +144,14 @@ fn main() {
             rss
         );
     }
-    println!(
-        "  --buffer-stdout / sponge: {:.0}%   (target: 90% or more)",
-        ratio * 100.0
-    );
+    for (name, (rate, rss)) in results
+        .iter()
+        .filter(|(n, _)| n.starts_with("retry --buffer") || n.starts_with("retry --output"))
+    {
+        println!(
+            "  {name} / sponge: {:.0}%   (target: 90% or more); peak RSS {:.1} MiB (target: at most 72)",
+            rate / held("sponge") * 100.0,
+            *rss as f64 / 1024.0
+        );
+    }
 }

@@ -524,7 +524,7 @@ auto: a terminal is inherited, a regular file is read again by every try from th
             IO,
             "Hold each try's standard output; only the successful try's reaches stdout, once
 
-A failed try's output goes to standard error instead. Output past 64 MiB is held in a temporary \
+A failed try's output goes to standard error instead. Output past 32 MiB is held in a temporary \
             file.",
         ),
         flag(

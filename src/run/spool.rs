@@ -7,8 +7,9 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-/// How much a spool keeps in memory before it spills to a temporary file.
-pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
+/// How much a spool keeps in memory before it spills to a temporary file: a run that records its
+/// standard input and holds a try's output at once keeps two, 64 MiB in all (BENCHMARKS.md).
+pub const MEMORY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// The most copied at once from one spool into another.
 const COPY_CHUNK: usize = 256 * 1024;

@@ -25,7 +25,7 @@ use crate::run::stdio::fds::{CHUNK, Token, pipe_size_within, set_pipe_size, unre
 /// The most recorded input held in memory when no temporary file can be written. Past it,
 /// recording stops: the try that is reading still gets every byte, passed through, but no
 /// further try can get the same input (docs/stdin.md#standard-input).
-const INPUT_MEMORY_CAP: usize = 2 * crate::run::spool::MEMORY_LIMIT;
+const INPUT_MEMORY_CAP: usize = 128 * 1024 * 1024;
 
 /// What the tries get as standard input, chosen once for the run.
 #[derive(Debug)]
