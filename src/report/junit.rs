@@ -228,8 +228,14 @@ impl Junit {
         run_case(facts, end.elapsed, CaseEnd::Failed { failure, reruns })
     }
 
-    /// The case that `retry`'s own failure `f` ends: the run's, or in a repeat the try's.
-    fn error(&self, facts: &RunFacts, f: &Failure, elapsed: Duration) -> Case {
+    /// The case that `retry`'s own failure `f` ends: the run's, or in a repeat the try's. In a
+    /// repeat, the error of a try whose end was already counted (its output could not all be
+    /// written after it ended) is that try's case, in place of the one its end made.
+    fn error(&mut self, facts: &RunFacts, f: &Failure, elapsed: Duration) -> Case {
+        let name = try_name(facts, self.attempt);
+        if facts.repeat.is_some() && self.cases.list.last().is_some_and(|c| c.name == name) {
+            self.cases.list.pop();
+        }
         let text = failure_text(f);
         let error = Problem {
             kind: "error".into(),

@@ -837,3 +837,27 @@ fn a_repeat_of_a_long_command_line_keeps_its_report_and_memory_bounded() {
         assert!(failure.text.ends_with("failed\n"), "{}", failure.text);
     }
 }
+
+#[test]
+fn a_try_of_a_repeat_whose_output_cannot_be_written_is_one_case_however_late_the_error_comes() {
+    let dir = common::temp_dir("junit-full");
+    // The error may come before the try's end or after it: either way one case, an error.
+    for _ in 0..40 {
+        let out = common::retry_std()
+            .current_dir(&dir)
+            .args(["--junit", "report.xml", "--repeat", "1", "--", "sh", "-c"])
+            .arg("echo out; echo err >&2")
+            .stdout(
+                std::fs::File::options()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        let root = report(&dir.join("report.xml"));
+        let case = only_case(&root);
+        assert_eq!(case.child_names(), ["error"], "{root:?}");
+    }
+}
