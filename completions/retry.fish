@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --color --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
+    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -85,6 +85,12 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l label -x -d 'Name 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l junit -r -F -d 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\\t always\\t never\\t' -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l only -x -d 'With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l only-label -x -d 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l all -d 'With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l forget -r -F -d 'Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l prune -r -F -d 'Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l older-than -x -d 'With --prune, the age past which pending dead letters and history runs are dropped (30d)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l flaky -x -a 'pass\\t warn\\t fail\\t' -d 'What a run that succeeded only after a failed try exits with: pass, warn or fail'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l repeat -x -d 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l keep-going -d 'With --repeat, run all N tries whatever fails, and report the failure rate'

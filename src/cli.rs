@@ -53,6 +53,12 @@ pub mod id {
     pub const ON_GIVE_UP: &str = "on-give-up";
     pub const DEAD_LETTER: &str = "dead-letter";
     pub const REPLAY: &str = "replay";
+    pub const ONLY: &str = "only";
+    pub const ONLY_LABEL: &str = "only-label";
+    pub const ALL: &str = "all";
+    pub const FORGET: &str = "forget";
+    pub const PRUNE: &str = "prune";
+    pub const OLDER_THAN: &str = "older-than";
     pub const QUIET: &str = "quiet";
     pub const VERBOSE: &str = "verbose";
     pub const LOG_FORMAT: &str = "log-format";
@@ -158,6 +164,8 @@ pub struct Cli {
     pub dry_run: bool,
     pub dead_letter: Option<PathBuf>,
     pub replay: Option<PathBuf>,
+    /// What `--replay`, `--forget` and `--prune` pick among the recorded runs.
+    pub records: RecordsArgs,
     pub simulate: SimulateArgs,
     pub flaky: FlakyArgs,
     pub command: Vec<OsString>,
@@ -235,6 +243,7 @@ pub fn command() -> Command {
         // wrapper's defaults stay overridable (`alias retry='retry -n 5'`, then `retry -n 2`).
         .args_override_self(true)
         .args(options())
+        .args(record_options())
         .args(flaky_options())
         .args(simulate_options());
     if !TEXTS.get() {
@@ -750,6 +759,7 @@ impl Cli {
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),
             replay: one(m, id::REPLAY),
+            records: RecordsArgs::from_matches(m),
             simulate,
             flaky,
             command: m
@@ -877,6 +887,106 @@ const NOT_WITH_STATS: [&str; 34] = [
     id::ON_GIVE_UP,
     id::LOG_FILE,
 ];
+
+/// The options that manage the runs a dead-letter file keeps (docs/dead-letters.md#picking-forgetting-pruning).
+#[derive(Debug, Default)]
+pub struct RecordsArgs {
+    /// `--only`: run ids, or unique prefixes of them, in the order given.
+    pub only: Vec<String>,
+    pub only_label: Option<String>,
+    pub all: bool,
+    pub forget: Option<PathBuf>,
+    pub prune: Option<PathBuf>,
+    pub older_than: Option<Duration>,
+}
+
+impl RecordsArgs {
+    fn from_matches(m: &mut ArgMatches) -> RecordsArgs {
+        RecordsArgs {
+            only: m
+                .remove_many::<String>(id::ONLY)
+                .map(Iterator::collect)
+                .unwrap_or_default(),
+            only_label: one(m, id::ONLY_LABEL),
+            all: m.get_flag(id::ALL),
+            forget: one(m, id::FORGET),
+            prune: one(m, id::PRUNE),
+            older_than: one(m, id::OLDER_THAN),
+        }
+    }
+}
+
+fn record_options() -> Vec<Arg> {
+    vec![
+        option(
+            id::ONLY,
+            "ID",
+            UNATTENDED,
+            "With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again
+
+An id that names no pending run, or more than one, is an error (125) before anything runs. A \
+            second --only adds to the first.",
+        )
+        .value_parser(ValueParser::string())
+        .action(ArgAction::Append)
+        .requires(id::REPLAY),
+        option(
+            id::ONLY_LABEL,
+            "GLOB",
+            UNATTENDED,
+            "With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)",
+        )
+        .value_parser(ValueParser::string())
+        .requires(id::REPLAY),
+        flag(
+            id::ALL,
+            UNATTENDED,
+            "With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state",
+        )
+        .requires(id::DRY_RUN),
+        option(
+            id::FORGET,
+            "FILE",
+            UNATTENDED,
+            "Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed
+
+retry --forget FILE ID... appends a forgotten line for each run named (an id, or a unique \
+            prefix of 8 or more characters); the word all forgets every pending run. A forgotten \
+            run is no longer pending, and is still listed by --replay FILE --dry-run --all until \
+            --prune drops it. It runs nothing; exit status 0, or 125 when an id names no pending \
+            run or more than one, and then nothing is forgotten.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .conflicts_with_all([id::REPLAY, id::DRY_RUN, id::SIMULATE, id::STATS, id::PRUNE, id::JUNIT])
+        .conflicts_with_all(NOT_WITH_STATS),
+        option(
+            id::PRUNE,
+            "FILE",
+            UNATTENDED,
+            "Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than
+
+Of a dead-letter file it drops the runs resolved or forgotten, and the pending ones that gave \
+            up longer ago than --older-than; of a history, the runs that ended longer ago than that. \
+            The file is written anew beside itself and renamed over it; runs that append meanwhile \
+            lose nothing, and wait for the prune only while it copies what they appended as it read. \
+            It prints what it dropped and kept, runs nothing, and exits 0, or 125 when the file \
+            cannot be read or written, a line of a dead-letter file is damaged, or a replay of it \
+            is running.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .requires(id::OLDER_THAN)
+        .conflicts_with_all([id::REPLAY, id::DRY_RUN, id::SIMULATE, id::STATS, id::JUNIT])
+        .conflicts_with_all(NOT_WITH_STATS),
+        option(
+            id::OLDER_THAN,
+            "DURATION",
+            UNATTENDED,
+            "With --prune, the age past which pending dead letters and history runs are dropped (30d)",
+        )
+        .value_parser(parse_duration)
+        .requires(id::PRUNE),
+    ]
+}
 
 fn flaky_options() -> Vec<Arg> {
     vec![

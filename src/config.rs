@@ -19,8 +19,10 @@ use crate::text::{Charset, printable, quote, unprintable};
 
 mod hint;
 mod junit;
+mod records;
 mod simulation;
 
+pub use records::Picks;
 pub use simulation::Simulation;
 
 /// A usage error: one line for the user, exit status 125.
@@ -66,7 +68,17 @@ pub enum Mode {
     Simulate(Simulation),
     /// `--replay FILE`: run the pending runs of a dead-letter file again
     /// (docs/dead-letters.md#dead-letters-and-replay); with `--dry-run`, list them and run nothing.
-    Replay { file: PathBuf, dry_run: bool },
+    Replay {
+        file: PathBuf,
+        dry_run: bool,
+        picks: Picks,
+    },
+    /// `--forget FILE ID...`: mark pending runs forgotten, and run nothing
+    /// (docs/dead-letters.md#picking-forgetting-pruning).
+    Forget { file: PathBuf, ids: Vec<String> },
+    /// `--prune FILE --older-than DURATION`: rewrite a record file without what is settled or
+    /// old (docs/dead-letters.md#pruning).
+    Prune { file: PathBuf, older_than: Duration },
     /// `--stats FILE`: summarise a history file (docs/flaky.md#history-and-statistics), counting
     /// only the runs of the last `since` when given.
     Stats {
@@ -297,6 +309,8 @@ fn suggestions(e: &clap::Error) -> String {
 impl Config {
     pub fn from_cli(mut cli: Cli, now: SystemTime, charset: Charset) -> Result<Config, UsageError> {
         check_command(&cli)?;
+        let records = records_mode(&cli);
+        let picks = Picks::of(&cli);
         let log = LogConfig::of(&mut cli);
         let repeat = repeat(&cli);
         let waits = wait_policy(&cli)?;
@@ -324,12 +338,15 @@ impl Config {
         if simulate.as_ref().is_some_and(|s| s.until_success) {
             policy.max_tries = None;
         }
-        let mode = Mode::chosen(
-            &cli.flaky,
-            cli.dry_run,
-            cli.replay.as_ref(),
-            simulate.as_ref(),
-        );
+        let mode = match records {
+            Some(mode) => mode,
+            None => Mode::chosen(
+                &cli.flaky,
+                cli.dry_run,
+                cli.replay.as_ref().map(|file| (file, picks)),
+                simulate.as_ref(),
+            ),
+        };
         Ok(Config {
             policy,
             signal: cli.signal,
@@ -380,7 +397,7 @@ impl Mode {
     fn chosen(
         flaky: &FlakyArgs,
         dry_run: bool,
-        replay: Option<&PathBuf>,
+        replay: Option<(&PathBuf, Picks)>,
         simulate: Option<&Simulation>,
     ) -> Mode {
         if let Some(file) = &flaky.stats {
@@ -390,15 +407,35 @@ impl Mode {
             };
         }
         match (replay, simulate) {
-            (Some(file), _) => Mode::Replay {
+            (Some((file, picks)), _) => Mode::Replay {
                 file: file.clone(),
                 dry_run,
+                picks,
             },
             (None, Some(simulation)) => Mode::Simulate(simulation.clone()),
             (None, None) if dry_run => Mode::DryRun,
             (None, None) => Mode::Run,
         }
     }
+}
+
+/// The mode of `--forget FILE ID...` or `--prune FILE`, when given.
+fn records_mode(cli: &Cli) -> Option<Mode> {
+    if let Some(file) = &cli.records.forget {
+        return Some(Mode::Forget {
+            file: file.clone(),
+            ids: cli
+                .command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect(),
+        });
+    }
+    let file = cli.records.prune.as_ref()?;
+    Some(Mode::Prune {
+        file: file.clone(),
+        older_than: cli.records.older_than.unwrap_or_default(),
+    })
 }
 
 /// The tries at most: `--tries`, 0 for no limit; a repeat's `N`, of which a try shows it is one
@@ -446,6 +483,8 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
             "--stats reads its FILE and runs nothing: it takes no command (see --help)".into(),
         ));
     }
+    records::no_url_as_a_path(cli).map_err(UsageError)?;
+    records::check_words(cli).map_err(UsageError)?;
     same_file_as_the_log(cli)?;
     same_record_file(cli)?;
     junit::same_file_as_another(cli).map_err(UsageError)?;
@@ -461,8 +500,12 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
                 .into(),
         ));
     }
-    let runs_nothing =
-        cli.dry_run || cli.replay.is_some() || cli.simulate.simulate || cli.flaky.stats.is_some();
+    let runs_nothing = cli.dry_run
+        || cli.replay.is_some()
+        || cli.simulate.simulate
+        || cli.flaky.stats.is_some()
+        || cli.records.forget.is_some()
+        || cli.records.prune.is_some();
     if cli.command.is_empty() && !runs_nothing {
         // Debian's retry and many programs print their version for -v; here it is --verbose.
         let hint = if cli.verbose {
@@ -587,6 +630,8 @@ fn same_file_as_the_log(cli: &Cli) -> Result<(), UsageError> {
         ("--replay", &cli.replay),
         ("--history", &cli.flaky.history),
         ("--stats", &cli.flaky.stats),
+        ("--forget", &cli.records.forget),
+        ("--prune", &cli.records.prune),
     ] {
         if let Some(path) = path.as_ref().filter(|p| same_file(log, p)) {
             return Err(UsageError(format!(
@@ -1017,16 +1062,41 @@ mod tests {
             mode(&["--replay", "f.jsonl"]),
             Mode::Replay {
                 file: file.clone(),
-                dry_run: false
+                dry_run: false,
+                picks: Picks::default(),
             }
         );
         assert_eq!(
             mode(&["--replay", "f.jsonl", "--dry-run"]),
             Mode::Replay {
                 file: file.clone(),
-                dry_run: true
+                dry_run: true,
+                picks: Picks::default(),
             }
         );
+        assert_eq!(
+            mode(&["--forget", "f.jsonl", "abcdefgh", "all"]),
+            Mode::Forget {
+                file: file.clone(),
+                ids: vec!["abcdefgh".into(), "all".into()],
+            }
+        );
+        assert_eq!(
+            mode(&["--prune", "f.jsonl", "--older-than", "7d"]),
+            Mode::Prune {
+                file: file.clone(),
+                older_than: Duration::from_secs(7 * 86400),
+            }
+        );
+        for args in [
+            &["--prune", "f.jsonl"][..],
+            &["--only", "abcdefgh", "x"][..],
+            &["--older-than", "1d", "x"][..],
+            &["--all", "--replay", "f.jsonl"][..],
+            &["--forget", "f.jsonl", "-n", "2", "all"][..],
+        ] {
+            assert!(config(args).is_err(), "{args:?}");
+        }
         let c = config(&["--simulate", "--clients", "7"]).unwrap();
         let Mode::Simulate(simulation) = &c.mode else {
             panic!("{:?}", c.mode);

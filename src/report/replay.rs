@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::report::json::Obj;
 use crate::report::printable;
-use crate::store::deadletter::Pending;
+use crate::store::deadletter::{Pending, State};
 use crate::text::{self, Charset};
 
 /// `'/path/to/file'`, as the lines show the dead-letter file.
@@ -53,20 +53,28 @@ pub fn pending_list(
                 .num("exit_code", r.exit_code)
                 .num("tries", r.tries)
                 .num("attempts", p.attempts)
+                .str("state", p.state.word())
                 .words("command", r.command.iter().map(OsString::as_os_str));
             writeln!(out, "{}", obj.finish())?;
         }
         return Ok(());
     }
     let file = shown(file, charset);
-    match pending.len() {
+    let settled = pending.iter().any(|p| p.state != State::Pending);
+    let waiting = pending.iter().filter(|p| p.state == State::Pending).count();
+    match waiting {
         0 => writeln!(out, "nothing pending in {file}")?,
         1 => writeln!(out, "1 run pending in {file}:")?,
         n => writeln!(out, "{n} runs pending in {file}:")?,
     }
     for p in pending {
+        // With --all, the runs settled are listed too, each marked with its state.
+        let state = match (settled, p.state) {
+            (false, _) => String::new(),
+            (true, state) => format!("{:<9}  ", state.word()),
+        };
         let line = format!(
-            "{}  {}  {}  {}",
+            "{state}{}  {}  {}  {}",
             p.record.id,
             p.record.ts,
             gave_up(p),
@@ -75,6 +83,86 @@ pub fn pending_list(
         writeln!(out, "{}", printable(&line))?;
     }
     Ok(())
+}
+
+/// What `--forget` did: `forgot 2 runs of 'FILE'; 3 still pending`, or with `json` one object.
+pub fn forgot(
+    file: &Path,
+    forgotten: &[String],
+    left: usize,
+    json: bool,
+    charset: Charset,
+) -> String {
+    if json {
+        return Obj::new()
+            .str("event", "forgotten")
+            .str("file", &file.to_string_lossy())
+            .num("forgotten", forgotten.len() as u64)
+            .num("pending", left as u64)
+            .words("ids", forgotten.iter().map(std::ffi::OsStr::new))
+            .finish();
+    }
+    let runs = |n: usize| match n {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    format!(
+        "forgot {} of {}; {} still pending",
+        runs(forgotten.len()),
+        shown(file, charset),
+        left
+    )
+}
+
+/// What `--prune` did: what it dropped and kept, or with `json` one object.
+pub fn pruned(
+    file: &Path,
+    p: &crate::store::prune::Pruned,
+    json: bool,
+    charset: Charset,
+) -> String {
+    use crate::store::prune::Kind;
+    let what = match p.kind {
+        Kind::DeadLetters => "dead_letters",
+        Kind::History => "history",
+        Kind::Empty => "empty",
+    };
+    if json {
+        return Obj::new()
+            .str("event", "pruned")
+            .str("file", &file.to_string_lossy())
+            .str("kind", what)
+            .num("resolved", p.resolved)
+            .num("forgotten", p.forgotten)
+            .num("old", p.old)
+            .num("kept", p.kept)
+            .num("kept_unread", p.kept_unread)
+            .num("cut_short", p.cut_short)
+            .num("appended_meanwhile", p.appended)
+            .finish();
+    }
+    let file = shown(file, charset);
+    let mut text = match p.kind {
+        Kind::Empty => return format!("pruned {file}: it is empty"),
+        Kind::DeadLetters => format!(
+            "pruned {file}: dropped {} resolved, {} forgotten and {} pending that gave up before the limit; kept {} pending",
+            p.resolved, p.forgotten, p.old, p.kept
+        ),
+        Kind::History => format!(
+            "pruned {file}: dropped {} runs that ended before the limit; kept {}",
+            p.old, p.kept
+        ),
+    };
+    if p.kept_unread > 0 {
+        text += &format!(
+            ", and {} lines it could not read, as they were",
+            p.kept_unread
+        );
+    }
+    if p.cut_short > 0 {
+        text += &format!("; dropped {} lines cut short", p.cut_short);
+    }
+    text
 }
 
 /// Why a dead-letter file cannot be replayed, as a value: `words::replay_refusal` words it,
@@ -99,6 +187,8 @@ pub enum ReplayRefusal {
         line: usize,
         why: String,
     },
+    /// `--only` names no pending run of `file`, or more than one: why.
+    Unpicked { file: PathBuf, why: String },
     /// The options of the run on line `line`, merged with those given now, cannot be
     /// replayed.
     Options {

@@ -80,6 +80,9 @@ pub fn replay_refusal(refusal: &ReplayRefusal) -> String {
         ReplayRefusal::Damaged { file, line, why } => {
             format!("'{}' line {line}: {why}", file.display())
         }
+        ReplayRefusal::Unpicked { file, why } => {
+            format!("--only: {}, in '{}'", printable(why), shown(file))
+        }
         ReplayRefusal::Options {
             file,
             line,

@@ -9,6 +9,7 @@ pub mod envfile;
 pub mod process;
 pub mod random;
 pub mod rawsig;
+pub mod records;
 pub mod replay;
 pub mod runner;
 pub mod setup;
@@ -64,6 +65,8 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     match &config.mode {
         Mode::Replay { file, .. } => replay::replay(&args, &config, file),
         Mode::Stats { file, since } => stats(&config, file, *since),
+        Mode::Forget { file, ids } => records::forget(&config, file, ids),
+        Mode::Prune { file, older_than } => records::prune(&config, file, *older_than),
         Mode::Simulate(sim) => simulate(&config, sim, seed()),
         Mode::DryRun => dry_run(&config, seed()),
         Mode::Run => real_run(&config, &args, seed(), start, wall_start),

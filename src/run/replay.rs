@@ -145,7 +145,8 @@ fn prepare(
     file: &Path,
     held: Option<&File>,
 ) -> Result<(Vec<Run>, Vec<Warning>), ReplayRefusal> {
-    let Listing { pending, cut_short } = load(file, held)?;
+    let Listing { pending, cut_short } = load(file, held, config)?;
+    let pending = picked(file, pending, config)?;
     let cut_short = cut_short
         .iter()
         .map(|&line| Warning::LineCutShort {
@@ -153,7 +154,8 @@ fn prepare(
             line,
         })
         .collect();
-    let now = crate::argv::option_words(args, &["replay", "dry-run"]);
+    // What picks the runs, and the mode, are the replay's own: the runs it replays get the rest.
+    let now = crate::argv::option_words(args, &["replay", "dry-run", "only", "only-label", "all"]);
     // A --log-file given now names a file from here, not from each run's directory.
     let log_file = config.log.file.as_deref().map(absolute);
     let runs = pending
@@ -165,9 +167,10 @@ fn prepare(
 
 /// What `file` holds (the replay holding it as `held`), or the one line that says why it
 /// cannot be replayed.
-fn load(file: &Path, held: Option<&File>) -> Result<Listing, ReplayRefusal> {
+fn load(file: &Path, held: Option<&File>, config: &Config) -> Result<Listing, ReplayRefusal> {
     let file = file.to_path_buf();
-    match deadletter::read(&file, held, record::LOCK_WAIT) {
+    let all = matches!(&config.mode, Mode::Replay { picks, .. } if picks.all);
+    match deadletter::read_listing(&file, held, record::LOCK_WAIT, all) {
         // No run has given up since the file was named: nothing is pending.
         Err(ReadError::Io(e)) if not_yet_made(&file, &e) => {
             return Ok(Listing::default());
@@ -185,6 +188,54 @@ fn load(file: &Path, held: Option<&File>) -> Result<Listing, ReplayRefusal> {
             why: d.why.to_string(),
         },
     })
+}
+
+/// The runs of `listed` that `--only` and `--only-label` pick, in the order recorded: all of
+/// them when neither is given. An `--only` that names no pending run, or more than one, is
+/// the refusal, before anything runs.
+fn picked(
+    file: &Path,
+    listed: Vec<Pending>,
+    config: &Config,
+) -> Result<Vec<Pending>, ReplayRefusal> {
+    let Mode::Replay { picks, .. } = &config.mode else {
+        return Ok(listed);
+    };
+    if picks.everything() {
+        return Ok(listed);
+    }
+    // Ids are picked among the pending runs only: a run resolved or forgotten is no replay's.
+    let ids = || {
+        listed
+            .iter()
+            .filter(|p| p.state == deadletter::State::Pending)
+            .map(|p| p.record.id.as_str())
+    };
+    let mut named = vec![false; listed.len()];
+    for word in &picks.only {
+        let k = crate::store::pick::one(word, ids()).map_err(|e| ReplayRefusal::Unpicked {
+            file: file.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        let id = ids().nth(k).map(str::to_string);
+        if let Some(at) = listed
+            .iter()
+            .position(|p| Some(&p.record.id) == id.as_ref())
+        {
+            named[at] = true;
+        }
+    }
+    let by_label = |p: &Pending| match (&picks.only_label, &p.record.label) {
+        (None, _) => true,
+        (Some(glob), Some(label)) => crate::store::pick::glob(glob, label),
+        (Some(_), None) => false,
+    };
+    Ok(listed
+        .into_iter()
+        .zip(named)
+        .filter(|(p, named)| (picks.only.is_empty() || *named) && by_label(p))
+        .map(|(p, _)| p)
+        .collect())
 }
 
 /// `--replay FILE --dry-run`: lists the pending runs on stdout, and runs nothing. It exits 0

@@ -12,11 +12,12 @@
 //!   "command":[..],"options":[..],"exit_code":..,"reason":..,"tries":..,"duration_ms":..}`;
 //! - a replay of it that succeeded: `{"event":"resolved","id":..,"ts":..,"tries":..}`;
 //! - a replay of it that did not: `{"event":"attempt","id":..,"ts":..,"reason":..}`, with the
-//!   `exit_code` and `tries` of the replayed run, or the `error` that kept it from running.
+//!   `exit_code` and `tries` of the replayed run, or the `error` that kept it from running;
+//! - an operator's `--forget` of it: `{"event":"forgotten","id":..,"ts":..}`.
 //!
 //! A word (`cwd`, each word of `command` and `options`) is a JSON string when it is UTF-8, and
 //! otherwise `{"base64":"..."}`, its bytes in standard base64, as in the JSON log: every byte
-//! comes back as it was. A run is pending until a `resolved` line names its id.
+//! comes back as it was. A run is pending until a `resolved` or `forgotten` line names its id.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -159,7 +160,38 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
     .finish()
 }
 
-/// A run that no `resolved` line has named yet.
+/// The line an operator's `--forget` appends for the run `id`: never replayed, no longer pending.
+pub fn forgotten_line(id: &str) -> String {
+    Obj::new()
+        .str("event", "forgotten")
+        .str("id", id)
+        .str("ts", &ts(SystemTime::now()))
+        .finish()
+}
+
+/// Where a recorded run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// No later line settled it: a replay runs it.
+    Pending,
+    /// A replay of it succeeded.
+    Resolved,
+    /// An operator forgot it.
+    Forgotten,
+}
+
+impl State {
+    pub fn word(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Resolved => "resolved",
+            State::Forgotten => "forgotten",
+        }
+    }
+}
+
+/// A recorded run: one that no `resolved` or `forgotten` line has named yet, unless the listing
+/// was asked for every run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
     /// The line of its record, from 1.
@@ -167,6 +199,7 @@ pub struct Pending {
     pub record: Record,
     /// How many replays of it failed.
     pub attempts: u64,
+    pub state: State,
 }
 
 /// A line that is not one that `retry` writes: its number (from 1) and what is wrong.
@@ -214,6 +247,7 @@ enum Line<'a> {
     Record(Record),
     Resolved(String),
     Attempt(String),
+    Forgotten(String),
 }
 
 /// The pending runs of a dead-letter file's contents, in the order they were recorded.
@@ -234,12 +268,13 @@ pub fn pending(contents: &[u8]) -> Result<Listing, Damaged> {
 /// whose write did not finish) is skipped and named in `cut_short`; any other line that is not
 /// one `retry` writes is an error, never skipped, and so is a line over [`MAX_LINE`] bytes.
 pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
-    pending_sized(input, 0)
+    pending_sized(input, 0, false)
 }
 
 /// [`pending_from`] for input of about `size` bytes: room for its runs is made at once rather
 /// than grown (a file of many runs spent a tenth of its reading growing the table of ids).
-fn pending_sized(input: impl BufRead, size: u64) -> Result<Listing, ReadError> {
+/// With `all`, the runs resolved or forgotten are listed too, each with its state.
+fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, ReadError> {
     // A record and its `resolved` line take about 400 bytes as `retry` writes them; a guess
     // too small only grows the table as before.
     let mut runs = Runs::with_room(usize::try_from(size / 512).unwrap_or(0));
@@ -263,7 +298,7 @@ fn pending_sized(input: impl BufRead, size: u64) -> Result<Listing, ReadError> {
         }
     }
     Ok(Listing {
-        pending: runs.pending(),
+        pending: runs.listed(all),
         cut_short,
     })
 }
@@ -294,7 +329,7 @@ struct Run {
     line: usize,
     record: Kept,
     attempts: u64,
-    resolved: bool,
+    state: State,
 }
 
 /// A run's record: most are lines that `retry` wrote, kept as their text and read into a
@@ -336,9 +371,11 @@ impl Runs {
             Line::Record(record) => (record.id.clone(), Kept::Read(Box::new(record))),
             // A line about a run recorded nowhere above (the file was edited) changes nothing.
             Line::Resolved(id) => {
-                if let Some(&k) = self.by_id.get(&id) {
-                    self.runs[k].resolved = true;
-                }
+                self.settle(&id, State::Resolved);
+                return Ok(());
+            }
+            Line::Forgotten(id) => {
+                self.settle(&id, State::Forgotten);
                 return Ok(());
             }
             Line::Attempt(id) => {
@@ -357,17 +394,28 @@ impl Runs {
             line,
             record,
             attempts: 0,
-            resolved: false,
+            state: State::Pending,
         });
         Ok(())
     }
 
-    /// The runs not resolved, in the order they were recorded.
-    fn pending(self) -> Vec<Pending> {
+    /// The run `id` is settled as `state`, if it is still pending: a run resolved and then
+    /// forgotten (or the other way round) stays as it was first settled.
+    fn settle(&mut self, id: &str, state: State) {
+        if let Some(&k) = self.by_id.get(id) {
+            let run = &mut self.runs[k];
+            if run.state == State::Pending {
+                run.state = state;
+            }
+        }
+    }
+
+    /// The runs still pending (with `all`, every run), in the order they were recorded.
+    fn listed(self, all: bool) -> Vec<Pending> {
         let texts = self.texts;
         self.runs
             .into_iter()
-            .filter(|run| !run.resolved)
+            .filter(|run| all || run.state == State::Pending)
             .map(|run| Pending {
                 line: run.line,
                 record: match run.record {
@@ -377,6 +425,7 @@ impl Runs {
                         .record(),
                 },
                 attempts: run.attempts,
+                state: run.state,
             })
             .collect()
     }
@@ -418,6 +467,7 @@ fn read_value(value: &Value) -> Result<Line<'static>, String> {
         "dead_letter" => read_record(value, id()?).map(Line::Record),
         "resolved" => Ok(Line::Resolved(id()?)),
         "attempt" => Ok(Line::Attempt(id()?)),
+        "forgotten" => Ok(Line::Forgotten(id()?)),
         other => Err(format!("unknown event \"{other}\"")),
     }
 }
@@ -527,6 +577,16 @@ pub fn hold_for_replay(path: &Path) -> Result<File, Hold> {
 /// waited for at most `wait`; a file over [`MAX_FILE`] is refused unread. With `held` (the
 /// file a replay holds), the file read must be that one.
 pub fn read(path: &Path, held: Option<&File>, wait: Duration) -> Result<Listing, ReadError> {
+    read_listing(path, held, wait, false)
+}
+
+/// [`read`], listing with `all` the runs resolved or forgotten too.
+pub fn read_listing(
+    path: &Path,
+    held: Option<&File>,
+    wait: Duration,
+    all: bool,
+) -> Result<Listing, ReadError> {
     use std::os::unix::fs::MetadataExt;
     let file = open_record_file(path, Access::Read)?;
     let meta = file.metadata()?;
@@ -551,6 +611,7 @@ pub fn read(path: &Path, held: Option<&File>, wait: Duration) -> Result<Listing,
     pending_sized(
         BufReader::with_capacity(1 << 16, (&file).take(MAX_FILE)),
         size,
+        all,
     )
 }
 

@@ -15,6 +15,8 @@ pub mod history;
 pub mod lines;
 pub mod lock;
 pub mod open;
+pub mod pick;
+pub mod prune;
 pub mod quota;
 pub mod record;
 pub mod redis;

@@ -68,8 +68,7 @@ pub fn prepare_for(path: &Path, first: &str) -> io::Result<()> {
 /// A line that no reader would take (over [`MAX_LINE`]) is an error, and nothing is written.
 pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
     fits_a_reader(line)?;
-    let file = open_record_file(path, Access::Create)?;
-    lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
+    let file = open_locked(path, wait)?;
     let had = file.metadata()?.len();
     let mut bytes = Vec::with_capacity(line.len() + 2);
     if !ends_a_line(&file, had)? {
@@ -113,6 +112,29 @@ pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
     // On disk before the lock goes: a line that a crash of the machine could lose is a run
     // lost. Closing the file (here) releases the lock.
     file.sync_data()
+}
+
+/// Opens the file and takes its exclusive lock, waited for at most `wait` each time. A
+/// `--prune` renames a new file over the old one while holding the old one's lock: a run that
+/// opened the old file before the rename and gets its lock after it would append to a file no
+/// one reads, so once it holds the lock it checks that the path still names the file it holds,
+/// and opens the path again if not.
+fn open_locked(path: &Path, wait: Duration) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..16 {
+        let file = open_record_file(path, Access::Create)?;
+        lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
+        let held = file.metadata()?;
+        match std::fs::symlink_metadata(path) {
+            Ok(named) if (named.dev(), named.ino()) == (held.dev(), held.ino()) => return Ok(file),
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(
+        "it was replaced each time the run opened it, sixteen times in a row",
+    ))
 }
 
 /// Whether the file, `len` bytes long, is empty or ends with a line break.

@@ -27,6 +27,7 @@ mod output;
 mod output_on_failure;
 mod process;
 mod pushback;
+mod queue;
 mod quota_redis;
 mod records;
 mod run;

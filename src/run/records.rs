@@ -1,0 +1,109 @@
+//! `retry --forget FILE ID...` and `retry --prune FILE --older-than DURATION`
+//! (docs/dead-letters.md#picking-forgetting-pruning): an operator's work on a dead-letter file or
+//! a history, which runs no command. Each takes the replay's hold on the file first: a replay
+//! meanwhile would run a run being forgotten, or append about runs being dropped.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::config::{Config, LogFormat};
+use crate::exit::ExitStatus;
+use crate::report::printable;
+use crate::report::replay::{forgot, pruned, shown};
+use crate::store::deadletter::{self, Hold, ReadError, forgotten_line};
+use crate::store::pick;
+use crate::store::prune::{self, PruneError};
+use crate::store::record::{self, LOCK_WAIT};
+
+/// The most forgotten lines appended in one write: well under the longest line a reader takes.
+const FORGOTTEN_PER_WRITE: usize = 4096;
+
+/// Forgets the pending runs of `file` that `ids` name (`all`: every one).
+pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
+    let shown_file = shown(file, config.charset);
+    let fail = |why: String| {
+        eprintln!("retry: --forget {shown_file}: {}", printable(&why));
+        ExitStatus::Usage
+    };
+    let _held = match deadletter::hold_for_replay(file) {
+        Ok(held) => held,
+        Err(Hold::Busy) => return fail("a replay of this file is running".into()),
+        Err(Hold::Refused(r)) => return fail(r.to_string()),
+        Err(Hold::Io(e)) => return fail(e.to_string()),
+    };
+    let listing = match deadletter::read(file, None, LOCK_WAIT) {
+        Ok(listing) => listing,
+        Err(ReadError::Io(e)) => return fail(e.to_string()),
+        Err(ReadError::Damaged(d)) => return fail(format!("line {}: {}", d.line, d.why)),
+    };
+    let pending: Vec<&str> = listing
+        .pending
+        .iter()
+        .map(|p| p.record.id.as_str())
+        .collect();
+    let mut chosen = vec![false; pending.len()];
+    for word in ids {
+        if word == "all" {
+            chosen.iter_mut().for_each(|c| *c = true);
+            continue;
+        }
+        match pick::one(word, pending.iter().copied()) {
+            Ok(k) => chosen[k] = true,
+            Err(e) => return fail(e.to_string()),
+        }
+    }
+    let forgotten: Vec<String> = pending
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, c)| **c)
+        .map(|(id, _)| id.to_string())
+        .collect();
+    for batch in forgotten.chunks(FORGOTTEN_PER_WRITE) {
+        let lines: Vec<String> = batch.iter().map(|id| forgotten_line(id)).collect();
+        if let Err(e) = record::append(file, &lines.join("\n"), LOCK_WAIT) {
+            return fail(format!("cannot append to it: {e}"));
+        }
+    }
+    let json = config.log.format == LogFormat::Json;
+    let left = pending.len() - forgotten.len();
+    print(&forgot(file, &forgotten, left, json, config.charset))
+}
+
+/// Prunes `file` of what is settled, and of what is older than `older_than`.
+pub fn prune(config: &Config, file: &Path, older_than: Duration) -> ExitStatus {
+    let shown_file = shown(file, config.charset);
+    let done = match prune::prune(file, older_than, SystemTime::now()) {
+        Ok(done) => done,
+        Err(e) => {
+            let why = match e {
+                PruneError::Hold(Hold::Busy) => "a replay of this file is running".to_string(),
+                PruneError::Hold(Hold::Refused(r)) => r.to_string(),
+                PruneError::Hold(Hold::Io(e)) | PruneError::Io(e) => e.to_string(),
+                PruneError::Damaged(d) => {
+                    format!("line {}: {}; the file is left as it is", d.line, d.why)
+                }
+                PruneError::NotRecords => {
+                    "it holds neither dead letters nor a history; it is left as it is".to_string()
+                }
+            };
+            eprintln!("retry: --prune {shown_file}: {}", printable(&why));
+            return ExitStatus::Usage;
+        }
+    };
+    let json = config.log.format == LogFormat::Json;
+    print(&pruned(file, &done, json, config.charset))
+}
+
+/// Prints the line that says what was done, on stdout.
+fn print(line: &str) -> ExitStatus {
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{}", printable(line)).and_then(|()| out.flush()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("retry: cannot write what was done: {e}");
+            ExitStatus::Usage
+        }
+    }
+}

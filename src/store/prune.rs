@@ -1,0 +1,426 @@
+//! `retry --prune FILE --older-than DURATION` (docs/dead-letters.md#pruning): a record file
+//! rewritten without what no one needs any more, while runs go on appending to it.
+//!
+//! - Of a dead-letter file it drops the runs resolved or forgotten, with every line about them,
+//!   and the pending runs that gave up longer ago than DURATION; of a history, the runs that
+//!   ended longer ago than that. A line it cannot date or place is kept: a prune never drops
+//!   what it does not understand. Lines cut short (a write that never finished) go.
+//! - The new file is written beside the old one, under a name no one else can have taken
+//!   (0600), without the lock: runs append meanwhile. Then, holding the lock, it copies what
+//!   was appended since it read, and renames the new file over the old one. The lock is held
+//!   only for that tail and the rename, so no run giving up waits on the prune for long.
+//! - A run that opened the old file before the rename and takes its lock after it finds that
+//!   the name now names another file, and opens it again (`record::append`): no line is
+//!   written to a file no one will read.
+//! - It holds the replay's hold on the file throughout: a replay meanwhile would append about
+//!   runs the prune is dropping; the two refuse each other.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use nix::fcntl::{self, FlockArg, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::store::deadletter::{Damaged, Hold, MAX_FILE, hold_for_replay};
+use crate::store::lines::{self, Lines, MAX_LINE};
+use crate::store::open::open_way;
+use crate::store::record::{LOCK_WAIT, lock};
+use crate::store::written::{record_as_written, resolved_as_written};
+
+/// What a prune dropped and kept, counted in runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub kind: Kind,
+    /// Runs a replay had resolved.
+    pub resolved: u64,
+    /// Runs an operator had forgotten.
+    pub forgotten: u64,
+    /// Pending runs (of a history: runs) older than the limit.
+    pub old: u64,
+    /// Runs kept, and the lines kept that could not be dated or placed.
+    pub kept: u64,
+    pub kept_unread: u64,
+    /// Lines cut short that were dropped.
+    pub cut_short: u64,
+    /// Bytes appended by others while the prune read, carried over.
+    pub appended: u64,
+}
+
+/// What a record file holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Empty,
+    DeadLetters,
+    History,
+}
+
+/// Why a file was not pruned.
+#[derive(Debug)]
+pub enum PruneError {
+    Hold(Hold),
+    Io(io::Error),
+    /// A line of a dead-letter file that is not one `retry` writes: it is left as it is.
+    Damaged(Damaged),
+    /// The file holds neither dead letters nor a history.
+    NotRecords,
+}
+
+impl From<io::Error> for PruneError {
+    fn from(e: io::Error) -> PruneError {
+        PruneError::Io(e)
+    }
+}
+
+/// Prunes `path`: drops what is settled, and what is older than `older_than` before `now`.
+pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Pruned, PruneError> {
+    let held = hold_for_replay(path).map_err(PruneError::Hold)?;
+    let size = held.metadata()?.len();
+    if size > MAX_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it holds {size} bytes, more than the {} GiB a record file may hold",
+                MAX_FILE >> 30
+            ),
+        )
+        .into());
+    }
+    let whole = whole_lines(&held, size)?;
+    let kind = kind_of(&held, whole)?;
+    let cutoff = now
+        .checked_sub(older_than)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut pruned = Pruned {
+        kind,
+        ..Pruned::default()
+    };
+    let keep = match kind {
+        Kind::Empty => return Ok(pruned),
+        Kind::DeadLetters => Keep::Letters(settled(read_from(&held, whole)?, cutoff, &mut pruned)?),
+        Kind::History => Keep::History(cutoff),
+    };
+    let (dir, name) = place(path)?;
+    let temp = Temp::create(&dir, name)?;
+    let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
+        .map_err(PruneError::Io)
+        .and_then(|()| swap(&held, whole, &temp, &dir, name, &mut pruned));
+    if result.is_err() {
+        temp.remove();
+    }
+    result.map(|()| pruned)
+}
+
+/// The length of the file's whole lines among its first `size` bytes: a line being appended
+/// as the prune reads is left for the copy under the lock.
+fn whole_lines(file: &File, size: u64) -> io::Result<u64> {
+    let mut end = size;
+    let mut block = vec![0u8; 1 << 16];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let part = &mut block[..(end - start) as usize];
+        file.read_exact_at(part, start)?;
+        if let Some(at) = part.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// What the file holds, from its first line's event: read as `retry` writes it, or by the
+/// parser (a line written by another tool, its members in another order).
+fn kind_of(file: &File, whole: u64) -> Result<Kind, PruneError> {
+    let mut lines = read_from(file, whole)?;
+    let text = loop {
+        match lines.next_line()? {
+            None => return Ok(Kind::Empty),
+            Some((_, lines::Line::Blank)) => continue,
+            Some((_, lines::Line::Text(text))) => break text,
+            Some(_) => return Err(PruneError::NotRecords),
+        }
+    };
+    let event = if text.starts_with(r#"{"event":"dead_letter""#) {
+        Some("dead_letter".to_string())
+    } else if text.starts_with(r#"{"event":"run""#) {
+        Some("run".to_string())
+    } else {
+        crate::json::parse_line(text)
+            .ok()
+            .and_then(|v| v.get("event")?.as_str().map(str::to_string))
+    };
+    match event.as_deref() {
+        Some("dead_letter") => Ok(Kind::DeadLetters),
+        Some("run") => Ok(Kind::History),
+        _ => Err(PruneError::NotRecords),
+    }
+}
+
+/// The lines of the file's first `len` bytes, read from its start.
+fn read_from(mut file: &File, len: u64) -> io::Result<Lines<BufReader<io::Take<&File>>>> {
+    io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
+    Ok(Lines::new(BufReader::with_capacity(
+        1 << 16,
+        file.take(len),
+    )))
+}
+
+/// Which lines go to the new file.
+enum Keep {
+    /// Of a dead-letter file: the runs kept (every line about another run goes).
+    Letters(HashMap<String, ()>),
+    /// Of a history: the runs that ended at this time or later.
+    History(SystemTime),
+}
+
+/// What one line of a dead-letter file is about, read as `retry` writes it or by the parser.
+enum About {
+    Record { id: String, ts: String },
+    Settled { id: String, resolved: bool },
+    Attempt(String),
+}
+
+fn about(text: &str) -> Result<About, String> {
+    if let Some(id) = resolved_as_written(text) {
+        return Ok(About::Settled {
+            id: id.to_string(),
+            resolved: true,
+        });
+    }
+    if let Some(written) = record_as_written(text) {
+        return Ok(About::Record {
+            id: written.id.to_string(),
+            ts: written.ts.to_string(),
+        });
+    }
+    let value = crate::json::parse_line(text).map_err(|_| "not JSON".to_string())?;
+    let field = |key: &str| {
+        value
+            .get(key)
+            .and_then(crate::json::Value::as_str)
+            .map(str::to_string)
+    };
+    let id = field("id").ok_or("no run \"id\"")?;
+    match field("event").as_deref() {
+        Some("dead_letter") => Ok(About::Record {
+            id,
+            ts: field("ts").unwrap_or_default(),
+        }),
+        Some("resolved") => Ok(About::Settled { id, resolved: true }),
+        Some("forgotten") => Ok(About::Settled {
+            id,
+            resolved: false,
+        }),
+        Some("attempt") => Ok(About::Attempt(id)),
+        _ => Err("not a line retry writes".into()),
+    }
+}
+
+/// The runs of a dead-letter file to keep: pending, and recorded at `cutoff` or later (or at a
+/// time that cannot be read). Counts the others in `pruned`.
+fn settled(
+    mut lines: Lines<impl BufRead>,
+    cutoff: SystemTime,
+    pruned: &mut Pruned,
+) -> Result<HashMap<String, ()>, PruneError> {
+    // Each run: recent enough, and how it was settled (none, resolved, forgotten).
+    let mut runs: HashMap<String, (bool, Option<bool>)> = HashMap::new();
+    while let Some((line, text)) = lines.next_line()? {
+        let damaged = |why: String| PruneError::Damaged(Damaged { line, why });
+        let text = match text {
+            lines::Line::Text(text) => text,
+            lines::Line::Blank | lines::Line::CutShort => continue,
+            lines::Line::NotUtf8 => return Err(damaged("it is not UTF-8".into())),
+            lines::Line::TooLong => {
+                return Err(damaged(format!("it is longer than {} MiB", MAX_LINE >> 20)));
+            }
+        };
+        match about(text).map_err(damaged)? {
+            About::Record { id, ts } => {
+                let recent = humantime::parse_rfc3339(&ts).map_or(true, |at| at >= cutoff);
+                runs.entry(id).or_insert((recent, None));
+            }
+            About::Settled { id, resolved } => {
+                if let Some((_, state @ None)) = runs.get_mut(&id) {
+                    *state = Some(resolved);
+                }
+            }
+            About::Attempt(_) => {}
+        }
+    }
+    let mut keep = HashMap::new();
+    for (id, (recent, state)) in runs {
+        match state {
+            Some(true) => pruned.resolved += 1,
+            Some(false) => pruned.forgotten += 1,
+            None if !recent => pruned.old += 1,
+            None => {
+                pruned.kept += 1;
+                keep.insert(id, ());
+            }
+        }
+    }
+    Ok(keep)
+}
+
+/// When a history line says its run ended, as `retry` writes it (`{"event":"run","id":"..",
+/// "ts":"..",...}`), or by the parser.
+fn ended_at(text: &str) -> Option<SystemTime> {
+    let fast = text
+        .strip_prefix(r#"{"event":"run","id":""#)
+        .and_then(|rest| rest.split_once(r#"","ts":""#))
+        .filter(|(id, _)| !id.contains('"') && !id.contains('\\'))
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(ts, _)| ts.to_string());
+    let ts = match fast {
+        Some(ts) => ts,
+        None => {
+            let value = crate::json::parse_line(text).ok()?;
+            value.get("ts")?.as_str()?.to_string()
+        }
+    };
+    humantime::parse_rfc3339(&ts).ok()
+}
+
+/// Writes the lines of the file's first `whole` bytes that `keep` keeps to `temp`.
+fn rewrite(
+    file: &File,
+    whole: u64,
+    keep: &Keep,
+    temp: &Temp,
+    pruned: &mut Pruned,
+) -> io::Result<()> {
+    let mut out = BufWriter::with_capacity(1 << 16, &temp.file);
+    let mut lines = read_from(file, whole)?;
+    while let Some((_, text)) = lines.next_line()? {
+        let text = match text {
+            lines::Line::Text(text) => text,
+            lines::Line::CutShort => {
+                pruned.cut_short += 1;
+                continue;
+            }
+            _ => continue,
+        };
+        let kept = match keep {
+            Keep::Letters(runs) => match about(text) {
+                Ok(About::Record { id, .. } | About::Attempt(id)) => runs.contains_key(&id),
+                Ok(About::Settled { .. }) => false,
+                Err(_) => true,
+            },
+            Keep::History(cutoff) => match ended_at(text) {
+                Some(at) if at >= *cutoff => {
+                    pruned.kept += 1;
+                    true
+                }
+                Some(_) => {
+                    pruned.old += 1;
+                    false
+                }
+                None => {
+                    pruned.kept_unread += 1;
+                    true
+                }
+            },
+        };
+        if kept {
+            out.write_all(text.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    temp.file.sync_data()
+}
+
+/// Under the file's lock: copies to `temp` what was appended after its first `whole` bytes,
+/// and renames `temp` over it.
+fn swap(
+    file: &File,
+    whole: u64,
+    temp: &Temp,
+    dir: &File,
+    name: &std::ffi::OsStr,
+    pruned: &mut Pruned,
+) -> Result<(), PruneError> {
+    lock(file, FlockArg::LockExclusiveNonblock, LOCK_WAIT)?;
+    let end = file.metadata()?.len();
+    let mut at = whole;
+    let mut buf = vec![0u8; 1 << 16];
+    while at < end {
+        let n = file.read_at(&mut buf[..(end - at).min(1 << 16) as usize], at)?;
+        if n == 0 {
+            break;
+        }
+        (&temp.file).write_all(&buf[..n])?;
+        at += n as u64;
+    }
+    pruned.appended = at - whole;
+    temp.file.sync_data()?;
+    fcntl::renameat(dir, &*temp.name, dir, name).map_err(io::Error::from)?;
+    // The rename on disk before the lock goes. The way's directory may be open only to be
+    // searched (O_PATH), which cannot be synced: it is opened again to be read.
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let readable = fcntl::openat(dir, ".", flags, Mode::empty()).map_err(io::Error::from)?;
+    File::from(readable).sync_all()?;
+    Ok(())
+}
+
+/// The directory of `path`, opened as record files are (every directory checked), and the
+/// file's name in it.
+fn place(path: &Path) -> io::Result<(File, &std::ffi::OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("it names no file"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((open_way(dir, false)?, name))
+}
+
+/// The new file, beside the old one under a name no other process can have taken.
+struct Temp {
+    file: File,
+    dir: File,
+    name: std::ffi::OsString,
+}
+
+impl Temp {
+    fn create(dir: &File, name: &std::ffi::OsStr) -> io::Result<Temp> {
+        for _ in 0..16 {
+            let mut temp = std::ffi::OsString::from(".");
+            temp.push(name);
+            temp.push(format!(".prune-{:016x}", rand::random::<u64>()));
+            let flags = OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_RDWR
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_CLOEXEC;
+            match fcntl::openat(dir, &*temp, flags, Mode::S_IRUSR | Mode::S_IWUSR) {
+                Ok(fd) => {
+                    return Ok(Temp {
+                        file: File::from(fd),
+                        dir: dir.try_clone()?,
+                        name: temp,
+                    });
+                }
+                Err(nix::errno::Errno::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(io::Error::other("cannot create the new file beside it"))
+    }
+
+    /// Removes the new file: the prune failed, and the old file stands.
+    fn remove(&self) {
+        let _ = nix::unistd::unlinkat(
+            &self.dir,
+            &*self.name,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+}

@@ -1,0 +1,426 @@
+//! Failed runs managed as a queue's failed jobs (docs/dead-letters.md#picking-forgetting-pruning),
+//! through the real binary: `--replay --only` and `--only-label` pick, `--forget` drops from the
+//! pending, `--prune` rewrites the file while runs go on giving up, and a record option given a
+//! URL never makes a directory of it.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{json_lines, retry, retry_std, stderr_of, stdout_of, usage_error_of, wait_bounded};
+use serde_json::Value;
+
+/// Runs `retry --dead-letter FILE --label LABEL -n 1 -- sh -c SCRIPT` in `dir`.
+fn give_up(dir: &Path, label: &str, script: &str) {
+    retry()
+        .current_dir(dir)
+        .args([
+            "--dead-letter",
+            "d.jsonl",
+            "--label",
+            label,
+            "-n",
+            "1",
+            "--",
+        ])
+        .args(["sh", "-c", script])
+        .assert()
+        .code(1);
+}
+
+/// The listing of `--replay d.jsonl --dry-run ARGS` in JSON, one value per run.
+fn listed(dir: &Path, args: &[&str]) -> Vec<Value> {
+    let out = retry()
+        .current_dir(dir)
+        .args(["--replay", "d.jsonl", "--dry-run", "--log-format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    json_lines(&stdout_of(&out))
+}
+
+fn ids_of(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Three runs that gave up, labelled `nightly-a`, `nightly-b` and `weekly`, each of whose
+/// commands appends its label to `ran` when it runs; their ids in order.
+fn three(dir: &Path) -> Vec<String> {
+    for label in ["nightly-a", "nightly-b", "weekly"] {
+        give_up(dir, label, &format!("echo {label} >> ran; exit 1"));
+    }
+    std::fs::remove_file(dir.join("ran")).unwrap();
+    ids_of(&listed(dir, &[]))
+}
+
+fn ran(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("ran")).unwrap_or_default()
+}
+
+#[test]
+fn only_runs_the_runs_named_by_id_or_prefix_and_only_label_those_whose_label_matches() {
+    let dir = common::temp_dir("queue-only");
+    let ids = three(&dir);
+    assert_eq!(ids.len(), 3);
+    // The dry run lists what would run.
+    assert_eq!(
+        ids_of(&listed(&dir, &["--only", &ids[2]])),
+        [ids[2].clone()]
+    );
+    assert_eq!(
+        ids_of(&listed(&dir, &["--only-label", "nightly-*"])),
+        ids[..2].to_vec()
+    );
+    // A prefix of eight characters names the run; a second --only adds.
+    retry()
+        .current_dir(&dir)
+        .args([
+            "--replay",
+            "d.jsonl",
+            "--only",
+            &ids[2][..8],
+            "--only",
+            &ids[0],
+        ])
+        .assert()
+        .code(1);
+    assert_eq!(ran(&dir), "nightly-a\nweekly\n");
+    std::fs::remove_file(dir.join("ran")).unwrap();
+    retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only-label", "*-b"])
+        .assert()
+        .code(1);
+    assert_eq!(ran(&dir), "nightly-b\n");
+}
+
+#[test]
+fn an_unknown_ambiguous_or_short_id_is_a_usage_error_before_anything_runs() {
+    let dir = common::temp_dir("queue-unknown");
+    let ids = three(&dir);
+    let before = std::fs::read(dir.join("d.jsonl")).unwrap();
+    for (only, says) in [
+        ("ffffffff-0000", "no pending run has the id 'ffffffff-0000'"),
+        (&ids[0][..5], "at least 8 characters"),
+    ] {
+        for dry in [false, true] {
+            let mut cmd = retry();
+            cmd.current_dir(&dir)
+                .args(["--replay", "d.jsonl", "--only", &ids[1], "--only", only]);
+            if dry {
+                cmd.arg("--dry-run");
+            }
+            let out = cmd.output().unwrap();
+            let line = usage_error_of(&out, "--only");
+            assert!(line.contains(says), "{line}");
+        }
+    }
+    assert_eq!(ran(&dir), "", "nothing ran");
+    assert_eq!(std::fs::read(dir.join("d.jsonl")).unwrap(), before);
+    // Two runs whose ids start alike: the prefix they share names neither.
+    let file = dir.join("d.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let twin = text
+        .lines()
+        .next()
+        .unwrap()
+        .replace(&ids[0], &format!("{}-twin", ids[0]));
+    std::fs::write(&file, format!("{text}{twin}\n")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only", &ids[0][..12]])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--only");
+    assert!(line.contains("starts the ids of 2 pending runs"), "{line}");
+    assert_eq!(ran(&dir), "");
+}
+
+#[test]
+fn a_forgotten_run_is_never_replayed_and_no_longer_pending_but_all_lists_it() {
+    let dir = common::temp_dir("queue-forget");
+    let ids = three(&dir);
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", &ids[1][..10]])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        "forgot 1 run of d.jsonl; 2 still pending\n"
+    );
+    assert_eq!(ids_of(&listed(&dir, &[])), [ids[0].clone(), ids[2].clone()]);
+    let all = listed(&dir, &["--all"]);
+    let states: Vec<&str> = all.iter().map(|v| v["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["pending", "forgotten", "pending"]);
+    // A replay of everything, or of that run by name, never runs it.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only", &ids[1]])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "--only").contains("no pending run"));
+    retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "-n", "1"])
+        .assert()
+        .code(1);
+    assert_eq!(ran(&dir), "nightly-a\nweekly\n");
+    // An unknown id forgets nothing, not even the good ones given with it.
+    let before = std::fs::read(dir.join("d.jsonl")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", &ids[0], "0123456789"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "--forget").contains("'0123456789'"));
+    assert_eq!(std::fs::read(dir.join("d.jsonl")).unwrap(), before);
+    // all forgets every pending run; --forget without ids is a usage error.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", "all"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_of(&out),
+        "forgot 2 runs of d.jsonl; 0 still pending\n"
+    );
+    assert!(listed(&dir, &[]).is_empty());
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "--forget").contains("needs the ids"));
+}
+
+#[test]
+fn a_forget_or_a_prune_while_a_replay_runs_is_refused_and_changes_nothing() {
+    let dir = common::temp_dir("queue-busy");
+    give_up(&dir, "slow", "test -e go || exit 1; sleep 1.7");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let mut replay = retry_std()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = dir.join("d.jsonl");
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        // The replay's try is running once its shell is.
+        std::process::Command::new("pgrep")
+            .args(["-f", "sleep 1.7"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }));
+    let before = std::fs::read(&file).unwrap();
+    for args in [
+        &["--forget", "d.jsonl", "all"][..],
+        &["--prune", "d.jsonl", "--older-than", "0s"][..],
+    ] {
+        let out = retry().current_dir(&dir).args(args).output().unwrap();
+        let line = usage_error_of(&out, args[0]);
+        assert!(line.contains("a replay of this file is running"), "{line}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert!(wait_bounded(&mut replay, common::STEP_LIMIT).success());
+}
+
+#[test]
+fn prune_drops_the_settled_and_the_old_and_keeps_the_pending_lines_as_they_were() {
+    let dir = common::temp_dir("queue-prune");
+    let ids = three(&dir);
+    let file = dir.join("d.jsonl");
+    // A run recorded long ago, still pending.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut old: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    old["id"] = Value::from("0ld00000-0000-0000-0000-000000000000");
+    old["ts"] = Value::from("2025-10-01T00:00:00.000Z");
+    std::fs::write(&file, format!("{old}\n{text}")).unwrap();
+    retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", &ids[1]])
+        .assert()
+        .success();
+    // The third run's replay fails (an attempt line kept with it); then the first is resolved.
+    retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only", &ids[2], "-n", "1"])
+        .assert()
+        .code(1);
+    retry()
+        .current_dir(&dir)
+        .args([
+            "--replay",
+            "d.jsonl",
+            "--only",
+            &ids[0],
+            "-n",
+            "1",
+            "--success-on",
+            "1",
+        ])
+        .assert()
+        .success();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "30d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        "pruned d.jsonl: dropped 1 resolved, 1 forgotten and 1 pending that gave up before the limit; kept 1 pending\n"
+    );
+    let kept = std::fs::read_to_string(&file).unwrap();
+    let events: Vec<(String, String)> = kept
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["event"].as_str().unwrap().into(),
+                v["id"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("dead_letter".to_string(), ids[2].clone()),
+            ("attempt".to_string(), ids[2].clone())
+        ]
+    );
+    // Its lines are the same bytes; the file is still private, and the listing reads it.
+    assert!(text.contains(kept.lines().next().unwrap()));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let listed = listed(&dir, &[]);
+    assert_eq!(ids_of(&listed), [ids[2].clone()]);
+    assert_eq!(listed[0]["attempts"], 1);
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("prune"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn prune_of_a_history_drops_the_runs_that_ended_before_the_limit() {
+    let dir = common::temp_dir("queue-prune-history");
+    for _ in 0..3 {
+        retry()
+            .current_dir(&dir)
+            .args(["--history", "h.jsonl", "--", "true"])
+            .assert()
+            .success();
+    }
+    let file = dir.join("h.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut old: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    old["ts"] = Value::from("2025-01-01T00:00:00.000Z");
+    std::fs::write(&file, format!("{old}\n{old}\n{text}")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "h.jsonl", "--older-than", "7d"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_of(&out),
+        "pruned h.jsonl: dropped 2 runs that ended before the limit; kept 3\n",
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+}
+
+#[test]
+fn a_prune_while_forty_runs_give_up_keeps_every_record_and_holds_none_up_long() {
+    let dir = common::temp_dir("queue-prune-busy");
+    let file = dir.join("d.jsonl");
+    // 100,000 settled runs for the prune to read and drop.
+    let settled = "{\"event\":\"dead_letter\",\"id\":\"ID\",\"ts\":\"2026-01-15T08:05:00.123Z\",\"label\":null,\"cwd\":\"/\",\"command\":[\"false\"],\"options\":[\"-n\",\"1\"],\"exit_code\":1,\"reason\":\"tries\",\"tries\":1,\"duration_ms\":1}\n{\"event\":\"resolved\",\"id\":\"ID\",\"ts\":\"2026-01-15T08:06:00.123Z\",\"tries\":1}\n";
+    let mut text = String::with_capacity(100_000 * settled.len());
+    for k in 0..100_000 {
+        text.push_str(&settled.replace("ID", &format!("settled-{k:08}")));
+    }
+    std::fs::write(&file, &text).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let started = Instant::now();
+    // The lock is held while the runs open the file and wait for it, and while the prune reads
+    // and waits too: when it goes, the prune renames its new file over the old one while some
+    // runs still hold the old one open, which is the case to get right.
+    let mut holder = std::process::Command::new("flock")
+        .arg(&file)
+        .args(["sleep", "1.5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut runs: Vec<_> = (0..40)
+        .map(|_| {
+            retry_std()
+                .current_dir(&dir)
+                .args(["--dead-letter", "d.jsonl", "-n", "1", "--", "false"])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let prune = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "365d"])
+        .output()
+        .unwrap();
+    assert_eq!(prune.status.code(), Some(0), "{}", stderr_of(&prune));
+    assert!(wait_bounded(&mut holder, common::STEP_LIMIT).success());
+    for run in &mut runs {
+        assert_eq!(wait_bounded(run, common::STEP_LIMIT).code(), Some(1));
+    }
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("warning"), "a run could not append: {err}");
+    }
+    let listing = listed(&dir, &["--all"]);
+    let pending = listing.iter().filter(|v| v["state"] == "pending").count();
+    assert_eq!(pending, 40, "every run that gave up is in the file");
+    assert!(listing.len() <= 40 + 100_000);
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn a_record_option_given_a_url_is_refused_and_makes_no_directory() {
+    let dir = common::temp_dir("queue-url");
+    for (option, extra) in [
+        ("--dead-letter", &["--", "true"][..]),
+        ("--history", &["--", "true"][..]),
+        ("--replay", &[][..]),
+        ("--stats", &[][..]),
+        ("--log-file", &["--", "true"][..]),
+        ("--junit", &["--", "true"][..]),
+        ("--forget", &["all"][..]),
+    ] {
+        let out = retry()
+            .current_dir(&dir)
+            .args([option, "redis://:hunter2hunter2@db.example:6379/jobs"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, option);
+        assert!(line.contains("redis://***@db.example:6379/jobs"), "{line}");
+        assert!(!line.contains("hunter2"), "{line}");
+    }
+    let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(made.is_empty(), "{made:?}");
+}
