@@ -87,6 +87,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Add the command line, the policy, the seed and timestamps to the log')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Add the command line, the policy, the seed and timestamps to the log')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Print the schedule the options give, and run nothing')
+            [CompletionResult]::new('--any-host', '--any-host', [CompletionResultType]::ParameterName, 'With --replay redis://..., take the pending runs of every machine, not only this one''s')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state')
             [CompletionResult]::new('--keep-going', '--keep-going', [CompletionResultType]::ParameterName, 'With --repeat, run all N tries whatever fails, and report the failure rate')
             [CompletionResult]::new('--simulate', '--simulate', [CompletionResultType]::ParameterName, 'Simulate many clients following this policy at once, and run nothing')

@@ -82,7 +82,7 @@ _retry() {
             COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
         fi
     elif [[ $w == -* ]]; then
-        COMPREPLY=($(compgen -W '-n --tries --consecutive -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --buffer-stdout --output-on-failure --on-retry --on-give-up --dead-letter --replay -q --quiet -v --verbose --log-format --log-file --label --junit --color --dry-run --only --only-label --all --forget --prune --older-than --flaky --repeat --keep-going --history --stats --since --simulate --clients --model --outage --capacity --latency --every --compare -h --help -V --version' -- "$cur"))
+        COMPREPLY=($(compgen -W '-n --tries --consecutive -B --budget --deadline --quota --throttle -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --buffer-stdout --output-on-failure --on-retry --on-give-up --dead-letter --replay -q --quiet -v --verbose --log-format --log-file --label --junit --color --dry-run --only --only-label --any-host --all --forget --prune --older-than --flaky --repeat --keep-going --history --stats --since --simulate --clients --model --outage --capacity --latency --every --compare -h --help -V --version' -- "$cur"))
     else
         _retry_command "${first[cword]}"
     fi

@@ -84,6 +84,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand -v 'Add the command line, the policy, the seed and timestamps to the log'
             cand --verbose 'Add the command line, the policy, the seed and timestamps to the log'
             cand --dry-run 'Print the schedule the options give, and run nothing'
+            cand --any-host 'With --replay redis://..., take the pending runs of every machine, not only this one''s'
             cand --all 'With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state'
             cand --keep-going 'With --repeat, run all N tries whatever fails, and report the failure rate'
             cand --simulate 'Simulate many clients following this policy at once, and run nothing'

@@ -87,6 +87,7 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l only -x -d 'With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l only-label -x -d 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l any-host -d 'With --replay redis://..., take the pending runs of every machine, not only this one\'s'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l all -d 'With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l forget -r -F -d 'Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l prune -r -F -d 'Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than'

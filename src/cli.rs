@@ -59,6 +59,7 @@ pub mod id {
     pub const FORGET: &str = "forget";
     pub const PRUNE: &str = "prune";
     pub const OLDER_THAN: &str = "older-than";
+    pub const ANY_HOST: &str = "any-host";
     pub const QUIET: &str = "quiet";
     pub const VERBOSE: &str = "verbose";
     pub const LOG_FORMAT: &str = "log-format";
@@ -582,6 +583,11 @@ RETRY_ENV_FILE names a fresh private file (0600, removed when the hook ends; --o
             UNATTENDED,
             "When the run gives up, append it to FILE as one JSON line, to run it again with --replay
 
+FILE may be redis://[:PASSWORD@]HOST[:PORT]/NAME: the record goes, with the machine's host \
+            name, to a Redis Stream the fleet shares (the password as --quota takes it); when \
+            Redis cannot be reached it is kept in a private local file and moved there by the \
+            next run or replay of NAME that reaches it.
+
 Not when it is interrupted. The line holds the run's id, the time (ts), the --label, the working \
             directory (cwd), the command, the options of the run, the exit status (exit_code), \
             why it gave up (reason), the tries and the duration (duration_ms); never the \
@@ -599,6 +605,9 @@ Not when it is interrupted. The line holds the run's id, the time (ts), the --la
             "FILE",
             UNATTENDED,
             "Run again, one after another, the runs of a --dead-letter FILE that are still pending
+
+With redis://HOST[:PORT]/NAME, the pending runs of this machine (--any-host: of the fleet), each \
+            claimed on Redis before it runs, so that replays at once never run one twice.
 
 Each runs in its working directory with its recorded options, where the options given now \
             override those of the same name or that conflict with them (--replay FILE -n 1 tries \
@@ -898,6 +907,7 @@ pub struct RecordsArgs {
     pub forget: Option<PathBuf>,
     pub prune: Option<PathBuf>,
     pub older_than: Option<Duration>,
+    pub any_host: bool,
 }
 
 impl RecordsArgs {
@@ -912,6 +922,7 @@ impl RecordsArgs {
             forget: one(m, id::FORGET),
             prune: one(m, id::PRUNE),
             older_than: one(m, id::OLDER_THAN),
+            any_host: m.get_flag(id::ANY_HOST),
         }
     }
 }
@@ -937,6 +948,15 @@ An id that names no pending run, or more than one, is an error (125) before anyt
             "With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)",
         )
         .value_parser(ValueParser::string())
+        .requires(id::REPLAY),
+        flag(
+            id::ANY_HOST,
+            UNATTENDED,
+            "With --replay redis://..., take the pending runs of every machine, not only this one's
+
+A run's record holds its working directory and command as they were on the machine it ran \
+            on; --any-host is for a fleet whose machines are alike.",
+        )
         .requires(id::REPLAY),
         flag(
             id::ALL,

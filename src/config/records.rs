@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::cli::Cli;
+use crate::store::place::Place;
 use crate::text::printable;
 
 /// Which pending runs a replay takes: all of them unless `--only` or `--only-label` picks.
@@ -16,6 +17,8 @@ pub struct Picks {
     pub only_label: Option<String>,
     /// `--all` (with `--dry-run`): the runs resolved or forgotten are listed too.
     pub all: bool,
+    /// `--any-host`: a replay from Redis takes the fleet's runs, not only this machine's.
+    pub any_host: bool,
 }
 
 impl Picks {
@@ -24,6 +27,7 @@ impl Picks {
             only: cli.records.only.clone(),
             only_label: cli.records.only_label.clone(),
             all: cli.records.all,
+            any_host: cli.records.any_host,
         }
     }
 
@@ -33,30 +37,65 @@ impl Picks {
     }
 }
 
-/// The usage error of a record option given a URL (`redis://host/name`): taken as a path, it
-/// would make a directory named `redis:` where the run stands. The URL is shown without its
-/// password.
+/// The usage error of a record option given a URL it does not take: taken as a path,
+/// `redis://host/name` would make a directory named `redis:` where the run stands. The dead
+/// letters (`--dead-letter`, `--replay`, `--forget`, `--prune`) may be kept on Redis, and their
+/// `redis://` URL must then read as one. The URL is shown without its password.
 pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
     for (option, path) in [
         ("--dead-letter", &cli.dead_letter),
         ("--replay", &cli.replay),
         ("--forget", &cli.records.forget),
         ("--prune", &cli.records.prune),
+    ] {
+        let Some(path) = path.as_deref() else {
+            continue;
+        };
+        match Place::of(path) {
+            Ok(Place::Redis(_)) => {}
+            Ok(Place::File(_)) => {
+                if let Some(url) = url(path) {
+                    return Err(refusal(
+                        option,
+                        &url,
+                        "a URL here must be redis://[:PASSWORD@]HOST[:PORT]/NAME",
+                    ));
+                }
+            }
+            Err(why) => {
+                let shown = url(path).unwrap_or_default();
+                return Err(format!("{option} '{shown}': {}", printable(&why)));
+            }
+        }
+    }
+    for (option, path) in [
         ("--history", &cli.flaky.history),
         ("--stats", &cli.flaky.stats),
         ("--log-file", &cli.log_file),
         ("--junit", &cli.junit),
     ] {
-        let Some(url) = path.as_deref().and_then(url) else {
-            continue;
-        };
-        return Err(format!(
-            "{option} '{url}': {option} takes a FILE, and this is a URL; retry keeps no records \
-             on a server for {option} (for a file of that name, write ./{scheme}:...)",
-            scheme = url.split_once(':').map_or("", |(s, _)| s),
-        ));
+        if let Some(url) = path.as_deref().and_then(url) {
+            return Err(refusal(
+                option,
+                &url,
+                &format!("{option} takes a FILE, not a URL"),
+            ));
+        }
+    }
+    let on_redis = |p: &Option<std::path::PathBuf>| {
+        p.as_deref()
+            .is_some_and(|p| matches!(Place::of(p), Ok(Place::Redis(_))))
+    };
+    if cli.records.any_host && !on_redis(&cli.replay) {
+        return Err("--any-host goes with --replay redis://HOST[:PORT]/NAME: a file holds one machine's runs (see --help)".into());
     }
     Ok(())
+}
+
+/// The line refusing the URL `url` given to `option`: why, and how to name a file so named.
+fn refusal(option: &str, url: &str, why: &str) -> String {
+    let scheme = url.split_once(':').map_or("", |(s, _)| s);
+    format!("{option} '{url}': {why} (for a file of that name, write ./{scheme}:...)")
 }
 
 /// `path` as a URL to show (`scheme://` and what follows, any `USER:PASSWORD@` hidden), when

@@ -459,6 +459,13 @@ pub enum Warning {
     PasswordInUrl { variable: &'static str },
     /// The run could not be recorded in `--dead-letter`.
     DeadLetterNotWritten { path: PathBuf, why: String },
+    /// The fleet's store on Redis (`path`) failed as said: the record is kept in the local
+    /// `file` until a run or replay of the store on this machine reaches Redis.
+    DeadLetterKeptLocally {
+        path: PathBuf,
+        file: PathBuf,
+        why: String,
+    },
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },

@@ -85,6 +85,80 @@ pub fn pending_list(
     Ok(())
 }
 
+/// A run of a fleet's store, as its listing shows it: where it ran, and the replay that holds
+/// it now (`CONSUMER EXPIRES_MS`), if one does.
+pub struct FleetRun<'a> {
+    pub pending: &'a Pending,
+    pub host: &'a str,
+    pub claim: Option<&'a str>,
+}
+
+/// The fleet's pending runs, for `--replay redis://... --dry-run`: a line each (id, host, when
+/// it gave up, why, its command, and the replay running it now), or with `json` one object each.
+pub fn fleet_list(
+    out: &mut impl Write,
+    store: &str,
+    runs: &[FleetRun<'_>],
+    json: bool,
+    charset: Charset,
+) -> io::Result<()> {
+    let claimed_by = |r: &FleetRun<'_>| {
+        r.claim
+            .and_then(|c| c.rsplit_once(' '))
+            .map(|(who, _)| who.to_string())
+    };
+    if json {
+        for r in runs {
+            let p = r.pending;
+            let obj = Obj::new()
+                .str("event", "pending")
+                .str("id", &p.record.id)
+                .str("host", r.host)
+                .str("ts", &p.record.ts)
+                .str("reason", &p.record.reason)
+                .num("exit_code", p.record.exit_code)
+                .num("tries", p.record.tries)
+                .num("attempts", p.attempts)
+                .str("state", p.state.word());
+            let obj = match claimed_by(r) {
+                Some(who) => obj.str("claimed_by", &who),
+                None => obj.raw("claimed_by", "null"),
+            };
+            let obj = obj.words("command", p.record.command.iter().map(OsString::as_os_str));
+            writeln!(out, "{}", obj.finish())?;
+        }
+        return Ok(());
+    }
+    let waiting = runs
+        .iter()
+        .filter(|r| r.pending.state == State::Pending)
+        .count();
+    match waiting {
+        0 => writeln!(out, "nothing pending in {store}")?,
+        1 => writeln!(out, "1 run pending in {store}:")?,
+        n => writeln!(out, "{n} runs pending in {store}:")?,
+    }
+    for r in runs {
+        let p = r.pending;
+        let mut line = format!(
+            "{}  {}  {}  {}  {}",
+            p.record.id,
+            r.host,
+            p.record.ts,
+            gave_up(p),
+            text::command_line(&p.record.command, charset)
+        );
+        if p.state != State::Pending {
+            line = format!("{:<9}  {line}", p.state.word());
+        }
+        if let Some(who) = claimed_by(r) {
+            line += &format!("  (being replayed by {who})");
+        }
+        writeln!(out, "{}", printable(&line))?;
+    }
+    Ok(())
+}
+
 /// What `--forget` did: `forgot 2 runs of 'FILE'; 3 still pending`, or with `json` one object.
 pub fn forgot(
     file: &Path,

@@ -148,6 +148,11 @@ fn file_warning_text(w: &Warning) -> String {
             "cannot record this run in --dead-letter '{}': {why}",
             path.display()
         ),
+        Warning::DeadLetterKeptLocally { path, file, why } => format!(
+            "--dead-letter '{}': {why}; the run is kept in '{}' until a run or replay of this store reaches Redis",
+            path.display(),
+            file.display()
+        ),
         Warning::HistoryTooLarge { path, bytes } => format!(
             "--history '{}' holds {bytes} bytes, more than the {} GiB that --stats reads: \
              rename it away and start a new one",
@@ -238,6 +243,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::QuotaUnusable { .. }
         | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
         w @ (Warning::DeadLetterNotWritten { .. }
+        | Warning::DeadLetterKeptLocally { .. }
         | Warning::HistoryTooLarge { .. }
         | Warning::HistoryNotWritten { .. }
         | Warning::LineCutShort { .. }

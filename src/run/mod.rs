@@ -6,6 +6,7 @@ pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod envfile;
+pub mod fleet_replay;
 pub mod process;
 pub mod random;
 pub mod rawsig;
@@ -63,7 +64,12 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     // A replay draws a seed for each run it replays.
     let seed = || config.seed.unwrap_or_else(random::random_u64);
     match &config.mode {
-        Mode::Replay { file, .. } => replay::replay(&args, &config, file),
+        Mode::Replay { file, .. } => match crate::store::place::Place::of(file) {
+            Ok(crate::store::place::Place::Redis(address)) => {
+                fleet_replay::replay(&args, &config, &address)
+            }
+            _ => replay::replay(&args, &config, file),
+        },
         Mode::Stats { file, since } => stats(&config, file, *since),
         Mode::Forget { file, ids } => records::forget(&config, file, ids),
         Mode::Prune { file, older_than } => records::prune(&config, file, *older_than),
@@ -315,7 +321,16 @@ fn dead_letter(
     path: &std::path::Path,
     run_id: &str,
 ) -> io::Result<DeadLetter> {
-    deadletter::prepare(path)?;
+    let place = crate::store::place::Place::of(path).map_err(io::Error::other)?;
+    // A URL is named without its password, wherever the run names it.
+    let shown = place.shown();
+    let fleet = match place {
+        crate::store::place::Place::File(_) => {
+            deadletter::prepare(path)?;
+            None
+        }
+        crate::store::place::Place::Redis(address) => Some(address),
+    };
     let run = Record {
         id: run_id.to_string(),
         ts: String::new(),
@@ -329,7 +344,8 @@ fn dead_letter(
         duration_ms: 0,
     };
     Ok(DeadLetter {
-        path: path.to_path_buf(),
+        path: shown,
+        fleet,
         run,
     })
 }

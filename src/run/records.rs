@@ -9,10 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::{Config, LogFormat};
 use crate::exit::ExitStatus;
+use crate::policy::quota::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{forgot, pruned, shown};
 use crate::store::deadletter::{self, Hold, ReadError, forgotten_line};
+use crate::store::fleet::Fleet;
 use crate::store::pick;
+use crate::store::place::Place;
 use crate::store::prune::{self, PruneError};
 use crate::store::record::{self, LOCK_WAIT};
 
@@ -21,6 +24,9 @@ const FORGOTTEN_PER_WRITE: usize = 4096;
 
 /// Forgets the pending runs of `file` that `ids` name (`all`: every one).
 pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
+    if let Ok(Place::Redis(address)) = Place::of(file) {
+        return forget_on_redis(config, &address, ids);
+    }
     let shown_file = shown(file, config.charset);
     let fail = |why: String| {
         eprintln!("retry: --forget {shown_file}: {}", printable(&why));
@@ -42,23 +48,10 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
         .iter()
         .map(|p| p.record.id.as_str())
         .collect();
-    let mut chosen = vec![false; pending.len()];
-    for word in ids {
-        if word == "all" {
-            chosen.iter_mut().for_each(|c| *c = true);
-            continue;
-        }
-        match pick::one(word, pending.iter().copied()) {
-            Ok(k) => chosen[k] = true,
-            Err(e) => return fail(e.to_string()),
-        }
-    }
-    let forgotten: Vec<String> = pending
-        .iter()
-        .zip(&chosen)
-        .filter(|(_, c)| **c)
-        .map(|(id, _)| id.to_string())
-        .collect();
+    let forgotten = match named(&pending, ids) {
+        Ok(forgotten) => forgotten,
+        Err(why) => return fail(why),
+    };
     for batch in forgotten.chunks(FORGOTTEN_PER_WRITE) {
         let lines: Vec<String> = batch.iter().map(|id| forgotten_line(id)).collect();
         if let Err(e) = record::append(file, &lines.join("\n"), LOCK_WAIT) {
@@ -70,8 +63,99 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
     print(&forgot(file, &forgotten, left, json, config.charset))
 }
 
+/// The ids of `pending` that `words` name (`all`: every one), in the order recorded, or why
+/// one names none or several.
+fn named(pending: &[&str], words: &[String]) -> Result<Vec<String>, String> {
+    let mut chosen = vec![false; pending.len()];
+    for word in words {
+        if word == "all" {
+            chosen.iter_mut().for_each(|c| *c = true);
+            continue;
+        }
+        let k = pick::one(word, pending.iter().copied()).map_err(|e| e.to_string())?;
+        chosen[k] = true;
+    }
+    Ok(pending
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, c)| **c)
+        .map(|(id, _)| id.to_string())
+        .collect())
+}
+
+/// The fleet's store at `address`, opened with the password of the environment.
+fn fleet(address: &RedisAddress) -> Fleet {
+    let var = |name: &str| std::env::var_os(name);
+    Fleet::open(
+        address,
+        crate::store::redis::Settings::from_env(var, None).password,
+    )
+}
+
+/// `--forget redis://.../NAME ID...`: the ids are picked among the fleet's pending runs.
+fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> ExitStatus {
+    let fail = |why: String| {
+        eprintln!("retry: --forget '{address}': {}", printable(&why));
+        ExitStatus::Usage
+    };
+    let mut fleet = fleet(address);
+    let listed = match fleet.list(false) {
+        Ok(listed) => listed,
+        Err(e) => return fail(e.to_string()),
+    };
+    let pending: Vec<&str> = listed
+        .iter()
+        .map(|l| l.pending.record.id.as_str())
+        .collect();
+    let forgotten = match named(&pending, ids) {
+        Ok(forgotten) => forgotten,
+        Err(why) => return fail(why),
+    };
+    if let Err(e) = fleet.forget(&forgotten) {
+        return fail(e.to_string());
+    }
+    let json = config.log.format == LogFormat::Json;
+    let shown_store = std::path::PathBuf::from(address.to_string());
+    let left = pending.len() - forgotten.len();
+    print(&forgot(
+        &shown_store,
+        &forgotten,
+        left,
+        json,
+        config.charset,
+    ))
+}
+
+/// `--prune redis://.../NAME --older-than DURATION`: the stream without what is settled or old.
+fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration) -> ExitStatus {
+    let cutoff = SystemTime::now()
+        .checked_sub(older_than)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let done = match fleet(address).prune(cutoff) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("retry: --prune '{address}': {}", printable(&e.to_string()));
+            return ExitStatus::Usage;
+        }
+    };
+    let shown_store = std::path::PathBuf::from(address.to_string());
+    let as_file = prune::Pruned {
+        kind: prune::Kind::DeadLetters,
+        resolved: done.resolved,
+        forgotten: done.forgotten,
+        old: done.old,
+        kept: done.kept,
+        ..Default::default()
+    };
+    let json = config.log.format == LogFormat::Json;
+    print(&pruned(&shown_store, &as_file, json, config.charset))
+}
+
 /// Prunes `file` of what is settled, and of what is older than `older_than`.
 pub fn prune(config: &Config, file: &Path, older_than: Duration) -> ExitStatus {
+    if let Ok(Place::Redis(address)) = Place::of(file) {
+        return prune_on_redis(config, &address, older_than);
+    }
     let shown_file = shown(file, config.charset);
     let done = match prune::prune(file, older_than, SystemTime::now()) {
         Ok(done) => done,

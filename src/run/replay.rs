@@ -54,6 +54,18 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         let pending: Vec<Pending> = runs.into_iter().map(|(p, _)| p).collect();
         return list(config, &file, &pending);
     }
+    run_replay(config, Ledger::File(file.clone()), &file, &runs, cut_short)
+}
+
+/// Runs the replay of `runs`, recording what became of each in `ledger`; `shown` names the
+/// source in the log.
+pub(crate) fn run_replay(
+    config: &Config,
+    ledger: Ledger,
+    shown: &Path,
+    runs: &[Run],
+    warnings: Vec<Warning>,
+) -> ExitStatus {
     let mut log = match open_log(config, &run_id(), Moment::now()) {
         Ok(log) => log,
         Err(status) => return status,
@@ -69,7 +81,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         },
         None => None,
     };
-    for warning in cut_short {
+    for warning in warnings {
         log.warn(warning);
     }
     let signals = match Signals::install() {
@@ -80,7 +92,8 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         }
     };
     Replay {
-        file,
+        file: shown.to_path_buf(),
+        ledger,
         log,
         resolved: 0,
         pending: 0,
@@ -88,14 +101,58 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         flaky: false,
         junit,
     }
-    .run_all(&runs, signals)
+    .run_all(runs, signals)
+}
+
+/// Where a replay records what became of each run, and how it takes one to run.
+pub(crate) enum Ledger {
+    /// The dead-letter file: the replay holds it, so every pending run is its own.
+    File(PathBuf),
+    /// The fleet's store on Redis: each run is claimed before it runs, as `consumer`.
+    Fleet {
+        fleet: Box<crate::store::fleet::Fleet>,
+        consumer: String,
+    },
+}
+
+impl Ledger {
+    /// Takes the run `p` to run it with `config`: false when another replay has it.
+    fn claim(&mut self, p: &Pending, config: &Config) -> Result<bool, String> {
+        let Ledger::Fleet { fleet, consumer } = self else {
+            return Ok(true);
+        };
+        let budget = config.policy.limit.map(|limit| limit.at);
+        let length = crate::store::fleet::claim_length(budget, config.kill_after);
+        match fleet.claim(&p.record.id, consumer, length) {
+            Ok(claim) => Ok(claim == crate::store::fleet::Claim::Granted),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Records what became of the run `p`.
+    fn record(&mut self, p: &Pending, replayed: &Replayed) -> Result<(), String> {
+        match self {
+            Ledger::File(file) => record::append(
+                file,
+                &deadletter::replayed_line(&p.record.id, replayed),
+                record::LOCK_WAIT,
+            )
+            .map_err(|e| e.to_string()),
+            Ledger::Fleet { fleet, consumer } => {
+                let resolved = matches!(replayed, Replayed::Resolved { .. });
+                fleet
+                    .settle(&p.record.id, consumer, resolved)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
 }
 
 /// A pending run, and the options it is replayed with.
-type Run = (Pending, Config);
+pub(crate) type Run = (Pending, Config);
 
 /// A usage error of the replay, on its one line: status 125.
-fn usage(refusal: &ReplayRefusal) -> ExitStatus {
+pub(crate) fn usage(refusal: &ReplayRefusal) -> ExitStatus {
     eprintln!("retry: {}", printable(&replay_refusal(refusal)));
     ExitStatus::Usage
 }
@@ -193,7 +250,7 @@ fn load(file: &Path, held: Option<&File>, config: &Config) -> Result<Listing, Re
 /// The runs of `listed` that `--only` and `--only-label` pick, in the order recorded: all of
 /// them when neither is given. An `--only` that names no pending run, or more than one, is
 /// the refusal, before anything runs.
-fn picked(
+pub(crate) fn picked(
     file: &Path,
     listed: Vec<Pending>,
     config: &Config,
@@ -258,7 +315,7 @@ fn list(config: &Config, file: &Path, pending: &[Pending]) -> ExitStatus {
 /// The options of the pending run `p`: those it recorded, overridden by those given now
 /// (`now`). Every run is checked before any runs, so that options that do not go together
 /// are a usage error, not a run that fails halfway through the replay.
-fn configure(
+pub(crate) fn configure(
     file: &Path,
     p: Pending,
     now: &[OsString],
@@ -302,6 +359,7 @@ fn configure(
 /// A replay under way: where it writes, and what it has done so far.
 struct Replay {
     file: PathBuf,
+    ledger: Ledger,
     log: crate::report::log::Log,
     resolved: usize,
     pending: usize,
@@ -373,6 +431,12 @@ impl Replay {
                 total,
                 pending: Box::new(p.clone()),
             });
+            match self.ledger.claim(p, config) {
+                Ok(true) => {}
+                // Another replay runs it, or ran it: it is not this one's to count.
+                Ok(false) => continue,
+                Err(why) => return self.not_recorded(why, total - k),
+            }
             let (again, kept) = run_one(p, config, signals, self.junit.as_ref());
             signals = kept;
             let Again {
@@ -380,17 +444,8 @@ impl Replay {
                 flaky,
                 stopped_by,
             } = again;
-            if let Err(e) = record::append(
-                &self.file,
-                &deadletter::replayed_line(&p.record.id, &replayed),
-                record::LOCK_WAIT,
-            ) {
-                self.log.emit(Event::Error(Failure::ReplayNotRecorded {
-                    path: self.file.clone(),
-                    why: e.to_string(),
-                }));
-                self.pending += total - k;
-                return self.summary(ExitStatus::Usage);
+            if let Err(why) = self.ledger.record(p, &replayed) {
+                return self.not_recorded(why, total - k);
             }
             self.count(&replayed, flaky);
             self.log.emit(Event::ReplayEnd {
@@ -410,6 +465,17 @@ impl Replay {
             _ => ExitStatus::LastExit(1),
         };
         self.summary(status)
+    }
+
+    /// The replay's end when what became of a run cannot be recorded: `left` runs are still
+    /// pending, that one among them.
+    fn not_recorded(&mut self, why: String, left: usize) -> ExitStatus {
+        self.log.emit(Event::Error(Failure::ReplayNotRecorded {
+            path: self.file.clone(),
+            why,
+        }));
+        self.pending += left;
+        self.summary(ExitStatus::Usage)
     }
 
     /// Counts what a replayed run came to; `flaky` as its outcome says (a late success that

@@ -91,7 +91,10 @@ impl Record {
 /// its start.
 #[derive(Clone, Debug)]
 pub struct DeadLetter {
+    /// The file, or the store on Redis as the log names it.
     pub path: PathBuf,
+    /// The fleet's store on Redis, when the record goes there rather than to the file.
+    pub fleet: Option<crate::policy::quota::RedisAddress>,
     /// The record, its end (`ts`, `exit_code`, `reason`, `tries`, `duration_ms`) to be filled.
     pub run: Record,
 }
@@ -107,15 +110,20 @@ impl DeadLetter {
         took: Duration,
         left: Option<Duration>,
     ) -> io::Result<()> {
-        let record = Record {
+        let record = self.ended(exit_code, reason, tries, took);
+        append(&self.path, &record.line(), lock_wait(left))
+    }
+
+    /// The record of the run, which gave up now.
+    pub fn ended(&self, exit_code: u64, reason: &str, tries: u64, took: Duration) -> Record {
+        Record {
             ts: ts(SystemTime::now()),
             exit_code,
             reason: reason.to_string(),
             tries,
             duration_ms: crate::duration::millis(took),
             ..self.run.clone()
-        };
-        append(&self.path, &record.line(), lock_wait(left))
+        }
     }
 }
 
@@ -521,6 +529,20 @@ fn read_record(value: &Value, id: String) -> Result<Record, String> {
         tries: number("tries")?,
         duration_ms: number("duration_ms")?,
     })
+}
+
+/// The record a `dead_letter` line holds (as a stream on Redis keeps it), or what is wrong with
+/// the line.
+pub fn record_of_line(text: &str) -> Result<Record, String> {
+    match read_line(text) {
+        Ok(Line::Written(_)) => Ok(record_as_written(text)
+            .expect("a line read as written reads as written")
+            .record()),
+        Ok(Line::Record(record)) => Ok(record),
+        Ok(_) => Err("it is not a record of a run that gave up".into()),
+        Err(None) => Err("it is cut short".into()),
+        Err(Some(why)) => Err(why),
+    }
 }
 
 /// Opens the file as a run that may append to it would, creating it (0600) and its directory

@@ -11,17 +11,20 @@
 
 pub mod deadletter;
 pub mod file;
+pub mod fleet;
 pub mod history;
 pub mod lines;
 pub mod lock;
 pub mod open;
 pub mod pick;
+pub mod place;
 pub mod prune;
 pub mod quota;
 pub mod record;
 pub mod redis;
 pub mod refusal;
 pub mod shared;
+pub mod unsent;
 mod written;
 
 // The dead-letter file names these by their paths here.

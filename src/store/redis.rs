@@ -41,9 +41,9 @@
 //! went wrong.
 
 mod error;
-mod resp;
+pub(crate) mod resp;
 mod script;
-mod server;
+pub(crate) mod server;
 
 use std::ffi::OsString;
 use std::fmt;

@@ -46,8 +46,31 @@ impl Server {
         None
     }
 
+    /// Starts a server on `port` (one that an earlier server of the test had), or returns
+    /// `None` as [`Server::start`] does.
+    pub fn start_on(test: &str, port: u16) -> Option<Server> {
+        match Server::try_start_on(test, &[], port) {
+            Ok(server) => Some(server),
+            Err(why) => {
+                if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
+                    panic!(
+                        "redis-server could not be started again (RETRY_REQUIRE_REDIS=1): {why}"
+                    );
+                }
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: redis-server not available: {test}: {why}"
+                );
+                None
+            }
+        }
+    }
+
     fn try_start(test: &str, extra: &[&str]) -> Result<Server, String> {
-        let port = free_port();
+        Server::try_start_on(test, extra, free_port())
+    }
+
+    fn try_start_on(test: &str, extra: &[&str], port: u16) -> Result<Server, String> {
         let dir = crate::common::temp_dir(&format!("redis-{test}"));
         let log = dir.join("redis.log");
         let port_arg = port.to_string();

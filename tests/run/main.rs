@@ -19,6 +19,7 @@ mod deadletter;
 mod edges;
 mod env_file;
 mod flaky;
+mod fleet;
 mod herd;
 mod hooks_ci;
 mod junit;

@@ -402,25 +402,46 @@ fn a_prune_while_forty_runs_give_up_keeps_every_record_and_holds_none_up_long() 
 #[test]
 fn a_record_option_given_a_url_is_refused_and_makes_no_directory() {
     let dir = common::temp_dir("queue-url");
-    for (option, extra) in [
-        ("--dead-letter", &["--", "true"][..]),
-        ("--history", &["--", "true"][..]),
-        ("--replay", &[][..]),
-        ("--stats", &[][..]),
-        ("--log-file", &["--", "true"][..]),
-        ("--junit", &["--", "true"][..]),
-        ("--forget", &["all"][..]),
+    // The dead letters may be on Redis, and take no other URL; the other files take none.
+    for (option, url, extra) in [
+        ("--dead-letter", "http", &["--", "true"][..]),
+        ("--replay", "http", &[][..]),
+        ("--forget", "http", &["all"][..]),
+        ("--prune", "http", &["--older-than", "1d"][..]),
+        ("--history", "redis", &["--", "true"][..]),
+        ("--stats", "redis", &[][..]),
+        ("--log-file", "redis", &["--", "true"][..]),
+        ("--junit", "redis", &["--", "true"][..]),
     ] {
         let out = retry()
             .current_dir(&dir)
-            .args([option, "redis://:hunter2hunter2@db.example:6379/jobs"])
+            .args([
+                option,
+                &format!("{url}://:hunter2hunter2@db.example:6379/jobs"),
+            ])
             .args(extra)
             .output()
             .unwrap();
         let line = usage_error_of(&out, option);
-        assert!(line.contains("redis://***@db.example:6379/jobs"), "{line}");
+        assert!(
+            line.contains(&format!("{url}://***@db.example:6379/jobs")),
+            "{line}"
+        );
         assert!(!line.contains("hunter2"), "{line}");
     }
+    // A Redis URL that does not read as one is refused as well, its password hidden.
+    let out = retry()
+        .current_dir(&dir)
+        .args([
+            "--dead-letter",
+            "redis://:hunter2hunter2@db.example/jobs:ratio=1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--dead-letter");
+    assert!(!line.contains("hunter2"), "{line}");
     let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert!(made.is_empty(), "{made:?}");
 }

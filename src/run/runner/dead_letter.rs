@@ -7,6 +7,7 @@ use crate::report::event::{Event, Warning};
 use crate::report::log::Log;
 use crate::run::clock::Moment;
 use crate::store::deadletter::DeadLetter;
+use crate::store::unsent::{self, Sent};
 
 /// Where the run is recorded if it gives up, if anywhere.
 pub struct Recorder {
@@ -36,6 +37,26 @@ impl Recorder {
         let code = u64::try_from(outcome.status.code()).unwrap_or_default();
         let left = run_end.map(|end| end.saturating_duration_since(Moment::now()));
         let tries = outcome.tries.counted;
+        if let Some(address) = &letter.fleet {
+            let record = letter.ended(code, why.word(), tries, outcome.elapsed);
+            let var = |name: &str| std::env::var_os(name);
+            let password = crate::store::redis::Settings::from_env(var, None).password;
+            match unsent::send(address, password, &record, &var) {
+                Ok(Sent::Stream { .. }) => log.emit(Event::DeadLettered {
+                    path: letter.path.clone(),
+                }),
+                Ok(Sent::Kept { file, why }) => log.warn(Warning::DeadLetterKeptLocally {
+                    path: letter.path.clone(),
+                    file,
+                    why: why.to_string(),
+                }),
+                Err(e) => log.warn(Warning::DeadLetterNotWritten {
+                    path: letter.path.clone(),
+                    why: e.to_string(),
+                }),
+            }
+            return;
+        }
         match letter.append(code, why.word(), tries, outcome.elapsed, left) {
             Ok(()) => log.emit(Event::DeadLettered {
                 path: letter.path.clone(),

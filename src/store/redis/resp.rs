@@ -177,6 +177,15 @@ impl Deadline {
         }
     }
 
+    /// `span` from now.
+    pub fn within(span: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + span,
+            span,
+            budget: false,
+        }
+    }
+
     /// The time left, or the failure of a deadline passed.
     pub fn left(&self) -> Result<Duration, ExchangeError> {
         self.at
@@ -216,6 +225,8 @@ pub struct Node {
     pub addr: Addr,
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The most bytes one reply may take: [`MAX_REPLY`] unless the caller reads lists.
+    limit: usize,
 }
 
 impl Node {
@@ -225,7 +236,14 @@ impl Node {
             addr,
             stream,
             buf: Vec::new(),
+            limit: MAX_REPLY,
         }
+    }
+
+    /// Lets one reply take up to `limit` bytes: for the lists of records a replay reads, which
+    /// a quota's answers never need. A server that sends more is still a failure.
+    pub fn allow_replies_of(&mut self, limit: usize) {
+        self.limit = limit.max(MAX_REPLY);
     }
 
     /// Sends one command and reads its reply, both before the deadline. An error reply is
@@ -257,20 +275,22 @@ impl Node {
 
     /// Reads one whole reply, of at most [`MAX_REPLY`] bytes.
     fn receive(&mut self, deadline: &Deadline) -> Result<Reply, ExchangeError> {
-        let mut chunk = [0u8; 512];
+        // A quota's replies are a few bytes; a list is read in larger pieces, each parse of
+        // what has come so far costing its length.
+        let mut chunk = vec![0u8; if self.limit > MAX_REPLY { 1 << 16 } else { 512 }];
         loop {
-            if let Some((value, len)) = parse(&self.buf)? {
+            if let Some((value, len)) = parse_within(&self.buf, self.limit)? {
                 self.buf.drain(..len);
                 return Ok(value);
             }
-            if self.buf.len() >= MAX_REPLY {
+            if self.buf.len() >= self.limit {
                 return Err(ExchangeError::TooLarge);
             }
             let left = deadline.left()?;
             self.stream
                 .set_read_timeout(Some(left))
                 .map_err(ExchangeError::Io)?;
-            let room = chunk.len().min(MAX_REPLY - self.buf.len());
+            let room = chunk.len().min(self.limit - self.buf.len());
             match self.stream.read(&mut chunk[..room]) {
                 Ok(0) => {
                     return Err(ExchangeError::Io(io::Error::new(
@@ -342,11 +362,22 @@ const MAX_DEPTH: usize = 4;
 
 /// The reply at the start of `buf` and its length; `None` while it is incomplete. A length
 /// that would take it past [`MAX_REPLY`] fails at once, before its bytes come.
+#[cfg(test)]
 pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, ExchangeError> {
-    parse_at(buf, 0, 0)
+    parse_within(buf, MAX_REPLY)
 }
 
-fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)>, ExchangeError> {
+/// [`parse`] for replies of at most `limit` bytes.
+pub fn parse_within(buf: &[u8], limit: usize) -> Result<Option<(Reply, usize)>, ExchangeError> {
+    parse_at(buf, 0, 0, limit)
+}
+
+fn parse_at(
+    buf: &[u8],
+    at: usize,
+    depth: usize,
+    limit: usize,
+) -> Result<Option<(Reply, usize)>, ExchangeError> {
     let Some(&kind) = buf.get(at) else {
         return Ok(None);
     };
@@ -361,7 +392,7 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)
         b'$' => match number(line)? {
             -1 => Reply::Bulk(None),
             n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
-            n if n as u64 > MAX_REPLY as u64 => return Err(ExchangeError::TooLarge),
+            n if n as u64 > limit as u64 => return Err(ExchangeError::TooLarge),
             n => match bulk(buf, next, n as usize)? {
                 Some((bytes, after)) => {
                     next = after;
@@ -374,14 +405,14 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)
             -1 => Reply::Array(None),
             n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
             // Each item takes 3 bytes at least.
-            n if n as u64 > (MAX_REPLY / 3) as u64 => return Err(ExchangeError::TooLarge),
+            n if n as u64 > (limit / 3) as u64 => return Err(ExchangeError::TooLarge),
             _ if depth >= MAX_DEPTH => {
                 return Err(ExchangeError::Protocol("arrays nested too deep"));
             }
             n => {
                 let mut items = Vec::new();
                 for _ in 0..n {
-                    let Some((item, after)) = parse_at(buf, next, depth + 1)? else {
+                    let Some((item, after)) = parse_at(buf, next, depth + 1, limit)? else {
                         return Ok(None);
                     };
                     items.push(item);

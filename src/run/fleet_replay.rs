@@ -1,0 +1,119 @@
+//! `retry --replay redis://HOST[:PORT]/NAME` (docs/dead-letters.md#a-fleets-failed-runs-on-redis):
+//! the replay of a fleet's dead letters. It moves along the runs this machine kept locally while
+//! Redis could not be reached, reads the stream, takes the pending runs of this machine (of every
+//! machine with `--any-host`), and runs each through the file's replay, claiming it first: two
+//! replays at once, here or on other machines, never run one run twice. `--dry-run` lists the
+//! fleet's pending runs, with their hosts and claims, and claims nothing.
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+
+use crate::config::{Config, Mode};
+use crate::exit::ExitStatus;
+use crate::policy::quota::RedisAddress;
+use crate::report::printable;
+use crate::report::replay::{FleetRun, ReplayRefusal, fleet_list};
+use crate::run::replay::{Ledger, Run, configure, picked, run_replay, usage};
+use crate::store::deadletter::Pending;
+use crate::store::fleet::{Fleet, Listed, consumer_name, host_name};
+use crate::store::unsent;
+
+/// Replays the pending runs of the fleet's store at `address`; `args` is the whole command
+/// line, whose options override those each run recorded.
+pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> ExitStatus {
+    let shown = std::path::PathBuf::from(address.to_string());
+    let var = |name: &str| std::env::var_os(name);
+    let password = crate::store::redis::Settings::from_env(var, None).password;
+    let mut fleet = Fleet::open(address, password);
+    let unreachable = |why: String| {
+        eprintln!("retry: --replay '{address}': {}", printable(&why));
+        ExitStatus::Usage
+    };
+    let dry_run = config.is_dry_run();
+    // What this machine kept while Redis could not be reached goes first: it is pending too.
+    if !dry_run {
+        if let Some(file) = unsent::file_of(address, &var) {
+            if let Err(why) = unsent::move_kept(&mut fleet, &file) {
+                return unreachable(format!(
+                    "cannot move the runs kept in '{}' to it: {why}",
+                    file.display()
+                ));
+            }
+        }
+    }
+    let picks = match &config.mode {
+        Mode::Replay { picks, .. } => picks.clone(),
+        _ => Default::default(),
+    };
+    let listed = match fleet.list(picks.all) {
+        Ok(listed) => listed,
+        Err(why) => return unreachable(why.to_string()),
+    };
+    // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
+    let host = host_name();
+    let ours = |l: &Listed| dry_run || picks.any_host || l.host == host;
+    let listed: Vec<Listed> = listed.into_iter().filter(ours).collect();
+    let pending: Vec<Pending> = listed.iter().map(|l| l.pending.clone()).collect();
+    let pending = match picked(&shown, pending, config) {
+        Ok(pending) => pending,
+        Err(refusal) => return usage(&refusal),
+    };
+    if dry_run {
+        let runs: Vec<FleetRun> = pending
+            .iter()
+            .filter_map(|p| listed.iter().find(|l| l.pending.record.id == p.record.id))
+            .map(|l| FleetRun {
+                pending: &l.pending,
+                host: &l.host,
+                claim: l.claim.as_deref(),
+            })
+            .collect();
+        return list(config, address, &runs);
+    }
+    let runs = match prepared(args, config, &shown, pending) {
+        Ok(runs) => runs,
+        Err(refusal) => return usage(&refusal),
+    };
+    let ledger = Ledger::Fleet {
+        fleet: Box::new(fleet),
+        consumer: consumer_name(),
+    };
+    run_replay(config, ledger, &shown, &runs, Vec::new())
+}
+
+/// Each pending run with its options, checked before any runs.
+fn prepared(
+    args: &[OsString],
+    config: &Config,
+    shown: &std::path::Path,
+    pending: Vec<Pending>,
+) -> Result<Vec<Run>, ReplayRefusal> {
+    let now = crate::argv::option_words(
+        args,
+        &["replay", "dry-run", "only", "only-label", "all", "any-host"],
+    );
+    let log_file = config
+        .log
+        .file
+        .as_deref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    pending
+        .into_iter()
+        .map(|p| configure(shown, p, &now, log_file.as_deref()))
+        .collect()
+}
+
+/// `--replay redis://... --dry-run`: the fleet's pending runs on stdout.
+fn list(config: &Config, address: &RedisAddress, runs: &[FleetRun<'_>]) -> ExitStatus {
+    let json = config.log.format == crate::config::LogFormat::Json;
+    let mut out = io::stdout().lock();
+    let shown = address.to_string();
+    match fleet_list(&mut out, &shown, runs, json, config.charset).and_then(|()| out.flush()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("retry: cannot write the list: {e}");
+            ExitStatus::Usage
+        }
+    }
+}

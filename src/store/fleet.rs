@@ -1,0 +1,527 @@
+//! A fleet's dead letters on Redis (docs/dead-letters.md#a-fleets-failed-runs-on-redis): the runs
+//! that gave up on any machine naming `redis://HOST[:PORT]/NAME`, in one Redis Stream, with what
+//! became of each beside it. The client is the quota's (`store/redis/`): one deadline per
+//! exchange, replies bounded, the password never shown.
+//!
+//! The keys of NAME, all with the hash tag `{NAME}` so that a cluster keeps them on one node:
+//!
+//! - `retry:dead:{NAME}`: the stream; one entry per run that gave up, its fields `id` (the run
+//!   id), `host` (the machine it ran on) and `record` (the line a dead-letter file would hold);
+//! - `retry:dead:{NAME}:ids`: run id → its entry's id, so that a record sent twice (a run that
+//!   sent it and did not hear back, a move of the records kept locally) is added once;
+//! - `retry:dead:{NAME}:state`: run id → `resolved` or `forgotten`, once settled;
+//! - `retry:dead:{NAME}:attempts`: run id → how many replays of it failed;
+//! - `retry:dead:{NAME}:claims`: run id → `CONSUMER EXPIRES_MS`, the replay running it now.
+//!
+//! A replay claims a record with one script that Redis runs alone: it is given the record only
+//! when no one settled it and no claim on it is still running, so two replays at once, on one
+//! machine or many, never both run it. The claim lasts as long as the record's run may (its
+//! budget and the grace of its stop, an hour when it has no budget); a replay that dies leaves
+//! the claim to run out, and the record to the next replay. The server's clock decides, not the
+//! machines'. Redis Streams' consumer groups hand an entry to one consumer too, but a record that
+//! fails again must go back to the next replay at once while a running claim holds for up to its
+//! own budget, which one idle time for the whole group cannot say.
+
+use std::time::{Duration, SystemTime};
+
+use crate::policy::quota::RedisAddress;
+use crate::store::deadletter::{Pending, Record, State, record_of_line};
+use crate::store::redis::RedisStoreError;
+use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
+use crate::store::redis::server::Server;
+
+/// The longest one exchange with Redis may take, connecting included: a page of records on a
+/// slow link, far longer than a quota's decision may.
+pub const EXCHANGE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The records read from the stream at a time.
+const PAGE: usize = 1000;
+
+/// The most bytes one reply may take: a page of records of the usual few hundred bytes each
+/// takes under a megabyte; a server sending more than this is refused, not believed.
+const MOST_REPLY: usize = 64 << 20;
+
+/// A claim's length when the record's run has no budget.
+pub const CLAIM_WITHOUT_BUDGET: Duration = Duration::from_secs(3600);
+
+const ADD: &str = r#"
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+local e = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'host', ARGV[2], 'record', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], e)
+return 1
+"#;
+
+const CLAIM: &str = r#"
+if redis.replicate_commands then redis.replicate_commands() end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 'gone' end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'settled' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local c = redis.call('HGET', KEYS[3], ARGV[1])
+if c then
+  local expires = tonumber(string.match(c, '(%d+)$'))
+  if expires and expires > now then return 'claimed' end
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ' ' .. tostring(now + tonumber(ARGV[3])))
+return 'ok'
+"#;
+
+const SETTLE: &str = r#"
+local c = redis.call('HGET', KEYS[1], ARGV[1])
+if c and string.sub(c, 1, #ARGV[2] + 1) == ARGV[2] .. ' ' then redis.call('HDEL', KEYS[1], ARGV[1]) end
+if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then return 0 end
+if ARGV[3] == 'resolved' then
+  redis.call('HSETNX', KEYS[2], ARGV[1], 'resolved')
+else
+  redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+end
+return 1
+"#;
+
+const FORGET: &str = r#"
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 and redis.call('HSETNX', KEYS[2], ARGV[i], 'forgotten') == 1 then
+    n = n + 1
+  end
+end
+return n
+"#;
+
+/// Why the fleet's store could not be used, on one line that never holds the password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetError(pub String);
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A record of the stream, with where it ran and who runs it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub pending: Pending,
+    pub host: String,
+    /// The replay that claimed it, while the claim runs: `CONSUMER EXPIRES_MS`.
+    pub claim: Option<String>,
+    /// The stream entry's id.
+    pub entry: String,
+}
+
+/// What a claim came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This replay runs the record.
+    Granted,
+    /// Another replay runs it now, or ran it to its end.
+    Taken,
+}
+
+/// What a prune of the stream dropped and kept, counted in runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamPruned {
+    pub resolved: u64,
+    pub forgotten: u64,
+    pub old: u64,
+    pub kept: u64,
+}
+
+/// The dead letters of NAME on one Redis server.
+pub struct Fleet {
+    server: Server,
+    name: String,
+    node: Option<Node>,
+}
+
+impl Fleet {
+    /// The store of `address`, with `password` when the address has none. Nothing is sent yet.
+    pub fn open(address: &RedisAddress, password: Option<Vec<u8>>) -> Fleet {
+        Fleet {
+            server: Server::new(address, password),
+            name: address.name().to_string(),
+            node: None,
+        }
+    }
+
+    fn key(&self, part: &str) -> String {
+        match part {
+            "" => format!("retry:dead:{{{}}}", self.name),
+            part => format!("retry:dead:{{{}}}:{part}", self.name),
+        }
+    }
+
+    /// Sends one command within [`EXCHANGE_DEADLINE`], connecting first when no connection is
+    /// open; a failure that may leave a reply unread closes the connection.
+    fn request(&mut self, args: &[&[u8]]) -> Result<Reply, FleetError> {
+        let deadline = Deadline::within(EXCHANGE_DEADLINE);
+        let node = match &mut self.node {
+            Some(node) => node,
+            None => {
+                let mut node = self
+                    .server
+                    .open(&self.server.addr.clone(), &deadline)
+                    .map_err(|e| self.failed(e))?;
+                node.allow_replies_of(MOST_REPLY);
+                self.node.insert(node)
+            }
+        };
+        let answer = node.request(args, &deadline);
+        if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
+            self.node = None;
+        }
+        answer.map_err(|source| {
+            self.failed(RedisStoreError::Command {
+                server: self.server.addr.to_string(),
+                source,
+            })
+        })
+    }
+
+    /// `e` as one line without the password.
+    fn failed(&self, e: RedisStoreError) -> FleetError {
+        FleetError(match self.server.scrub(e) {
+            RedisStoreError::Command { server, source } => {
+                format!("Redis at {server} failed: {}", exchange_words(&source))
+            }
+            other => other.to_string(),
+        })
+    }
+
+    /// Runs a script on the keys `keys` with `args`.
+    fn script(
+        &mut self,
+        script: &str,
+        keys: &[String],
+        args: &[&[u8]],
+    ) -> Result<Reply, FleetError> {
+        let count = keys.len().to_string();
+        let mut words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), count.as_bytes()];
+        words.extend(keys.iter().map(|k| k.as_bytes()));
+        words.extend_from_slice(args);
+        self.request(&words)
+    }
+
+    /// Adds the record of a run that gave up on `host`; false when the stream has it already.
+    pub fn add(&mut self, record: &Record, host: &str) -> Result<bool, FleetError> {
+        let keys = [self.key(""), self.key("ids")];
+        let line = record.line();
+        let args: [&[u8]; 3] = [record.id.as_bytes(), host.as_bytes(), line.as_bytes()];
+        match self.script(ADD, &keys, &args)? {
+            Reply::Int(n) => Ok(n == 1),
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    fn odd(&self, reply: &Reply) -> FleetError {
+        let text = self.server.scrub(RedisStoreError::Reply {
+            server: self.server.addr.to_string(),
+            reply: reply.to_string(),
+        });
+        match text {
+            RedisStoreError::Reply { server, reply } => FleetError(format!(
+                "Redis at {server} answered '{}', which is no answer to retry's request",
+                crate::store::redis::resp::one_line(&reply)
+            )),
+            other => FleetError(other.to_string()),
+        }
+    }
+
+    /// Every record of the stream, in the order added, with its state; the settled ones only
+    /// with `all`.
+    pub fn list(&mut self, all: bool) -> Result<Vec<Listed>, FleetError> {
+        let mut listed = Vec::new();
+        let mut from = "-".to_string();
+        loop {
+            let key = self.key("");
+            let count = PAGE.to_string();
+            let reply = self.request(&[
+                b"XRANGE",
+                key.as_bytes(),
+                from.as_bytes(),
+                b"+",
+                b"COUNT",
+                count.as_bytes(),
+            ])?;
+            let entries = self.entries(reply)?;
+            let Some(last) = entries.last().map(|e| e.0.clone()) else {
+                break;
+            };
+            let more = entries.len() == PAGE;
+            self.page(entries, all, &mut listed)?;
+            if !more {
+                break;
+            }
+            from = after(&last)
+                .ok_or_else(|| FleetError(format!("an entry id '{last}' that is not one")))?;
+        }
+        Ok(listed)
+    }
+
+    /// The entries of an XRANGE reply: id, run id, host, record line.
+    fn entries(&self, reply: Reply) -> Result<Vec<(String, String, String, String)>, FleetError> {
+        let Reply::Array(Some(items)) = reply else {
+            return Err(self.odd(&reply));
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let entry = entry(item)
+                .ok_or_else(|| FleetError("Redis sent a stream entry that is not one".into()))?;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Reads the state, claims and attempts of a page of entries into `listed`.
+    fn page(
+        &mut self,
+        entries: Vec<(String, String, String, String)>,
+        all: bool,
+        listed: &mut Vec<Listed>,
+    ) -> Result<(), FleetError> {
+        let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
+        let states = self.fields("state", &ids)?;
+        let claims = self.fields("claims", &ids)?;
+        let attempts = self.fields("attempts", &ids)?;
+        for (k, (entry, _, host, line)) in entries.into_iter().enumerate() {
+            let state = match states[k].as_deref() {
+                Some("resolved") => State::Resolved,
+                Some("forgotten") => State::Forgotten,
+                _ => State::Pending,
+            };
+            if state != State::Pending && !all {
+                continue;
+            }
+            let record = record_of_line(&line).map_err(|why| {
+                FleetError(format!("the stream's entry {entry} is damaged: {why}"))
+            })?;
+            listed.push(Listed {
+                pending: Pending {
+                    line: listed.len() + 1,
+                    record,
+                    attempts: attempts[k]
+                        .as_deref()
+                        .and_then(|a| a.parse().ok())
+                        .unwrap_or(0),
+                    state,
+                },
+                host,
+                claim: claims[k].clone(),
+                entry,
+            });
+        }
+        Ok(())
+    }
+
+    /// HMGET of `ids` in the hash `part`.
+    fn fields(&mut self, part: &str, ids: &[&[u8]]) -> Result<Vec<Option<String>>, FleetError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.key(part);
+        let mut words: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
+        words.extend_from_slice(ids);
+        match self.request(&words)? {
+            Reply::Array(Some(items)) if items.len() == ids.len() => Ok(items
+                .into_iter()
+                .map(|i| match i {
+                    Reply::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    _ => None,
+                })
+                .collect()),
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    /// Claims the run `id` for `consumer` for `length`.
+    pub fn claim(
+        &mut self,
+        id: &str,
+        consumer: &str,
+        length: Duration,
+    ) -> Result<Claim, FleetError> {
+        let keys = [self.key("ids"), self.key("state"), self.key("claims")];
+        let ms = length.as_millis().max(1).to_string();
+        match self.script(
+            CLAIM,
+            &keys,
+            &[id.as_bytes(), consumer.as_bytes(), ms.as_bytes()],
+        )? {
+            Reply::Bulk(Some(b)) if b == b"ok" => Ok(Claim::Granted),
+            Reply::Bulk(Some(_)) => Ok(Claim::Taken),
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    /// Settles the run `id` that `consumer` replayed: resolved, or one failed attempt more;
+    /// either way its claim ends.
+    pub fn settle(&mut self, id: &str, consumer: &str, resolved: bool) -> Result<(), FleetError> {
+        let keys = [
+            self.key("claims"),
+            self.key("state"),
+            self.key("attempts"),
+            self.key("ids"),
+        ];
+        let how: &[u8] = if resolved { b"resolved" } else { b"failed" };
+        match self.script(SETTLE, &keys, &[id.as_bytes(), consumer.as_bytes(), how])? {
+            Reply::Int(_) => Ok(()),
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    /// Marks the runs `ids` forgotten; how many were.
+    pub fn forget(&mut self, ids: &[String]) -> Result<u64, FleetError> {
+        let keys = [self.key("ids"), self.key("state")];
+        let mut n = 0;
+        for batch in ids.chunks(1000) {
+            let args: Vec<&[u8]> = batch.iter().map(|i| i.as_bytes()).collect();
+            match self.script(FORGET, &keys, &args)? {
+                Reply::Int(k) => n += k.max(0) as u64,
+                other => return Err(self.odd(&other)),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Drops from the stream the records settled, and the pending ones that gave up before
+    /// `cutoff`, with all that is kept about them.
+    pub fn prune(&mut self, cutoff: SystemTime) -> Result<StreamPruned, FleetError> {
+        let mut pruned = StreamPruned::default();
+        let mut dropped: Vec<(String, String)> = Vec::new();
+        for l in self.list(true)? {
+            let old = humantime::parse_rfc3339(&l.pending.record.ts).is_ok_and(|at| at < cutoff);
+            match l.pending.state {
+                State::Resolved => pruned.resolved += 1,
+                State::Forgotten => pruned.forgotten += 1,
+                State::Pending if old => pruned.old += 1,
+                State::Pending => {
+                    pruned.kept += 1;
+                    continue;
+                }
+            }
+            dropped.push((l.entry, l.pending.record.id));
+        }
+        for batch in dropped.chunks(1000) {
+            let stream = self.key("");
+            let mut words: Vec<&[u8]> = vec![b"XDEL", stream.as_bytes()];
+            words.extend(batch.iter().map(|(e, _)| e.as_bytes()));
+            self.request(&words)?;
+            for part in ["ids", "state", "attempts", "claims"] {
+                let key = self.key(part);
+                let mut words: Vec<&[u8]> = vec![b"HDEL", key.as_bytes()];
+                words.extend(batch.iter().map(|(_, id)| id.as_bytes()));
+                self.request(&words)?;
+            }
+        }
+        Ok(pruned)
+    }
+}
+
+/// An exchange's failure in words, without the quota's wording of a reply too large.
+fn exchange_words(e: &ExchangeError) -> String {
+    match e {
+        ExchangeError::TooLarge => format!(
+            "its reply is longer than the {} MiB retry reads of one",
+            MOST_REPLY >> 20
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// The entry id just after `id` (`MS-SEQ`), to go on reading a stream from.
+fn after(id: &str) -> Option<String> {
+    let (ms, seq) = id.split_once('-')?;
+    let ms: u64 = ms.parse().ok()?;
+    let seq: u64 = seq.parse().ok()?;
+    Some(match seq.checked_add(1) {
+        Some(seq) => format!("{ms}-{seq}"),
+        None => format!("{}-0", ms.checked_add(1)?),
+    })
+}
+
+/// One entry of an XRANGE reply: `[id, [field, value, ...]]`, read as its id, run id, host and
+/// record line.
+fn entry(item: Reply) -> Option<(String, String, String, String)> {
+    let Reply::Array(Some(mut parts)) = item else {
+        return None;
+    };
+    let Some(Reply::Array(Some(fields))) = parts.pop() else {
+        return None;
+    };
+    let Some(Reply::Bulk(Some(id))) = parts.pop() else {
+        return None;
+    };
+    let text = |r: &Reply| match r {
+        Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    };
+    let (mut run, mut host, mut record) = (None, None, None);
+    for pair in fields.chunks(2) {
+        let [name, value] = pair else {
+            return None;
+        };
+        match text(name)?.as_str() {
+            "id" => run = text(value),
+            "host" => host = text(value),
+            "record" => record = text(value),
+            _ => {}
+        }
+    }
+    Some((
+        String::from_utf8(id).ok()?,
+        run?,
+        host.unwrap_or_default(),
+        record?,
+    ))
+}
+
+/// This machine's name, as the records of its runs say where they ran.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// A name for one replay among all the fleet's: its host, process and a random part.
+pub fn consumer_name() -> String {
+    format!(
+        "{}:{}:{:08x}",
+        host_name(),
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// How long a replay's claim on a record lasts: the record's budget and the grace of its last
+/// stop, which is as long as its run may take, or [`CLAIM_WITHOUT_BUDGET`].
+pub fn claim_length(budget: Option<Duration>, kill_after: Duration) -> Duration {
+    match budget {
+        Some(b) => b + kill_after,
+        None => CLAIM_WITHOUT_BUDGET,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_entry_id_follows_the_last_read() {
+        assert_eq!(after("1700000000000-0").as_deref(), Some("1700000000000-1"));
+        assert_eq!(after(&format!("5-{}", u64::MAX)).as_deref(), Some("6-0"));
+        assert_eq!(after("x-1"), None);
+    }
+
+    #[test]
+    fn a_claim_lasts_the_records_budget_and_its_grace_or_an_hour() {
+        assert_eq!(
+            claim_length(Some(Duration::from_secs(30)), Duration::from_secs(5)),
+            Duration::from_secs(35)
+        );
+        assert_eq!(
+            claim_length(None, Duration::from_secs(5)),
+            CLAIM_WITHOUT_BUDGET
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! Where a record option keeps its records (docs/dead-letters.md#a-fleets-failed-runs-on-redis):
+//! a file, or a stream on the fleet's Redis, named as the quota names it
+//! (`redis://[:PASSWORD@]HOST[:PORT]/NAME`).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::policy::quota::{QuotaSpec, QuotaStore, RedisAddress};
+
+/// A dead-letter store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    File(PathBuf),
+    Redis(RedisAddress),
+}
+
+impl Place {
+    /// The place a record option's value names: a `redis://` URL is a stream on Redis, anything
+    /// else a file. `Err` says what is wrong with a URL, never quoting its password.
+    pub fn of(value: &Path) -> Result<Place, String> {
+        let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
+            return Ok(Place::File(value.to_path_buf()));
+        };
+        let spec: QuotaSpec = url.parse()?;
+        // The quota's parameters follow its name after a ':'; a store of records has none.
+        let QuotaStore::Redis(address) = spec.store else {
+            return Err("expected redis://[:PASSWORD@]HOST[:PORT]/NAME".into());
+        };
+        if url
+            .rsplit_once('/')
+            .is_some_and(|(_, name)| name.contains(':'))
+        {
+            return Err(format!(
+                "a store of records takes no parameters after its name: expected redis://[:PASSWORD@]HOST[:PORT]/{}",
+                address.name()
+            ));
+        }
+        Ok(Place::Redis(address))
+    }
+
+    /// The file, when it is one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Place::File(path) => Some(path),
+            Place::Redis(_) => None,
+        }
+    }
+
+    /// The place as the log names it: the path, or the URL without its password, as a path
+    /// (what the events of a record file carry).
+    pub fn shown(&self) -> PathBuf {
+        match self {
+            Place::File(path) => path.clone(),
+            Place::Redis(address) => PathBuf::from(address.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::File(path) => write!(f, "{}", path.display()),
+            Place::Redis(address) => write!(f, "{address}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redis_url_is_a_stream_and_anything_else_a_file() {
+        assert_eq!(
+            Place::of(Path::new("d.jsonl")),
+            Ok(Place::File("d.jsonl".into()))
+        );
+        assert_eq!(
+            Place::of(Path::new("./redis://h/x")),
+            Ok(Place::File("./redis://h/x".into()))
+        );
+        let Ok(Place::Redis(a)) = Place::of(Path::new("redis://:pw-secret@10.0.0.5:6380/jobs"))
+        else {
+            panic!();
+        };
+        assert_eq!((a.host(), a.port(), a.name()), ("10.0.0.5", 6380, "jobs"));
+        assert_eq!(Place::Redis(a).to_string(), "redis://10.0.0.5:6380/jobs");
+        for bad in [
+            "redis://h/jobs:ratio=0.1",
+            "redis://h/",
+            "redis://:pw-secret@h",
+        ] {
+            let e = Place::of(Path::new(bad)).unwrap_err();
+            assert!(!e.contains("pw-secret"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! A fleet's dead letters on Redis (docs/dead-letters.md#a-fleets-failed-runs-on-redis), with a
+//! real `redis-server` of each test's own: runs that give up add their record to a stream, any
+//! machine lists them, replays at once never run one twice, a replay killed midway leaves its
+//! run to the next, and a Redis that cannot be reached loses no record.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::redis_server::{Server, cli};
+use common::{json_lines, retry, retry_std, stderr_of, stdout_of, usage_error_of, wait_bounded};
+use serde_json::Value;
+
+/// `retry` in `dir`, keeping its local records under `dir/state`.
+fn retry_in(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = retry();
+    cmd.current_dir(dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env_remove("RETRY_REDIS_PASSWORD")
+        .timeout(common::STEP_LIMIT);
+    cmd
+}
+
+fn std_in(dir: &Path) -> std::process::Command {
+    let mut cmd = retry_std();
+    cmd.current_dir(dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env_remove("RETRY_REDIS_PASSWORD");
+    cmd
+}
+
+/// A run in `dir` that gives up (`-n 1`), recorded in `url`, whose command appends its run id
+/// to `marks` and then runs `then`.
+fn give_up(dir: &Path, url: &str, label: &str, then: &str) {
+    retry_in(dir)
+        .args(["--dead-letter", url, "--label", label, "-n", "1", "--"])
+        .args(["sh", "-c", &format!("echo $RETRY_RUN_ID >> marks; {then}")])
+        .assert()
+        .code(1);
+}
+
+/// The fleet's runs as `--replay URL --dry-run --log-format json ARGS` lists them.
+fn listed(dir: &Path, url: &str, args: &[&str]) -> Vec<Value> {
+    let out = retry_in(dir)
+        .args(["--replay", url, "--dry-run", "--log-format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    json_lines(&stdout_of(&out))
+}
+
+fn marks(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("marks"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_run_that_gives_up_is_on_the_stream_and_a_replay_forget_and_prune_work_on_it() {
+    let Some(server) = Server::start("fleet-basics", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-basics");
+    let url = server.url("jobs");
+    for label in ["a", "b", "c"] {
+        give_up(&dir, &url, label, "test -e ok");
+    }
+    assert_eq!(marks(&dir).len(), 3);
+    assert!(
+        !dir.join("redis:").exists(),
+        "no directory is made of the URL"
+    );
+    let runs = listed(&dir, &url, &[]);
+    assert_eq!(runs.len(), 3);
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    assert!(runs.iter().all(|r| r["host"] == host.as_str()), "{runs:?}");
+    let ids: Vec<String> = runs
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().into())
+        .collect();
+    // Forget the first by a prefix; replay only the second; the third fails again.
+    retry_in(&dir)
+        .args(["--forget", &url, &ids[0][..8]])
+        .assert()
+        .success()
+        .stdout(format!("forgot 1 run of {url}; 2 still pending\n"));
+    std::fs::write(dir.join("ok"), "").unwrap();
+    retry_in(&dir)
+        .args(["--replay", &url, "--only", &ids[1]])
+        .assert()
+        .success();
+    std::fs::remove_file(dir.join("ok")).unwrap();
+    retry_in(&dir).args(["--replay", &url]).assert().code(1);
+    assert_eq!(marks(&dir)[3..], [ids[1].clone(), ids[2].clone()]);
+    let all = listed(&dir, &url, &["--all"]);
+    let states: Vec<(&str, u64)> = all
+        .iter()
+        .map(|r| {
+            (
+                r["state"].as_str().unwrap(),
+                r["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("forgotten", 0), ("resolved", 0), ("pending", 1)]);
+    retry_in(&dir)
+        .args(["--prune", &url, "--older-than", "1d"])
+        .assert()
+        .success()
+        .stdout(format!(
+            "pruned {url}: dropped 1 resolved, 1 forgotten and 0 pending that gave up before the limit; kept 1 pending\n"
+        ));
+    let left = listed(&dir, &url, &["--all"]);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["id"], ids[2].as_str());
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["1"]);
+}
+
+#[test]
+fn four_replays_at_once_two_of_them_another_host_run_each_record_exactly_once() {
+    let Some(server) = Server::start("fleet-four", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-four");
+    let url = server.url("jobs");
+    let other_host = common::have_package(
+        "four_replays_at_once",
+        "root, for a UTS namespace (unshare -u) that is another host",
+        "root",
+        common::euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-u", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    );
+    // 60 records made here, each command marking its run once it succeeds.
+    for k in 0..60 {
+        give_up(&dir, &url, &format!("r{k}"), "test -e go");
+    }
+    std::fs::remove_file(dir.join("marks")).unwrap();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    let mut replays: Vec<_> = (0..4)
+        .map(|k| {
+            let mut cmd = if k >= 2 && other_host {
+                let mut c = std::process::Command::new("unshare");
+                c.args([
+                    "-u",
+                    "sh",
+                    "-c",
+                    "hostname other-host && exec \"$0\" \"$@\"",
+                    &me,
+                ]);
+                c
+            } else {
+                std::process::Command::new(&me)
+            };
+            cmd.current_dir(&dir)
+                .env("XDG_STATE_HOME", dir.join("state"))
+                .args(["--replay", &url, "--any-host", "-q"])
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for r in &mut replays {
+        let status = wait_bounded(r, common::TEST_LIMIT);
+        assert_eq!(status.code(), Some(0));
+    }
+    let mut seen = marks(&dir);
+    assert_eq!(seen.len(), 60, "each record ran once: {} runs", seen.len());
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 60, "no record ran twice");
+    assert!(listed(&dir, &url, &[]).is_empty());
+    // Without --any-host, a replay on another host runs none of this host's records.
+    if other_host {
+        give_up(&dir, &url, "late", "test -e never");
+        let out = std::process::Command::new("unshare")
+            .args([
+                "-u",
+                "sh",
+                "-c",
+                "hostname other-host && exec \"$0\" \"$@\"",
+                &me,
+            ])
+            .args(["--replay", &url, "-v"])
+            .current_dir(&dir)
+            .env("XDG_STATE_HOME", dir.join("state"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        assert_eq!(marks(&dir).len(), 61, "only the give-up marked");
+    }
+}
+
+#[test]
+fn a_replay_killed_midway_leaves_its_claimed_run_to_run_once_later() {
+    let Some(server) = Server::start("fleet-kill", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-kill");
+    let url = server.url("jobs");
+    // A budget of 1.5 s: a replay's claim on it lasts that and the grace of its stop.
+    retry_in(&dir)
+        .args([
+            "--dead-letter",
+            &url,
+            "-n",
+            "1",
+            "-B",
+            "1500ms",
+            "-k",
+            "100ms",
+            "--",
+        ])
+        .args(["sh", "-c", "echo run >> marks; test -e ok || sleep 5"])
+        .assert()
+        .code(124);
+    let mut replay = std_in(&dir)
+        .args(["--replay", &url])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
+        .len()
+        == 2));
+    let claimed = Instant::now();
+    common::send(replay.id(), nix::libc::SIGKILL);
+    let _ = replay.wait();
+    std::fs::write(dir.join("ok"), "").unwrap();
+    // While the claim runs, another replay leaves the run alone.
+    let listed_now = listed(&dir, &url, &[]);
+    assert_eq!(listed_now.len(), 1);
+    if claimed.elapsed() < Duration::from_millis(1200) {
+        assert!(listed_now[0]["claimed_by"].is_string(), "{listed_now:?}");
+        retry_in(&dir).args(["--replay", &url]).assert().success();
+        assert_eq!(
+            marks(&dir).len(),
+            2,
+            "the claimed run did not run again yet"
+        );
+    }
+    // Once the claim is past the run's budget, the next replay runs it, once.
+    std::thread::sleep(Duration::from_millis(1700).saturating_sub(claimed.elapsed()));
+    retry_in(&dir).args(["--replay", &url]).assert().success();
+    assert_eq!(marks(&dir).len(), 3);
+    retry_in(&dir).args(["--replay", &url]).assert().success();
+    assert_eq!(marks(&dir).len(), 3, "resolved: never again");
+}
+
+#[test]
+fn redis_stopped_while_forty_runs_give_up_loses_no_record_and_adds_none_twice() {
+    let Some(server) = Server::start("fleet-down", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-down");
+    let port = server.port;
+    let url = server.url("jobs");
+    drop(server);
+    let mut runs: Vec<_> = (0..40)
+        .map(|k| {
+            std_in(&dir)
+                .args([
+                    "--dead-letter",
+                    &url,
+                    "--label",
+                    &format!("r{k}"),
+                    "-n",
+                    "1",
+                    "--",
+                    "false",
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in &mut runs {
+        assert_eq!(wait_bounded(run, common::STEP_LIMIT).code(), Some(1));
+    }
+    for run in runs {
+        let err = String::from_utf8_lossy(&run.wait_with_output().unwrap().stderr).into_owned();
+        assert_eq!(err.matches("warning").count(), 1, "{err}");
+        assert!(err.contains("the run is kept in"), "{err}");
+    }
+    let kept = std::fs::read_dir(dir.join("state/retry/unsent"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let copy = std::fs::read(&kept).unwrap();
+    assert_eq!(copy.iter().filter(|&&b| b == b'\n').count(), 40);
+    let Some(_server) = Server::start_on("fleet-down", port) else {
+        return;
+    };
+    // The dry run moves nothing; the replay moves all forty, then runs them.
+    assert!(listed(&dir, &url, &[]).is_empty());
+    retry_in(&dir)
+        .args(["--replay", &url, "--dry-run", "--only-label", "none"])
+        .assert()
+        .success();
+    retry_in(&dir)
+        .args(["--replay", &url, "-n", "1", "-q"])
+        .assert()
+        .code(1);
+    assert_eq!(std::fs::metadata(&kept).unwrap().len(), 0);
+    assert_eq!(listed(&dir, &url, &[]).len(), 40);
+    // A move cut short before the file was emptied, done again: no record twice.
+    std::fs::write(&kept, &copy).unwrap();
+    give_up(&dir, &url, "after", "true; exit 1");
+    assert_eq!(std::fs::metadata(&kept).unwrap().len(), 0);
+    let runs = listed(&dir, &url, &[]);
+    assert_eq!(runs.len(), 41);
+    assert_eq!(cli(port, &["XLEN", "retry:dead:{jobs}"]), ["41"]);
+}
+
+#[test]
+fn the_password_is_never_shown_and_a_server_that_refuses_it_is_one_line() {
+    let Some(server) = Server::start("fleet-auth", &["--requirepass", "s3cret-pass-word"]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-auth");
+    let port = server.port;
+    let good = format!("redis://:s3cret-pass-word@127.0.0.1:{port}/jobs");
+    let out = retry_in(&dir)
+        .args(["--dead-letter", &good, "-n", "1", "-v", "--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(!log.contains("s3cret"), "{log}");
+    let runs = listed(&dir, &good, &[]);
+    assert_eq!(runs.len(), 1);
+    let record = cli(
+        port,
+        &[
+            "-a",
+            "s3cret-pass-word",
+            "--no-auth-warning",
+            "XRANGE",
+            "retry:dead:{jobs}",
+            "-",
+            "+",
+        ],
+    )
+    .join("\n");
+    assert!(
+        !record.contains("s3cret"),
+        "the record holds no password: {record}"
+    );
+    // The password from the environment works as well; a wrong one is a usage error.
+    let plain = format!("redis://127.0.0.1:{port}/jobs");
+    let out = retry_in(&dir)
+        .env("RETRY_REDIS_PASSWORD", "s3cret-pass-word")
+        .args(["--replay", &plain, "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let bad = format!("redis://:wrong-pass-word@127.0.0.1:{port}/jobs");
+    let out = retry_in(&dir).args(["--replay", &bad]).output().unwrap();
+    let line = usage_error_of(&out, "--replay");
+    assert!(
+        line.contains("WRONGPASS") && !line.contains("wrong-pass"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_server_that_answers_a_byte_at_a_time_holds_a_replay_one_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            std::thread::spawn(move || {
+                use std::io::Write;
+                loop {
+                    if socket.write_all(b"+").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    let dir = common::temp_dir("fleet-dribble");
+    let started = Instant::now();
+    let out = retry_in(&dir)
+        .args([
+            "--replay",
+            &format!("redis://127.0.0.1:{port}/jobs"),
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let line = usage_error_of(&out, "--replay");
+    assert!(line.contains("no answer within 2000 ms"), "{line}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+}
