@@ -151,6 +151,7 @@ fn entry(rng: &mut Rng, step: &Step, id: usize, ts: SystemTime) -> Entry {
         duration_ms: (step.base_ms * tries as f64 * (0.5 + rng.unit())) as u64 + id as u64 % 7,
         try_outcomes: try_outcomes.into_iter().map(Some).collect(),
         failed: None,
+        host: None,
     }
 }
 
@@ -166,6 +167,7 @@ fn repeat(rng: &mut Rng, step: &Step, ts: SystemTime) -> Entry {
         exit_code: u64::from(failed > 0),
         try_outcomes: vec![Some(Outcome::Exit(0)); tries as usize],
         failed: Some(failed),
+        host: None,
         ..entry(rng, step, 0, ts)
     }
 }

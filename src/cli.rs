@@ -1060,7 +1060,8 @@ The exit status is then that of the first failed try, 0 when none failed.",
 The line holds the run's id, the time (ts), the --label, the command, the tries, the outcome \
             (success, gave_up, interrupted, or repeat), the give-up reason, the exit status \
             (exit_code), whether it was flaky, the duration (duration_ms) and how each try ended \
-            (try_outcomes). FILE follows the rules of --dead-letter: created for its owner only, \
+            (try_outcomes). FILE may be redis://[:PASSWORD@]HOST[:PORT]/NAME: the fleet's history, a \
+            Redis Stream capped at about a million runs, each with its host. FILE follows the rules of --dead-letter: created for its owner only, \
             each line written whole under a lock, so that many runs can share it, and refused \
             unless it is a regular file of the user running retry that group and others cannot \
             write.",
@@ -1076,7 +1077,8 @@ The line holds the run's id, the time (ts), the --label, the command, the tries,
 Each row has the runs, the share that succeeded on the first try, that were flaky and that \
             gave up, the mean tries, the median and 95th-percentile duration, when it last failed, \
             and a bar of its flaky share. Damaged lines are counted and named, and skipped. With \
-            --log-format json, one JSON object per row. It takes no command.",
+            --log-format json, one JSON object per row. Of a fleet's history on Redis \
+            (redis://HOST[:PORT]/NAME), one row per label or command line and host. It takes no command.",
         )
         .value_parser(ValueParser::path_buf())
         .conflicts_with_all([id::DRY_RUN, id::REPLAY, id::SIMULATE, id::REPEAT, id::HISTORY, id::DEAD_LETTER])

@@ -47,6 +47,8 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
         ("--replay", &cli.replay),
         ("--forget", &cli.records.forget),
         ("--prune", &cli.records.prune),
+        ("--history", &cli.flaky.history),
+        ("--stats", &cli.flaky.stats),
     ] {
         let Some(path) = path.as_deref() else {
             continue;
@@ -68,12 +70,7 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
             }
         }
     }
-    for (option, path) in [
-        ("--history", &cli.flaky.history),
-        ("--stats", &cli.flaky.stats),
-        ("--log-file", &cli.log_file),
-        ("--junit", &cli.junit),
-    ] {
+    for (option, path) in [("--log-file", &cli.log_file), ("--junit", &cli.junit)] {
         if let Some(url) = path.as_deref().and_then(url) {
             return Err(refusal(
                 option,

@@ -12,6 +12,7 @@ use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::Outcome;
 use crate::report::event::{Ends, Envelope, Warning};
 use crate::report::facts::{RunFacts, Sink};
+use crate::store::fleet::{Fleet, host_name};
 use crate::store::history::{Ending, Entry};
 use crate::store::record;
 
@@ -27,6 +28,9 @@ pub struct History {
     /// ends there.
     until: Option<Duration>,
     outcomes: Vec<Option<Outcome>>,
+    /// The fleet's history on Redis, when the line goes there rather than to the file
+    /// (`path` then names the store as the log shows it).
+    fleet: Option<Fleet>,
 }
 
 impl History {
@@ -36,7 +40,14 @@ impl History {
             command,
             until,
             outcomes: Vec::new(),
+            fleet: None,
         }
+    }
+
+    /// The history is the fleet's on Redis.
+    pub fn on(mut self, fleet: Fleet) -> History {
+        self.fleet = Some(fleet);
+        self
     }
 
     /// The line of the run that ended as `outcome`, at `at`.
@@ -66,6 +77,7 @@ impl History {
                 RunVerdict::Repeated { failed, .. } => *failed,
                 _ => outcome.tries.failed,
             }),
+            host: None,
         }
     }
 }
@@ -86,6 +98,14 @@ impl Sink for History {
             Ends::Replay { .. } | Ends::Neither => return None,
         };
         let entry = self.entry(outcome, envelope.stamp.at, facts);
+        if let Some(fleet) = &mut self.fleet {
+            return fleet.add_run(&entry.line(), &host_name()).err().map(|e| {
+                Warning::HistoryNotWritten {
+                    path: self.path.clone(),
+                    why: e.to_string(),
+                }
+            });
+        }
         let left = self
             .until
             .map(|end| end.saturating_sub(envelope.stamp.elapsed));

@@ -87,6 +87,9 @@ pub struct StatsRow {
     pub p95_ms: u64,
     /// The `ts` of the latest run that had a failed try, if any did.
     pub last_failure: Option<String>,
+    /// The machine its runs ran on, for a fleet's history on Redis: a row per label (or command
+    /// line) and host.
+    pub host: Option<String>,
 }
 
 impl StatsRow {
@@ -150,8 +153,8 @@ pub fn summarise(entries: &[Entry], since: Option<Duration>, now: SystemTime) ->
 /// The runs gathered so far, by label and by command line.
 #[derive(Default)]
 struct Gathered<'a> {
-    labels: HashMap<&'a str, Group<'a>>,
-    commands: HashMap<String, Group<'a>>,
+    labels: HashMap<(&'a str, Option<&'a str>), Group<'a>>,
+    commands: HashMap<(String, Option<&'a str>), Group<'a>>,
     repeat_runs: u64,
     first: Option<SystemTime>,
     last: Option<SystemTime>,
@@ -166,11 +169,12 @@ impl<'a> Gathered<'a> {
         }
         self.first = Some(self.first.map_or(at, |t| t.min(at)));
         self.last = Some(self.last.map_or(at, |t| t.max(at)));
+        let host = entry.host.as_deref();
         let group = match &entry.label {
-            Some(label) => self.labels.entry(label).or_default(),
+            Some(label) => self.labels.entry((label, host)).or_default(),
             None => {
                 let line = text::command_line(&entry.command, Charset::Utf8);
-                self.commands.entry(line).or_default()
+                self.commands.entry((line, host)).or_default()
             }
         };
         group.add(entry, at);
@@ -181,11 +185,11 @@ impl<'a> Gathered<'a> {
         let labels = self
             .labels
             .into_iter()
-            .map(|(name, g)| g.row(name.to_string(), By::Label));
+            .map(|((name, host), g)| g.row(name.to_string(), By::Label, host));
         let commands = self
             .commands
             .into_iter()
-            .map(|(name, g)| g.row(name, By::Command));
+            .map(|((name, host), g)| g.row(name, By::Command, host));
         let mut rows: Vec<StatsRow> = labels.chain(commands).collect();
         rows.sort_by(flakiest_first);
         Summary {
@@ -238,7 +242,7 @@ impl<'a> Group<'a> {
     }
 
     /// The row of these runs, named `name`.
-    fn row(mut self, name: String, by: By) -> StatsRow {
+    fn row(mut self, name: String, by: By, host: Option<&str>) -> StatsRow {
         self.durations.sort_unstable();
         StatsRow {
             name,
@@ -252,6 +256,7 @@ impl<'a> Group<'a> {
             median_ms: nearest_rank(&self.durations, 50),
             p95_ms: nearest_rank(&self.durations, 95),
             last_failure: self.last_failure.map(|(_, ts)| ts.to_string()),
+            host: host.map(str::to_string),
         }
     }
 }
@@ -286,6 +291,7 @@ fn flakiest_first(a: &StatsRow, b: &StatsRow) -> Ordering {
         .then_with(|| by_share(|r| r.gave_up))
         .then_with(|| b.runs.cmp(&a.runs))
         .then_with(|| a.name.cmp(&b.name))
+        .then_with(|| a.host.cmp(&b.host))
         .then_with(|| a.by.cmp(&b.by))
 }
 
@@ -503,10 +509,13 @@ fn cells(row: &StatsRow, ascii: bool) -> Vec<String> {
 /// The name as the table shows it: a label as it is, a command line after `$ `, either made
 /// safe for a terminal (and ASCII when `ascii`).
 fn shown_name(row: &StatsRow, ascii: bool) -> String {
-    let name = match row.by {
+    let mut name = match row.by {
         By::Label => printable(&row.name),
         By::Command => format!("$ {}", row.name),
     };
+    if let Some(host) = &row.host {
+        name = format!("{}: {name}", printable(host));
+    }
     if ascii { ascii_text(&name) } else { name }
 }
 
@@ -554,7 +563,12 @@ fn row_json(row: &StatsRow) -> Obj {
     let obj = Obj::new()
         .str("event", "stats_row")
         .str("name", &row.name)
-        .str("by", row.by.word())
+        .str("by", row.by.word());
+    let obj = match &row.host {
+        Some(host) => obj.str("host", host),
+        None => obj,
+    };
+    let obj = obj
         .num("runs", row.runs)
         .raw("first_try_pct", &row.share(row.first_try).json())
         .raw("flaky_pct", &row.share(row.flaky).json())
@@ -635,6 +649,7 @@ mod tests {
             duration_ms: ms,
             try_outcomes: outcomes.into_iter().map(Some).collect(),
             failed: (ending == Ending::Repeat).then_some(0),
+            host: None,
         }
     }
 

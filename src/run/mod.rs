@@ -136,8 +136,17 @@ fn stats(
     since: Option<std::time::Duration>,
 ) -> ExitStatus {
     use crate::report::stats::{Options, print};
+    let place = crate::store::place::Place::of(file);
+    let file = &match &place {
+        Ok(place) => place.shown(),
+        Err(_) => file.to_path_buf(),
+    };
     let shown = crate::text::quote(file.as_os_str(), config.charset);
-    let reading = match crate::store::history::read_for_stats(file) {
+    let read = match place {
+        Ok(crate::store::place::Place::Redis(address)) => fleet_history(&address),
+        _ => crate::store::history::read_for_stats(file),
+    };
+    let reading = match read {
         Ok(reading) => reading,
         Err(why) => {
             eprintln!("retry: --stats {shown}: {}", crate::report::printable(&why));
@@ -267,6 +276,15 @@ fn real_run(
 /// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
 /// error (logged, 125) before the command runs.
 fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
+    use crate::store::place::Place;
+    if let Ok(Place::Redis(address)) = Place::of(path) {
+        let var = |name: &str| std::env::var_os(name);
+        let password = crate::store::redis::Settings::from_env(var, None).password;
+        let fleet = crate::store::fleet::Fleet::open(&address, password);
+        let shown = Place::Redis(address).shown();
+        let history = History::new(shown, config.command.clone(), None).on(fleet);
+        return Ok(log.with_sink(Box::new(history)));
+    }
     if let Err(e) = crate::store::record::prepare_for(path, "run") {
         log.emit(Event::Error(Failure::History {
             path: path.to_path_buf(),
@@ -286,6 +304,31 @@ fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result
     let until = config.policy.limit.map(|limit| limit.at);
     let history = History::new(path.to_path_buf(), config.command.clone(), until);
     Ok(log.with_sink(Box::new(history)))
+}
+
+/// The runs of a fleet's history on Redis, each with its host, as `--stats` reads a file's.
+fn fleet_history(
+    address: &crate::policy::quota::RedisAddress,
+) -> Result<crate::store::history::Reading, String> {
+    use crate::store::history::{Reading, entry_of_line};
+    let var = |name: &str| std::env::var_os(name);
+    let password = crate::store::redis::Settings::from_env(var, None).password;
+    let runs = crate::store::fleet::Fleet::open(address, password)
+        .runs()
+        .map_err(|e| e.to_string())?;
+    let mut reading = Reading::default();
+    for (k, (host, line)) in runs.into_iter().enumerate() {
+        match entry_of_line(&line) {
+            Ok(mut entry) => {
+                entry.host = Some(host);
+                reading.entries.push(entry);
+            }
+            Err(why) => reading
+                .damaged
+                .push(deadletter::Damaged { line: k + 1, why }),
+        }
+    }
+    Ok(reading)
 }
 
 /// Runs the command of `config` with the seed given, reporting to `log` (whose sinks may be

@@ -417,6 +417,111 @@ impl Fleet {
     }
 }
 
+/// The most runs a fleet's history keeps: past it, Redis trims the oldest (`MAXLEN ~`, so a
+/// little more are kept until a whole node of the stream can go).
+pub const HISTORY_CAP: u64 = 1_000_000;
+
+/// The runs read from a history stream at a time.
+const HISTORY_PAGE: usize = 5000;
+
+impl Fleet {
+    fn history_key(&self) -> String {
+        format!("retry:history:{{{}}}", self.name)
+    }
+
+    /// Adds the history line of a run that ended on `host`.
+    pub fn add_run(&mut self, line: &str, host: &str) -> Result<(), FleetError> {
+        let key = self.history_key();
+        let cap = HISTORY_CAP.to_string();
+        let words: [&[u8]; 10] = [
+            b"XADD",
+            key.as_bytes(),
+            b"MAXLEN",
+            b"~",
+            cap.as_bytes(),
+            b"*",
+            b"host",
+            host.as_bytes(),
+            b"line",
+            line.as_bytes(),
+        ];
+        match self.request(&words)? {
+            Reply::Bulk(Some(_)) => Ok(()),
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    /// Every run of the history, oldest first: its host and its line.
+    pub fn runs(&mut self) -> Result<Vec<(String, String)>, FleetError> {
+        let mut runs = Vec::new();
+        let mut from = "-".to_string();
+        loop {
+            let key = self.history_key();
+            let count = HISTORY_PAGE.to_string();
+            let reply = self.request(&[
+                b"XRANGE",
+                key.as_bytes(),
+                from.as_bytes(),
+                b"+",
+                b"COUNT",
+                count.as_bytes(),
+            ])?;
+            let Reply::Array(Some(items)) = reply else {
+                return Err(self.odd(&reply));
+            };
+            let more = items.len() == HISTORY_PAGE;
+            let mut last = None;
+            for item in items {
+                let (id, fields) = fields_of(item).ok_or_else(|| {
+                    FleetError("Redis sent a stream entry that is not one".into())
+                })?;
+                let host = fields
+                    .iter()
+                    .find(|(k, _)| k == "host")
+                    .map(|(_, v)| v.clone());
+                if let Some((_, line)) = fields.into_iter().find(|(k, _)| k == "line") {
+                    runs.push((host.unwrap_or_default(), line));
+                }
+                last = Some(id);
+            }
+            match (more, last) {
+                (true, Some(last)) => {
+                    from = after(&last).ok_or_else(|| {
+                        FleetError(format!("an entry id '{last}' that is not one"))
+                    })?;
+                }
+                _ => break,
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// One entry of an XRANGE reply as its id and its fields, each a pair of texts.
+fn fields_of(item: Reply) -> Option<(String, Vec<(String, String)>)> {
+    let Reply::Array(Some(mut parts)) = item else {
+        return None;
+    };
+    let Some(Reply::Array(Some(fields))) = parts.pop() else {
+        return None;
+    };
+    let Some(Reply::Bulk(Some(id))) = parts.pop() else {
+        return None;
+    };
+    let text = |r: &Reply| match r {
+        Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    };
+    let pairs = fields
+        .chunks(2)
+        .map(|pair| match pair {
+            [k, v] => Some((text(k)?, text(v)?)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((String::from_utf8(id).ok()?, pairs))
+}
+
 /// An exchange's failure in words, without the quota's wording of a reply too large.
 fn exchange_words(e: &ExchangeError) -> String {
     match e {

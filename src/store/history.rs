@@ -106,6 +106,9 @@ pub struct Entry {
     /// How many of its tries ran and failed: on every line `retry` writes now, and read from a
     /// `--repeat` line (older lines of other runs may lack it).
     pub failed: Option<u64>,
+    /// The machine it ran on, when the history is a fleet's on Redis (not in the line: the
+    /// stream keeps it beside it).
+    pub host: Option<String>,
 }
 
 impl Entry {
@@ -346,7 +349,13 @@ fn read_entry(value: &Value) -> Result<Entry, String> {
         duration_ms: fields.number("duration_ms")?,
         try_outcomes,
         failed,
+        host: None,
     })
+}
+
+/// The run one line records (as a fleet's stream keeps it), or what is wrong with it.
+pub fn entry_of_line(text: &str) -> Result<Entry, String> {
+    read_line(text)
 }
 
 /// Opens a history file for `--stats`, which only reads it and so may read any file it can
@@ -436,6 +445,7 @@ mod tests {
                 Some(Outcome::Exit(0)),
             ],
             failed: None,
+            host: None,
         }
     }
 

@@ -412,3 +412,95 @@ fn a_server_that_answers_a_byte_at_a_time_holds_a_replay_one_deadline() {
         "{took:?}"
     );
 }
+
+#[test]
+fn a_fleets_history_on_redis_is_summed_up_by_stats_with_the_host_among_the_groupings() {
+    let Some(server) = Server::start("fleet-history", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-history");
+    let url = server.url("ci");
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    let other_host = common::euid() == 0
+        && std::process::Command::new("unshare")
+            .args(["-u", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    for script in [
+        "exit 0",
+        "test -e once || { touch once; exit 1; }",
+        "exit 0",
+    ] {
+        retry_in(&dir)
+            .args(["--history", &url, "--label", "build", "-d", "0", "--"])
+            .args(["sh", "-c", script])
+            .assert()
+            .success();
+    }
+    if other_host {
+        let out = std::process::Command::new("unshare")
+            .args([
+                "-u",
+                "sh",
+                "-c",
+                "hostname other-host && exec \"$0\" \"$@\"",
+                &me,
+            ])
+            .args(["--history", &url, "--label", "build", "--", "true"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+    }
+    assert!(!dir.join("redis:").exists());
+    let out = retry_in(&dir)
+        .args(["--stats", &url, "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let rows: Vec<Value> = json_lines(&stdout_of(&out))
+        .into_iter()
+        .filter(|v| v["event"] == "stats_row")
+        .collect();
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let here = rows.iter().find(|r| r["host"] == host.as_str()).unwrap();
+    assert_eq!(
+        (here["name"].as_str(), here["runs"].as_u64()),
+        (Some("build"), Some(3))
+    );
+    assert_eq!(here["flaky_pct"].as_f64(), Some(33.3));
+    if other_host {
+        let there = rows.iter().find(|r| r["host"] == "other-host").unwrap();
+        assert_eq!(there["runs"], 1);
+        assert_eq!(rows.len(), 2);
+    }
+    // The human table names each row's host; the stream is capped.
+    let out = retry_in(&dir).args(["--stats", &url]).output().unwrap();
+    assert!(
+        stdout_of(&out).contains(&format!("{host}: build")),
+        "{}",
+        stdout_of(&out)
+    );
+    let runs = if other_host { "4" } else { "3" };
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), [runs]);
+}
+
+#[test]
+fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_status() {
+    let dir = common::temp_dir("fleet-history-down");
+    let port = common::redis_server::free_port();
+    let out = retry_in(&dir)
+        .args([
+            "--history",
+            &format!("redis://127.0.0.1:{port}/ci"),
+            "--",
+            "sh",
+            "-c",
+            "exit 0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let log = stderr_of(&out);
+    assert_eq!(log.matches("warning").count(), 1, "{log}");
+}

@@ -402,14 +402,15 @@ fn a_prune_while_forty_runs_give_up_keeps_every_record_and_holds_none_up_long() 
 #[test]
 fn a_record_option_given_a_url_is_refused_and_makes_no_directory() {
     let dir = common::temp_dir("queue-url");
-    // The dead letters may be on Redis, and take no other URL; the other files take none.
+    // The dead letters and the history may be on Redis, and take no other URL; the other files
+    // take none.
     for (option, url, extra) in [
         ("--dead-letter", "http", &["--", "true"][..]),
         ("--replay", "http", &[][..]),
         ("--forget", "http", &["all"][..]),
         ("--prune", "http", &["--older-than", "1d"][..]),
-        ("--history", "redis", &["--", "true"][..]),
-        ("--stats", "redis", &[][..]),
+        ("--history", "http", &["--", "true"][..]),
+        ("--stats", "http", &[][..]),
         ("--log-file", "redis", &["--", "true"][..]),
         ("--junit", "redis", &["--", "true"][..]),
     ] {
