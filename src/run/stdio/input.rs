@@ -117,6 +117,31 @@ impl Recorder {
         }
     }
 
+    /// Keeps `data`, just read from standard input: in the recording, or, once recording has
+    /// stopped, only until the try has been fed it. Past the memory cap with no temporary file,
+    /// recording stops.
+    fn keep(&mut self, data: &[u8], warning: &mut Option<String>) {
+        if let Some(o) = &mut self.overflow {
+            o.buf.extend_from_slice(data);
+            return;
+        }
+        if let Err(e) = self.spool.append(data) {
+            *warning = Some(format!(
+                "cannot spill recorded standard input to a temporary file ({e}); holding it in memory"
+            ));
+        }
+        if self.spool.file_failed() && self.spool.in_memory() >= INPUT_MEMORY_CAP {
+            self.overflow = Some(Overflow {
+                buf: Vec::new(),
+                start: self.spool.len(),
+            });
+            *warning = Some(format!(
+                "standard input is past the {} MiB retry holds in memory, and no temporary file can be written: this try reads the rest as it comes, but no further try can get the same input",
+                INPUT_MEMORY_CAP >> 20
+            ));
+        }
+    }
+
     /// Forgets what passed through up to `pos`: it was fed and is not kept.
     fn passed(&mut self, pos: u64) {
         if let Some(o) = &mut self.overflow {
@@ -244,6 +269,14 @@ impl Feed {
             Pace::Eager => CHUNK,
             Pace::OnRequest(asking) => asking.grant.unwrap_or(0),
             Pace::Streaming { ahead } => ahead.saturating_sub(unread(&self.fd)),
+        }
+    }
+
+    /// The try was just given input: one fed on request may ask for more soon.
+    fn fed(&mut self) {
+        if let Pace::OnRequest(asking) = &mut self.pace {
+            asking.fed = Moment::now();
+            asking.look_soon(asking.fed);
         }
     }
 
@@ -447,10 +480,7 @@ impl Feeder {
             Ok(w) => {
                 feed.pos += w as u64;
                 rec.passed(feed.pos);
-                if let Pace::OnRequest(asking) = &mut feed.pace {
-                    asking.fed = Moment::now();
-                    asking.look_soon(asking.fed);
-                }
+                feed.fed();
             }
             Err(Errno::EAGAIN | Errno::EINTR) => {}
             Err(_) => *slot = None,
@@ -467,27 +497,7 @@ impl Feeder {
         buf.resize(CHUNK, 0);
         match read_fd(io::stdin().as_fd(), &mut buf[..max.clamp(1, CHUNK)]) {
             Ok(0) => rec.eof = true,
-            Ok(n) => {
-                if let Some(o) = &mut rec.overflow {
-                    o.buf.extend_from_slice(&buf[..n]);
-                    return;
-                }
-                if let Err(e) = rec.spool.append(&buf[..n]) {
-                    *warning = Some(format!(
-                        "cannot spill recorded standard input to a temporary file ({e}); holding it in memory"
-                    ));
-                }
-                if rec.spool.file_failed() && rec.spool.in_memory() >= INPUT_MEMORY_CAP {
-                    rec.overflow = Some(Overflow {
-                        buf: Vec::new(),
-                        start: rec.spool.len(),
-                    });
-                    *warning = Some(format!(
-                        "standard input is past the {} MiB retry holds in memory, and no temporary file can be written: this try reads the rest as it comes, but no further try can get the same input",
-                        INPUT_MEMORY_CAP >> 20
-                    ));
-                }
-            }
+            Ok(n) => rec.keep(&buf[..n], warning),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(_) => rec.eof = true,
         }
