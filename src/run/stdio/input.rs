@@ -49,6 +49,9 @@ struct Recorder {
     eof: bool,
     /// Recording stopped at the memory cap; what is read now only passes through.
     overflow: Option<Overflow>,
+    /// tee(2) refused standard input (a socket, not a pipe): it is read and written from then on.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    no_tee: bool,
 }
 
 /// Input read after recording stopped, on its way to the current try.
@@ -139,6 +142,31 @@ impl Recorder {
                 "standard input is past the {} MiB retry holds in memory, and no temporary file can be written: this try reads the rest as it comes, but no further try can get the same input",
                 INPUT_MEMORY_CAP >> 20
             ));
+        }
+    }
+
+    /// Moves exactly `n` bytes, which the pipe of standard input holds (the try was just given
+    /// them by tee), out of the pipe into the recording: into the temporary file without passing
+    /// through retry where the spool spills to one, else read and kept. Should the pipe fail to
+    /// give them, that is the end of the input, as when a plain read fails.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn take(&mut self, mut n: usize, buf: &mut Vec<u8>, warning: &mut Option<String>) {
+        buf.resize(CHUNK, 0);
+        while n > 0 {
+            let moved = match self.spool.splice_from(io::stdin().as_fd(), n) {
+                Some(moved) => moved,
+                None => read_fd(io::stdin().as_fd(), &mut buf[..n.min(CHUNK)]).inspect(|&k| {
+                    self.keep(&buf[..k], warning);
+                }),
+            };
+            match moved {
+                Ok(k @ 1..) => n -= k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(0) | Err(_) => {
+                    self.eof = true;
+                    return;
+                }
+            }
         }
     }
 
@@ -433,12 +461,52 @@ impl Feeder {
             // One read per request.
             asking.grant = None;
         }
-        if allowed > 0 {
+        if allowed > 0 && !self.tee(f, allowed, warning) {
             self.record(allowed, warning);
             // Passed on at once rather than after another poll (the write never
             // waits): a reader fed a byte at a time pays for each round trip.
             self.feed(feed, libc::POLLOUT);
         }
+    }
+
+    /// Gives the try up to `max` bytes of standard input straight from its pipe, when the try
+    /// has been given everything recorded: tee(2) puts them in the try's pipe without copying
+    /// them, and exactly as many are then moved into the recording (spliced into its temporary
+    /// file once it spills), so that they are not read back from the recording and written again.
+    /// False when this cannot be done now, and the caller reads and writes instead: standard
+    /// input is not a pipe (a socket: from then on), the try's pipe is full (the plain path
+    /// records what there is and waits for room, where tee would find standard input still
+    /// readable and the poll would never wait), or the input has ended (the plain read sees it).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn tee(&mut self, feed: &mut Feed, max: usize, warning: &mut Option<String>) -> bool {
+        use nix::fcntl::{SpliceFFlags, tee};
+        let Input::Replay(rec) = &mut self.input else {
+            return false;
+        };
+        if rec.no_tee || rec.overflow.is_some() || feed.pos != rec.len() {
+            return false;
+        }
+        let flags = SpliceFFlags::SPLICE_F_NONBLOCK;
+        match tee(io::stdin().as_fd(), &feed.fd, max.min(CHUNK), flags) {
+            Ok(0) => false,
+            Ok(n) => {
+                rec.take(n, &mut self.buf, warning);
+                feed.pos += n as u64;
+                rec.passed(feed.pos);
+                feed.fed();
+                true
+            }
+            Err(Errno::EINVAL) => {
+                rec.no_tee = true;
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn tee(&mut self, _feed: &mut Feed, _max: usize, _warning: &mut Option<String>) -> bool {
+        false
     }
 
     /// Standard input has something, or has ended: look at once whether the try asks for it.
