@@ -92,6 +92,40 @@ fn a_try_that_reads_nothing_leaves_all_input_to_the_next() {
 }
 
 #[test]
+fn a_try_fed_from_the_pipe_and_one_fed_from_the_recording_get_the_same_bytes() {
+    let dir = common::temp_dir("tee");
+    let file = random_file(&dir, 5 << 20);
+    let expected = stdout_of(&sh(&format!("cksum < '{}'", file.display())));
+    assert!(expected.ends_with(" 5242880\n"), "{expected}");
+    // The first try reads standard input as it comes from the pipe, and fails; the second is
+    // fed what was recorded. Each writes the checksum of what it read to a file of its own.
+    let try_ = "cksum > \"$0/try.$RETRY_ATTEMPT\"; [ $RETRY_ATTEMPT = 2 ]";
+    for (i, mode) in [
+        &["--stdin", "auto"][..],
+        &["--stdin", "replay"],
+        &["--buffer-stdout"],
+        &["--output-on-failure"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tries = dir.join(format!("mode{i}"));
+        std::fs::create_dir(&tries).unwrap();
+        let out = sh(&format!(
+            "cat '{}' | \"$RETRY\" {} -n 2 -d 0 -- sh -c '{try_}' '{}'",
+            file.display(),
+            mode.join(" "),
+            tries.display()
+        ));
+        assert_eq!(out.status.code(), Some(0), "{mode:?}: {}", stderr_of(&out));
+        for attempt in 1..=2 {
+            let read = std::fs::read_to_string(tries.join(format!("try.{attempt}"))).unwrap();
+            assert_eq!(read, expected, "{mode:?}, try {attempt}");
+        }
+    }
+}
+
+#[test]
 fn an_endless_producer_is_read_only_as_the_try_needs() {
     // In a process of its own: a child started from a process takes that process's peak
     // memory into its own peak until it runs its program, and this test process grows large
