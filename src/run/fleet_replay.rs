@@ -59,9 +59,11 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
         Err(refusal) => return usage(&refusal),
     };
     if dry_run {
+        // What was picked keeps the order listed: each picked run is found by walking on.
+        let mut rest = listed.iter();
         let runs: Vec<FleetRun> = pending
             .iter()
-            .filter_map(|p| listed.iter().find(|l| l.pending.record.id == p.record.id))
+            .filter_map(|p| rest.find(|l| l.pending.record.id == p.record.id))
             .map(|l| FleetRun {
                 pending: &l.pending,
                 host: &l.host,

@@ -278,8 +278,14 @@ impl Node {
         // A quota's replies are a few bytes; a list is read in larger pieces, each parse of
         // what has come so far costing its length.
         let mut chunk = vec![0u8; if self.limit > MAX_REPLY { 1 << 16 } else { 512 }];
+        // Whether the reply has all come is found by a scan that goes on from where it stopped,
+        // so that a reply of megabytes, coming in many reads, is looked through once; it is
+        // parsed once it has all come.
+        let mut scan = Scan::default();
         loop {
-            if let Some((value, len)) = parse_within(&self.buf, self.limit)? {
+            if scan.advance(&self.buf, self.limit)? {
+                let (value, len) = parse_within(&self.buf, self.limit)?
+                    .ok_or(ExchangeError::Protocol("a reply that ends too soon"))?;
                 self.buf.drain(..len);
                 return Ok(value);
             }
@@ -312,6 +318,84 @@ pub fn is_timeout(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
+}
+
+/// How far a reply has been looked through: where the next element starts, and how many items
+/// each array open around it still has to come.
+#[derive(Default)]
+struct Scan {
+    at: usize,
+    open: Vec<i64>,
+    complete: bool,
+}
+
+impl Scan {
+    /// Looks through what came since the last look; true once the whole reply is in `buf`. The
+    /// lengths are checked as [`parse_within`] checks them, before their bytes come.
+    fn advance(&mut self, buf: &[u8], limit: usize) -> Result<bool, ExchangeError> {
+        while !self.complete {
+            let Some(&kind) = buf.get(self.at) else {
+                return Ok(false);
+            };
+            let Some((line, next)) = line(buf, self.at + 1) else {
+                return Ok(false);
+            };
+            match kind {
+                b'+' | b'-' => self.element_ends(next),
+                b':' => {
+                    number(line)?;
+                    self.element_ends(next);
+                }
+                b'$' => match number(line)? {
+                    -1 => self.element_ends(next),
+                    n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
+                    n if n as u64 > limit as u64 => return Err(ExchangeError::TooLarge),
+                    n => {
+                        let end = next + n as usize + 2;
+                        if buf.len() < end {
+                            return Ok(false);
+                        }
+                        self.element_ends(end);
+                    }
+                },
+                b'*' => match number(line)? {
+                    -1 | 0 => self.element_ends(next),
+                    n if n < 0 => return Err(ExchangeError::Protocol("a negative length")),
+                    n if n as u64 > (limit / 3) as u64 => return Err(ExchangeError::TooLarge),
+                    _ if self.open.len() >= MAX_DEPTH => {
+                        return Err(ExchangeError::Protocol("arrays nested too deep"));
+                    }
+                    n => {
+                        self.at = next;
+                        self.open.push(n);
+                    }
+                },
+                _ => return Err(ExchangeError::Protocol("an unknown type of reply")),
+            }
+        }
+        Ok(true)
+    }
+
+    /// An element ended just before `next`: it is one item less for the array around it, which
+    /// may end with it.
+    fn element_ends(&mut self, next: usize) {
+        self.at = next;
+        loop {
+            match self.open.last_mut() {
+                None => {
+                    self.complete = true;
+                    return;
+                }
+                Some(left) => {
+                    *left -= 1;
+                    if *left > 0 {
+                        return;
+                    }
+                    self.open.pop();
+                }
+            }
+        }
+    }
 }
 
 /// A command as Redis reads it: an array of bulk strings.
@@ -485,6 +569,29 @@ mod tests {
         assert_eq!(auth.code(), Some("ERR unknown command"));
         let unknown = ExchangeError::Server("pa55-Word".into()).of_auth();
         assert!(!unknown.to_string().contains("pa55"), "{unknown}");
+    }
+
+    #[test]
+    fn a_reply_is_found_complete_however_it_comes_in_pieces() {
+        let reply = b"*2\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$2\r\nid\r\n$0\r\n\r\n:7\r\n".to_vec();
+        for cut in 0..reply.len() {
+            let mut scan = Scan::default();
+            assert!(
+                !scan.advance(&reply[..cut], 1024).unwrap(),
+                "complete at {cut}"
+            );
+            assert!(
+                scan.advance(&reply, 1024).unwrap(),
+                "incomplete after {cut}"
+            );
+        }
+        let mut scan = Scan::default();
+        assert!(matches!(
+            scan.advance(b"$2000\r\n", 1024),
+            Err(ExchangeError::TooLarge)
+        ));
+        let mut scan = Scan::default();
+        assert!(scan.advance(b"*0\r\n", 1024).unwrap());
     }
 
     #[test]
