@@ -52,22 +52,41 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
     // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
     let host = host_name();
     let ours = |l: &Listed| dry_run || picks.any_host || l.host == host;
-    let listed: Vec<Listed> = listed.into_iter().filter(ours).collect();
-    let pending: Vec<Pending> = listed.iter().map(|l| l.pending.clone()).collect();
-    let pending = match picked(&shown, pending, config) {
+    // Each run's record, and beside it where it ran and who runs it now, moved apart rather
+    // than copied: a fleet's store may hold hundreds of thousands.
+    let (pending, beside): (Vec<Pending>, Vec<(String, Option<String>)>) = listed
+        .into_iter()
+        .filter(ours)
+        .map(|l| (l.pending, (l.host, l.claim)))
+        .unzip();
+    let ids: Vec<String> = match picks.everything() {
+        true => Vec::new(),
+        false => pending.iter().map(|p| p.record.id.clone()).collect(),
+    };
+    let picked = match picked(&shown, pending, config) {
         Ok(pending) => pending,
         Err(refusal) => return usage(&refusal),
     };
+    // What was picked keeps the order listed: each picked run is found by walking on.
+    let beside: Vec<&(String, Option<String>)> = match picks.everything() {
+        true => beside.iter().collect(),
+        false => {
+            let mut rest = ids.iter().zip(&beside);
+            picked
+                .iter()
+                .filter_map(|p| rest.find(|(id, _)| **id == p.record.id).map(|(_, b)| b))
+                .collect()
+        }
+    };
+    let pending = picked;
     if dry_run {
-        // What was picked keeps the order listed: each picked run is found by walking on.
-        let mut rest = listed.iter();
         let runs: Vec<FleetRun> = pending
             .iter()
-            .filter_map(|p| rest.find(|l| l.pending.record.id == p.record.id))
-            .map(|l| FleetRun {
-                pending: &l.pending,
-                host: &l.host,
-                claim: l.claim.as_deref(),
+            .zip(beside)
+            .map(|(p, (host, claim))| FleetRun {
+                pending: p,
+                host,
+                claim: claim.as_deref(),
             })
             .collect();
         return list(config, address, &runs);

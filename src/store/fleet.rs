@@ -35,7 +35,7 @@ use crate::store::redis::server::Server;
 pub const EXCHANGE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The records read from the stream at a time.
-const PAGE: usize = 1000;
+const PAGE: usize = 5000;
 
 /// The most bytes one reply may take: a page of records of the usual few hundred bytes each
 /// takes under a megabyte; a server sending more than this is refused, not believed.
@@ -154,6 +154,14 @@ impl Fleet {
     /// Sends one command within [`EXCHANGE_DEADLINE`], connecting first when no connection is
     /// open; a failure that may leave a reply unread closes the connection.
     fn request(&mut self, args: &[&[u8]]) -> Result<Reply, FleetError> {
+        let mut replies = self.requests(&[args.to_vec()])?;
+        replies
+            .pop()
+            .ok_or_else(|| FleetError("Redis sent no reply".into()))
+    }
+
+    /// Sends `commands` at once within one [`EXCHANGE_DEADLINE`], and reads their replies.
+    fn requests(&mut self, commands: &[Vec<&[u8]>]) -> Result<Vec<Reply>, FleetError> {
         let deadline = Deadline::within(EXCHANGE_DEADLINE);
         let node = match &mut self.node {
             Some(node) => node,
@@ -166,7 +174,7 @@ impl Fleet {
                 self.node.insert(node)
             }
         };
-        let answer = node.request(args, &deadline);
+        let answer = node.requests(commands, &deadline);
         if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
             self.node = None;
         }
@@ -228,32 +236,68 @@ impl Fleet {
     }
 
     /// Every record of the stream, in the order added, with its state; the settled ones only
-    /// with `all`.
+    /// with `all`. A page's states, claims and attempts are asked for with the next page, in
+    /// one round trip, so that Redis reads the next page while this one is read here.
     pub fn list(&mut self, all: bool) -> Result<Vec<Listed>, FleetError> {
         let mut listed = Vec::new();
-        let mut from = "-".to_string();
-        loop {
-            let key = self.key("");
-            let count = PAGE.to_string();
-            let reply = self.request(&[
-                b"XRANGE",
+        let key = self.key("");
+        let count = PAGE.to_string();
+        let range = |from: &str| -> Vec<Vec<u8>> {
+            [
+                &b"XRANGE"[..],
                 key.as_bytes(),
                 from.as_bytes(),
                 b"+",
                 b"COUNT",
                 count.as_bytes(),
-            ])?;
+            ]
+            .iter()
+            .map(|w| w.to_vec())
+            .collect()
+        };
+        let first: Vec<Vec<u8>> = range("-");
+        let mut reply = self.request(&first.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        loop {
             let entries = self.entries(reply)?;
             let Some(last) = entries.last().map(|e| e.0.clone()) else {
                 break;
             };
             let more = entries.len() == PAGE;
-            self.page(entries, all, &mut listed)?;
-            if !more {
-                break;
+            let next = match more {
+                true => Some(range(&after(&last).ok_or_else(|| {
+                    FleetError(format!("an entry id '{last}' that is not one"))
+                })?)),
+                false => None,
+            };
+            let (state, claims, attempts) =
+                (self.key("state"), self.key("claims"), self.key("attempts"));
+            let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
+            let hmget_keys = [state, claims, attempts];
+            let mut commands: Vec<Vec<&[u8]>> = hmget_keys
+                .iter()
+                .map(|key| {
+                    let mut words: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
+                    words.extend_from_slice(&ids);
+                    words
+                })
+                .collect();
+            if let Some(next) = &next {
+                commands.push(next.iter().map(Vec::as_slice).collect());
             }
-            from = after(&last)
-                .ok_or_else(|| FleetError(format!("an entry id '{last}' that is not one")))?;
+            let mut replies = self.requests(&commands)?.into_iter();
+            let mut fields = || -> Result<Vec<Option<String>>, FleetError> {
+                let reply = replies
+                    .next()
+                    .ok_or_else(|| FleetError("Redis sent too few replies".into()))?;
+                self.field_values(reply, entries.len())
+            };
+            let (states, claims, attempts) = (fields()?, fields()?, fields()?);
+            let rest = replies.next();
+            self.page(entries, [states, claims, attempts], all, &mut listed)?;
+            match rest {
+                Some(next) if more => reply = next,
+                _ => break,
+            }
         }
         Ok(listed)
     }
@@ -272,17 +316,14 @@ impl Fleet {
         Ok(out)
     }
 
-    /// Reads the state, claims and attempts of a page of entries into `listed`.
+    /// Reads a page of entries, with their states, claims and attempts, into `listed`.
     fn page(
         &mut self,
         entries: Vec<(String, String, String, String)>,
+        [states, claims, attempts]: [Vec<Option<String>>; 3],
         all: bool,
         listed: &mut Vec<Listed>,
     ) -> Result<(), FleetError> {
-        let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
-        let states = self.fields("state", &ids)?;
-        let claims = self.fields("claims", &ids)?;
-        let attempts = self.fields("attempts", &ids)?;
         for (k, (entry, _, host, line)) in entries.into_iter().enumerate() {
             let state = match states[k].as_deref() {
                 Some("resolved") => State::Resolved,
@@ -313,16 +354,10 @@ impl Fleet {
         Ok(())
     }
 
-    /// HMGET of `ids` in the hash `part`.
-    fn fields(&mut self, part: &str, ids: &[&[u8]]) -> Result<Vec<Option<String>>, FleetError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let key = self.key(part);
-        let mut words: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
-        words.extend_from_slice(ids);
-        match self.request(&words)? {
-            Reply::Array(Some(items)) if items.len() == ids.len() => Ok(items
+    /// The values of an HMGET reply of `n` fields.
+    fn field_values(&self, reply: Reply, n: usize) -> Result<Vec<Option<String>>, FleetError> {
+        match reply {
+            Reply::Array(Some(items)) if items.len() == n => Ok(items
                 .into_iter()
                 .map(|i| match i {
                     Reply::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
@@ -508,17 +543,16 @@ fn fields_of(item: Reply) -> Option<(String, Vec<(String, String)>)> {
     let Some(Reply::Bulk(Some(id))) = parts.pop() else {
         return None;
     };
-    let text = |r: &Reply| match r {
-        Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+    // The bytes are taken, not copied: a page holds thousands of records.
+    let text = |r: Reply| match r {
+        Reply::Bulk(Some(b)) => String::from_utf8(b).ok(),
         _ => None,
     };
-    let pairs = fields
-        .chunks(2)
-        .map(|pair| match pair {
-            [k, v] => Some((text(k)?, text(v)?)),
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()?;
+    let mut pairs = Vec::with_capacity(fields.len() / 2);
+    let mut items = fields.into_iter();
+    while let Some(name) = items.next() {
+        pairs.push((text(name)?, text(items.next()?)?));
+    }
     Some((String::from_utf8(id).ok()?, pairs))
 }
 
@@ -547,37 +581,17 @@ fn after(id: &str) -> Option<String> {
 /// One entry of an XRANGE reply: `[id, [field, value, ...]]`, read as its id, run id, host and
 /// record line.
 fn entry(item: Reply) -> Option<(String, String, String, String)> {
-    let Reply::Array(Some(mut parts)) = item else {
-        return None;
-    };
-    let Some(Reply::Array(Some(fields))) = parts.pop() else {
-        return None;
-    };
-    let Some(Reply::Bulk(Some(id))) = parts.pop() else {
-        return None;
-    };
-    let text = |r: &Reply| match r {
-        Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
-        _ => None,
-    };
+    let (id, fields) = fields_of(item)?;
     let (mut run, mut host, mut record) = (None, None, None);
-    for pair in fields.chunks(2) {
-        let [name, value] = pair else {
-            return None;
-        };
-        match text(name)?.as_str() {
-            "id" => run = text(value),
-            "host" => host = text(value),
-            "record" => record = text(value),
+    for (name, value) in fields {
+        match name.as_str() {
+            "id" => run = Some(value),
+            "host" => host = Some(value),
+            "record" => record = Some(value),
             _ => {}
         }
     }
-    Some((
-        String::from_utf8(id).ok()?,
-        run?,
-        host.unwrap_or_default(),
-        record?,
-    ))
+    Some((id, run?, host.unwrap_or_default(), record?))
 }
 
 /// This machine's name, as the records of its runs say where they ran.

@@ -172,6 +172,9 @@ pub struct Replay {
     pub fail_first: u64,
     /// `-n N` given to the second replay, overriding the recorded one.
     pub tries: Option<u64>,
+    /// `retry --prune dl --older-than 3650d` before the second replay: the replay reads the
+    /// file as the prune rewrote it.
+    pub pruned: bool,
 }
 
 /// An option that makes a usage error, added to a valid case: the one line of the error must
@@ -405,6 +408,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
         case.replay = Some(Replay {
             fail_first: r.pick(&[0, 0, 1]),
             tries,
+            pruned: r.chance(40),
         });
         // Mostly a run that gives up, so that there is a dead letter to replay.
         if r.chance(70) {
@@ -893,6 +897,9 @@ impl Case {
                 ""
             };
             let tries = replay.tries.map(|n| format!(" -n {n}")).unwrap_or_default();
+            if replay.pruned {
+                s += "; retry --prune dl --older-than 3650d";
+            }
             let _ = write!(
                 s,
                 "; echo {} >ok; XDG_RUNTIME_DIR=$PWD {env}retry --replay dl --log-format json --log-file rlog2{junit}{tries} >rout2 2>rerr2; echo \"replay status $?\"",
@@ -3221,6 +3228,9 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
             }
         }
     }
+    if replay.pruned {
+        prune_then_check(dir, f);
+    }
     // The dependency is back after `fail_first` more failures.
     std::fs::write(dir.join("ok"), replay.fail_first.to_string()).unwrap();
     truncate_hooks(dir);
@@ -3251,6 +3261,39 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
     );
     REPLAYS[1].fetch_add(1, Ordering::Relaxed);
     check_replay(case, dir, &ran, 2, f);
+}
+
+/// Prunes the dead letter as an operator would between two replays: the one run, pending, must
+/// stay, with every line about it as it was, and the prune must say so.
+fn prune_then_check(dir: &Path, f: &mut Findings) {
+    let before = read(dir, "dl").unwrap_or_default();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"))
+        .args(["--prune", "dl", "--older-than", "3650d"])
+        .current_dir(dir)
+        .output()
+        .expect("run retry --prune");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() != Some(0) || !said.contains("kept 1 pending") {
+        f.fail(
+            "replay",
+            format!(
+                "the prune between the replays ended {:?} saying {said:?} {:?}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        );
+    }
+    let after = read(dir, "dl").unwrap_or_default();
+    let kept: Vec<&str> = before
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("\"event\":\"resolved\""))
+        .collect();
+    if after.lines().collect::<Vec<_>>() != kept {
+        f.fail(
+            "replay",
+            format!("the prune between the replays left {after:?} of {before:?}"),
+        );
+    }
 }
 
 fn truncate_hooks(dir: &Path) {

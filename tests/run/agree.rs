@@ -110,6 +110,7 @@ fn the_disagreements_once_found_stay_fixed() {
     c.replay = Some(Replay {
         fail_first: 0,
         tries: None,
+        pruned: false,
     });
     cases.push(("a replayed streak", c));
     // A signal during each hook, with every record asked for.

@@ -504,3 +504,78 @@ fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_st
     let log = stderr_of(&out);
     assert_eq!(log.matches("warning").count(), 1, "{log}");
 }
+
+/// A listener on 127.0.0.1 that answers every command of each connection with `answer`.
+fn answering(answer: &'static [u8]) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = socket.read(&mut buf) {
+                    let _ = n;
+                    if socket.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_hostile_server_is_one_line_at_once_and_never_gets_the_password_shown() {
+    let dir = common::temp_dir("fleet-hostile");
+    // A reply announced as 2 GB is refused at its header.
+    let huge = answering(b"$2000000000\r\n");
+    let started = Instant::now();
+    let out = retry_in(&dir)
+        .args([
+            "--replay",
+            &format!("redis://127.0.0.1:{huge}/jobs"),
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--replay");
+    assert!(line.contains("longer than"), "{line}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A server that quotes the password back, as Redis quotes an unknown command's arguments.
+    let quoting =
+        answering(b"-ERR unknown command 'AUTH', with args beginning with: 'hunter2-hunter2' \r\n");
+    for args in [
+        vec![
+            "--replay".to_string(),
+            format!("redis://:hunter2-hunter2@127.0.0.1:{quoting}/jobs"),
+        ],
+        vec![
+            "--forget".into(),
+            format!("redis://:hunter2-hunter2@127.0.0.1:{quoting}/jobs"),
+            "all".into(),
+        ],
+    ] {
+        let out = retry_in(&dir).args(&args).output().unwrap();
+        let line = usage_error_of(&out, &args[0]);
+        assert!(!line.contains("hunter2"), "{line}");
+    }
+    let out = retry_in(&dir)
+        .env("RETRY_REDIS_PASSWORD", "hunter2-hunter2")
+        .args([
+            "--dead-letter",
+            &format!("redis://127.0.0.1:{quoting}/jobs"),
+            "-n",
+            "1",
+            "--",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(!log.contains("hunter2"), "{log}");
+    assert!(log.contains("the run is kept in"), "{log}");
+}

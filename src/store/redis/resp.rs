@@ -256,6 +256,33 @@ impl Node {
         }
     }
 
+    /// Sends several commands at once and reads their replies, in order, all before the
+    /// deadline: one round trip for them all. An error reply is [`ExchangeError::Server`].
+    pub fn requests(
+        &mut self,
+        commands: &[Vec<&[u8]>],
+        deadline: &Deadline,
+    ) -> Result<Vec<Reply>, ExchangeError> {
+        let mut all = Vec::new();
+        for args in commands {
+            all.extend_from_slice(&encode(args));
+        }
+        self.send(&all, deadline)?;
+        let mut replies = Vec::with_capacity(commands.len());
+        let mut failed = None;
+        for _ in commands {
+            // Every reply is read, an error one too, so that the connection stays in step.
+            match self.receive(deadline)? {
+                Reply::Error(e) => failed = failed.or(Some(ExchangeError::Server(e))),
+                value => replies.push(value),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(replies),
+        }
+    }
+
     fn send(&mut self, mut request: &[u8], deadline: &Deadline) -> Result<(), ExchangeError> {
         while !request.is_empty() {
             let left = deadline.left()?;
