@@ -28,8 +28,14 @@ use serde_json::Value;
 
 use super::{retry_std, send, temp_dir};
 
-/// How many replays of each kind ran: of the same tries, and of a fixed command.
-static REPLAYS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+/// How many replays of each kind ran: of the same tries, of a fixed command, of those from a
+/// pruned file and of those from Redis.
+static REPLAYS: [AtomicUsize; 4] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
 
 /// The seed of `cargo test`'s cases: of the first 60 seeds, the one whose first 220 cases
 /// reach each of the twelve disagreements the checker found in `retry` of December 2026
@@ -175,6 +181,9 @@ pub struct Replay {
     /// `retry --prune dl --older-than 3650d` before the second replay: the replay reads the
     /// file as the prune rewrote it.
     pub pruned: bool,
+    /// The second replay is of a fleet's store on Redis, which the dead letter is moved to first
+    /// (as a run that could not reach Redis left it locally): skipped without `redis-server`.
+    pub redis: bool,
 }
 
 /// An option that makes a usage error, added to a valid case: the one line of the error must
@@ -409,6 +418,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
             fail_first: r.pick(&[0, 0, 1]),
             tries,
             pruned: r.chance(40),
+            redis: r.chance(40),
         });
         // Mostly a run that gives up, so that there is a dead letter to replay.
         if r.chance(70) {
@@ -3170,7 +3180,7 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
             ("rout1", "rerr1"),
         );
         REPLAYS[0].fetch_add(1, Ordering::Relaxed);
-        let runs = check_replay(case, dir, &ran, 1, f);
+        let runs = check_replay(case, dir, &ran, 1, None, f);
         if let Some((run, _)) = runs.first() {
             if let Some(facts) = json_facts(run) {
                 let mut want = direct.truth.clone();
@@ -3230,13 +3240,18 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
     }
     if replay.pruned {
         prune_then_check(dir, f);
+        REPLAYS[2].fetch_add(1, Ordering::Relaxed);
     }
+    let store = match replay.redis {
+        true => to_redis(case, dir),
+        false => None,
+    };
     // The dependency is back after `fail_first` more failures.
     std::fs::write(dir.join("ok"), replay.fail_first.to_string()).unwrap();
     truncate_hooks(dir);
     let mut args: Vec<String> = [
         "--replay",
-        "dl",
+        store.as_deref().unwrap_or("dl"),
         "--log-format",
         "json",
         "--log-file",
@@ -3251,16 +3266,85 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
     if let Some(n) = replay.tries {
         args.extend(["-n".to_string(), n.to_string()]);
     }
-    let ran = run_retry(
-        dir,
-        &args,
-        &case.env(dir, "go2", "sum2"),
-        Stdout::Own,
-        None,
-        ("rout2", "rerr2"),
-    );
+    let mut env = case.env(dir, "go2", "sum2");
+    env.push((
+        "XDG_STATE_HOME".into(),
+        dir.join("state").display().to_string(),
+    ));
+    let ran = run_retry(dir, &args, &env, Stdout::Own, None, ("rout2", "rerr2"));
     REPLAYS[1].fetch_add(1, Ordering::Relaxed);
-    check_replay(case, dir, &ran, 2, f);
+    check_replay(case, dir, &ran, 2, store.as_deref(), f);
+}
+
+/// The runs of the agreement test under way, and their one `redis-server` once a case asked
+/// for it (`Some(None)`: there is none). The last run to end stops it: a server kept in a
+/// static would outlive the test, holding what the test held open.
+static REDIS: Mutex<(usize, Option<Option<super::redis_server::Server>>)> = Mutex::new((0, None));
+
+/// The agreement test's `redis-server`, started at its first use: `None`, said loudly once
+/// (a failure under RETRY_REQUIRE_REDIS=1), where there is none.
+fn agree_redis() -> Option<u16> {
+    let mut redis = REDIS.lock().unwrap_or_else(|e| e.into_inner());
+    redis
+        .1
+        .get_or_insert_with(|| super::redis_server::Server::start("agree", &[]))
+        .as_ref()
+        .map(|s| s.port)
+}
+
+/// A run of the agreement test begins (`true`) or ends; the last to end stops the server.
+fn redis_users(begins: bool) {
+    let mut redis = REDIS.lock().unwrap_or_else(|e| e.into_inner());
+    if begins {
+        redis.0 += 1;
+        return;
+    }
+    redis.0 -= 1;
+    if redis.0 == 0 {
+        redis.1 = None;
+    }
+}
+
+/// Moves the case's dead letter to a store of its own on Redis, as a run that gave up while
+/// Redis could not be reached leaves it: in the local file the next replay moves from. The
+/// store's URL, or `None` without a server.
+fn to_redis(case: &Case, dir: &Path) -> Option<String> {
+    let port = agree_redis()?;
+    REPLAYS[3].fetch_add(1, Ordering::Relaxed);
+    let name = format!("agree-{:x}-{}", case.seed, case.index);
+    let unsent = dir.join("state/retry/unsent");
+    std::fs::create_dir_all(&unsent).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.join("state"), dir.join("state/retry"), unsent.clone()] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let file = unsent.join(format!("127.0.0.1_{port}_{name}.jsonl"));
+    std::fs::copy(dir.join("dl"), &file).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Some(format!("redis://127.0.0.1:{port}/{name}"))
+}
+
+/// The one run of the fleet's store `store` as its listing shows it.
+fn listed_on_redis(dir: &Path, store: &str) -> Option<Value> {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"))
+        .args([
+            "--replay",
+            store,
+            "--dry-run",
+            "--all",
+            "--log-format",
+            "json",
+        ])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let one = lines.next().and_then(|l| serde_json::from_str(l).ok());
+    match lines.next() {
+        None => one,
+        Some(_) => None,
+    }
 }
 
 /// Prunes the dead letter as an operator would between two replays: the one run, pending, must
@@ -3309,6 +3393,7 @@ fn check_replay(
     dir: &Path,
     ran: &Ran,
     k: u64,
+    store: Option<&str>,
     f: &mut Findings,
 ) -> Vec<(JsonRun, Value)> {
     let tag = format!("replay {k}: ");
@@ -3381,6 +3466,24 @@ fn check_replay(
         f.fail("replay", format!("{tag}the command ran {count} times; the replayed run's log has {ran_tries} tries that ran"));
     }
     check_json_run(case, run, dir, "hr", "hg", &tag, f);
+    // Of a store on Redis: the run's state there.
+    if let Some(store) = store {
+        let state = listed_on_redis(dir, store);
+        let got = state
+            .as_ref()
+            .and_then(|s| Some((s["state"].as_str()?, s["attempts"].as_u64()?)));
+        let fine = match got {
+            Some(("resolved", _)) => resolved,
+            Some(("pending", attempts)) => !resolved && attempts >= 1,
+            _ => false,
+        };
+        if !fine {
+            f.fail(
+                "replay",
+                format!("{tag}the run was {result}, and the store on Redis lists it as {state:?}"),
+            );
+        }
+    }
     // The dead letter's new line.
     let text = read(dir, "dl").unwrap_or_default();
     let line = text
@@ -3388,6 +3491,8 @@ fn check_replay(
         .last()
         .and_then(|l| serde_json::from_str::<Value>(l).ok());
     match line {
+        // The replay recorded what became of the run on Redis, not in the file.
+        _ if store.is_some() => {}
         Some(line) if resolved => {
             if line["event"] != "resolved" || line["tries"].as_u64() != facts.tries {
                 f.fail("replay", format!("{tag}the run resolved after {:?} tries, and the file's last line is {line}", facts.tries));
@@ -3529,8 +3634,9 @@ pub struct Report {
     pub replay_cases: u64,
     /// The slowest cases: how long each took, and its index.
     pub slowest: Vec<(Duration, u64)>,
-    /// The replays that ran: of the same tries, of a fixed command.
-    pub replays: (usize, usize),
+    /// The replays that ran: of the same tries, of a fixed command, of the latter those from a
+    /// pruned file and from Redis.
+    pub replays: (usize, usize, usize, usize),
 }
 
 impl Report {
@@ -3554,7 +3660,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "agree: {} cases of seed {:#x} in {:.2?} on {} threads ({} usage errors, {} signalled, {} with replays: {} of the same tries, {} of a fixed command): {} disagree",
+            "agree: {} cases of seed {:#x} in {:.2?} on {} threads ({} usage errors, {} signalled, {} with replays: {} of the same tries, {} of a fixed command, {} of them from a pruned file and {} from Redis): {} disagree",
             self.cases,
             self.plan.seed,
             self.elapsed,
@@ -3564,6 +3670,8 @@ impl Report {
             self.replay_cases,
             self.replays.0,
             self.replays.1,
+            self.replays.2,
+            self.replays.3,
             self.failures.len()
         );
         let slowest: Vec<String> = self
@@ -3623,6 +3731,13 @@ impl Report {
 
 /// Runs the cases of `plan` on its threads, then shrinks one failure per invariant.
 pub fn run(plan: &Plan) -> Report {
+    redis_users(true);
+    let report = run_cases(plan);
+    redis_users(false);
+    report
+}
+
+fn run_cases(plan: &Plan) -> Report {
     let started = Instant::now();
     let indexes: Vec<u64> = match plan.only {
         Some(k) => vec![k],
@@ -3664,6 +3779,8 @@ pub fn run(plan: &Plan) -> Report {
     let replays = (
         REPLAYS[0].load(Ordering::Relaxed),
         REPLAYS[1].load(Ordering::Relaxed),
+        REPLAYS[2].load(Ordering::Relaxed),
+        REPLAYS[3].load(Ordering::Relaxed),
     );
     let mut slowest = slow.into_inner().unwrap();
     slowest.sort_by(|a, b| b.cmp(a));

@@ -111,6 +111,7 @@ fn the_disagreements_once_found_stay_fixed() {
         fail_first: 0,
         tries: None,
         pruned: false,
+        redis: false,
     });
     cases.push(("a replayed streak", c));
     // A signal during each hook, with every record asked for.
