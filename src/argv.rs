@@ -181,17 +181,20 @@ pub fn recorded_options(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
     kept_groups(args, drop)
         .into_iter()
         .flat_map(|g| match &g.given[..] {
-            [o] if o.id == "quota" => match o.value.as_deref().and_then(without_password) {
-                Some(value) => vec![
-                    Given {
-                        id: o.id.clone(),
-                        value: Some(value),
-                        unlisted_short: None,
-                    }
-                    .word(),
-                ],
-                None => g.words,
-            },
+            // Every option that may name a Redis server: its password is never recorded.
+            [o] if o.id == "quota" || o.id == "history" => {
+                match o.value.as_deref().and_then(without_password) {
+                    Some(value) => vec![
+                        Given {
+                            id: o.id.clone(),
+                            value: Some(value),
+                            unlisted_short: None,
+                        }
+                        .word(),
+                    ],
+                    None => g.words,
+                }
+            }
             _ => g.words,
         })
         .collect()

@@ -446,3 +446,25 @@ fn a_record_option_given_a_url_is_refused_and_makes_no_directory() {
     let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert!(made.is_empty(), "{made:?}");
 }
+
+#[test]
+fn a_dead_letter_never_records_the_password_of_a_history_on_redis() {
+    let dir = common::temp_dir("queue-history-password");
+    let port = common::redis_server::free_port();
+    let out = retry()
+        .current_dir(&dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .args(["--dead-letter", "d.jsonl", "-n", "1", "--history"])
+        .arg(format!("redis://:hunter2-hunter2@127.0.0.1:{port}/ci"))
+        .args(["--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr_of(&out).contains("hunter2"), "{}", stderr_of(&out));
+    let text = std::fs::read_to_string(dir.join("d.jsonl")).unwrap();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains(&format!("redis://127.0.0.1:{port}/ci")),
+        "{text}"
+    );
+}
