@@ -66,7 +66,12 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
             }
             Err(why) => {
                 let shown = url(path).unwrap_or_default();
-                return Err(format!("{option} '{shown}': {}", printable(&why)));
+                // The parser's words may quote what was hidden: then they are not shown.
+                let why = match path.to_str().is_some_and(|raw| printable(raw) == shown) {
+                    true => printable(&why),
+                    false => "expected redis://[:PASSWORD@]HOST[:PORT]/NAME".to_string(),
+                };
+                return Err(format!("{option} '{shown}': {why}"));
             }
         }
     }
@@ -105,8 +110,16 @@ fn url(path: &Path) -> Option<String> {
     if !starts || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) {
         return None;
     }
+    // What comes before an '@' is a user and password; without one, a ':' that no port
+    // follows (`redis://:secret/x`, the '@' forgotten) may start a password too.
+    let authority = rest.split('/').next().unwrap_or_default();
+    let port_only = |a: &str| {
+        a.rsplit_once(':')
+            .is_none_or(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+    };
     let rest = match rest.rsplit_once('@') {
         Some((_, host)) => format!("***@{host}"),
+        None if !port_only(authority) => format!("***{}", &rest[authority.len()..]),
         None => rest.to_string(),
     };
     Some(printable(&format!("{scheme}://{rest}")))
@@ -147,5 +160,13 @@ mod tests {
         assert_eq!(shown("./redis://host/jobs"), None);
         assert_eq!(shown("/var/lib/retry/dead.jsonl"), None);
         assert_eq!(shown("1http://x"), None);
+        assert_eq!(
+            shown("redis://:pw-leak/x").as_deref(),
+            Some("redis://***/x")
+        );
+        assert_eq!(
+            shown("redis://h:6379/x").as_deref(),
+            Some("redis://h:6379/x")
+        );
     }
 }

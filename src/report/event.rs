@@ -456,7 +456,10 @@ pub enum Warning {
     /// The quota cannot be used at all: only the run's own limits apply.
     QuotaUnusable { quota: String, why: String },
     /// The Redis password is written in `--quota`'s URL, where `ps` shows it.
-    PasswordInUrl { variable: &'static str },
+    PasswordInUrl {
+        option: &'static str,
+        variable: &'static str,
+    },
     /// The run could not be recorded in `--dead-letter`.
     DeadLetterNotWritten { path: PathBuf, why: String },
     /// The fleet's store on Redis (`path`) failed as said: the record is kept in the local

@@ -337,8 +337,8 @@ fn quota_warning_text(w: &Warning) -> String {
              the quota is not shared with the other runs: this run keeps it on this machine",
             refusal_words(code)
         ),
-        Warning::PasswordInUrl { variable } => format!(
-            "the Redis password in --quota can be read by every user of this machine (with \
+        Warning::PasswordInUrl { option, variable } => format!(
+            "the Redis password in {option} can be read by every user of this machine (with \
              `ps`) while the run lasts; give it in {variable} instead"
         ),
         other => warning_text(other),

@@ -32,25 +32,31 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
     let dry_run = config.is_dry_run();
     // What this machine kept while Redis could not be reached goes first: it is pending too.
     if !dry_run {
-        if let Some(file) = unsent::file_of(address, &var) {
-            if let Err(why) = unsent::move_kept(&mut fleet, &file) {
-                return unreachable(format!(
-                    "cannot move the runs kept in '{}' to it: {why}",
-                    file.display()
-                ));
-            }
+        if let Err(why) = move_kept_here(&mut fleet, address) {
+            return unreachable(why);
         }
     }
     let picks = match &config.mode {
         Mode::Replay { picks, .. } => picks.clone(),
         _ => Default::default(),
     };
-    let listed = match fleet.list(picks.all) {
+    let mut listed = match fleet.list(picks.all) {
         Ok(listed) => listed,
         Err(why) => return unreachable(why.to_string()),
     };
-    // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
     let host = host_name();
+    // A dry run moves nothing: what this machine keeps locally is listed as pending too, as
+    // the replay would move it and run it.
+    if dry_run {
+        listed.extend(kept_here(address, &host, listed.len()));
+    }
+    // An --only that names another machine's run says so, rather than that no run has it.
+    if !dry_run && !picks.any_host {
+        if let Some(hint) = elsewhere(&picks.only, &listed, &host) {
+            return unreachable(hint);
+        }
+    }
+    // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
     let ours = |l: &Listed| dry_run || picks.any_host || l.host == host;
     // Each run's record, and beside it where it ran and who runs it now, moved apart rather
     // than copied: a fleet's store may hold hundreds of thousands.
@@ -98,8 +104,71 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
     let ledger = Ledger::Fleet {
         fleet: Box::new(fleet),
         consumer: consumer_name(),
+        failed: Vec::new(),
     };
     run_replay(config, ledger, &shown, &runs, Vec::new())
+}
+
+/// Moves the runs this machine kept locally for the store at `address` to it.
+fn move_kept_here(fleet: &mut Fleet, address: &RedisAddress) -> Result<(), String> {
+    let var = |name: &str| std::env::var_os(name);
+    let Some(file) = unsent::file_of(address, &var) else {
+        return Ok(());
+    };
+    unsent::move_kept(fleet, &file).map(drop).map_err(|why| {
+        format!(
+            "cannot move the runs kept in '{}' to it: {why}",
+            file.display()
+        )
+    })
+}
+
+/// The runs this machine keeps in its local file for the store at `address` (Redis could not
+/// be reached when they gave up), as the listing shows them, after the `before` listed.
+fn kept_here(address: &RedisAddress, host: &str, before: usize) -> Vec<Listed> {
+    let var = |name: &str| std::env::var_os(name);
+    let Some(file) = unsent::file_of(address, &var) else {
+        return Vec::new();
+    };
+    let lock_wait = crate::store::record::LOCK_WAIT;
+    let Ok(kept) = crate::store::deadletter::read(&file, None, lock_wait) else {
+        return Vec::new();
+    };
+    kept.pending
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut pending)| {
+            pending.line = before + k + 1;
+            Listed {
+                pending,
+                host: host.to_string(),
+                claim: None,
+                entry: String::new(),
+            }
+        })
+        .collect()
+}
+
+/// The line that says an `--only` of `only` names a pending run of another machine than
+/// `host`, and no run of this one.
+fn elsewhere(only: &[String], listed: &[Listed], host: &str) -> Option<String> {
+    let ids = || listed.iter().map(|l| l.pending.record.id.as_str());
+    let here = || {
+        listed
+            .iter()
+            .filter(|l| l.host == host)
+            .map(|l| l.pending.record.id.as_str())
+    };
+    only.iter().find_map(|word| {
+        if crate::store::pick::one(word, here()).is_ok() {
+            return None;
+        }
+        let k = crate::store::pick::one(word, ids()).ok()?;
+        let there = &listed[k].host;
+        Some(format!(
+            "--only {word}: that run gave up on {there}, not on this machine ({host}); --any-host replays the runs of every machine"
+        ))
+    })
 }
 
 /// Each pending run with its options, checked before any runs.

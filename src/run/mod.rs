@@ -234,7 +234,19 @@ fn real_run(
     }
     let dead_letter = match &config.dead_letter {
         Some(path) => match dead_letter(config, args, path, &run_id) {
-            Ok(letter) => Some(letter),
+            Ok(letter) => {
+                if letter
+                    .fleet
+                    .as_ref()
+                    .is_some_and(|a| a.password().is_some())
+                {
+                    log.warn(Warning::PasswordInUrl {
+                        option: "--dead-letter",
+                        variable: crate::store::redis::PASSWORD_VAR,
+                    });
+                }
+                Some(letter)
+            }
             Err(e) => {
                 log.emit(Event::Error(Failure::DeadLetter {
                     path: path.clone(),
@@ -278,6 +290,12 @@ fn real_run(
 fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
     use crate::store::place::Place;
     if let Ok(Place::Redis(address)) = Place::of(path) {
+        if address.password().is_some() {
+            log.warn(Warning::PasswordInUrl {
+                option: "--history",
+                variable: crate::store::redis::PASSWORD_VAR,
+            });
+        }
         let var = |name: &str| std::env::var_os(name);
         let password = crate::store::redis::Settings::from_env(var, None).password;
         let fleet = crate::store::fleet::Fleet::open(&address, password);

@@ -112,18 +112,23 @@ pub(crate) enum Ledger {
     Fleet {
         fleet: Box<crate::store::fleet::Fleet>,
         consumer: String,
+        /// The runs that failed again, held until the replay ends.
+        failed: Vec<String>,
     },
 }
 
 impl Ledger {
     /// Takes the run `p` to run it with `config`: false when another replay has it.
     fn claim(&mut self, p: &Pending, config: &Config) -> Result<bool, String> {
-        let Ledger::Fleet { fleet, consumer } = self else {
+        let Ledger::Fleet {
+            fleet, consumer, ..
+        } = self
+        else {
             return Ok(true);
         };
         let budget = config.policy.limit.map(|limit| limit.at);
         let length = crate::store::fleet::claim_length(budget, config.kill_after);
-        match fleet.claim(&p.record.id, consumer, length) {
+        match fleet.claim(&p.record.id, consumer, length, p.attempts) {
             Ok(claim) => Ok(claim == crate::store::fleet::Claim::Granted),
             Err(e) => Err(e.to_string()),
         }
@@ -138,12 +143,32 @@ impl Ledger {
                 record::LOCK_WAIT,
             )
             .map_err(|e| e.to_string()),
-            Ledger::Fleet { fleet, consumer } => {
+            Ledger::Fleet {
+                fleet,
+                consumer,
+                failed,
+            } => {
                 let resolved = matches!(replayed, Replayed::Resolved { .. });
+                if !resolved {
+                    failed.push(p.record.id.clone());
+                }
                 fleet
                     .settle(&p.record.id, consumer, resolved)
                     .map_err(|e| e.to_string())
             }
+        }
+    }
+
+    /// The replay ends: the runs it replayed that failed again are let go, pending for the
+    /// next replay. A replay killed before this leaves them to the end of their claims.
+    fn finish(&mut self) -> Result<(), String> {
+        match self {
+            Ledger::File(_) => Ok(()),
+            Ledger::Fleet {
+                fleet,
+                consumer,
+                failed,
+            } => fleet.release(failed, consumer).map_err(|e| e.to_string()),
         }
     }
 }
@@ -410,6 +435,12 @@ fn run_one(
 impl Replay {
     /// The end of the replay, in the log and the step outputs: the status it exits with.
     fn summary(&mut self, status: ExitStatus) -> ExitStatus {
+        if let Err(why) = self.ledger.finish() {
+            self.log.emit(Event::Error(Failure::ReplayNotRecorded {
+                path: self.file.clone(),
+                why,
+            }));
+        }
         self.log.emit(Event::ReplaySummary {
             file: self.file.clone(),
             resolved: self.resolved,

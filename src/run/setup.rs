@@ -133,6 +133,7 @@ fn open_quota(
 ) -> Option<runner::SharedQuota> {
     if spec.has_password() {
         log.warn(Warning::PasswordInUrl {
+            option: "--quota",
             variable: crate::store::redis::PASSWORD_VAR,
         });
     }

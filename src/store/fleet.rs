@@ -55,6 +55,8 @@ const CLAIM: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 'gone' end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'settled' end
+-- Replayed by another replay since this one listed it: that replay's try was this round's.
+if tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0') ~= tonumber(ARGV[4]) then return 'replayed' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local c = redis.call('HGET', KEYS[3], ARGV[1])
@@ -68,12 +70,19 @@ return 'ok'
 
 const SETTLE: &str = r#"
 local c = redis.call('HGET', KEYS[1], ARGV[1])
-if c and string.sub(c, 1, #ARGV[2] + 1) == ARGV[2] .. ' ' then redis.call('HDEL', KEYS[1], ARGV[1]) end
-if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then return 0 end
+local mine = c and string.sub(c, 1, #ARGV[2] + 1) == ARGV[2] .. ' '
+if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
+  if mine then redis.call('HDEL', KEYS[1], ARGV[1]) end
+  return 0
+end
 if ARGV[3] == 'resolved' then
   redis.call('HSETNX', KEYS[2], ARGV[1], 'resolved')
-else
+  if mine then redis.call('HDEL', KEYS[1], ARGV[1]) end
+elseif ARGV[3] == 'failed' then
+  -- The claim stays until the replay ends: a replay running meanwhile does not run it again.
   redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+elseif mine then
+  redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 1
 "#;
@@ -368,19 +377,32 @@ impl Fleet {
         }
     }
 
-    /// Claims the run `id` for `consumer` for `length`.
+    /// Claims the run `id` for `consumer` for `length`, if no replay settled it, holds it or
+    /// replayed it since this one listed it with `attempts` failed replays.
     pub fn claim(
         &mut self,
         id: &str,
         consumer: &str,
         length: Duration,
+        attempts: u64,
     ) -> Result<Claim, FleetError> {
-        let keys = [self.key("ids"), self.key("state"), self.key("claims")];
+        let keys = [
+            self.key("ids"),
+            self.key("state"),
+            self.key("claims"),
+            self.key("attempts"),
+        ];
         let ms = length.as_millis().max(1).to_string();
+        let attempts = attempts.to_string();
         match self.script(
             CLAIM,
             &keys,
-            &[id.as_bytes(), consumer.as_bytes(), ms.as_bytes()],
+            &[
+                id.as_bytes(),
+                consumer.as_bytes(),
+                ms.as_bytes(),
+                attempts.as_bytes(),
+            ],
         )? {
             Reply::Bulk(Some(b)) if b == b"ok" => Ok(Claim::Granted),
             Reply::Bulk(Some(_)) => Ok(Claim::Taken),
@@ -404,6 +426,45 @@ impl Fleet {
         }
     }
 
+    /// The server's time, in milliseconds since the epoch: the clock the claims are written by.
+    fn server_ms(&mut self) -> Result<u64, FleetError> {
+        match self.request(&[b"TIME"])? {
+            Reply::Array(Some(parts)) if parts.len() == 2 => {
+                let number = |r: &Reply| match r {
+                    Reply::Bulk(Some(b)) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+                    _ => None,
+                };
+                match (number(&parts[0]), number(&parts[1])) {
+                    (Some(s), Some(us)) => Ok(s * 1000 + us / 1000),
+                    _ => Err(FleetError("Redis answered TIME with something else".into())),
+                }
+            }
+            other => Err(self.odd(&other)),
+        }
+    }
+
+    /// Ends the claims of `consumer` on the runs `ids`, which it replayed and which failed
+    /// again: pending, for the next replay.
+    pub fn release(&mut self, ids: &[String], consumer: &str) -> Result<(), FleetError> {
+        let keys = [
+            self.key("claims"),
+            self.key("state"),
+            self.key("attempts"),
+            self.key("ids"),
+        ];
+        for id in ids {
+            match self.script(
+                SETTLE,
+                &keys,
+                &[id.as_bytes(), consumer.as_bytes(), b"release"],
+            )? {
+                Reply::Int(_) => {}
+                other => return Err(self.odd(&other)),
+            }
+        }
+        Ok(())
+    }
+
     /// Marks the runs `ids` forgotten; how many were.
     pub fn forget(&mut self, ids: &[String]) -> Result<u64, FleetError> {
         let keys = [self.key("ids"), self.key("state")];
@@ -423,8 +484,20 @@ impl Fleet {
     pub fn prune(&mut self, cutoff: SystemTime) -> Result<StreamPruned, FleetError> {
         let mut pruned = StreamPruned::default();
         let mut dropped: Vec<(String, String)> = Vec::new();
+        let now = self.server_ms()?;
         for l in self.list(true)? {
             let old = humantime::parse_rfc3339(&l.pending.record.ts).is_ok_and(|at| at < cutoff);
+            // A run a replay holds now is that replay's to settle: it stays.
+            let held = l
+                .claim
+                .as_deref()
+                .and_then(|c| c.rsplit_once(' '))
+                .and_then(|(_, expires)| expires.parse::<u64>().ok())
+                .is_some_and(|expires| expires > now);
+            if held {
+                pruned.kept += 1;
+                continue;
+            }
             match l.pending.state {
                 State::Resolved => pruned.resolved += 1,
                 State::Forgotten => pruned.forgotten += 1,

@@ -304,8 +304,10 @@ fn redis_stopped_while_forty_runs_give_up_loses_no_record_and_adds_none_twice() 
     let Some(_server) = Server::start_on("fleet-down", port) else {
         return;
     };
-    // The dry run moves nothing; the replay moves all forty, then runs them.
-    assert!(listed(&dir, &url, &[]).is_empty());
+    // The dry run lists the forty kept here and moves nothing; the replay moves them, then
+    // runs them.
+    assert_eq!(listed(&dir, &url, &[]).len(), 40);
+    assert_eq!(std::fs::read(&kept).unwrap(), copy);
     retry_in(&dir)
         .args(["--replay", &url, "--dry-run", "--only-label", "none"])
         .assert()
@@ -578,4 +580,165 @@ fn a_hostile_server_is_one_line_at_once_and_never_gets_the_password_shown() {
     let log = stderr_of(&out);
     assert!(!log.contains("hunter2"), "{log}");
     assert!(log.contains("the run is kept in"), "{log}");
+}
+
+#[test]
+fn two_replays_at_once_run_a_run_that_fails_again_once_between_them() {
+    let Some(server) = Server::start("fleet-fails", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-fails");
+    let url = server.url("jobs");
+    for k in 0..4 {
+        give_up(&dir, &url, &format!("f{k}"), "sleep 0.4; exit 1");
+    }
+    std::fs::remove_file(dir.join("marks")).unwrap();
+    // The second starts once the first has failed its first run again and runs its second:
+    // each run fails again once between them.
+    let mut first = std_in(&dir)
+        .args(["--replay", &url, "-q"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
+        .len()
+        >= 2));
+    retry_in(&dir)
+        .args(["--replay", &url, "-q"])
+        .assert()
+        .code(1);
+    assert_eq!(wait_bounded(&mut first, common::STEP_LIMIT).code(), Some(1));
+    let mut seen = marks(&dir);
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 4);
+    // A replay after both runs each once more.
+    retry_in(&dir)
+        .args(["--replay", &url, "-q"])
+        .assert()
+        .code(1);
+    assert_eq!(marks(&dir).len(), 8);
+}
+
+#[test]
+fn a_prune_while_a_replay_runs_a_run_keeps_it_and_the_dry_run_lists_what_is_kept_locally() {
+    let Some(server) = Server::start("fleet-prune-held", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-prune-held");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "slow", "test -e go || exit 1; sleep 1.5");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let mut replay = std_in(&dir)
+        .args(["--replay", &url, "-q"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
+        .len()
+        == 2));
+    retry_in(&dir)
+        .args(["--prune", &url, "--older-than", "0s"])
+        .assert()
+        .success()
+        .stdout(format!(
+            "pruned {url}: dropped 0 resolved, 0 forgotten and 0 pending that gave up before the limit; kept 1 pending\n"
+        ));
+    assert!(wait_bounded(&mut replay, common::STEP_LIMIT).success());
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["state"], "resolved");
+    // A run kept locally while Redis could not be reached is listed by the dry run.
+    let down = format!(
+        "redis://127.0.0.1:{}/jobs",
+        common::redis_server::free_port()
+    );
+    give_up(&dir, &down, "kept", "exit 1");
+    let unsent: Vec<_> = std::fs::read_dir(dir.join("state/retry/unsent"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let name = unsent[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let port_of_down = down.split(':').nth(2).unwrap().split('/').next().unwrap();
+    let moved = unsent[0].with_file_name(name.replace(port_of_down, &server.port.to_string()));
+    std::fs::rename(&unsent[0], &moved).unwrap();
+    let runs = listed(&dir, &url, &[]);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["command"][2], "echo $RETRY_RUN_ID >> marks; exit 1");
+    assert!(moved.exists(), "the dry run moved nothing");
+}
+
+#[test]
+fn an_only_that_names_another_machines_run_says_so_and_a_password_in_any_url_is_warned_of() {
+    let Some(server) = Server::start("fleet-only-host", &["--requirepass", "pw-pw-pw-pw"]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-only-host");
+    let port = server.port;
+    let url = format!("redis://:pw-pw-pw-pw@127.0.0.1:{port}/jobs");
+    let out = retry_in(&dir)
+        .args([
+            "--dead-letter",
+            &url,
+            "--history",
+            &url.replace("/jobs", "/ci"),
+        ])
+        .args(["-n", "1", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    for option in ["--dead-letter", "--history"] {
+        assert!(
+            log.contains(&format!("the Redis password in {option} can be read")),
+            "{log}"
+        );
+    }
+    assert!(!log.contains("pw-pw"), "{log}");
+    let runs = listed(&dir, &url, &[]);
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    // The record as another machine's: the replay here names where it ran.
+    cli(
+        port,
+        &[
+            "-a",
+            "pw-pw-pw-pw",
+            "--no-auth-warning",
+            "DEL",
+            "retry:dead:{jobs}",
+        ],
+    );
+    let record = format!(
+        "{{\"event\":\"dead_letter\",\"id\":\"{id}\",\"ts\":\"2026-12-01T00:00:00.000Z\",\"label\":null,\"cwd\":\"/\",\"command\":[\"true\"],\"options\":[],\"exit_code\":1,\"reason\":\"tries\",\"tries\":1,\"duration_ms\":1}}"
+    );
+    cli(
+        port,
+        &[
+            "-a",
+            "pw-pw-pw-pw",
+            "--no-auth-warning",
+            "XADD",
+            "retry:dead:{jobs}",
+            "*",
+            "id",
+            &id,
+            "host",
+            "web-9",
+            "record",
+            &record,
+        ],
+    );
+    let out = retry_in(&dir)
+        .args(["--replay", &url, "--only", &id[..8]])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--only");
+    assert!(
+        line.contains("gave up on web-9") && line.contains("--any-host"),
+        "{line}"
+    );
 }
