@@ -462,7 +462,16 @@ fn clipped(value: &str) -> String {
 /// last '@' ends them, as [`QuotaSpec`] reads the address.
 pub fn hide_password(value: &str) -> Option<String> {
     let (scheme, rest) = value.split_once("://")?;
-    let (userinfo, host) = rest.rsplit_once('@')?;
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        // Without an '@', a ':' that no port follows (`redis://:secret/x`, the '@' forgotten)
+        // may start a password all the same.
+        let authority = rest.split('/').next().unwrap_or_default();
+        let (_, port) = authority.rsplit_once(':')?;
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        return Some(format!("{scheme}://***{}", &rest[authority.len()..]));
+    };
     let hidden = if userinfo.starts_with(':') {
         ":***"
     } else {
@@ -690,6 +699,11 @@ mod tests {
             Some("rediss://:***@h/q")
         );
         assert_eq!(hide_password("redis://h/q"), None);
+        assert_eq!(hide_password("redis://h:6379/q"), None);
+        assert_eq!(
+            hide_password("redis://:s3cret/q").as_deref(),
+            Some("redis://***/q")
+        );
         assert_eq!(hide_password("q:cap=0"), None);
     }
 
