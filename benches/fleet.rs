@@ -13,55 +13,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 use std::time::{Duration, Instant};
 
 use retry::store::deadletter::Record;
 
 const RETRY: &str = env!("CARGO_BIN_EXE_retry");
-
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis(dir: &Path) -> Redis {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (apt-get install redis-server)");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Redis { child, port }
-}
 
 /// Sends `commands` to the server through `redis-cli --pipe`.
 fn pipe(port: u16, commands: impl Iterator<Item = Vec<Vec<u8>>>) {
@@ -362,8 +321,10 @@ fn main() {
     // RETRY_BENCH_ONLY=four|prune|list runs one part.
     let only = std::env::var("RETRY_BENCH_ONLY").unwrap_or_default();
     let part = |name: &str| only.is_empty() || only == name;
-    let dir = temp("redis");
-    let server = redis(&dir);
+    // The tests' own server: started on a free port, stopped when dropped.
+    let Some(server) = common::redis_server::Server::start("bench-fleet", &[]) else {
+        return;
+    };
     if part("four") {
         four_replays(server.port);
     }

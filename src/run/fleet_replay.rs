@@ -22,9 +22,7 @@ use crate::store::unsent;
 /// line, whose options override those each run recorded.
 pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> ExitStatus {
     let shown = std::path::PathBuf::from(address.to_string());
-    let var = |name: &str| std::env::var_os(name);
-    let password = crate::store::redis::Settings::from_env(var, None).password;
-    let mut fleet = Fleet::open(address, password);
+    let mut fleet = Fleet::from_env(address, &|name| std::env::var_os(name));
     let unreachable = |why: String| {
         eprintln!("retry: --replay '{address}': {}", printable(&why));
         ExitStatus::Usage

@@ -296,9 +296,7 @@ fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result
                 variable: crate::store::redis::PASSWORD_VAR,
             });
         }
-        let var = |name: &str| std::env::var_os(name);
-        let password = crate::store::redis::Settings::from_env(var, None).password;
-        let fleet = crate::store::fleet::Fleet::open(&address, password);
+        let fleet = crate::store::fleet::Fleet::from_env(&address, &|name| std::env::var_os(name));
         let shown = Place::Redis(address).shown();
         let history = History::new(shown, config.command.clone(), None).on(fleet);
         return Ok(log.with_sink(Box::new(history)));
@@ -329,9 +327,7 @@ fn fleet_history(
     address: &crate::policy::quota::RedisAddress,
 ) -> Result<crate::store::history::Reading, String> {
     use crate::store::history::{Reading, entry_of_line};
-    let var = |name: &str| std::env::var_os(name);
-    let password = crate::store::redis::Settings::from_env(var, None).password;
-    let runs = crate::store::fleet::Fleet::open(address, password)
+    let runs = crate::store::fleet::Fleet::from_env(address, &|name| std::env::var_os(name))
         .runs()
         .map_err(|e| e.to_string())?;
     let mut reading = Reading::default();

@@ -85,11 +85,7 @@ fn named(pending: &[&str], words: &[String]) -> Result<Vec<String>, String> {
 
 /// The fleet's store at `address`, opened with the password of the environment.
 fn fleet(address: &RedisAddress) -> Fleet {
-    let var = |name: &str| std::env::var_os(name);
-    Fleet::open(
-        address,
-        crate::store::redis::Settings::from_env(var, None).password,
-    )
+    Fleet::from_env(address, &|name| std::env::var_os(name))
 }
 
 /// `--forget redis://.../NAME ID...`: the ids are picked among the fleet's pending runs.

@@ -153,6 +153,16 @@ impl Fleet {
         }
     }
 
+    /// The store of `address`, with the password of `RETRY_REDIS_PASSWORD` as `var` reads it
+    /// when the address has none, as the quota takes it.
+    pub fn from_env(
+        address: &RedisAddress,
+        var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Fleet {
+        let password = crate::store::redis::Settings::from_env(var, None).password;
+        Fleet::open(address, password)
+    }
+
     fn key(&self, part: &str) -> String {
         match part {
             "" => format!("retry:dead:{{{}}}", self.name),

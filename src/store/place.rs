@@ -21,9 +21,9 @@ impl Place {
         let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
             return Ok(Place::File(value.to_path_buf()));
         };
-        let spec: QuotaSpec = url.parse()?;
+        let parsed: QuotaSpec = url.parse()?;
         // The quota's parameters follow its name after a ':'; a store of records has none.
-        let QuotaStore::Redis(address) = spec.store else {
+        let QuotaStore::Redis(address) = parsed.store else {
             return Err("expected redis://[:PASSWORD@]HOST[:PORT]/NAME".into());
         };
         if url

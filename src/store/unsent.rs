@@ -54,11 +54,10 @@ pub fn file_of(
 /// in the local file. `Err` only when neither could take it.
 pub fn send(
     address: &RedisAddress,
-    password: Option<Vec<u8>>,
     record: &Record,
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> io::Result<Sent> {
-    let mut fleet = Fleet::open(address, password);
+    let mut fleet = Fleet::from_env(address, var);
     match fleet.add(record, &host_name()) {
         Ok(_) => {
             let moved = match file_of(address, var) {

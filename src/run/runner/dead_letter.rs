@@ -40,8 +40,7 @@ impl Recorder {
         if let Some(address) = &letter.fleet {
             let record = letter.ended(code, why.word(), tries, outcome.elapsed);
             let var = |name: &str| std::env::var_os(name);
-            let password = crate::store::redis::Settings::from_env(var, None).password;
-            match unsent::send(address, password, &record, &var) {
+            match unsent::send(address, &record, &var) {
                 Ok(Sent::Stream { .. }) => log.emit(Event::DeadLettered {
                     path: letter.path.clone(),
                 }),
