@@ -12,6 +12,7 @@
 pub mod deadletter;
 pub mod file;
 pub mod fleet;
+pub mod fleet_scripts;
 pub mod history;
 pub mod lines;
 pub mod lock;
