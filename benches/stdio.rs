@@ -5,6 +5,11 @@
 //!
 //!     cargo bench --bench stdio
 //!     RETRY_BENCH_MIB=256 cargo bench --bench stdio
+//!     RETRY_BENCH_MIB=256 RETRY_BENCH_PAGES=cold cargo bench --bench stdio
+//!
+//! Each case starts on the same footing (`Pages`): by default after pages were just freed, with
+//! `RETRY_BENCH_PAGES=cold` after a rest long enough for a virtual machine to hand its free pages
+//! back to the host.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -13,6 +18,16 @@ use std::time::Instant;
 use nix::libc;
 
 const RETRY: &str = env!("CARGO_BIN_EXE_retry");
+
+/// How many rounds of every case are run, the best of each case kept: `RETRY_BENCH_ROUNDS`, 5
+/// by default.
+fn rounds() -> usize {
+    std::env::var("RETRY_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(5)
+}
 
 /// The bytes piped through each command: `RETRY_BENCH_MIB` MiB, 1 GiB by default.
 fn size() -> usize {
@@ -77,13 +92,63 @@ fn through(argv: &[&str]) -> (f64, u64) {
     (size() as f64 / secs / 1e6, hwm)
 }
 
+/// What each case finds of the machine's free memory. On a virtual machine that hands pages
+/// freed for a while back to its host (virtio-balloon's free page reporting, after about 2 s),
+/// the first touch of such a page costs about twice that of a page freed a moment ago, and a
+/// case that holds two streams touches twice the pages of one that holds one: without a
+/// condition of their own, each case inherits what the case before it freed.
+#[derive(Clone, Copy)]
+enum Pages {
+    /// Each case after twice the input and 64 MiB more were written to a temporary file and
+    /// freed (more than any case holds): pages a busy machine has just freed
+    /// (`RETRY_BENCH_PAGES=warm`, the default).
+    Warm,
+    /// Each case after 4 s of rest: pages handed back to the host (`RETRY_BENCH_PAGES=cold`).
+    Cold,
+}
+
+impl Pages {
+    fn from_env() -> Pages {
+        match std::env::var("RETRY_BENCH_PAGES").as_deref() {
+            Ok("cold") => Pages::Cold,
+            _ => Pages::Warm,
+        }
+    }
+
+    fn settle(self) {
+        match self {
+            Pages::Warm => {
+                let path =
+                    std::env::temp_dir().join(format!("retry-bench-warm-{}", std::process::id()));
+                let chunk = vec![1u8; 1 << 20];
+                let mut file = std::fs::File::create(&path).expect("warm-up file");
+                for _ in 0..((2 * size()) >> 20) + 64 {
+                    file.write_all(&chunk).expect("warm-up write");
+                }
+                drop(file);
+                std::fs::remove_file(&path).expect("warm-up remove");
+            }
+            Pages::Cold => std::thread::sleep(std::time::Duration::from_secs(4)),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Pages::Warm => "each case after twice its input and 64 MiB written and freed",
+            Pages::Cold => "each case after 4 s of rest",
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     println!(
-        "{} MiB through each command, stdin and stdout pipes, best of 3 interleaved rounds:",
-        size() >> 20
+        "{} MiB through each command, stdin and stdout pipes, best of {} interleaved rounds, {}:",
+        size() >> 20,
+        rounds(),
+        Pages::from_env().name()
     );
     // Holding output costs a write and a read: what a shell does with a temporary file is the
     // figure to hold `--buffer-stdout` against.
@@ -122,8 +187,10 @@ fn main() {
     // weighs on each of them alike.
     let mut results: Vec<(&str, (f64, u64))> =
         cases.iter().map(|(name, _)| (*name, (0.0, 0))).collect();
-    for _ in 0..3 {
+    let pages = Pages::from_env();
+    for _ in 0..rounds() {
         for ((_, argv), (_, best)) in cases.iter().zip(&mut results) {
+            pages.settle();
             let (rate, rss) = through(argv);
             if rate > best.0 {
                 *best = (rate, rss);
