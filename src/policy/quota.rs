@@ -253,22 +253,20 @@ impl fmt::Display for QuotaRefusal {
 /// a file name, so it can neither leave the store's directory nor hide in it.
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
-        return Err("the quota name is empty".into());
+        return Err("the name is empty".into());
     }
     if name.len() > 64 {
-        return Err(format!(
-            "the quota name '{name}' is longer than 64 characters"
-        ));
+        return Err(format!("the name '{name}' is longer than 64 characters"));
     }
     if name.starts_with('.') {
-        return Err(format!("the quota name '{name}' starts with '.'"));
+        return Err(format!("the name '{name}' starts with '.'"));
     }
     if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
         return Err(format!(
-            "the quota name '{name}' contains '{c}' (letters, digits, '.', '_' and '-' only)"
+            "the name '{name}' contains '{c}' (letters, digits, '.', '_' and '-' only)"
         ));
     }
     Ok(())

@@ -21,20 +21,23 @@ impl Place {
         let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
             return Ok(Place::File(value.to_path_buf()));
         };
+        // The quota's parameters follow its name after a ':'; a store of records has none. The
+        // last '@' ends a password, which may hold any character, and the first '/' after it
+        // starts the name (as the quota reads it).
+        let rest = &url["redis://".len()..];
+        let after_password = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        if let Some((name, _)) = after_password
+            .split_once('/')
+            .and_then(|(_, tail)| tail.split_once(':'))
+        {
+            return Err(format!(
+                "a store of records takes no parameters after its name: expected redis://[:PASSWORD@]HOST[:PORT]/{name}"
+            ));
+        }
         let parsed: QuotaSpec = url.parse()?;
-        // The quota's parameters follow its name after a ':'; a store of records has none.
         let QuotaStore::Redis(address) = parsed.store else {
             return Err("expected redis://[:PASSWORD@]HOST[:PORT]/NAME".into());
         };
-        if url
-            .rsplit_once('/')
-            .is_some_and(|(_, name)| name.contains(':'))
-        {
-            return Err(format!(
-                "a store of records takes no parameters after its name: expected redis://[:PASSWORD@]HOST[:PORT]/{}",
-                address.name()
-            ));
-        }
         Ok(Place::Redis(address))
     }
 
@@ -93,5 +96,31 @@ mod tests {
             let e = Place::of(Path::new(bad)).unwrap_err();
             assert!(!e.contains("pw-secret"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_url_that_names_no_store_of_records_is_told_so_in_words_of_records_not_of_quotas() {
+        for (bad, says) in [
+            (
+                "redis://h/jobs:ratio=0.1",
+                "takes no parameters after its name",
+            ),
+            (
+                "redis://h/a:b",
+                "expected redis://[:PASSWORD@]HOST[:PORT]/a",
+            ),
+            ("redis://:p:w/x@h/jobs:cap=5", "takes no parameters"),
+            ("redis://h/", "the name is empty"),
+            ("redis://h/a b", "the name 'a b' contains ' '"),
+        ] {
+            let e = Place::of(Path::new(bad)).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains("quota") && !e.contains("ratio=R"), "{bad}: {e}");
+        }
+        // A password that holds ':' or '/' is no parameter.
+        let Ok(Place::Redis(a)) = Place::of(Path::new("redis://:p:w/x@h/jobs")) else {
+            panic!();
+        };
+        assert_eq!(a.name(), "jobs");
     }
 }

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -79,7 +79,20 @@ impl From<io::Error> for PruneError {
 /// Prunes `path`: drops what is settled, and what is older than `older_than` before `now`.
 pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Pruned, PruneError> {
     let held = hold_for_replay(path).map_err(PruneError::Hold)?;
-    let size = held.metadata()?.len();
+    let meta = held.metadata()?;
+    // The pruned file replaces the name given: another name of the same file would keep the
+    // old lines, and the two would go their own ways.
+    if meta.nlink() > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the file has {} names (hard links), and a prune writes a new file under this one only: the others would keep every old line; remove them, or prune a copy",
+                meta.nlink()
+            ),
+        )
+        .into());
+    }
+    let size = meta.len();
     if size > MAX_FILE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -234,6 +234,37 @@ fn a_forget_or_a_prune_while_a_replay_runs_is_refused_and_changes_nothing() {
 }
 
 #[test]
+fn a_prune_of_a_file_with_another_name_is_refused_and_changes_neither() {
+    let dir = common::temp_dir("queue-prune-link");
+    let ids = three(&dir);
+    retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", &ids[0]])
+        .assert()
+        .success();
+    std::fs::hard_link(dir.join("d.jsonl"), dir.join("other.jsonl")).unwrap();
+    let before = std::fs::read(dir.join("d.jsonl")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--prune");
+    assert!(line.contains("2 names (hard links)"), "{line}");
+    for name in ["d.jsonl", "other.jsonl"] {
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), before, "{name}");
+    }
+    // With one name left, the prune goes ahead and drops the forgotten run.
+    std::fs::remove_file(dir.join("other.jsonl")).unwrap();
+    retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .assert()
+        .success();
+    assert_eq!(ids_of(&listed(&dir, &["--all"])), ids[1..].to_vec());
+}
+
+#[test]
 fn prune_drops_the_settled_and_the_old_and_keeps_the_pending_lines_as_they_were() {
     let dir = common::temp_dir("queue-prune");
     let ids = three(&dir);
