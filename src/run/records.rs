@@ -122,12 +122,18 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
     ))
 }
 
-/// `--prune redis://.../NAME --older-than DURATION`: the stream without what is settled or old.
+/// `--prune redis://.../NAME --older-than DURATION`: the dead letters without what is settled
+/// or old, and the history without the runs that ended before the limit; a line for each that
+/// holds anything.
 fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration) -> ExitStatus {
     let cutoff = SystemTime::now()
         .checked_sub(older_than)
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let done = match fleet(address).prune(cutoff) {
+    let mut store = fleet(address);
+    let done = store
+        .prune(cutoff)
+        .and_then(|letters| Ok((letters, store.prune_history(cutoff)?)));
+    let (letters, (runs_dropped, runs_kept)) = match done {
         Ok(done) => done,
         Err(e) => {
             eprintln!("retry: --prune '{address}': {}", printable(&e.to_string()));
@@ -135,16 +141,36 @@ fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration)
         }
     };
     let shown_store = std::path::PathBuf::from(address.to_string());
-    let as_file = prune::Pruned {
+    let dead_letters = prune::Pruned {
         kind: prune::Kind::DeadLetters,
-        resolved: done.resolved,
-        forgotten: done.forgotten,
-        old: done.old,
-        kept: done.kept,
+        resolved: letters.resolved,
+        forgotten: letters.forgotten,
+        old: letters.old,
+        kept: letters.kept,
         ..Default::default()
     };
+    let history = prune::Pruned {
+        kind: prune::Kind::History,
+        old: runs_dropped,
+        kept: runs_kept,
+        ..Default::default()
+    };
+    let holds = |p: &prune::Pruned| p.resolved + p.forgotten + p.old + p.kept > 0;
+    let mut reports: Vec<prune::Pruned> = [dead_letters, history]
+        .into_iter()
+        .filter(|p| holds(p))
+        .collect();
+    if reports.is_empty() {
+        reports.push(prune::Pruned::default());
+    }
     let json = config.log.format == LogFormat::Json;
-    print(&pruned(&shown_store, &as_file, json, config.charset))
+    for p in &reports {
+        let status = print(&pruned(&shown_store, p, json, config.charset));
+        if status != ExitStatus::Success {
+            return status;
+        }
+    }
+    ExitStatus::Success
 }
 
 /// Prunes `file` of what is settled, and of what is older than `older_than`.

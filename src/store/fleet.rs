@@ -517,6 +517,24 @@ impl Fleet {
         }
     }
 
+    /// Drops the runs of the history added before `cutoff` (an entry's id is the server's
+    /// time when the run's end was added): how many went, and how many are left.
+    pub fn prune_history(&mut self, cutoff: SystemTime) -> Result<(u64, u64), FleetError> {
+        let key = self.history_key();
+        let ms = cutoff
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            .to_string();
+        let dropped = match self.request(&[b"XTRIM", key.as_bytes(), b"MINID", ms.as_bytes()])? {
+            Reply::Int(n) => n.max(0) as u64,
+            other => return Err(self.odd(&other)),
+        };
+        match self.request(&[b"XLEN", key.as_bytes()])? {
+            Reply::Int(n) => Ok((dropped, n.max(0) as u64)),
+            other => Err(self.odd(&other)),
+        }
+    }
+
     /// Every run of the history, oldest first: its host and its line.
     pub fn runs(&mut self) -> Result<Vec<(String, String)>, FleetError> {
         let mut runs = Vec::new();

@@ -488,6 +488,73 @@ fn a_fleets_history_on_redis_is_summed_up_by_stats_with_the_host_among_the_group
 }
 
 #[test]
+fn a_prune_on_redis_drops_the_old_runs_of_the_history_and_says_so() {
+    let Some(server) = Server::start("fleet-prune-history", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-prune-history");
+    let url = server.url("ci");
+    // Two runs added in 1970, as the server's clock dates each entry, then two today.
+    for id in ["1000-0", "2000-0"] {
+        cli(
+            server.port,
+            &[
+                "XADD",
+                "retry:history:{ci}",
+                id,
+                "host",
+                "old",
+                "line",
+                "{}",
+            ],
+        );
+    }
+    for _ in 0..2 {
+        retry_in(&dir)
+            .args(["--history", &url, "--", "true"])
+            .assert()
+            .success();
+    }
+    let out = retry_in(&dir)
+        .args(["--prune", &url, "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out).trim_end(),
+        format!("pruned {url}: dropped 2 runs that ended before the limit; kept 2")
+    );
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), ["2"]);
+    // A name with dead letters and a history gets a line for each; one with neither, one line.
+    give_up(&dir, &url, "nightly", "exit 1");
+    let out = retry_in(&dir)
+        .args([
+            "--prune",
+            &url,
+            "--older-than",
+            "1d",
+            "--log-format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let kinds: Vec<Value> = json_lines(&stdout_of(&out))
+        .iter()
+        .map(|v| v["kind"].clone())
+        .collect();
+    assert_eq!(kinds, ["dead_letters", "history"], "{}", stdout_of(&out));
+    let out = retry_in(&dir)
+        .args(["--prune", &server.url("none"), "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).ends_with("it is empty\n"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
 fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_status() {
     let dir = common::temp_dir("fleet-history-down");
     let port = common::redis_server::free_port();
