@@ -30,7 +30,9 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
     let dry_run = config.is_dry_run();
     // What this machine kept while Redis could not be reached goes first: it is pending too.
     if !dry_run {
-        if let Err(why) = move_kept_here(&mut fleet, address) {
+        if let Err(why) =
+            unsent::move_kept_here(&mut fleet, address, &|name| std::env::var_os(name))
+        {
             return unreachable(why);
         }
     }
@@ -105,20 +107,6 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
         failed: Vec::new(),
     };
     run_replay(config, ledger, &shown, &runs, Vec::new())
-}
-
-/// Moves the runs this machine kept locally for the store at `address` to it.
-fn move_kept_here(fleet: &mut Fleet, address: &RedisAddress) -> Result<(), String> {
-    let var = |name: &str| std::env::var_os(name);
-    let Some(file) = unsent::file_of(address, &var) else {
-        return Ok(());
-    };
-    unsent::move_kept(fleet, &file).map(drop).map_err(|why| {
-        format!(
-            "cannot move the runs kept in '{}' to it: {why}",
-            file.display()
-        )
-    })
 }
 
 /// The runs this machine keeps in its local file for the store at `address` (Redis could not

@@ -18,6 +18,7 @@ use crate::store::pick;
 use crate::store::place::Place;
 use crate::store::prune::{self, PruneError};
 use crate::store::record::{self, LOCK_WAIT};
+use crate::store::unsent;
 
 /// The most forgotten lines appended in one write: well under the longest line a reader takes.
 const FORGOTTEN_PER_WRITE: usize = 4096;
@@ -95,6 +96,9 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
         ExitStatus::Usage
     };
     let mut fleet = fleet(address);
+    if let Err(why) = unsent::move_kept_here(&mut fleet, address, &|name| std::env::var_os(name)) {
+        return fail(why);
+    }
     let listed = match fleet.list(false) {
         Ok(listed) => listed,
         Err(e) => return fail(e.to_string()),
@@ -130,6 +134,10 @@ fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration)
         .checked_sub(older_than)
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let mut store = fleet(address);
+    if let Err(why) = unsent::move_kept_here(&mut store, address, &|name| std::env::var_os(name)) {
+        eprintln!("retry: --prune '{address}': {}", printable(&why));
+        return ExitStatus::Usage;
+    }
     let done = store
         .prune(cutoff)
         .and_then(|letters| Ok((letters, store.prune_history(cutoff)?)));

@@ -83,6 +83,24 @@ pub fn send(
     }
 }
 
+/// Moves the runs this machine kept locally for the store at `address` to it: what a replay, a
+/// forget and a prune do first, so that they act on every run the listing shows as pending.
+pub fn move_kept_here(
+    fleet: &mut Fleet,
+    address: &RedisAddress,
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<(), String> {
+    let Some(file) = file_of(address, var) else {
+        return Ok(());
+    };
+    move_kept(fleet, &file).map(drop).map_err(|why| {
+        format!(
+            "cannot move the runs kept in '{}' to it: {why}",
+            file.display()
+        )
+    })
+}
+
 /// Moves the records of the local file `file` to the stream, under the file's lock: how many.
 /// A file that is not there holds none.
 pub fn move_kept(fleet: &mut Fleet, file: &std::path::Path) -> Result<usize, String> {

@@ -555,6 +555,46 @@ fn a_prune_on_redis_drops_the_old_runs_of_the_history_and_says_so() {
 }
 
 #[test]
+fn a_forget_or_a_prune_on_redis_acts_on_the_runs_kept_locally_too() {
+    let Some(server) = Server::start("fleet-kept-forget", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-kept-forget");
+    let port = server.port;
+    let url = server.url("jobs");
+    drop(server);
+    // Two runs give up while Redis is down: kept in the local file.
+    for _ in 0..2 {
+        give_up(&dir, &url, "kept", "exit 1");
+    }
+    let Some(_server) = Server::start_on("fleet-kept-forget", port) else {
+        return;
+    };
+    let out = retry_in(&dir)
+        .args(["--forget", &url, "all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("forgot 2 runs"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert!(listed(&dir, &url, &[]).is_empty());
+    // And a prune drops them: nothing is left to move later.
+    let out = retry_in(&dir)
+        .args(["--prune", &url, "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains("dropped 0 resolved, 2 forgotten"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(cli(port, &["XLEN", "retry:dead:{jobs}"]), ["0"]);
+}
+
+#[test]
 fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_status() {
     let dir = common::temp_dir("fleet-history-down");
     let port = common::redis_server::free_port();
