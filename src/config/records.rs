@@ -53,7 +53,11 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
         let Some(path) = path.as_deref() else {
             continue;
         };
-        match Place::of(path) {
+        let place = match option {
+            "--replay" => Place::of_replay(path).map(|(place, _)| place),
+            _ => Place::of(path),
+        };
+        match place {
             Ok(Place::Redis(_)) => {}
             Ok(Place::File(_)) => {
                 if let Some(url) = url(path) {
@@ -86,7 +90,7 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
     }
     let on_redis = |p: &Option<std::path::PathBuf>| {
         p.as_deref()
-            .is_some_and(|p| matches!(Place::of(p), Ok(Place::Redis(_))))
+            .is_some_and(|p| matches!(Place::of_replay(p), Ok((Place::Redis(_), _))))
     };
     if cli.records.any_host && !on_redis(&cli.replay) {
         return Err("--any-host goes with --replay redis://HOST[:PORT]/NAME: a file holds one machine's runs (see --help)".into());

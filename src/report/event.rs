@@ -469,6 +469,15 @@ pub enum Warning {
         file: PathBuf,
         why: String,
     },
+    /// The lease of the replay `owner` on the run `id` lapsed without being let go: that replay
+    /// died, or was stopped or cut off from Redis, and a try it started may still run.
+    ClaimLapsed { id: String, owner: String },
+    /// A replay did not run the run `id`, which it was asked for by name, for `why` (another
+    /// replay holds it, or settled it since it was listed).
+    ReplaySkipped { id: String, why: String },
+    /// A replay's claim on the run it runs now was lost (`why`): another replay may hold the
+    /// run; this run is stopped as on `signal`, and settles nothing.
+    ClaimLost { why: String, signal: Signal },
     /// Line `line` of the dead-letter file `path` was cut short by a write that did not
     /// finish: it holds no whole run, and is skipped.
     LineCutShort { path: PathBuf, line: usize },

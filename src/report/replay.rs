@@ -102,11 +102,8 @@ pub fn fleet_list(
     json: bool,
     charset: Charset,
 ) -> io::Result<()> {
-    let claimed_by = |r: &FleetRun<'_>| {
-        r.claim
-            .and_then(|c| c.rsplit_once(' '))
-            .map(|(who, _)| who.to_string())
-    };
+    // A claim is listed while its lease is live: the replay that holds the run.
+    let claimed_by = |r: &FleetRun<'_>| r.claim.map(str::to_string);
     if json {
         for r in runs {
             let p = r.pending;

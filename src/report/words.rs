@@ -153,6 +153,15 @@ fn file_warning_text(w: &Warning) -> String {
             path.display(),
             file.display()
         ),
+        Warning::ClaimLapsed { id, owner } => format!(
+            "run {id} was held by the replay {owner}, whose claim lapsed without being let go: that replay died, or was stopped or cut off from Redis, and a try it started may still run"
+        ),
+        Warning::ReplaySkipped { id, why } => {
+            format!("run {id} is not replayed now: {why}; it stays pending")
+        }
+        Warning::ClaimLost { why, signal } => format!(
+            "the claim on this run is lost ({why}): another replay may run it now, so this one stops it as on {signal}, and records nothing of it"
+        ),
         Warning::HistoryTooLarge { path, bytes } => format!(
             "--history '{}' holds {bytes} bytes, more than the {} GiB that --stats reads: \
              rename it away and start a new one",
@@ -244,6 +253,9 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::PasswordInUrl { .. }) => quota_warning_text(w),
         w @ (Warning::DeadLetterNotWritten { .. }
         | Warning::DeadLetterKeptLocally { .. }
+        | Warning::ClaimLost { .. }
+        | Warning::ReplaySkipped { .. }
+        | Warning::ClaimLapsed { .. }
         | Warning::HistoryTooLarge { .. }
         | Warning::HistoryNotWritten { .. }
         | Warning::LineCutShort { .. }

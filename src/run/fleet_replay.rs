@@ -5,14 +5,17 @@
 //! replays at once, here or on other machines, never run one run twice. `--dry-run` lists the
 //! fleet's pending runs, with their hosts and claims, and claims nothing.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::rc::Rc;
 
 use crate::config::{Config, Mode};
 use crate::exit::ExitStatus;
 use crate::policy::quota::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{FleetRun, ReplayRefusal, fleet_list};
+use crate::run::claims::Claims;
 use crate::run::replay::{Ledger, Run, configure, picked, run_replay, usage};
 use crate::store::deadletter::Pending;
 use crate::store::fleet::{Fleet, Listed, consumer_name, host_name};
@@ -20,7 +23,13 @@ use crate::store::unsent;
 
 /// Replays the pending runs of the fleet's store at `address`; `args` is the whole command
 /// line, whose options override those each run recorded.
-pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> ExitStatus {
+/// Its claims are leases of `lease`, renewed while it runs.
+pub fn replay(
+    args: &[OsString],
+    config: &Config,
+    address: &RedisAddress,
+    lease: std::time::Duration,
+) -> ExitStatus {
     let shown = std::path::PathBuf::from(address.to_string());
     let mut fleet = Fleet::from_env(address, &|name| std::env::var_os(name));
     let unreachable = |why: String| {
@@ -36,10 +45,7 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
             return unreachable(why);
         }
     }
-    let picks = match &config.mode {
-        Mode::Replay { picks, .. } => picks.clone(),
-        _ => Default::default(),
-    };
+    let picks = picks_of(config);
     let mut listed = match fleet.list(picks.all) {
         Ok(listed) => listed,
         Err(why) => return unreachable(why.to_string()),
@@ -101,12 +107,17 @@ pub fn replay(args: &[OsString], config: &Config, address: &RedisAddress) -> Exi
         Ok(runs) => runs,
         Err(refusal) => return usage(&refusal),
     };
-    let ledger = Ledger::Fleet {
-        fleet: Box::new(fleet),
-        consumer: consumer_name(),
-        failed: Vec::new(),
-    };
+    let claims = Claims::new(fleet, consumer_name(), lease);
+    let ledger = Ledger::Fleet(Rc::new(RefCell::new(claims)));
     run_replay(config, ledger, &shown, &runs, Vec::new())
+}
+
+/// What the replay picks (`--only`, `--only-label`, `--all`, `--any-host`).
+fn picks_of(config: &Config) -> crate::config::Picks {
+    match &config.mode {
+        Mode::Replay { picks, .. } => picks.clone(),
+        _ => Default::default(),
+    }
 }
 
 /// The runs this machine keeps in its local file for the store at `address` (Redis could not

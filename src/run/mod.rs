@@ -2,11 +2,13 @@
 //! file, or run the command for real.
 
 pub mod child;
+pub mod claims;
 pub mod clock;
 pub mod demand;
 pub mod dispositions;
 pub mod envfile;
 pub mod fleet_replay;
+pub mod keep;
 pub mod process;
 pub mod random;
 pub mod rawsig;
@@ -64,9 +66,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     // A replay draws a seed for each run it replays.
     let seed = || config.seed.unwrap_or_else(random::random_u64);
     match &config.mode {
-        Mode::Replay { file, .. } => match crate::store::place::Place::of(file) {
-            Ok(crate::store::place::Place::Redis(address)) => {
-                fleet_replay::replay(&args, &config, &address)
+        Mode::Replay { file, .. } => match crate::store::place::Place::of_replay(file) {
+            Ok((crate::store::place::Place::Redis(address), lease)) => {
+                let lease = lease.unwrap_or(crate::store::lease::DEFAULT_LENGTH);
+                fleet_replay::replay(&args, &config, &address, lease)
             }
             _ => replay::replay(&args, &config, file),
         },
@@ -280,6 +283,7 @@ fn real_run(
         wall_start,
         run_id,
         dead_letter,
+        keeper: None,
     };
     run_logged(config, log, signals, begin).outcome.status
 }
@@ -364,6 +368,7 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
         wall_start,
         run_id,
         dead_letter: None,
+        keeper: None,
     };
     run_logged(config, log, signals, begin).outcome.status
 }

@@ -8,10 +8,12 @@
 //! between the success and that line runs it once more next time: at least once, never lost. The run keeps its recorded id as
 //! `RETRY_RUN_ID`, which a command can use as an idempotency key against that.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::SystemTime;
 
 use crate::config::{self, Config, Mode, ParseOutcome};
@@ -24,10 +26,13 @@ use crate::report::printable;
 use crate::report::replay::pending_list;
 use crate::report::replay::{OptionsProblem, ReplayRefusal};
 use crate::report::words::replay_refusal;
+use crate::run::claims::Claims;
 use crate::run::clock::Moment;
+use crate::run::keep::Kept;
 use crate::run::setup::{check_junit, open_log, run_again, run_id};
 use crate::run::signals::Signals;
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
+use crate::store::fleet::{Claim, Settled};
 use crate::store::record;
 use crate::text::Charset;
 
@@ -100,6 +105,7 @@ pub(crate) fn run_replay(
         tries: 0,
         flaky: false,
         junit,
+        named: matches!(&config.mode, Mode::Replay { picks, .. } if !picks.everything()),
     }
     .run_all(runs, signals)
 }
@@ -108,33 +114,51 @@ pub(crate) fn run_replay(
 pub(crate) enum Ledger {
     /// The dead-letter file: the replay holds it, so every pending run is its own.
     File(PathBuf),
-    /// The fleet's store on Redis: each run is claimed before it runs, as `consumer`.
-    Fleet {
-        fleet: Box<crate::store::fleet::Fleet>,
-        consumer: String,
-        /// The runs that failed again, held until the replay ends.
-        failed: Vec<String>,
-    },
+    /// The fleet's store on Redis: each run is claimed before it runs, and its lease renewed
+    /// while it runs (`run/claims.rs`).
+    Fleet(Rc<RefCell<Claims>>),
+}
+
+/// What taking a run to run it came to.
+enum Taken {
+    /// This replay runs it; a fleet's lease on it is renewed as it runs. The replay whose
+    /// lease on it lapsed without being let go is named, if one did.
+    Mine(Option<Kept>, Option<String>),
+    /// Another replay holds it, or settled it since it was listed: it is not this one's.
+    Not(String),
 }
 
 impl Ledger {
-    /// Takes the run `p` to run it with `config`: false when another replay has it.
-    fn claim(&mut self, p: &Pending, config: &Config) -> Result<bool, String> {
-        let Ledger::Fleet {
-            fleet, consumer, ..
-        } = self
-        else {
-            return Ok(true);
+    /// Takes the run `p` to run it.
+    fn claim(&mut self, p: &Pending) -> Result<Taken, String> {
+        let Ledger::Fleet(claims) = self else {
+            return Ok(Taken::Mine(None, None));
         };
-        let budget = config.policy.limit.map(|limit| limit.at);
-        let length = crate::store::fleet::claim_length(budget, config.kill_after);
-        match fleet.claim(&p.record.id, consumer, length, p.attempts) {
-            Ok(claim) => Ok(claim == crate::store::fleet::Claim::Granted),
-            Err(e) => Err(e.to_string()),
+        let claim = claims.borrow_mut().claim(p)?;
+        Ok(match claim {
+            Claim::Granted { lapsed, .. } => {
+                let kept: Kept = claims.clone();
+                Taken::Mine(Some(kept), lapsed)
+            }
+            Claim::Held(by) => Taken::Not(format!("another replay runs it now ({by})")),
+            Claim::Settled => Taken::Not("it was resolved or forgotten since it was listed".into()),
+            Claim::Replayed => {
+                Taken::Not("another replay ran it since it was listed, and it failed again".into())
+            }
+            Claim::Gone => Taken::Not("a prune dropped it since it was listed".into()),
+        })
+    }
+
+    /// Why the claim on the run under way was lost, if it was: then nothing is recorded of it.
+    fn lost(&self) -> Option<String> {
+        match self {
+            Ledger::File(_) => None,
+            Ledger::Fleet(claims) => claims.borrow().lost().map(str::to_string),
         }
     }
 
-    /// Records what became of the run `p`.
+    /// Records what became of the run `p`: `Err` when it cannot be recorded, or when the claim
+    /// on it was lost (another replay holds it: what this one did is not recorded).
     fn record(&mut self, p: &Pending, replayed: &Replayed) -> Result<(), String> {
         match self {
             Ledger::File(file) => record::append(
@@ -143,32 +167,25 @@ impl Ledger {
                 record::LOCK_WAIT,
             )
             .map_err(|e| e.to_string()),
-            Ledger::Fleet {
-                fleet,
-                consumer,
-                failed,
-            } => {
+            Ledger::Fleet(claims) => {
                 let resolved = matches!(replayed, Replayed::Resolved { .. });
-                if !resolved {
-                    failed.push(p.record.id.clone());
+                match claims.borrow_mut().settle(&p.record.id, resolved)? {
+                    Settled::Done | Settled::Gone => Ok(()),
+                    Settled::Lost => Err(format!(
+                        "the claim on run {} was lost: another replay holds it now, and what this replay did is not recorded",
+                        p.record.id
+                    )),
                 }
-                fleet
-                    .settle(&p.record.id, consumer, resolved)
-                    .map_err(|e| e.to_string())
             }
         }
     }
 
     /// The replay ends: the runs it replayed that failed again are let go, pending for the
-    /// next replay. A replay killed before this leaves them to the end of their claims.
+    /// next replay. A replay killed before this leaves them to the end of their leases.
     fn finish(&mut self) -> Result<(), String> {
         match self {
             Ledger::File(_) => Ok(()),
-            Ledger::Fleet {
-                fleet,
-                consumer,
-                failed,
-            } => fleet.release(failed, consumer).map_err(|e| e.to_string()),
+            Ledger::Fleet(claims) => claims.borrow_mut().release_all(),
         }
     }
 }
@@ -393,6 +410,9 @@ struct Replay {
     flaky: bool,
     /// With `--junit`, where each run hands its case to the replay's report.
     junit: Option<ReplayCases>,
+    /// The runs were named (`--only`, `--only-label`): one that another replay holds is told
+    /// of, and counted as still pending.
+    named: bool,
 }
 
 /// What replaying one run came to: what the replay records of it, whether it was flaky (as
@@ -410,6 +430,7 @@ fn run_one(
     config: &Config,
     signals: Signals,
     junit: Option<&ReplayCases>,
+    keeper: Option<Kept>,
 ) -> (Again, Signals) {
     if let Err(error) = enter(p, config.charset) {
         let not_run = Replayed::NotRun {
@@ -423,7 +444,7 @@ fn run_one(
         };
         return (again, signals);
     }
-    let end = run_again(config, &p.record.id, signals, junit);
+    let end = run_again(config, &p.record.id, signals, junit, keeper);
     let again = Again {
         replayed: replayed(&end.outcome),
         flaky: end.outcome.flaky(),
@@ -457,26 +478,60 @@ impl Replay {
     fn run_all(mut self, runs: &[Run], mut signals: Signals) -> ExitStatus {
         let total = runs.len();
         for (k, (p, config)) in runs.iter().enumerate() {
+            // A stopping signal between two runs: no further run starts, nor is claimed.
+            if let Some(signal) = signals.pending_stop() {
+                self.pending += total - k;
+                return self.summary(ExitStatus::Reraise(signal));
+            }
+            let keeper = match self.ledger.claim(p) {
+                Ok(Taken::Mine(keeper, lapsed)) => {
+                    // The replay that held it before stopped renewing its lease: it died, or
+                    // was stopped or cut off, and a try it started may still be running.
+                    if let Some(owner) = lapsed {
+                        self.log.warn(Warning::ClaimLapsed {
+                            id: p.record.id.clone(),
+                            owner,
+                        });
+                    }
+                    keeper
+                }
+                // Another replay runs it, or ran it: it is not this one's to count, unless it
+                // was named: then the replay says why it did not run it.
+                Ok(Taken::Not(why)) => {
+                    if self.named {
+                        self.pending += 1;
+                        self.log.warn(Warning::ReplaySkipped {
+                            id: p.record.id.clone(),
+                            why,
+                        });
+                    }
+                    continue;
+                }
+                Err(why) => return self.not_recorded(why, total - k),
+            };
             self.log.emit(Event::ReplayStart {
                 k: k + 1,
                 total,
                 pending: Box::new(p.clone()),
             });
-            match self.ledger.claim(p, config) {
-                Ok(true) => {}
-                // Another replay runs it, or ran it: it is not this one's to count.
-                Ok(false) => continue,
-                Err(why) => return self.not_recorded(why, total - k),
-            }
-            let (again, kept) = run_one(p, config, signals, self.junit.as_ref());
+            let (again, kept) = run_one(p, config, signals, self.junit.as_ref(), keeper);
             signals = kept;
+            // The claim was lost while the run ran (the replay was stopped or cut off from
+            // Redis past its lease): another replay holds the run, and this one ends.
+            if let Some(why) = self.ledger.lost() {
+                return self.not_recorded(why, total - k);
+            }
             let Again {
                 replayed,
                 flaky,
                 stopped_by,
             } = again;
-            if let Err(why) = self.ledger.record(p, &replayed) {
-                return self.not_recorded(why, total - k);
+            // A signal before its first try started: it did not run, and no attempt is counted.
+            let ran = !matches!(replayed, Replayed::Failed { tries: 0, .. });
+            if stopped_by.is_none() || ran {
+                if let Err(why) = self.ledger.record(p, &replayed) {
+                    return self.not_recorded(why, total - k);
+                }
             }
             self.count(&replayed, flaky);
             self.log.emit(Event::ReplayEnd {

@@ -44,6 +44,8 @@ pub(crate) struct Start {
     pub wall_start: SystemTime,
     pub run_id: String,
     pub dead_letter: Option<DeadLetter>,
+    /// A replay's lease on the run, renewed while it runs.
+    pub keeper: Option<crate::run::keep::Kept>,
 }
 
 /// The log of a run, to standard error or --log-file; when that file cannot be opened, the
@@ -191,6 +193,7 @@ pub(crate) fn run_logged(
             open_quota(spec, until, &mut log)
         }),
         dead_letter: begin.dead_letter,
+        keeper: begin.keeper,
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(begin.seed)
@@ -198,12 +201,14 @@ pub(crate) fn run_logged(
 
 /// Runs one recorded run again for `--replay`, under its own id, with the signal handling of
 /// the replay; it is never recorded again (the replay keeps it pending instead). With the
-/// replay's `--junit`, its case goes to `junit`, for the replay's report.
+/// replay's `--junit`, its case goes to `junit`, for the replay's report. A replay of a fleet's
+/// store hands its claim on the run as `keeper`, renewed while the run runs.
 pub(crate) fn run_again(
     config: &Config,
     id: &str,
     signals: signals::Signals,
     junit: Option<&ReplayCases>,
+    keeper: Option<crate::run::keep::Kept>,
 ) -> RunEnd {
     let start = Moment::now();
     let wall_start = SystemTime::now();
@@ -228,6 +233,7 @@ pub(crate) fn run_again(
         wall_start,
         run_id: id.to_string(),
         dead_letter: None,
+        keeper,
     };
     run_logged(config, log, signals, begin)
 }

@@ -11,22 +11,28 @@
 //!   sent it and did not hear back, a move of the records kept locally) is added once;
 //! - `retry:dead:{NAME}:state`: run id → `resolved` or `forgotten`, once settled;
 //! - `retry:dead:{NAME}:attempts`: run id → how many replays of it failed;
-//! - `retry:dead:{NAME}:claims`: run id → `CONSUMER EXPIRES_MS`, the replay running it now.
+//! - `retry:dead:{NAME}:claims`: run id → the lease of the replay running it now
+//!   (`OWNER TOKEN EXPIRES_MS`, `store/lease.rs`);
+//! - `retry:dead:{NAME}:fence`: run id → the last fencing token granted on it;
+//! - `retry:dead:{NAME}:pruned`: run id → when a prune dropped it (the server's time in ms), so
+//!   that a move of kept runs cut short never brings it back.
 //!
 //! A replay claims a record with one script that Redis runs alone: it is given the record only
-//! when no one settled it and no claim on it is still running, so two replays at once, on one
-//! machine or many, never both run it. The claim lasts as long as the record's run may (its
-//! budget and the grace of its stop, an hour when it has no budget); a replay that dies leaves
-//! the claim to run out, and the record to the next replay. The server's clock decides, not the
+//! when no one settled it and no lease on it is live, so two replays at once, on one machine or
+//! many, never both run it. The claim is a lease that the replay renews while it lives; a
+//! replay that dies or is stopped leaves it to lapse, and the record to the next replay, and a
+//! replay whose lease another took since settles nothing. The server's clock decides, not the
 //! machines'. Redis Streams' consumer groups hand an entry to one consumer too, but a record that
-//! fails again must go back to the next replay at once while a running claim holds for up to its
-//! own budget, which one idle time for the whole group cannot say.
+//! fails again must go back to the next replay at once while a running claim holds for as long
+//! as its replay lives, which one idle time for the whole group cannot say.
 
 use std::time::{Duration, SystemTime};
 
 use crate::policy::quota::RedisAddress;
 use crate::store::deadletter::{Pending, Record, State, record_of_line};
-use crate::store::fleet_scripts::{ADD, CLAIM, FORGET, SETTLE};
+use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, exchange_words, texts};
+use crate::store::fleet_scripts::Scripts;
+use crate::store::lease::Lease;
 use crate::store::redis::RedisStoreError;
 use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 use crate::store::redis::server::Server;
@@ -37,13 +43,6 @@ pub const EXCHANGE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The records read from the stream at a time.
 const PAGE: usize = 5000;
-
-/// The most bytes one reply may take: a page of records of the usual few hundred bytes each
-/// takes under a megabyte; a server sending more than this is refused, not believed.
-const MOST_REPLY: usize = 64 << 20;
-
-/// A claim's length when the record's run has no budget.
-pub const CLAIM_WITHOUT_BUDGET: Duration = Duration::from_secs(3600);
 
 /// Why the fleet's store could not be used, on one line that never holds the password.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,19 +59,47 @@ impl std::fmt::Display for FleetError {
 pub struct Listed {
     pub pending: Pending,
     pub host: String,
-    /// The replay that claimed it, while the claim runs: `CONSUMER EXPIRES_MS`.
+    /// The replay that holds it, while its lease is live by the server's clock.
     pub claim: Option<String>,
     /// The stream entry's id.
     pub entry: String,
 }
 
 /// What a claim came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// This replay runs the record.
-    Granted,
-    /// Another replay runs it now, or ran it to its end.
-    Taken,
+    /// This replay runs the record, under this fencing token; `lapsed` names the replay whose
+    /// lease on it lapsed without being let go (it died, or was stopped or cut off), if one did.
+    Granted { token: u64, lapsed: Option<String> },
+    /// Another replay holds it now.
+    Held(String),
+    /// It was resolved or forgotten since it was listed.
+    Settled,
+    /// Another replay ran it since it was listed, and it failed again: that was its replay.
+    Replayed,
+    /// A prune dropped it since it was listed.
+    Gone,
+}
+
+/// What settling a replayed run came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    Done,
+    /// A prune dropped it meanwhile.
+    Gone,
+    /// The lease is no longer this replay's: another holds the run now, and this replay
+    /// settles nothing.
+    Lost,
+}
+
+/// What becomes of a replayed run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settle {
+    Resolved,
+    /// It failed again: one attempt more, and the lease held until the replay ends.
+    Failed,
+    /// The replay ends: its lease on a run that failed again is let go.
+    Release,
 }
 
 /// What a prune of the stream dropped and kept, counted in runs.
@@ -87,8 +114,9 @@ pub struct StreamPruned {
 /// The dead letters of NAME on one Redis server.
 pub struct Fleet {
     server: Server,
-    name: String,
+    pub(crate) name: String,
     node: Option<Node>,
+    scripts: Scripts,
 }
 
 impl Fleet {
@@ -98,6 +126,7 @@ impl Fleet {
             server: Server::new(address, password),
             name: address.name().to_string(),
             node: None,
+            scripts: Scripts::new(),
         }
     }
 
@@ -119,38 +148,69 @@ impl Fleet {
     }
 
     /// Sends one command within [`EXCHANGE_DEADLINE`], connecting first when no connection is
-    /// open; a failure that may leave a reply unread closes the connection.
-    fn request(&mut self, args: &[&[u8]]) -> Result<Reply, FleetError> {
+    /// open; a failure that may leave a reply unread closes the connection. Every command sent
+    /// this way may be sent twice (see [`Fleet::requests`]).
+    pub(crate) fn request(&mut self, args: &[&[u8]]) -> Result<Reply, FleetError> {
         let mut replies = self.requests(&[args.to_vec()])?;
         replies
             .pop()
             .ok_or_else(|| FleetError("Redis sent no reply".into()))
     }
 
-    /// Sends `commands` at once within one [`EXCHANGE_DEADLINE`], and reads their replies.
+    /// Sends `commands` at once within one [`EXCHANGE_DEADLINE`], and reads their replies. A
+    /// connection kept from an earlier exchange that turns out closed (the server's idle
+    /// `timeout`, `CLIENT KILL`, a proxy) is opened again and the commands sent once more,
+    /// within what is left of the deadline: every command of this store may be sent twice to
+    /// the same effect (a run id is added once, a claim asked again by its owner is the same
+    /// claim, a failed attempt is counted once per lease).
     fn requests(&mut self, commands: &[Vec<&[u8]>]) -> Result<Vec<Reply>, FleetError> {
+        self.requests_once_or_twice(commands, true)
+    }
+
+    pub(crate) fn requests_once_or_twice(
+        &mut self,
+        commands: &[Vec<&[u8]>],
+        again: bool,
+    ) -> Result<Vec<Reply>, FleetError> {
         let deadline = Deadline::within(EXCHANGE_DEADLINE);
-        let node = match &mut self.node {
-            Some(node) => node,
-            None => {
-                let mut node = self
-                    .server
-                    .open(&self.server.addr.clone(), &deadline)
-                    .map_err(|e| self.failed(e))?;
-                node.allow_replies_of(MOST_REPLY);
-                self.node.insert(node)
-            }
+        let reused = self.node.is_some();
+        let answer = self.exchange(commands, &deadline)?;
+        let dropped = matches!(&answer, Err(ExchangeError::Io(_)));
+        let answer = match answer {
+            Err(_) if again && reused && dropped => self.exchange(commands, &deadline)?,
+            answer => answer,
         };
-        let answer = node.requests(commands, &deadline);
-        if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
-            self.node = None;
-        }
         answer.map_err(|source| {
             self.failed(RedisStoreError::Command {
                 server: self.server.addr.to_string(),
                 source,
             })
         })
+    }
+
+    /// One exchange of `commands` before `deadline`, on the open connection or a new one: `Err`
+    /// when no connection could be made, else the exchange's result.
+    fn exchange(
+        &mut self,
+        commands: &[Vec<&[u8]>],
+        deadline: &Deadline,
+    ) -> Result<Result<Vec<Reply>, ExchangeError>, FleetError> {
+        let node = match &mut self.node {
+            Some(node) => node,
+            None => {
+                let mut node = self
+                    .server
+                    .open(&self.server.addr.clone(), deadline)
+                    .map_err(|e| self.failed(e))?;
+                node.allow_replies_of(MOST_REPLY);
+                self.node.insert(node)
+            }
+        };
+        let answer = node.requests(commands, deadline);
+        if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
+            self.node = None;
+        }
+        Ok(answer)
     }
 
     /// `e` as one line without the password.
@@ -179,16 +239,17 @@ impl Fleet {
 
     /// Adds the record of a run that gave up on `host`; false when the stream has it already.
     pub fn add(&mut self, record: &Record, host: &str) -> Result<bool, FleetError> {
-        let keys = [self.key(""), self.key("ids")];
+        let keys = [self.key(""), self.key("ids"), self.key("pruned")];
         let line = record.line();
         let args: [&[u8]; 3] = [record.id.as_bytes(), host.as_bytes(), line.as_bytes()];
-        match self.script(ADD, &keys, &args)? {
+        let script = self.scripts.add.clone();
+        match self.script(&script, &keys, &args)? {
             Reply::Int(n) => Ok(n == 1),
             other => Err(self.odd(&other)),
         }
     }
 
-    fn odd(&self, reply: &Reply) -> FleetError {
+    pub(crate) fn odd(&self, reply: &Reply) -> FleetError {
         let text = self.server.scrub(RedisStoreError::Reply {
             server: self.server.addr.to_string(),
             reply: reply.to_string(),
@@ -207,6 +268,8 @@ impl Fleet {
     /// one round trip, so that Redis reads the next page while this one is read here.
     pub fn list(&mut self, all: bool) -> Result<Vec<Listed>, FleetError> {
         let mut listed = Vec::new();
+        // A claim is shown while its lease is live by the server's clock, which decides it.
+        let now = self.server_ms()?;
         let key = self.key("");
         let count = PAGE.to_string();
         let range = |from: &str| -> Vec<Vec<u8>> {
@@ -260,7 +323,7 @@ impl Fleet {
             };
             let (states, claims, attempts) = (fields()?, fields()?, fields()?);
             let rest = replies.next();
-            self.page(entries, [states, claims, attempts], all, &mut listed)?;
+            self.page(entries, [states, claims, attempts], all, now, &mut listed)?;
             match rest {
                 Some(next) if more => reply = next,
                 _ => break,
@@ -289,6 +352,7 @@ impl Fleet {
         entries: Vec<(String, String, String, String)>,
         [states, claims, attempts]: [Vec<Option<String>>; 3],
         all: bool,
+        now: u64,
         listed: &mut Vec<Listed>,
     ) -> Result<(), FleetError> {
         for (k, (entry, _, host, line)) in entries.into_iter().enumerate() {
@@ -314,7 +378,11 @@ impl Fleet {
                     state,
                 },
                 host,
-                claim: claims[k].clone(),
+                claim: claims[k]
+                    .as_deref()
+                    .and_then(Lease::parse)
+                    .filter(|lease| lease.live_at(now))
+                    .map(|lease| lease.owner),
                 entry,
             });
         }
@@ -335,12 +403,12 @@ impl Fleet {
         }
     }
 
-    /// Claims the run `id` for `consumer` for `length`, if no replay settled it, holds it or
-    /// replayed it since this one listed it with `attempts` failed replays.
+    /// Claims the run `id` for `owner`, a lease of `length`, if no replay settled it, holds it
+    /// or replayed it since this one listed it with `attempts` failed replays.
     pub fn claim(
         &mut self,
         id: &str,
-        consumer: &str,
+        owner: &str,
         length: Duration,
         attempts: u64,
     ) -> Result<Claim, FleetError> {
@@ -349,38 +417,92 @@ impl Fleet {
             self.key("state"),
             self.key("claims"),
             self.key("attempts"),
+            self.key("fence"),
         ];
         let ms = length.as_millis().max(1).to_string();
         let attempts = attempts.to_string();
-        match self.script(
-            CLAIM,
-            &keys,
-            &[
-                id.as_bytes(),
-                consumer.as_bytes(),
-                ms.as_bytes(),
-                attempts.as_bytes(),
-            ],
-        )? {
-            Reply::Bulk(Some(b)) if b == b"ok" => Ok(Claim::Granted),
-            Reply::Bulk(Some(_)) => Ok(Claim::Taken),
+        let script = self.scripts.claim.clone();
+        let args: [&[u8]; 4] = [
+            id.as_bytes(),
+            owner.as_bytes(),
+            ms.as_bytes(),
+            attempts.as_bytes(),
+        ];
+        let reply = self.script(&script, &keys, &args)?;
+        let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
+        let word = |k: usize| words.get(k).map(String::as_str);
+        Ok(match word(0) {
+            Some("ok") => Claim::Granted {
+                token: word(1)
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| self.odd(&reply))?,
+                lapsed: word(2).filter(|w| !w.is_empty()).map(str::to_string),
+            },
+            Some("claimed") => Claim::Held(word(1).unwrap_or_default().to_string()),
+            Some("settled") => Claim::Settled,
+            Some("replayed") => Claim::Replayed,
+            Some("gone") => Claim::Gone,
+            _ => return Err(self.odd(&reply)),
+        })
+    }
+
+    /// Renews for `length` the leases of `owner` on the runs `held` (run id and token): for
+    /// each, whether it is still the owner's.
+    pub fn renew(
+        &mut self,
+        owner: &str,
+        length: Duration,
+        held: &[(String, u64)],
+    ) -> Result<Vec<bool>, FleetError> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = [self.key("claims")];
+        let ms = length.as_millis().max(1).to_string();
+        let tokens: Vec<String> = held.iter().map(|(_, t)| t.to_string()).collect();
+        let mut args: Vec<&[u8]> = vec![owner.as_bytes(), ms.as_bytes()];
+        for ((id, _), token) in held.iter().zip(&tokens) {
+            args.push(id.as_bytes());
+            args.push(token.as_bytes());
+        }
+        let script = self.scripts.renew.clone();
+        match self.script(&script, &keys, &args)? {
+            Reply::Array(Some(items)) if items.len() == held.len() => {
+                Ok(items.iter().map(|i| matches!(i, Reply::Int(1))).collect())
+            }
             other => Err(self.odd(&other)),
         }
     }
 
-    /// Settles the run `id` that `consumer` replayed: resolved, or one failed attempt more;
-    /// either way its claim ends.
-    pub fn settle(&mut self, id: &str, consumer: &str, resolved: bool) -> Result<(), FleetError> {
+    /// Settles the run `id` that `owner` replayed under the lease of `token`, as `how` says;
+    /// nothing is changed when the lease is no longer the owner's.
+    pub fn settle(
+        &mut self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        how: Settle,
+    ) -> Result<Settled, FleetError> {
         let keys = [
             self.key("claims"),
             self.key("state"),
             self.key("attempts"),
             self.key("ids"),
         ];
-        let how: &[u8] = if resolved { b"resolved" } else { b"failed" };
-        match self.script(SETTLE, &keys, &[id.as_bytes(), consumer.as_bytes(), how])? {
-            Reply::Int(_) => Ok(()),
-            other => Err(self.odd(&other)),
+        let how: &[u8] = match how {
+            Settle::Resolved => b"resolved",
+            Settle::Failed => b"failed",
+            Settle::Release => b"release",
+        };
+        let token = token.to_string();
+        let script = self.scripts.settle.clone();
+        let args: [&[u8]; 4] = [id.as_bytes(), owner.as_bytes(), token.as_bytes(), how];
+        let reply = self.script(&script, &keys, &args)?;
+        match &reply {
+            Reply::Bulk(Some(b)) if b == b"ok" => Ok(Settled::Done),
+            Reply::Bulk(Some(b)) if b == b"gone" => Ok(Settled::Gone),
+            Reply::Bulk(Some(b)) if b == b"lost" => Ok(Settled::Lost),
+            _ => Err(self.odd(&reply)),
         }
     }
 
@@ -401,247 +523,119 @@ impl Fleet {
         }
     }
 
-    /// Ends the claims of `consumer` on the runs `ids`, which it replayed and which failed
-    /// again: pending, for the next replay.
-    pub fn release(&mut self, ids: &[String], consumer: &str) -> Result<(), FleetError> {
-        let keys = [
-            self.key("claims"),
-            self.key("state"),
-            self.key("attempts"),
-            self.key("ids"),
-        ];
-        for id in ids {
-            match self.script(
-                SETTLE,
-                &keys,
-                &[id.as_bytes(), consumer.as_bytes(), b"release"],
-            )? {
-                Reply::Int(_) => {}
-                other => return Err(self.odd(&other)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Marks the runs `ids` forgotten; how many were.
-    pub fn forget(&mut self, ids: &[String]) -> Result<u64, FleetError> {
-        let keys = [self.key("ids"), self.key("state")];
+    /// Marks the runs `ids` forgotten: how many were, and the ids a replay holds now, which
+    /// are left pending (that replay settles them).
+    pub fn forget(&mut self, ids: &[String]) -> Result<(u64, Vec<String>), FleetError> {
+        let keys = [self.key("ids"), self.key("state"), self.key("claims")];
         let mut n = 0;
+        let mut held = Vec::new();
+        let script = self.scripts.forget.clone();
         for batch in ids.chunks(1000) {
             let args: Vec<&[u8]> = batch.iter().map(|i| i.as_bytes()).collect();
-            match self.script(FORGET, &keys, &args)? {
-                Reply::Int(k) => n += k.max(0) as u64,
-                other => return Err(self.odd(&other)),
-            }
+            let reply = self.script(&script, &keys, &args)?;
+            let (k, ids) = count_and_ids(&reply).ok_or_else(|| self.odd(&reply))?;
+            n += k;
+            held.extend(ids);
         }
-        Ok(n)
+        Ok((n, held))
     }
 
     /// Drops from the stream the records settled, and the pending ones that gave up before
-    /// `cutoff`, with all that is kept about them.
+    /// `cutoff`, with all that is kept about them; a run whose lease is live is kept, judged
+    /// by the server as it drops each (a replay claiming it meanwhile keeps it).
     pub fn prune(&mut self, cutoff: SystemTime) -> Result<StreamPruned, FleetError> {
         let mut pruned = StreamPruned::default();
-        let mut dropped: Vec<(String, String)> = Vec::new();
-        let now = self.server_ms()?;
+        // (entry, run id, what it would be counted as)
+        let mut dropping: Vec<(String, String, State)> = Vec::new();
         for l in self.list(true)? {
             let old = humantime::parse_rfc3339(&l.pending.record.ts).is_ok_and(|at| at < cutoff);
-            // A run a replay holds now is that replay's to settle: it stays.
-            let held = l
-                .claim
-                .as_deref()
-                .and_then(|c| c.rsplit_once(' '))
-                .and_then(|(_, expires)| expires.parse::<u64>().ok())
-                .is_some_and(|expires| expires > now);
-            if held {
+            if l.claim.is_some() || (l.pending.state == State::Pending && !old) {
                 pruned.kept += 1;
                 continue;
             }
-            match l.pending.state {
-                State::Resolved => pruned.resolved += 1,
-                State::Forgotten => pruned.forgotten += 1,
-                State::Pending if old => pruned.old += 1,
-                State::Pending => {
+            dropping.push((l.entry, l.pending.record.id, l.pending.state));
+        }
+        let keys: Vec<String> = ["", "ids", "state", "attempts", "claims", "fence", "pruned"]
+            .iter()
+            .map(|part| self.key(part))
+            .collect();
+        let script = self.scripts.prune.clone();
+        for batch in dropping.chunks(1000) {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+            for (entry, id, _) in batch {
+                args.push(entry.as_bytes());
+                args.push(id.as_bytes());
+            }
+            let reply = self.script(&script, &keys, &args)?;
+            let (_, held) = count_and_ids(&reply).ok_or_else(|| self.odd(&reply))?;
+            for (_, id, state) in batch {
+                if held.contains(id) {
                     pruned.kept += 1;
                     continue;
                 }
-            }
-            dropped.push((l.entry, l.pending.record.id));
-        }
-        for batch in dropped.chunks(1000) {
-            let stream = self.key("");
-            let mut words: Vec<&[u8]> = vec![b"XDEL", stream.as_bytes()];
-            words.extend(batch.iter().map(|(e, _)| e.as_bytes()));
-            self.request(&words)?;
-            for part in ["ids", "state", "attempts", "claims"] {
-                let key = self.key(part);
-                let mut words: Vec<&[u8]> = vec![b"HDEL", key.as_bytes()];
-                words.extend(batch.iter().map(|(_, id)| id.as_bytes()));
-                self.request(&words)?;
+                match state {
+                    State::Resolved => pruned.resolved += 1,
+                    State::Forgotten => pruned.forgotten += 1,
+                    State::Pending => pruned.old += 1,
+                }
             }
         }
+        self.drop_old_tombstones()?;
         Ok(pruned)
     }
-}
 
-/// The most runs a fleet's history keeps: past it, Redis trims the oldest (`MAXLEN ~`, so a
-/// little more are kept until a whole node of the stream can go).
-pub const HISTORY_CAP: u64 = 1_000_000;
-
-/// The runs read from a history stream at a time.
-const HISTORY_PAGE: usize = 5000;
-
-impl Fleet {
-    fn history_key(&self) -> String {
-        format!("retry:history:{{{}}}", self.name)
-    }
-
-    /// Adds the history line of a run that ended on `host`.
-    pub fn add_run(&mut self, line: &str, host: &str) -> Result<(), FleetError> {
-        let key = self.history_key();
-        let cap = HISTORY_CAP.to_string();
-        let words: [&[u8]; 10] = [
-            b"XADD",
-            key.as_bytes(),
-            b"MAXLEN",
-            b"~",
-            cap.as_bytes(),
-            b"*",
-            b"host",
-            host.as_bytes(),
-            b"line",
-            line.as_bytes(),
-        ];
-        match self.request(&words)? {
-            Reply::Bulk(Some(_)) => Ok(()),
-            other => Err(self.odd(&other)),
-        }
-    }
-
-    /// Drops the runs of the history added before `cutoff` (an entry's id is the server's
-    /// time when the run's end was added): how many went, and how many are left.
-    pub fn prune_history(&mut self, cutoff: SystemTime) -> Result<(u64, u64), FleetError> {
-        let key = self.history_key();
-        let ms = cutoff
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
-            .to_string();
-        let dropped = match self.request(&[b"XTRIM", key.as_bytes(), b"MINID", ms.as_bytes()])? {
-            Reply::Int(n) => n.max(0) as u64,
-            other => return Err(self.odd(&other)),
-        };
-        match self.request(&[b"XLEN", key.as_bytes()])? {
-            Reply::Int(n) => Ok((dropped, n.max(0) as u64)),
-            other => Err(self.odd(&other)),
-        }
-    }
-
-    /// Every run of the history, oldest first: its host and its line.
-    pub fn runs(&mut self) -> Result<Vec<(String, String)>, FleetError> {
-        let mut runs = Vec::new();
-        let mut from = "-".to_string();
+    /// Drops the tombstones of runs pruned longer ago than [`TOMBSTONE_KEPT`]: a run kept on a
+    /// machine longer than that after a prune dropped it could come back with its move.
+    fn drop_old_tombstones(&mut self) -> Result<(), FleetError> {
+        let now = self.server_ms()?;
+        let oldest = now.saturating_sub(TOMBSTONE_KEPT.as_millis() as u64);
+        let key = self.key("pruned");
+        let mut cursor = "0".to_string();
         loop {
-            let key = self.history_key();
-            let count = HISTORY_PAGE.to_string();
             let reply = self.request(&[
-                b"XRANGE",
+                b"HSCAN",
                 key.as_bytes(),
-                from.as_bytes(),
-                b"+",
+                cursor.as_bytes(),
                 b"COUNT",
-                count.as_bytes(),
+                b"1000",
             ])?;
-            let Reply::Array(Some(items)) = reply else {
+            let Reply::Array(Some(mut parts)) = reply else {
                 return Err(self.odd(&reply));
             };
-            let more = items.len() == HISTORY_PAGE;
-            let mut last = None;
-            for item in items {
-                let (id, fields) = fields_of(item).ok_or_else(|| {
-                    FleetError("Redis sent a stream entry that is not one".into())
-                })?;
-                let host = fields
-                    .iter()
-                    .find(|(k, _)| k == "host")
-                    .map(|(_, v)| v.clone());
-                if let Some((_, line)) = fields.into_iter().find(|(k, _)| k == "line") {
-                    runs.push((host.unwrap_or_default(), line));
+            let (Some(Reply::Array(Some(fields))), Some(Reply::Bulk(Some(next)))) =
+                (parts.pop(), parts.pop())
+            else {
+                return Err(FleetError(
+                    "Redis answered HSCAN with something else".into(),
+                ));
+            };
+            let mut old: Vec<Vec<u8>> = Vec::new();
+            for pair in fields.chunks(2) {
+                if let [Reply::Bulk(Some(id)), Reply::Bulk(Some(at))] = pair {
+                    let at: u64 = std::str::from_utf8(at)
+                        .ok()
+                        .and_then(|a| a.parse().ok())
+                        .unwrap_or(0);
+                    if at < oldest {
+                        old.push(id.clone());
+                    }
                 }
-                last = Some(id);
             }
-            match (more, last) {
-                (true, Some(last)) => {
-                    from = after(&last).ok_or_else(|| {
-                        FleetError(format!("an entry id '{last}' that is not one"))
-                    })?;
-                }
-                _ => break,
+            if !old.is_empty() {
+                let mut words: Vec<&[u8]> = vec![b"HDEL", key.as_bytes()];
+                words.extend(old.iter().map(Vec::as_slice));
+                self.request(&words)?;
+            }
+            cursor = String::from_utf8_lossy(&next).into_owned();
+            if cursor == "0" {
+                return Ok(());
             }
         }
-        Ok(runs)
     }
 }
 
-/// One entry of an XRANGE reply as its id and its fields, each a pair of texts.
-fn fields_of(item: Reply) -> Option<(String, Vec<(String, String)>)> {
-    let Reply::Array(Some(mut parts)) = item else {
-        return None;
-    };
-    let Some(Reply::Array(Some(fields))) = parts.pop() else {
-        return None;
-    };
-    let Some(Reply::Bulk(Some(id))) = parts.pop() else {
-        return None;
-    };
-    // The bytes are taken, not copied: a page holds thousands of records.
-    let text = |r: Reply| match r {
-        Reply::Bulk(Some(b)) => String::from_utf8(b).ok(),
-        _ => None,
-    };
-    let mut pairs = Vec::with_capacity(fields.len() / 2);
-    let mut items = fields.into_iter();
-    while let Some(name) = items.next() {
-        pairs.push((text(name)?, text(items.next()?)?));
-    }
-    Some((String::from_utf8(id).ok()?, pairs))
-}
-
-/// An exchange's failure in words, without the quota's wording of a reply too large.
-fn exchange_words(e: &ExchangeError) -> String {
-    match e {
-        ExchangeError::TooLarge => format!(
-            "its reply is longer than the {} MiB retry reads of one",
-            MOST_REPLY >> 20
-        ),
-        other => other.to_string(),
-    }
-}
-
-/// The entry id just after `id` (`MS-SEQ`), to go on reading a stream from.
-fn after(id: &str) -> Option<String> {
-    let (ms, seq) = id.split_once('-')?;
-    let ms: u64 = ms.parse().ok()?;
-    let seq: u64 = seq.parse().ok()?;
-    Some(match seq.checked_add(1) {
-        Some(seq) => format!("{ms}-{seq}"),
-        None => format!("{}-0", ms.checked_add(1)?),
-    })
-}
-
-/// One entry of an XRANGE reply: `[id, [field, value, ...]]`, read as its id, run id, host and
-/// record line.
-fn entry(item: Reply) -> Option<(String, String, String, String)> {
-    let (id, fields) = fields_of(item)?;
-    let (mut run, mut host, mut record) = (None, None, None);
-    for (name, value) in fields {
-        match name.as_str() {
-            "id" => run = Some(value),
-            "host" => host = Some(value),
-            "record" => record = Some(value),
-            _ => {}
-        }
-    }
-    Some((id, run?, host.unwrap_or_default(), record?))
-}
+/// How long a prune keeps the tombstone of a run it dropped.
+pub const TOMBSTONE_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// This machine's name, as the records of its runs say where they ran.
 pub fn host_name() -> String {
@@ -661,15 +655,6 @@ pub fn consumer_name() -> String {
     )
 }
 
-/// How long a replay's claim on a record lasts: the record's budget and the grace of its last
-/// stop, which is as long as its run may take, or [`CLAIM_WITHOUT_BUDGET`].
-pub fn claim_length(budget: Option<Duration>, kill_after: Duration) -> Duration {
-    match budget {
-        Some(b) => b + kill_after,
-        None => CLAIM_WITHOUT_BUDGET,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,17 +664,5 @@ mod tests {
         assert_eq!(after("1700000000000-0").as_deref(), Some("1700000000000-1"));
         assert_eq!(after(&format!("5-{}", u64::MAX)).as_deref(), Some("6-0"));
         assert_eq!(after("x-1"), None);
-    }
-
-    #[test]
-    fn a_claim_lasts_the_records_budget_and_its_grace_or_an_hour() {
-        assert_eq!(
-            claim_length(Some(Duration::from_secs(30)), Duration::from_secs(5)),
-            Duration::from_secs(35)
-        );
-        assert_eq!(
-            claim_length(None, Duration::from_secs(5)),
-            CLAIM_WITHOUT_BUDGET
-        );
     }
 }

@@ -12,8 +12,11 @@
 pub mod deadletter;
 pub mod file;
 pub mod fleet;
+pub mod fleet_history;
+pub mod fleet_replies;
 pub mod fleet_scripts;
 pub mod history;
+pub mod lease;
 pub mod lines;
 pub mod lock;
 pub mod open;

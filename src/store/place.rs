@@ -41,6 +41,26 @@ impl Place {
         Ok(Place::Redis(address))
     }
 
+    /// The place a replay's value names, and the length of its claims' leases when the URL
+    /// gives one as its last part (`redis://HOST/NAME:lease=DURATION`); a file takes none.
+    pub fn of_replay(value: &Path) -> Result<(Place, Option<std::time::Duration>), String> {
+        let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
+            return Ok((Place::File(value.to_path_buf()), None));
+        };
+        let Some((rest, lease)) = url.rsplit_once(":lease=") else {
+            return Place::of(value).map(|place| (place, None));
+        };
+        let length = crate::duration::parse_duration(lease)
+            .ok()
+            .filter(|d| *d >= std::time::Duration::from_millis(300))
+            .ok_or_else(|| {
+                format!(
+                    "lease={lease}: a claim's lease is a duration of at least 300ms, such as 30s"
+                )
+            })?;
+        Place::of(Path::new(rest)).map(|place| (place, Some(length)))
+    }
+
     /// The file, when it is one.
     pub fn file(&self) -> Option<&Path> {
         match self {

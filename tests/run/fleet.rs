@@ -205,38 +205,41 @@ fn a_replay_killed_midway_leaves_its_claimed_run_to_run_once_later() {
     };
     let dir = common::temp_dir("fleet-kill");
     let url = server.url("jobs");
-    // A budget of 1.5 s: a replay's claim on it lasts that and the grace of its stop.
     retry_in(&dir)
+        .args(["--dead-letter", &url, "-n", "1", "-k", "100ms", "--"])
         .args([
-            "--dead-letter",
-            &url,
-            "-n",
-            "1",
-            "-B",
-            "1500ms",
-            "-k",
-            "100ms",
-            "--",
+            "sh",
+            "-c",
+            "echo run >> marks; test -e ok && exit 0; test -e first || { : > first; exit 1; }; exec sleep 3",
         ])
-        .args(["sh", "-c", "echo run >> marks; test -e ok || sleep 5"])
         .assert()
-        .code(124);
+        .code(1);
+    // Claims of 1 s, renewed every third of that while the replay lives.
+    let leased = format!("{url}:lease=1s");
     let mut replay = std_in(&dir)
-        .args(["--replay", &url])
+        .args(["--replay", &leased])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
         .len()
         == 2));
-    let claimed = Instant::now();
+    // Renewed past its first length, the claim still holds the run.
+    std::thread::sleep(Duration::from_millis(1300));
+    assert_eq!(
+        listed(&dir, &url, &[])[0]["claimed_by"]
+            .as_str()
+            .map(|s| s.is_empty()),
+        Some(false)
+    );
+    let killed = Instant::now();
     common::send(replay.id(), nix::libc::SIGKILL);
     let _ = replay.wait();
     std::fs::write(dir.join("ok"), "").unwrap();
-    // While the claim runs, another replay leaves the run alone.
+    // While the lease runs, another replay leaves the run alone.
     let listed_now = listed(&dir, &url, &[]);
     assert_eq!(listed_now.len(), 1);
-    if claimed.elapsed() < Duration::from_millis(1200) {
+    if killed.elapsed() < Duration::from_millis(700) {
         assert!(listed_now[0]["claimed_by"].is_string(), "{listed_now:?}");
         retry_in(&dir).args(["--replay", &url]).assert().success();
         assert_eq!(
@@ -245,9 +248,15 @@ fn a_replay_killed_midway_leaves_its_claimed_run_to_run_once_later() {
             "the claimed run did not run again yet"
         );
     }
-    // Once the claim is past the run's budget, the next replay runs it, once.
-    std::thread::sleep(Duration::from_millis(1700).saturating_sub(claimed.elapsed()));
-    retry_in(&dir).args(["--replay", &url]).assert().success();
+    // Once the lease lapsed, the next replay runs it, once, and says whose claim lapsed.
+    std::thread::sleep(Duration::from_millis(1100).saturating_sub(killed.elapsed()));
+    let out = retry_in(&dir).args(["--replay", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("whose claim lapsed without being let go"),
+        "{}",
+        stderr_of(&out)
+    );
     assert_eq!(marks(&dir).len(), 3);
     retry_in(&dir).args(["--replay", &url]).assert().success();
     assert_eq!(marks(&dir).len(), 3, "resolved: never again");

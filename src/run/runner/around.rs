@@ -30,6 +30,8 @@ pub struct Surroundings {
     pub quota: Option<SharedQuota>,
     /// Where the run is recorded if it gives up (`--dead-letter`).
     pub dead_letter: Option<DeadLetter>,
+    /// The lease a replay holds on this run, renewed while it runs.
+    pub keeper: Option<crate::run::keep::Kept>,
 }
 
 /// How a run ended: its outcome, and the signal handling, which outlives one run (a replay

@@ -77,13 +77,18 @@ impl<'c> Runner<'c> {
                 .map_or(u64::MAX, millis);
             env.push(("RETRY_DEADLINE_MS".into(), ms.to_string()));
         }
+        // The fencing token of a replay's claim on this run: a resource that the command
+        // changes can refuse a token lower than one it has seen (docs/dead-letters.md#claims).
+        if let Some(token) = around.keeper.as_ref().and_then(|k| k.borrow().token()) {
+            env.push(("RETRY_FENCING_TOKEN".into(), token.to_string()));
+        }
         let job = JobControl::new(around.terminal);
         Runner {
             config,
             log,
             start: around.start,
             env,
-            watch: Watch::new(signals, stdio, job, around.inherited),
+            watch: Watch::new(signals, stdio, job, around.inherited, around.keeper),
             stopper: Stopper::new(config),
             outer: around.outer,
             quota: Quota::new(around.quota, config.throttle),

@@ -8,6 +8,7 @@ use crate::policy::Signal;
 use crate::report::event::{Event, Warning};
 use crate::report::log::Log;
 use crate::run::clock::{Moment, after};
+use crate::run::keep::Kept;
 use crate::run::process::{Inherited, Target, reap_all};
 use crate::run::runner::job_control::JobControl;
 use crate::run::signals::{Arrival, Signals};
@@ -45,10 +46,19 @@ pub struct Watch {
     countdown: bool,
     /// The countdown line is on the terminal.
     status_shown: bool,
+    /// A lease renewed while the runner waits, whatever it waits for; once it is lost, the
+    /// run stops as on the stop signal.
+    keeper: Option<Kept>,
 }
 
 impl Watch {
-    pub fn new(signals: Signals, stdio: RunIo, job: JobControl, inherited: Inherited) -> Watch {
+    pub fn new(
+        signals: Signals,
+        stdio: RunIo,
+        job: JobControl,
+        inherited: Inherited,
+        keeper: Option<Kept>,
+    ) -> Watch {
         Watch {
             signals,
             stdio,
@@ -58,6 +68,7 @@ impl Watch {
             draining: false,
             countdown: false,
             status_shown: false,
+            keeper,
         }
     }
 
@@ -94,9 +105,19 @@ impl Watch {
                 (Some(until), Some(scan)) => Some(until.min(scan)),
                 (until, scan) => until.or(scan),
             };
+            let due = self.keeper.as_ref().and_then(|k| k.borrow().due());
+            let wake = match (wake, due) {
+                (Some(wake), Some(due)) => Some(wake.min(due)),
+                (wake, due) => wake.or(due),
+            };
             match self.signals.next_with(&mut fds, wake) {
                 Arrival::Child => return Wake::Child,
                 Arrival::Stop(signal) => return Wake::Stop(signal),
+                Arrival::Timeout if due.is_some_and(|due| Moment::now() >= due) => {
+                    if let Some(signal) = self.renew(log) {
+                        return Wake::Stop(signal);
+                    }
+                }
                 Arrival::Timeout if until.is_none_or(|until| Moment::now() < until) => {
                     if let Some(io) = io.as_deref_mut() {
                         self.stdio.scan(io, &self.inherited);
@@ -127,6 +148,16 @@ impl Watch {
                 }
             }
         }
+    }
+
+    /// Renews the lease that the run keeps: the stop signal when it is lost, once (the run
+    /// then stops as if `retry` had received it, and says why first).
+    fn renew(&mut self, log: &mut Log) -> Option<Signal> {
+        let keeper = self.keeper.as_ref()?;
+        let why = keeper.borrow_mut().renew().err()?;
+        let signal = Signal::TERM;
+        log.warn(Warning::ClaimLost { why, signal });
+        Some(signal)
     }
 
     /// SIGTSTP reached `retry` (Ctrl-Z while it holds the terminal, or kill -TSTP): clear the
