@@ -111,9 +111,20 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
         Ok(forgotten) => forgotten,
         Err(why) => return fail(why),
     };
-    if let Err(e) = fleet.forget(&forgotten) {
-        return fail(e.to_string());
+    // A run a replay holds now is left to that replay, which settles it.
+    let held = match fleet.forget(&forgotten) {
+        Ok((_, held)) => held,
+        Err(e) => return fail(e.to_string()),
+    };
+    for id in &held {
+        eprintln!(
+            "retry: --forget '{address}': run {id} is being replayed now: not forgotten (its replay settles it)"
+        );
     }
+    let forgotten: Vec<String> = forgotten
+        .into_iter()
+        .filter(|id| !held.contains(id))
+        .collect();
     let json = config.log.format == LogFormat::Json;
     let shown_store = std::path::PathBuf::from(address.to_string());
     let left = pending.len() - forgotten.len();

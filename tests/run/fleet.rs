@@ -858,3 +858,105 @@ fn an_only_that_names_another_machines_run_says_so_and_a_password_in_any_url_is_
         "{line}"
     );
 }
+
+#[test]
+fn a_connection_the_server_drops_while_a_run_runs_is_opened_again_and_the_run_resolved_once() {
+    // Redis closes connections idle for a second, as a managed server's `timeout` does.
+    let Some(server) = Server::start("fleet-idle", &["--timeout", "1"]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-idle");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "idle", "test -e ok && exec sleep 2.5; exit 1");
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let out = retry_in(&dir).args(["--replay", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    retry_in(&dir).args(["--replay", &url]).assert().success();
+    assert_eq!(marks(&dir).len(), 2, "given up once, replayed once");
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all[0]["state"], "resolved", "{all:?}");
+}
+
+#[test]
+fn a_forget_leaves_a_run_a_replay_holds_and_says_so() {
+    let Some(server) = Server::start("fleet-forget-held", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-forget-held");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "held", "test -e ok && exec sleep 1.5; exit 1");
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let mut replay = std_in(&dir)
+        .args(["--replay", &url])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
+        .len()
+        == 2));
+    let out = retry_in(&dir)
+        .args(["--forget", &url, "all"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout_of(&out), stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("forgot 0 runs"), "{said}");
+    assert!(said.contains("being replayed"), "{said}");
+    assert_eq!(
+        wait_bounded(&mut replay, common::STEP_LIMIT).code(),
+        Some(0)
+    );
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(
+        all[0]["state"], "resolved",
+        "the replay settled it: {all:?}"
+    );
+}
+
+#[test]
+fn a_replay_stopped_past_its_lease_stops_its_try_and_settles_nothing_another_took() {
+    let Some(server) = Server::start("fleet-stopped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-stopped");
+    let url = server.url("jobs");
+    // The first replay's try runs 3 s; the second one's succeeds at once.
+    give_up(
+        &dir,
+        &url,
+        "stopped",
+        "test -e first || { : > first; exit 1; }; test -e second && exit 0; : > second; exec sleep 3",
+    );
+    let leased = format!("{url}:lease=1s");
+    let mut first = std_in(&dir)
+        .args(["--replay", &leased, "-k", "100ms"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(5), || marks(&dir)
+        .len()
+        == 2));
+    common::send(first.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(1300));
+    // Its lease lapsed: another replay takes the run, and resolves it.
+    let out = retry_in(&dir).args(["--replay", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(marks(&dir).len(), 3);
+    let continued = Instant::now();
+    common::send(first.id(), nix::libc::SIGCONT);
+    let status = wait_bounded(&mut first, common::STEP_LIMIT);
+    assert!(
+        continued.elapsed() < Duration::from_millis(2500),
+        "the try was stopped at once, not run to its end: {:?}",
+        continued.elapsed()
+    );
+    let err = String::from_utf8_lossy(&first.wait_with_output().unwrap().stderr).into_owned();
+    assert_ne!(status.code(), Some(0), "{err}");
+    assert!(err.contains("the claim on this run is lost"), "{err}");
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(
+        (all[0]["state"].as_str(), all[0]["attempts"].as_u64()),
+        (Some("resolved"), Some(0)),
+        "the stopped replay recorded nothing: {all:?}"
+    );
+}
