@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::run::clock::Moment;
 use crate::run::keep::Keep;
+use crate::run::watchdog::Watchdog;
 use crate::store::deadletter::Pending;
 use crate::store::fleet::{Claim, Fleet, Settle, Settled};
 use crate::store::lease;
@@ -25,13 +26,20 @@ pub struct Claims {
     retry_at: Option<Moment>,
     /// Why the leases were lost, once they were.
     lost: Option<String>,
+    /// What stops the try under way if the replay dies without warning.
+    watchdog: Option<Watchdog>,
 }
 
 /// Ends a lease before it lapses by the server's clock: the margin kept for a slow exchange.
 const MARGIN: Duration = Duration::from_secs(1);
 
 impl Claims {
-    pub fn new(fleet: Fleet, owner: String, length: Duration) -> Claims {
+    pub fn new(
+        fleet: Fleet,
+        owner: String,
+        length: Duration,
+        watchdog: Option<Watchdog>,
+    ) -> Claims {
         Claims {
             fleet,
             owner,
@@ -40,6 +48,7 @@ impl Claims {
             renewed: Moment::now(),
             retry_at: None,
             lost: None,
+            watchdog,
         }
     }
 
@@ -148,5 +157,11 @@ impl Keep for Claims {
 
     fn token(&self) -> Option<u64> {
         self.held.last().map(|(_, token)| *token)
+    }
+
+    fn guard(&mut self, group: Option<i32>) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.guard(group);
+        }
     }
 }

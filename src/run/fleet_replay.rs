@@ -107,7 +107,10 @@ pub fn replay(
         Ok(runs) => runs,
         Err(refusal) => return usage(&refusal),
     };
-    let claims = Claims::new(fleet, consumer_name(), lease);
+    // Started before the first run, so that every run finds it below retry already and
+    // never takes it for what a try left running.
+    let watchdog = crate::run::watchdog::Watchdog::start().ok();
+    let claims = Claims::new(fleet, consumer_name(), lease, watchdog);
     let ledger = Ledger::Fleet(Rc::new(RefCell::new(claims)));
     run_replay(config, ledger, &shown, &runs, Vec::new())
 }

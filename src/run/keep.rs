@@ -15,6 +15,9 @@ pub trait Keep {
     fn renew(&mut self) -> Result<(), String>;
     /// The fencing token of the lease on the run under way, for its tries.
     fn token(&self) -> Option<u64>;
+    /// A try started in process group `group`, or ended (`None`): what must not outlive
+    /// `retry` if it dies now.
+    fn guard(&mut self, group: Option<i32>);
 }
 
 /// A shared handle on what a run keeps: the replay owns it, and lends it to each run.

@@ -23,6 +23,7 @@ pub mod spawn;
 pub mod spool;
 pub mod startup;
 pub mod stdio;
+pub mod watchdog;
 pub mod withheld;
 
 use std::ffi::OsString;

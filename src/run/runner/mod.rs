@@ -487,11 +487,13 @@ impl<'c> Runner<'c> {
             }
         };
         let until = limit.and_then(after);
+        self.watch.guard(child.group().map(|g| g.as_raw()));
         let (watch, log) = (&mut self.watch, &mut self.log);
         let finish = self
             .stopper
             .run_child(watch, log, &mut child, until, Some(io));
         let end = self.try_end(&mut child, finish, by_limit, io);
+        self.watch.guard(None);
         // Take the terminal back before writing to it: with `stty tostop`, a write from outside
         // the foreground group would stop retry.
         self.watch.job.give_back_terminal(&child);

@@ -160,6 +160,14 @@ impl Watch {
         Some(signal)
     }
 
+    /// A try started in process group `group`, or ended (`None`): the lease's keeper makes
+    /// sure it does not outlive `retry`.
+    pub fn guard(&mut self, group: Option<i32>) {
+        if let Some(keeper) = &self.keeper {
+            keeper.borrow_mut().guard(group);
+        }
+    }
+
     /// SIGTSTP reached `retry` (Ctrl-Z while it holds the terminal, or kill -TSTP): clear the
     /// countdown, stop the running try as a shell stops a job, stop, and when continued,
     /// continue the try.
