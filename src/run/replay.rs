@@ -59,7 +59,10 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         let pending: Vec<Pending> = runs.into_iter().map(|(p, _)| p).collect();
         return list(config, &file, &pending);
     }
-    run_replay(config, Ledger::File(file.clone()), &file, &runs, cut_short)
+    // Started before the first run, so that every run finds it below retry already.
+    let guard = crate::run::watchdog::Guard(crate::run::watchdog::Watchdog::start().ok());
+    let ledger = Ledger::File(file.clone(), Rc::new(RefCell::new(guard)));
+    run_replay(config, ledger, &file, &runs, cut_short)
 }
 
 /// Runs the replay of `runs`, recording what became of each in `ledger`; `shown` names the
@@ -112,8 +115,10 @@ pub(crate) fn run_replay(
 
 /// Where a replay records what became of each run, and how it takes one to run.
 pub(crate) enum Ledger {
-    /// The dead-letter file: the replay holds it, so every pending run is its own.
-    File(PathBuf),
+    /// The dead-letter file: the replay holds it, so every pending run is its own; its
+    /// watchdog stops the run under way if the replay dies without warning (the hold ends with
+    /// it, and the next replay would run the run again beside it).
+    File(PathBuf, Kept),
     /// The fleet's store on Redis: each run is claimed before it runs, and its lease renewed
     /// while it runs (`run/claims.rs`).
     Fleet(Rc<RefCell<Claims>>),
@@ -131,8 +136,9 @@ enum Taken {
 impl Ledger {
     /// Takes the run `p` to run it.
     fn claim(&mut self, p: &Pending) -> Result<Taken, String> {
-        let Ledger::Fleet(claims) = self else {
-            return Ok(Taken::Mine(None, None));
+        let claims = match self {
+            Ledger::File(_, guard) => return Ok(Taken::Mine(Some(guard.clone()), None)),
+            Ledger::Fleet(claims) => claims,
         };
         let claim = claims.borrow_mut().claim(p)?;
         Ok(match claim {
@@ -152,7 +158,7 @@ impl Ledger {
     /// Why the claim on the run under way was lost, if it was: then nothing is recorded of it.
     fn lost(&self) -> Option<String> {
         match self {
-            Ledger::File(_) => None,
+            Ledger::File(..) => None,
             Ledger::Fleet(claims) => claims.borrow().lost().map(str::to_string),
         }
     }
@@ -161,7 +167,7 @@ impl Ledger {
     /// on it was lost (another replay holds it: what this one did is not recorded).
     fn record(&mut self, p: &Pending, replayed: &Replayed) -> Result<(), String> {
         match self {
-            Ledger::File(file) => record::append(
+            Ledger::File(file, _) => record::append(
                 file,
                 &deadletter::replayed_line(&p.record.id, replayed),
                 record::LOCK_WAIT,
@@ -184,7 +190,7 @@ impl Ledger {
     /// next replay. A replay killed before this leaves them to the end of their leases.
     fn finish(&mut self) -> Result<(), String> {
         match self {
-            Ledger::File(_) => Ok(()),
+            Ledger::File(..) => Ok(()),
             Ledger::Fleet(claims) => claims.borrow_mut().release_all(),
         }
     }

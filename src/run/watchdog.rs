@@ -85,6 +85,30 @@ impl Watchdog {
     }
 }
 
+/// What a replay of a file keeps while a run runs: no lease (the replay holds the file), only
+/// its watchdog.
+pub struct Guard(pub Option<Watchdog>);
+
+impl crate::run::keep::Keep for Guard {
+    fn due(&self) -> Option<crate::run::clock::Moment> {
+        None
+    }
+
+    fn renew(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn token(&self) -> Option<u64> {
+        None
+    }
+
+    fn guard(&mut self, group: Option<i32>) {
+        if let Some(watchdog) = &self.0 {
+            watchdog.guard(group);
+        }
+    }
+}
+
 impl Drop for Watchdog {
     /// `retry` ends with no try under way: the watchdog reads the end of the pipe (closed with
     /// `pipe` after this) and exits, stopping nothing.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agree;
+pub mod nemesis;
 pub mod redis_server;
 
 use std::path::{Path, PathBuf};

@@ -66,6 +66,28 @@ impl Server {
         }
     }
 
+    /// Starts a server on `port` with these extra arguments (a directory holding its
+    /// snapshot, say), or returns `None` as [`Server::start_on`] does.
+    pub fn start_on_with(test: &str, port: u16, extra: &[&str]) -> Option<Server> {
+        let mut why = String::new();
+        // The port of a server just shut down may take a moment to be free again.
+        for _ in 0..20 {
+            match Server::try_start_on(test, extra, port) {
+                Ok(server) => return Some(server),
+                Err(e) => why = e,
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
+            panic!("redis-server could not be started again (RETRY_REQUIRE_REDIS=1): {why}");
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: redis-server not available: {test}: {why}"
+        );
+        None
+    }
+
     fn try_start(test: &str, extra: &[&str]) -> Result<Server, String> {
         Server::try_start_on(test, extra, free_port())
     }

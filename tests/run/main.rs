@@ -23,6 +23,7 @@ mod fleet;
 mod herd;
 mod hooks_ci;
 mod junit;
+mod nemesis;
 mod one_file;
 mod output;
 mod output_on_failure;
