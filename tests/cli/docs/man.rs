@@ -410,6 +410,11 @@ fn environment() -> Vec<Block> {
              epoch.",
         ),
         literal(
+            "RETRY_FENCING_TOKEN",
+            "In a --replay of a fleet's store: the fencing token of the replay's claim on the \
+             run, higher for every later claim of it, for a resource to refuse a lower one.",
+        ),
+        literal(
             "RETRY_EXIT_CODE",
             "Hooks only: the status of the failed try, as `retry` would exit with it.",
         ),
