@@ -60,6 +60,31 @@ impl Pty {
         }
     }
 
+    /// An interactive bash with job control on a new terminal, as a person would have; `$R` is
+    /// retry's path.
+    fn bash() -> Pty {
+        let mut bash = std::process::Command::new("bash");
+        bash.args(["--norc", "--noprofile", "-i"]);
+        let retry = assert_cmd::cargo::cargo_bin("retry");
+        let retry = retry.to_str().expect("a path in UTF-8");
+        let mut pty = Pty::spawn_command(
+            bash,
+            &[
+                ("PS1", "$ "),
+                ("TERM", "dumb"),
+                ("R", retry),
+                ("HISTFILE", ""),
+            ],
+        );
+        pty.type_bytes(b"set -b\n");
+        pty
+    }
+
+    /// Types a command line at the shell.
+    fn type_line(&mut self, line: &str) {
+        self.type_bytes(format!("{line}\n").as_bytes());
+    }
+
     fn type_bytes(&mut self, bytes: &[u8]) {
         self.master.write_all(bytes).unwrap();
     }
@@ -100,6 +125,23 @@ impl Pty {
         let _ = self.child.kill();
         panic!("retry did not end; the terminal showed {:?}", self.seen);
     }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        // A failed test leaves nothing running: the session's leader and its own group, then
+        // whatever the terminal's hangup does not end.
+        if let Ok(None) = self.child.try_wait() {
+            common::send(self.child.id(), libc::SIGHUP);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The pid of the child of `parent` that runs `comm`, once it is there.
+fn child_running(parent: u32, comm: &str) -> u32 {
+    common::wait_for_child(parent as i32, comm, common::STEP_LIMIT, |_| true) as u32
 }
 
 #[test]
@@ -383,4 +425,67 @@ fn a_resize_that_reaches_retry_reaches_the_try_s_terminal_at_once() {
     unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
     pty.expect("33 111");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_pager_after_retry_in_a_pipeline_keeps_the_terminal() {
+    // The pager reads the terminal while the try runs, as `less` does: the job's terminal
+    // stays with the job, so it is not stopped for reading it.
+    let mut pty = Pty::bash();
+    pty.type_line(
+        "\"$R\" --color never -n 1 -- sh -c 'echo first; sleep 30' \
+         | { read l; echo got:$l; read x </dev/tty; echo paged:$x; }",
+    );
+    pty.expect("got:first");
+    pty.type_line("q");
+    pty.expect("paged:q");
+    assert!(!pty.seen.contains("Stopped"), "{:?}", pty.seen);
+    // Ctrl-C reaches the whole job, retry included, which stops its try.
+    pty.type_bytes(b"\x03");
+    pty.type_line("echo status=${PIPESTATUS[0]}");
+    pty.expect("status=130");
+    pty.type_line("exit");
+    pty.wait();
+}
+
+#[test]
+fn ctrl_c_stops_a_script_that_runs_retry_in_a_loop() {
+    for shell in ["sh", "bash"] {
+        // The script is the session's leader, and so in the terminal's foreground job, with
+        // retry in its group, as a script run from a prompt is.
+        let mut cmd = std::process::Command::new(shell);
+        cmd.args([
+            "-c",
+            "for h in a b c; do \"$0\" --color never -n 2 -d 0 -- sleep 30; echo after:$h; done",
+        ]);
+        cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+        let mut pty = Pty::spawn_command(cmd, &[]);
+        let retry = child_running(pty.child.id(), "retry");
+        child_running(retry, "sleep");
+        pty.type_bytes(b"\x03");
+        let status = pty.wait();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGINT),
+            "{shell}: {:?}",
+            pty.seen
+        );
+        assert!(!pty.seen.contains("after:"), "{shell}: {:?}", pty.seen);
+    }
+}
+
+#[test]
+fn one_ctrl_z_stops_retry_piped_into_cat_and_fg_resumes_it() {
+    let mut pty = Pty::bash();
+    pty.type_line("\"$R\" --color never -n 1 -- sh -c 'sleep 1; echo done:$((40+2))' | cat");
+    let retry = child_running(pty.child.id(), "retry");
+    child_running(retry, "sh");
+    pty.type_bytes(b"\x1a");
+    pty.expect("Stopped");
+    pty.type_line("fg");
+    pty.expect("done:42");
+    pty.type_line("echo status=$?");
+    pty.expect("status=0");
+    pty.type_line("exit");
+    pty.wait();
 }

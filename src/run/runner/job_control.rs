@@ -14,9 +14,10 @@ impl JobControl {
         JobControl { terminal }
     }
 
-    /// The terminal a try is given: `retry`'s, while `retry` holds it.
+    /// The terminal a try is given as it starts: `retry`'s, while `retry` holds it alone
+    /// (docs/processes.md#process-group-and-terminal).
     pub fn for_try(&self) -> Option<Terminal> {
-        self.terminal.filter(|t| t.in_foreground())
+        self.terminal.filter(|t| t.hands_over())
     }
 
     /// Job control: the try was stopped at the terminal (Ctrl-Z, or SIGTTIN when `retry` runs in
