@@ -81,8 +81,14 @@ pub enum Event {
         attempt: u64,
         failure: HookFailure,
     },
-    /// The `--on-retry` hook took so long that try `next` no longer fits in the budget.
-    NoTimeAfterHook { next: u64, exceeded: BudgetExceeded },
+    /// The `--on-retry` hook took so long (`hook`), or the wait ended so late (the run was
+    /// stopped past the budget's end, with Ctrl-Z), that try `next` no longer fits in the
+    /// budget.
+    NoTimeAfterHook {
+        next: u64,
+        exceeded: BudgetExceeded,
+        hook: bool,
+    },
     /// The retry quota after a first try's deposit or a retry's take.
     Quota {
         quota: String,

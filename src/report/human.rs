@@ -271,9 +271,18 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::HookFailed { which, failure, .. } => {
             run(&|| format!("{which} hook {}; going on", hook_failure(failure)))
         }
-        Event::NoTimeAfterHook { next, exceeded } => run(&|| {
+        Event::NoTimeAfterHook {
+            next,
+            exceeded,
+            hook,
+        } => run(&|| {
             let next = facts.label(*next);
-            format!("no time left for try {next} after the --on-retry hook; giving up: {exceeded}")
+            let after = if *hook {
+                "the --on-retry hook"
+            } else {
+                "the wait"
+            };
+            format!("no time left for try {next} after {after}; giving up: {exceeded}")
         }),
         Event::RequestIgnored { attempt, ignored } => {
             detail(&|| request_ignored(*attempt, ignored, facts))

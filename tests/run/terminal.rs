@@ -139,6 +139,25 @@ impl Drop for Pty {
     }
 }
 
+/// Waits until `pid`, a child of the test, has stopped (or fails).
+fn wait_stopped(pid: u32, pty: &Pty) {
+    let until = Instant::now() + common::STEP_LIMIT;
+    loop {
+        let mut status = 0;
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if r == pid as i32 && libc::WIFSTOPPED(status) {
+            return;
+        }
+        assert!(r == 0, "retry ended instead of stopping: {:?}", pty.seen);
+        assert!(
+            Instant::now() < until,
+            "retry never stopped: {:?}",
+            pty.seen
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The pid of the child of `parent` that runs `comm`, once it is there.
 fn child_running(parent: u32, comm: &str) -> u32 {
     common::wait_for_child(parent as i32, comm, common::STEP_LIMIT, |_| true) as u32
@@ -488,4 +507,25 @@ fn one_ctrl_z_stops_retry_piped_into_cat_and_fg_resumes_it() {
     pty.expect("status=0");
     pty.type_line("exit");
     pty.wait();
+}
+
+#[test]
+fn a_wait_kept_stopped_past_the_budget_starts_no_try_and_ends_with_the_last_status() {
+    let started = Instant::now();
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "5", "-d", "1s", "-j", "none", "-B", "2s", "--", "sh", "-c",
+        "exit 3",
+    ]);
+    let pid = pty.child.id();
+    pty.expect("next try in 1s");
+    pty.type_bytes(b"\x1a");
+    wait_stopped(pid, &pty);
+    // Kept stopped past the end of the budget, then continued, as `fg` does.
+    std::thread::sleep(Duration::from_millis(2100).saturating_sub(started.elapsed()));
+    common::send(pid, libc::SIGCONT);
+    let status = pty.wait();
+    pty.expect("gave up");
+    assert_eq!(status.code(), Some(3), "{:?}", pty.seen);
+    assert!(!pty.seen.contains("retry: try 2/5"), "{:?}", pty.seen);
+    assert!(pty.seen.contains("budget"), "{:?}", pty.seen);
 }

@@ -449,12 +449,24 @@ impl<'c> Runner<'c> {
             self.log.emit(Event::NoTimeAfterHook {
                 next: attempt + 1,
                 exceeded,
+                hook: true,
             });
             let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
             return ControlFlow::Break(status);
         }
         if let Some(signal) = self.watch.sleep(&mut self.log, left, attempt + 1) {
             return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
+        }
+        // A wait kept stopped (Ctrl-Z) past the end of the budget starts no try: the run gives
+        // up as if the wait had not fitted, with the last try's status.
+        if let Err(exceeded) = schedule.not_over(self.start.elapsed()) {
+            self.log.emit(Event::NoTimeAfterHook {
+                next: attempt + 1,
+                exceeded,
+                hook: false,
+            });
+            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(status);
         }
         ControlFlow::Continue(())
     }
