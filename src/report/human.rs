@@ -151,10 +151,17 @@ impl Sink for HumanLog {
         let event = &envelope.event;
         let lines = match event {
             Event::Start { seed } => self.start(*seed, facts),
-            Event::Countdown { next, secs } => {
-                let text = format!("next try ({}) in {secs}s", facts.label(*next));
-                let line = format!("\r\x1b[2K{}{}", prefix(facts), printable(&text));
-                self.put(&line, facts);
+            Event::Countdown { next, secs, width } => {
+                let left = hms(std::time::Duration::from_secs(*secs));
+                let text = format!("next try ({}) in {left}", facts.label(*next));
+                let text = format!("{}{}", prefix(facts), printable(&text));
+                // Never as wide as the terminal: a line that wrapped would leave a row behind
+                // at every redraw, which only clears its own row.
+                let text: String = match usize::from(*width) {
+                    0 => text,
+                    width => text.chars().take(width - 1).collect(),
+                };
+                self.put(&format!("\r\x1b[2K{text}"), facts);
                 Vec::new()
             }
             Event::StatusCleared => {

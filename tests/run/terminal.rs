@@ -30,8 +30,29 @@ impl Pty {
         Pty::spawn_command(cmd, env)
     }
 
-    fn spawn_command(mut cmd: std::process::Command, env: &[(&str, &str)]) -> Pty {
-        let pty = openpty(None, None).expect("openpty");
+    fn spawn_command(cmd: std::process::Command, env: &[(&str, &str)]) -> Pty {
+        Pty::spawn_sized(cmd, env, None)
+    }
+
+    /// retry on a terminal `columns` wide.
+    fn spawn_narrow(args: &[&str], columns: u16) -> Pty {
+        let mut cmd = common::retry_std();
+        cmd.args(args);
+        let size = libc::winsize {
+            ws_row: 24,
+            ws_col: columns,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        Pty::spawn_sized(cmd, &[], Some(size))
+    }
+
+    fn spawn_sized(
+        mut cmd: std::process::Command,
+        env: &[(&str, &str)],
+        size: Option<libc::winsize>,
+    ) -> Pty {
+        let pty = openpty(size.as_ref(), None).expect("openpty");
         // Other tests spawn processes concurrently: they must not inherit this terminal.
         for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
             unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -528,4 +549,53 @@ fn a_wait_kept_stopped_past_the_budget_starts_no_try_and_ends_with_the_last_stat
     assert_eq!(status.code(), Some(3), "{:?}", pty.seen);
     assert!(!pty.seen.contains("retry: try 2/5"), "{:?}", pty.seen);
     assert!(pty.seen.contains("budget"), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_countdown_says_a_long_wait_as_the_log_lines_do() {
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "2", "-d", "2h", "-m", "2h", "-j", "none", "--", "false",
+    ]);
+    pty.expect("next try in 2h");
+    pty.expect("next try (2/2) in 2h");
+    pty.type_bytes(b"\x03");
+    assert_eq!(pty.wait().signal(), Some(libc::SIGINT), "{:?}", pty.seen);
+    assert!(!pty.seen.contains("7200s"), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_countdown_is_cut_to_the_terminal_s_width() {
+    let mut pty = Pty::spawn_narrow(
+        &[
+            "--color", "never", "-n", "2", "-d", "1h", "-m", "1h", "-j", "none", "--", "false",
+        ],
+        20,
+    );
+    pty.expect("\r\x1b[2Kretry: next try (2");
+    // Drawn a second time, a line that wrapped would leave a row behind.
+    pty.type_bytes(b"\x03");
+    pty.wait();
+    let countdowns: Vec<&str> = pty
+        .seen
+        .split("\r\x1b[2K")
+        .skip(1)
+        .map(|rest| rest.split(['\r', '\n']).next().unwrap_or(""))
+        .filter(|line| line.starts_with("retry: next try ("))
+        .collect();
+    assert!(!countdowns.is_empty(), "{:?}", pty.seen);
+    for line in countdowns {
+        assert!(line.chars().count() < 20, "{line:?} in {:?}", pty.seen);
+    }
+}
+
+#[test]
+fn a_run_in_the_background_draws_no_countdown_over_the_prompt() {
+    let started = Instant::now();
+    let mut pty = Pty::bash();
+    pty.type_line("\"$R\" --color never -n 2 -d 2100ms -j none -- false &");
+    pty.expect("gave up after 2 tries");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!pty.seen.contains("next try (2/2) in"), "{:?}", pty.seen);
+    pty.type_line("exit");
+    pty.wait();
 }
