@@ -599,3 +599,39 @@ fn a_run_in_the_background_draws_no_countdown_over_the_prompt() {
     pty.type_line("exit");
     pty.wait();
 }
+
+/// The terminal's modes, as `stty -a` shows them.
+fn modes(pty: &Pty) -> (libc::tcflag_t, libc::tcflag_t, libc::tcflag_t) {
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::tcgetattr(pty.master.as_raw_fd(), &mut t) },
+        0
+    );
+    (t.c_iflag, t.c_oflag, t.c_lflag)
+}
+
+#[test]
+fn a_raw_try_killed_by_its_timeout_leaves_the_terminal_s_modes_as_they_were() {
+    let mut pty = Pty::spawn(&[
+        "--color",
+        "never",
+        "-n",
+        "2",
+        "-d",
+        "0",
+        "-t",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "stty raw -echo; echo raw; sleep 30",
+    ]);
+    let before = modes(&pty);
+    pty.expect("raw");
+    assert_ne!(modes(&pty), before, "the try set the terminal raw");
+    pty.expect("gave up");
+    assert_eq!(pty.wait().code(), Some(124), "{:?}", pty.seen);
+    assert_eq!(modes(&pty), before, "{:?}", pty.seen);
+    // Set back before retry wrote its lines, and before the next try: each starts a line.
+    assert!(pty.seen.contains("\r\nretry: gave up"), "{:?}", pty.seen);
+}

@@ -7,17 +7,25 @@ use crate::run::process::{Child, Target, Terminal};
 /// The terminal `retry` runs on, if any, and what `retry` does with it.
 pub struct JobControl {
     terminal: Option<Terminal>,
+    /// The terminal's modes before the running try was given it: set again when the try dies
+    /// of a signal or is stopped by `retry`, as a shell does for its foreground job.
+    saved: Option<nix::sys::termios::Termios>,
 }
 
 impl JobControl {
     pub fn new(terminal: Option<Terminal>) -> JobControl {
-        JobControl { terminal }
+        JobControl {
+            terminal,
+            saved: None,
+        }
     }
 
     /// The terminal a try is given as it starts: `retry`'s, while `retry` holds it alone
-    /// (docs/processes.md#process-group-and-terminal).
-    pub fn for_try(&self) -> Option<Terminal> {
-        self.terminal.filter(|t| t.hands_over())
+    /// (docs/processes.md#process-group-and-terminal). Its modes are kept first.
+    pub fn for_try(&mut self) -> Option<Terminal> {
+        let terminal = self.terminal.filter(|t| t.hands_over());
+        self.saved = terminal.and_then(|t| t.modes());
+        terminal
     }
 
     /// Job control: the try was stopped at the terminal (Ctrl-Z, or SIGTTIN when `retry` runs in
@@ -55,11 +63,17 @@ impl JobControl {
     }
 
     /// Takes the terminal back from the try's group, if that group holds it (not after `bg`:
-    /// then the shell has it).
-    pub fn give_back_terminal(&self, child: &Child) {
+    /// then the shell has it). When the try did not end by itself (`killed`: it died of a
+    /// signal, or `retry` stopped it), sets the terminal's modes back to what they were before
+    /// the try, which may have left it raw or without echo.
+    pub fn give_back_terminal(&mut self, child: &Child, killed: bool) {
+        let saved = self.saved.take();
         if let (Some(terminal), true) = (self.terminal, child.has_terminal()) {
             if child.group().is_some() && terminal.foreground_group() == child.group() {
                 terminal.take_back();
+            }
+            if let Some(modes) = saved.filter(|_| killed) {
+                terminal.restore(&modes);
             }
         }
     }

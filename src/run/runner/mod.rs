@@ -503,10 +503,13 @@ impl<'c> Runner<'c> {
         let finish = self
             .stopper
             .run_child(watch, log, &mut child, until, Some(io));
+        // Whether the try died of a signal or was stopped: then the terminal's modes are set
+        // back, as a shell sets them back after its job.
+        let killed = !matches!(finish, Finish::Exited(Outcome::Exit(_)));
         let end = self.try_end(&mut child, finish, by_limit, io);
         // Take the terminal back before writing to it: with `stty tostop`, a write from outside
         // the foreground group would stop retry.
-        self.watch.job.give_back_terminal(&child);
+        self.watch.job.give_back_terminal(&child, killed);
         Ok(end)
     }
 
