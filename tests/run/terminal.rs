@@ -635,3 +635,29 @@ fn a_raw_try_killed_by_its_timeout_leaves_the_terminal_s_modes_as_they_were() {
     // Set back before retry wrote its lines, and before the next try: each starts a line.
     assert!(pty.seen.contains("\r\nretry: gave up"), "{:?}", pty.seen);
 }
+
+#[test]
+fn a_watched_try_gets_sigwinch_when_the_terminal_is_resized() {
+    // With stdin elsewhere, retry keeps the terminal's foreground and gets SIGWINCH itself; the
+    // try's pseudo-terminal is nobody's controlling terminal, so retry tells the try.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env_remove("RETRY_RUN_ID").args([
+        "-c",
+        "exec \"$0\" --retry-if-output zzz -- sh -c '
+            exec 3>&1; trap \"w=1\" WINCH; echo started; n=0
+            while [ -z \"$w\" ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n + 1)); done
+            [ -n \"$w\" ] && echo \"winch: $(stty size <&3)\"' </dev/null",
+    ]);
+    cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+    let mut pty = Pty::spawn_command(cmd, &[]);
+    pty.expect("started");
+    let size = libc::winsize {
+        ws_row: 31,
+        ws_col: 97,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.expect("winch: 31 97");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}

@@ -134,7 +134,9 @@ impl Watch {
                 Arrival::Suspend => self.suspend(log),
                 Arrival::Resize => {
                     if let Some(io) = io.as_deref() {
-                        self.stdio.follow_window_sizes(io);
+                        if self.stdio.follow_window_sizes(io) {
+                            self.current.inspect(|t| t.signal(Signal::WINCH));
+                        }
                     }
                 }
             }
