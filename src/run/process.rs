@@ -49,7 +49,19 @@ impl Terminal {
                 on_stdin: true,
             });
         }
-        None
+        // SAFETY: open takes a NUL-terminated path and flags, and returns a new descriptor or
+        // -1; the descriptor is kept open for the life of the process.
+        let fd = unsafe {
+            libc::open(
+                c"/dev/tty".as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+            )
+        };
+        (fd >= 0).then(|| Terminal {
+            own_group: getpgrp(),
+            fd,
+            on_stdin: false,
+        })
     }
 
     fn borrow(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -207,8 +219,14 @@ pub struct Child {
     group: Option<Pid>,
     status: Option<Outcome>,
     has_terminal: bool,
-    /// The command was stopped (Ctrl-Z at the terminal) and not yet dealt with.
-    stopped: bool,
+    /// The terminal was given to the try when it asked for it, while `retry` shared it with
+    /// the rest of its job.
+    lent: bool,
+    /// The signal that stopped the command (Ctrl-Z at the terminal, SIGTTIN), not yet dealt
+    /// with.
+    stopped: Option<Signal>,
+    /// `retry` said that the try asked for the terminal.
+    told: bool,
 }
 
 impl Child {
@@ -267,7 +285,9 @@ impl Child {
             group: own_group.then_some(pid),
             status: None,
             has_terminal,
-            stopped: false,
+            lent: false,
+            stopped: None,
+            told: false,
         }
     }
 
@@ -284,6 +304,22 @@ impl Child {
         self.has_terminal = true;
     }
 
+    /// Records that the try was lent the terminal that `retry` shares with its job.
+    pub fn set_lent(&mut self) {
+        self.has_terminal = true;
+        self.lent = true;
+    }
+
+    /// True when the try was lent the terminal that `retry` shares with its job.
+    pub fn lent(&self) -> bool {
+        self.lent
+    }
+
+    /// True the first time only: `retry` says once per try that it asked for the terminal.
+    pub fn first_telling(&mut self) -> bool {
+        !std::mem::replace(&mut self.told, true)
+    }
+
     /// How the command ended, once it has been reaped.
     pub fn outcome(&self) -> Option<Outcome> {
         self.status
@@ -292,22 +328,23 @@ impl Child {
     /// Reaps every child that has ended: the try's leader (whose status is kept) and any orphan
     /// handed to `retry` as subreaper. Notes when the leader has been stopped.
     pub fn reap(&mut self) {
-        let (leader, mut status, mut stopped) = (self.pid, None, false);
+        let (leader, mut status, mut stopped) = (self.pid, None, None);
         reap_with_stops(|pid, event| match event {
             Reaped::Ended(outcome) if pid == leader => status = Some(outcome),
-            Reaped::Stopped if pid == leader => stopped = true,
+            Reaped::Stopped(signal) if pid == leader => stopped = Some(signal),
             _ => {}
         });
         if status.is_some() {
             self.status = status;
-        } else if stopped {
-            self.stopped = true;
+        } else if stopped.is_some() {
+            self.stopped = stopped;
         }
     }
 
-    /// True once after the leader was stopped (by Ctrl-Z, SIGTTIN or SIGSTOP).
-    pub fn take_stopped(&mut self) -> bool {
-        std::mem::take(&mut self.stopped)
+    /// Once after the leader was stopped (by Ctrl-Z, SIGTTIN or SIGSTOP): the signal that
+    /// stopped it.
+    pub fn take_stopped(&mut self) -> Option<Signal> {
+        self.stopped.take()
     }
 
     /// The try's process group, unless `--foreground`.
@@ -597,7 +634,8 @@ pub fn descendants(_inherited: &Inherited) -> Vec<Descendant> {
 /// What `reap_with_stops` found about a child.
 enum Reaped {
     Ended(Outcome),
-    Stopped,
+    /// Stopped by this signal.
+    Stopped(Signal),
 }
 
 /// Reaps every ended child without blocking, when no try is running: what ends then is an
@@ -636,7 +674,8 @@ fn reap_with_stops(mut seen: impl FnMut(Pid, Reaped)) {
             };
             seen(pid, Reaped::Ended(outcome));
         } else if libc::WIFSTOPPED(status) {
-            seen(pid, Reaped::Stopped);
+            let signal = Signal::from_number(libc::WSTOPSIG(status)).unwrap_or(Signal::TSTP);
+            seen(pid, Reaped::Stopped(signal));
         }
     }
 }

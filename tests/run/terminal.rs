@@ -661,3 +661,41 @@ fn a_watched_try_gets_sigwinch_when_the_terminal_is_resized() {
     pty.expect("winch: 31 97");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
 }
+
+#[test]
+fn a_prompt_on_the_terminal_under_another_standard_input_can_be_answered() {
+    // Standard input elsewhere: the try is not given the terminal as it starts; it is stopped
+    // for reading it, and retry says so and gives it the terminal.
+    for input in ["</dev/null", "<<EOF\nx\nEOF\n"] {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.env_remove("RETRY_RUN_ID").args([
+            "-c",
+            &format!("exec \"$0\" --color never -- sh -c 'read p </dev/tty; echo got:$p' {input}"),
+        ]);
+        cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+        let mut pty = Pty::spawn_command(cmd, &[]);
+        pty.expect("for using the terminal; gave it the terminal");
+        pty.type_line("secret");
+        pty.expect("got:secret");
+        assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+        assert_eq!(
+            pty.seen.matches("using the terminal").count(),
+            1,
+            "{:?}",
+            pty.seen
+        );
+    }
+}
+
+#[test]
+fn a_prompt_after_a_pipe_into_retry_can_be_answered_from_an_interactive_shell() {
+    let mut pty = Pty::bash();
+    pty.type_line("echo x | \"$R\" --color never -- sh -c 'read p </dev/tty; echo got:$p'");
+    pty.expect("gave it the terminal");
+    pty.type_line("secret");
+    pty.expect("got:secret");
+    pty.type_line("echo status=$?");
+    pty.expect("status=0");
+    pty.type_line("exit");
+    pty.wait();
+}

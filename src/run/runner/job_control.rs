@@ -28,26 +28,43 @@ impl JobControl {
         terminal
     }
 
-    /// Job control: the try was stopped at the terminal (Ctrl-Z, or SIGTTIN when `retry` runs in
-    /// the background and the try reads the terminal). Stop retry too, so that the shell sees
-    /// its job stop and takes the terminal back; when the shell continues retry in the
-    /// foreground, give the terminal to the try, and continue it.
-    pub fn suspend_with(&self, child: &mut Child) {
+    /// Job control: the try was stopped by `signal` (Ctrl-Z; SIGTTIN or SIGTTOU when it wants
+    /// a terminal that it was not given). A try that wants the terminal while `retry`'s job
+    /// has it is lent it, and continued. Otherwise `retry` stops its whole job with the try, so
+    /// that the shell sees its job stop and takes the terminal back; when the shell continues
+    /// the job in the foreground, the try gets the terminal if it had it or asked for it, and
+    /// is continued. Returns, when the try wanted the terminal, whether it was given it.
+    pub fn suspend_with(&mut self, child: &mut Child, signal: Signal) -> Option<bool> {
         let (Some(terminal), Some(group)) = (self.terminal, child.group()) else {
             // Without a terminal nobody is there to continue a stopped job: leave it be.
-            return;
+            return None;
         };
+        let wants = (signal == Signal::TTIN || signal == Signal::TTOU)
+            && terminal.foreground_group() != Some(group);
+        if wants && terminal.in_foreground() {
+            if self.saved.is_none() {
+                self.saved = terminal.modes();
+            }
+            terminal.give_to(group);
+            child.set_lent();
+            child.signal(Signal::CONT);
+            return Some(true);
+        }
         if terminal.foreground_group() == Some(group) {
             terminal.take_back();
         }
-        // SIGSTOP rather than SIGTSTP: the kernel drops SIGTSTP for an orphaned process group.
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        let had = child.has_terminal() || wants;
+        terminal.stop_job();
         // Continued: by `fg` (retry has the terminal) or by `bg`.
-        if terminal.in_foreground() {
+        if had && terminal.in_foreground() {
+            if self.saved.is_none() {
+                self.saved = terminal.modes();
+            }
             terminal.give_to(group);
             child.set_has_terminal();
         }
         child.signal(Signal::CONT);
+        wants.then_some(false)
     }
 
     /// SIGTSTP reached `retry`, its countdown cleared: stop the running try (`current`) as a
@@ -74,6 +91,10 @@ impl JobControl {
             }
             if let Some(modes) = saved.filter(|_| killed) {
                 terminal.restore(&modes);
+            }
+            // What of the job read the terminal while the try held it was stopped for it.
+            if child.lent() {
+                terminal.continue_job();
             }
         }
     }
