@@ -214,6 +214,26 @@ impl Sink for HumanLog {
 }
 
 /// What every line starts with: `retry: `, or `retry[NAME]: ` with `--label`.
+/// The line of a run that gives up because try `next` no longer fits after the `--on-retry`
+/// hook or after a wait kept stopped past the budget's end.
+fn no_time_left(event: &Event, facts: &RunFacts) -> String {
+    let Event::NoTimeAfterHook {
+        next,
+        exceeded,
+        hook,
+    } = event
+    else {
+        return String::new();
+    };
+    let next = facts.label(*next);
+    let after = if *hook {
+        "the --on-retry hook"
+    } else {
+        "the wait"
+    };
+    format!("no time left for try {next} after {after}; giving up: {exceeded}")
+}
+
 fn prefix(facts: &RunFacts) -> String {
     match &facts.run_label {
         Some(name) => format!("retry[{}]: ", printable(name)),
@@ -278,19 +298,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::HookFailed { which, failure, .. } => {
             run(&|| format!("{which} hook {}; going on", hook_failure(failure)))
         }
-        Event::NoTimeAfterHook {
-            next,
-            exceeded,
-            hook,
-        } => run(&|| {
-            let next = facts.label(*next);
-            let after = if *hook {
-                "the --on-retry hook"
-            } else {
-                "the wait"
-            };
-            format!("no time left for try {next} after {after}; giving up: {exceeded}")
-        }),
+        Event::NoTimeAfterHook { .. } => run(&|| no_time_left(event, facts)),
         Event::RequestIgnored { attempt, ignored } => {
             detail(&|| request_ignored(*attempt, ignored, facts))
         }
