@@ -592,7 +592,9 @@ Not when it is interrupted. The line holds the run's id, the time (ts), the --la
             directory (cwd), the command, the options of the run, the exit status (exit_code), \
             why it gave up (reason), the tries and the duration (duration_ms); never the \
             environment. A word that is not UTF-8 is written as {\"base64\":\"...\"}, its bytes in \
-            base64. --deadline is not kept, as it would have passed by the time of a replay. FILE \
+            base64. --deadline is not kept, as it would have passed by the time of a replay: \
+            a deadline that came before any budget is kept as the budget it gave the run \
+            (--budget= the deadline less the start). FILE \
             and its directory are created if missing, for their owner only (0600, 0700); each \
             line is written whole under a lock, so runs giving up together never mix their lines. \
             FILE must be a regular file (not a symbolic link, a FIFO or a device) of the user \
