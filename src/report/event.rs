@@ -358,6 +358,9 @@ impl Level {
 pub enum QuotaAction {
     /// A first try deposits its share.
     FirstTry,
+    /// A try after a success (the next of a `--consecutive` streak) deposits its share too:
+    /// it retries no failure.
+    AfterSuccess,
     /// A retry takes a token.
     Retry,
     /// The last try's outcome is counted by the throttle, as the run ends.
@@ -368,6 +371,7 @@ impl QuotaAction {
     pub fn word(self) -> &'static str {
         match self {
             QuotaAction::FirstTry => "first try",
+            QuotaAction::AfterSuccess => "try after a success",
             QuotaAction::Retry => "retry",
             QuotaAction::Counted => "last try counted",
         }

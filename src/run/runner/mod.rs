@@ -275,7 +275,7 @@ impl<'c> Runner<'c> {
             Some(_) => schedule.in_a_row(),
             None => 0,
         };
-        self.quota.ended(counted(&verdict));
+        self.quota.ended(counted(&verdict), self.last_try_failed);
         // Another try would read only part of the input; the quota may have no token for it,
         // or the throttle hold it back.
         let input_kept = self.watch.stdio.can_replay();
