@@ -274,3 +274,33 @@ fn under_a_quota_only_the_try_after_a_failure_takes_a_token() {
         "{log}"
     );
 }
+
+#[test]
+fn a_streak_that_gives_up_after_a_success_leaves_nothing_running() {
+    let dir = temp_dir("consecutive-leftover");
+    let bg = dir.join("bg");
+    let script = format!(
+        "[ $RETRY_ATTEMPT = 1 ] && exit 1; sleep 300 >/dev/null 2>&1 & echo $! > '{}'; exit 0",
+        bg.display()
+    );
+    let out = retry()
+        .args(["--consecutive", "2", "-n", "2", "-d", "1ms"])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let pid = common::pids_in(&bg)[0];
+    let gone = common::wait_until(common::STEP_LIMIT, || !common::alive(pid));
+    if !gone {
+        common::send(pid as u32, nix::libc::SIGKILL);
+    }
+    assert!(
+        gone,
+        "the last try's background process outlived the run: {log}"
+    );
+    assert!(
+        log.contains("try 2/2 left 1 process running; stopped it (SIGTERM)"),
+        "{log}"
+    );
+}
