@@ -397,6 +397,11 @@ fn a_signal_during_on_give_up_is_told_as_during_the_hook_in_every_record() {
     let log = json_lines(&text);
     let signal = common::event(&log, "signal");
     assert_eq!(signal["during"], "hook", "{signal}");
+    // One give_up, the last told, after the signal.
+    let give_ups = common::events(&log, "give_up");
+    assert_eq!(give_ups.len(), 1, "{text}");
+    assert_eq!(give_ups[0]["reason"], "interrupted", "{text}");
+    assert_eq!(give_ups[0]["exit_code"], 143, "{text}");
     let outputs = outputs(&dir.join("out"));
     assert_eq!(output(&outputs, "exit_code"), "143", "{outputs:?}");
     assert_eq!(output(&outputs, "outcome"), "interrupted", "{outputs:?}");
