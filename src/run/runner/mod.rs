@@ -264,6 +264,7 @@ impl<'c> Runner<'c> {
                 let decision = repeat.after_try(attempt, outcome, &verdict, cut_short, fits);
                 (verdict, decision)
             }
+            None if ended.by_limit => schedule.after_cut_by_limit(outcome, output, now, rng),
             None => schedule.after_try_with_output(outcome, output, now, rng),
         };
         self.last_ran = Some(outcome);
