@@ -132,6 +132,9 @@ pub struct Cli {
     /// `--timeout`'s value as written when it has no unit (`-t 5`), which Debian's retry reads
     /// as a number of tries; `None` for `-t 5s`, `-t 0` or no `-t`.
     pub timeout_without_unit: Option<String>,
+    /// `--delay`'s value as written when it has no unit (`-d 2`), which Debian's retry reads as
+    /// the fixed wait between tries; `None` for `-d 2s`, `-d 0` or no `-d`.
+    pub delay_without_unit: Option<String>,
     pub signal: Signal,
     pub kill_after: Duration,
     pub foreground: bool,
@@ -739,6 +742,9 @@ impl Cli {
             budget: one(m, id::BUDGET),
             deadline: one(m, id::DEADLINE),
             timeout_without_unit: without_unit(m, id::TIMEOUT),
+            delay_without_unit: without_unit(m, id::DELAY).filter(|_| {
+                m.value_source(id::DELAY) == Some(clap::parser::ValueSource::CommandLine)
+            }),
             timeout: one(m, id::TIMEOUT),
             signal: given(m, id::SIGNAL),
             kill_after: given(m, id::KILL_AFTER),

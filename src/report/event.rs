@@ -416,6 +416,9 @@ pub enum Warning {
     /// `-t` was given a number without a unit (`value`, as written): a timeout of that many
     /// seconds per try here, while Debian's retry reads it as the number of tries.
     TimeoutWithoutUnit { value: String },
+    /// `-d` was given a number without a unit (`value`, as written): the base of waits that
+    /// grow and are jittered here, while Debian's retry waits that many seconds every time.
+    DelayWithoutUnit { value: String },
     /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
     /// `inner`; 0: no limit): the tries multiply.
     Nested {

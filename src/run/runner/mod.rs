@@ -45,6 +45,11 @@ impl<'c> Runner<'c> {
                 value: value.clone(),
             });
         }
+        if let Some(value) = &config.delay_without_unit {
+            self.log.warn(Warning::DelayWithoutUnit {
+                value: value.clone(),
+            });
+        }
         let inner = self.config.policy.max_tries.unwrap_or(0);
         if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
             self.log.warn(warning);
