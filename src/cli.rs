@@ -132,6 +132,9 @@ pub struct Cli {
     /// `--timeout`'s value as written when it has no unit (`-t 5`), which Debian's retry reads
     /// as a number of tries; `None` for `-t 5s`, `-t 0` or no `-t`.
     pub timeout_without_unit: Option<String>,
+    /// `--delay`'s value as written when it has no unit (`-d 2`), which Debian's retry reads as
+    /// the fixed wait between tries; `None` for `-d 2s`, `-d 0` or no `-d`.
+    pub delay_without_unit: Option<String>,
     pub signal: Signal,
     pub kill_after: Duration,
     pub foreground: bool,
@@ -592,7 +595,9 @@ Not when it is interrupted. The line holds the run's id, the time (ts), the --la
             directory (cwd), the command, the options of the run, the exit status (exit_code), \
             why it gave up (reason), the tries and the duration (duration_ms); never the \
             environment. A word that is not UTF-8 is written as {\"base64\":\"...\"}, its bytes in \
-            base64. --deadline is not kept, as it would have passed by the time of a replay. FILE \
+            base64. --deadline is not kept, as it would have passed by the time of a replay: \
+            a deadline that came before any budget is kept as the budget it gave the run \
+            (--budget= the deadline less the start). FILE \
             and its directory are created if missing, for their owner only (0600, 0700); each \
             line is written whole under a lock, so runs giving up together never mix their lines. \
             FILE must be a regular file (not a symbolic link, a FIFO or a device) of the user \
@@ -737,6 +742,9 @@ impl Cli {
             budget: one(m, id::BUDGET),
             deadline: one(m, id::DEADLINE),
             timeout_without_unit: without_unit(m, id::TIMEOUT),
+            delay_without_unit: without_unit(m, id::DELAY).filter(|_| {
+                m.value_source(id::DELAY) == Some(clap::parser::ValueSource::CommandLine)
+            }),
             timeout: one(m, id::TIMEOUT),
             signal: given(m, id::SIGNAL),
             kill_after: given(m, id::KILL_AFTER),

@@ -97,6 +97,10 @@ pub struct Config {
     /// `-t N` with no unit: a timeout of N seconds, which a user of Debian's retry may have meant
     /// as N tries; the run warns once (docs/options.md#timeouts-and-signals).
     pub timeout_without_unit: Option<String>,
+    /// `-d N` with no unit: the base of waits that the backoff grows and the jitter draws from,
+    /// which a user of Debian's retry may have meant as a fixed wait of N seconds; the run
+    /// warns once, as for `-t N`.
+    pub delay_without_unit: Option<String>,
     pub seed: Option<u64>,
     pub log: LogConfig,
     /// `--label`: the run's name in the log, the JSON events and the CI output.
@@ -353,6 +357,7 @@ impl Config {
             kill_after: cli.kill_after,
             foreground: cli.foreground,
             timeout_without_unit: cli.timeout_without_unit,
+            delay_without_unit: cli.delay_without_unit,
             seed: cli.seed,
             log,
             label: cli.label,

@@ -105,6 +105,8 @@ pub enum Reason {
     NoRetryIfOutput(String),
     /// The status was a success, but `--until-output` did not match: not ready yet.
     NotReady(String),
+    /// The end of the run (the budget or the deadline) stopped the try: no list judges it.
+    EndOfRun(LimitSource),
 }
 
 impl fmt::Display for Reason {
@@ -125,6 +127,8 @@ impl fmt::Display for Reason {
                 write!(f, "output did not match --retry-if-output '{p}'")
             }
             Reason::NotReady(p) => write!(f, "not ready: no output matched --until-output '{p}'"),
+            Reason::EndOfRun(LimitSource::Budget) => f.write_str("cut by the budget"),
+            Reason::EndOfRun(LimitSource::Deadline) => f.write_str("cut by the deadline"),
         }
     }
 }

@@ -8,7 +8,7 @@ use rand::{Rng, RngExt};
 
 use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
-use super::classify::{Classifier, Outcome, OutputMatch, Verdict};
+use super::classify::{Classifier, Item, Outcome, OutputMatch, Reason, Verdict};
 use super::httpdate::TimeSource;
 use super::pushback;
 use super::quota::QuotaRefusal;
@@ -245,6 +245,31 @@ impl<'p> Schedule<'p> {
             Verdict::Transient(_) => self.after_transient_failure_asked(now, output.requested, rng),
         };
         (verdict, decision)
+    }
+
+    /// `after_try_with_output` for a try that the end of the run (the budget or the deadline)
+    /// stopped: it is the budget's, not a failure that `--retry-on` did not name nor a timeout
+    /// that `--stop-on` did (they judge how a try ends by itself, or by its own `--timeout`),
+    /// and the run gives up for the budget.
+    pub fn after_cut_by_limit<R: Rng + ?Sized>(
+        &mut self,
+        outcome: Outcome,
+        output: OutputMatch,
+        now: Duration,
+        rng: &mut R,
+    ) -> (Verdict, Decision) {
+        let (verdict, decision) = self.after_try_with_output(outcome, output, now, rng);
+        let listed = matches!(
+            verdict,
+            Verdict::Permanent(Reason::NotInRetryOn | Reason::StopOn(Item::Timeout))
+        );
+        match self.policy.limit {
+            Some(limit) if listed && outcome == Outcome::Timeout => (
+                Verdict::Transient(Reason::EndOfRun(limit.source)),
+                self.after_transient_failure(now, rng),
+            ),
+            _ => (verdict, decision),
+        }
     }
 
     /// Decides what follows a successful try that ended at `now`: the run succeeds, unless

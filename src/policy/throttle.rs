@@ -157,7 +157,9 @@ pub fn six_digits(x: f64) -> String {
 }
 
 /// `p` as the log prints it: two decimals, or as many more as show that it is neither 0 nor 1
-/// when it is neither (`0.004`, `0.999999`).
+/// when it is neither (`0.004`, `0.999999`), up to twelve; past them, a `p` nearer 0 in six
+/// digits with its exponent (`1e-300`, as a `max` that small is given), one nearer 1 as the
+/// twelve nines it is below.
 pub fn shown_p(p: f64) -> String {
     for decimals in 2..=12 {
         let text = format!("{p:.decimals$}");
@@ -167,7 +169,11 @@ pub fn shown_p(p: f64) -> String {
             return text;
         }
     }
-    p.to_string()
+    if p < 0.5 {
+        six_digits(p)
+    } else {
+        "0.999999999999".into()
+    }
 }
 
 fn parse_window(value: &str) -> Result<Duration, String> {
@@ -422,6 +428,10 @@ mod tests {
         assert_eq!(shown_p(0.004), "0.004");
         assert_eq!(shown_p(0.999999), "0.999999");
         assert_eq!(shown_p(1.0), "1.00");
+        // A tiny max makes a tiny p: in digits people read, never three hundred of them.
+        assert_eq!(shown_p(1e-300), "1e-300");
+        assert_eq!(shown_p(1.234_567_89e-20), "1.23457e-20");
+        assert_eq!(shown_p(1.0 - 1e-15), "0.999999999999");
         assert_eq!(six_digits(0.9), "0.9");
         assert_eq!(six_digits(0.123456789), "0.123457");
         assert_eq!(six_digits(1e-300), "1e-300");

@@ -206,10 +206,18 @@ pub fn render(
     }
 }
 
-/// The warning a run gives for `-t N` without a unit, which the dry run gives too.
-fn timeout_without_unit(config: &Config) -> Option<Warning> {
-    let value = config.timeout_without_unit.clone()?;
-    Some(Warning::TimeoutWithoutUnit { value })
+/// The warnings a run gives for `-t N` and `-d N` without a unit, which the dry run gives too,
+/// each with its kind.
+fn without_unit(config: &Config) -> Vec<(&'static str, Warning)> {
+    let timeout = (config.timeout_without_unit.clone()).map(|value| {
+        (
+            "timeout_without_unit",
+            Warning::TimeoutWithoutUnit { value },
+        )
+    });
+    let delay = (config.delay_without_unit.clone())
+        .map(|value| ("delay_without_unit", Warning::DelayWithoutUnit { value }));
+    timeout.into_iter().chain(delay).collect()
 }
 
 fn print_human(
@@ -223,7 +231,7 @@ fn print_human(
     for conflict in &plan.conflicts {
         writeln!(out, "retry: warning: {}", warning(conflict))?;
     }
-    if let Some(warning) = timeout_without_unit(config) {
+    for (_, warning) in without_unit(config) {
         writeln!(out, "retry: warning: {}", warning_text(&warning))?;
     }
     writeln!(out)?;
@@ -418,10 +426,10 @@ fn print_json(
             .str("message", &warning(conflict));
         writeln!(out, "{}", obj.finish())?;
     }
-    if let Some(warning) = timeout_without_unit(config) {
+    for (kind, warning) in without_unit(config) {
         let obj = Obj::new()
             .str("event", "warning")
-            .str("kind", "timeout_without_unit")
+            .str("kind", kind)
             .str("message", &warning_text(&warning));
         writeln!(out, "{}", obj.finish())?;
     }

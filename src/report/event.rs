@@ -365,6 +365,9 @@ impl Level {
 pub enum QuotaAction {
     /// A first try deposits its share.
     FirstTry,
+    /// A try after a success (the next of a `--consecutive` streak) deposits its share too:
+    /// it retries no failure.
+    AfterSuccess,
     /// A retry takes a token.
     Retry,
     /// The last try's outcome is counted by the throttle, as the run ends.
@@ -375,6 +378,7 @@ impl QuotaAction {
     pub fn word(self) -> &'static str {
         match self {
             QuotaAction::FirstTry => "first try",
+            QuotaAction::AfterSuccess => "try after a success",
             QuotaAction::Retry => "retry",
             QuotaAction::Counted => "last try counted",
         }
@@ -419,6 +423,9 @@ pub enum Warning {
     /// `-t` was given a number without a unit (`value`, as written): a timeout of that many
     /// seconds per try here, while Debian's retry reads it as the number of tries.
     TimeoutWithoutUnit { value: String },
+    /// `-d` was given a number without a unit (`value`, as written): the base of waits that
+    /// grow and are jittered here, while Debian's retry waits that many seconds every time.
+    DelayWithoutUnit { value: String },
     /// This run is nested in another retry (run `outer_id`, of `outer` tries, this one of
     /// `inner`; 0: no limit): the tries multiply.
     Nested {

@@ -28,6 +28,10 @@ pub struct JsonLog {
     command: Vec<OsString>,
     /// The policy as the `start` event holds it, less the seed, which the event brings.
     config: Box<Config>,
+    /// The `give_up` line, held until the run's end is known: a signal during `--on-give-up`
+    /// (or while held output is played back) tells of the end again, as an interrupted run's,
+    /// and the log has one `give_up`, the last told. With it, whether it goes to standard error.
+    give_up: Option<(String, bool)>,
 }
 
 impl JsonLog {
@@ -36,6 +40,7 @@ impl JsonLog {
             out,
             command: config.command.clone(),
             config: Box::new(config.clone()),
+            give_up: None,
         }
     }
 }
@@ -54,19 +59,60 @@ impl Sink for JsonLog {
             ),
             event => object(event, &at),
         };
-        if let Some(obj) = obj {
+        let line = obj.map(|obj| {
             let mut line = obj.finish();
             line.push('\n');
             if facts.ascii {
                 line = charset::ascii_json(&line);
             }
-            if facts.on_stderr {
-                line.insert_str(0, column::line_start(Stream::Stderr));
+            line
+        });
+        match &envelope.event {
+            Event::GaveUp { .. } => {
+                self.give_up = line.map(|l| (l, facts.on_stderr));
+                return None;
             }
-            let _ = self.out.write_all(line.as_bytes());
-            let _ = self.out.flush();
+            // What may come between giving up and the run's end: the hook's events, a signal,
+            // a warning, the announcement of the end.
+            Event::HookFailed { .. }
+            | Event::Leftovers { .. }
+            | Event::Received { .. }
+            | Event::Warning(_)
+            | Event::Countdown { .. }
+            | Event::StatusCleared
+            | Event::Concluded { .. } => {}
+            _ => self.write_give_up(),
+        }
+        if let Some(line) = line {
+            self.write(&line, facts.on_stderr);
         }
         None
+    }
+}
+
+impl JsonLog {
+    fn write(&mut self, line: &str, on_stderr: bool) {
+        let start = if on_stderr {
+            column::line_start(Stream::Stderr)
+        } else {
+            ""
+        };
+        let _ = self.out.write_all(format!("{start}{line}").as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// Writes the `give_up` line held back, if any.
+    fn write_give_up(&mut self) {
+        if let Some((line, on_stderr)) = self.give_up.take() {
+            self.write(&line, on_stderr);
+        }
+    }
+}
+
+impl Drop for JsonLog {
+    /// A log that ends without the run's end event still has its `give_up`.
+    fn drop(&mut self) {
+        self.write_give_up();
     }
 }
 

@@ -196,6 +196,9 @@ fn file_warning_text(w: &Warning) -> String {
 /// A warning in words.
 pub fn warning_text(w: &Warning) -> String {
     match w {
+        Warning::DelayWithoutUnit { value } => format!(
+            "-d {value} is the base wait of {value} seconds that the backoff grows and the jitter draws from (Debian's retry waits -d seconds every time: --backoff constant --jitter none for that); -d {value}s says the same without this warning"
+        ),
         Warning::TimeoutWithoutUnit { value } => {
             // Debian's -t counts tries, a whole number.
             let tries = if value.bytes().all(|b| b.is_ascii_digit()) {

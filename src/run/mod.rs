@@ -30,7 +30,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use clock::Moment;
 
@@ -377,7 +377,8 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
 /// Where this run is recorded if it gives up: the file is created now, so that a path that
 /// cannot be written is an error before the command runs, not after it failed. The options
 /// kept are those given, less --dead-letter itself, --deadline, which would have passed by
-/// the time of a replay, and --junit: a replay writes the report it is asked for.
+/// the time of a replay, and --junit: a replay writes the report it is asked for. A deadline
+/// that bounded the run is kept as the budget it gave the run (`recorded_bound`).
 fn dead_letter(
     config: &Config,
     args: &[OsString],
@@ -400,7 +401,7 @@ fn dead_letter(
         label: config.label.clone(),
         cwd: std::env::current_dir().ok().map(PathBuf::into_os_string),
         command: config.command.clone(),
-        options: crate::argv::recorded_options(args, &["dead-letter", "deadline", "junit"]),
+        options: recorded_bound(config, args),
         exit_code: 0,
         reason: String::new(),
         tries: 0,
@@ -411,4 +412,25 @@ fn dead_letter(
         fleet,
         run,
     })
+}
+
+/// The options a dead letter keeps. When the deadline came before any budget, it is recorded
+/// as the budget it gave the run (`--budget=` the deadline less the start), in place of
+/// `--budget` and `--deadline`: a replay is bounded as the run was, for as long, where without
+/// it a run of `-n 0` would retry for ever.
+fn recorded_bound(config: &Config, args: &[OsString]) -> Vec<OsString> {
+    use crate::cli::id;
+    let limit = config
+        .policy
+        .limit
+        .filter(|l| l.source == crate::policy::LimitSource::Deadline);
+    let Some(limit) = limit else {
+        return crate::argv::recorded_options(args, &["dead-letter", id::DEADLINE, "junit"]);
+    };
+    let mut options =
+        crate::argv::recorded_options(args, &["dead-letter", id::DEADLINE, id::BUDGET, "junit"]);
+    // At least a millisecond, the finest the recorded form keeps: 0 would mean no budget.
+    let budget = limit.at.max(Duration::from_millis(1));
+    options.push(format!("--{}={}", id::BUDGET, crate::duration::hms(budget)).into());
+    options
 }

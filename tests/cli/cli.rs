@@ -683,6 +683,42 @@ fn v_alone_points_to_the_version() {
 }
 
 #[test]
+fn a_delay_without_a_unit_warns_once_that_it_is_not_debians_fixed_wait() {
+    let warning = "-d 0.001 is the base wait of 0.001 seconds that the backoff grows";
+    for args in [
+        &["-d", "0.001"][..],
+        &["--delay", "0.001"],
+        &["--delay=0.001"],
+    ] {
+        let out = retry()
+            .args(args)
+            .args(["-n", "2", "--", "false"])
+            .output()
+            .unwrap();
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{log}");
+        assert_eq!(log.matches(warning).count(), 1, "{args:?}: once: {log}");
+        let out = retry()
+            .arg("--dry-run")
+            .args(args)
+            .arg("true")
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(shown.matches(warning).count(), 1, "{args:?}: {shown}");
+    }
+    for args in [&["-d", "1ms"][..], &["-d", "0"], &["-d", "2", "-d", "1ms"]] {
+        let out = retry()
+            .args(args)
+            .args(["-n", "1", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(out.stderr.is_empty(), "{args:?}: {}", stderr_of(&out));
+    }
+}
+
+#[test]
 fn a_timeout_without_a_unit_warns_once_that_it_is_not_debians_tries() {
     let warning = "-t 5 is a timeout of 5 seconds for each try (Debian's retry reads -t as tries: here they are -n 5)";
     for args in [&["-t", "5"][..], &["--timeout", "5"], &["--timeout=5"]] {

@@ -249,3 +249,58 @@ fn the_dry_run_says_what_success_takes() {
         "{text}"
     );
 }
+
+#[test]
+fn under_a_quota_only_the_try_after_a_failure_takes_a_token() {
+    // One token, none coming back: the retry after the failure takes it, and the streak's
+    // tries after a success retry no failure, so they take none.
+    let dir = temp_dir("consecutive-quota");
+    let runtime = common::runtime_dir("consecutive-quota-store");
+    let script = counting(&dir, &[1]);
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["--quota", "streak:cap=1,floor=0,ratio=0"])
+        .args(["--consecutive", "3", "-n", "0", "-d", "1ms", "-v"])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert_eq!(runs(&dir), 4);
+    assert_eq!(log.matches("quota 'streak': retry,").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("quota 'streak': try after a success,").count(),
+        2,
+        "{log}"
+    );
+}
+
+#[test]
+fn a_streak_that_gives_up_after_a_success_leaves_nothing_running() {
+    let dir = temp_dir("consecutive-leftover");
+    let bg = dir.join("bg");
+    let script = format!(
+        "[ $RETRY_ATTEMPT = 1 ] && exit 1; sleep 300 >/dev/null 2>&1 & echo $! > '{}'; exit 0",
+        bg.display()
+    );
+    let out = retry()
+        .args(["--consecutive", "2", "-n", "2", "-d", "1ms"])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let pid = common::pids_in(&bg)[0];
+    let gone = common::wait_until(common::STEP_LIMIT, || !common::alive(pid));
+    if !gone {
+        common::send(pid as u32, nix::libc::SIGKILL);
+    }
+    assert!(
+        gone,
+        "the last try's background process outlived the run: {log}"
+    );
+    assert!(
+        log.contains("try 2/2 left 1 process running; stopped it (SIGTERM)"),
+        "{log}"
+    );
+}

@@ -162,3 +162,23 @@ fn timed_out_after_gives_the_moment_the_signal_was_sent_not_the_end_of_the_grace
         "{line}"
     );
 }
+
+#[test]
+fn a_try_the_budget_cut_is_the_budget_s_whatever_retry_on_names() {
+    let began = Instant::now();
+    let out = retry()
+        .args(["-n", "3", "-B", "300ms", "--retry-on", "75"])
+        .args(["--log-format", "json", "--", "sleep", "10"])
+        .output()
+        .unwrap();
+    let took = began.elapsed();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(124), "{log}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert!(!log.contains("not in --retry-on"), "{log}");
+    assert!(log.contains(r#""reason":"cut by the budget""#), "{log}");
+    assert!(log.contains(r#""reason":"budget""#), "{log}");
+}

@@ -120,9 +120,13 @@ fn a_record_keeps_every_field_and_never_the_environment() {
         (r["exit_code"].as_u64(), r["tries"].as_u64()),
         (Some(4), Some(1))
     );
-    // As given, less --dead-letter and --deadline, which would have passed at a replay.
+    // As given, less --dead-letter and --deadline, which would have passed at a replay, and
+    // with the budget the deadline gave the run last.
+    let mut options = r["options"].as_array().unwrap().clone();
+    let bound = options.pop().unwrap();
+    assert!(bound.as_str().unwrap().starts_with("--budget="), "{bound}");
     assert_eq!(
-        r["options"],
+        serde_json::Value::Array(options),
         serde_json::json!([
             "--label",
             "nightly sync",
@@ -134,6 +138,44 @@ fn a_record_keeps_every_field_and_never_the_environment() {
             "4"
         ])
     );
+}
+
+#[test]
+fn a_run_bounded_by_a_deadline_alone_is_replayed_within_the_budget_the_deadline_gave_it() {
+    let dir = common::temp_dir("dl-deadline");
+    let file = dir.join("dead.jsonl");
+    let at = std::time::SystemTime::now() + Duration::from_millis(700);
+    let at = humantime::format_rfc3339_millis(at).to_string();
+    let args = ["-n", "0", "-d", "20ms", "-m", "50ms", "--deadline", &at];
+    assert_eq!(give_up(&dir, &file, &args, "exit 3"), 3);
+    let lines = json_file(&file);
+    let options = lines[0]["options"].as_array().unwrap();
+    let budget = options.last().and_then(Value::as_str).unwrap_or_default();
+    let budget = budget.strip_prefix("--budget=").unwrap_or_else(|| {
+        panic!("no budget in place of the deadline: {options:?}");
+    });
+    let budget = humantime::parse_duration(budget).unwrap();
+    assert!(budget <= Duration::from_millis(700), "{budget:?}");
+    // Without a bound in its place, the replay of -n 0 would retry for ever.
+    let started = std::time::Instant::now();
+    let mut child = retry_std()
+        .current_dir(&dir)
+        .arg("--replay")
+        .arg(&file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
+    assert!(started.elapsed() >= budget / 2, "{:?}", started.elapsed());
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a replay that gives up keeps the run"
+    );
+    let attempts = json_file(&file);
+    let attempt = events(&attempts, "attempt");
+    assert_eq!(attempt.len(), 1, "{attempts:?}");
+    assert_eq!(attempt[0]["reason"], "budget");
 }
 
 #[test]

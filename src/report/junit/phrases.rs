@@ -60,7 +60,10 @@ pub fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
 }
 
 /// How a try ended, as a word to group failures by (the `type` of its element): `exit 1`,
-/// `timeout`, `signal SIGKILL`.
+/// `timeout`, `signal SIGKILL` (the signal named as the log's lines name it).
 pub fn kind(r: &TryReport) -> String {
-    r.outcome.words(Form::Reason)
+    match r.outcome {
+        Outcome::Signal(sig) => format!("signal {sig}"),
+        outcome => outcome.words(Form::Reason),
+    }
 }

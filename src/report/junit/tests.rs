@@ -240,3 +240,23 @@ fn a_run_ends_once_and_an_error_of_retry_ends_it_with_an_error() {
     assert_eq!(error.message, "cannot write the output: disk full");
     assert_eq!(reruns.len(), 1);
 }
+
+#[test]
+fn a_try_killed_by_a_signal_is_grouped_by_the_signal_as_the_docs_name_it() {
+    let facts = facts_for(&["-n", "2"]);
+    let Event::TryEnded(mut killed) = ended(1, 1, retry_in(10)) else {
+        unreachable!()
+    };
+    killed.outcome = Outcome::Signal(crate::policy::Signal::KILL);
+    let events = vec![
+        Event::TryEnded(killed),
+        ended(2, 3, Decision::GiveUp(GiveUp::Tries)),
+        gave_up(2, GiveUp::Tries, Some(Outcome::Exit(3))),
+    ];
+    let cases = cases_of(&facts, events);
+    let CaseEnd::Failed { reruns, .. } = &cases.list[0].end else {
+        panic!("{cases:?}");
+    };
+    let kinds: Vec<&str> = reruns.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["signal SIGKILL"]);
+}

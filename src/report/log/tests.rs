@@ -540,6 +540,8 @@ fn a_request_that_does_not_fit_is_the_reason_for_giving_up() {
         Some(Outcome::Exit(1)),
         None,
     );
+    // The give_up line is written when the run's end is known.
+    drop(log);
     let event: serde_json::Value = serde_json::from_str(sink.text().trim()).unwrap();
     assert_eq!(event["reason"], "budget");
     assert_eq!(event["requested_ms"], 1000);

@@ -45,6 +45,11 @@ impl<'c> Runner<'c> {
                 value: value.clone(),
             });
         }
+        if let Some(value) = &config.delay_without_unit {
+            self.log.warn(Warning::DelayWithoutUnit {
+                value: value.clone(),
+            });
+        }
         let inner = self.config.policy.max_tries.unwrap_or(0);
         if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
             self.log.warn(warning);
@@ -138,6 +143,10 @@ impl<'c> Runner<'c> {
         let now = self.start.elapsed();
         let limit = schedule.start_try(now);
         let by_limit = schedule.limit_ends_try(now);
+        // A success that leaves a --consecutive streak short is not the end: another try
+        // follows, or the run gives up.
+        let short = (self.config.policy.consecutive)
+            .is_some_and(|n| schedule.in_a_row().saturating_add(1) < n);
         let mut t = Try {
             attempt: schedule.tries(),
             start: Moment::now(),
@@ -145,7 +154,7 @@ impl<'c> Runner<'c> {
         };
         self.counts.counted = t.attempt;
         self.log.emit(Event::TryStarted { attempt: t.attempt });
-        let end = match self.run_try(t.attempt, limit, by_limit, &mut t.io) {
+        let end = match self.run_try(t.attempt, limit, by_limit, short, &mut t.io) {
             Ok(end) => end,
             Err(e) => {
                 self.log.emit(Event::TryOutputDone {
@@ -260,6 +269,7 @@ impl<'c> Runner<'c> {
                 let decision = repeat.after_try(attempt, outcome, &verdict, cut_short, fits);
                 (verdict, decision)
             }
+            None if ended.by_limit => schedule.after_cut_by_limit(outcome, output, now, rng),
             None => schedule.after_try_with_output(outcome, output, now, rng),
         };
         self.last_ran = Some(outcome);
@@ -275,7 +285,7 @@ impl<'c> Runner<'c> {
             Some(_) => schedule.in_a_row(),
             None => 0,
         };
-        self.quota.ended(counted(&verdict));
+        self.quota.ended(counted(&verdict), self.last_try_failed);
         // Another try would read only part of the input; the quota may have no token for it,
         // or the throttle hold it back.
         let input_kept = self.watch.stdio.can_replay();
@@ -478,12 +488,14 @@ impl<'c> Runner<'c> {
     }
 
     /// Runs one try to its end, stopping it on its timeout (`limit`, which is the end of the
-    /// run when `by_limit`), and stopping what a failed try left running.
+    /// run when `by_limit`), and stopping what a failed try left running, or a successful one
+    /// that leaves the streak of `--consecutive` `short`.
     fn run_try(
         &mut self,
         attempt: u64,
         limit: Option<Duration>,
         by_limit: bool,
+        short: bool,
         io: &mut TryIo,
     ) -> anyhow::Result<TryEnd> {
         // A signal that came while retry was busy (logging, deciding) means no further try.
@@ -507,7 +519,7 @@ impl<'c> Runner<'c> {
         // Whether the try died of a signal or was stopped: then the terminal's modes are set
         // back, as a shell sets them back after its job.
         let killed = !matches!(finish, Finish::Exited(Outcome::Exit(_)));
-        let end = self.try_end(&mut child, finish, by_limit, io);
+        let end = self.try_end(&mut child, finish, by_limit, short, io);
         self.watch.guard(None);
         // Take the terminal back before writing to it: with `stty tostop`, a write from outside
         // the foreground group would stop retry.
@@ -523,6 +535,7 @@ impl<'c> Runner<'c> {
         child: &mut Child,
         finish: Finish,
         by_limit: bool,
+        short: bool,
         io: &mut TryIo,
     ) -> TryEnd {
         let mut ended = match finish {
@@ -545,7 +558,7 @@ impl<'c> Runner<'c> {
                 return TryEnd::OutputFailed(Ended::stopped(outcome, &stopped, false));
             }
         };
-        if !self.stops_leftovers(ended.outcome, io) {
+        if !short && !self.stops_leftovers(ended.outcome, io) {
             return TryEnd::Ended(ended);
         }
         let (watch, log) = (&mut self.watch, &mut self.log);
@@ -563,7 +576,8 @@ impl<'c> Runner<'c> {
 
     /// Whether what the try that ended with `outcome` left running is stopped now: after a
     /// failure by its status, and after a success by its status that has not printed the match
-    /// of `--until-output` (not ready, so another try follows, and tries never overlap).
+    /// of `--until-output` (not ready, so another try follows, and tries never overlap). A
+    /// success that leaves a `--consecutive` streak short is not done either (`try_end`).
     fn stops_leftovers(&mut self, outcome: Outcome, io: &mut TryIo) -> bool {
         let policy = &self.config.policy;
         // The tries of a repeat never overlap, whatever they came to: each one is a run of its

@@ -64,6 +64,10 @@ pub struct Quota {
     /// Whether a try of the run was let through: until then the run is new to the quota, and
     /// its first try that runs deposits rather than takes.
     admitted: bool,
+    /// Whether the last try that ran failed: only the try that retries it takes a token. A try
+    /// after a success (the next of a `--consecutive` streak, of a `--repeat`) deposits, as the
+    /// first try of a run does.
+    after_failure: bool,
 }
 
 /// What the throttle's stream of draws is seeded with: the run's seed, mixed so that it never
@@ -84,6 +88,7 @@ impl Quota {
             shared,
             throttle,
             admitted: false,
+            after_failure: false,
         }
     }
 
@@ -104,19 +109,26 @@ impl Quota {
         self.shared.as_ref().map(|q| q.spec.shown())
     }
 
-    /// Counts how the try that ran ended, sent with the next exchange.
-    pub fn ended(&mut self, counted: Option<Counted>) {
+    /// Counts how the try that ran ended, sent with the next exchange; `failed` when it did
+    /// not succeed, so that the next try is a retry.
+    pub fn ended(&mut self, counted: Option<Counted>, failed: bool) {
+        self.after_failure = failed;
         if let Some(throttle) = &mut self.throttle {
             throttle.pending = counted;
         }
     }
 
     /// The exchange before a try: the throttle's decision, then the deposit of a run's first
-    /// try that runs, or a retry's token. A store that fails is warned about once and left:
-    /// the run's own limits still hold, and the throttle holds nothing back.
+    /// try that runs (or of a try after a success), or a retry's token. A store that fails is
+    /// warned about once and left: the run's own limits still hold, and the throttle holds
+    /// nothing back.
     pub fn before_try(&mut self, log: &mut Log) -> Admit {
-        let op = if self.admitted { Op::Take } else { Op::Deposit };
-        let update = match self.exchange(op, log) {
+        let (op, action) = match (self.admitted, self.after_failure) {
+            (false, _) => (Op::Deposit, QuotaAction::FirstTry),
+            (true, false) => (Op::Deposit, QuotaAction::AfterSuccess),
+            (true, true) => (Op::Take, QuotaAction::Retry),
+        };
+        let update = match self.exchange(op, action, log) {
             Answer::Update(update) => update,
             Answer::Busy if op == Op::Take => return Admit::Refused(self.refusal(None)),
             Answer::Busy | Answer::None => return Admit::Run,
@@ -157,7 +169,7 @@ impl Quota {
     /// As the run ends: the last try's outcome, counted in one more exchange.
     pub fn finish(&mut self, log: &mut Log) {
         if self.throttle.as_ref().is_some_and(|t| t.pending.is_some()) {
-            let _ = self.exchange(Op::Count, log);
+            let _ = self.exchange(Op::Count, QuotaAction::Counted, log);
         }
     }
 
@@ -171,7 +183,7 @@ impl Quota {
     }
 
     /// Sends one exchange and reports it.
-    fn exchange(&mut self, op: Op, log: &mut Log) -> Answer {
+    fn exchange(&mut self, op: Op, action: QuotaAction, log: &mut Log) -> Answer {
         let Some(quota) = self.shared.as_mut() else {
             return Answer::None;
         };
@@ -194,7 +206,7 @@ impl Quota {
                 if self.throttle.is_none() {
                     update.admission = None;
                 }
-                quota_updated(log, op, shown, &update, self.throttle());
+                quota_updated(log, action, shown, &update, self.throttle());
                 Answer::Update(update)
             }
             // Held by other runs for longer than a run may wait, as when many retry at once on
@@ -237,7 +249,7 @@ pub fn held_report(
 /// Reports what a quota operation did.
 fn quota_updated(
     log: &mut Log,
-    op: Op,
+    action: QuotaAction,
     quota: String,
     update: &Update,
     throttle: Option<ThrottleSpec>,
@@ -245,12 +257,6 @@ fn quota_updated(
     if let Some(note) = &update.note {
         log.warn(Warning::QuotaNote(note.clone()));
     }
-    let action = match op {
-        Op::Deposit => QuotaAction::FirstTry,
-        Op::Take => QuotaAction::Retry,
-        Op::Count => QuotaAction::Counted,
-        Op::Peek => return,
-    };
     // A try held back touched no token: its own event says why.
     if update.admission.is_some_and(|a| a.held) {
         return;
