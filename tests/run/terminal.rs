@@ -534,15 +534,15 @@ fn one_ctrl_z_stops_retry_piped_into_cat_and_fg_resumes_it() {
 fn a_wait_kept_stopped_past_the_budget_starts_no_try_and_ends_with_the_last_status() {
     let started = Instant::now();
     let mut pty = Pty::spawn(&[
-        "--color", "never", "-n", "5", "-d", "1s", "-j", "none", "-B", "2s", "--", "sh", "-c",
+        "--color", "never", "-n", "5", "-d", "2s", "-j", "none", "-B", "3s", "--", "sh", "-c",
         "exit 3",
     ]);
     let pid = pty.child.id();
-    pty.expect("next try in 1s");
+    pty.expect("next try in 2s");
     pty.type_bytes(b"\x1a");
     wait_stopped(pid, &pty);
     // Kept stopped past the end of the budget, then continued, as `fg` does.
-    std::thread::sleep(Duration::from_millis(2100).saturating_sub(started.elapsed()));
+    std::thread::sleep(Duration::from_millis(3100).saturating_sub(started.elapsed()));
     common::send(pid, libc::SIGCONT);
     let status = pty.wait();
     pty.expect("gave up");
@@ -620,7 +620,7 @@ fn a_raw_try_killed_by_its_timeout_leaves_the_terminal_s_modes_as_they_were() {
         "-d",
         "0",
         "-t",
-        "300ms",
+        "1s",
         "--",
         "sh",
         "-c",
