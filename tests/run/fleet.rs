@@ -849,3 +849,59 @@ fn an_only_that_names_another_machines_run_says_so_and_a_password_in_any_url_is_
         "{line}"
     );
 }
+
+/// Gives up a run in `dir` while Redis cannot be reached, and puts the local file it was kept
+/// in where the store `url` on `port` looks for it: its path.
+fn kept_for(dir: &Path, url: &str, port: u16) -> std::path::PathBuf {
+    let down_port = common::redis_server::free_port();
+    let down = url.replace(&format!(":{port}/"), &format!(":{down_port}/"));
+    give_up(dir, &down, "kept", "exit 1");
+    let kept = dir.join(format!(
+        "state/retry/unsent/127.0.0.1_{down_port}_jobs.jsonl"
+    ));
+    let moved = dir.join(format!("state/retry/unsent/127.0.0.1_{port}_jobs.jsonl"));
+    std::fs::rename(&kept, &moved).unwrap();
+    moved
+}
+
+#[test]
+fn runs_kept_locally_in_a_file_that_cannot_be_read_are_warned_of_and_not_listed_silently() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = Server::start("fleet-kept-damaged", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-kept-damaged");
+    let url = server.url("jobs");
+    let kept = kept_for(&dir, &url, server.port);
+    let whole = std::fs::read(&kept).unwrap();
+    let mut damaged = whole.clone();
+    damaged.extend_from_slice(b"not a record\n");
+    for (why, contents, mode) in [("line 2", &damaged, 0o600), ("mode 0666", &whole, 0o666)] {
+        std::fs::write(&kept, contents).unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(mode)).unwrap();
+        // A run that gives up on Redis says that the runs kept here did not go along.
+        let out = retry_in(&dir)
+            .args(["--dead-letter", &url, "-q", "-n", "1", "--", "false"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let log = stderr_of(&out);
+        let warning: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warning.len(), 1, "{why}: {log}");
+        assert!(
+            warning[0].contains(&kept.display().to_string()) && warning[0].contains(why),
+            "{why}: {log}"
+        );
+        // The listing refuses, as the replay does, rather than leave them out.
+        let out = retry_in(&dir)
+            .args(["--replay", &url, "--dry-run"])
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, why);
+        assert!(
+            line.contains(&kept.display().to_string()) && line.contains(why),
+            "{line}"
+        );
+    }
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["2"]);
+}
