@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use crate::policy::quota::RedisAddress;
 use crate::store::deadletter::{Pending, Record, State, record_of_line};
 use crate::store::fleet_scripts::{ADD, CLAIM, FORGET, SETTLE};
+use crate::store::record::fits_a_reader;
 use crate::store::redis::RedisStoreError;
 use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 use crate::store::redis::server::Server;
@@ -178,9 +179,11 @@ impl Fleet {
     }
 
     /// Adds the record of a run that gave up on `host`; false when the stream has it already.
+    /// A record longer than a file's line may be is refused, as a file refuses it.
     pub fn add(&mut self, record: &Record, host: &str) -> Result<bool, FleetError> {
         let keys = [self.key(""), self.key("ids")];
         let line = record.line();
+        fits_a_reader(&line).map_err(|e| FleetError(e.to_string()))?;
         let args: [&[u8]; 3] = [record.id.as_bytes(), host.as_bytes(), line.as_bytes()];
         match self.script(ADD, &keys, &args)? {
             Reply::Int(n) => Ok(n == 1),
@@ -204,12 +207,15 @@ impl Fleet {
 
     /// Every record of the stream, in the order added, with its state; the settled ones only
     /// with `all`. A page's states, claims and attempts are asked for with the next page, in
-    /// one round trip, so that Redis reads the next page while this one is read here.
+    /// one round trip, so that Redis reads the next page while this one is read here. A page
+    /// whose reply is longer than retry reads is asked for again in pages a tenth as long, down
+    /// to one record: large records make a slower listing, never none.
     pub fn list(&mut self, all: bool) -> Result<Vec<Listed>, FleetError> {
         let mut listed = Vec::new();
         let key = self.key("");
-        let count = PAGE.to_string();
-        let range = |from: &str| -> Vec<Vec<u8>> {
+        let mut count = PAGE;
+        let range = |from: &str, count: usize| -> Vec<Vec<u8>> {
+            let count = count.to_string();
             [
                 &b"XRANGE"[..],
                 key.as_bytes(),
@@ -222,25 +228,31 @@ impl Fleet {
             .map(|w| w.to_vec())
             .collect()
         };
-        let first: Vec<Vec<u8>> = range("-");
-        let mut reply = self.request(&first.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let mut reply = loop {
+            let first = range("-", count);
+            match self.request(&first.iter().map(Vec::as_slice).collect::<Vec<_>>()) {
+                Err(why) if too_large(&why) && count > 1 => count = (count / 10).max(1),
+                other => break other?,
+            }
+        };
         loop {
             let entries = self.entries(reply)?;
             let Some(last) = entries.last().map(|e| e.0.clone()) else {
                 break;
             };
-            let more = entries.len() == PAGE;
-            let next = match more {
-                true => Some(range(&after(&last).ok_or_else(|| {
-                    FleetError(format!("an entry id '{last}' that is not one"))
-                })?)),
-                false => None,
-            };
+            let more = entries.len() == count;
+            let from =
+                match more {
+                    true => Some(after(&last).ok_or_else(|| {
+                        FleetError(format!("an entry id '{last}' that is not one"))
+                    })?),
+                    false => None,
+                };
             let (state, claims, attempts) =
                 (self.key("state"), self.key("claims"), self.key("attempts"));
             let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
             let hmget_keys = [state, claims, attempts];
-            let mut commands: Vec<Vec<&[u8]>> = hmget_keys
+            let hmgets: Vec<Vec<&[u8]>> = hmget_keys
                 .iter()
                 .map(|key| {
                     let mut words: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
@@ -248,10 +260,20 @@ impl Fleet {
                     words
                 })
                 .collect();
-            if let Some(next) = &next {
-                commands.push(next.iter().map(Vec::as_slice).collect());
-            }
-            let mut replies = self.requests(&commands)?.into_iter();
+            let replies = loop {
+                let next = from.as_deref().map(|from| range(from, count));
+                let mut commands = hmgets.clone();
+                if let Some(next) = &next {
+                    commands.push(next.iter().map(Vec::as_slice).collect());
+                }
+                match self.requests(&commands) {
+                    Err(why) if next.is_some() && too_large(&why) && count > 1 => {
+                        count = (count / 10).max(1);
+                    }
+                    other => break other?,
+                }
+            };
+            let mut replies = replies.into_iter();
             let mut fields = || -> Result<Vec<Option<String>>, FleetError> {
                 let reply = replies
                     .next()
@@ -614,6 +636,12 @@ fn exchange_words(e: &ExchangeError) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// Whether `why` says that a reply was longer than retry reads of one: a page of records too
+/// large, to ask for again in smaller pages.
+fn too_large(why: &FleetError) -> bool {
+    why.0.ends_with(&exchange_words(&ExchangeError::TooLarge))
 }
 
 /// The entry id just after `id` (`MS-SEQ`), to go on reading a stream from.

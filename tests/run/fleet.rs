@@ -905,3 +905,53 @@ fn runs_kept_locally_in_a_file_that_cannot_be_read_are_warned_of_and_not_listed_
     }
     assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["2"]);
 }
+
+#[test]
+fn records_too_large_for_a_page_are_listed_in_smaller_pages_and_one_too_large_is_refused() {
+    let Some(server) = Server::start("fleet-large", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-large");
+    let url = server.url("jobs");
+    // 700 records of 100 KB: 70 MB, more than one reply of a page may hold.
+    let word = "x".repeat(100_000);
+    let commands: Vec<Vec<Vec<u8>>> = (0..700)
+        .map(|k| {
+            let id = format!("00000000-0000-0000-0000-{k:012}");
+            let record = format!(
+                "{{\"event\":\"dead_letter\",\"id\":\"{id}\",\"ts\":\"2026-12-01T00:00:00.000Z\",\"label\":null,\"cwd\":\"/\",\"command\":[\"echo\",\"{word}\"],\"options\":[],\"exit_code\":1,\"reason\":\"tries\",\"tries\":1,\"duration_ms\":1}}"
+            );
+            [
+                "XADD",
+                "retry:dead:{jobs}",
+                "*",
+                "id",
+                &id,
+                "host",
+                "web-1",
+                "record",
+                &record,
+            ]
+            .iter()
+            .map(|w| w.as_bytes().to_vec())
+            .collect()
+        })
+        .collect();
+    common::redis_server::pipe(server.port, &commands);
+    // The last is listed: every page before it was read.
+    let last = "00000000-0000-0000-0000-000000000699";
+    let runs = listed(&dir, &url, &["--only", last]);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], last);
+    // A record that no page could hold is refused when it is added, as a file refuses it.
+    let words = vec![word; 11];
+    let out = retry_in(&dir)
+        .args(["--dead-letter", &url, "-q", "-n", "1", "--", "false"])
+        .args(&words)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(log.contains("more than the 1 MiB"), "{log}");
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["700"]);
+}
