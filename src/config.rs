@@ -602,17 +602,21 @@ fn stagger(
     Ok(stagger.map(|(most, _)| most))
 }
 
-/// `--dead-letter` and `--history` naming one file (docs/files.md#files-that-outlive-a-run): each
-/// would take the other's lines for damaged ones.
+/// `--dead-letter` or `--replay`, and `--history`, naming one file
+/// (docs/files.md#files-that-outlive-a-run): each would take the other's lines for damaged ones.
 fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
-    let (Some(letters), Some(history)) = (&cli.dead_letter, &cli.flaky.history) else {
+    let (option, letters) = match &cli.replay {
+        Some(file) => ("--replay", Some(file)),
+        None => ("--dead-letter", cli.dead_letter.as_ref()),
+    };
+    let (Some(letters), Some(history)) = (letters, &cli.flaky.history) else {
         return Ok(());
     };
     if !same_file(letters, history) {
         return Ok(());
     }
     Err(UsageError(format!(
-        "--dead-letter '{}' and --history '{}' name the same file: each would find the other's lines damaged",
+        "{option} '{}' and --history '{}' name the same file: each would find the other's lines damaged",
         printable(&letters.display().to_string()),
         printable(&history.display().to_string())
     )))

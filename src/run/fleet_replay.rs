@@ -13,7 +13,7 @@ use crate::exit::ExitStatus;
 use crate::policy::quota::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{FleetRun, ReplayRefusal, fleet_list};
-use crate::run::replay::{Ledger, Run, configure, picked, run_replay, usage};
+use crate::run::replay::{Ledger, Run, configure, picked, place_from_here, run_replay, usage};
 use crate::store::deadletter::Pending;
 use crate::store::fleet::{Fleet, Listed, consumer_name, host_name};
 use crate::store::unsent;
@@ -187,9 +187,10 @@ fn prepared(
         .file
         .as_deref()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    let history = config.history.as_deref().map(place_from_here);
     pending
         .into_iter()
-        .map(|p| configure(shown, p, &now, log_file.as_deref()))
+        .map(|p| configure(shown, p, &now, log_file.as_deref(), history.as_deref()))
         .collect()
 }
 

@@ -37,13 +37,12 @@ use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
-use crate::report::history::History;
 use crate::report::junit::Junit;
 use crate::report::log::Log;
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
 use crate::store::shared;
-use setup::{Start, open_log, run_id, run_logged};
+use setup::{Start, open_log, run_id, run_logged, with_history};
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
@@ -282,44 +281,6 @@ fn real_run(
         dead_letter,
     };
     run_logged(config, log, signals, begin).outcome.status
-}
-
-/// The log, with the `--history` sink added: the file is opened now, so that a file that
-/// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
-/// error (logged, 125) before the command runs.
-fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
-    use crate::store::place::Place;
-    if let Ok(Place::Redis(address)) = Place::of(path) {
-        if address.password().is_some() {
-            log.warn(Warning::PasswordInUrl {
-                option: "--history",
-                variable: crate::store::redis::PASSWORD_VAR,
-            });
-        }
-        let fleet = crate::store::fleet::Fleet::from_env(&address, &|name| std::env::var_os(name));
-        let shown = Place::Redis(address).shown();
-        let history = History::new(shown, config.command.clone(), None).on(fleet);
-        return Ok(log.with_sink(Box::new(history)));
-    }
-    if let Err(e) = crate::store::record::prepare_for(path, "run") {
-        log.emit(Event::Error(Failure::History {
-            path: path.to_path_buf(),
-            why: e.to_string(),
-        }));
-        return Err(ExitStatus::Usage);
-    }
-    // Still recorded, but --stats would refuse the whole file.
-    let bytes = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
-    if bytes > deadletter::MAX_FILE {
-        log.warn(Warning::HistoryTooLarge {
-            path: path.to_path_buf(),
-            bytes,
-        });
-    }
-    // The wait for the file's lock ends with the budget.
-    let until = config.policy.limit.map(|limit| limit.at);
-    let history = History::new(path.to_path_buf(), config.command.clone(), until);
-    Ok(log.with_sink(Box::new(history)))
 }
 
 /// The runs of a fleet's history on Redis, each with its host, as `--stats` reads a file's.
