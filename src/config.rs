@@ -612,7 +612,7 @@ fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
     let (Some(letters), Some(history)) = (letters, &cli.flaky.history) else {
         return Ok(());
     };
-    if !same_file(letters, history) {
+    if !same_file(letters, history) || records::on_redis(letters) {
         return Ok(());
     }
     Err(UsageError(format!(

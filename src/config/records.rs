@@ -125,6 +125,12 @@ fn url(path: &Path) -> Option<String> {
     Some(printable(&format!("{scheme}://{rest}")))
 }
 
+/// Whether a record option's value names a store on Redis, which keeps its dead letters and its
+/// history under keys of their own: never one file with another option's.
+pub fn on_redis(value: &Path) -> bool {
+    matches!(Place::of(value), Ok(Place::Redis(_)))
+}
+
 /// The words after the options, where the mode gives them a meaning: `--forget` takes the ids
 /// it forgets, `--prune` none.
 pub fn check_words(cli: &Cli) -> Result<(), String> {

@@ -955,3 +955,38 @@ fn records_too_large_for_a_page_are_listed_in_smaller_pages_and_one_too_large_is
     assert!(log.contains("more than the 1 MiB"), "{log}");
     assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["700"]);
 }
+
+#[test]
+fn the_dead_letters_and_the_history_may_share_a_name_on_redis_but_not_a_file() {
+    let Some(server) = Server::start("fleet-same-name", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-same-name");
+    let url = server.url("ci");
+    retry_in(&dir)
+        .args(["--dead-letter", &url, "--history", &url, "-q", "-n", "1"])
+        .args(["--", "false"])
+        .assert()
+        .code(1);
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{ci}"]), ["1"]);
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), ["1"]);
+    let out = retry_in(&dir)
+        .args(["--replay", &url, "--history", &url, "-q", "-n", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), ["2"]);
+    let out = retry_in(&dir)
+        .args([
+            "--dead-letter",
+            "f.jsonl",
+            "--history",
+            "./f.jsonl",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "");
+    assert!(line.contains("same file"), "{line}");
+}
