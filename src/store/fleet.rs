@@ -241,13 +241,7 @@ impl Fleet {
                 break;
             };
             let more = entries.len() == count;
-            let from =
-                match more {
-                    true => Some(after(&last).ok_or_else(|| {
-                        FleetError(format!("an entry id '{last}' that is not one"))
-                    })?),
-                    false => None,
-                };
+            let from = more.then(|| self.after(&last)).transpose()?;
             let (state, claims, attempts) =
                 (self.key("state"), self.key("claims"), self.key("attempts"));
             let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
@@ -322,9 +316,9 @@ impl Fleet {
             if state != State::Pending && !all {
                 continue;
             }
-            let record = record_of_line(&line).map_err(|why| {
-                FleetError(format!("the stream's entry {entry} is damaged: {why}"))
-            })?;
+            let damaged = |why| format!("the stream's entry {entry} is damaged: {why}");
+            let record = record_of_line(&line)
+                .map_err(|why| FleetError(self.server.withheld(damaged(why))))?;
             listed.push(Listed {
                 pending: Pending {
                     line: listed.len() + 1,
@@ -341,6 +335,13 @@ impl Fleet {
             });
         }
         Ok(())
+    }
+
+    /// The entry id to read on from after `last`: an id that is not one is told without the
+    /// password, as the server's words always are.
+    fn after(&self, last: &str) -> Result<String, FleetError> {
+        let not_one = || format!("an entry id '{last}' that is not one");
+        after(last).ok_or_else(|| FleetError(self.server.withheld(not_one())))
     }
 
     /// The values of an HMGET reply of `n` fields.
@@ -592,9 +593,7 @@ impl Fleet {
             }
             match (more, last) {
                 (true, Some(last)) => {
-                    from = after(&last).ok_or_else(|| {
-                        FleetError(format!("an entry id '{last}' that is not one"))
-                    })?;
+                    from = self.after(&last)?;
                 }
                 _ => break,
             }

@@ -616,6 +616,12 @@ fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_st
 
 /// A listener on 127.0.0.1 that answers every command of each connection with `answer`.
 fn answering(answer: &'static [u8]) -> u16 {
+    answering_after(b"", answer)
+}
+
+/// A listener on 127.0.0.1 that answers the first command of each connection with `first`
+/// (`answer` when empty), and every other with `answer`.
+fn answering_after(first: &'static [u8], answer: &'static [u8]) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -624,11 +630,13 @@ fn answering(answer: &'static [u8]) -> u16 {
             std::thread::spawn(move || {
                 use std::io::{Read, Write};
                 let mut buf = [0u8; 4096];
+                let mut reply = if first.is_empty() { answer } else { first };
                 while let Ok(n @ 1..) = socket.read(&mut buf) {
                     let _ = n;
-                    if socket.write_all(answer).is_err() {
+                    if socket.write_all(reply).is_err() {
                         return;
                     }
+                    reply = answer;
                 }
             });
         }
@@ -989,4 +997,39 @@ fn the_dead_letters_and_the_history_may_share_a_name_on_redis_but_not_a_file() {
         .unwrap();
     let line = usage_error_of(&out, "");
     assert!(line.contains("same file"), "{line}");
+}
+
+#[test]
+fn an_entry_id_or_an_entry_that_quotes_the_password_is_withheld() {
+    let dir = common::temp_dir("fleet-entry-password");
+    let entry = |id: &str, record: &str| {
+        format!(
+            "*2\r\n${}\r\n{id}\r\n*6\r\n$2\r\nid\r\n$1\r\nx\r\n$4\r\nhost\r\n$1\r\nh\r\n$6\r\nrecord\r\n${}\r\n{record}\r\n",
+            id.len(),
+            record.len()
+        )
+    };
+    // A whole page whose last id is not one, so that the next page would start after it; and
+    // one entry whose record is damaged.
+    let mut page = "*5000\r\n".to_string();
+    for k in 0..4999 {
+        page += &entry(&format!("1-{k}"), "{}");
+    }
+    page += &entry("hunter2-hunter2", "{}");
+    // Its states, claims and attempts are asked for at once: three replies to one read.
+    let damaged = format!("*1\r\n{}", entry("hunter2-hunter2-0", "not a record")).repeat(3);
+    for answer in [page, damaged] {
+        let port = answering_after(b"+OK\r\n", answer.into_bytes().leak());
+        let out = retry_in(&dir)
+            .args([
+                "--replay",
+                &format!("redis://:hunter2-hunter2@127.0.0.1:{port}/jobs"),
+            ])
+            .arg("--dry-run")
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, "--replay");
+        assert!(!line.contains("hunter2"), "{line}");
+        assert!(line.contains("not shown"), "{line}");
+    }
 }
