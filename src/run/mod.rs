@@ -62,7 +62,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     };
     // A replay draws a seed for each run it replays.
     let seed = || config.seed.unwrap_or_else(random::random_u64);
-    match &config.mode {
+    let status = match &config.mode {
         Mode::Replay { file, .. } => match crate::store::place::Place::of(file) {
             Ok(crate::store::place::Place::Redis(address)) => {
                 fleet_replay::replay(&args, &config, &address)
@@ -75,6 +75,36 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
         Mode::Simulate(sim) => simulate(&config, sim, seed()),
         Mode::DryRun => dry_run(&config, seed()),
         Mode::Run => real_run(&config, &args, seed(), start, wall_start),
+    };
+    // Told last, unless the refusal of a usage error is the one line to tell.
+    if status != ExitStatus::Usage {
+        warn_of_a_password_in_url(&config.mode);
+    }
+    status
+}
+
+/// The warning that the Redis password in the URL of `--replay`, `--forget`, `--prune` or
+/// `--stats` can be read by every user of the machine, as a run's `--quota`, `--dead-letter`
+/// and `--history` warn of theirs.
+fn warn_of_a_password_in_url(mode: &Mode) {
+    let (option, file) = match mode {
+        Mode::Replay { file, .. } => ("--replay", file),
+        Mode::Stats { file, .. } => ("--stats", file),
+        Mode::Forget { file, .. } => ("--forget", file),
+        Mode::Prune { file, .. } => ("--prune", file),
+        _ => return,
+    };
+    if let Ok(crate::store::place::Place::Redis(address)) = crate::store::place::Place::of(file) {
+        if address.password().is_some() {
+            let warning = Warning::PasswordInUrl {
+                option,
+                variable: crate::store::redis::PASSWORD_VAR,
+            };
+            eprintln!(
+                "retry: warning: {}",
+                crate::report::words::warning_text(&warning)
+            );
+        }
     }
 }
 

@@ -856,6 +856,21 @@ fn an_only_that_names_another_machines_run_says_so_and_a_password_in_any_url_is_
         line.contains("gave up on web-9") && line.contains("--any-host"),
         "{line}"
     );
+    // The store's own options warn of it as a run's do.
+    let forms: [&[&str]; 4] = [
+        &["--replay", &url, "--dry-run"],
+        &["--forget", &url, "all"],
+        &["--prune", &url, "--older-than", "30d"],
+        &["--stats", &url.replace("/jobs", "/ci")],
+    ];
+    for args in forms {
+        let out = retry_in(&dir).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        let log = stderr_of(&out);
+        let warning = format!("the Redis password in {} can be read", args[0]);
+        assert_eq!(log.matches(&warning).count(), 1, "{log}");
+        assert!(!log.contains("pw-pw"), "{log}");
+    }
 }
 
 /// Gives up a run in `dir` while Redis cannot be reached, and puts the local file it was kept
