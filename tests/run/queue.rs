@@ -499,3 +499,16 @@ fn a_dead_letter_never_records_the_password_of_a_history_on_redis() {
         "{text}"
     );
 }
+
+#[test]
+fn a_backslash_in_a_labels_set_takes_the_next_character_as_it_is() {
+    let dir = common::temp_dir("queue-label-set");
+    for label in ["job]", "job-", "job-m", "jobz"] {
+        give_up(&dir, label, "exit 1");
+    }
+    let all = ids_of(&listed(&dir, &[]));
+    let picked = |pattern: &str| ids_of(&listed(&dir, &["--only-label", pattern]));
+    assert_eq!(picked("job[\\]]"), [all[0].clone()]);
+    assert_eq!(picked("job[a\\-z]"), [all[1].clone(), all[3].clone()]);
+    assert_eq!(picked("job[!\\]-]*"), [all[3].clone()]);
+}
