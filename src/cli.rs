@@ -1075,7 +1075,7 @@ The line holds the run's id, the time (ts), the --label, the command, the tries,
             write.",
         )
         .value_parser(ValueParser::path_buf())
-        .conflicts_with_all([id::REPLAY, id::SIMULATE]),
+        .conflicts_with(id::SIMULATE),
         option(
             id::STATS,
             "FILE",

@@ -491,7 +491,7 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     records::no_url_as_a_path(cli).map_err(UsageError)?;
     records::check_words(cli).map_err(UsageError)?;
     same_file_as_the_log(cli)?;
-    same_record_file(cli)?;
+    records::same_record_file(cli).map_err(UsageError)?;
     junit::same_file_as_another(cli).map_err(UsageError)?;
     if cli.flaky.keep_going && cli.flaky.repeat.is_none() {
         return Err(UsageError(
@@ -605,22 +605,6 @@ fn stagger(
         }
     }
     Ok(stagger.map(|(most, _)| most))
-}
-
-/// `--dead-letter` and `--history` naming one file (docs/files.md#files-that-outlive-a-run): each
-/// would take the other's lines for damaged ones.
-fn same_record_file(cli: &Cli) -> Result<(), UsageError> {
-    let (Some(letters), Some(history)) = (&cli.dead_letter, &cli.flaky.history) else {
-        return Ok(());
-    };
-    if !same_file(letters, history) {
-        return Ok(());
-    }
-    Err(UsageError(format!(
-        "--dead-letter '{}' and --history '{}' name the same file: each would find the other's lines damaged",
-        printable(&letters.display().to_string()),
-        printable(&history.display().to_string())
-    )))
 }
 
 /// `--log-file` naming the file of `--dead-letter` or `--replay`

@@ -129,6 +129,12 @@ fn url(path: &Path) -> Option<String> {
     Some(printable(&format!("{scheme}://{rest}")))
 }
 
+/// Whether a record option's value names a store on Redis, which keeps its dead letters and its
+/// history under keys of their own: never one file with another option's.
+pub fn on_redis(value: &Path) -> bool {
+    matches!(Place::of(value), Ok(Place::Redis(_)))
+}
+
 /// The words after the options, where the mode gives them a meaning: `--forget` takes the ids
 /// it forgets, `--prune` none.
 pub fn check_words(cli: &Cli) -> Result<(), String> {
@@ -144,6 +150,26 @@ pub fn check_words(cli: &Cli) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// `--dead-letter` or `--replay`, and `--history`, naming one file
+/// (docs/files.md#files-that-outlive-a-run): each would take the other's lines for damaged ones.
+pub fn same_record_file(cli: &Cli) -> Result<(), String> {
+    let (option, letters) = match &cli.replay {
+        Some(file) => ("--replay", Some(file)),
+        None => ("--dead-letter", cli.dead_letter.as_ref()),
+    };
+    let (Some(letters), Some(history)) = (letters, &cli.flaky.history) else {
+        return Ok(());
+    };
+    if !crate::store::open::same_file(letters, history) || on_redis(letters) {
+        return Ok(());
+    }
+    Err(format!(
+        "{option} '{}' and --history '{}' name the same file: each would find the other's lines damaged",
+        printable(&letters.display().to_string()),
+        printable(&history.display().to_string())
+    ))
 }
 
 #[cfg(test)]

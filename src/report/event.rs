@@ -476,6 +476,10 @@ pub enum Warning {
     },
     /// The run could not be recorded in `--dead-letter`.
     DeadLetterNotWritten { path: PathBuf, why: String },
+    /// The run is on the fleet's store on Redis (`path`), but the runs kept locally before it
+    /// could not be moved there, as `why` says (naming their file): they stay where no replay
+    /// of the store sees them.
+    DeadLetterKeptNotMoved { path: PathBuf, why: String },
     /// The fleet's store on Redis (`path`) failed as said: the record is kept in the local
     /// `file` until a run or replay of the store on this machine reaches Redis.
     DeadLetterKeptLocally {

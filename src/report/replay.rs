@@ -53,8 +53,9 @@ pub fn pending_list(
                 .num("exit_code", r.exit_code)
                 .num("tries", r.tries)
                 .num("attempts", p.attempts)
-                .str("state", p.state.word())
-                .words("command", r.command.iter().map(OsString::as_os_str));
+                .str("state", p.state.word());
+            let obj =
+                labelled(obj, &r.label).words("command", r.command.iter().map(OsString::as_os_str));
             writeln!(out, "{}", obj.finish())?;
         }
         return Ok(());
@@ -74,10 +75,11 @@ pub fn pending_list(
             (true, state) => format!("{:<9}  ", state.word()),
         };
         let line = format!(
-            "{state}{}  {}  {}  {}",
+            "{state}{}  {}  {}  {}{}",
             p.record.id,
             p.record.ts,
             gave_up(p),
+            label(p),
             text::command_line(&p.record.command, charset)
         );
         writeln!(out, "{}", printable(&line))?;
@@ -121,7 +123,8 @@ pub fn fleet_list(
                 Some(who) => obj.str("claimed_by", &who),
                 None => obj.raw("claimed_by", "null"),
             };
-            let obj = obj.words("command", p.record.command.iter().map(OsString::as_os_str));
+            let obj = labelled(obj, &p.record.label)
+                .words("command", p.record.command.iter().map(OsString::as_os_str));
             writeln!(out, "{}", obj.finish())?;
         }
         return Ok(());
@@ -138,11 +141,12 @@ pub fn fleet_list(
     for r in runs {
         let p = r.pending;
         let mut line = format!(
-            "{}  {}  {}  {}  {}",
+            "{}  {}  {}  {}  {}{}",
             p.record.id,
             r.host,
             p.record.ts,
             gave_up(p),
+            label(p),
             text::command_line(&p.record.command, charset)
         );
         if p.state != State::Pending {
@@ -154,6 +158,23 @@ pub fn fleet_list(
         writeln!(out, "{}", printable(&line))?;
     }
     Ok(())
+}
+
+/// The run's `--label` as a listing shows it before the command, `[LABEL]  `, as the log
+/// names the run; nothing for a run without one.
+fn label(p: &Pending) -> String {
+    match &p.record.label {
+        Some(label) => format!("[{label}]  "),
+        None => String::new(),
+    }
+}
+
+/// `obj` with the run's `label`, or `null`.
+fn labelled(obj: Obj, label: &Option<String>) -> Obj {
+    match label {
+        Some(label) => obj.str("label", label),
+        None => obj.raw("label", "null"),
+    }
 }
 
 /// What `--forget` did: `forgot 2 runs of 'FILE'; 3 still pending`, or with `json` one object.

@@ -148,6 +148,9 @@ fn file_warning_text(w: &Warning) -> String {
             "cannot record this run in --dead-letter '{}': {why}",
             path.display()
         ),
+        Warning::DeadLetterKeptNotMoved { path, why } => {
+            format!("--dead-letter '{}': {why}", path.display())
+        }
         Warning::DeadLetterKeptLocally { path, file, why } => format!(
             "--dead-letter '{}': {why}; the run is kept in '{}' until a run or replay of this store reaches Redis",
             path.display(),
@@ -259,6 +262,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::ClaimLost { .. }
         | Warning::ReplaySkipped { .. }
         | Warning::ClaimLapsed { .. }
+        | Warning::DeadLetterKeptNotMoved { .. }
         | Warning::HistoryTooLarge { .. }
         | Warning::HistoryNotWritten { .. }
         | Warning::LineCutShort { .. }

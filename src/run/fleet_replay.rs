@@ -16,7 +16,7 @@ use crate::policy::quota::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{FleetRun, ReplayRefusal, fleet_list};
 use crate::run::claims::Claims;
-use crate::run::replay::{Ledger, Run, configure, picked, run_replay, usage};
+use crate::run::replay::{Ledger, Run, configure, picked, place_from_here, run_replay, usage};
 use crate::store::deadletter::Pending;
 use crate::store::fleet::{Fleet, Listed, consumer_name, host_name};
 use crate::store::unsent;
@@ -52,15 +52,15 @@ pub fn replay(
     };
     let host = host_name();
     // A dry run moves nothing: what this machine keeps locally is listed as pending too, as
-    // the replay would move it and run it.
-    if dry_run {
-        listed.extend(kept_here(address, &host, listed.len()));
-    }
-    // An --only that names another machine's run says so, rather than that no run has it.
-    if !dry_run && !picks.any_host {
-        if let Some(hint) = elsewhere(&picks.only, &listed, &host) {
-            return unreachable(hint);
-        }
+    // the replay would move it and run it. An --only that names another machine's run says
+    // so, rather than that no run has it.
+    let refused = match dry_run {
+        true => kept_here(address, &host, &mut listed).err(),
+        false if !picks.any_host => elsewhere(&picks.only, &listed, &host),
+        false => None,
+    };
+    if let Some(why) = refused {
+        return unreachable(why);
     }
     // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
     let ours = |l: &Listed| dry_run || picks.any_host || l.host == host;
@@ -124,29 +124,43 @@ fn picks_of(config: &Config) -> crate::config::Picks {
 }
 
 /// The runs this machine keeps in its local file for the store at `address` (Redis could not
-/// be reached when they gave up), as the listing shows them, after the `before` listed.
-fn kept_here(address: &RedisAddress, host: &str, before: usize) -> Vec<Listed> {
+/// be reached when they gave up), added to `listed` as the listing shows them; or why that file
+/// cannot be read, as the replay would refuse it, rather than its runs left out of the listing.
+/// A file that is not there keeps none.
+fn kept_here(address: &RedisAddress, host: &str, listed: &mut Vec<Listed>) -> Result<(), String> {
     let var = |name: &str| std::env::var_os(name);
     let Some(file) = unsent::file_of(address, &var) else {
-        return Vec::new();
+        return Ok(());
     };
     let lock_wait = crate::store::record::LOCK_WAIT;
-    let Ok(kept) = crate::store::deadletter::read(&file, None, lock_wait) else {
-        return Vec::new();
+    let kept = match crate::store::deadletter::read(&file, None, lock_wait) {
+        Ok(kept) => kept,
+        Err(crate::store::deadletter::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(());
+        }
+        Err(why) => {
+            return Err(format!(
+                "cannot read the runs kept in '{}': {why}; a replay would not move them either",
+                file.display()
+            ));
+        }
     };
-    kept.pending
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut pending)| {
-            pending.line = before + k + 1;
-            Listed {
-                pending,
-                host: host.to_string(),
-                claim: None,
-                entry: String::new(),
-            }
-        })
-        .collect()
+    let before = listed.len();
+    listed.extend(
+        kept.pending
+            .into_iter()
+            .enumerate()
+            .map(|(k, mut pending)| {
+                pending.line = before + k + 1;
+                Listed {
+                    pending,
+                    host: host.to_string(),
+                    claim: None,
+                    entry: String::new(),
+                }
+            }),
+    );
+    Ok(())
 }
 
 /// The line that says an `--only` of `only` names a pending run of another machine than
@@ -187,9 +201,10 @@ fn prepared(
         .file
         .as_deref()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    let history = config.history.as_deref().map(place_from_here);
     pending
         .into_iter()
-        .map(|p| configure(shown, p, &now, log_file.as_deref()))
+        .map(|p| configure(shown, p, &now, log_file.as_deref(), history.as_deref()))
         .collect()
 }
 

@@ -40,13 +40,12 @@ use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::report::dryrun;
 use crate::report::event::{Event, Failure, Warning};
-use crate::report::history::History;
 use crate::report::junit::Junit;
 use crate::report::log::Log;
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
 use crate::store::shared;
-use setup::{Start, open_log, run_id, run_logged};
+use setup::{Start, open_log, run_id, run_logged, with_history};
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
@@ -66,7 +65,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
     };
     // A replay draws a seed for each run it replays.
     let seed = || config.seed.unwrap_or_else(random::random_u64);
-    match &config.mode {
+    let status = match &config.mode {
         Mode::Replay { file, .. } => match crate::store::place::Place::of_replay(file) {
             Ok((crate::store::place::Place::Redis(address), lease)) => {
                 let lease = lease.unwrap_or(crate::store::lease::DEFAULT_LENGTH);
@@ -80,6 +79,36 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
         Mode::Simulate(sim) => simulate(&config, sim, seed()),
         Mode::DryRun => dry_run(&config, seed()),
         Mode::Run => real_run(&config, &args, seed(), start, wall_start),
+    };
+    // Told last, unless the refusal of a usage error is the one line to tell.
+    if status != ExitStatus::Usage {
+        warn_of_a_password_in_url(&config.mode);
+    }
+    status
+}
+
+/// The warning that the Redis password in the URL of `--replay`, `--forget`, `--prune` or
+/// `--stats` can be read by every user of the machine, as a run's `--quota`, `--dead-letter`
+/// and `--history` warn of theirs.
+fn warn_of_a_password_in_url(mode: &Mode) {
+    let (option, file) = match mode {
+        Mode::Replay { file, .. } => ("--replay", file),
+        Mode::Stats { file, .. } => ("--stats", file),
+        Mode::Forget { file, .. } => ("--forget", file),
+        Mode::Prune { file, .. } => ("--prune", file),
+        _ => return,
+    };
+    if let Ok(crate::store::place::Place::Redis(address)) = crate::store::place::Place::of(file) {
+        if address.password().is_some() {
+            let warning = Warning::PasswordInUrl {
+                option,
+                variable: crate::store::redis::PASSWORD_VAR,
+            };
+            eprintln!(
+                "retry: warning: {}",
+                crate::report::words::warning_text(&warning)
+            );
+        }
     }
 }
 
@@ -287,44 +316,6 @@ fn real_run(
         keeper: None,
     };
     run_logged(config, log, signals, begin).outcome.status
-}
-
-/// The log, with the `--history` sink added: the file is opened now, so that a file that
-/// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
-/// error (logged, 125) before the command runs.
-fn with_history(config: &Config, path: &std::path::Path, mut log: Log) -> Result<Log, ExitStatus> {
-    use crate::store::place::Place;
-    if let Ok(Place::Redis(address)) = Place::of(path) {
-        if address.password().is_some() {
-            log.warn(Warning::PasswordInUrl {
-                option: "--history",
-                variable: crate::store::redis::PASSWORD_VAR,
-            });
-        }
-        let fleet = crate::store::fleet::Fleet::from_env(&address, &|name| std::env::var_os(name));
-        let shown = Place::Redis(address).shown();
-        let history = History::new(shown, config.command.clone(), None).on(fleet);
-        return Ok(log.with_sink(Box::new(history)));
-    }
-    if let Err(e) = crate::store::record::prepare_for(path, "run") {
-        log.emit(Event::Error(Failure::History {
-            path: path.to_path_buf(),
-            why: e.to_string(),
-        }));
-        return Err(ExitStatus::Usage);
-    }
-    // Still recorded, but --stats would refuse the whole file.
-    let bytes = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
-    if bytes > deadletter::MAX_FILE {
-        log.warn(Warning::HistoryTooLarge {
-            path: path.to_path_buf(),
-            bytes,
-        });
-    }
-    // The wait for the file's lock ends with the budget.
-    let until = config.policy.limit.map(|limit| limit.at);
-    let history = History::new(path.to_path_buf(), config.command.clone(), until);
-    Ok(log.with_sink(Box::new(history)))
 }
 
 /// The runs of a fleet's history on Redis, each with its host, as `--stats` reads a file's.

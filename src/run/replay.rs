@@ -261,11 +261,13 @@ fn prepare(
         .collect();
     // What picks the runs, and the mode, are the replay's own: the runs it replays get the rest.
     let now = crate::argv::option_words(args, &["replay", "dry-run", "only", "only-label", "all"]);
-    // A --log-file given now names a file from here, not from each run's directory.
+    // A --log-file or --history given now names a file from here, not from each run's
+    // directory.
     let log_file = config.log.file.as_deref().map(absolute);
+    let history = config.history.as_deref().map(place_from_here);
     let runs = pending
         .into_iter()
-        .map(|p| configure(file, p, &now, log_file.as_deref()))
+        .map(|p| configure(file, p, &now, log_file.as_deref(), history.as_deref()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((runs, cut_short))
 }
@@ -368,6 +370,7 @@ pub(crate) fn configure(
     p: Pending,
     now: &[OsString],
     log_file: Option<&Path>,
+    history: Option<&Path>,
 ) -> Result<(Pending, Config), ReplayRefusal> {
     let refused = |problem| ReplayRefusal::Options {
         file: file.to_path_buf(),
@@ -396,6 +399,9 @@ pub(crate) fn configure(
         ParseOutcome::Run(mut config) => {
             if let Some(path) = log_file {
                 config.log.file = Some(path.to_path_buf());
+            }
+            if let Some(path) = history {
+                config.history = Some(path.to_path_buf());
             }
             Ok((p, *config))
         }
@@ -590,6 +596,15 @@ impl Replay {
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// A record option's value given to a replay, named from where the replay starts: a file's
+/// path made absolute, a `redis://` URL as it is.
+pub(crate) fn place_from_here(value: &Path) -> PathBuf {
+    match crate::store::place::Place::of(value) {
+        Ok(crate::store::place::Place::Redis(_)) => value.to_path_buf(),
+        _ => absolute(value),
+    }
 }
 
 /// Enters the run's directory; the reason it cannot, if it cannot.

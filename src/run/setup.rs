@@ -12,6 +12,7 @@ use crate::outcome::RunOutcome;
 use crate::policy::quota::QuotaSpec;
 use crate::report::ci::{Ci, Markers};
 use crate::report::event::{Event, Failure, Warning};
+use crate::report::history::History;
 use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
 use crate::run::clock::{self, Moment};
@@ -20,7 +21,7 @@ use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
 use crate::run::withheld;
 use crate::run::{process, stdio};
-use crate::store::deadletter::DeadLetter;
+use crate::store::deadletter::{self, DeadLetter};
 use crate::store::shared;
 
 /// A new run's id, shaped like a UUID: every try gets it as `RETRY_RUN_ID`.
@@ -227,6 +228,19 @@ pub(crate) fn run_again(
             };
         }
     };
+    // The run's --history, recorded or given to the replay, gets its line as any run's does.
+    let log = match &config.history {
+        Some(path) => match with_history(config, path, log) {
+            Ok(log) => log,
+            Err(status) => {
+                return RunEnd {
+                    outcome: RunOutcome::before_any_try(status),
+                    signals,
+                };
+            }
+        },
+        None => log,
+    };
     let begin = Start {
         seed: config.seed.unwrap_or_else(random::random_u64),
         start,
@@ -236,4 +250,46 @@ pub(crate) fn run_again(
         keeper,
     };
     run_logged(config, log, signals, begin)
+}
+
+/// The log, with the `--history` sink added: the file is opened now, so that a file that
+/// cannot be written, or that retry must not trust (docs/files.md#files-that-outlive-a-run), is an
+/// error (logged, 125) before the command runs.
+pub(crate) fn with_history(
+    config: &Config,
+    path: &std::path::Path,
+    mut log: Log,
+) -> Result<Log, ExitStatus> {
+    use crate::store::place::Place;
+    if let Ok(Place::Redis(address)) = Place::of(path) {
+        if address.password().is_some() {
+            log.warn(Warning::PasswordInUrl {
+                option: "--history",
+                variable: crate::store::redis::PASSWORD_VAR,
+            });
+        }
+        let fleet = crate::store::fleet::Fleet::from_env(&address, &|name| std::env::var_os(name));
+        let shown = Place::Redis(address).shown();
+        let history = History::new(shown, config.command.clone(), None).on(fleet);
+        return Ok(log.with_sink(Box::new(history)));
+    }
+    if let Err(e) = crate::store::record::prepare_for(path, "run") {
+        log.emit(Event::Error(Failure::History {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        }));
+        return Err(ExitStatus::Usage);
+    }
+    // Still recorded, but --stats would refuse the whole file.
+    let bytes = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
+    if bytes > deadletter::MAX_FILE {
+        log.warn(Warning::HistoryTooLarge {
+            path: path.to_path_buf(),
+            bytes,
+        });
+    }
+    // The wait for the file's lock ends with the budget.
+    let until = config.policy.limit.map(|limit| limit.at);
+    let history = History::new(path.to_path_buf(), config.command.clone(), until);
+    Ok(log.with_sink(Box::new(history)))
 }

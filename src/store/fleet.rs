@@ -33,6 +33,7 @@ use crate::store::deadletter::{Pending, Record, State, record_of_line};
 use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, exchange_words, texts};
 use crate::store::fleet_scripts::Scripts;
 use crate::store::lease::Lease;
+use crate::store::record::fits_a_reader;
 use crate::store::redis::RedisStoreError;
 use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 use crate::store::redis::server::Server;
@@ -238,9 +239,11 @@ impl Fleet {
     }
 
     /// Adds the record of a run that gave up on `host`; false when the stream has it already.
+    /// A record longer than a file's line may be is refused, as a file refuses it.
     pub fn add(&mut self, record: &Record, host: &str) -> Result<bool, FleetError> {
         let keys = [self.key(""), self.key("ids"), self.key("pruned")];
         let line = record.line();
+        fits_a_reader(&line).map_err(|e| FleetError(e.to_string()))?;
         let args: [&[u8]; 3] = [record.id.as_bytes(), host.as_bytes(), line.as_bytes()];
         let script = self.scripts.add.clone();
         match self.script(&script, &keys, &args)? {
@@ -265,14 +268,17 @@ impl Fleet {
 
     /// Every record of the stream, in the order added, with its state; the settled ones only
     /// with `all`. A page's states, claims and attempts are asked for with the next page, in
-    /// one round trip, so that Redis reads the next page while this one is read here.
+    /// one round trip, so that Redis reads the next page while this one is read here. A page
+    /// whose reply is longer than retry reads is asked for again in pages a tenth as long, down
+    /// to one record: large records make a slower listing, never none.
     pub fn list(&mut self, all: bool) -> Result<Vec<Listed>, FleetError> {
         let mut listed = Vec::new();
         // A claim is shown while its lease is live by the server's clock, which decides it.
         let now = self.server_ms()?;
         let key = self.key("");
-        let count = PAGE.to_string();
-        let range = |from: &str| -> Vec<Vec<u8>> {
+        let mut count = PAGE;
+        let range = |from: &str, count: usize| -> Vec<Vec<u8>> {
+            let count = count.to_string();
             [
                 &b"XRANGE"[..],
                 key.as_bytes(),
@@ -285,25 +291,25 @@ impl Fleet {
             .map(|w| w.to_vec())
             .collect()
         };
-        let first: Vec<Vec<u8>> = range("-");
-        let mut reply = self.request(&first.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let mut reply = loop {
+            let first = range("-", count);
+            match self.request(&first.iter().map(Vec::as_slice).collect::<Vec<_>>()) {
+                Err(why) if too_large(&why) && count > 1 => count = (count / 10).max(1),
+                other => break other?,
+            }
+        };
         loop {
             let entries = self.entries(reply)?;
             let Some(last) = entries.last().map(|e| e.0.clone()) else {
                 break;
             };
-            let more = entries.len() == PAGE;
-            let next = match more {
-                true => Some(range(&after(&last).ok_or_else(|| {
-                    FleetError(format!("an entry id '{last}' that is not one"))
-                })?)),
-                false => None,
-            };
+            let more = entries.len() == count;
+            let from = more.then(|| self.after(&last)).transpose()?;
             let (state, claims, attempts) =
                 (self.key("state"), self.key("claims"), self.key("attempts"));
             let ids: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
             let hmget_keys = [state, claims, attempts];
-            let mut commands: Vec<Vec<&[u8]>> = hmget_keys
+            let hmgets: Vec<Vec<&[u8]>> = hmget_keys
                 .iter()
                 .map(|key| {
                     let mut words: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
@@ -311,10 +317,20 @@ impl Fleet {
                     words
                 })
                 .collect();
-            if let Some(next) = &next {
-                commands.push(next.iter().map(Vec::as_slice).collect());
-            }
-            let mut replies = self.requests(&commands)?.into_iter();
+            let replies = loop {
+                let next = from.as_deref().map(|from| range(from, count));
+                let mut commands = hmgets.clone();
+                if let Some(next) = &next {
+                    commands.push(next.iter().map(Vec::as_slice).collect());
+                }
+                match self.requests(&commands) {
+                    Err(why) if next.is_some() && too_large(&why) && count > 1 => {
+                        count = (count / 10).max(1);
+                    }
+                    other => break other?,
+                }
+            };
+            let mut replies = replies.into_iter();
             let mut fields = || -> Result<Vec<Option<String>>, FleetError> {
                 let reply = replies
                     .next()
@@ -364,9 +380,9 @@ impl Fleet {
             if state != State::Pending && !all {
                 continue;
             }
-            let record = record_of_line(&line).map_err(|why| {
-                FleetError(format!("the stream's entry {entry} is damaged: {why}"))
-            })?;
+            let damaged = |why| format!("the stream's entry {entry} is damaged: {why}");
+            let record = record_of_line(&line)
+                .map_err(|why| FleetError(self.server.withheld(damaged(why))))?;
             listed.push(Listed {
                 pending: Pending {
                     line: listed.len() + 1,
@@ -387,6 +403,13 @@ impl Fleet {
             });
         }
         Ok(())
+    }
+
+    /// The entry id to read on from after `last`: an id that is not one is told without the
+    /// password, as the server's words always are.
+    pub(crate) fn after(&self, last: &str) -> Result<String, FleetError> {
+        let not_one = || format!("an entry id '{last}' that is not one");
+        after(last).ok_or_else(|| FleetError(self.server.withheld(not_one())))
     }
 
     /// The values of an HMGET reply of `n` fields.
@@ -632,6 +655,12 @@ impl Fleet {
             }
         }
     }
+}
+
+/// Whether `why` says that a reply was longer than retry reads of one: a page of records too
+/// large, to ask for again in smaller pages.
+fn too_large(why: &FleetError) -> bool {
+    why.0.ends_with(&exchange_words(&ExchangeError::TooLarge))
 }
 
 /// How long a prune keeps the tombstone of a run it dropped.

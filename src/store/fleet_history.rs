@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use crate::store::fleet::{Fleet, FleetError};
-use crate::store::fleet_replies::{after, fields_of};
+use crate::store::fleet_replies::fields_of;
 use crate::store::redis::resp::Reply;
 
 /// The most runs a fleet's history keeps: past it, Redis trims the oldest (`MAXLEN ~`, so a
@@ -99,9 +99,7 @@ impl Fleet {
             }
             match (more, last) {
                 (true, Some(last)) => {
-                    from = after(&last).ok_or_else(|| {
-                        FleetError(format!("an entry id '{last}' that is not one"))
-                    })?;
+                    from = self.after(&last)?;
                 }
                 _ => break,
             }

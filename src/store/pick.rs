@@ -102,7 +102,8 @@ fn one_char(p: &[char], pi: usize, c: char) -> Option<usize> {
 }
 
 /// Whether `c` is in the set that starts at `start` (just after its `[`), and where the
-/// pattern goes on after its `]`; `None` when the set has no `]`.
+/// pattern goes on after its `]`; `None` when the set has no `]`. As fnmatch(3) and bash read a
+/// set, `\` in it takes the next character as it is: `[\]]` is `]`, `[a\-z]` is `a`, `-` or `z`.
 fn class(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
     let mut i = start;
     let negated = matches!(p.get(i), Some('!' | '^'));
@@ -116,15 +117,28 @@ fn class(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
             return Some((matched != negated, i + 1));
         }
         first = false;
-        if p.get(i + 1) == Some(&'-') && p.get(i + 2).is_some_and(|&e| e != ']') {
-            matched |= (x..=p[i + 2]).contains(&c);
-            i += 3;
-        } else {
-            matched |= x == c;
-            i += 1;
+        let (low, next) = member(p, i)?;
+        match (p.get(next), p.get(next + 1)) {
+            (Some('-'), Some(&e)) if e != ']' => {
+                let (high, after) = member(p, next + 1)?;
+                matched |= (low..=high).contains(&c);
+                i = after;
+            }
+            _ => {
+                matched |= low == c;
+                i = next;
+            }
         }
     }
     None
+}
+
+/// The character of a set at `i`, taken as it is after a `\`, and where the set goes on.
+fn member(p: &[char], i: usize) -> Option<(char, usize)> {
+    match p.get(i)? {
+        '\\' => p.get(i + 1).map(|&x| (x, i + 2)),
+        &x => Some((x, i + 1)),
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +192,13 @@ mod tests {
             ("a*b*c", "aXbYc", true),
             ("a*b*c", "aXbY", false),
             ("[]]", "]", true),
+            ("[\\]]", "]", true),
+            ("[\\]]", "\\", false),
+            ("[a\\-z]", "-", true),
+            ("[a\\-z]", "m", false),
+            ("[a\\-z]", "z", true),
+            ("[!\\]]", "]", false),
+            ("x[\\a-\\c]", "xb", true),
         ] {
             assert_eq!(glob(pattern, text), expected, "{pattern} against {text}");
         }

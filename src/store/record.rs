@@ -149,7 +149,7 @@ fn ends_a_line(file: &File, len: u64) -> io::Result<bool> {
 
 /// An error for a line that no reader would take (over [`MAX_LINE`] with its line break): the
 /// run's command line alone is that long.
-fn fits_a_reader(line: &str) -> io::Result<()> {
+pub(crate) fn fits_a_reader(line: &str) -> io::Result<()> {
     if line.len() < MAX_LINE {
         return Ok(());
     }

@@ -19,8 +19,9 @@ use crate::store::record::{self, LOCK_WAIT, lock};
 /// Where a run that gave up was recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sent {
-    /// On the stream; with the records kept locally before it that went along.
-    Stream { moved: usize },
+    /// On the stream; with the records kept locally before it that went along, or why they
+    /// could not (the file's runs stay there, and this is said).
+    Stream { moved: Result<usize, String> },
     /// In the local file, since Redis failed as said.
     Kept { file: PathBuf, why: FleetError },
 }
@@ -61,8 +62,8 @@ pub fn send(
     match fleet.add(record, &host_name()) {
         Ok(_) => {
             let moved = match file_of(address, var) {
-                Some(file) => move_kept(&mut fleet, &file).unwrap_or(0),
-                None => 0,
+                Some(file) => move_kept(&mut fleet, &file).map_err(|why| unmoved(&file, &why)),
+                None => Ok(0),
             };
             Ok(Sent::Stream { moved })
         }
@@ -93,12 +94,17 @@ pub fn move_kept_here(
     let Some(file) = file_of(address, var) else {
         return Ok(());
     };
-    move_kept(fleet, &file).map(drop).map_err(|why| {
-        format!(
-            "cannot move the runs kept in '{}' to it: {why}",
-            file.display()
-        )
-    })
+    move_kept(fleet, &file)
+        .map(drop)
+        .map_err(|why| unmoved(&file, &why))
+}
+
+/// Why the runs kept in `file` could not be moved to the stream.
+pub fn unmoved(file: &std::path::Path, why: &str) -> String {
+    format!(
+        "cannot move the runs kept in '{}' to it: {why}",
+        file.display()
+    )
 }
 
 /// Moves the records of the local file `file` to the stream, under the file's lock: how many.

@@ -652,7 +652,13 @@ fn every_example_of_the_readme_is_a_valid_retry_command_line() {
                         else {
                             continue;
                         };
-                        let args = &words[at..];
+                        // A redirection (`>> FILE`) ends the words that retry gets.
+                        let args: Vec<String> = words[at..]
+                            .iter()
+                            .take_while(|w| !w.starts_with('>'))
+                            .cloned()
+                            .collect();
+                        let args = &args[..];
                         // `cargo run --release -- ARGS` runs retry too.
                         if let ParseOutcome::Usage(e) = parse(args, SystemTime::now()) {
                             panic!(

@@ -182,3 +182,29 @@ pub fn cli(port: u16, args: &[&str]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Sends `commands` to the server on `port` at once (`redis-cli --pipe`), each a list of
+/// words: for many of them, or large ones, where [`cli`] would start a process each.
+pub fn pipe(port: u16, commands: &[Vec<Vec<u8>>]) {
+    let mut resp = Vec::new();
+    for words in commands {
+        resp.extend_from_slice(format!("*{}\r\n", words.len()).as_bytes());
+        for word in words {
+            resp.extend_from_slice(format!("${}\r\n", word.len()).as_bytes());
+            resp.extend_from_slice(word);
+            resp.extend_from_slice(b"\r\n");
+        }
+    }
+    let mut child = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli --pipe");
+    child.stdin.take().unwrap().write_all(&resp).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "redis-cli --pipe: {out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("errors: 0"), "redis-cli --pipe: {said}");
+}

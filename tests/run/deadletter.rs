@@ -1155,3 +1155,37 @@ fn a_replay_with_nothing_pending_is_quiet_as_a_cron_line_that_did_nothing_should
         stderr_of(&out)
     );
 }
+
+#[test]
+fn a_replayed_run_writes_the_history_it_recorded_or_the_one_given_now() {
+    let base = common::temp_dir("dl-history");
+    std::fs::create_dir(base.join("sub")).unwrap();
+    let file = base.join("dead.jsonl");
+    assert_eq!(
+        give_up(&base, &file, &["--history", "h.jsonl", "-n", "1"], "exit 3"),
+        3
+    );
+    let runs_in = |history: &Path| {
+        json_file(history)
+            .iter()
+            .filter(|l| l["event"] == "run")
+            .count()
+    };
+    assert_eq!(runs_in(&base.join("h.jsonl")), 1);
+    // From another directory: the recorded history is named from the run's own.
+    let out = replay(&base.join("sub"), &file, &["-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(runs_in(&base.join("h.jsonl")), 2);
+    // One given now, named from where the replay starts, takes its place.
+    let out = replay(&base.join("sub"), &file, &["-q", "--history", "now.jsonl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(runs_in(&base.join("sub/now.jsonl")), 1);
+    assert_eq!(runs_in(&base.join("h.jsonl")), 2);
+    // It cannot be the file replayed.
+    let out = replay(&base, &file, &["--history", "./dead.jsonl"]);
+    let line = usage_error_of(&out, "");
+    assert!(
+        line.contains("--replay") && line.contains("--history") && line.contains("same file"),
+        "{line}"
+    );
+}

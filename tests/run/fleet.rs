@@ -636,6 +636,12 @@ fn a_history_line_that_redis_cannot_take_is_one_warning_and_the_run_keeps_its_st
 
 /// A listener on 127.0.0.1 that answers every command of each connection with `answer`.
 fn answering(answer: &'static [u8]) -> u16 {
+    answering_after(b"", answer)
+}
+
+/// A listener on 127.0.0.1 that answers the first command of each connection with `first`
+/// (`answer` when empty), and every other with `answer`.
+fn answering_after(first: &'static [u8], answer: &'static [u8]) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -644,11 +650,13 @@ fn answering(answer: &'static [u8]) -> u16 {
             std::thread::spawn(move || {
                 use std::io::{Read, Write};
                 let mut buf = [0u8; 4096];
+                let mut reply = if first.is_empty() { answer } else { first };
                 while let Ok(n @ 1..) = socket.read(&mut buf) {
                     let _ = n;
-                    if socket.write_all(answer).is_err() {
+                    if socket.write_all(reply).is_err() {
                         return;
                     }
+                    reply = answer;
                 }
             });
         }
@@ -868,6 +876,197 @@ fn an_only_that_names_another_machines_run_says_so_and_a_password_in_any_url_is_
         line.contains("gave up on web-9") && line.contains("--any-host"),
         "{line}"
     );
+    // The store's own options warn of it as a run's do.
+    let forms: [&[&str]; 4] = [
+        &["--replay", &url, "--dry-run"],
+        &["--forget", &url, "all"],
+        &["--prune", &url, "--older-than", "30d"],
+        &["--stats", &url.replace("/jobs", "/ci")],
+    ];
+    for args in forms {
+        let out = retry_in(&dir).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        let log = stderr_of(&out);
+        let warning = format!("the Redis password in {} can be read", args[0]);
+        assert_eq!(log.matches(&warning).count(), 1, "{log}");
+        assert!(!log.contains("pw-pw"), "{log}");
+    }
+}
+
+/// Gives up a run in `dir` while Redis cannot be reached, and puts the local file it was kept
+/// in where the store `url` on `port` looks for it: its path.
+fn kept_for(dir: &Path, url: &str, port: u16) -> std::path::PathBuf {
+    let down_port = common::redis_server::free_port();
+    let down = url.replace(&format!(":{port}/"), &format!(":{down_port}/"));
+    give_up(dir, &down, "kept", "exit 1");
+    let kept = dir.join(format!(
+        "state/retry/unsent/127.0.0.1_{down_port}_jobs.jsonl"
+    ));
+    let moved = dir.join(format!("state/retry/unsent/127.0.0.1_{port}_jobs.jsonl"));
+    std::fs::rename(&kept, &moved).unwrap();
+    moved
+}
+
+#[test]
+fn runs_kept_locally_in_a_file_that_cannot_be_read_are_warned_of_and_not_listed_silently() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = Server::start("fleet-kept-damaged", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-kept-damaged");
+    let url = server.url("jobs");
+    let kept = kept_for(&dir, &url, server.port);
+    let whole = std::fs::read(&kept).unwrap();
+    let mut damaged = whole.clone();
+    damaged.extend_from_slice(b"not a record\n");
+    for (why, contents, mode) in [("line 2", &damaged, 0o600), ("mode 0666", &whole, 0o666)] {
+        std::fs::write(&kept, contents).unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(mode)).unwrap();
+        // A run that gives up on Redis says that the runs kept here did not go along.
+        let out = retry_in(&dir)
+            .args(["--dead-letter", &url, "-q", "-n", "1", "--", "false"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let log = stderr_of(&out);
+        let warning: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warning.len(), 1, "{why}: {log}");
+        assert!(
+            warning[0].contains(&kept.display().to_string()) && warning[0].contains(why),
+            "{why}: {log}"
+        );
+        // The listing refuses, as the replay does, rather than leave them out.
+        let out = retry_in(&dir)
+            .args(["--replay", &url, "--dry-run"])
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, why);
+        assert!(
+            line.contains(&kept.display().to_string()) && line.contains(why),
+            "{line}"
+        );
+    }
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["2"]);
+}
+
+#[test]
+fn records_too_large_for_a_page_are_listed_in_smaller_pages_and_one_too_large_is_refused() {
+    let Some(server) = Server::start("fleet-large", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-large");
+    let url = server.url("jobs");
+    // 700 records of 100 KB: 70 MB, more than one reply of a page may hold.
+    let word = "x".repeat(100_000);
+    let commands: Vec<Vec<Vec<u8>>> = (0..700)
+        .map(|k| {
+            let id = format!("00000000-0000-0000-0000-{k:012}");
+            let record = format!(
+                "{{\"event\":\"dead_letter\",\"id\":\"{id}\",\"ts\":\"2026-12-01T00:00:00.000Z\",\"label\":null,\"cwd\":\"/\",\"command\":[\"echo\",\"{word}\"],\"options\":[],\"exit_code\":1,\"reason\":\"tries\",\"tries\":1,\"duration_ms\":1}}"
+            );
+            [
+                "XADD",
+                "retry:dead:{jobs}",
+                "*",
+                "id",
+                &id,
+                "host",
+                "web-1",
+                "record",
+                &record,
+            ]
+            .iter()
+            .map(|w| w.as_bytes().to_vec())
+            .collect()
+        })
+        .collect();
+    common::redis_server::pipe(server.port, &commands);
+    // The last is listed: every page before it was read.
+    let last = "00000000-0000-0000-0000-000000000699";
+    let runs = listed(&dir, &url, &["--only", last]);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], last);
+    // A record that no page could hold is refused when it is added, as a file refuses it.
+    let words = vec![word; 11];
+    let out = retry_in(&dir)
+        .args(["--dead-letter", &url, "-q", "-n", "1", "--", "false"])
+        .args(&words)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = stderr_of(&out);
+    assert!(log.contains("more than the 1 MiB"), "{log}");
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["700"]);
+}
+
+#[test]
+fn the_dead_letters_and_the_history_may_share_a_name_on_redis_but_not_a_file() {
+    let Some(server) = Server::start("fleet-same-name", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-same-name");
+    let url = server.url("ci");
+    retry_in(&dir)
+        .args(["--dead-letter", &url, "--history", &url, "-q", "-n", "1"])
+        .args(["--", "false"])
+        .assert()
+        .code(1);
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{ci}"]), ["1"]);
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), ["1"]);
+    let out = retry_in(&dir)
+        .args(["--replay", &url, "--history", &url, "-q", "-n", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(cli(server.port, &["XLEN", "retry:history:{ci}"]), ["2"]);
+    let out = retry_in(&dir)
+        .args([
+            "--dead-letter",
+            "f.jsonl",
+            "--history",
+            "./f.jsonl",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "");
+    assert!(line.contains("same file"), "{line}");
+}
+
+#[test]
+fn an_entry_id_or_an_entry_that_quotes_the_password_is_withheld() {
+    let dir = common::temp_dir("fleet-entry-password");
+    let entry = |id: &str, record: &str| {
+        format!(
+            "*2\r\n${}\r\n{id}\r\n*6\r\n$2\r\nid\r\n$1\r\nx\r\n$4\r\nhost\r\n$1\r\nh\r\n$6\r\nrecord\r\n${}\r\n{record}\r\n",
+            id.len(),
+            record.len()
+        )
+    };
+    // A whole page whose last id is not one, so that the next page would start after it; and
+    // one entry whose record is damaged.
+    let mut page = "*5000\r\n".to_string();
+    for k in 0..4999 {
+        page += &entry(&format!("1-{k}"), "{}");
+    }
+    page += &entry("hunter2-hunter2", "{}");
+    // Its states, claims and attempts are asked for at once: three replies to one read.
+    let damaged = format!("*1\r\n{}", entry("hunter2-hunter2-0", "not a record")).repeat(3);
+    for answer in [page, damaged] {
+        let port = answering_after(b"+OK\r\n", answer.into_bytes().leak());
+        let out = retry_in(&dir)
+            .args([
+                "--replay",
+                &format!("redis://:hunter2-hunter2@127.0.0.1:{port}/jobs"),
+            ])
+            .arg("--dry-run")
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, "--replay");
+        assert!(!line.contains("hunter2"), "{line}");
+        assert!(line.contains("not shown"), "{line}");
+    }
 }
 
 #[test]

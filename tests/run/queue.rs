@@ -499,3 +499,40 @@ fn a_dead_letter_never_records_the_password_of_a_history_on_redis() {
         "{text}"
     );
 }
+
+#[test]
+fn a_backslash_in_a_labels_set_takes_the_next_character_as_it_is() {
+    let dir = common::temp_dir("queue-label-set");
+    for label in ["job]", "job-", "job-m", "jobz"] {
+        give_up(&dir, label, "exit 1");
+    }
+    let all = ids_of(&listed(&dir, &[]));
+    let picked = |pattern: &str| ids_of(&listed(&dir, &["--only-label", pattern]));
+    assert_eq!(picked("job[\\]]"), [all[0].clone()]);
+    assert_eq!(picked("job[a\\-z]"), [all[1].clone(), all[3].clone()]);
+    assert_eq!(picked("job[!\\]-]*"), [all[3].clone()]);
+}
+
+#[test]
+fn the_listing_shows_each_runs_label_that_only_label_picks_by() {
+    let dir = common::temp_dir("queue-list-label");
+    let ids = three(&dir);
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    let lines: Vec<&str> = text.lines().skip(1).collect();
+    for (line, (id, label)) in
+        lines
+            .iter()
+            .zip(ids.iter().zip(["nightly-a", "nightly-b", "weekly"]))
+    {
+        assert!(line.starts_with(id.as_str()), "{text}");
+        assert!(line.contains(&format!("  [{label}]  sh -c")), "{text}");
+    }
+    let runs = listed(&dir, &[]);
+    assert_eq!(runs[2]["label"], "weekly");
+}

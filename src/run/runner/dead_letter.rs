@@ -41,9 +41,18 @@ impl Recorder {
             let record = letter.ended(code, why.word(), tries, outcome.elapsed);
             let var = |name: &str| std::env::var_os(name);
             match unsent::send(address, &record, &var) {
-                Ok(Sent::Stream { .. }) => log.emit(Event::DeadLettered {
-                    path: letter.path.clone(),
-                }),
+                Ok(Sent::Stream { moved }) => {
+                    log.emit(Event::DeadLettered {
+                        path: letter.path.clone(),
+                    });
+                    // The runs kept here before it stay where no replay sees them: say so.
+                    if let Err(why) = moved {
+                        log.warn(Warning::DeadLetterKeptNotMoved {
+                            path: letter.path.clone(),
+                            why,
+                        });
+                    }
+                }
                 Ok(Sent::Kept { file, why }) => log.warn(Warning::DeadLetterKeptLocally {
                     path: letter.path.clone(),
                     file,

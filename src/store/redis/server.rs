@@ -54,13 +54,10 @@ impl Server {
     /// where it cuts them, and may do so in any reply, the script's too. A text that holds 8
     /// characters of the password in a row, or the whole of a shorter one, is withheld whole.
     pub fn scrub(&self, e: RedisStoreError) -> RedisStoreError {
-        let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) else {
+        if self.password.as_deref().is_none_or(|p| p.is_empty()) {
             return e;
-        };
-        let clean = |text: String| match quotes(&text, password) {
-            true => WITHHELD.to_string(),
-            false => text,
-        };
+        }
+        let clean = |text: String| self.withheld(text);
         let source = |source: ExchangeError| match source {
             ExchangeError::Server(message) => ExchangeError::Server(clean(message)),
             other => other,
@@ -79,6 +76,15 @@ impl Server {
                 reply: clean(reply),
             },
             other => other,
+        }
+    }
+
+    /// `text`, which holds words the server sent (an entry id, a record), withheld whole as
+    /// [`Server::scrub`] withholds them when they hold any piece of the password.
+    pub fn withheld(&self, text: String) -> String {
+        match self.password.as_deref().filter(|p| !p.is_empty()) {
+            Some(password) if quotes(&text, password) => WITHHELD.to_string(),
+            _ => text,
         }
     }
 
