@@ -147,7 +147,9 @@ fn a_run_bounded_by_a_deadline_alone_is_replayed_within_the_budget_the_deadline_
     let at = std::time::SystemTime::now() + Duration::from_millis(700);
     let at = humantime::format_rfc3339_millis(at).to_string();
     let args = ["-n", "0", "-d", "20ms", "-m", "50ms", "--deadline", &at];
-    assert_eq!(give_up(&dir, &file, &args, "exit 3"), 3);
+    // The last try exits 3, or on a loaded machine the deadline cuts it (124).
+    let code = give_up(&dir, &file, &args, "exit 3");
+    assert!(code == 3 || code == 124, "{code}");
     let lines = json_file(&file);
     let options = lines[0]["options"].as_array().unwrap();
     let budget = options.last().and_then(Value::as_str).unwrap_or_default();
