@@ -227,11 +227,12 @@ pub fn pruned(
             p.old, p.kept
         ),
     };
-    if p.kept_unread > 0 {
-        text += &format!(
-            ", and {} lines it could not read, as they were",
-            p.kept_unread
-        );
+    match (p.kind, p.kept_unread) {
+        (_, 0) => {}
+        (Kind::DeadLetters, n) => {
+            text += &format!(", and {n} pending whose time it could not read");
+        }
+        (_, n) => text += &format!(", and {n} lines it could not read, as they were"),
     }
     if p.cut_short > 0 {
         text += &format!("; dropped {} lines cut short", p.cut_short);

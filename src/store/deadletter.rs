@@ -283,6 +283,32 @@ pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
 /// than grown (a file of many runs spent a tenth of its reading growing the table of ids).
 /// With `all`, the runs resolved or forgotten are listed too, each with its state.
 fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, ReadError> {
+    let (runs, cut_short) = read_runs(input, size)?;
+    Ok(Listing {
+        pending: runs.listed(all),
+        cut_short,
+    })
+}
+
+/// A run recorded in a dead-letter file, as a prune weighs it: its id, when it gave up as its
+/// line says (read or not), and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Weighed {
+    pub id: String,
+    pub ts: String,
+    pub state: State,
+}
+
+/// Every run that what `input` reads records, settled or not, in the order recorded, and the
+/// lines cut short: read exactly as a replay reads the file (the same lines refused, the same
+/// ones skipped as cut short), without making a [`Record`] of each run.
+pub fn weigh_from(input: impl BufRead, size: u64) -> Result<(Vec<Weighed>, Vec<usize>), ReadError> {
+    let (runs, cut_short) = read_runs(input, size)?;
+    Ok((runs.weighed(), cut_short))
+}
+
+/// The runs of what `input` reads, and the numbers of the lines cut short; see [`pending_from`].
+fn read_runs(input: impl BufRead, size: u64) -> Result<(Runs, Vec<usize>), ReadError> {
     // A record and its `resolved` line take about 400 bytes as `retry` writes them; a guess
     // too small only grows the table as before.
     let mut runs = Runs::with_room(usize::try_from(size / 512).unwrap_or(0));
@@ -305,10 +331,7 @@ fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, R
             },
         }
     }
-    Ok(Listing {
-        pending: runs.listed(all),
-        cut_short,
-    })
+    Ok((runs, cut_short))
 }
 
 impl WrittenRecord<'_> {
@@ -418,6 +441,29 @@ impl Runs {
         }
     }
 
+    /// Every run, with when it gave up as its line says, in the order they were recorded.
+    fn weighed(self) -> Vec<Weighed> {
+        let texts = self.texts;
+        self.runs
+            .into_iter()
+            .map(|run| {
+                let (id, ts) = match run.record {
+                    Kept::Read(record) => (record.id, record.ts),
+                    Kept::Written(at) => {
+                        let written = record_as_written(&texts[at])
+                            .expect("a line kept as written reads as written");
+                        (written.id.to_string(), written.ts.to_string())
+                    }
+                };
+                Weighed {
+                    id,
+                    ts,
+                    state: run.state,
+                }
+            })
+            .collect()
+    }
+
     /// The runs still pending (with `all`, every run), in the order they were recorded.
     fn listed(self, all: bool) -> Vec<Pending> {
         let texts = self.texts;
@@ -453,6 +499,30 @@ fn read_line(text: &str) -> Result<Line<'_>, Option<String>> {
         Ok(value) => read_value(&value).map_err(Some),
         Err(json::Unparsed::EndsTooSoon) => Err(None),
         Err(json::Unparsed::Wrong(e)) => Err(Some(format!("not JSON: {e}"))),
+    }
+}
+
+/// What a whole line of a dead-letter file says about a run, as a replay reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum About {
+    /// It records the run that gave up.
+    Record(String),
+    /// It counts a replay of the run that failed.
+    Attempt(String),
+    /// It says the run was resolved or forgotten.
+    Settled(String),
+}
+
+/// What the line `text` says about which run, read as a replay reads it: `Ok(None)` when it
+/// was cut short (a replay skips it), `Err` with what is wrong when a replay would refuse it.
+pub fn about(text: &str) -> Result<Option<About>, String> {
+    match read_line(text) {
+        Ok(Line::Written(id)) => Ok(Some(About::Record(id.to_string()))),
+        Ok(Line::Record(record)) => Ok(Some(About::Record(record.id))),
+        Ok(Line::Attempt(id)) => Ok(Some(About::Attempt(id))),
+        Ok(Line::Resolved(id) | Line::Forgotten(id)) => Ok(Some(About::Settled(id))),
+        Err(None) => Ok(None),
+        Err(Some(why)) => Err(why),
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -25,11 +25,12 @@ use std::time::{Duration, SystemTime};
 use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 
-use crate::store::deadletter::{Damaged, Hold, MAX_FILE, hold_for_replay};
-use crate::store::lines::{self, Lines, MAX_LINE};
+use crate::store::deadletter::{
+    self, About, Damaged, Hold, MAX_FILE, ReadError, State, hold_for_replay,
+};
+use crate::store::lines::{self, Lines};
 use crate::store::open::open_way;
 use crate::store::record::{LOCK_WAIT, lock};
-use crate::store::written::{record_as_written, resolved_as_written};
 
 /// What a prune dropped and kept, counted in runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,7 +42,8 @@ pub struct Pruned {
     pub forgotten: u64,
     /// Pending runs (of a history: runs) older than the limit.
     pub old: u64,
-    /// Runs kept, and the lines kept that could not be dated or placed.
+    /// Runs kept; and those kept whose time could not be read (of a history: the lines kept
+    /// that could not be dated), counted apart from them.
     pub kept: u64,
     pub kept_unread: u64,
     /// Lines cut short that were dropped.
@@ -114,7 +116,7 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
     };
     let keep = match kind {
         Kind::Empty => return Ok(pruned),
-        Kind::DeadLetters => Keep::Letters(settled(read_from(&held, whole)?, cutoff, &mut pruned)?),
+        Kind::DeadLetters => Keep::Letters(settled(&held, whole, cutoff, &mut pruned)?),
         Kind::History => Keep::History(cutoff),
     };
     let (dir, name) = place(path)?;
@@ -148,7 +150,7 @@ fn whole_lines(file: &File, size: u64) -> io::Result<u64> {
 /// What the file holds, from its first line's event: read as `retry` writes it, or by the
 /// parser (a line written by another tool, its members in another order).
 fn kind_of(file: &File, whole: u64) -> Result<Kind, PruneError> {
-    let mut lines = read_from(file, whole)?;
+    let mut lines = Lines::new(read_from(file, whole)?);
     let text = loop {
         match lines.next_line()? {
             None => return Ok(Kind::Empty),
@@ -173,13 +175,10 @@ fn kind_of(file: &File, whole: u64) -> Result<Kind, PruneError> {
     }
 }
 
-/// The lines of the file's first `len` bytes, read from its start.
-fn read_from(mut file: &File, len: u64) -> io::Result<Lines<BufReader<io::Take<&File>>>> {
+/// The file's first `len` bytes, read from its start.
+fn read_from(mut file: &File, len: u64) -> io::Result<BufReader<io::Take<&File>>> {
     io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
-    Ok(Lines::new(BufReader::with_capacity(
-        1 << 16,
-        file.take(len),
-    )))
+    Ok(BufReader::with_capacity(1 << 16, file.take(len)))
 }
 
 /// Which lines go to the new file.
@@ -190,90 +189,37 @@ enum Keep {
     History(SystemTime),
 }
 
-/// What one line of a dead-letter file is about, read as `retry` writes it or by the parser.
-enum About {
-    Record { id: String, ts: String },
-    Settled { id: String, resolved: bool },
-    Attempt(String),
-}
-
-fn about(text: &str) -> Result<About, String> {
-    if let Some(id) = resolved_as_written(text) {
-        return Ok(About::Settled {
-            id: id.to_string(),
-            resolved: true,
-        });
-    }
-    if let Some(written) = record_as_written(text) {
-        return Ok(About::Record {
-            id: written.id.to_string(),
-            ts: written.ts.to_string(),
-        });
-    }
-    let value = crate::json::parse_line(text).map_err(|_| "not JSON".to_string())?;
-    let field = |key: &str| {
-        value
-            .get(key)
-            .and_then(crate::json::Value::as_str)
-            .map(str::to_string)
-    };
-    let id = field("id").ok_or("no run \"id\"")?;
-    match field("event").as_deref() {
-        Some("dead_letter") => Ok(About::Record {
-            id,
-            ts: field("ts").unwrap_or_default(),
-        }),
-        Some("resolved") => Ok(About::Settled { id, resolved: true }),
-        Some("forgotten") => Ok(About::Settled {
-            id,
-            resolved: false,
-        }),
-        Some("attempt") => Ok(About::Attempt(id)),
-        _ => Err("not a line retry writes".into()),
-    }
-}
-
-/// The runs of a dead-letter file to keep: pending, and recorded at `cutoff` or later (or at a
-/// time that cannot be read). Counts the others in `pruned`.
+/// The runs of a dead-letter file's first `whole` bytes to keep: pending, and recorded at
+/// `cutoff` or later, or at a time that cannot be read (counted apart). Counts the others in
+/// `pruned`. The file is read as a replay reads it: a line a replay would refuse is refused
+/// here too, and the file is left as it is.
 fn settled(
-    mut lines: Lines<impl BufRead>,
+    file: &File,
+    whole: u64,
     cutoff: SystemTime,
     pruned: &mut Pruned,
 ) -> Result<HashMap<String, ()>, PruneError> {
-    // Each run: recent enough, and how it was settled (none, resolved, forgotten).
-    let mut runs: HashMap<String, (bool, Option<bool>)> = HashMap::new();
-    while let Some((line, text)) = lines.next_line()? {
-        let damaged = |why: String| PruneError::Damaged(Damaged { line, why });
-        let text = match text {
-            lines::Line::Text(text) => text,
-            lines::Line::Blank | lines::Line::CutShort => continue,
-            lines::Line::NotUtf8 => return Err(damaged("it is not UTF-8".into())),
-            lines::Line::TooLong => {
-                return Err(damaged(format!("it is longer than {} MiB", MAX_LINE >> 20)));
-            }
-        };
-        match about(text).map_err(damaged)? {
-            About::Record { id, ts } => {
-                let recent = humantime::parse_rfc3339(&ts).map_or(true, |at| at >= cutoff);
-                runs.entry(id).or_insert((recent, None));
-            }
-            About::Settled { id, resolved } => {
-                if let Some((_, state @ None)) = runs.get_mut(&id) {
-                    *state = Some(resolved);
-                }
-            }
-            About::Attempt(_) => {}
-        }
-    }
+    let (runs, _) =
+        deadletter::weigh_from(read_from(file, whole)?, whole).map_err(|e| match e {
+            ReadError::Io(e) => PruneError::Io(e),
+            ReadError::Damaged(d) => PruneError::Damaged(d),
+        })?;
     let mut keep = HashMap::new();
-    for (id, (recent, state)) in runs {
-        match state {
-            Some(true) => pruned.resolved += 1,
-            Some(false) => pruned.forgotten += 1,
-            None if !recent => pruned.old += 1,
-            None => {
-                pruned.kept += 1;
-                keep.insert(id, ());
+    for run in runs {
+        match run.state {
+            State::Resolved => pruned.resolved += 1,
+            State::Forgotten => pruned.forgotten += 1,
+            State::Pending => {
+                match humantime::parse_rfc3339(&run.ts) {
+                    Ok(at) if at < cutoff => {
+                        pruned.old += 1;
+                        continue;
+                    }
+                    Ok(_) => pruned.kept += 1,
+                    // A time that cannot be read: a prune never drops what it cannot date.
+                    Err(_) => pruned.kept_unread += 1,
+                }
+                keep.insert(run.id, ());
             }
         }
     }
@@ -308,7 +254,7 @@ fn rewrite(
     pruned: &mut Pruned,
 ) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 16, &temp.file);
-    let mut lines = read_from(file, whole)?;
+    let mut lines = Lines::new(read_from(file, whole)?);
     while let Some((_, text)) = lines.next_line()? {
         let text = match text {
             lines::Line::Text(text) => text,
@@ -319,9 +265,15 @@ fn rewrite(
             _ => continue,
         };
         let kept = match keep {
-            Keep::Letters(runs) => match about(text) {
-                Ok(About::Record { id, .. } | About::Attempt(id)) => runs.contains_key(&id),
-                Ok(About::Settled { .. }) => false,
+            Keep::Letters(runs) => match deadletter::about(text) {
+                Ok(Some(About::Record(id) | About::Attempt(id))) => runs.contains_key(&id),
+                Ok(Some(About::Settled(_))) => false,
+                // Ended too soon: the start of a line whose write never finished.
+                Ok(None) => {
+                    pruned.cut_short += 1;
+                    false
+                }
+                // Read once already as a replay reads it: none is left.
                 Err(_) => true,
             },
             Keep::History(cutoff) => match ended_at(text) {

@@ -499,3 +499,73 @@ fn a_dead_letter_never_records_the_password_of_a_history_on_redis() {
         "{text}"
     );
 }
+
+/// The line of a run that gave up, recorded in `dir/d.jsonl` by a real run, with its id
+/// replaced by `id` and its time by `ts`.
+fn record_line(dir: &Path, id: &str, ts: &str) -> String {
+    let file = dir.join("d.jsonl");
+    if !file.exists() {
+        give_up(dir, "model", "exit 1");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut v: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    v["id"] = Value::from(id);
+    v["ts"] = Value::from(ts);
+    v.to_string()
+}
+
+#[test]
+fn a_prune_reads_the_lines_as_a_replay_does_and_counts_an_undated_run_apart() {
+    let dir = common::temp_dir("queue-prune-judged");
+    let now = record_line(&dir, "n0000000-0000", "2099-01-01T00:00:00.000Z");
+    let undated = record_line(&dir, "u0000000-0000", "yesterday");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{now}\n{undated}\n")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .args(["--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(
+        (v["kept"].as_u64(), v["kept_unread"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).ends_with("kept 1 pending, and 1 pending whose time it could not read\n"),
+        "{}",
+        stdout_of(&out)
+    );
+    // A line that a replay refuses is refused by a prune, which leaves the file as it is.
+    let damaged = now
+        .replace("n0000000", "d0000000")
+        .replace(r#""command":["sh","-c","exit 1"]"#, r#""command":5"#);
+    assert!(damaged.contains(r#""command":5"#), "{damaged}");
+    std::fs::write(&file, format!("{now}\n{undated}\n{damaged}\n")).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let replay = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&replay, "line 3").contains("\"command\""));
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--prune");
+    assert!(
+        line.contains("line 3") && line.contains("left as it is"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
