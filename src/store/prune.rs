@@ -13,7 +13,8 @@
 //!   the name now names another file, and opens it again (`record::append`): no line is
 //!   written to a file no one will read.
 //! - It holds the replay's hold on the file throughout: a replay meanwhile would append about
-//!   runs the prune is dropping; the two refuse each other.
+//!   runs the prune is dropping; the two refuse each other. Holding it, a prune knows that no
+//!   other prune of the file is writing a new one, and removes those that killed prunes left.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -105,6 +106,10 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
         )
         .into());
     }
+    let (dir, name) = place(path)?;
+    // Holding the hold, no other prune of this file is writing a new one beside it: any such
+    // file there was left by a prune that was killed.
+    remove_stale(&dir, path, name);
     let whole = whole_lines(&held, size)?;
     let kind = kind_of(&held, whole)?;
     let cutoff = now
@@ -119,7 +124,6 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
         Kind::DeadLetters => Keep::Letters(settled(&held, whole, cutoff, &mut pruned)?),
         Kind::History => Keep::History(cutoff),
     };
-    let (dir, name) = place(path)?;
     let temp = Temp::create(&dir, name)?;
     let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
         .map_err(PruneError::Io)
@@ -347,6 +351,54 @@ fn place(path: &Path) -> io::Result<(File, &std::ffi::OsStr)> {
     Ok((open_way(dir, false)?, name))
 }
 
+/// The name of a prune's new file for the file `name`, beside it: `.NAME.prune-` and 16 hex
+/// digits.
+fn temp_name(name: &std::ffi::OsStr, random: u64) -> std::ffi::OsString {
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(format!(".prune-{random:016x}"));
+    temp
+}
+
+/// Whether `entry` is the name of a prune's new file for the file `name`.
+fn is_temp_of(entry: &std::ffi::OsStr, name: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = temp_name(name, 0);
+    let prefix = &prefix.as_bytes()[..prefix.len() - 16];
+    entry.as_bytes().strip_prefix(prefix).is_some_and(|hex| {
+        hex.len() == 16 && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Removes from `dir` the new files that prunes of the file `name` (at `path`) left when they
+/// were killed (SIGKILL, a crash of the machine): full-size private copies that nothing else
+/// would ever remove. Only the caller's own regular files of that exact name are removed, each
+/// by its name in the directory the way checked; one that cannot be removed stays, unsaid.
+fn remove_stale(dir: &File, path: &Path, name: &std::ffi::OsStr) {
+    use nix::sys::stat::{FileStat, SFlag, fstatat};
+    let listed = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => std::fs::read_dir(d),
+        _ => std::fs::read_dir("."),
+    };
+    let Ok(listed) = listed else {
+        return;
+    };
+    let me = crate::store::open::euid();
+    let ours = |st: &FileStat| {
+        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG && st.st_uid == me
+    };
+    for entry in listed.flatten() {
+        let entry = entry.file_name();
+        if !is_temp_of(&entry, name) {
+            continue;
+        }
+        let flags = fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        if fstatat(dir, &*entry, flags).is_ok_and(|st| ours(&st)) {
+            let _ = nix::unistd::unlinkat(dir, &*entry, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        }
+    }
+}
+
 /// The new file, beside the old one under a name no other process can have taken.
 struct Temp {
     file: File,
@@ -357,9 +409,7 @@ struct Temp {
 impl Temp {
     fn create(dir: &File, name: &std::ffi::OsStr) -> io::Result<Temp> {
         for _ in 0..16 {
-            let mut temp = std::ffi::OsString::from(".");
-            temp.push(name);
-            temp.push(format!(".prune-{:016x}", rand::random::<u64>()));
+            let temp = temp_name(name, rand::random::<u64>());
             let flags = OFlag::O_CREAT
                 | OFlag::O_EXCL
                 | OFlag::O_RDWR

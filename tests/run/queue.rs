@@ -569,3 +569,57 @@ fn a_prune_reads_the_lines_as_a_replay_does_and_counts_an_undated_run_apart() {
     );
     assert_eq!(std::fs::read(&file).unwrap(), before);
 }
+
+/// The names in `dir` of the new files that prunes of `d.jsonl` write beside it.
+fn prune_copies(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".d.jsonl.prune-"))
+        .collect()
+}
+
+#[test]
+fn a_prune_removes_the_copy_that_a_prune_killed_before_it_left() {
+    let dir = common::temp_dir("queue-prune-killed");
+    let line = record_line(&dir, "k0000000-0000", "2099-01-01T00:00:00.000Z");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    // The lock held, the prune waits for it with its new file written: it is killed there.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&file)
+        .args(["sleep", "5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut prune = retry_std()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || !prune_copies(
+        &dir
+    )
+    .is_empty()));
+    prune.kill().unwrap();
+    assert!(!wait_bounded(&mut prune, common::STEP_LIMIT).success());
+    holder.kill().unwrap();
+    let _ = wait_bounded(&mut holder, common::STEP_LIMIT);
+    let left = prune_copies(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    // A file of another's name, or not quite of that form, is not the prune's to remove.
+    for other in [".e.jsonl.prune-0123456789abcdef", ".d.jsonl.prune-01234567"] {
+        std::fs::write(dir.join(other), "").unwrap();
+    }
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(prune_copies(&dir), [".d.jsonl.prune-01234567"]);
+    assert!(dir.join(".e.jsonl.prune-0123456789abcdef").exists());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{line}\n"));
+}
