@@ -213,6 +213,7 @@ pub fn pruned(
             .num("kept_unread", p.kept_unread)
             .num("cut_short", p.cut_short)
             .num("appended_meanwhile", p.appended)
+            .num("appended_runs", p.appended_runs)
             .finish();
     }
     let file = shown(file, charset);

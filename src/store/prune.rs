@@ -51,6 +51,8 @@ pub struct Pruned {
     pub cut_short: u64,
     /// Bytes appended by others while the prune read, carried over.
     pub appended: u64,
+    /// The runs among them (each counted in `kept` too).
+    pub appended_runs: u64,
 }
 
 /// What a record file holds.
@@ -127,7 +129,7 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
     let temp = Temp::create(&dir, name)?;
     let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
         .map_err(PruneError::Io)
-        .and_then(|()| swap(&held, whole, &temp, &dir, name, &mut pruned));
+        .and_then(|()| swap(&held, whole, &keep, &temp, &dir, name, &mut pruned));
     if result.is_err() {
         temp.remove();
     }
@@ -310,6 +312,7 @@ fn rewrite(
 fn swap(
     file: &File,
     whole: u64,
+    keep: &Keep,
     temp: &Temp,
     dir: &File,
     name: &std::ffi::OsStr,
@@ -328,6 +331,9 @@ fn swap(
         at += n as u64;
     }
     pruned.appended = at - whole;
+    let runs = runs_in(file, whole, at, keep)?;
+    pruned.appended_runs = runs;
+    pruned.kept += runs;
     temp.file.sync_data()?;
     fcntl::renameat(dir, &*temp.name, dir, name).map_err(io::Error::from)?;
     // The rename on disk before the lock goes. The way's directory may be open only to be
@@ -336,6 +342,29 @@ fn swap(
     let readable = fcntl::openat(dir, ".", flags, Mode::empty()).map_err(io::Error::from)?;
     File::from(readable).sync_all()?;
     Ok(())
+}
+
+/// The runs recorded in the bytes of the file from `start` to `end`, which were appended while
+/// the prune read and are kept as they are: of a dead-letter file its `dead_letter` lines, of a
+/// history its lines that say when their run ended.
+fn runs_in(mut file: &File, start: u64, end: u64, keep: &Keep) -> io::Result<u64> {
+    if end == start {
+        return Ok(0);
+    }
+    io::Seek::seek(&mut file, io::SeekFrom::Start(start))?;
+    let mut lines = Lines::new(BufReader::with_capacity(1 << 16, file.take(end - start)));
+    let mut runs = 0;
+    while let Some((_, line)) = lines.next_line()? {
+        let lines::Line::Text(text) = line else {
+            continue;
+        };
+        let run = match keep {
+            Keep::Letters(_) => matches!(deadletter::about(text), Ok(Some(About::Record(_)))),
+            Keep::History(_) => ended_at(text).is_some(),
+        };
+        runs += u64::from(run);
+    }
+    Ok(runs)
 }
 
 /// The directory of `path`, opened as record files are (every directory checked), and the

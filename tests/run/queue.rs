@@ -623,3 +623,67 @@ fn a_prune_removes_the_copy_that_a_prune_killed_before_it_left() {
     assert!(dir.join(".e.jsonl.prune-0123456789abcdef").exists());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{line}\n"));
 }
+
+#[test]
+fn the_runs_appended_while_a_prune_read_are_counted_among_those_kept() {
+    let dir = common::temp_dir("queue-prune-meanwhile");
+    let first = record_line(&dir, "m0000000-0000", "2099-01-01T00:00:00.000Z");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{first}\n")).unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&file)
+        .args(["sleep", "5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut prune = retry_std()
+        .current_dir(&dir)
+        .args([
+            "--prune",
+            "d.jsonl",
+            "--older-than",
+            "1d",
+            "--log-format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its new file is there once it has read the file: what comes now is appended meanwhile.
+    assert!(common::wait_until(common::STEP_LIMIT, || !prune_copies(
+        &dir
+    )
+    .is_empty()));
+    let meanwhile: String = ["m1", "m2"]
+        .iter()
+        .map(|id| {
+            record_line(
+                &dir,
+                &format!("{id}000000-0000"),
+                "2099-01-01T00:00:00.000Z",
+            ) + "\n"
+        })
+        .collect();
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(meanwhile.as_bytes())
+        .unwrap();
+    holder.kill().unwrap();
+    let _ = wait_bounded(&mut holder, common::STEP_LIMIT);
+    wait_bounded(&mut prune, common::STEP_LIMIT);
+    let out = prune.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(v["kept"], 3, "{v}");
+    assert_eq!(v["appended_runs"], 2, "{v}");
+    assert_eq!(v["appended_meanwhile"], meanwhile.len(), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{first}\n{meanwhile}")
+    );
+}
