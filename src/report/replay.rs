@@ -159,6 +159,29 @@ pub fn fleet_list(
     Ok(())
 }
 
+/// What went wrong with a file, in a user's words rather than the system's
+/// (`No such file or directory (os error 2)`), for the one line of `--forget` and `--prune`.
+pub fn trouble(e: &std::io::Error) -> String {
+    use nix::libc;
+    let words = match e.raw_os_error() {
+        Some(libc::ENOENT) => "there is no such file",
+        Some(libc::ENOSPC) => "the disk is full",
+        Some(libc::EDQUOT) => "the user's disk quota is used up",
+        Some(libc::EFBIG) => "the file would pass the limit on a file's size (ulimit -f)",
+        Some(libc::EROFS) => "the file system is read-only",
+        Some(libc::EACCES | libc::EPERM) => "permission denied",
+        Some(libc::EIO) => "the disk failed to read or write (an I/O error)",
+        _ => {
+            let text = e.to_string();
+            return match text.rsplit_once(" (os error ") {
+                Some((words, _)) => words.to_string(),
+                None => text,
+            };
+        }
+    };
+    words.to_string()
+}
+
 /// What `--forget` did: `forgot 2 runs of 'FILE'; 3 still pending`, or with `json` one object.
 pub fn forgot(
     file: &Path,

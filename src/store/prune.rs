@@ -73,6 +73,10 @@ pub enum PruneError {
     Damaged(Damaged),
     /// The file holds neither dead letters nor a history.
     NotRecords,
+    /// The new file could not be written, or put in the old one's place: the old one stands.
+    Write(io::Error),
+    /// The new file is in the old one's place, but the directory could not be synced.
+    Unsynced(io::Error),
 }
 
 impl From<io::Error> for PruneError {
@@ -126,9 +130,12 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
         Kind::DeadLetters => Keep::Letters(settled(&held, whole, cutoff, &mut pruned)?),
         Kind::History => Keep::History(cutoff),
     };
-    let temp = Temp::create(&dir, name)?;
+    let temp = Temp::create(&dir, name).map_err(PruneError::Write)?;
     let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
-        .map_err(PruneError::Io)
+        .map_err(|e| match e {
+            Side::Old(e) => PruneError::Io(e),
+            Side::New(e) => PruneError::Write(e),
+        })
         .and_then(|()| swap(&held, whole, &keep, &temp, &dir, name, &mut pruned));
     if result.is_err() {
         temp.remove();
@@ -258,10 +265,10 @@ fn rewrite(
     keep: &Keep,
     temp: &Temp,
     pruned: &mut Pruned,
-) -> io::Result<()> {
+) -> Result<(), Side> {
     let mut out = BufWriter::with_capacity(1 << 16, &temp.file);
-    let mut lines = Lines::new(read_from(file, whole)?);
-    while let Some((_, text)) = lines.next_line()? {
+    let mut lines = Lines::new(read_from(file, whole).map_err(Side::Old)?);
+    while let Some((_, text)) = lines.next_line().map_err(Side::Old)? {
         let text = match text {
             lines::Line::Text(text) => text,
             lines::Line::CutShort => {
@@ -298,13 +305,19 @@ fn rewrite(
             },
         };
         if kept {
-            out.write_all(text.as_bytes())?;
-            out.write_all(b"\n")?;
+            out.write_all(text.as_bytes()).map_err(Side::New)?;
+            out.write_all(b"\n").map_err(Side::New)?;
         }
     }
-    out.flush()?;
+    out.flush().map_err(Side::New)?;
     drop(out);
-    temp.file.sync_data()
+    temp.file.sync_data().map_err(Side::New)
+}
+
+/// Which file an error of the rewrite was met on: the old one, read, or the new one, written.
+enum Side {
+    Old(io::Error),
+    New(io::Error),
 }
 
 /// Under the file's lock: copies to `temp` what was appended after its first `whole` bytes,
@@ -327,21 +340,24 @@ fn swap(
         if n == 0 {
             break;
         }
-        (&temp.file).write_all(&buf[..n])?;
+        (&temp.file)
+            .write_all(&buf[..n])
+            .map_err(PruneError::Write)?;
         at += n as u64;
     }
     pruned.appended = at - whole;
     let runs = runs_in(file, whole, at, keep)?;
     pruned.appended_runs = runs;
     pruned.kept += runs;
-    temp.file.sync_data()?;
-    fcntl::renameat(dir, &*temp.name, dir, name).map_err(io::Error::from)?;
+    temp.file.sync_data().map_err(PruneError::Write)?;
+    fcntl::renameat(dir, &*temp.name, dir, name).map_err(|e| PruneError::Write(e.into()))?;
     // The rename on disk before the lock goes. The way's directory may be open only to be
     // searched (O_PATH), which cannot be synced: it is opened again to be read.
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let readable = fcntl::openat(dir, ".", flags, Mode::empty()).map_err(io::Error::from)?;
-    File::from(readable).sync_all()?;
-    Ok(())
+    fcntl::openat(dir, ".", flags, Mode::empty())
+        .map_err(io::Error::from)
+        .and_then(|readable| File::from(readable).sync_all())
+        .map_err(PruneError::Unsynced)
 }
 
 /// The runs recorded in the bytes of the file from `start` to `end`, which were appended while

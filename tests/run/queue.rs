@@ -687,3 +687,92 @@ fn the_runs_appended_while_a_prune_read_are_counted_among_those_kept() {
         format!("{first}\n{meanwhile}")
     );
 }
+
+/// Runs `retry ARGS` in a directory of its own on a file system that is full (a tmpfs of
+/// 64 KiB, in a mount namespace of its own), where `d.jsonl` holds `text` and leaves 50 bytes
+/// of its last page free: its output, then on stdout `same` if the file is as it was, and the
+/// names in the directory. `None` where no mount namespace can be made (it takes root).
+fn on_a_full_disk(test: &str, text: &str, args: &[&str]) -> Option<std::process::Output> {
+    let can = common::have_package(
+        test,
+        "root, for a full tmpfs in a mount namespace (unshare -m)",
+        "util-linux",
+        common::euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-m", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    );
+    if !can {
+        return None;
+    }
+    let dir = common::temp_dir(test);
+    let pad = (4096 - 50 - text.len() % 4096) % 4096;
+    let src = dir.join("src.jsonl");
+    std::fs::write(&src, format!("{text}{}", "\n".repeat(pad))).unwrap();
+    std::fs::create_dir(dir.join("m")).unwrap();
+    let me = assert_cmd::cargo::cargo_bin("retry");
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" && cp "$2" "$1/d.jsonl" &&
+        chmod 600 "$1/d.jsonl" && cd "$1" || exit 99
+        (head -c 1000000 /dev/zero > fill) 2>/dev/null
+        shift 2; "$@"; status=$?
+        cmp -s d.jsonl "$OLDPWD/src.jsonl" && echo same
+        ls -A; exit $status"#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", script, "sh"])
+        .arg(dir.join("m"))
+        .arg(&src)
+        .arg(me)
+        .args(args)
+        .current_dir(&dir);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut child, common::STEP_LIMIT);
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn forget_and_prune_say_in_words_why_they_failed_and_that_the_file_is_as_it_was() {
+    let dir = common::temp_dir("queue-words");
+    for (args, says) in [
+        (
+            &["--forget", "none.jsonl", "all"][..],
+            "there is no such file",
+        ),
+        (
+            &["--prune", "none.jsonl", "--older-than", "1d"][..],
+            "there is no such file",
+        ),
+        (
+            &["--prune", "no/x.jsonl", "--older-than", "1d"][..],
+            "its directory no does not exist",
+        ),
+    ] {
+        let out = retry().current_dir(&dir).args(args).output().unwrap();
+        let line = usage_error_of(&out, args[0]);
+        assert!(line.contains(says) && !line.contains("os error"), "{line}");
+    }
+    let text: String = (0..20)
+        .map(|k| record_line(&dir, &format!("f{k:07}-0000"), "2099-01-01T00:00:00.000Z") + "\n")
+        .collect();
+    for (args, says) in [
+        (
+            &["--forget", "d.jsonl", "all"][..],
+            "cannot append the 20 forgotten lines: the disk is full; nothing was forgotten, and the file is left as it was",
+        ),
+        (
+            &["--prune", "d.jsonl", "--older-than", "1d"][..],
+            "cannot write the new file beside it: the disk is full; the file is left as it was",
+        ),
+    ] {
+        let Some(out) = on_a_full_disk("queue-full-disk", &text, args) else {
+            return;
+        };
+        let line = usage_error_of(&out, args[0]);
+        assert!(line.contains(says) && !line.contains("os error"), "{line}");
+        assert_eq!(stdout_of(&out), "same\nd.jsonl\nfill\n");
+    }
+}
