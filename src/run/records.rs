@@ -67,7 +67,10 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
     }
     let json = config.log.format == LogFormat::Json;
     let left = pending.len() - forgotten.len();
-    print(&forgot(file, &forgotten, left, json, config.charset))
+    print(
+        config,
+        &forgot(file, &forgotten, left, json, config.charset),
+    )
 }
 
 /// Why `file` could not be opened for `--forget` or `--prune`, in a user's words.
@@ -166,13 +169,10 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
     let json = config.log.format == LogFormat::Json;
     let shown_store = std::path::PathBuf::from(address.to_string());
     let left = pending.len() - forgotten.len();
-    print(&forgot(
-        &shown_store,
-        &forgotten,
-        left,
-        json,
-        config.charset,
-    ))
+    print(
+        config,
+        &forgot(&shown_store, &forgotten, left, json, config.charset),
+    )
 }
 
 /// `--prune redis://.../NAME --older-than DURATION`: the dead letters without what is settled
@@ -222,7 +222,7 @@ fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration)
     }
     let json = config.log.format == LogFormat::Json;
     for p in &reports {
-        let status = print(&pruned(&shown_store, p, json, config.charset));
+        let status = print(config, &pruned(&shown_store, p, json, config.charset));
         if status != ExitStatus::Success {
             return status;
         }
@@ -273,11 +273,16 @@ pub fn prune(config: &Config, file: &Path, older_than: Duration) -> ExitStatus {
         }
     };
     let json = config.log.format == LogFormat::Json;
-    print(&pruned(file, &done, json, config.charset))
+    print(config, &pruned(file, &done, json, config.charset))
 }
 
-/// Prints the line that says what was done, on stdout.
-fn print(line: &str) -> ExitStatus {
+/// Prints the line that says what was done, on stdout: with `-q`, nothing, as `flock -n` and
+/// `timeout` say nothing when all went well (the JSON object is printed all the same: `-q`
+/// shapes the human log only).
+fn print(config: &Config, line: &str) -> ExitStatus {
+    if config.log.quiet && config.log.format != LogFormat::Json {
+        return ExitStatus::Success;
+    }
     let mut out = io::stdout().lock();
     match writeln!(out, "{}", printable(line)).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,

@@ -776,3 +776,35 @@ fn forget_and_prune_say_in_words_why_they_failed_and_that_the_file_is_as_it_was(
         assert_eq!(stdout_of(&out), "same\nd.jsonl\nfill\n");
     }
 }
+
+#[test]
+fn forget_and_prune_print_nothing_with_q_when_all_went_well() {
+    let dir = common::temp_dir("queue-quiet");
+    let line = record_line(&dir, "q0000000-0000", "2099-01-01T00:00:00.000Z");
+    std::fs::write(dir.join("d.jsonl"), format!("{line}\n")).unwrap();
+    for args in [
+        &["--prune", "d.jsonl", "--older-than", "1d", "-q"][..],
+        &["-q", "--forget", "d.jsonl", "q0000000-0000"][..],
+    ] {
+        let out = retry().current_dir(&dir).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        assert_eq!(
+            (stdout_of(&out), stderr_of(&out)),
+            (String::new(), String::new())
+        );
+    }
+    // The JSON object is printed all the same, and a failure is said.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d", "-q"])
+        .args(["--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&stdout_of(&out))[0]["event"], "pruned");
+    let out = retry()
+        .current_dir(&dir)
+        .args(["-q", "--forget", "d.jsonl", "q0000000-0000"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "--forget").contains("no pending run"));
+}
