@@ -1001,7 +1001,7 @@ Of a dead-letter file it drops the runs resolved or forgotten, and the pending o
             id::OLDER_THAN,
             "DURATION",
             UNATTENDED,
-            "With --prune, the age past which pending dead letters and history runs are dropped (30d)",
+            "With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default",
         )
         .value_parser(parse_duration)
         .requires(id::PRUNE),
