@@ -725,7 +725,9 @@ fn a_timeout_without_a_unit_warns_once_that_it_is_not_debians_tries() {
 fn the_help_of_older_than_gives_an_example_not_a_default() {
     let out = retry().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout).into_owned();
-    let at = help.find("--older-than <DURATION>").expect("--older-than in --help");
+    let at = help
+        .find("--older-than <DURATION>")
+        .expect("--older-than in --help");
     let text: String = help[at..]
         .lines()
         .skip(1)
@@ -733,5 +735,8 @@ fn the_help_of_older_than_gives_an_example_not_a_default() {
         .collect::<Vec<_>>()
         .join(" ");
     assert!(!text.contains("(30d)"), "{text}");
-    assert!(text.contains("as 30d") && text.contains("no default"), "{text}");
+    assert!(
+        text.contains("as 30d") && text.contains("no default"),
+        "{text}"
+    );
 }

@@ -808,3 +808,24 @@ fn forget_and_prune_print_nothing_with_q_when_all_went_well() {
         .unwrap();
     assert!(usage_error_of(&out, "--forget").contains("no pending run"));
 }
+
+#[test]
+fn an_id_under_eight_characters_given_to_forget_is_told_as_too_short() {
+    let dir = common::temp_dir("queue-forget-short");
+    let line = record_line(&dir, "s0000000-0000", "2099-01-01T00:00:00.000Z");
+    std::fs::write(dir.join("d.jsonl"), format!("{line}\n")).unwrap();
+    let before = std::fs::read(dir.join("d.jsonl")).unwrap();
+    for id in ["1234", "s000"] {
+        let out = retry()
+            .current_dir(&dir)
+            .args(["--forget", "d.jsonl", id])
+            .output()
+            .unwrap();
+        let said = usage_error_of(&out, "--forget");
+        assert!(
+            said.contains(&format!("'{id}' is too short")) && said.contains("at least 8"),
+            "{said}"
+        );
+    }
+    assert_eq!(std::fs::read(dir.join("d.jsonl")).unwrap(), before);
+}
