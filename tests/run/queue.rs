@@ -829,3 +829,55 @@ fn an_id_under_eight_characters_given_to_forget_is_told_as_too_short() {
     }
     assert_eq!(std::fs::read(dir.join("d.jsonl")).unwrap(), before);
 }
+
+#[test]
+fn the_options_after_the_ids_of_forget_are_read_as_options() {
+    let dir = common::temp_dir("queue-forget-options");
+    let lines: String = ["o1", "o2", "o3"]
+        .iter()
+        .map(|id| {
+            record_line(
+                &dir,
+                &format!("{id}000000-0000"),
+                "2099-01-01T00:00:00.000Z",
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("d.jsonl"), lines).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args([
+            "--forget",
+            "d.jsonl",
+            "o1000000-0000",
+            "--log-format",
+            "json",
+        ])
+        .args(["o2000000", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(
+        v["ids"],
+        serde_json::json!(["o1000000-0000", "o2000000-0000"])
+    );
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", "all", "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json_lines(&stdout_of(&out))[0]["forgotten"],
+        1,
+        "{}",
+        stderr_of(&out)
+    );
+    // An option it does not know is one, not an id.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", "all", "--bogus"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "").contains("'--bogus'"));
+}
