@@ -1065,6 +1065,8 @@ Of a dead-letter file it drops the runs resolved or forgotten, and the pending o
             "With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default",
         )
         .value_parser(parse_duration)
+        // `-1s` is a value to refuse in words of durations, not options `-1` and `-s`.
+        .allow_hyphen_values(true)
         .requires(id::PRUNE),
     ]
 }

@@ -740,3 +740,16 @@ fn the_help_of_older_than_gives_an_example_not_a_default() {
         "{text}"
     );
 }
+
+#[test]
+fn a_negative_older_than_is_refused_in_retrys_words() {
+    let out = retry()
+        .args(["--prune", "d.jsonl", "--older-than", "-1s"])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--older-than");
+    assert!(
+        line.contains("'-1s'") && line.contains("--older-than") && line.contains("negative"),
+        "{line}"
+    );
+}
