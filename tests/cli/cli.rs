@@ -753,3 +753,28 @@ fn a_negative_older_than_is_refused_in_retrys_words() {
         "{line}"
     );
 }
+
+#[test]
+fn prune_refuses_a_history_or_a_dead_letter_file_given_beside_it() {
+    let dir = common::temp_dir("cli-prune-beside");
+    for option in ["--history", "--dead-letter"] {
+        let out = retry()
+            .current_dir(&dir)
+            .args([
+                "--prune",
+                "d.jsonl",
+                "--older-than",
+                "1d",
+                option,
+                "h.jsonl",
+            ])
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, option);
+        assert!(
+            line.contains("--prune takes its store as its value") && line.contains(option),
+            "{line}"
+        );
+    }
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+}
