@@ -290,8 +290,7 @@ fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, R
     })
 }
 
-/// A run recorded in a dead-letter file, as a prune weighs it: its id, when it gave up as its
-/// line says (read or not), and where it stands.
+/// A run recorded in a dead-letter file, as a prune weighs it: its id, `ts` as written, state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Weighed {
     pub id: String,
@@ -299,9 +298,8 @@ pub struct Weighed {
     pub state: State,
 }
 
-/// Every run that what `input` reads records, settled or not, in the order recorded, and the
-/// lines cut short: read exactly as a replay reads the file (the same lines refused, the same
-/// ones skipped as cut short), without making a [`Record`] of each run.
+/// Every run that `input` records and the lines cut short, read exactly as a replay reads the
+/// file, without making a [`Record`] of each run.
 pub fn weigh_from(input: impl BufRead, size: u64) -> Result<(Vec<Weighed>, Vec<usize>), ReadError> {
     let (runs, cut_short) = read_runs(input, size)?;
     Ok((runs.weighed(), cut_short))
@@ -444,24 +442,18 @@ impl Runs {
     /// Every run, with when it gave up as its line says, in the order they were recorded.
     fn weighed(self) -> Vec<Weighed> {
         let texts = self.texts;
-        self.runs
-            .into_iter()
-            .map(|run| {
-                let (id, ts) = match run.record {
-                    Kept::Read(record) => (record.id, record.ts),
-                    Kept::Written(at) => {
-                        let written = record_as_written(&texts[at])
-                            .expect("a line kept as written reads as written");
-                        (written.id.to_string(), written.ts.to_string())
-                    }
-                };
-                Weighed {
-                    id,
-                    ts,
-                    state: run.state,
-                }
-            })
-            .collect()
+        let weigh = |run: Run| {
+            let (id, ts) = match run.record {
+                Kept::Read(record) => (record.id, record.ts),
+                Kept::Written(at) => match record_as_written(&texts[at]) {
+                    Some(w) => (w.id.to_string(), w.ts.to_string()),
+                    None => unreachable!("a line kept as written reads as written"),
+                },
+            };
+            let state = run.state;
+            Weighed { id, ts, state }
+        };
+        self.runs.into_iter().map(weigh).collect()
     }
 
     /// The runs still pending (with `all`, every run), in the order they were recorded.
@@ -502,19 +494,17 @@ fn read_line(text: &str) -> Result<Line<'_>, Option<String>> {
     }
 }
 
-/// What a whole line of a dead-letter file says about a run, as a replay reads it.
+/// What a whole line of a dead-letter file says about a run, as a replay reads it: it records
+/// the run that gave up, counts a failed replay of it, or says it was resolved or forgotten.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum About {
-    /// It records the run that gave up.
     Record(String),
-    /// It counts a replay of the run that failed.
     Attempt(String),
-    /// It says the run was resolved or forgotten.
     Settled(String),
 }
 
-/// What the line `text` says about which run, read as a replay reads it: `Ok(None)` when it
-/// was cut short (a replay skips it), `Err` with what is wrong when a replay would refuse it.
+/// What `text` says about which run, read as a replay reads it: `Ok(None)` when it was cut
+/// short (a replay skips it), `Err` with what is wrong when a replay would refuse it.
 pub fn about(text: &str) -> Result<Option<About>, String> {
     match read_line(text) {
         Ok(Line::Written(id)) => Ok(Some(About::Record(id.to_string()))),
