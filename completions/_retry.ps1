@@ -67,7 +67,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--only-label', '--only-label', [CompletionResultType]::ParameterName, 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)')
             [CompletionResult]::new('--forget', '--forget', [CompletionResultType]::ParameterName, 'Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed')
             [CompletionResult]::new('--prune', '--prune', [CompletionResultType]::ParameterName, 'Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than')
-            [CompletionResult]::new('--older-than', '--older-than', [CompletionResultType]::ParameterName, 'With --prune, the age past which pending dead letters and history runs are dropped (30d)')
+            [CompletionResult]::new('--older-than', '--older-than', [CompletionResultType]::ParameterName, 'With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default')
             [CompletionResult]::new('--flaky', '--flaky', [CompletionResultType]::ParameterName, 'What a run that succeeded only after a failed try exits with: pass, warn or fail')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails')
             [CompletionResult]::new('--history', '--history', [CompletionResultType]::ParameterName, 'Append one JSON line for every run, whatever its end, for --stats to read')

@@ -64,7 +64,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --only-label 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)'
             cand --forget 'Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed'
             cand --prune 'Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than'
-            cand --older-than 'With --prune, the age past which pending dead letters and history runs are dropped (30d)'
+            cand --older-than 'With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default'
             cand --flaky 'What a run that succeeded only after a failed try exits with: pass, warn or fail'
             cand --repeat 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails'
             cand --history 'Append one JSON line for every run, whatever its end, for --stats to read'

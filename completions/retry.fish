@@ -91,7 +91,7 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l any-host -d 'With 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l all -d 'With --replay FILE --dry-run, list the runs resolved or forgotten too, each with its state'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l forget -r -F -d 'Forget the pending runs of a --dead-letter FILE named by the ids that follow (or all): they are never replayed'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l prune -r -F -d 'Rewrite a --dead-letter or --history FILE without what is settled or older than --older-than'
-complete -c retry -n 'not __retry_command_skip >/dev/null' -l older-than -x -d 'With --prune, the age past which pending dead letters and history runs are dropped (30d)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l older-than -x -d 'With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l flaky -x -a 'pass\\t warn\\t fail\\t' -d 'What a run that succeeded only after a failed try exits with: pass, warn or fail'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l repeat -x -d 'Run the command N times in a row to reproduce a flake; 0 runs until a try fails'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l keep-going -d 'With --repeat, run all N tries whatever fails, and report the failure rate'

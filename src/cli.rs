@@ -717,6 +717,67 @@ pub fn check_every_word(args: &[OsString]) -> Result<(), clap::Error> {
         .map(drop)
 }
 
+/// `retry --forget FILE ID... [OPTIONS]`: the command line (the program name first) with the
+/// options given after the ids moved before them and the ids after a `--`, so that
+/// `--forget F all --log-format json` reads `--log-format` as the option it is, not as an id.
+/// The words after `--forget FILE` are taken as ids until one starts with `-`; ids after an
+/// explicit `--` are all ids. Any other command line is returned as it is.
+fn options_before_ids(mut args: Vec<OsString>) -> Vec<OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    // Most command lines have no --forget: they are not read once more for it.
+    if !args.iter().any(|a| a.as_bytes().starts_with(b"--forget")) {
+        return args;
+    }
+    let mut ids: Vec<OsString> = Vec::new();
+    // Each turn takes the ids before the next option; a turn per group of ids is enough.
+    for _ in 0..args.len() {
+        let Ok(m) = parsing_command().try_get_matches_from(&args) else {
+            break;
+        };
+        if !m.contains_id(id::FORGET) {
+            break;
+        }
+        let words: Vec<OsString> = m
+            .get_many::<OsString>(id::COMMAND)
+            .map(|w| w.cloned().collect())
+            .unwrap_or_default();
+        let start = args.len() - words.len();
+        if words.is_empty() || args[start - 1] == "--" {
+            break;
+        }
+        let Some(k) = words
+            .iter()
+            .position(|w| w.as_bytes().starts_with(b"-") && w.len() > 1)
+        else {
+            break;
+        };
+        ids.extend_from_slice(&words[..k]);
+        args.truncate(start);
+        args.extend_from_slice(&words[k..]);
+    }
+    if ids.is_empty() {
+        return args;
+    }
+    // The ids go first after a `--`, before those of the last group.
+    let last = match parsing_command().try_get_matches_from(&args) {
+        Ok(m) => m
+            .get_many::<OsString>(id::COMMAND)
+            .map_or(0, Iterator::count),
+        Err(_) => 0,
+    };
+    let mut start = args.len() - last;
+    let rest = args.split_off(start);
+    if start > 0 && args[start - 1] == "--" {
+        args.pop();
+        start -= 1;
+    }
+    debug_assert_eq!(args.len(), start);
+    args.push("--".into());
+    args.extend(ids);
+    args.extend(rest);
+    args
+}
+
 impl Cli {
     /// Parses the arguments (the program name first).
     pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
@@ -724,7 +785,7 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let args = options_before_ids(args.into_iter().map(Into::into).collect());
         let mut m = match parsing_command().try_get_matches_from(&args) {
             Ok(m) => m,
             // The error, or the help or version asked for, as the whole definition gives it.
@@ -1009,9 +1070,11 @@ Of a dead-letter file it drops the runs resolved or forgotten, and the pending o
             id::OLDER_THAN,
             "DURATION",
             UNATTENDED,
-            "With --prune, the age past which pending dead letters and history runs are dropped (30d)",
+            "With --prune, which needs it, the age past which pending dead letters and history runs are dropped, as 30d or 12h; it has no default",
         )
         .value_parser(parse_duration)
+        // `-1s` is a value to refuse in words of durations, not options `-1` and `-s`.
+        .allow_hyphen_values(true)
         .requires(id::PRUNE),
     ]
 }

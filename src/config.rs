@@ -174,13 +174,16 @@ where
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     match Cli::try_parse_from(&args) {
-        Ok(cli) => match hint::for_command(&args, &cli.command) {
-            Some(line) => ParseOutcome::Usage(UsageError(line)),
-            None => match Config::from_cli(cli, now, charset) {
-                Ok(config) => ParseOutcome::Run(Box::new(config)),
-                Err(e) => ParseOutcome::Usage(e),
-            },
-        },
+        // The words after `--forget FILE` are ids, not a command: a short one is told as such.
+        Ok(cli) => {
+            match hint::for_command(&args, &cli.command).filter(|_| cli.records.forget.is_none()) {
+                Some(line) => ParseOutcome::Usage(UsageError(line)),
+                None => match Config::from_cli(cli, now, charset) {
+                    Ok(config) => ParseOutcome::Run(Box::new(config)),
+                    Err(e) => ParseOutcome::Usage(e),
+                },
+            }
+        }
         Err(e) => match e.kind() {
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                 // `--help` next to a word that is wrong is a usage error, wherever it stands.

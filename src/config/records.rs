@@ -144,6 +144,18 @@ pub fn check_words(cli: &Cli) -> Result<(), String> {
                 .into(),
         );
     }
+    if cli.records.prune.is_some() {
+        for (option, given) in [
+            ("--history", cli.flaky.history.is_some()),
+            ("--dead-letter", cli.dead_letter.is_some()),
+        ] {
+            if given {
+                return Err(format!(
+                    "--prune takes its store as its value, and uses no {option}: retry --prune FILE --older-than DURATION (see --help)"
+                ));
+            }
+        }
+    }
     if cli.records.prune.is_some() && !cli.command.is_empty() {
         return Err(
             "--prune rewrites its FILE and runs nothing: it takes no command (see --help)".into(),

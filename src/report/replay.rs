@@ -177,6 +177,29 @@ fn labelled(obj: Obj, label: &Option<String>) -> Obj {
     }
 }
 
+/// What went wrong with a file, in a user's words rather than the system's
+/// (`No such file or directory (os error 2)`), for the one line of `--forget` and `--prune`.
+pub fn trouble(e: &std::io::Error) -> String {
+    use nix::libc;
+    let words = match e.raw_os_error() {
+        Some(libc::ENOENT) => "there is no such file",
+        Some(libc::ENOSPC) => "the disk is full",
+        Some(libc::EDQUOT) => "the user's disk quota is used up",
+        Some(libc::EFBIG) => "the file would pass the limit on a file's size (ulimit -f)",
+        Some(libc::EROFS) => "the file system is read-only",
+        Some(libc::EACCES | libc::EPERM) => "permission denied",
+        Some(libc::EIO) => "the disk failed to read or write (an I/O error)",
+        _ => {
+            let text = e.to_string();
+            return match text.rsplit_once(" (os error ") {
+                Some((words, _)) => words.to_string(),
+                None => text,
+            };
+        }
+    };
+    words.to_string()
+}
+
 /// What `--forget` did: `forgot 2 runs of 'FILE'; 3 still pending`, or with `json` one object.
 pub fn forgot(
     file: &Path,
@@ -231,6 +254,7 @@ pub fn pruned(
             .num("kept_unread", p.kept_unread)
             .num("cut_short", p.cut_short)
             .num("appended_meanwhile", p.appended)
+            .num("appended_runs", p.appended_runs)
             .finish();
     }
     let file = shown(file, charset);
@@ -245,11 +269,12 @@ pub fn pruned(
             p.old, p.kept
         ),
     };
-    if p.kept_unread > 0 {
-        text += &format!(
-            ", and {} lines it could not read, as they were",
-            p.kept_unread
-        );
+    match (p.kind, p.kept_unread) {
+        (_, 0) => {}
+        (Kind::DeadLetters, n) => {
+            text += &format!(", and {n} pending whose time it could not read");
+        }
+        (_, n) => text += &format!(", and {n} lines it could not read, as they were"),
     }
     if p.cut_short > 0 {
         text += &format!("; dropped {} lines cut short", p.cut_short);

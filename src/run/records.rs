@@ -11,7 +11,7 @@ use crate::config::{Config, LogFormat};
 use crate::exit::ExitStatus;
 use crate::policy::quota::RedisAddress;
 use crate::report::printable;
-use crate::report::replay::{forgot, pruned, shown};
+use crate::report::replay::{forgot, pruned, shown, trouble};
 use crate::store::deadletter::{self, Hold, ReadError, forgotten_line};
 use crate::store::fleet::Fleet;
 use crate::store::pick;
@@ -37,11 +37,16 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
         Ok(held) => held,
         Err(Hold::Busy) => return fail("a replay of this file is running".into()),
         Err(Hold::Refused(r)) => return fail(r.to_string()),
-        Err(Hold::Io(e)) => return fail(e.to_string()),
+        Err(Hold::Io(e)) => return fail(unopened(file, &e)),
     };
     let listing = match deadletter::read(file, None, LOCK_WAIT) {
         Ok(listing) => listing,
-        Err(ReadError::Io(e)) => return fail(e.to_string()),
+        Err(ReadError::Io(e)) => {
+            return fail(format!(
+                "cannot read it: {}; nothing was forgotten",
+                trouble(&e)
+            ));
+        }
         Err(ReadError::Damaged(d)) => return fail(format!("line {}: {}", d.line, d.why)),
     };
     let pending: Vec<&str> = listing
@@ -53,15 +58,62 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
         Ok(forgotten) => forgotten,
         Err(why) => return fail(why),
     };
-    for batch in forgotten.chunks(FORGOTTEN_PER_WRITE) {
+    for (k, batch) in forgotten.chunks(FORGOTTEN_PER_WRITE).enumerate() {
         let lines: Vec<String> = batch.iter().map(|id| forgotten_line(id)).collect();
         if let Err(e) = record::append(file, &lines.join("\n"), LOCK_WAIT) {
-            return fail(format!("cannot append to it: {e}"));
+            let done = k * FORGOTTEN_PER_WRITE;
+            return fail(not_appended(&e, batch.len(), done, forgotten.len()));
         }
     }
     let json = config.log.format == LogFormat::Json;
     let left = pending.len() - forgotten.len();
-    print(&forgot(file, &forgotten, left, json, config.charset))
+    print(
+        config,
+        &forgot(file, &forgotten, left, json, config.charset),
+    )
+}
+
+/// Why `file` could not be opened for `--forget` or `--prune`, in a user's words.
+fn unopened(file: &Path, e: &io::Error) -> String {
+    let missing = e.kind() == io::ErrorKind::NotFound;
+    match file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if missing && !dir.is_dir() => {
+            format!(
+                "its directory {} does not exist",
+                shown(dir, Default::default())
+            )
+        }
+        _ if missing => trouble(e),
+        _ => format!("cannot open it: {}", trouble(e)),
+    }
+}
+
+/// Why the `lines` forgotten lines appended after the `done` of `all` were not, and what the
+/// file holds now.
+fn not_appended(e: &io::Error, lines: usize, done: usize, all: usize) -> String {
+    let what = match lines {
+        1 => "the forgotten line".to_string(),
+        n => format!("the {n} forgotten lines"),
+    };
+    let cut = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<record::CutShort>());
+    let (why, left) = match cut {
+        Some(cut) => (trouble(&cut.error), cut.not_cut_back.as_ref()),
+        None => (trouble(e), None),
+    };
+    let then = match (left, done) {
+        (Some(not_cut), _) => format!(
+            "what was written of them could not be cut back ({}): some of them may be forgotten, \
+             and the file's last line is cut short (a replay skips it)",
+            trouble(not_cut)
+        ),
+        (None, 0) => "nothing was forgotten, and the file is left as it was".to_string(),
+        (None, done) => format!(
+            "the first {done} of the {all} runs were forgotten, and the others are still pending"
+        ),
+    };
+    format!("cannot append {what}: {why}; {then}")
 }
 
 /// The ids of `pending` that `words` name (`all`: every one), in the order recorded, or why
@@ -128,13 +180,10 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
     let json = config.log.format == LogFormat::Json;
     let shown_store = std::path::PathBuf::from(address.to_string());
     let left = pending.len() - forgotten.len();
-    print(&forgot(
-        &shown_store,
-        &forgotten,
-        left,
-        json,
-        config.charset,
-    ))
+    print(
+        config,
+        &forgot(&shown_store, &forgotten, left, json, config.charset),
+    )
 }
 
 /// `--prune redis://.../NAME --older-than DURATION`: the dead letters without what is settled
@@ -184,7 +233,7 @@ fn prune_on_redis(config: &Config, address: &RedisAddress, older_than: Duration)
     }
     let json = config.log.format == LogFormat::Json;
     for p in &reports {
-        let status = print(&pruned(&shown_store, p, json, config.charset));
+        let status = print(config, &pruned(&shown_store, p, json, config.charset));
         if status != ExitStatus::Success {
             return status;
         }
@@ -204,7 +253,25 @@ pub fn prune(config: &Config, file: &Path, older_than: Duration) -> ExitStatus {
             let why = match e {
                 PruneError::Hold(Hold::Busy) => "a replay of this file is running".to_string(),
                 PruneError::Hold(Hold::Refused(r)) => r.to_string(),
-                PruneError::Hold(Hold::Io(e)) | PruneError::Io(e) => e.to_string(),
+                PruneError::Hold(Hold::Io(e)) => unopened(file, &e),
+                PruneError::Io(e) if e.raw_os_error().is_none() => {
+                    format!("{e}; the file is left as it was")
+                }
+                PruneError::Io(e) => {
+                    format!(
+                        "cannot read it: {}; the file is left as it was",
+                        trouble(&e)
+                    )
+                }
+                PruneError::Write(e) => format!(
+                    "cannot write the new file beside it: {}; the file is left as it was",
+                    trouble(&e)
+                ),
+                PruneError::Unsynced(e) => format!(
+                    "it is pruned, but its directory could not be synced ({}): a crash of the \
+                     machine now could bring back the old file",
+                    trouble(&e)
+                ),
                 PruneError::Damaged(d) => {
                     format!("line {}: {}; the file is left as it is", d.line, d.why)
                 }
@@ -217,11 +284,16 @@ pub fn prune(config: &Config, file: &Path, older_than: Duration) -> ExitStatus {
         }
     };
     let json = config.log.format == LogFormat::Json;
-    print(&pruned(file, &done, json, config.charset))
+    print(config, &pruned(file, &done, json, config.charset))
 }
 
-/// Prints the line that says what was done, on stdout.
-fn print(line: &str) -> ExitStatus {
+/// Prints the line that says what was done, on stdout: with `-q`, nothing, as `flock -n` and
+/// `timeout` say nothing when all went well (the JSON object is printed all the same: `-q`
+/// shapes the human log only).
+fn print(config: &Config, line: &str) -> ExitStatus {
+    if config.log.quiet && config.log.format != LogFormat::Json {
+        return ExitStatus::Success;
+    }
     let mut out = io::stdout().lock();
     match writeln!(out, "{}", printable(line)).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,

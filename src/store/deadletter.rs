@@ -283,6 +283,30 @@ pub fn pending_from(input: impl BufRead) -> Result<Listing, ReadError> {
 /// than grown (a file of many runs spent a tenth of its reading growing the table of ids).
 /// With `all`, the runs resolved or forgotten are listed too, each with its state.
 fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, ReadError> {
+    let (runs, cut_short) = read_runs(input, size)?;
+    Ok(Listing {
+        pending: runs.listed(all),
+        cut_short,
+    })
+}
+
+/// A run recorded in a dead-letter file, as a prune weighs it: its id, `ts` as written, state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Weighed {
+    pub id: String,
+    pub ts: String,
+    pub state: State,
+}
+
+/// Every run that `input` records and the lines cut short, read exactly as a replay reads the
+/// file, without making a [`Record`] of each run.
+pub fn weigh_from(input: impl BufRead, size: u64) -> Result<(Vec<Weighed>, Vec<usize>), ReadError> {
+    let (runs, cut_short) = read_runs(input, size)?;
+    Ok((runs.weighed(), cut_short))
+}
+
+/// The runs of what `input` reads, and the numbers of the lines cut short; see [`pending_from`].
+fn read_runs(input: impl BufRead, size: u64) -> Result<(Runs, Vec<usize>), ReadError> {
     // A record and its `resolved` line take about 400 bytes as `retry` writes them; a guess
     // too small only grows the table as before.
     let mut runs = Runs::with_room(usize::try_from(size / 512).unwrap_or(0));
@@ -305,10 +329,7 @@ fn pending_sized(input: impl BufRead, size: u64, all: bool) -> Result<Listing, R
             },
         }
     }
-    Ok(Listing {
-        pending: runs.listed(all),
-        cut_short,
-    })
+    Ok((runs, cut_short))
 }
 
 impl WrittenRecord<'_> {
@@ -418,6 +439,23 @@ impl Runs {
         }
     }
 
+    /// Every run, with when it gave up as its line says, in the order they were recorded.
+    fn weighed(self) -> Vec<Weighed> {
+        let texts = self.texts;
+        let weigh = |run: Run| {
+            let (id, ts) = match run.record {
+                Kept::Read(record) => (record.id, record.ts),
+                Kept::Written(at) => match record_as_written(&texts[at]) {
+                    Some(w) => (w.id.to_string(), w.ts.to_string()),
+                    None => unreachable!("a line kept as written reads as written"),
+                },
+            };
+            let state = run.state;
+            Weighed { id, ts, state }
+        };
+        self.runs.into_iter().map(weigh).collect()
+    }
+
     /// The runs still pending (with `all`, every run), in the order they were recorded.
     fn listed(self, all: bool) -> Vec<Pending> {
         let texts = self.texts;
@@ -453,6 +491,28 @@ fn read_line(text: &str) -> Result<Line<'_>, Option<String>> {
         Ok(value) => read_value(&value).map_err(Some),
         Err(json::Unparsed::EndsTooSoon) => Err(None),
         Err(json::Unparsed::Wrong(e)) => Err(Some(format!("not JSON: {e}"))),
+    }
+}
+
+/// What a whole line of a dead-letter file says about a run, as a replay reads it: it records
+/// the run that gave up, counts a failed replay of it, or says it was resolved or forgotten.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum About {
+    Record(String),
+    Attempt(String),
+    Settled(String),
+}
+
+/// What `text` says about which run, read as a replay reads it: `Ok(None)` when it was cut
+/// short (a replay skips it), `Err` with what is wrong when a replay would refuse it.
+pub fn about(text: &str) -> Result<Option<About>, String> {
+    match read_line(text) {
+        Ok(Line::Written(id)) => Ok(Some(About::Record(id.to_string()))),
+        Ok(Line::Record(record)) => Ok(Some(About::Record(record.id))),
+        Ok(Line::Attempt(id)) => Ok(Some(About::Attempt(id))),
+        Ok(Line::Resolved(id) | Line::Forgotten(id)) => Ok(Some(About::Settled(id))),
+        Err(None) => Ok(None),
+        Err(Some(why)) => Err(why),
     }
 }
 

@@ -27,7 +27,7 @@ impl std::fmt::Display for Unpicked {
             ),
             Unpicked::TooShort(id) => write!(
                 f,
-                "'{id}' is no run's id, and a part of one needs at least {MIN_PREFIX} characters"
+                "'{id}' is too short: it is no run's whole id, and a part of one needs at least {MIN_PREFIX} characters"
             ),
         }
     }

@@ -13,11 +13,12 @@
 //!   the name now names another file, and opens it again (`record::append`): no line is
 //!   written to a file no one will read.
 //! - It holds the replay's hold on the file throughout: a replay meanwhile would append about
-//!   runs the prune is dropping; the two refuse each other.
+//!   runs the prune is dropping; the two refuse each other. Holding it, a prune knows that no
+//!   other prune of the file is writing a new one, and removes those that killed prunes left.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -25,11 +26,12 @@ use std::time::{Duration, SystemTime};
 use nix::fcntl::{self, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 
-use crate::store::deadletter::{Damaged, Hold, MAX_FILE, hold_for_replay};
-use crate::store::lines::{self, Lines, MAX_LINE};
+use crate::store::deadletter::{
+    self, About, Damaged, Hold, MAX_FILE, ReadError, State, hold_for_replay,
+};
+use crate::store::lines::{self, Lines};
 use crate::store::open::open_way;
 use crate::store::record::{LOCK_WAIT, lock};
-use crate::store::written::{record_as_written, resolved_as_written};
 
 /// What a prune dropped and kept, counted in runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,13 +43,16 @@ pub struct Pruned {
     pub forgotten: u64,
     /// Pending runs (of a history: runs) older than the limit.
     pub old: u64,
-    /// Runs kept, and the lines kept that could not be dated or placed.
+    /// Runs kept; and those kept whose time could not be read (of a history: the lines kept
+    /// that could not be dated), counted apart from them.
     pub kept: u64,
     pub kept_unread: u64,
     /// Lines cut short that were dropped.
     pub cut_short: u64,
     /// Bytes appended by others while the prune read, carried over.
     pub appended: u64,
+    /// The runs among them (each counted in `kept` too).
+    pub appended_runs: u64,
 }
 
 /// What a record file holds.
@@ -68,6 +73,10 @@ pub enum PruneError {
     Damaged(Damaged),
     /// The file holds neither dead letters nor a history.
     NotRecords,
+    /// The new file could not be written, or put in the old one's place: the old one stands.
+    Write(io::Error),
+    /// The new file is in the old one's place, but the directory could not be synced.
+    Unsynced(io::Error),
 }
 
 impl From<io::Error> for PruneError {
@@ -103,6 +112,10 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
         )
         .into());
     }
+    let (dir, name) = place(path)?;
+    // Holding the hold, no other prune of this file is writing a new one beside it: any such
+    // file there was left by a prune that was killed.
+    remove_stale(&dir, path, name);
     let whole = whole_lines(&held, size)?;
     let kind = kind_of(&held, whole)?;
     let cutoff = now
@@ -114,14 +127,16 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
     };
     let keep = match kind {
         Kind::Empty => return Ok(pruned),
-        Kind::DeadLetters => Keep::Letters(settled(read_from(&held, whole)?, cutoff, &mut pruned)?),
+        Kind::DeadLetters => Keep::Letters(settled(&held, whole, cutoff, &mut pruned)?),
         Kind::History => Keep::History(cutoff),
     };
-    let (dir, name) = place(path)?;
-    let temp = Temp::create(&dir, name)?;
+    let temp = Temp::create(&dir, name).map_err(PruneError::Write)?;
     let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
-        .map_err(PruneError::Io)
-        .and_then(|()| swap(&held, whole, &temp, &dir, name, &mut pruned));
+        .map_err(|e| match e {
+            Side::Old(e) => PruneError::Io(e),
+            Side::New(e) => PruneError::Write(e),
+        })
+        .and_then(|()| swap(&held, whole, &keep, &temp, &dir, name, &mut pruned));
     if result.is_err() {
         temp.remove();
     }
@@ -148,7 +163,7 @@ fn whole_lines(file: &File, size: u64) -> io::Result<u64> {
 /// What the file holds, from its first line's event: read as `retry` writes it, or by the
 /// parser (a line written by another tool, its members in another order).
 fn kind_of(file: &File, whole: u64) -> Result<Kind, PruneError> {
-    let mut lines = read_from(file, whole)?;
+    let mut lines = Lines::new(read_from(file, whole)?);
     let text = loop {
         match lines.next_line()? {
             None => return Ok(Kind::Empty),
@@ -173,13 +188,10 @@ fn kind_of(file: &File, whole: u64) -> Result<Kind, PruneError> {
     }
 }
 
-/// The lines of the file's first `len` bytes, read from its start.
-fn read_from(mut file: &File, len: u64) -> io::Result<Lines<BufReader<io::Take<&File>>>> {
+/// The file's first `len` bytes, read from its start.
+fn read_from(mut file: &File, len: u64) -> io::Result<BufReader<io::Take<&File>>> {
     io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
-    Ok(Lines::new(BufReader::with_capacity(
-        1 << 16,
-        file.take(len),
-    )))
+    Ok(BufReader::with_capacity(1 << 16, file.take(len)))
 }
 
 /// Which lines go to the new file.
@@ -190,90 +202,37 @@ enum Keep {
     History(SystemTime),
 }
 
-/// What one line of a dead-letter file is about, read as `retry` writes it or by the parser.
-enum About {
-    Record { id: String, ts: String },
-    Settled { id: String, resolved: bool },
-    Attempt(String),
-}
-
-fn about(text: &str) -> Result<About, String> {
-    if let Some(id) = resolved_as_written(text) {
-        return Ok(About::Settled {
-            id: id.to_string(),
-            resolved: true,
-        });
-    }
-    if let Some(written) = record_as_written(text) {
-        return Ok(About::Record {
-            id: written.id.to_string(),
-            ts: written.ts.to_string(),
-        });
-    }
-    let value = crate::json::parse_line(text).map_err(|_| "not JSON".to_string())?;
-    let field = |key: &str| {
-        value
-            .get(key)
-            .and_then(crate::json::Value::as_str)
-            .map(str::to_string)
-    };
-    let id = field("id").ok_or("no run \"id\"")?;
-    match field("event").as_deref() {
-        Some("dead_letter") => Ok(About::Record {
-            id,
-            ts: field("ts").unwrap_or_default(),
-        }),
-        Some("resolved") => Ok(About::Settled { id, resolved: true }),
-        Some("forgotten") => Ok(About::Settled {
-            id,
-            resolved: false,
-        }),
-        Some("attempt") => Ok(About::Attempt(id)),
-        _ => Err("not a line retry writes".into()),
-    }
-}
-
-/// The runs of a dead-letter file to keep: pending, and recorded at `cutoff` or later (or at a
-/// time that cannot be read). Counts the others in `pruned`.
+/// The runs of a dead-letter file's first `whole` bytes to keep: pending, and recorded at
+/// `cutoff` or later, or at a time that cannot be read (counted apart). Counts the others in
+/// `pruned`. The file is read as a replay reads it: a line a replay would refuse is refused
+/// here too, and the file is left as it is.
 fn settled(
-    mut lines: Lines<impl BufRead>,
+    file: &File,
+    whole: u64,
     cutoff: SystemTime,
     pruned: &mut Pruned,
 ) -> Result<HashMap<String, ()>, PruneError> {
-    // Each run: recent enough, and how it was settled (none, resolved, forgotten).
-    let mut runs: HashMap<String, (bool, Option<bool>)> = HashMap::new();
-    while let Some((line, text)) = lines.next_line()? {
-        let damaged = |why: String| PruneError::Damaged(Damaged { line, why });
-        let text = match text {
-            lines::Line::Text(text) => text,
-            lines::Line::Blank | lines::Line::CutShort => continue,
-            lines::Line::NotUtf8 => return Err(damaged("it is not UTF-8".into())),
-            lines::Line::TooLong => {
-                return Err(damaged(format!("it is longer than {} MiB", MAX_LINE >> 20)));
-            }
-        };
-        match about(text).map_err(damaged)? {
-            About::Record { id, ts } => {
-                let recent = humantime::parse_rfc3339(&ts).map_or(true, |at| at >= cutoff);
-                runs.entry(id).or_insert((recent, None));
-            }
-            About::Settled { id, resolved } => {
-                if let Some((_, state @ None)) = runs.get_mut(&id) {
-                    *state = Some(resolved);
-                }
-            }
-            About::Attempt(_) => {}
-        }
-    }
+    let (runs, _) =
+        deadletter::weigh_from(read_from(file, whole)?, whole).map_err(|e| match e {
+            ReadError::Io(e) => PruneError::Io(e),
+            ReadError::Damaged(d) => PruneError::Damaged(d),
+        })?;
     let mut keep = HashMap::new();
-    for (id, (recent, state)) in runs {
-        match state {
-            Some(true) => pruned.resolved += 1,
-            Some(false) => pruned.forgotten += 1,
-            None if !recent => pruned.old += 1,
-            None => {
-                pruned.kept += 1;
-                keep.insert(id, ());
+    for run in runs {
+        match run.state {
+            State::Resolved => pruned.resolved += 1,
+            State::Forgotten => pruned.forgotten += 1,
+            State::Pending => {
+                match humantime::parse_rfc3339(&run.ts) {
+                    Ok(at) if at < cutoff => {
+                        pruned.old += 1;
+                        continue;
+                    }
+                    Ok(_) => pruned.kept += 1,
+                    // A time that cannot be read: a prune never drops what it cannot date.
+                    Err(_) => pruned.kept_unread += 1,
+                }
+                keep.insert(run.id, ());
             }
         }
     }
@@ -306,10 +265,10 @@ fn rewrite(
     keep: &Keep,
     temp: &Temp,
     pruned: &mut Pruned,
-) -> io::Result<()> {
+) -> Result<(), Side> {
     let mut out = BufWriter::with_capacity(1 << 16, &temp.file);
-    let mut lines = read_from(file, whole)?;
-    while let Some((_, text)) = lines.next_line()? {
+    let mut lines = Lines::new(read_from(file, whole).map_err(Side::Old)?);
+    while let Some((_, text)) = lines.next_line().map_err(Side::Old)? {
         let text = match text {
             lines::Line::Text(text) => text,
             lines::Line::CutShort => {
@@ -319,9 +278,15 @@ fn rewrite(
             _ => continue,
         };
         let kept = match keep {
-            Keep::Letters(runs) => match about(text) {
-                Ok(About::Record { id, .. } | About::Attempt(id)) => runs.contains_key(&id),
-                Ok(About::Settled { .. }) => false,
+            Keep::Letters(runs) => match deadletter::about(text) {
+                Ok(Some(About::Record(id) | About::Attempt(id))) => runs.contains_key(&id),
+                Ok(Some(About::Settled(_))) => false,
+                // Ended too soon: the start of a line whose write never finished.
+                Ok(None) => {
+                    pruned.cut_short += 1;
+                    false
+                }
+                // Read once already as a replay reads it: none is left.
                 Err(_) => true,
             },
             Keep::History(cutoff) => match ended_at(text) {
@@ -340,13 +305,19 @@ fn rewrite(
             },
         };
         if kept {
-            out.write_all(text.as_bytes())?;
-            out.write_all(b"\n")?;
+            out.write_all(text.as_bytes()).map_err(Side::New)?;
+            out.write_all(b"\n").map_err(Side::New)?;
         }
     }
-    out.flush()?;
+    out.flush().map_err(Side::New)?;
     drop(out);
-    temp.file.sync_data()
+    temp.file.sync_data().map_err(Side::New)
+}
+
+/// Which file an error of the rewrite was met on: the old one, read, or the new one, written.
+enum Side {
+    Old(io::Error),
+    New(io::Error),
 }
 
 /// Under the file's lock: copies to `temp` what was appended after its first `whole` bytes,
@@ -354,6 +325,7 @@ fn rewrite(
 fn swap(
     file: &File,
     whole: u64,
+    keep: &Keep,
     temp: &Temp,
     dir: &File,
     name: &std::ffi::OsStr,
@@ -368,18 +340,47 @@ fn swap(
         if n == 0 {
             break;
         }
-        (&temp.file).write_all(&buf[..n])?;
+        (&temp.file)
+            .write_all(&buf[..n])
+            .map_err(PruneError::Write)?;
         at += n as u64;
     }
     pruned.appended = at - whole;
-    temp.file.sync_data()?;
-    fcntl::renameat(dir, &*temp.name, dir, name).map_err(io::Error::from)?;
+    let runs = runs_in(file, whole, at, keep)?;
+    pruned.appended_runs = runs;
+    pruned.kept += runs;
+    temp.file.sync_data().map_err(PruneError::Write)?;
+    fcntl::renameat(dir, &*temp.name, dir, name).map_err(|e| PruneError::Write(e.into()))?;
     // The rename on disk before the lock goes. The way's directory may be open only to be
     // searched (O_PATH), which cannot be synced: it is opened again to be read.
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let readable = fcntl::openat(dir, ".", flags, Mode::empty()).map_err(io::Error::from)?;
-    File::from(readable).sync_all()?;
-    Ok(())
+    fcntl::openat(dir, ".", flags, Mode::empty())
+        .map_err(io::Error::from)
+        .and_then(|readable| File::from(readable).sync_all())
+        .map_err(PruneError::Unsynced)
+}
+
+/// The runs recorded in the bytes of the file from `start` to `end`, which were appended while
+/// the prune read and are kept as they are: of a dead-letter file its `dead_letter` lines, of a
+/// history its lines that say when their run ended.
+fn runs_in(mut file: &File, start: u64, end: u64, keep: &Keep) -> io::Result<u64> {
+    if end == start {
+        return Ok(0);
+    }
+    io::Seek::seek(&mut file, io::SeekFrom::Start(start))?;
+    let mut lines = Lines::new(BufReader::with_capacity(1 << 16, file.take(end - start)));
+    let mut runs = 0;
+    while let Some((_, line)) = lines.next_line()? {
+        let lines::Line::Text(text) = line else {
+            continue;
+        };
+        let run = match keep {
+            Keep::Letters(_) => matches!(deadletter::about(text), Ok(Some(About::Record(_)))),
+            Keep::History(_) => ended_at(text).is_some(),
+        };
+        runs += u64::from(run);
+    }
+    Ok(runs)
 }
 
 /// The directory of `path`, opened as record files are (every directory checked), and the
@@ -395,6 +396,54 @@ fn place(path: &Path) -> io::Result<(File, &std::ffi::OsStr)> {
     Ok((open_way(dir, false)?, name))
 }
 
+/// The name of a prune's new file for the file `name`, beside it: `.NAME.prune-` and 16 hex
+/// digits.
+fn temp_name(name: &std::ffi::OsStr, random: u64) -> std::ffi::OsString {
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(format!(".prune-{random:016x}"));
+    temp
+}
+
+/// Whether `entry` is the name of a prune's new file for the file `name`.
+fn is_temp_of(entry: &std::ffi::OsStr, name: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = temp_name(name, 0);
+    let prefix = &prefix.as_bytes()[..prefix.len() - 16];
+    entry.as_bytes().strip_prefix(prefix).is_some_and(|hex| {
+        hex.len() == 16 && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Removes from `dir` the new files that prunes of the file `name` (at `path`) left when they
+/// were killed (SIGKILL, a crash of the machine): full-size private copies that nothing else
+/// would ever remove. Only the caller's own regular files of that exact name are removed, each
+/// by its name in the directory the way checked; one that cannot be removed stays, unsaid.
+fn remove_stale(dir: &File, path: &Path, name: &std::ffi::OsStr) {
+    use nix::sys::stat::{FileStat, SFlag, fstatat};
+    let listed = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => std::fs::read_dir(d),
+        _ => std::fs::read_dir("."),
+    };
+    let Ok(listed) = listed else {
+        return;
+    };
+    let me = crate::store::open::euid();
+    let ours = |st: &FileStat| {
+        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG && st.st_uid == me
+    };
+    for entry in listed.flatten() {
+        let entry = entry.file_name();
+        if !is_temp_of(&entry, name) {
+            continue;
+        }
+        let flags = fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        if fstatat(dir, &*entry, flags).is_ok_and(|st| ours(&st)) {
+            let _ = nix::unistd::unlinkat(dir, &*entry, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        }
+    }
+}
+
 /// The new file, beside the old one under a name no other process can have taken.
 struct Temp {
     file: File,
@@ -405,9 +454,7 @@ struct Temp {
 impl Temp {
     fn create(dir: &File, name: &std::ffi::OsStr) -> io::Result<Temp> {
         for _ in 0..16 {
-            let mut temp = std::ffi::OsString::from(".");
-            temp.push(name);
-            temp.push(format!(".prune-{:016x}", rand::random::<u64>()));
+            let temp = temp_name(name, rand::random::<u64>());
             let flags = OFlag::O_CREAT
                 | OFlag::O_EXCL
                 | OFlag::O_RDWR

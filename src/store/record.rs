@@ -96,23 +96,52 @@ pub fn append(path: &Path, line: &str, wait: Duration) -> io::Result<()> {
         if written == 0 {
             return Err(e);
         }
-        let total = bytes.len();
-        let why = match file.set_len(had) {
-            Ok(()) => format!(
-                "{e}, after {written} of the {total} bytes of the line; the file was cut back \
-                 to its {had} bytes"
-            ),
-            Err(cut) => format!(
-                "{e}, after {written} of the {total} bytes of the line, and the file could not \
-                 be cut back ({cut}): its last line is cut short"
-            ),
+        let cut_short = CutShort {
+            total: bytes.len(),
+            written,
+            had,
+            not_cut_back: file.set_len(had).err(),
+            error: e,
         };
-        return Err(io::Error::new(e.kind(), why));
+        return Err(io::Error::new(cut_short.error.kind(), cut_short));
     }
     // On disk before the lock goes: a line that a crash of the machine could lose is a run
     // lost. Closing the file (here) releases the lock.
     file.sync_data()
 }
+
+/// An append whose write was cut short (a full disk, a file size limit): the error that cut
+/// it, how much of it was written, and whether the file could be cut back to the length it
+/// had. It is the payload of the `io::Error` that [`append`] returns then.
+#[derive(Debug)]
+pub struct CutShort {
+    pub error: io::Error,
+    pub written: usize,
+    pub total: usize,
+    /// The length the file had, and has again unless `not_cut_back` says why not.
+    pub had: u64,
+    pub not_cut_back: Option<io::Error>,
+}
+
+impl std::fmt::Display for CutShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (e, written, total, had) = (&self.error, self.written, self.total, self.had);
+        match &self.not_cut_back {
+            None => write!(
+                f,
+                "{e}, after {written} of the {total} bytes of the line; the file was cut back \
+                 to its {had} bytes"
+            ),
+            Some(cut) => write!(
+                f,
+                "{e}, after {written} of the {total} bytes of the line, and the file could not \
+                 be cut back ({cut}): its last line is cut short"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CutShort {}
 
 /// Opens the file and takes its exclusive lock, waited for at most `wait` each time. A
 /// `--prune` renames a new file over the old one while holding the old one's lock: a run that

@@ -27,28 +27,43 @@ pub enum Sent {
 }
 
 /// The local file of the store at `address`: `$XDG_STATE_HOME/retry/unsent/` (else
-/// `~/.local/state/retry/unsent/`), named by the server and the store's name.
+/// `~/.local/state/retry/unsent/`), named `HOST_PORT_NAME.jsonl` by the server and the store's
+/// name. An `XDG_STATE_HOME` that is not an absolute path is ignored, as the XDG Base
+/// Directory specification says: taken from the working directory, the runs of one store
+/// would be kept in as many places as it is run from. In each part every character but a
+/// letter, a digit, `.` and `-` is written `%XX` (its UTF-8 bytes), `_` and `%` included: the
+/// `_` between the parts is then never one of theirs, and two stores never share a file
+/// (`redis://x_1:2/n` and `redis://x:1/2_n` did). A store whose host and name hold none of
+/// them keeps the name it always had.
 pub fn file_of(
     address: &RedisAddress,
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Option<PathBuf> {
-    let base = match var("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+    let absolute = |v: &std::ffi::OsString| std::path::Path::new(v).is_absolute();
+    let base = match var("XDG_STATE_HOME").filter(absolute) {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(var("HOME").filter(|v| !v.is_empty())?).join(".local/state"),
     };
-    let host: String = address
-        .host()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let name = format!("{host}_{}_{}.jsonl", address.port(), address.name());
+    let name = format!(
+        "{}_{}_{}.jsonl",
+        escaped(address.host()),
+        address.port(),
+        escaped(address.name())
+    );
     Some(base.join("retry").join("unsent").join(name))
+}
+
+/// `part` with every byte but those of a letter, a digit, `.` and `-` written `%XX`.
+fn escaped(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    for b in part.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Records `record` on the stream, moving along what was kept locally; or, when Redis fails,
@@ -125,4 +140,79 @@ pub fn move_kept(fleet: &mut Fleet, file: &std::path::Path) -> Result<usize, Str
     held.set_len(0).map_err(|e| e.to_string())?;
     held.sync_data().map_err(|e| e.to_string())?;
     Ok(listing.pending.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(url: &str) -> RedisAddress {
+        crate::store::place::Place::of(std::path::Path::new(url))
+            .ok()
+            .and_then(|p| match p {
+                crate::store::place::Place::Redis(a) => Some(a),
+                _ => None,
+            })
+            .expect(url)
+    }
+
+    fn file(url: &str, vars: &[(&str, &str)]) -> Option<PathBuf> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        file_of(&address(url), &|name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into())
+        })
+    }
+
+    #[test]
+    fn a_relative_xdg_state_home_is_ignored() {
+        let home = [("HOME", "/home/ops")];
+        let under = |state: &str| {
+            file("redis://db/jobs", &[home[0], ("XDG_STATE_HOME", state)])
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        };
+        assert_eq!(
+            under("/var/state"),
+            PathBuf::from("/var/state/retry/unsent")
+        );
+        for relative in ["", "state", "./state", "../state"] {
+            assert_eq!(
+                under(relative),
+                PathBuf::from("/home/ops/.local/state/retry/unsent"),
+                "{relative:?}"
+            );
+        }
+        assert_eq!(
+            file("redis://db/jobs", &[("XDG_STATE_HOME", "state")]),
+            None
+        );
+    }
+
+    #[test]
+    fn two_stores_never_share_a_local_file() {
+        let vars = [("XDG_STATE_HOME", "/s")];
+        let name = |url: &str| {
+            file(url, &vars)
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        assert_ne!(name("redis://x_1:2/n"), name("redis://x:1/2_n"));
+        assert_eq!(name("redis://x_1:2/n"), "x%5F1_2_n.jsonl");
+        assert_eq!(name("redis://x:1/2_n"), "x_1_2%5Fn.jsonl");
+        // A plain host and name keep the name they always had.
+        assert_eq!(
+            name("redis://db-1.example:6380/jobs"),
+            "db-1.example_6380_jobs.jsonl"
+        );
+        assert_eq!(name("redis://[::1]/jobs"), "%3A%3A1_6379_jobs.jsonl");
+        assert_ne!(name("redis://a%5Fb/n"), name("redis://a_b/n"));
+    }
 }

@@ -756,3 +756,61 @@ fn a_timeout_without_a_unit_warns_once_that_it_is_not_debians_tries() {
         assert!(out.stderr.is_empty(), "{args:?}: {}", stderr_of(&out));
     }
 }
+
+#[test]
+fn the_help_of_older_than_gives_an_example_not_a_default() {
+    let out = retry().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = help
+        .find("--older-than <DURATION>")
+        .expect("--older-than in --help");
+    let text: String = help[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!text.contains("(30d)"), "{text}");
+    assert!(
+        text.contains("as 30d") && text.contains("no default"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_negative_older_than_is_refused_in_retrys_words() {
+    let out = retry()
+        .args(["--prune", "d.jsonl", "--older-than", "-1s"])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--older-than");
+    assert!(
+        line.contains("'-1s'") && line.contains("--older-than") && line.contains("negative"),
+        "{line}"
+    );
+}
+
+#[test]
+fn prune_refuses_a_history_or_a_dead_letter_file_given_beside_it() {
+    let dir = common::temp_dir("cli-prune-beside");
+    for option in ["--history", "--dead-letter"] {
+        let out = retry()
+            .current_dir(&dir)
+            .args([
+                "--prune",
+                "d.jsonl",
+                "--older-than",
+                "1d",
+                option,
+                "h.jsonl",
+            ])
+            .output()
+            .unwrap();
+        let line = usage_error_of(&out, option);
+        assert!(
+            line.contains("--prune takes its store as its value") && line.contains(option),
+            "{line}"
+        );
+    }
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+}

@@ -536,3 +536,385 @@ fn the_listing_shows_each_runs_label_that_only_label_picks_by() {
     let runs = listed(&dir, &[]);
     assert_eq!(runs[2]["label"], "weekly");
 }
+
+/// The line of a run that gave up, recorded in `dir/d.jsonl` by a real run, with its id
+/// replaced by `id` and its time by `ts`.
+fn record_line(dir: &Path, id: &str, ts: &str) -> String {
+    let file = dir.join("d.jsonl");
+    if !file.exists() {
+        give_up(dir, "model", "exit 1");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut v: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    v["id"] = Value::from(id);
+    v["ts"] = Value::from(ts);
+    v.to_string()
+}
+
+#[test]
+fn a_prune_reads_the_lines_as_a_replay_does_and_counts_an_undated_run_apart() {
+    let dir = common::temp_dir("queue-prune-judged");
+    let now = record_line(&dir, "n0000000-0000", "2099-01-01T00:00:00.000Z");
+    let undated = record_line(&dir, "u0000000-0000", "yesterday");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{now}\n{undated}\n")).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .args(["--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(
+        (v["kept"].as_u64(), v["kept_unread"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).ends_with("kept 1 pending, and 1 pending whose time it could not read\n"),
+        "{}",
+        stdout_of(&out)
+    );
+    // A line that a replay refuses is refused by a prune, which leaves the file as it is.
+    let damaged = now
+        .replace("n0000000", "d0000000")
+        .replace(r#""command":["sh","-c","exit 1"]"#, r#""command":5"#);
+    assert!(damaged.contains(r#""command":5"#), "{damaged}");
+    std::fs::write(&file, format!("{now}\n{undated}\n{damaged}\n")).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let replay = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&replay, "line 3").contains("\"command\""));
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    let line = usage_error_of(&out, "--prune");
+    assert!(
+        line.contains("line 3") && line.contains("left as it is"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+/// The names in `dir` of the new files that prunes of `d.jsonl` write beside it.
+fn prune_copies(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".d.jsonl.prune-"))
+        .collect()
+}
+
+#[test]
+fn a_prune_removes_the_copy_that_a_prune_killed_before_it_left() {
+    let dir = common::temp_dir("queue-prune-killed");
+    let line = record_line(&dir, "k0000000-0000", "2099-01-01T00:00:00.000Z");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    // The lock held, the prune waits for it with its new file written: it is killed there.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&file)
+        .args(["sleep", "5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut prune = retry_std()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || !prune_copies(
+        &dir
+    )
+    .is_empty()));
+    prune.kill().unwrap();
+    assert!(!wait_bounded(&mut prune, common::STEP_LIMIT).success());
+    holder.kill().unwrap();
+    let _ = wait_bounded(&mut holder, common::STEP_LIMIT);
+    let left = prune_copies(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    // A file of another's name, or not quite of that form, is not the prune's to remove.
+    for other in [".e.jsonl.prune-0123456789abcdef", ".d.jsonl.prune-01234567"] {
+        std::fs::write(dir.join(other), "").unwrap();
+    }
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(prune_copies(&dir), [".d.jsonl.prune-01234567"]);
+    assert!(dir.join(".e.jsonl.prune-0123456789abcdef").exists());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{line}\n"));
+}
+
+#[test]
+fn the_runs_appended_while_a_prune_read_are_counted_among_those_kept() {
+    let dir = common::temp_dir("queue-prune-meanwhile");
+    let first = record_line(&dir, "m0000000-0000", "2099-01-01T00:00:00.000Z");
+    let file = dir.join("d.jsonl");
+    std::fs::write(&file, format!("{first}\n")).unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&file)
+        .args(["sleep", "5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut prune = retry_std()
+        .current_dir(&dir)
+        .args([
+            "--prune",
+            "d.jsonl",
+            "--older-than",
+            "1d",
+            "--log-format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its new file is there once it has read the file: what comes now is appended meanwhile.
+    assert!(common::wait_until(common::STEP_LIMIT, || !prune_copies(
+        &dir
+    )
+    .is_empty()));
+    let meanwhile: String = ["m1", "m2"]
+        .iter()
+        .map(|id| {
+            record_line(
+                &dir,
+                &format!("{id}000000-0000"),
+                "2099-01-01T00:00:00.000Z",
+            ) + "\n"
+        })
+        .collect();
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(meanwhile.as_bytes())
+        .unwrap();
+    holder.kill().unwrap();
+    let _ = wait_bounded(&mut holder, common::STEP_LIMIT);
+    wait_bounded(&mut prune, common::STEP_LIMIT);
+    let out = prune.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(v["kept"], 3, "{v}");
+    assert_eq!(v["appended_runs"], 2, "{v}");
+    assert_eq!(v["appended_meanwhile"], meanwhile.len(), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{first}\n{meanwhile}")
+    );
+}
+
+/// Runs `retry ARGS` in a directory of its own on a file system that is full (a tmpfs of
+/// 64 KiB, in a mount namespace of its own), where `d.jsonl` holds `text` and leaves 50 bytes
+/// of its last page free: its output, then on stdout `same` if the file is as it was, and the
+/// names in the directory. `None` where no mount namespace can be made (it takes root).
+fn on_a_full_disk(test: &str, text: &str, args: &[&str]) -> Option<std::process::Output> {
+    let can = common::have_package(
+        test,
+        "root, for a full tmpfs in a mount namespace (unshare -m)",
+        "util-linux",
+        common::euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-m", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    );
+    if !can {
+        return None;
+    }
+    let dir = common::temp_dir(test);
+    let pad = (4096 - 50 - text.len() % 4096) % 4096;
+    let src = dir.join("src.jsonl");
+    std::fs::write(&src, format!("{text}{}", "\n".repeat(pad))).unwrap();
+    std::fs::create_dir(dir.join("m")).unwrap();
+    let me = assert_cmd::cargo::cargo_bin("retry");
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" && cp "$2" "$1/d.jsonl" &&
+        chmod 600 "$1/d.jsonl" && cd "$1" || exit 99
+        (head -c 1000000 /dev/zero > fill) 2>/dev/null
+        shift 2; "$@"; status=$?
+        cmp -s d.jsonl "$OLDPWD/src.jsonl" && echo same
+        ls -A; exit $status"#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", script, "sh"])
+        .arg(dir.join("m"))
+        .arg(&src)
+        .arg(me)
+        .args(args)
+        .current_dir(&dir);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut child, common::STEP_LIMIT);
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn forget_and_prune_say_in_words_why_they_failed_and_that_the_file_is_as_it_was() {
+    let dir = common::temp_dir("queue-words");
+    for (args, says) in [
+        (
+            &["--forget", "none.jsonl", "all"][..],
+            "there is no such file",
+        ),
+        (
+            &["--prune", "none.jsonl", "--older-than", "1d"][..],
+            "there is no such file",
+        ),
+        (
+            &["--prune", "no/x.jsonl", "--older-than", "1d"][..],
+            "its directory no does not exist",
+        ),
+    ] {
+        let out = retry().current_dir(&dir).args(args).output().unwrap();
+        let line = usage_error_of(&out, args[0]);
+        assert!(line.contains(says) && !line.contains("os error"), "{line}");
+    }
+    let text: String = (0..20)
+        .map(|k| record_line(&dir, &format!("f{k:07}-0000"), "2099-01-01T00:00:00.000Z") + "\n")
+        .collect();
+    for (args, says) in [
+        (
+            &["--forget", "d.jsonl", "all"][..],
+            "cannot append the 20 forgotten lines: the disk is full; nothing was forgotten, and the file is left as it was",
+        ),
+        (
+            &["--prune", "d.jsonl", "--older-than", "1d"][..],
+            "cannot write the new file beside it: the disk is full; the file is left as it was",
+        ),
+    ] {
+        let Some(out) = on_a_full_disk("queue-full-disk", &text, args) else {
+            return;
+        };
+        let line = usage_error_of(&out, args[0]);
+        assert!(line.contains(says) && !line.contains("os error"), "{line}");
+        assert_eq!(stdout_of(&out), "same\nd.jsonl\nfill\n");
+    }
+}
+
+#[test]
+fn forget_and_prune_print_nothing_with_q_when_all_went_well() {
+    let dir = common::temp_dir("queue-quiet");
+    let line = record_line(&dir, "q0000000-0000", "2099-01-01T00:00:00.000Z");
+    std::fs::write(dir.join("d.jsonl"), format!("{line}\n")).unwrap();
+    for args in [
+        &["--prune", "d.jsonl", "--older-than", "1d", "-q"][..],
+        &["-q", "--forget", "d.jsonl", "q0000000-0000"][..],
+    ] {
+        let out = retry().current_dir(&dir).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        assert_eq!(
+            (stdout_of(&out), stderr_of(&out)),
+            (String::new(), String::new())
+        );
+    }
+    // The JSON object is printed all the same, and a failure is said.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--prune", "d.jsonl", "--older-than", "1d", "-q"])
+        .args(["--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&stdout_of(&out))[0]["event"], "pruned");
+    let out = retry()
+        .current_dir(&dir)
+        .args(["-q", "--forget", "d.jsonl", "q0000000-0000"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "--forget").contains("no pending run"));
+}
+
+#[test]
+fn an_id_under_eight_characters_given_to_forget_is_told_as_too_short() {
+    let dir = common::temp_dir("queue-forget-short");
+    let line = record_line(&dir, "s0000000-0000", "2099-01-01T00:00:00.000Z");
+    std::fs::write(dir.join("d.jsonl"), format!("{line}\n")).unwrap();
+    let before = std::fs::read(dir.join("d.jsonl")).unwrap();
+    for id in ["1234", "s000"] {
+        let out = retry()
+            .current_dir(&dir)
+            .args(["--forget", "d.jsonl", id])
+            .output()
+            .unwrap();
+        let said = usage_error_of(&out, "--forget");
+        assert!(
+            said.contains(&format!("'{id}' is too short")) && said.contains("at least 8"),
+            "{said}"
+        );
+    }
+    assert_eq!(std::fs::read(dir.join("d.jsonl")).unwrap(), before);
+}
+
+#[test]
+fn the_options_after_the_ids_of_forget_are_read_as_options() {
+    let dir = common::temp_dir("queue-forget-options");
+    let lines: String = ["o1", "o2", "o3"]
+        .iter()
+        .map(|id| {
+            record_line(
+                &dir,
+                &format!("{id}000000-0000"),
+                "2099-01-01T00:00:00.000Z",
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("d.jsonl"), lines).unwrap();
+    let out = retry()
+        .current_dir(&dir)
+        .args([
+            "--forget",
+            "d.jsonl",
+            "o1000000-0000",
+            "--log-format",
+            "json",
+        ])
+        .args(["o2000000", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = &json_lines(&stdout_of(&out))[0];
+    assert_eq!(
+        v["ids"],
+        serde_json::json!(["o1000000-0000", "o2000000-0000"])
+    );
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", "all", "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json_lines(&stdout_of(&out))[0]["forgotten"],
+        1,
+        "{}",
+        stderr_of(&out)
+    );
+    // An option it does not know is one, not an id.
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--forget", "d.jsonl", "all", "--bogus"])
+        .output()
+        .unwrap();
+    assert!(usage_error_of(&out, "").contains("'--bogus'"));
+}
