@@ -627,7 +627,17 @@ fn a_raw_try_killed_by_its_timeout_leaves_the_terminal_s_modes_as_they_were() {
         // The try says it set the terminal raw only once it sees it so itself.
         "stty raw -echo; stty -a | grep -q -- ' -icanon' && echo is-raw; sleep 30",
     ]);
-    let before = modes(&pty);
+    // The modes a new terminal has, as this one had before retry started: read from another,
+    // since the try may have set this one raw already on a loaded machine.
+    let before = {
+        let fresh = openpty(None, None).expect("openpty");
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(
+            unsafe { libc::tcgetattr(fresh.master.as_raw_fd(), &mut t) },
+            0
+        );
+        (t.c_iflag, t.c_oflag, t.c_lflag)
+    };
     pty.expect("is-raw");
     pty.expect("gave up");
     assert_eq!(pty.wait().code(), Some(124), "{:?}", pty.seen);
