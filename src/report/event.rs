@@ -176,6 +176,8 @@ pub enum Event {
         tries: u64,
         flaky: bool,
         status: ExitStatus,
+        /// The pending runs of the source it did not take (not picked, or another machine's).
+        unpicked: usize,
     },
 }
 

@@ -244,13 +244,14 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
             file,
             resolved,
             pending,
+            unpicked,
             ..
         } => {
             // A replay that found nothing pending is quiet, as a cron line that did nothing
             // should be, unless asked to say everything.
             let nothing = *resolved == 0 && *pending == 0;
             ((!quiet && !nothing) || *pending > 0 || (nothing && verbose))
-                .then(|| replay_summary(file, *resolved, *pending, facts).into())
+                .then(|| replay_summary(file, (*resolved, *pending, *unpicked), facts).into())
         }
         Event::TryEnded(r) => {
             let first_success = r.attempt == 1 && matches!(r.decision, Decision::Succeed);
@@ -334,11 +335,25 @@ fn replay_end(k: usize, total: usize, replayed: &Replayed) -> String {
 }
 
 /// The last line of a replay of `file`.
-fn replay_summary(file: &Path, resolved: usize, pending: usize, facts: &RunFacts) -> String {
+/// `unpicked` runs of it are pending that the replay did not take (not picked by `--only` or
+/// `--only-label`, or another machine's): said, so that "0 still pending" is not read as all.
+fn replay_summary(file: &Path, counts: (usize, usize, usize), facts: &RunFacts) -> String {
     let file = replay::shown(file, Charset::ascii_if(facts.ascii));
-    match (resolved, pending) {
-        (0, 0) => format!("replay of {file}: nothing was pending"),
-        (r, p) => format!("replay of {file}: {r} resolved, {p} still pending"),
+    let others = |n: usize| match n {
+        1 => "1 other run pending that it did not take".to_string(),
+        n => format!("{n} other runs pending that it did not take"),
+    };
+    match counts {
+        (0, 0, 0) => format!("replay of {file}: nothing was pending"),
+        (0, 0, u) => format!(
+            "replay of {file}: nothing it took was pending; {}",
+            others(u)
+        ),
+        (r, p, 0) => format!("replay of {file}: {r} resolved, {p} still pending"),
+        (r, p, u) => format!(
+            "replay of {file}: {r} resolved, {p} still pending; {}",
+            others(u)
+        ),
     }
 }
 

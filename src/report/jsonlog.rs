@@ -201,11 +201,13 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
             file,
             resolved,
             pending,
+            unpicked,
             ..
         } => head("replay_end", facts)
             .str("file", &file.to_string_lossy())
             .num("resolved", *resolved as u64)
-            .num("pending", *pending as u64),
+            .num("pending", *pending as u64)
+            .num("not_taken", *unpicked as u64),
         // The human log's own, or read by CI elsewhere; `TryStarted` and `TryOutputDone`
         // frame the try's output, which the JSON log does not hold. The sink writes `start`
         // itself, with the command and the policy.

@@ -64,6 +64,8 @@ pub fn replay(
     }
     // A dry run lists the fleet's; a replay runs this machine's unless asked for the fleet's.
     let ours = |l: &Listed| dry_run || picks.any_host || l.host == host;
+    // The runs pending in the store that this replay will not take, told at its end.
+    let pending_in_store = listed.len();
     // Each run's record, and beside it where it ran and who runs it now, moved apart rather
     // than copied: a fleet's store may hold hundreds of thousands.
     let (pending, beside): (Vec<Pending>, Vec<(String, Option<String>)>) = listed
@@ -79,18 +81,9 @@ pub fn replay(
         Ok(pending) => pending,
         Err(refusal) => return usage(&refusal),
     };
-    // What was picked keeps the order listed: each picked run is found by walking on.
-    let beside: Vec<&(String, Option<String>)> = match picks.everything() {
-        true => beside.iter().collect(),
-        false => {
-            let mut rest = ids.iter().zip(&beside);
-            picked
-                .iter()
-                .filter_map(|p| rest.find(|(id, _)| **id == p.record.id).map(|(_, b)| b))
-                .collect()
-        }
-    };
+    let beside = beside_picked(picks.everything(), &ids, &beside, &picked);
     let pending = picked;
+    let unpicked = pending_in_store - pending.len();
     if dry_run {
         let runs: Vec<FleetRun> = pending
             .iter()
@@ -112,7 +105,25 @@ pub fn replay(
     let watchdog = crate::run::watchdog::Watchdog::start().ok();
     let claims = Claims::new(fleet, consumer_name(), lease, watchdog);
     let ledger = Ledger::Fleet(Rc::new(RefCell::new(claims)));
-    run_replay(config, ledger, &shown, &runs, Vec::new())
+    run_replay(config, ledger, &shown, &runs, Vec::new(), unpicked)
+}
+
+/// Where each picked run ran and who runs it now, from `beside` (of the runs `ids`, in the
+/// order listed): what was picked keeps that order, so each is found by walking on.
+fn beside_picked<'a>(
+    everything: bool,
+    ids: &[String],
+    beside: &'a [(String, Option<String>)],
+    picked: &[Pending],
+) -> Vec<&'a (String, Option<String>)> {
+    if everything {
+        return beside.iter().collect();
+    }
+    let mut rest = ids.iter().zip(beside);
+    picked
+        .iter()
+        .filter_map(|p| rest.find(|(id, _)| **id == p.record.id).map(|(_, b)| b))
+        .collect()
 }
 
 /// What the replay picks (`--only`, `--only-label`, `--all`, `--any-host`).

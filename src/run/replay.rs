@@ -47,7 +47,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
         Ok(held) => held,
         Err(refusal) => return usage(&refusal),
     };
-    let (runs, cut_short) = match prepare(args, config, &file, held.as_ref()) {
+    let (runs, cut_short, unpicked) = match prepare(args, config, &file, held.as_ref()) {
         Ok(prepared) => prepared,
         Err(refusal) => return usage(&refusal),
     };
@@ -62,7 +62,7 @@ pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     // Started before the first run, so that every run finds it below retry already.
     let guard = crate::run::watchdog::Guard(crate::run::watchdog::Watchdog::start().ok());
     let ledger = Ledger::File(file.clone(), Rc::new(RefCell::new(guard)));
-    run_replay(config, ledger, &file, &runs, cut_short)
+    run_replay(config, ledger, &file, &runs, cut_short, unpicked)
 }
 
 /// Runs the replay of `runs`, recording what became of each in `ledger`; `shown` names the
@@ -73,6 +73,7 @@ pub(crate) fn run_replay(
     shown: &Path,
     runs: &[Run],
     warnings: Vec<Warning>,
+    unpicked: usize,
 ) -> ExitStatus {
     let mut log = match open_log(config, &run_id(), Moment::now()) {
         Ok(log) => log,
@@ -109,6 +110,7 @@ pub(crate) fn run_replay(
         flaky: false,
         junit,
         named: matches!(&config.mode, Mode::Replay { picks, .. } if !picks.everything()),
+        unpicked,
     }
     .run_all(runs, signals)
 }
@@ -249,9 +251,11 @@ fn prepare(
     config: &Config,
     file: &Path,
     held: Option<&File>,
-) -> Result<(Vec<Run>, Vec<Warning>), ReplayRefusal> {
+) -> Result<(Vec<Run>, Vec<Warning>, usize), ReplayRefusal> {
     let Listing { pending, cut_short } = load(file, held, config)?;
+    let listed = pending.len();
     let pending = picked(file, pending, config)?;
+    let unpicked = listed - pending.len();
     let cut_short = cut_short
         .iter()
         .map(|&line| Warning::LineCutShort {
@@ -269,7 +273,7 @@ fn prepare(
         .into_iter()
         .map(|p| configure(file, p, &now, log_file.as_deref(), history.as_deref()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((runs, cut_short))
+    Ok((runs, cut_short, unpicked))
 }
 
 /// What `file` holds (the replay holding it as `held`), or the one line that says why it
@@ -425,6 +429,9 @@ struct Replay {
     /// The runs were named (`--only`, `--only-label`): one that another replay holds is told
     /// of, and counted as still pending.
     named: bool,
+    /// The pending runs of the source this replay did not take: not picked by `--only` or
+    /// `--only-label`, or another machine's.
+    unpicked: usize,
 }
 
 /// What replaying one run came to: what the replay records of it, whether it was flaky (as
@@ -481,6 +488,7 @@ impl Replay {
             tries: self.tries,
             flaky: self.flaky,
             status,
+            unpicked: self.unpicked,
         });
         status
     }

@@ -918,3 +918,29 @@ fn the_options_after_the_ids_of_forget_are_read_as_options() {
         .unwrap();
     assert!(usage_error_of(&out, "").contains("'--bogus'"));
 }
+
+#[test]
+fn the_end_of_a_replay_that_took_only_some_runs_says_how_many_others_are_pending() {
+    let dir = common::temp_dir("queue-only-summary");
+    let ids = three(&dir);
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only", &ids[0], "-n", "1"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("still pending; 2 other runs pending that it did not take"),
+        "{err}"
+    );
+    let out = retry()
+        .current_dir(&dir)
+        .args(["--replay", "d.jsonl", "--only-label", "none", "-v"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("nothing it took was pending; 3 other runs pending that it did not take"),
+        "{err}"
+    );
+}
