@@ -70,10 +70,11 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
             }
             Err(why) => {
                 let shown = url(path).unwrap_or_default();
-                // The parser's words may quote what was hidden: then they are not shown.
-                let why = match path.to_str().is_some_and(|raw| printable(raw) == shown) {
-                    true => printable(&why),
-                    false => "expected redis://[:PASSWORD@]HOST[:PORT]/NAME".to_string(),
+                // The parser's words may quote what was hidden: then they are not shown, but
+                // what they say of the rest of the URL is (a name with a space, a bad port).
+                let why = match hidden(path).is_some_and(|secret| quotes(&why, &secret)) {
+                    false => printable(&why),
+                    true => "expected redis://[:PASSWORD@]HOST[:PORT]/NAME".to_string(),
                 };
                 return Err(format!("{option} '{shown}': {why}"));
             }
@@ -127,6 +128,29 @@ fn url(path: &Path) -> Option<String> {
         None => rest.to_string(),
     };
     Some(printable(&format!("{scheme}://{rest}")))
+}
+
+/// What [`url`] hides of a URL: its user and password (or what may be a password), if any.
+fn hidden(path: &Path) -> Option<String> {
+    let rest = path.to_str()?.split_once("://")?.1;
+    if let Some((secret, _)) = rest.rsplit_once('@') {
+        return Some(secret.to_string());
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    let port_only = authority
+        .rsplit_once(':')
+        .is_none_or(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()));
+    (!port_only).then(|| authority.to_string())
+}
+
+/// Whether `text` holds 8 characters in a row of `secret`, or the whole of a shorter one: the
+/// rule every other password of `retry` is kept by.
+fn quotes(text: &str, secret: &str) -> bool {
+    let (text, secret) = (text.as_bytes(), secret.as_bytes());
+    let piece = secret.len().clamp(1, 8);
+    secret
+        .windows(piece)
+        .any(|w| text.windows(piece).any(|t| t == w))
 }
 
 /// Whether a record option's value names a store on Redis, which keeps its dead letters and its
@@ -187,6 +211,21 @@ pub fn same_record_file(cli: &Cli) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mistake_in_a_url_with_a_password_is_told_without_the_password() {
+        let cli = |value: &str| {
+            Cli::try_parse_from(["retry", "--dead-letter", value, "--", "true"]).unwrap()
+        };
+        let e = no_url_as_a_path(&cli("redis://:sekret-pass@h/a b")).unwrap_err();
+        assert!(e.contains("contains ' '"), "{e}");
+        assert!(!e.contains("sekret"), "{e}");
+        let e = no_url_as_a_path(&cli("redis://:sekret-pass@h:99999/jobs")).unwrap_err();
+        assert!(
+            !e.contains("sekret") && !e.contains("expected redis://"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_url_is_shown_without_its_password_and_a_path_is_no_url() {
