@@ -23,7 +23,8 @@ fn schedules(store: Store, fixed: &[u64]) {
         let plan = Plan {
             before: 6,
             replays: 2,
-            span: std::time::Duration::from_millis(1500),
+            span: std::time::Duration::from_millis(1200),
+            lease: std::time::Duration::from_millis(600),
             ..Plan::new(seed, store)
         };
         let Some(report) = run(&plan, &retry) else {
