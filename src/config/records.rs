@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::cli::Cli;
 use crate::store::place::Place;
+use crate::store::redis::server::quotes;
 use crate::text::printable;
 
 /// Which pending runs a replay takes: all of them unless `--only` or `--only-label` picks.
@@ -72,7 +73,9 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
                 let shown = url(path).unwrap_or_default();
                 // The parser's words may quote what was hidden: then they are not shown, but
                 // what they say of the rest of the URL is (a name with a space, a bad port).
-                let why = match hidden(path).is_some_and(|secret| quotes(&why, &secret)) {
+                let why = match hidden(path)
+                    .is_some_and(|secret| !secret.is_empty() && quotes(&why, secret.as_bytes()))
+                {
                     false => printable(&why),
                     true => "expected redis://[:PASSWORD@]HOST[:PORT]/NAME".to_string(),
                 };
@@ -141,16 +144,6 @@ fn hidden(path: &Path) -> Option<String> {
         .rsplit_once(':')
         .is_none_or(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()));
     (!port_only).then(|| authority.to_string())
-}
-
-/// Whether `text` holds 8 characters in a row of `secret`, or the whole of a shorter one: the
-/// rule every other password of `retry` is kept by.
-fn quotes(text: &str, secret: &str) -> bool {
-    let (text, secret) = (text.as_bytes(), secret.as_bytes());
-    let piece = secret.len().clamp(1, 8);
-    secret
-        .windows(piece)
-        .any(|w| text.windows(piece).any(|t| t == w))
 }
 
 /// Whether a record option's value names a store on Redis, which keeps its dead letters and its

@@ -124,6 +124,21 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// The pid a try wrote in `file`, once the process is gone within `limit`: `Err` with the pid
+/// when it is still running then.
+pub fn gone_within(file: &Path, limit: Duration) -> Result<i32, i32> {
+    let pid: i32 = std::fs::read_to_string(file)
+        .expect("the try wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let gone = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
+    match wait_until(limit, gone) {
+        true => Ok(pid),
+        false => Err(pid),
+    }
+}
+
 /// Sends `signal` to the process `pid`.
 pub fn send(pid: u32, signal: i32) {
     // SAFETY: kill takes two integers and touches no memory.

@@ -236,16 +236,9 @@ fn a_replay_killed_midway_leaves_its_claimed_run_to_run_once_later() {
     common::send(replay.id(), nix::libc::SIGKILL);
     let _ = replay.wait();
     // Its try does not outlive it.
-    let pid: i32 = std::fs::read_to_string(dir.join("try.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let gone = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
-    assert!(
-        common::wait_until(Duration::from_secs(2), gone),
-        "the killed replay's try {pid} is still running"
-    );
+    if let Err(pid) = common::gone_within(&dir.join("try.pid"), Duration::from_secs(2)) {
+        panic!("the killed replay's try {pid} is still running");
+    }
     std::fs::write(dir.join("ok"), "").unwrap();
     // While the lease runs, another replay leaves the run alone.
     let listed_now = listed(&dir, &url, &[]);

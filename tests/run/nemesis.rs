@@ -97,14 +97,7 @@ fn a_replay_of_a_file_killed_midway_leaves_no_try_of_it_running() {
     std::thread::sleep(Duration::from_millis(100));
     common::send(replay.id(), nix::libc::SIGKILL);
     let _ = replay.wait();
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let gone = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
-    assert!(
-        common::wait_until(Duration::from_secs(2), gone),
-        "the killed replay's try {pid} is still running"
-    );
+    if let Err(pid) = common::gone_within(&pid_file, Duration::from_secs(2)) {
+        panic!("the killed replay's try {pid} is still running");
+    }
 }

@@ -25,8 +25,8 @@ const WITHHELD: &str = "(the server's words are not shown: they quote the passwo
 const PIECE: usize = 8;
 
 /// Whether `text` holds a piece of `password`: `PIECE` bytes of it in a row, or the whole of a
-/// shorter one.
-fn quotes(text: &str, password: &[u8]) -> bool {
+/// shorter one. `password` is not empty.
+pub(crate) fn quotes(text: &str, password: &[u8]) -> bool {
     let text = text.as_bytes();
     let piece = PIECE.min(password.len());
     password
