@@ -211,6 +211,11 @@ impl<'p> Schedule<'p> {
         budget::check_retry(self.policy.limit, now, wait, self.policy.timeout)
     }
 
+    /// Whether a try may still start at `now`: not once the budget or deadline has ended.
+    pub fn not_over(&self, now: Duration) -> Result<(), BudgetExceeded> {
+        budget::check_retry(self.policy.limit, now, Duration::ZERO, None)
+    }
+
     /// Decides what follows the try that ended at `now` with `outcome`.
     pub fn after_try<R: Rng + ?Sized>(
         &mut self,

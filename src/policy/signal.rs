@@ -54,6 +54,9 @@ impl Signal {
     pub const USR1: Signal = Signal(nix::libc::SIGUSR1);
     pub const USR2: Signal = Signal(nix::libc::SIGUSR2);
     pub const TSTP: Signal = Signal(nix::libc::SIGTSTP);
+    pub const TTIN: Signal = Signal(nix::libc::SIGTTIN);
+    pub const TTOU: Signal = Signal(nix::libc::SIGTTOU);
+    pub const WINCH: Signal = Signal(nix::libc::SIGWINCH);
 
     /// The signal with this number, if the platform has one.
     pub fn from_number(n: i32) -> Option<Signal> {

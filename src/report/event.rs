@@ -81,8 +81,14 @@ pub enum Event {
         attempt: u64,
         failure: HookFailure,
     },
-    /// The `--on-retry` hook took so long that try `next` no longer fits in the budget.
-    NoTimeAfterHook { next: u64, exceeded: BudgetExceeded },
+    /// The `--on-retry` hook took so long (`hook`), or the wait ended so late (the run was
+    /// stopped past the budget's end, with Ctrl-Z), that try `next` no longer fits in the
+    /// budget.
+    NoTimeAfterHook {
+        next: u64,
+        exceeded: BudgetExceeded,
+        hook: bool,
+    },
     /// The retry quota after a first try's deposit or a retry's take.
     Quota {
         quota: String,
@@ -137,8 +143,9 @@ pub enum Event {
     RunEnded(Box<RunOutcome>),
     /// The run that gave up was appended to the `--dead-letter` file.
     DeadLettered { path: PathBuf },
-    /// The countdown to try `next`, `secs` seconds away, on the terminal's status line.
-    Countdown { next: u64, secs: u64 },
+    /// The countdown to try `next`, `secs` seconds away, on the terminal's status line, which
+    /// is `width` columns wide (0: not known).
+    Countdown { next: u64, secs: u64, width: u16 },
     /// The status line is cleared, for the next line to take its place.
     StatusCleared,
     /// The end of a run that retried or gave up, announced once, before its last line:

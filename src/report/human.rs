@@ -151,10 +151,17 @@ impl Sink for HumanLog {
         let event = &envelope.event;
         let lines = match event {
             Event::Start { seed } => self.start(*seed, facts),
-            Event::Countdown { next, secs } => {
-                let text = format!("next try ({}) in {secs}s", facts.label(*next));
-                let line = format!("\r\x1b[2K{}{}", prefix(facts), printable(&text));
-                self.put(&line, facts);
+            Event::Countdown { next, secs, width } => {
+                let left = hms(std::time::Duration::from_secs(*secs));
+                let text = format!("next try ({}) in {left}", facts.label(*next));
+                let text = format!("{}{}", prefix(facts), printable(&text));
+                // Never as wide as the terminal: a line that wrapped would leave a row behind
+                // at every redraw, which only clears its own row.
+                let text: String = match usize::from(*width) {
+                    0 => text,
+                    width => text.chars().take(width - 1).collect(),
+                };
+                self.put(&format!("\r\x1b[2K{text}"), facts);
                 Vec::new()
             }
             Event::StatusCleared => {
@@ -207,6 +214,26 @@ impl Sink for HumanLog {
 }
 
 /// What every line starts with: `retry: `, or `retry[NAME]: ` with `--label`.
+/// The line of a run that gives up because try `next` no longer fits after the `--on-retry`
+/// hook or after a wait kept stopped past the budget's end.
+fn no_time_left(event: &Event, facts: &RunFacts) -> String {
+    let Event::NoTimeAfterHook {
+        next,
+        exceeded,
+        hook,
+    } = event
+    else {
+        return String::new();
+    };
+    let next = facts.label(*next);
+    let after = if *hook {
+        "the --on-retry hook"
+    } else {
+        "the wait"
+    };
+    format!("no time left for try {next} after {after}; giving up: {exceeded}")
+}
+
 fn prefix(facts: &RunFacts) -> String {
     match &facts.run_label {
         Some(name) => format!("retry[{}]: ", printable(name)),
@@ -272,10 +299,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::HookFailed { which, failure, .. } => {
             run(&|| format!("{which} hook {}; going on", hook_failure(failure)))
         }
-        Event::NoTimeAfterHook { next, exceeded } => run(&|| {
-            let next = facts.label(*next);
-            format!("no time left for try {next} after the --on-retry hook; giving up: {exceeded}")
-        }),
+        Event::NoTimeAfterHook { .. } => run(&|| no_time_left(event, facts)),
         Event::RequestIgnored { attempt, ignored } => {
             detail(&|| request_ignored(*attempt, ignored, facts))
         }

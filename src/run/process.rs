@@ -23,61 +23,164 @@ pub fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
-/// The controlling terminal on standard input. While `retry` is in its foreground group, each
-/// try's group is made the foreground group for the duration of the try, as a shell does for a
-/// job.
+/// `retry`'s controlling terminal: standard input when it is one, else `/dev/tty`. A try's
+/// group is made its foreground group for the duration of the try, as a shell does for a job,
+/// only when standard input is the terminal and `retry` is alone in the terminal's foreground
+/// job (docs/processes.md#process-group-and-terminal); otherwise a try gets it only when it
+/// asks, by being stopped for reading it.
 #[derive(Clone, Copy, Debug)]
 pub struct Terminal {
     own_group: Pid,
+    /// The terminal's descriptor, open for the life of `retry`.
+    fd: libc::c_int,
+    /// Standard input is the terminal.
+    on_stdin: bool,
 }
 
 impl Terminal {
-    /// The terminal on standard input, if there is one, whether or not `retry` is in its
-    /// foreground now (a job can move between foreground and background).
+    /// The controlling terminal, if there is one, whether or not `retry` is in its foreground
+    /// now (a job can move between foreground and background).
     pub fn detect() -> Option<Terminal> {
         let stdin = io::stdin();
-        if !isatty(&stdin).unwrap_or(false) {
-            return None;
+        if isatty(&stdin).unwrap_or(false) {
+            return Some(Terminal {
+                own_group: getpgrp(),
+                fd: libc::STDIN_FILENO,
+                on_stdin: true,
+            });
         }
-        Some(Terminal {
+        // SAFETY: open takes a NUL-terminated path and flags, and returns a new descriptor or
+        // -1; the descriptor is kept open for the life of the process.
+        let fd = unsafe {
+            libc::open(
+                c"/dev/tty".as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+            )
+        };
+        (fd >= 0).then(|| Terminal {
             own_group: getpgrp(),
+            fd,
+            on_stdin: false,
         })
+    }
+
+    fn borrow(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the descriptor stays open for the life of the process (see `detect`).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) }
     }
 
     /// The terminal's foreground group, if it can be read.
     pub fn foreground_group(&self) -> Option<Pid> {
-        tcgetpgrp(io::stdin()).ok()
+        tcgetpgrp(self.borrow()).ok()
     }
 
     /// Gives the terminal back to `retry`'s group.
     pub fn take_back(&self) {
-        hand_terminal_to(self.own_group);
+        hand_terminal_to(self.fd, self.own_group);
     }
 
     /// True when `retry`'s group has the terminal (it was not resumed in the background).
     pub fn in_foreground(&self) -> bool {
-        tcgetpgrp(io::stdin()).is_ok_and(|g| g == self.own_group)
+        tcgetpgrp(self.borrow()).is_ok_and(|g| g == self.own_group)
     }
 
-    /// Hands the terminal to a try's group again.
+    /// Hands the terminal to a try's group.
     pub fn give_to(&self, group: Pid) {
-        hand_terminal_to(group);
+        hand_terminal_to(self.fd, group);
+    }
+
+    /// True when a try is given the terminal as it starts: standard input is the terminal, and
+    /// `retry` is alone in the terminal's foreground job. A job that holds other processes
+    /// too (the shell script that runs `retry`, `watch`, the rest of a pipeline) keeps the
+    /// terminal, so that Ctrl-C and Ctrl-Z reach all of it, as they would without `retry`.
+    pub fn hands_over(&self) -> bool {
+        self.on_stdin && self.in_foreground() && self.alone()
+    }
+
+    /// True when nothing else is in `retry`'s process group: no other process (what `retry`
+    /// started aside), and standard output is not a pipe, whose reader a shell puts in the
+    /// same job (it may not have started yet).
+    fn alone(&self) -> bool {
+        let stdout = io::stdout();
+        let piped = nix::sys::stat::fstat(&stdout)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+        !piped && !group_has_others(self.own_group)
+    }
+
+    /// Stops `retry`'s whole job, as the terminal stops a job whose process reads it from the
+    /// background, and as Ctrl-Z does. SIGSTOP rather than SIGTSTP or SIGTTIN: the kernel
+    /// drops those for an orphaned process group.
+    pub fn stop_job(&self) {
+        let _ = killpg(self.own_group, nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Continues what of `retry`'s job was stopped meanwhile (a pager that read the terminal
+    /// while a try held it).
+    pub fn continue_job(&self) {
+        let _ = killpg(self.own_group, nix::sys::signal::Signal::SIGCONT);
+    }
+
+    /// The terminal's modes now.
+    pub fn modes(&self) -> Option<nix::sys::termios::Termios> {
+        nix::sys::termios::tcgetattr(self.borrow()).ok()
+    }
+
+    /// Sets the terminal's modes back to `modes` once what is written has gone out, as a shell
+    /// does when its foreground job dies of a signal. Only from the foreground: elsewhere the
+    /// terminal is someone else's.
+    pub fn restore(&self, modes: &nix::sys::termios::Termios) {
+        if !self.in_foreground() {
+            return;
+        }
+        let _ = nix::sys::termios::tcsetattr(
+            self.borrow(),
+            nix::sys::termios::SetArg::TCSADRAIN,
+            modes,
+        );
     }
 }
 
-/// `tcsetpgrp` with SIGTTOU blocked, so that a process outside the foreground group may call it.
-/// Async-signal-safe: it runs in the child between fork and exec too.
-fn hand_terminal_to(group: Pid) {
+/// True when a process other than `retry` and those it started is in `group`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn group_has_others(group: Pid) -> bool {
+    let me = std::process::id() as i32;
+    let procs = proc_entries();
+    let parent_of = |pid: i32| procs.iter().find(|e| e.pid == pid).map(|e| e.parent);
+    let below_me = |mut pid: i32| {
+        // A bounded walk up the tree: a process whose ancestors include `retry`.
+        for _ in 0..64 {
+            match parent_of(pid) {
+                Some(p) if p == me => return true,
+                Some(p) if p > 1 => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    procs
+        .iter()
+        .any(|e| e.group == group.as_raw() && e.pid != me && !below_me(e.pid))
+}
+
+/// Without /proc: `retry` counts as alone when it leads its group, as the first command of a
+/// shell's job does.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn group_has_others(group: Pid) -> bool {
+    group != nix::unistd::getpid()
+}
+
+/// `tcsetpgrp` on terminal `fd` with SIGTTOU blocked, so that a process outside the foreground
+/// group may call it. Async-signal-safe: it runs in the child between fork and exec too.
+fn hand_terminal_to(fd: libc::c_int, group: Pid) {
     let mut ttou = SigSet::empty();
     ttou.add(nix::sys::signal::Signal::SIGTTOU);
     let mut old = SigSet::empty();
     let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old));
-    // Not `io::stdin()`, which may allocate on first use: this runs between fork and exec too.
-    // SAFETY: fd 0 is open for the life of the process, and so outlives this borrow: Rust's
-    // runtime opens /dev/null on any of 0, 1 and 2 that is closed at start, and retry never
-    // closes them (in a child, only dup2 replaces them).
-    let stdin = unsafe { std::os::fd::BorrowedFd::borrow_raw(libc::STDIN_FILENO) };
-    let _ = tcsetpgrp(stdin, group);
+    // SAFETY: `fd` is open for the life of the process: fd 0 (Rust's runtime opens /dev/null on
+    // any of 0, 1 and 2 that is closed at start, and retry never closes them; in a child, only
+    // dup2 replaces them) or the terminal `Terminal::detect` opened and never closes.
+    let terminal = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let _ = tcsetpgrp(terminal, group);
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
 }
 
@@ -116,8 +219,14 @@ pub struct Child {
     group: Option<Pid>,
     status: Option<Outcome>,
     has_terminal: bool,
-    /// The command was stopped (Ctrl-Z at the terminal) and not yet dealt with.
-    stopped: bool,
+    /// The terminal was given to the try when it asked for it, while `retry` shared it with
+    /// the rest of its job.
+    lent: bool,
+    /// The signal that stopped the command (Ctrl-Z at the terminal, SIGTTIN), not yet dealt
+    /// with.
+    stopped: Option<Signal>,
+    /// `retry` said that the try asked for the terminal.
+    told: bool,
 }
 
 impl Child {
@@ -129,7 +238,8 @@ impl Child {
             });
         };
         let own_group = !opts.foreground;
-        let take_terminal = opts.terminal.is_some() && own_group;
+        let terminal = opts.terminal.filter(|_| own_group);
+        let take_terminal = terminal.is_some();
         // Without a terminal to hand over, posix_spawn does all a try needs, at vfork's cost.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         if !take_terminal {
@@ -143,29 +253,29 @@ impl Child {
             .map_err(spawn_error)?;
             return Ok(Child::started(pid, own_group, false));
         }
-        let cmd = command(program, args, opts, take_terminal);
-        Child::fork_exec(cmd, own_group, take_terminal)
+        let cmd = command(program, args, opts, terminal);
+        Child::fork_exec(cmd, own_group, terminal)
     }
 
-    /// Starts `cmd` (fork and exec), in a group of its own if `own_group`, and hands it the
-    /// terminal if `take_terminal`.
+    /// Starts `cmd` (fork and exec), in a group of its own if `own_group`, and hands it
+    /// `terminal` if there is one.
     fn fork_exec(
         mut cmd: Command,
         own_group: bool,
-        take_terminal: bool,
+        terminal: Option<Terminal>,
     ) -> Result<Child, SpawnError> {
         let child = cmd.spawn().map_err(spawn_error)?;
         let pid = Pid::from_raw(child.id() as i32);
         // The parent hands the terminal over too, as shells do: whichever runs first wins the
         // race, and both leave the same state.
-        if take_terminal {
-            hand_terminal_to(pid);
+        if let Some(terminal) = terminal {
+            terminal.give_to(pid);
         }
         // `child` is dropped without waiting: the runner reaps every child itself. Dropping
         // `cmd` closes retry's copies of the child's ends of its pipes.
         drop(child);
         drop(cmd);
-        Ok(Child::started(pid, own_group, take_terminal))
+        Ok(Child::started(pid, own_group, terminal.is_some()))
     }
 
     /// The child just started as `pid`, the leader of its own group if `own_group`.
@@ -175,7 +285,9 @@ impl Child {
             group: own_group.then_some(pid),
             status: None,
             has_terminal,
-            stopped: false,
+            lent: false,
+            stopped: None,
+            told: false,
         }
     }
 
@@ -192,6 +304,22 @@ impl Child {
         self.has_terminal = true;
     }
 
+    /// Records that the try was lent the terminal that `retry` shares with its job.
+    pub fn set_lent(&mut self) {
+        self.has_terminal = true;
+        self.lent = true;
+    }
+
+    /// True when the try was lent the terminal that `retry` shares with its job.
+    pub fn lent(&self) -> bool {
+        self.lent
+    }
+
+    /// True the first time only: `retry` says once per try that it asked for the terminal.
+    pub fn first_telling(&mut self) -> bool {
+        !std::mem::replace(&mut self.told, true)
+    }
+
     /// How the command ended, once it has been reaped.
     pub fn outcome(&self) -> Option<Outcome> {
         self.status
@@ -200,22 +328,23 @@ impl Child {
     /// Reaps every child that has ended: the try's leader (whose status is kept) and any orphan
     /// handed to `retry` as subreaper. Notes when the leader has been stopped.
     pub fn reap(&mut self) {
-        let (leader, mut status, mut stopped) = (self.pid, None, false);
+        let (leader, mut status, mut stopped) = (self.pid, None, None);
         reap_with_stops(|pid, event| match event {
             Reaped::Ended(outcome) if pid == leader => status = Some(outcome),
-            Reaped::Stopped if pid == leader => stopped = true,
+            Reaped::Stopped(signal) if pid == leader => stopped = Some(signal),
             _ => {}
         });
         if status.is_some() {
             self.status = status;
-        } else if stopped {
-            self.stopped = true;
+        } else if stopped.is_some() {
+            self.stopped = stopped;
         }
     }
 
-    /// True once after the leader was stopped (by Ctrl-Z, SIGTTIN or SIGSTOP).
-    pub fn take_stopped(&mut self) -> bool {
-        std::mem::take(&mut self.stopped)
+    /// Once after the leader was stopped (by Ctrl-Z, SIGTTIN or SIGSTOP): the signal that
+    /// stopped it.
+    pub fn take_stopped(&mut self) -> Option<Signal> {
+        self.stopped.take()
     }
 
     /// The try's process group, unless `--foreground`.
@@ -251,13 +380,13 @@ impl Child {
     }
 }
 
-/// The `Command` that runs `program` with `args` as `opts` say; with `take_terminal`, the child
+/// The `Command` that runs `program` with `args` as `opts` say; with a `terminal`, the child
 /// makes its group the terminal's foreground group before exec.
 fn command(
     program: &OsString,
     args: &[OsString],
     opts: SpawnOptions<'_>,
-    take_terminal: bool,
+    terminal: Option<Terminal>,
 ) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -277,10 +406,10 @@ fn command(
     unsafe {
         cmd.pre_exec(move || {
             dispositions.apply();
-            if take_terminal {
+            if let Some(terminal) = terminal {
                 // The child takes the terminal itself, before exec, so that it cannot read from
                 // the terminal before it is in the foreground (and be stopped by SIGTTIN).
-                hand_terminal_to(nix::unistd::getpid());
+                hand_terminal_to(terminal.fd, nix::unistd::getpid());
             }
             Ok(())
         });
@@ -505,7 +634,8 @@ pub fn descendants(_inherited: &Inherited) -> Vec<Descendant> {
 /// What `reap_with_stops` found about a child.
 enum Reaped {
     Ended(Outcome),
-    Stopped,
+    /// Stopped by this signal.
+    Stopped(Signal),
 }
 
 /// Reaps every ended child without blocking, when no try is running: what ends then is an
@@ -544,7 +674,8 @@ fn reap_with_stops(mut seen: impl FnMut(Pid, Reaped)) {
             };
             seen(pid, Reaped::Ended(outcome));
         } else if libc::WIFSTOPPED(status) {
-            seen(pid, Reaped::Stopped);
+            let signal = Signal::from_number(libc::WSTOPSIG(status)).unwrap_or(Signal::TSTP);
+            seen(pid, Reaped::Stopped(signal));
         }
     }
 }

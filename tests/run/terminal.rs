@@ -30,8 +30,29 @@ impl Pty {
         Pty::spawn_command(cmd, env)
     }
 
-    fn spawn_command(mut cmd: std::process::Command, env: &[(&str, &str)]) -> Pty {
-        let pty = openpty(None, None).expect("openpty");
+    fn spawn_command(cmd: std::process::Command, env: &[(&str, &str)]) -> Pty {
+        Pty::spawn_sized(cmd, env, None)
+    }
+
+    /// retry on a terminal `columns` wide.
+    fn spawn_narrow(args: &[&str], columns: u16) -> Pty {
+        let mut cmd = common::retry_std();
+        cmd.args(args);
+        let size = libc::winsize {
+            ws_row: 24,
+            ws_col: columns,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        Pty::spawn_sized(cmd, &[], Some(size))
+    }
+
+    fn spawn_sized(
+        mut cmd: std::process::Command,
+        env: &[(&str, &str)],
+        size: Option<libc::winsize>,
+    ) -> Pty {
+        let pty = openpty(size.as_ref(), None).expect("openpty");
         // Other tests spawn processes concurrently: they must not inherit this terminal.
         for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
             unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -58,6 +79,31 @@ impl Pty {
             child,
             seen: String::new(),
         }
+    }
+
+    /// An interactive bash with job control on a new terminal, as a person would have; `$R` is
+    /// retry's path.
+    fn bash() -> Pty {
+        let mut bash = std::process::Command::new("bash");
+        bash.args(["--norc", "--noprofile", "-i"]);
+        let retry = assert_cmd::cargo::cargo_bin("retry");
+        let retry = retry.to_str().expect("a path in UTF-8");
+        let mut pty = Pty::spawn_command(
+            bash,
+            &[
+                ("PS1", "$ "),
+                ("TERM", "dumb"),
+                ("R", retry),
+                ("HISTFILE", ""),
+            ],
+        );
+        pty.type_bytes(b"set -b\n");
+        pty
+    }
+
+    /// Types a command line at the shell.
+    fn type_line(&mut self, line: &str) {
+        self.type_bytes(format!("{line}\n").as_bytes());
     }
 
     fn type_bytes(&mut self, bytes: &[u8]) {
@@ -100,6 +146,42 @@ impl Pty {
         let _ = self.child.kill();
         panic!("retry did not end; the terminal showed {:?}", self.seen);
     }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        // A failed test leaves nothing running: the session's leader and its own group, then
+        // whatever the terminal's hangup does not end.
+        if let Ok(None) = self.child.try_wait() {
+            common::send(self.child.id(), libc::SIGHUP);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits until `pid`, a child of the test, has stopped (or fails).
+fn wait_stopped(pid: u32, pty: &Pty) {
+    let until = Instant::now() + common::STEP_LIMIT;
+    loop {
+        let mut status = 0;
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if r == pid as i32 && libc::WIFSTOPPED(status) {
+            return;
+        }
+        assert!(r == 0, "retry ended instead of stopping: {:?}", pty.seen);
+        assert!(
+            Instant::now() < until,
+            "retry never stopped: {:?}",
+            pty.seen
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pid of the child of `parent` that runs `comm`, once it is there.
+fn child_running(parent: u32, comm: &str) -> u32 {
+    common::wait_for_child(parent as i32, comm, common::STEP_LIMIT, |_| true) as u32
 }
 
 #[test]
@@ -383,4 +465,247 @@ fn a_resize_that_reaches_retry_reaches_the_try_s_terminal_at_once() {
     unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
     pty.expect("33 111");
     assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_pager_after_retry_in_a_pipeline_keeps_the_terminal() {
+    // The pager reads the terminal while the try runs, as `less` does: the job's terminal
+    // stays with the job, so it is not stopped for reading it.
+    let mut pty = Pty::bash();
+    pty.type_line(
+        "\"$R\" --color never -n 1 -- sh -c 'echo first; sleep 30' \
+         | { read l; echo got:$l; read x </dev/tty; echo paged:$x; }",
+    );
+    pty.expect("got:first");
+    pty.type_line("q");
+    pty.expect("paged:q");
+    assert!(!pty.seen.contains("Stopped"), "{:?}", pty.seen);
+    // Ctrl-C reaches the whole job, retry included, which stops its try.
+    pty.type_bytes(b"\x03");
+    pty.type_line("echo status=${PIPESTATUS[0]}");
+    pty.expect("status=130");
+    pty.type_line("exit");
+    pty.wait();
+}
+
+#[test]
+fn ctrl_c_stops_a_script_that_runs_retry_in_a_loop() {
+    for shell in ["sh", "bash"] {
+        // The script is the session's leader, and so in the terminal's foreground job, with
+        // retry in its group, as a script run from a prompt is.
+        let mut cmd = std::process::Command::new(shell);
+        cmd.args([
+            "-c",
+            "for h in a b c; do \"$0\" --color never -n 2 -d 0 -- sleep 30; echo after:$h; done",
+        ]);
+        cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+        let mut pty = Pty::spawn_command(cmd, &[]);
+        let retry = child_running(pty.child.id(), "retry");
+        child_running(retry, "sleep");
+        pty.type_bytes(b"\x03");
+        let status = pty.wait();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGINT),
+            "{shell}: {:?}",
+            pty.seen
+        );
+        assert!(!pty.seen.contains("after:"), "{shell}: {:?}", pty.seen);
+    }
+}
+
+#[test]
+fn one_ctrl_z_stops_retry_piped_into_cat_and_fg_resumes_it() {
+    let mut pty = Pty::bash();
+    pty.type_line("\"$R\" --color never -n 1 -- sh -c 'sleep 1; echo done:$((40+2))' | cat");
+    let retry = child_running(pty.child.id(), "retry");
+    child_running(retry, "sh");
+    pty.type_bytes(b"\x1a");
+    pty.expect("Stopped");
+    pty.type_line("fg");
+    pty.expect("done:42");
+    pty.type_line("echo status=$?");
+    pty.expect("status=0");
+    pty.type_line("exit");
+    pty.wait();
+}
+
+#[test]
+fn a_wait_kept_stopped_past_the_budget_starts_no_try_and_ends_with_the_last_status() {
+    let started = Instant::now();
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "5", "-d", "2s", "-j", "none", "-B", "3s", "--", "sh", "-c",
+        "exit 3",
+    ]);
+    let pid = pty.child.id();
+    pty.expect("next try in 2s");
+    pty.type_bytes(b"\x1a");
+    wait_stopped(pid, &pty);
+    // Kept stopped past the end of the budget, then continued, as `fg` does.
+    std::thread::sleep(Duration::from_millis(3100).saturating_sub(started.elapsed()));
+    common::send(pid, libc::SIGCONT);
+    let status = pty.wait();
+    pty.expect("gave up");
+    assert_eq!(status.code(), Some(3), "{:?}", pty.seen);
+    assert!(!pty.seen.contains("retry: try 2/5"), "{:?}", pty.seen);
+    assert!(pty.seen.contains("budget"), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_countdown_says_a_long_wait_as_the_log_lines_do() {
+    let mut pty = Pty::spawn(&[
+        "--color", "never", "-n", "2", "-d", "2h", "-m", "2h", "-j", "none", "--", "false",
+    ]);
+    pty.expect("next try in 2h");
+    pty.expect("next try (2/2) in 2h");
+    pty.type_bytes(b"\x03");
+    assert_eq!(pty.wait().signal(), Some(libc::SIGINT), "{:?}", pty.seen);
+    assert!(!pty.seen.contains("7200s"), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_countdown_is_cut_to_the_terminal_s_width() {
+    let mut pty = Pty::spawn_narrow(
+        &[
+            "--color", "never", "-n", "2", "-d", "1h", "-m", "1h", "-j", "none", "--", "false",
+        ],
+        20,
+    );
+    pty.expect("\r\x1b[2Kretry: next try (2");
+    // Drawn a second time, a line that wrapped would leave a row behind.
+    pty.type_bytes(b"\x03");
+    pty.wait();
+    let countdowns: Vec<&str> = pty
+        .seen
+        .split("\r\x1b[2K")
+        .skip(1)
+        .map(|rest| rest.split(['\r', '\n']).next().unwrap_or(""))
+        .filter(|line| line.starts_with("retry: next try ("))
+        .collect();
+    assert!(!countdowns.is_empty(), "{:?}", pty.seen);
+    for line in countdowns {
+        assert!(line.chars().count() < 20, "{line:?} in {:?}", pty.seen);
+    }
+}
+
+#[test]
+fn a_run_in_the_background_draws_no_countdown_over_the_prompt() {
+    let started = Instant::now();
+    let mut pty = Pty::bash();
+    pty.type_line("\"$R\" --color never -n 2 -d 2100ms -j none -- false &");
+    pty.expect("gave up after 2 tries");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!pty.seen.contains("next try (2/2) in"), "{:?}", pty.seen);
+    pty.type_line("exit");
+    pty.wait();
+}
+
+/// The terminal's modes, as `stty -a` shows them.
+fn modes(pty: &Pty) -> (libc::tcflag_t, libc::tcflag_t, libc::tcflag_t) {
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::tcgetattr(pty.master.as_raw_fd(), &mut t) },
+        0
+    );
+    (t.c_iflag, t.c_oflag, t.c_lflag)
+}
+
+#[test]
+fn a_raw_try_killed_by_its_timeout_leaves_the_terminal_s_modes_as_they_were() {
+    let mut pty = Pty::spawn(&[
+        "--color",
+        "never",
+        "-n",
+        "2",
+        "-d",
+        "0",
+        "-t",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        // The try says it set the terminal raw only once it sees it so itself.
+        "stty raw -echo; stty -a | grep -q -- ' -icanon' && echo is-raw; sleep 30",
+    ]);
+    // The modes a new terminal has, as this one had before retry started: read from another,
+    // since the try may have set this one raw already on a loaded machine.
+    let before = {
+        let fresh = openpty(None, None).expect("openpty");
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(
+            unsafe { libc::tcgetattr(fresh.master.as_raw_fd(), &mut t) },
+            0
+        );
+        (t.c_iflag, t.c_oflag, t.c_lflag)
+    };
+    pty.expect("is-raw");
+    pty.expect("gave up");
+    assert_eq!(pty.wait().code(), Some(124), "{:?}", pty.seen);
+    assert_eq!(modes(&pty), before, "{:?}", pty.seen);
+    // Set back before retry wrote its lines, and before the next try: each starts a line.
+    assert!(pty.seen.contains("\r\nretry: gave up"), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_watched_try_gets_sigwinch_when_the_terminal_is_resized() {
+    // With stdin elsewhere, retry keeps the terminal's foreground and gets SIGWINCH itself; the
+    // try's pseudo-terminal is nobody's controlling terminal, so retry tells the try.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env_remove("RETRY_RUN_ID").args([
+        "-c",
+        "exec \"$0\" --retry-if-output zzz -- sh -c '
+            exec 3>&1; trap \"w=1\" WINCH; echo started; n=0
+            while [ -z \"$w\" ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n + 1)); done
+            [ -n \"$w\" ] && echo \"winch: $(stty size <&3)\"' </dev/null",
+    ]);
+    cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+    let mut pty = Pty::spawn_command(cmd, &[]);
+    pty.expect("started");
+    let size = libc::winsize {
+        ws_row: 31,
+        ws_col: 97,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    pty.expect("winch: 31 97");
+    assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+}
+
+#[test]
+fn a_prompt_on_the_terminal_under_another_standard_input_can_be_answered() {
+    // Standard input elsewhere: the try is not given the terminal as it starts; it is stopped
+    // for reading it, and retry says so and gives it the terminal.
+    for input in ["</dev/null", "<<EOF\nx\nEOF\n"] {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.env_remove("RETRY_RUN_ID").args([
+            "-c",
+            &format!("exec \"$0\" --color never -- sh -c 'read p </dev/tty; echo got:$p' {input}"),
+        ]);
+        cmd.arg(assert_cmd::cargo::cargo_bin("retry"));
+        let mut pty = Pty::spawn_command(cmd, &[]);
+        pty.expect("for using the terminal; gave it the terminal");
+        pty.type_line("secret");
+        pty.expect("got:secret");
+        assert_eq!(pty.wait().code(), Some(0), "{:?}", pty.seen);
+        assert_eq!(
+            pty.seen.matches("using the terminal").count(),
+            1,
+            "{:?}",
+            pty.seen
+        );
+    }
+}
+
+#[test]
+fn a_prompt_after_a_pipe_into_retry_can_be_answered_from_an_interactive_shell() {
+    let mut pty = Pty::bash();
+    pty.type_line("echo x | \"$R\" --color never -- sh -c 'read p </dev/tty; echo got:$p'");
+    pty.expect("gave it the terminal");
+    pty.type_line("secret");
+    pty.expect("got:secret");
+    pty.type_line("echo status=$?");
+    pty.expect("status=0");
+    pty.type_line("exit");
+    pty.wait();
 }

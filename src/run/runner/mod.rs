@@ -459,12 +459,24 @@ impl<'c> Runner<'c> {
             self.log.emit(Event::NoTimeAfterHook {
                 next: attempt + 1,
                 exceeded,
+                hook: true,
             });
             let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
             return ControlFlow::Break(status);
         }
         if let Some(signal) = self.watch.sleep(&mut self.log, left, attempt + 1) {
             return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
+        }
+        // A wait kept stopped (Ctrl-Z) past the end of the budget starts no try: the run gives
+        // up as if the wait had not fitted, with the last try's status.
+        if let Err(exceeded) = schedule.not_over(self.start.elapsed()) {
+            self.log.emit(Event::NoTimeAfterHook {
+                next: attempt + 1,
+                exceeded,
+                hook: false,
+            });
+            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(status);
         }
         ControlFlow::Continue(())
     }
@@ -504,11 +516,14 @@ impl<'c> Runner<'c> {
         let finish = self
             .stopper
             .run_child(watch, log, &mut child, until, Some(io));
+        // Whether the try died of a signal or was stopped: then the terminal's modes are set
+        // back, as a shell sets them back after its job.
+        let killed = !matches!(finish, Finish::Exited(Outcome::Exit(_)));
         let end = self.try_end(&mut child, finish, by_limit, short, io);
         self.watch.guard(None);
         // Take the terminal back before writing to it: with `stty tostop`, a write from outside
         // the foreground group would stop retry.
-        self.watch.job.give_back_terminal(&child);
+        self.watch.job.give_back_terminal(&child, killed);
         Ok(end)
     }
 

@@ -118,8 +118,11 @@ impl Stopper {
                     if let Some(outcome) = child.outcome() {
                         break Finish::Exited(outcome);
                     }
-                    if io.is_some() && child.take_stopped() {
-                        watch.job.suspend_with(child);
+                    if let Some(signal) = child.take_stopped().filter(|_| io.is_some()) {
+                        let wanted = watch.job.suspend_with(child, signal);
+                        if let Some(given) = wanted.filter(|_| child.first_telling()) {
+                            log.warn(Warning::Stdio(wants_terminal(signal, given)));
+                        }
                     }
                 }
                 Wake::Stop(signal) => {
@@ -280,6 +283,17 @@ impl Stopper {
     fn sweeps(&self) -> bool {
         !self.foreground
     }
+}
+
+/// What `retry` says when a try was stopped by `signal` (SIGTTIN, SIGTTOU) for using a
+/// terminal that it was not given.
+fn wants_terminal(signal: Signal, given: bool) -> String {
+    let then = if given {
+        "gave it the terminal"
+    } else {
+        "stopping with it until the job is in the foreground"
+    };
+    format!("the try was stopped by {signal} for using the terminal; {then}")
 }
 
 /// The processes that had left a stopped try's group (found as `retry`'s descendants), for the

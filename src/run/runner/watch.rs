@@ -2,6 +2,7 @@
 //! moving meanwhile, signals passed on, job control), for an ended try's output to be written
 //! out, and between tries, with a countdown on the terminal.
 
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use crate::policy::Signal;
@@ -13,6 +14,17 @@ use crate::run::process::{Inherited, Target, reap_all};
 use crate::run::runner::job_control::JobControl;
 use crate::run::signals::{Arrival, Signals};
 use crate::run::stdio::{RunIo, TryIo};
+
+/// The width of the terminal on standard error (0 when not known), when `retry`'s group is
+/// its foreground group; `None` when `retry` runs in the background.
+fn status_line_width() -> Option<u16> {
+    let stderr = std::io::stderr();
+    let foreground = nix::unistd::tcgetpgrp(&stderr).ok()?;
+    if foreground != nix::unistd::getpgrp() {
+        return None;
+    }
+    Some(crate::run::stdio::window_size(stderr.as_fd()).map_or(0, |size| size.ws_col))
+}
 
 /// What wakes the runner: `next_event` deals with the rest itself (signals to pass on, job
 /// control, window sizes, the try's input and output).
@@ -143,7 +155,9 @@ impl Watch {
                 Arrival::Suspend => self.suspend(log),
                 Arrival::Resize => {
                     if let Some(io) = io.as_deref() {
-                        self.stdio.follow_window_sizes(io);
+                        if self.stdio.follow_window_sizes(io) {
+                            self.current.inspect(|t| t.signal(Signal::WINCH));
+                        }
                     }
                 }
             }
@@ -230,8 +244,12 @@ impl Watch {
                 Some(until) if countdown => {
                     let left = until.saturating_duration_since(Moment::now());
                     let secs = left.as_secs_f64().ceil() as u64;
-                    log.emit(Event::Countdown { next, secs });
-                    self.status_shown = true;
+                    // Drawn only while `retry` is the terminal's foreground job: in the
+                    // background it would write over the shell's prompt.
+                    if let Some(width) = status_line_width() {
+                        log.emit(Event::Countdown { next, secs, width });
+                        self.status_shown = true;
+                    }
                     // Wake when the shown number of seconds changes.
                     let tick = left.saturating_sub(Duration::from_secs(secs.saturating_sub(1)));
                     Some(Moment::now().checked_add(tick).unwrap_or(until).min(until))

@@ -357,9 +357,10 @@ impl RunIo {
         });
     }
 
-    /// The real terminal changed size: the try's pseudo-terminals follow it at once.
-    pub fn follow_window_sizes(&self, io: &TryIo) {
-        self.output.follow_window_sizes(io);
+    /// The real terminal changed size: the try's pseudo-terminals follow it at once. True when
+    /// one of them changed size: then the try is to be told, with SIGWINCH.
+    pub fn follow_window_sizes(&self, io: &TryIo) -> bool {
+        self.output.follow_window_sizes(io)
     }
 
     /// True while some output of the try still waits to be written.

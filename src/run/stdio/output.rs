@@ -159,7 +159,7 @@ impl Outputs {
             0,
         );
         if s.tty {
-            follow_window_size(fd, real_stream(s.dest).as_fd());
+            let _ = follow_window_size(fd, real_stream(s.dest).as_fd());
         }
         let n = match read_fd(fd.as_fd(), &mut buf) {
             Ok(n) => n,
@@ -433,13 +433,16 @@ impl Outputs {
         }
     }
 
-    /// The real terminal changed size: the try's pseudo-terminals follow it at once.
-    pub(super) fn follow_window_sizes(&self, io: &TryIo) {
+    /// The real terminal changed size: the try's pseudo-terminals follow it at once. True when
+    /// one of them changed size.
+    pub(super) fn follow_window_sizes(&self, io: &TryIo) -> bool {
+        let mut changed = false;
         for s in io.streams.iter().filter(|s| s.tty) {
             if let Some(fd) = &s.fd {
-                follow_window_size(fd, real_stream(s.dest).as_fd());
+                changed |= follow_window_size(fd, real_stream(s.dest).as_fd());
             }
         }
+        changed
     }
 
     /// True while some output of the try still waits to be written.

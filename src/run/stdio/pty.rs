@@ -40,13 +40,16 @@ pub(crate) fn window_size(fd: BorrowedFd<'_>) -> Option<nix::pty::Winsize> {
 
 /// Keeps a try's pseudo-terminal as large as the real terminal: checked whenever the try
 /// writes, since SIGWINCH goes to the terminal's foreground group (the try's), not to retry.
-pub(super) fn follow_window_size(master: &OwnedFd, real: BorrowedFd<'_>) {
+/// True when its size changed. The pseudo-terminal is no one's controlling terminal, so the
+/// change signals nobody: the caller tells the try.
+pub(super) fn follow_window_size(master: &OwnedFd, real: BorrowedFd<'_>) -> bool {
     let (Some(real), Some(ours)) = (window_size(real), window_size(master.as_fd())) else {
-        return;
+        return false;
     };
-    if (real.ws_row, real.ws_col) != (ours.ws_row, ours.ws_col) {
-        // SAFETY: TIOCSWINSZ only reads one `winsize` through the pointer, from `real`, which
-        // outlives the call.
-        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &real) };
+    if (real.ws_row, real.ws_col) == (ours.ws_row, ours.ws_col) {
+        return false;
     }
+    // SAFETY: TIOCSWINSZ only reads one `winsize` through the pointer, from `real`, which
+    // outlives the call.
+    unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &real) == 0 }
 }
