@@ -645,7 +645,10 @@ impl Case {
     /// The command's script: it counts its runs in `n`, then plays the try of that count.
     /// With a replay to come, a file `ok` makes it fail that many more times, then succeed.
     pub fn script(&self) -> String {
-        let mut s = String::from("k=$(($(cat n 2>/dev/null||echo 0)+1));echo $k >n;");
+        // One line appended per run, in one write: a try killed at any moment leaves the count
+        // of the runs before it whole (a rewrite of the file could be cut between its truncation
+        // and its write).
+        let mut s = String::from("k=$(($(wc -l 2>/dev/null <n||echo 0)+1));echo $k >>n;");
         if self.replay.is_some() {
             s += "if [ -e ok ];then r=$(cat ok);echo $((r-1)) >ok;[ $r -le 0 ]&&{ echo READY;exit 0;};exit 1;fi;";
         }
@@ -1821,7 +1824,7 @@ fn check_direct(case: &Case, dir: &Path, ran: &Ran, f: &mut Findings) -> Option<
     }
     let code = status.shell();
     let stream = &ran.stderr;
-    let count = read(dir, "n").map_or(0, |t| t.trim().parse::<u64>().unwrap_or(0));
+    let count = read(dir, "n").map_or(0, |t| t.lines().count() as u64);
     if let Some(misuse) = &case.misuse {
         let lines: Vec<&str> = stream.lines().collect();
         if status != Status::Code(125) || lines.len() != 1 || !lines[0].contains(misuse.names) {
@@ -3460,7 +3463,7 @@ fn check_replay(
     }
     let failed = run.tries.iter().filter(|t| t.failed()).count();
     let ran_tries = run.tries.iter().filter(|t| !t.held).count() as u64;
-    let count = read(dir, "n").map_or(0, |t| t.trim().parse::<u64>().unwrap_or(0));
+    let count = read(dir, "n").map_or(0, |t| t.lines().count() as u64);
     // The first replay starts the count again; the second goes on from it.
     if k == 1 && count != ran_tries {
         f.fail("replay", format!("{tag}the command ran {count} times; the replayed run's log has {ran_tries} tries that ran"));
