@@ -777,6 +777,8 @@ fn a_prune_while_a_replay_runs_a_run_keeps_it_and_the_dry_run_lists_what_is_kept
     let all = listed(&dir, &url, &["--all"]);
     assert_eq!(all.len(), 1);
     assert_eq!(all[0]["state"], "resolved");
+    // The replay that held it settled it, once: it ran when it gave up and when replayed.
+    assert_eq!(marks(&dir).len(), 2, "{:?}", marks(&dir));
     // A run kept locally while Redis could not be reached is listed by the dry run.
     let down = format!(
         "redis://127.0.0.1:{}/jobs",
