@@ -91,6 +91,9 @@ pub enum Settled {
     /// The lease is no longer this replay's: another holds the run now, and this replay
     /// settles nothing.
     Lost,
+    /// It was forgotten while the lease had lapsed (its replay stopped or cut off, and nobody
+    /// else took it): the forget stands, and this replay settles nothing.
+    Forgotten,
 }
 
 /// What becomes of a replayed run.
@@ -525,6 +528,7 @@ impl Fleet {
             Reply::Bulk(Some(b)) if b == b"ok" => Ok(Settled::Done),
             Reply::Bulk(Some(b)) if b == b"gone" => Ok(Settled::Gone),
             Reply::Bulk(Some(b)) if b == b"lost" => Ok(Settled::Lost),
+            Reply::Bulk(Some(b)) if b == b"settled" => Ok(Settled::Forgotten),
             _ => Err(self.odd(&reply)),
         }
     }

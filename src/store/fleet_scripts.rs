@@ -14,7 +14,8 @@
 //! - `RENEW` (KEYS claims; ARGV owner, length in ms, then run id and token pairs): 1 for each
 //!   lease still this owner's, now renewed, 0 for each lost;
 //! - `SETTLE` (KEYS claims, state, attempts, ids; ARGV run id, owner, token, `resolved`,
-//!   `failed` or `release`): `ok`, `gone`, or `lost` when the lease is no longer this owner's;
+//!   `failed` or `release`): `ok`, `gone`, `lost` when the lease is no longer this owner's, or
+//!   `settled` when the run was forgotten while the lease had lapsed;
 //! - `FORGET` (KEYS ids, state, claims; ARGV run ids): how many were forgotten, and the ids
 //!   left alone because a replay holds them;
 //! - `PRUNE` (KEYS stream, ids, state, attempts, claims, fence, pruned; ARGV entry id and run
@@ -63,6 +64,11 @@ if not l then return 'lost' end
 if redis.call('HEXISTS', KEYS[4], id) == 0 then
   redis.call('HDEL', KEYS[1], id)
   return 'gone'
+end
+-- Forgotten while its lease had lapsed (its replay stopped or cut off): the forget stands.
+if ARGV[4] ~= 'release' and redis.call('HEXISTS', KEYS[2], id) == 1 then
+  redis.call('HDEL', KEYS[1], id)
+  return 'settled'
 end
 if ARGV[4] == 'resolved' then
   redis.call('HSETNX', KEYS[2], id, 'resolved')

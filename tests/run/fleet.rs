@@ -1165,3 +1165,63 @@ fn a_replay_stopped_past_its_lease_stops_its_try_and_settles_nothing_another_too
         "the stopped replay recorded nothing: {all:?}"
     );
 }
+
+/// A forget that comes while the replay of a run is stopped past its lease (nobody took the
+/// run since, so the lease is still the replay's to renew): the run is forgotten, and the
+/// replay, continued, must not report it resolved nor count it, since the store says it was
+/// forgotten.
+#[test]
+fn a_run_forgotten_while_its_replay_was_stopped_past_its_lease_is_not_reported_resolved() {
+    let Some(server) = Server::start("fleet-forget-lapsed", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-forget-lapsed");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "slow", "test -e go || exit 1; sleep 1");
+    let id = marks(&dir)[0].clone();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let log = dir.join("replay.jsonl");
+    let mut replay = std_in(&dir)
+        .args([
+            "--replay",
+            &format!("{url}:lease=300ms"),
+            "--log-format",
+            "json",
+        ])
+        .arg("--log-file")
+        .arg(&log)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || marks(&dir).len() == 2));
+    common::send(replay.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(700));
+    let forgot = retry_in(&dir)
+        .args(["--forget", &url, &id, "--log-format", "json"])
+        .output()
+        .unwrap();
+    common::send(replay.id(), nix::libc::SIGCONT);
+    let _ = wait_bounded(&mut replay, common::STEP_LIMIT);
+    let forgot = json_lines(&stdout_of(&forgot));
+    let all = listed(&dir, &url, &["--all"]);
+    let logged = common::json_file(&log);
+    let resolved: Vec<&Value> = logged
+        .iter()
+        .filter(|v| v["event"] == "replayed" && v["result"] == "resolved")
+        .collect();
+    let end: Vec<&Value> = logged
+        .iter()
+        .filter(|v| v["event"] == "replay_end")
+        .collect();
+    if forgot.first().is_some_and(|f| f["forgotten"] == 1) {
+        assert_eq!(all[0]["state"], "forgotten", "{all:?}");
+        assert!(
+            resolved.is_empty(),
+            "the replay reported it resolved: {logged:?}"
+        );
+        assert_eq!(end[0]["resolved"], 0, "{logged:?}");
+    } else {
+        // The forget found the lease live (a loaded machine): the replay settles the run.
+        assert_eq!(all[0]["state"], "resolved", "{all:?}");
+    }
+}
