@@ -1225,3 +1225,84 @@ fn a_run_forgotten_while_its_replay_was_stopped_past_its_lease_is_not_reported_r
         assert_eq!(all[0]["state"], "resolved", "{all:?}");
     }
 }
+
+/// A proxy to the server on 127.0.0.1:`port` that, once, lets the command that marks a run
+/// resolved reach the server and then drops the connection before its reply is passed on, as a
+/// `CLIENT KILL` or a load balancer may at that moment: its port.
+fn dropping_the_reply_of_a_resolve(port: u16) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    let armed = Arc::new(AtomicBool::new(true));
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)) else {
+                return;
+            };
+            let mute = Arc::new(AtomicBool::new(false));
+            let (mut from_server, mut to_client) =
+                (server.try_clone().unwrap(), client.try_clone().unwrap());
+            let quiet = mute.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                    if quiet.load(Ordering::SeqCst) || to_client.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+            let armed = armed.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut seen: Vec<u8> = Vec::new();
+                while let Ok(n @ 1..) = client.read(&mut buf) {
+                    seen.extend_from_slice(&buf[..n]);
+                    let resolve = seen.windows(9).any(|w| w == b"HSETNX', ")
+                        && seen.ends_with(b"\r\n$8\r\nresolved\r\n");
+                    if resolve && armed.swap(false, Ordering::SeqCst) {
+                        mute.store(true, Ordering::SeqCst);
+                        let _ = server.write_all(&buf[..n]);
+                        std::thread::sleep(Duration::from_millis(300));
+                        let _ = client.shutdown(Shutdown::Both);
+                        let _ = server.shutdown(Shutdown::Both);
+                        return;
+                    }
+                    if seen.ends_with(b"\r\n") {
+                        seen.clear();
+                    }
+                    if server.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    proxy
+}
+
+/// The connection drops after the server marked a run resolved and before its answer came
+/// back: the replay sends the request again, and the answer must say it is done, not that the
+/// claim was lost (the replay would stop there, and leave the next runs unreplayed).
+#[test]
+fn a_resolve_whose_answer_is_lost_with_the_connection_is_sent_again_and_the_replay_goes_on() {
+    let Some(server) = Server::start("fleet-resolve-dropped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-resolve-dropped");
+    let proxy = dropping_the_reply_of_a_resolve(server.port);
+    let url = format!("redis://127.0.0.1:{proxy}/jobs");
+    give_up(&dir, &url, "one", "test -e go || exit 1");
+    give_up(&dir, &url, "two", "test -e go || exit 1");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = retry_in(&dir).args(["--replay", &url]).output().unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("2 resolved"), "{log}");
+    let all = listed(&dir, &server.url("jobs"), &["--all"]);
+    assert!(all.iter().all(|r| r["state"] == "resolved"), "{all:?}");
+    assert_eq!(marks(&dir).len(), 4, "each ran once when replayed");
+}
