@@ -678,11 +678,20 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// A name for one replay among all the fleet's: its host, process and a random part.
+/// A name for one replay among all the fleet's: its host, process and a random part. A lease
+/// holds it as one word, so a space or a control character the host name holds (the kernel
+/// takes any byte but NUL) is written `_`.
 pub fn consumer_name() -> String {
+    let host: String = host_name()
+        .chars()
+        .map(|c| match c.is_whitespace() || c.is_control() {
+            true => '_',
+            false => c,
+        })
+        .collect();
     format!(
         "{}:{}:{:08x}",
-        host_name(),
+        host,
         std::process::id(),
         rand::random::<u32>()
     )

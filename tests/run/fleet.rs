@@ -1306,3 +1306,68 @@ fn a_resolve_whose_answer_is_lost_with_the_connection_is_sent_again_and_the_repl
     assert!(all.iter().all(|r| r["state"] == "resolved"), "{all:?}");
     assert_eq!(marks(&dir).len(), 4, "each ran once when replayed");
 }
+
+/// A host name may hold a space (the kernel takes any byte but NUL): a replay on such a
+/// host still holds its leases, renews and settles them, and others see them held.
+#[test]
+fn a_replay_on_a_host_whose_name_holds_a_space_holds_its_leases() {
+    let uts = common::have_package(
+        "a_replay_on_a_host_whose_name_holds_a_space",
+        "root, for a UTS namespace (unshare -u) of another host name",
+        "root",
+        common::euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-u", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    );
+    if !uts {
+        return;
+    }
+    let Some(server) = Server::start("fleet-host-space", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-host-space");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "slow", "test -e go || exit 1; sleep 0.8");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    let mut replay = std::process::Command::new("unshare")
+        .args([
+            "-u",
+            "sh",
+            "-c",
+            "printf 'web 3' > /proc/sys/kernel/hostname && exec \"$0\" \"$@\"",
+            &me,
+        ])
+        .current_dir(&dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .args(["--replay", &url, "--any-host", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || marks(&dir).len() == 2));
+    // While it runs, the run is held: no other replay takes it, no forget forgets it.
+    let out = retry_in(&dir)
+        .args(["--replay", &url, "--any-host", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let forgot = retry_in(&dir)
+        .args(["--forget", &url, "all"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&forgot).contains("forgot 0 runs"),
+        "{}",
+        stdout_of(&forgot)
+    );
+    let status = wait_bounded(&mut replay, common::STEP_LIMIT);
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = replay.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(status.success(), "{err}");
+    assert_eq!(marks(&dir).len(), 2, "it ran once when replayed");
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all[0]["state"], "resolved", "{all:?}");
+}
