@@ -1230,6 +1230,16 @@ fn a_run_forgotten_while_its_replay_was_stopped_past_its_lease_is_not_reported_r
 /// resolved reach the server and then drops the connection before its reply is passed on, as a
 /// `CLIENT KILL` or a load balancer may at that moment: its port.
 fn dropping_the_reply_of_a_resolve(port: u16) -> u16 {
+    dropping_a_reply(
+        port,
+        b"HSETNX', KEYS[2], id, 'resolved'",
+        b"\r\n$8\r\nresolved\r\n",
+    )
+}
+
+/// A proxy to the server on 127.0.0.1:`port` that, once, lets the command holding `marker` and
+/// ending with `end` reach the server, and drops the connection before its reply is passed on.
+fn dropping_a_reply(port: u16, marker: &'static [u8], end: &'static [u8]) -> u16 {
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::sync::Arc;
@@ -1261,8 +1271,8 @@ fn dropping_the_reply_of_a_resolve(port: u16) -> u16 {
                 let mut seen: Vec<u8> = Vec::new();
                 while let Ok(n @ 1..) = client.read(&mut buf) {
                     seen.extend_from_slice(&buf[..n]);
-                    let resolve = seen.windows(9).any(|w| w == b"HSETNX', ")
-                        && seen.ends_with(b"\r\n$8\r\nresolved\r\n");
+                    let resolve =
+                        seen.windows(marker.len()).any(|w| w == marker) && seen.ends_with(end);
                     if resolve && armed.swap(false, Ordering::SeqCst) {
                         mute.store(true, Ordering::SeqCst);
                         let _ = server.write_all(&buf[..n]);
@@ -1370,4 +1380,30 @@ fn a_replay_on_a_host_whose_name_holds_a_space_holds_its_leases() {
     assert_eq!(marks(&dir).len(), 2, "it ran once when replayed");
     let all = listed(&dir, &url, &["--all"]);
     assert_eq!(all[0]["state"], "resolved", "{all:?}");
+}
+
+/// The connection drops after the server forgot a run and before its answer came back: the
+/// forget, sent again, still says it forgot the run.
+#[test]
+fn a_forget_whose_answer_is_lost_with_the_connection_still_says_what_it_forgot() {
+    let Some(server) = Server::start("fleet-forget-dropped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-forget-dropped");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "one", "exit 1");
+    let id = marks(&dir)[0].clone();
+    let proxy = dropping_a_reply(server.port, b"'forgotten'", b"\r\n");
+    let through = format!("redis://127.0.0.1:{proxy}/jobs");
+    let out = retry_in(&dir)
+        .args(["--forget", &through, &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        format!("forgot 1 run of {through}; 0 still pending\n")
+    );
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all[0]["state"], "forgotten", "{all:?}");
 }
