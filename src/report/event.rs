@@ -495,6 +495,9 @@ pub enum Warning {
     /// A replay did not run the run `id`, which it was asked for by name, for `why` (another
     /// replay holds it, or settled it since it was listed).
     ReplaySkipped { id: String, why: String },
+    /// The run `id` that a replay ran was forgotten meanwhile, while the replay's lease on it
+    /// had lapsed: the forget stands, and nothing of this replay of it is recorded.
+    ReplayForgotten { id: String },
     /// A replay's claim on the run it runs now was lost (`why`): another replay may hold the
     /// run; this run is stopped as on `signal`, and settles nothing.
     ClaimLost { why: String, signal: Signal },

@@ -162,6 +162,9 @@ fn file_warning_text(w: &Warning) -> String {
         Warning::ReplaySkipped { id, why } => {
             format!("run {id} is not replayed now: {why}; it stays pending")
         }
+        Warning::ReplayForgotten { id } => format!(
+            "run {id} was forgotten while this replay ran it (its claim had lapsed): the forget stands, and what this replay did is not recorded"
+        ),
         Warning::ClaimLost { why, signal } => format!(
             "the claim on this run is lost ({why}): another replay may run it now, so this one stops it as on {signal}, and records nothing of it"
         ),
@@ -261,6 +264,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::DeadLetterKeptLocally { .. }
         | Warning::ClaimLost { .. }
         | Warning::ReplaySkipped { .. }
+        | Warning::ReplayForgotten { .. }
         | Warning::ClaimLapsed { .. }
         | Warning::DeadLetterKeptNotMoved { .. }
         | Warning::HistoryTooLarge { .. }

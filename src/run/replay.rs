@@ -165,20 +165,23 @@ impl Ledger {
         }
     }
 
-    /// Records what became of the run `p`: `Err` when it cannot be recorded, or when the claim
-    /// on it was lost (another replay holds it: what this one did is not recorded).
-    fn record(&mut self, p: &Pending, replayed: &Replayed) -> Result<(), String> {
+    /// Records what became of the run `p`: `false` when it was forgotten meanwhile (the forget
+    /// stands, and nothing is recorded); `Err` when it cannot be recorded, or when the claim on
+    /// it was lost (another replay holds it: what this one did is not recorded).
+    fn record(&mut self, p: &Pending, replayed: &Replayed) -> Result<bool, String> {
         match self {
             Ledger::File(file, _) => record::append(
                 file,
                 &deadletter::replayed_line(&p.record.id, replayed),
                 record::LOCK_WAIT,
             )
+            .map(|()| true)
             .map_err(|e| e.to_string()),
             Ledger::Fleet(claims) => {
                 let resolved = matches!(replayed, Replayed::Resolved { .. });
                 match claims.borrow_mut().settle(&p.record.id, resolved)? {
-                    Settled::Done | Settled::Gone => Ok(()),
+                    Settled::Done | Settled::Gone => Ok(true),
+                    Settled::Forgotten => Ok(false),
                     Settled::Lost => Err(format!(
                         "the claim on run {} was lost: another replay holds it now, and what this replay did is not recorded",
                         p.record.id
@@ -549,8 +552,20 @@ impl Replay {
             // A signal before its first try started: it did not run, and no attempt is counted.
             let ran = !matches!(replayed, Replayed::Failed { tries: 0, .. });
             if stopped_by.is_none() || ran {
-                if let Err(why) = self.ledger.record(p, &replayed) {
-                    return self.not_recorded(why, total - k);
+                match self.ledger.record(p, &replayed) {
+                    Ok(true) => {}
+                    // Forgotten meanwhile: not this replay's to count, nor to report.
+                    Ok(false) => {
+                        self.log.warn(Warning::ReplayForgotten {
+                            id: p.record.id.clone(),
+                        });
+                        if let Some(signal) = stopped_by {
+                            self.pending += total - k - 1;
+                            return self.summary(ExitStatus::Reraise(signal));
+                        }
+                        continue;
+                    }
+                    Err(why) => return self.not_recorded(why, total - k),
                 }
             }
             self.count(&replayed, flaky);

@@ -91,6 +91,9 @@ pub enum Settled {
     /// The lease is no longer this replay's: another holds the run now, and this replay
     /// settles nothing.
     Lost,
+    /// It was forgotten while the lease had lapsed (its replay stopped or cut off, and nobody
+    /// else took it): the forget stands, and this replay settles nothing.
+    Forgotten,
 }
 
 /// What becomes of a replayed run.
@@ -525,6 +528,7 @@ impl Fleet {
             Reply::Bulk(Some(b)) if b == b"ok" => Ok(Settled::Done),
             Reply::Bulk(Some(b)) if b == b"gone" => Ok(Settled::Gone),
             Reply::Bulk(Some(b)) if b == b"lost" => Ok(Settled::Lost),
+            Reply::Bulk(Some(b)) if b == b"settled" => Ok(Settled::Forgotten),
             _ => Err(self.odd(&reply)),
         }
     }
@@ -674,11 +678,20 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// A name for one replay among all the fleet's: its host, process and a random part.
+/// A name for one replay among all the fleet's: its host, process and a random part. A lease
+/// holds it as one word, so a space or a control character the host name holds (the kernel
+/// takes any byte but NUL) is written `_`.
 pub fn consumer_name() -> String {
+    let host: String = host_name()
+        .chars()
+        .map(|c| match c.is_whitespace() || c.is_control() {
+            true => '_',
+            false => c,
+        })
+        .collect();
     format!(
         "{}:{}:{:08x}",
-        host_name(),
+        host,
         std::process::id(),
         rand::random::<u32>()
     )

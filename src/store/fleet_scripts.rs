@@ -13,8 +13,11 @@
 //!   not (`gone`, `settled`, `replayed`, `claimed` with its holder);
 //! - `RENEW` (KEYS claims; ARGV owner, length in ms, then run id and token pairs): 1 for each
 //!   lease still this owner's, now renewed, 0 for each lost;
-//! - `SETTLE` (KEYS claims, state, attempts, ids; ARGV run id, owner, token, `resolved`,
-//!   `failed` or `release`): `ok`, `gone`, or `lost` when the lease is no longer this owner's;
+//! - `SETTLE` (KEYS claims, state, attempts, ids; ARGV run id, owner, token, `resolved`
+//!   (the lease then replaced by the mark `OWNER TOKEN 0 R`, a lease lapsed long ago to every
+//!   reader, by which the same request sent again is answered `ok`),
+//!   `failed` or `release`): `ok`, `gone`, `lost` when the lease is no longer this owner's, or
+//!   `settled` when the run was forgotten while the lease had lapsed;
 //! - `FORGET` (KEYS ids, state, claims; ARGV run ids): how many were forgotten, and the ids
 //!   left alone because a replay holds them;
 //! - `PRUNE` (KEYS stream, ids, state, attempts, claims, fence, pruned; ARGV entry id and run
@@ -58,15 +61,24 @@ return out
 
 const SETTLE_BODY: &str = r#"
 local id = ARGV[1]
+-- A run resolved under this lease keeps its mark in place of the lease, so that the same
+-- request sent again (its answer lost with the connection) is answered as the first was.
+local mark = ARGV[2] .. ' ' .. ARGV[3] .. ' 0 R'
+if ARGV[4] == 'resolved' and redis.call('HGET', KEYS[1], id) == mark then return 'ok' end
 local l = lease_mine(KEYS[1], id, ARGV[2], tonumber(ARGV[3]))
 if not l then return 'lost' end
 if redis.call('HEXISTS', KEYS[4], id) == 0 then
   redis.call('HDEL', KEYS[1], id)
   return 'gone'
 end
+-- Forgotten while its lease had lapsed (its replay stopped or cut off): the forget stands.
+if ARGV[4] ~= 'release' and redis.call('HEXISTS', KEYS[2], id) == 1 then
+  redis.call('HDEL', KEYS[1], id)
+  return 'settled'
+end
 if ARGV[4] == 'resolved' then
   redis.call('HSETNX', KEYS[2], id, 'resolved')
-  redis.call('HDEL', KEYS[1], id)
+  redis.call('HSET', KEYS[1], id, mark)
 elseif ARGV[4] == 'failed' then
   -- Counted once, however often the request is sent again; the lease stays until the replay
   -- ends, so that a replay running meanwhile does not run it again.

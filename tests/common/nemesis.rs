@@ -4,15 +4,21 @@
 //! a replay killed (SIGKILL) or stopped (SIGSTOP) past its lease and continued, the server's
 //! connections killed (`CLIENT KILL`), its idle timeout set to one second, the server paused
 //! (`CLIENT PAUSE`) or asleep (`DEBUG SLEEP`), restarted (from the snapshot it saved as it shut
-//! down) or unreachable for a moment, so that runs keep their records locally. Then the faults
-//! end, replays run until nothing is pending, and a checker reads what every try wrote of itself
-//! and every store:
+//! down, or empty: every write lost) or unreachable for a moment, so that runs keep their
+//! records locally; on a file, prunes killed midway and the disk full for a moment (a small
+//! tmpfs). Then the faults end, replays run until nothing is pending, and a checker reads what
+//! every try wrote of itself and every store:
 //!
 //! - no run ran twice at once (each try takes a lock named by its run id, `flock -n`: a try
 //!   that finds it held says so);
 //! - no run started again after a replay reported it resolved;
 //! - every run that gave up is in the store exactly once, or was dropped by a prune after it
-//!   was resolved or forgotten; none is pending at the end.
+//!   was resolved or forgotten, or gave up before the server lost its data, or warned that the
+//!   full disk kept it from being recorded; none is pending at the end;
+//! - no run was reported resolved twice, nor resolved and forgotten both;
+//! - the listing (`--replay S --dry-run [--all]`), the store as read directly, the replays' JSON
+//!   logs and their own summaries, and `--stats` of the history the replays wrote agree on what
+//!   became of every run.
 //!
 //! A schedule is drawn from a seed: `tests/run/nemesis.rs` runs a few fixed seeds, and
 //! `benches/nemesis.rs` hundreds, with the faults each applied.
@@ -100,7 +106,8 @@ pub struct Report {
     pub violations: Vec<String>,
 }
 
-/// The command every run runs: it takes the lock of its run id (or says it found it held),
+/// The command every run runs (its directory and label as arguments): it takes the lock of its
+/// run id (or says it found it held), notes its label, fails its first try when told to,
 /// counts its tries, fails until `go` exists, then fails its first replay for about half the
 /// runs, and takes a tenth of a second or more.
 const JOB: &str = r#"d="$1"; id="$RETRY_RUN_ID"
@@ -108,7 +115,9 @@ exec 9>>"$d/locks/$id"
 if ! flock -n 9; then echo "overlap $id $$ $(date +%s%3N)" >> "$d/hist"; exit 3; fi
 n=$(cat "$d/n/$id" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$d/n/$id"
 echo "start $id $n $(date +%s%3N)" >> "$d/hist"
+[ -e "$d/labels/$id" ] || echo "$2" > "$d/labels/$id"
 [ -e "$d/go" ] || exit 1
+[ "$3" = fails-first ] && [ $n = 1 ] && exit 1
 sleep 0.$(( (n * 3 + ${#d}) % 3 + 1 ))
 case "$id" in *[0-7]) ok=1 ;; *) ok=0 ;; esac
 if [ $ok = 1 ] || [ $n -ge 3 ]; then echo "end $id $n 0 $(date +%s%3N)" >> "$d/hist"; exit 0; fi
@@ -118,7 +127,9 @@ echo "end $id $n 1 $(date +%s%3N)" >> "$d/hist"; exit 1
 /// One schedule, start to end: `None` when redis-server is missing (said loudly).
 pub fn run(plan: &Plan, retry: &Path) -> Option<Report> {
     let dir = crate::common::temp_dir(&format!("nemesis-{:x}", plan.seed));
-    for sub in ["locks", "n", "logs", "state", "redis"] {
+    for sub in [
+        "locks", "n", "logs", "state", "redis", "giveup", "fs", "labels",
+    ] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
     std::fs::write(dir.join("job.sh"), JOB).unwrap();
@@ -135,9 +146,15 @@ pub fn run(plan: &Plan, retry: &Path) -> Option<Report> {
         )?),
         Store::File => None,
     };
+    // A file store is on a file system of its own, small enough to fill, when one can be
+    // mounted.
+    let disk = match plan.store {
+        Store::File => Disk::mount(&dir.join("fs")),
+        Store::Redis => None,
+    };
     let store = match &server {
         Some(server) => server.url("jobs"),
-        None => dir.join("dead.jsonl").to_string_lossy().into_owned(),
+        None => dir.join("fs/dead.jsonl").to_string_lossy().into_owned(),
     };
     let world = World {
         dir: dir.clone(),
@@ -146,10 +163,14 @@ pub fn run(plan: &Plan, retry: &Path) -> Option<Report> {
         redis: Mutex::new(server),
         redis_dir,
         lease: plan.lease,
+        before: plan.before,
         procs: Mutex::new(Vec::new()),
         forgotten: Mutex::new(BTreeSet::new()),
         faults: Mutex::new(Faults::new()),
         stop: AtomicBool::new(false),
+        lost_at: Mutex::new(None),
+        next_run: std::sync::atomic::AtomicUsize::new(0),
+        disk,
     };
     let world = Arc::new(world);
     let mut rng = Rng::new(plan.seed);
@@ -195,12 +216,20 @@ struct World {
     redis: Mutex<Option<Server>>,
     redis_dir: PathBuf,
     lease: Duration,
+    /// How many runs gave up before the replays started.
+    before: usize,
     /// The replays running now: pid, and whether the nemesis stopped it.
     procs: Mutex<Vec<(u32, bool)>>,
     /// The runs a forget said it forgot.
     forgotten: Mutex<BTreeSet<String>>,
     faults: Mutex<Faults>,
     stop: AtomicBool,
+    /// When the server last lost its data (restarted empty), in ms since the epoch.
+    lost_at: Mutex<Option<u64>>,
+    /// The runs that gave up after the first ones, numbered after them.
+    next_run: std::sync::atomic::AtomicUsize,
+    /// The small file system the file store is on, when one could be mounted.
+    disk: Option<Disk>,
 }
 
 impl World {
@@ -227,14 +256,23 @@ impl World {
         *self.faults.lock().unwrap().entry(fault).or_default() += 1;
     }
 
-    /// A run that gives up (`-n 1`) into the store.
+    /// A run that gives up (`-n 1`) into the store, unless its try succeeds.
     fn give_up(&self, k: usize) -> Child {
+        self.give_up_with(k, "")
+    }
+
+    /// A run that gives up, `how` passed on to the command (`fails-first`: it does give up).
+    fn give_up_with(&self, k: usize, how: &str) -> Child {
         let job = self.dir.join("job.sh");
+        let err = std::fs::File::create(self.dir.join(format!("giveup/r{k}.err"))).unwrap();
         self.command()
+            .stderr(err)
             .args(["--dead-letter", &self.store, "--label", &format!("r{k}")])
             .args(["-n", "1", "--", "sh"])
             .arg(&job)
             .arg(&self.dir)
+            .arg(format!("r{k}"))
+            .arg(how)
             .spawn()
             .unwrap()
     }
@@ -258,6 +296,8 @@ impl World {
                 .args(["--replay", &self.source(), "-n", "1", "-k", "100ms"])
                 .args(["--log-format", "json", "--log-file"])
                 .arg(&log)
+                .arg("--history")
+                .arg(self.dir.join("history.jsonl"))
                 .spawn();
             let Ok(mut child) = child else {
                 continue;
@@ -284,7 +324,8 @@ impl World {
             std::thread::sleep(rng.millis(150, 400));
             match rng.below(3) {
                 0 if given < during => {
-                    let mut child = self.give_up(first + given);
+                    let k = first + self.next_run.fetch_add(1, Ordering::SeqCst);
+                    let mut child = self.give_up(k);
                     given += 1;
                     let _ = crate::common::wait_bounded(&mut child, crate::common::STEP_LIMIT);
                 }
@@ -322,6 +363,17 @@ impl World {
 
     /// The runs of the store (`--all`: settled ones too), each with its state, as listed.
     fn listed(&self, all: bool) -> Vec<(String, String)> {
+        self.listing(all)
+            .iter()
+            .map(|v| {
+                let state = v["state"].as_str().unwrap_or("pending").to_string();
+                (v["id"].as_str().unwrap_or_default().to_string(), state)
+            })
+            .collect()
+    }
+
+    /// The `pending` objects of the listing (`--all`: settled runs too).
+    fn listing(&self, all: bool) -> Vec<serde_json::Value> {
         let mut cmd = self.command();
         cmd.args(["--replay", &self.store, "--dry-run", "--log-format", "json"]);
         if all {
@@ -334,11 +386,59 @@ impl World {
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["event"] == "pending")
-            .map(|v| {
-                let state = v["state"].as_str().unwrap_or("pending").to_string();
-                (v["id"].as_str().unwrap_or_default().to_string(), state)
-            })
             .collect()
+    }
+
+    /// The store as it is, read without `retry`: for each run id, how many records of it it
+    /// holds, its state and its failed replays.
+    fn stored(&self) -> BTreeMap<String, Stored> {
+        let mut runs: BTreeMap<String, Stored> = BTreeMap::new();
+        match self.port() {
+            Some(port) => {
+                let key = "retry:dead:{jobs}";
+                let stream = redis_out(port, &["--raw", "XRANGE", key, "-", "+"]);
+                let words: Vec<&str> = stream.lines().collect();
+                for pair in words.windows(2) {
+                    if pair[0] == "id" {
+                        runs.entry(pair[1].to_string()).or_default().records += 1;
+                    }
+                }
+                let hash = |name: &str| -> Vec<(String, String)> {
+                    let out = redis_out(port, &["--raw", "HGETALL", &format!("{key}:{name}")]);
+                    let words: Vec<&str> = out.lines().collect();
+                    words
+                        .chunks(2)
+                        .filter(|c| c.len() == 2)
+                        .map(|c| (c[0].to_string(), c[1].to_string()))
+                        .collect()
+                };
+                for (id, state) in hash("state") {
+                    runs.entry(id).or_default().state = Some(state);
+                }
+                for (id, n) in hash("attempts") {
+                    runs.entry(id).or_default().attempts = n.parse().unwrap_or(u64::MAX);
+                }
+            }
+            None => {
+                let text = std::fs::read_to_string(&self.store).unwrap_or_default();
+                for line in text.lines() {
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                        continue;
+                    };
+                    let id = v["id"].as_str().unwrap_or_default().to_string();
+                    let run = runs.entry(id).or_default();
+                    match v["event"].as_str() {
+                        Some("dead_letter") => run.records += 1,
+                        Some("attempt") => run.attempts += 1,
+                        Some(state @ ("resolved" | "forgotten")) if run.state.is_none() => {
+                            run.state = Some(state.to_string());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        runs
     }
 
     /// One fault, drawn from those the store can meet.
@@ -353,7 +453,14 @@ impl World {
                 "client pause",
                 "debug sleep",
                 "restart",
+                "restart empty",
                 "unreachable",
+            ],
+            None if self.disk.is_some() => &[
+                "kill replay",
+                "stop replay past its lease",
+                "kill prune",
+                "full disk",
             ],
             None => &["kill replay", "stop replay past its lease", "kill prune"],
         };
@@ -409,24 +516,45 @@ impl World {
                 self.count(kind);
             }
             ("restart", Some(port)) => {
-                self.restart(port, Duration::ZERO);
+                self.restart(port, Duration::ZERO, false);
+                self.count(kind);
+            }
+            ("restart empty", Some(port)) => {
+                self.restart(port, Duration::ZERO, true);
                 self.count(kind);
             }
             ("unreachable", Some(port)) => {
-                self.restart(port, rng.millis(200, 800));
+                self.restart(port, rng.millis(200, 800), false);
                 self.count(kind);
+            }
+            ("full disk", None) => {
+                if let Some(disk) = &self.disk {
+                    disk.fill();
+                    self.count(kind);
+                    // A run gives up meanwhile: it cannot be recorded, and says so.
+                    let k = self.before + self.next_run.fetch_add(1, Ordering::SeqCst);
+                    let mut child = self.give_up_with(k, "fails-first");
+                    std::thread::sleep(rng.millis(200, 600));
+                    let _ = crate::common::wait_bounded(&mut child, crate::common::STEP_LIMIT);
+                    disk.free();
+                }
             }
             _ => {}
         }
     }
 
-    /// Shuts the server down (it saves its snapshot as it goes), and starts it again from that
-    /// snapshot after `away`.
-    fn restart(&self, port: u16, away: Duration) {
+    /// Shuts the server down (it saves its snapshot as it goes, unless `empty`: then every
+    /// write is lost), and starts it again from that snapshot after `away`.
+    fn restart(&self, port: u16, away: Duration, empty: bool) {
         let mut redis = self.redis.lock().unwrap();
-        let _ = redis_cli(port, &["SHUTDOWN", "SAVE"]);
+        let how = if empty { "NOSAVE" } else { "SAVE" };
+        let _ = redis_cli(port, &["SHUTDOWN", how]);
         if let Some(mut old) = redis.take() {
             let _ = crate::common::wait_bounded(&mut old.child, Duration::from_secs(5));
+        }
+        if empty {
+            let _ = std::fs::remove_file(self.redis_dir.join("dump.rdb"));
+            *self.lost_at.lock().unwrap() = Some(now_ms());
         }
         std::thread::sleep(away);
         let dir = self.redis_dir.to_str().unwrap().to_string();
@@ -439,6 +567,9 @@ impl World {
 
     /// The faults end: every stopped replay continued, the server up and its settings back.
     fn heal(&self) {
+        if let Some(disk) = &self.disk {
+            disk.free();
+        }
         for (pid, _) in self.procs.lock().unwrap().iter() {
             crate::common::send(*pid, nix::libc::SIGCONT);
         }
@@ -461,6 +592,8 @@ impl World {
                 .args(["--replay", &self.source(), "-n", "3", "-d", "10ms"])
                 .args(["--log-format", "json", "--log-file"])
                 .arg(&log)
+                .arg("--history")
+                .arg(self.dir.join("history.jsonl"))
                 .status();
             if self.listed(false).is_empty() {
                 break;
@@ -494,27 +627,66 @@ impl World {
                 _ => {}
             }
         }
-        // When each run was reported resolved, by the replays whose logs say so.
+        // What the replays' logs say: when each run was reported resolved, and by how many.
         let mut resolved_at: BTreeMap<String, u64> = BTreeMap::new();
+        let mut resolved_by: BTreeMap<String, usize> = BTreeMap::new();
+        let mut replayed_by: BTreeMap<String, usize> = BTreeMap::new();
         for entry in std::fs::read_dir(self.dir.join("logs"))
             .into_iter()
             .flatten()
         {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let (mut resolved, mut pending, mut failed) = (0, 0, false);
             for line in text.lines() {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                     continue;
                 };
-                if v["event"] == "replayed" && v["result"] == "resolved" {
-                    let at = v["ts"]
-                        .as_str()
-                        .and_then(|ts| humantime::parse_rfc3339(ts).ok())
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_millis() as u64);
-                    let id = v["id"].as_str().unwrap_or_default().to_string();
-                    let first = resolved_at.entry(id).or_insert(at);
-                    *first = (*first).min(at);
+                let id = v["id"].as_str().unwrap_or_default().to_string();
+                match v["event"].as_str() {
+                    Some("replayed") if v["result"] == "resolved" => {
+                        resolved += 1;
+                        let at = v["ts"]
+                            .as_str()
+                            .and_then(|ts| humantime::parse_rfc3339(ts).ok())
+                            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                            .map_or(0, |d| d.as_millis() as u64);
+                        let first = resolved_at.entry(id.clone()).or_insert(at);
+                        *first = (*first).min(at);
+                        *resolved_by.entry(id.clone()).or_default() += 1;
+                        *replayed_by.entry(id).or_default() += 1;
+                    }
+                    Some("replayed") => {
+                        pending += 1;
+                        if v.get("error").is_none() {
+                            *replayed_by.entry(id).or_default() += 1;
+                        }
+                    }
+                    Some("error") => failed = true,
+                    // A replay's summary counts what its log says it did (the final log holds
+                    // several replays: each summary counts its own).
+                    Some("replay_end") => {
+                        let said = (v["resolved"].as_u64(), v["pending"].as_u64());
+                        if said.0 != Some(resolved)
+                            || said
+                                .1
+                                .is_none_or(|p| p < pending || (!failed && p != pending))
+                        {
+                            violations.push(format!(
+                                "{name}: the summary says {} resolved and {} pending, its runs {resolved} and {pending}",
+                                v["resolved"], v["pending"]
+                            ));
+                        }
+                        (resolved, pending, failed) = (0, 0, false);
+                    }
+                    _ => {}
                 }
+            }
+        }
+        for (id, n) in &resolved_by {
+            if *n > 1 {
+                violations.push(format!("run {id} was reported resolved {n} times"));
             }
         }
         for (id, at) in &resolved_at {
@@ -527,18 +699,28 @@ impl World {
             }
         }
         // Every run that gave up is in the store once, settled; or dropped by a prune after
-        // it was resolved or forgotten.
+        // it was resolved or forgotten; or lost with the server's data, having given up before
+        // that; or not recorded, and its run said so.
+        let all = self.listing(true);
         let stored = self.listed(true);
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (id, _) in &stored {
             *seen.entry(id.as_str()).or_default() += 1;
         }
         let forgotten = self.forgotten.lock().unwrap();
-        for id in started.keys() {
+        let lost_at = *self.lost_at.lock().unwrap();
+        let labels = self.labels();
+        for (id, starts) in &started {
+            let lost = lost_at.is_some_and(|lost| starts.first().is_some_and(|s| *s < lost));
+            let unrecorded = labels.get(id).is_some_and(|label| {
+                std::fs::read_to_string(self.dir.join(format!("giveup/{label}.err")))
+                    .is_ok_and(|e| e.contains("cannot record this run in --dead-letter"))
+            });
             match seen.get(id.as_str()) {
                 Some(1) => {}
                 Some(n) => violations.push(format!("run {id} is in the store {n} times")),
                 None if succeeded.contains(id) || forgotten.contains(id) => {}
+                None if lost || unrecorded => {}
                 None => violations.push(format!(
                     "run {id} gave up and is not in the store, though it was never resolved nor forgotten"
                 )),
@@ -555,6 +737,82 @@ impl World {
                 violations.push(format!("run {id} is resolved but no try of it succeeded"));
             }
         }
+        // The listing says what the store holds: the same runs, states and failed replays.
+        let store = self.stored();
+        let in_store: BTreeMap<&str, (&str, u64)> = store
+            .iter()
+            .filter(|(_, s)| s.records > 0)
+            .map(|(id, s)| {
+                let state = s.state.as_deref().unwrap_or("pending");
+                (id.as_str(), (state, s.attempts))
+            })
+            .collect();
+        let in_listing: BTreeMap<&str, (&str, u64)> = all
+            .iter()
+            .map(|v| {
+                let state = v["state"].as_str().unwrap_or("pending");
+                let attempts = v["attempts"].as_u64().unwrap_or(u64::MAX);
+                (v["id"].as_str().unwrap_or_default(), (state, attempts))
+            })
+            .collect();
+        for (id, s) in &store {
+            if s.records > 1 {
+                violations.push(format!("run {id} has {} records in the store", s.records));
+            }
+        }
+        if in_store != in_listing {
+            violations.push(format!(
+                "the listing (--all) says {in_listing:?}, the store holds {in_store:?}"
+            ));
+        }
+        let pending_listed: BTreeSet<String> =
+            self.listed(false).into_iter().map(|(id, _)| id).collect();
+        let pending_stored: BTreeSet<String> = in_store
+            .iter()
+            .filter(|(_, (state, _))| *state == "pending")
+            .map(|(id, _)| id.to_string())
+            .collect();
+        if pending_listed != pending_stored {
+            violations.push(format!(
+                "the listing says {pending_listed:?} pending, the store {pending_stored:?}"
+            ));
+        }
+        // The logs and the forgets say what the store holds: a run reported resolved is
+        // resolved (or dropped by a prune), one forgotten is forgotten; none is both.
+        for id in resolved_by.keys() {
+            if let Some((state, _)) = in_store.get(id.as_str()).filter(|(s, _)| *s != "resolved") {
+                violations.push(format!(
+                    "run {id} was reported resolved, the store says {state}"
+                ));
+            }
+            if forgotten.contains(id) {
+                violations.push(format!("run {id} was reported resolved and forgotten"));
+            }
+        }
+        for id in forgotten.iter() {
+            if let Some((state, _)) = in_store.get(id.as_str()).filter(|(s, _)| *s != "forgotten") {
+                violations.push(format!(
+                    "run {id} was reported forgotten, the store says {state}"
+                ));
+            }
+        }
+        // `--stats` of the history the replays wrote: each run's row counts every replay of
+        // it that its logs show, and a success for each one reported resolved.
+        let stats = self.stats();
+        for (id, label) in &labels {
+            let (runs, succeeded) = stats.get(label).copied().unwrap_or((0, 0));
+            let replayed = replayed_by.get(id).copied().unwrap_or(0) as u64;
+            let resolved = resolved_by.get(id).copied().unwrap_or(0) as u64;
+            let settled = in_store
+                .get(id.as_str())
+                .is_some_and(|(s, _)| *s == "resolved");
+            if runs < replayed || succeeded < resolved || (settled && succeeded == 0) {
+                violations.push(format!(
+                    "run {id} ({label}): --stats counts {runs} runs, {succeeded} that succeeded; the logs {replayed} replays, {resolved} resolved; the store says {:?}",
+                    in_store.get(id.as_str())
+                ));
+            }
+        }
         let _ = plan;
         Report {
             faults: self.faults.lock().unwrap().clone(),
@@ -563,6 +821,143 @@ impl World {
             violations,
         }
     }
+
+    /// Each run's label (`r0`, `r1`...), by its id, as the tries wrote them.
+    fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::new();
+        for entry in std::fs::read_dir(self.dir.join("labels"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if let Ok(label) = std::fs::read_to_string(entry.path()) {
+                labels.insert(id, label.trim().to_string());
+            }
+        }
+        labels
+    }
+
+    /// `--stats` of the replays' history: for each label, its runs and those that succeeded.
+    fn stats(&self) -> BTreeMap<String, (u64, u64)> {
+        let out = self
+            .command()
+            .args(["--stats"])
+            .arg(self.dir.join("history.jsonl"))
+            .args(["--log-format", "json"])
+            .stdout(Stdio::piped())
+            .output();
+        let Ok(out) = out else {
+            return BTreeMap::new();
+        };
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "stats_row")
+            .map(|v| {
+                let runs = v["runs"].as_u64().unwrap_or(0);
+                let gave_up = v["gave_up_pct"].as_f64().unwrap_or(100.0);
+                let succeeded = (runs as f64 * (100.0 - gave_up) / 100.0).round() as u64;
+                (
+                    v["name"].as_str().unwrap_or_default().to_string(),
+                    (runs, succeeded),
+                )
+            })
+            .collect()
+    }
+}
+
+/// What the store holds of one run, read directly.
+#[derive(Default, Debug)]
+struct Stored {
+    records: usize,
+    state: Option<String>,
+    attempts: u64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A small tmpfs of the schedule's own, for the file store: the nemesis fills it for a moment.
+/// Unmounted when dropped.
+struct Disk {
+    dir: PathBuf,
+}
+
+impl Disk {
+    /// Mounts a 256 KiB tmpfs on `dir`, or says loudly why the full disk is not applied
+    /// (failing instead under CI=true, where the runner is root).
+    fn mount(dir: &Path) -> Option<Disk> {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Disk {
+                dir: dir.to_path_buf(),
+            }),
+            out => {
+                let why = match out {
+                    Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                if std::env::var_os("CI").is_some_and(|v| v == "true") {
+                    panic!("the nemesis cannot mount a tmpfs for its full disk (CI=true): {why}");
+                }
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: the nemesis's full disk was not applied: cannot mount a tmpfs ({why})"
+                );
+                None
+            }
+        }
+    }
+
+    /// Fills the file system up to its last byte.
+    fn fill(&self) {
+        use std::io::Write;
+        let Ok(mut file) = std::fs::File::create(self.dir.join("filler")) else {
+            return;
+        };
+        let block = [0u8; 4096];
+        while file.write_all(&block).is_ok() {}
+        while file.write_all(&block[..1]).is_ok() {}
+    }
+
+    fn free(&self) {
+        let _ = std::fs::remove_file(self.dir.join("filler"));
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// What `redis-cli` on 127.0.0.1:`port` printed, bounded (empty when it failed).
+fn redis_out(port: u16, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .args(["5", "redis-cli", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 /// `redis-cli` on 127.0.0.1:`port`, bounded: what it printed, or `None`.

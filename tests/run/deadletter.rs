@@ -447,6 +447,66 @@ fn an_interrupted_replay_stops_and_marks_nothing_resolved() {
     assert_eq!(common::pids_in(&base.join("pids")).len(), 1);
 }
 
+/// A signal that comes between two replayed runs (here while the replay waits for the file's
+/// lock to record how the first one ended): the first run is recorded as it ended, the next
+/// one is neither started nor marked attempted, and retry dies of the signal.
+#[test]
+fn a_signal_between_two_replayed_runs_starts_neither_the_next_nor_marks_it() {
+    let base = common::temp_dir("dl-between");
+    let file = base.join("dead.jsonl");
+    // Replayed, the first run waits for the file to be locked before it ends.
+    let first = "echo $RETRY_RUN_ID >> marks; test -e go || exit 1; \
+                 while ! test -e locked; do sleep 0.01; done; exit 1";
+    assert_eq!(give_up(&base, &file, &["-n", "1"], first), 1);
+    let second = "echo $RETRY_RUN_ID >> marks; exit 1";
+    assert_eq!(give_up(&base, &file, &["-n", "1"], second), 1);
+    let given = std::fs::read_to_string(base.join("marks")).unwrap();
+    std::fs::write(base.join("go"), "").unwrap();
+    let log = base.join("replay.jsonl");
+    let mut replay = retry_std()
+        .current_dir(&base)
+        .arg("--replay")
+        .arg(&file)
+        .args(["--log-format", "json", "--log-file"])
+        .arg(&log)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let marks = base.join("marks");
+    assert!(wait_until(common::TEST_LIMIT, || {
+        std::fs::read_to_string(&marks).is_ok_and(|m| m.lines().count() == 3)
+    }));
+    let mut lock = common::LockHolder::lock(&file);
+    std::fs::write(base.join("locked"), "").unwrap();
+    // The first run ends, and the replay waits for the lock to record it: the signal comes
+    // then.
+    assert!(wait_until(common::TEST_LIMIT, || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"give_up\""))
+    }));
+    std::thread::sleep(Duration::from_millis(100));
+    common::send(replay.id(), nix::libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    lock.release();
+    let status = wait_bounded(&mut replay, common::TEST_LIMIT);
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM));
+    let id = given.lines().next().unwrap();
+    let ran = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(ran, format!("{given}{id}\n"), "the second run never ran");
+    let lines = json_file(&file);
+    assert_eq!(
+        ids(&events(&lines, "attempt")),
+        vec![id.to_string()],
+        "{lines:?}"
+    );
+    assert!(events(&lines, "resolved").is_empty());
+    let logged = json_file(&log);
+    assert_eq!(
+        ids(&events(&logged, "replay")),
+        vec![id.to_string()],
+        "the second run was not started: {logged:?}"
+    );
+}
+
 #[test]
 fn bad_input_to_replay_is_one_line_and_125() {
     let base = common::temp_dir("dl-bad");

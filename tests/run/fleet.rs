@@ -777,6 +777,8 @@ fn a_prune_while_a_replay_runs_a_run_keeps_it_and_the_dry_run_lists_what_is_kept
     let all = listed(&dir, &url, &["--all"]);
     assert_eq!(all.len(), 1);
     assert_eq!(all[0]["state"], "resolved");
+    // The replay that held it settled it, once: it ran when it gave up and when replayed.
+    assert_eq!(marks(&dir).len(), 2, "{:?}", marks(&dir));
     // A run kept locally while Redis could not be reached is listed by the dry run.
     let down = format!(
         "redis://127.0.0.1:{}/jobs",
@@ -1162,4 +1164,246 @@ fn a_replay_stopped_past_its_lease_stops_its_try_and_settles_nothing_another_too
         (Some("resolved"), Some(0)),
         "the stopped replay recorded nothing: {all:?}"
     );
+}
+
+/// A forget that comes while the replay of a run is stopped past its lease (nobody took the
+/// run since, so the lease is still the replay's to renew): the run is forgotten, and the
+/// replay, continued, must not report it resolved nor count it, since the store says it was
+/// forgotten.
+#[test]
+fn a_run_forgotten_while_its_replay_was_stopped_past_its_lease_is_not_reported_resolved() {
+    let Some(server) = Server::start("fleet-forget-lapsed", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-forget-lapsed");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "slow", "test -e go || exit 1; sleep 1");
+    let id = marks(&dir)[0].clone();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let log = dir.join("replay.jsonl");
+    let mut replay = std_in(&dir)
+        .args([
+            "--replay",
+            &format!("{url}:lease=300ms"),
+            "--log-format",
+            "json",
+        ])
+        .arg("--log-file")
+        .arg(&log)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || marks(&dir).len() == 2));
+    common::send(replay.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(700));
+    let forgot = retry_in(&dir)
+        .args(["--forget", &url, &id, "--log-format", "json"])
+        .output()
+        .unwrap();
+    common::send(replay.id(), nix::libc::SIGCONT);
+    let _ = wait_bounded(&mut replay, common::STEP_LIMIT);
+    let forgot = json_lines(&stdout_of(&forgot));
+    let all = listed(&dir, &url, &["--all"]);
+    let logged = common::json_file(&log);
+    let resolved: Vec<&Value> = logged
+        .iter()
+        .filter(|v| v["event"] == "replayed" && v["result"] == "resolved")
+        .collect();
+    let end: Vec<&Value> = logged
+        .iter()
+        .filter(|v| v["event"] == "replay_end")
+        .collect();
+    if forgot.first().is_some_and(|f| f["forgotten"] == 1) {
+        assert_eq!(all[0]["state"], "forgotten", "{all:?}");
+        assert!(
+            resolved.is_empty(),
+            "the replay reported it resolved: {logged:?}"
+        );
+        assert_eq!(end[0]["resolved"], 0, "{logged:?}");
+    } else {
+        // The forget found the lease live (a loaded machine): the replay settles the run.
+        assert_eq!(all[0]["state"], "resolved", "{all:?}");
+    }
+}
+
+/// A proxy to the server on 127.0.0.1:`port` that, once, lets the command that marks a run
+/// resolved reach the server and then drops the connection before its reply is passed on, as a
+/// `CLIENT KILL` or a load balancer may at that moment: its port.
+fn dropping_the_reply_of_a_resolve(port: u16) -> u16 {
+    dropping_a_reply(
+        port,
+        b"HSETNX', KEYS[2], id, 'resolved'",
+        b"\r\n$8\r\nresolved\r\n",
+    )
+}
+
+/// A proxy to the server on 127.0.0.1:`port` that, once, lets the command holding `marker` and
+/// ending with `end` reach the server, and drops the connection before its reply is passed on.
+fn dropping_a_reply(port: u16, marker: &'static [u8], end: &'static [u8]) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    let armed = Arc::new(AtomicBool::new(true));
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)) else {
+                return;
+            };
+            let mute = Arc::new(AtomicBool::new(false));
+            let (mut from_server, mut to_client) =
+                (server.try_clone().unwrap(), client.try_clone().unwrap());
+            let quiet = mute.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                    if quiet.load(Ordering::SeqCst) || to_client.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+            let armed = armed.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut seen: Vec<u8> = Vec::new();
+                while let Ok(n @ 1..) = client.read(&mut buf) {
+                    seen.extend_from_slice(&buf[..n]);
+                    let resolve =
+                        seen.windows(marker.len()).any(|w| w == marker) && seen.ends_with(end);
+                    if resolve && armed.swap(false, Ordering::SeqCst) {
+                        mute.store(true, Ordering::SeqCst);
+                        let _ = server.write_all(&buf[..n]);
+                        std::thread::sleep(Duration::from_millis(300));
+                        let _ = client.shutdown(Shutdown::Both);
+                        let _ = server.shutdown(Shutdown::Both);
+                        return;
+                    }
+                    if seen.ends_with(b"\r\n") {
+                        seen.clear();
+                    }
+                    if server.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    proxy
+}
+
+/// The connection drops after the server marked a run resolved and before its answer came
+/// back: the replay sends the request again, and the answer must say it is done, not that the
+/// claim was lost (the replay would stop there, and leave the next runs unreplayed).
+#[test]
+fn a_resolve_whose_answer_is_lost_with_the_connection_is_sent_again_and_the_replay_goes_on() {
+    let Some(server) = Server::start("fleet-resolve-dropped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-resolve-dropped");
+    let proxy = dropping_the_reply_of_a_resolve(server.port);
+    let url = format!("redis://127.0.0.1:{proxy}/jobs");
+    give_up(&dir, &url, "one", "test -e go || exit 1");
+    give_up(&dir, &url, "two", "test -e go || exit 1");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = retry_in(&dir).args(["--replay", &url]).output().unwrap();
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("2 resolved"), "{log}");
+    let all = listed(&dir, &server.url("jobs"), &["--all"]);
+    assert!(all.iter().all(|r| r["state"] == "resolved"), "{all:?}");
+    assert_eq!(marks(&dir).len(), 4, "each ran once when replayed");
+}
+
+/// A host name may hold a space (the kernel takes any byte but NUL): a replay on such a
+/// host still holds its leases, renews and settles them, and others see them held.
+#[test]
+fn a_replay_on_a_host_whose_name_holds_a_space_holds_its_leases() {
+    let uts = common::have_package(
+        "a_replay_on_a_host_whose_name_holds_a_space",
+        "root, for a UTS namespace (unshare -u) of another host name",
+        "root",
+        common::euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-u", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    );
+    if !uts {
+        return;
+    }
+    let Some(server) = Server::start("fleet-host-space", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-host-space");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "slow", "test -e go || exit 1; sleep 0.8");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    let mut replay = std::process::Command::new("unshare")
+        .args([
+            "-u",
+            "sh",
+            "-c",
+            "printf 'web 3' > /proc/sys/kernel/hostname && exec \"$0\" \"$@\"",
+            &me,
+        ])
+        .current_dir(&dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .args(["--replay", &url, "--any-host", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(common::STEP_LIMIT, || marks(&dir).len() == 2));
+    // While it runs, the run is held: no other replay takes it, no forget forgets it.
+    let out = retry_in(&dir)
+        .args(["--replay", &url, "--any-host", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let forgot = retry_in(&dir)
+        .args(["--forget", &url, "all"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&forgot).contains("forgot 0 runs"),
+        "{}",
+        stdout_of(&forgot)
+    );
+    let status = wait_bounded(&mut replay, common::STEP_LIMIT);
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = replay.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(status.success(), "{err}");
+    assert_eq!(marks(&dir).len(), 2, "it ran once when replayed");
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all[0]["state"], "resolved", "{all:?}");
+}
+
+/// The connection drops after the server forgot a run and before its answer came back: the
+/// forget, sent again, still says it forgot the run.
+#[test]
+fn a_forget_whose_answer_is_lost_with_the_connection_still_says_what_it_forgot() {
+    let Some(server) = Server::start("fleet-forget-dropped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-forget-dropped");
+    let url = server.url("jobs");
+    give_up(&dir, &url, "one", "exit 1");
+    let id = marks(&dir)[0].clone();
+    let proxy = dropping_a_reply(server.port, b"'forgotten'", b"\r\n");
+    let through = format!("redis://127.0.0.1:{proxy}/jobs");
+    let out = retry_in(&dir)
+        .args(["--forget", &through, &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        format!("forgot 1 run of {through}; 0 still pending\n")
+    );
+    let all = listed(&dir, &url, &["--all"]);
+    assert_eq!(all[0]["state"], "forgotten", "{all:?}");
 }
