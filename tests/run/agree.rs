@@ -6,7 +6,9 @@
 //! `RETRY_AGREE_SEED=S RETRY_AGREE_ONLY=K cargo test --test run agree::`; other seeds and
 //! counts with `RETRY_AGREE_SEED` and `RETRY_AGREE_CASES`. A failure lists every case that
 //! disagrees with the shell command line that reproduces it, then one shrunk case per
-//! invariant (`RETRY_AGREE_SHRINK_SECS` bounds the shrinking, 0 turns it off).
+//! invariant (`RETRY_AGREE_SHRINK_SECS` bounds the shrinking, 0 turns it off). The table of
+//! figures (cases, time, each invariant's count) comes with a failure, or with
+//! `RETRY_AGREE_FIGURES=1`: a passing `cargo test` prints only the test runner's lines.
 
 use crate::common::agree;
 
@@ -14,8 +16,11 @@ use crate::common::agree;
 fn every_record_of_a_run_agrees() {
     let plan = agree::Plan::from_env(agree::DEFAULT_SEED, agree::DEFAULT_CASES);
     let report = agree::run(&plan);
-    agree::say(&report.figures());
-    assert!(report.failures.is_empty(), "{}", report.text());
+    let figures = report.figures();
+    if std::env::var_os("RETRY_AGREE_FIGURES").is_some_and(|v| v == "1") {
+        agree::say(&figures);
+    }
+    assert!(report.failures.is_empty(), "{figures}\n{}", report.text());
 }
 
 /// The checker itself, on runs whose records the docs settle and `retry` gets right: a

@@ -874,7 +874,8 @@ fn a_dead_letter_file_and_its_directory_are_private_whatever_the_umask() {
     cmd.current_dir(&base)
         .arg("--dead-letter")
         .arg(&file)
-        .args(["-n", "1", "--", "false"]);
+        .args(["-n", "1", "--", "false"])
+        .stderr(Stdio::null());
     // SAFETY: umask is async-signal-safe and touches no memory.
     unsafe {
         cmd.pre_exec(|| {
