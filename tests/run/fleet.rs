@@ -717,10 +717,22 @@ fn two_replays_at_once_run_a_run_that_fails_again_once_between_them() {
     };
     let dir = common::temp_dir("fleet-fails");
     let url = server.url("jobs");
-    for k in 0..4 {
-        give_up(&dir, &url, &format!("f{k}"), "sleep 0.4; exit 1");
-    }
+    // Each run's command takes 0.4 s while `slow` exists: while the two replays run.
+    std::thread::scope(|s| {
+        for k in 0..4 {
+            let (dir, url) = (&dir, &url);
+            s.spawn(move || {
+                give_up(
+                    dir,
+                    url,
+                    &format!("f{k}"),
+                    "if test -e slow; then sleep 0.4; fi; exit 1",
+                );
+            });
+        }
+    });
     std::fs::remove_file(dir.join("marks")).unwrap();
+    std::fs::write(dir.join("slow"), "").unwrap();
     // The second starts once the first has failed its first run again and runs its second:
     // each run fails again once between them.
     let mut first = std_in(&dir)
@@ -742,6 +754,7 @@ fn two_replays_at_once_run_a_run_that_fails_again_once_between_them() {
     seen.dedup();
     assert_eq!(seen.len(), 4);
     // A replay after both runs each once more.
+    std::fs::remove_file(dir.join("slow")).unwrap();
     retry_in(&dir)
         .args(["--replay", &url, "-q"])
         .assert()

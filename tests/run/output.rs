@@ -159,30 +159,37 @@ fn a_reader_gone_before_the_held_output_is_written_dies_of_sigpipe_never_0() {
 
 #[test]
 fn output_written_after_a_successful_try_still_arrives_and_does_not_delay_the_status() {
-    for args in [&["--retry-if-output", "x"][..], &["--buffer-stdout"]] {
-        let started = Instant::now();
-        let mut child = retry_std()
-            .args(args)
-            .args(["--", "sh", "-c", "(sleep 2; echo late) & echo early"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = child.stdout.take().unwrap();
-        let status = wait_bounded(&mut child, common::STEP_LIMIT);
-        let ended = started.elapsed();
-        assert_eq!(status.code(), Some(0), "{args:?}");
-        // Well before the late writer's 2s, however loaded the machine.
-        assert!(
-            ended < Duration::from_millis(1500),
-            "{args:?}: retry waited {ended:?} for output written after its try"
-        );
-        let mut text = String::new();
-        out.read_to_string(&mut text).unwrap();
-        assert_eq!(text, "early\nlate\n", "{args:?}");
-        assert!(started.elapsed() >= Duration::from_millis(500));
-    }
+    // Both at once: each waits for its late writer.
+    std::thread::scope(|s| {
+        for args in [&["--retry-if-output", "x"][..], &["--buffer-stdout"]] {
+            s.spawn(move || output_written_after_a_successful_try(args));
+        }
+    });
+}
+
+fn output_written_after_a_successful_try(args: &[&str]) {
+    let started = Instant::now();
+    let mut child = retry_std()
+        .args(args)
+        .args(["--", "sh", "-c", "(sleep 2; echo late) & echo early"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
+    let ended = started.elapsed();
+    assert_eq!(status.code(), Some(0), "{args:?}");
+    // Well before the late writer's 2s, however loaded the machine.
+    assert!(
+        ended < Duration::from_millis(1500),
+        "{args:?}: retry waited {ended:?} for output written after its try"
+    );
+    let mut text = String::new();
+    out.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "early\nlate\n", "{args:?}");
+    assert!(started.elapsed() >= Duration::from_millis(500));
 }
 
 #[test]

@@ -3,8 +3,10 @@
 //! while a slot migrates), so that every run shares each bucket and none falls back to its own
 //! machine.
 //!
-//! The test starts its own three `redis-server`s on free ports and makes them a cluster with
-//! `redis-cli --cluster create`; they are killed when it ends, also when it fails. Without
+//! The test starts its own three `redis-server`s on free ports and makes them a cluster by hand,
+//! as `redis-cli --cluster create` would without its pauses of a second: each node takes a third
+//! of the slots, and the first meets the two others; they are killed when it ends, also when it
+//! fails. Without
 //! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
 //! sets it) makes it fail.
 
@@ -13,29 +15,40 @@ use crate::common::{retry, runtime_dir, stderr_of};
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 /// Three nodes that hold every slot between them, killed when dropped (each `Server` is).
 struct Cluster {
     nodes: Vec<Server>,
+    /// The port of each node's cluster bus.
+    buses: Vec<u16>,
 }
 
 impl Cluster {
     fn start() -> Option<Cluster> {
-        let mut nodes = Vec::new();
-        for i in 0..3 {
-            let bus = free_port().to_string();
-            let extra = [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-port",
-                &bus,
-            ];
-            nodes.push(Server::start(&format!("cluster-{i}"), &extra)?);
-        }
-        let cluster = Cluster { nodes };
+        // The three start at once: a node says its cluster is ok no sooner than two seconds after
+        // it started.
+        let buses: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let nodes: Vec<Option<Server>> = std::thread::scope(|s| {
+            let starting: Vec<_> = (0..3)
+                .map(|i| {
+                    let bus = buses[i].to_string();
+                    s.spawn(move || {
+                        let extra = [
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            "nodes.conf",
+                            "--cluster-port",
+                            &bus,
+                        ];
+                        Server::start(&format!("cluster-{i}"), &extra)
+                    })
+                })
+                .collect();
+            starting.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let nodes = nodes.into_iter().collect::<Option<Vec<Server>>>()?;
+        let cluster = Cluster { nodes, buses };
         match cluster.create() {
             Ok(()) => Some(cluster),
             Err(why) => {
@@ -53,23 +66,26 @@ impl Cluster {
     }
 
     fn create(&self) -> Result<(), String> {
-        let addrs: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            ));
+        let ranges = [("0", "5460"), ("5461", "10922"), ("10923", "16383")];
+        for (epoch, (node, (low, high))) in self.nodes.iter().zip(ranges).enumerate() {
+            let epoch = (epoch + 1).to_string();
+            for args in [
+                &["CLUSTER", "SET-CONFIG-EPOCH", &epoch][..],
+                &["CLUSTER", "ADDSLOTSRANGE", low, high],
+            ] {
+                let said = cli(node.port, args);
+                if said != ["OK"] {
+                    return Err(format!("{args:?} on port {}: {said:?}", node.port));
+                }
+            }
+        }
+        for (node, bus) in self.nodes.iter().zip(&self.buses).skip(1) {
+            let (port, bus) = (node.port.to_string(), bus.to_string());
+            let meet = ["CLUSTER", "MEET", "127.0.0.1", &port, &bus];
+            let said = cli(self.nodes[0].port, &meet);
+            if said != ["OK"] {
+                return Err(format!("{meet:?}: {said:?}"));
+            }
         }
         let ok = |node: &Server| {
             cli(node.port, &["CLUSTER", "INFO"])
@@ -129,7 +145,7 @@ fn failing_run(url: &str, runtime: &PathBuf) -> String {
     stderr_of(&out)
 }
 
-// One test, as making a cluster takes redis-cli two seconds.
+// One test, as a cluster is ok no sooner than two seconds after its nodes start.
 #[test]
 fn quotas_on_a_cluster_are_followed_to_their_node_and_shared() {
     let Some(cluster) = Cluster::start() else {
@@ -145,21 +161,27 @@ fn quotas_on_any_node_are_shared_through_the_node_named(cluster: &Cluster) {
     let names = [
         "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
     ];
-    for name in names {
-        // No deposits, no refill: each run's retry takes one token of five.
-        let url = format!(
-            "redis://127.0.0.1:{}/{name}:ratio=0,floor=0,cap=5",
-            named.port
-        );
-        for left in ["4.00", "3.00"] {
-            let log = failing_run(&url, &runtime);
-            assert!(!log.contains("warning"), "{name}: {log}");
-            assert!(
-                log.contains(&format!("retry, {left} tokens left")),
-                "{name}, {left} expected: {log}"
-            );
+    // The names' runs at once, each name's two one after the other.
+    std::thread::scope(|s| {
+        for name in names {
+            let runtime = &runtime;
+            s.spawn(move || {
+                // No deposits, no refill: each run's retry takes one token of five.
+                let url = format!(
+                    "redis://127.0.0.1:{}/{name}:ratio=0,floor=0,cap=5",
+                    named.port
+                );
+                for left in ["4.00", "3.00"] {
+                    let log = failing_run(&url, runtime);
+                    assert!(!log.contains("warning"), "{name}: {log}");
+                    assert!(
+                        log.contains(&format!("retry, {left} tokens left")),
+                        "{name}, {left} expected: {log}"
+                    );
+                }
+            });
         }
-    }
+    });
     // Each bucket lives on the node of its slot, and some are on nodes that the runs did not
     // name.
     let total: u64 = cluster.nodes.iter().map(|n| cluster.keys_on(n)).sum();
