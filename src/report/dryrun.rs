@@ -461,6 +461,7 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
             header = header
                 .float("throttle_requests", three(admission.figures.requests))
                 .float("throttle_accepts", three(admission.figures.accepts))
+                .float("throttle_held_back", three(admission.figures.held))
                 .raw("throttle_p", &crate::policy::throttle::shown_p(admission.p));
         }
     }
