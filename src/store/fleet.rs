@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::policy::quota::RedisAddress;
 use crate::store::deadletter::{Pending, Record, State, record_of_line};
+pub use crate::store::fleet_replies::{FleetError, FleetErrorKind};
 use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, exchange_words, texts};
 use crate::store::fleet_scripts::Scripts;
 use crate::store::lease::Lease;
@@ -44,39 +45,6 @@ pub const EXCHANGE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The records read from the stream at a time.
 const PAGE: usize = 5000;
-
-/// Why the fleet's store could not be used, on one line that never holds the password.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FleetError {
-    pub text: String,
-    pub kind: FleetErrorKind,
-}
-
-/// What a caller may do about a [`FleetError`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FleetErrorKind {
-    /// A reply was longer than retry reads of one: a page of records too large, to ask for
-    /// again in smaller pages.
-    TooLarge,
-    /// Anything else.
-    Other,
-}
-
-impl FleetError {
-    /// An error with nothing to do about it but say it.
-    pub fn new(text: impl Into<String>) -> FleetError {
-        FleetError {
-            text: text.into(),
-            kind: FleetErrorKind::Other,
-        }
-    }
-}
-
-impl std::fmt::Display for FleetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
 
 /// A record of the stream, with where it ran and who runs it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
