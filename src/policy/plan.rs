@@ -24,6 +24,9 @@ pub struct PlannedTry {
     /// The latest the try starts: every earlier try took its whole timeout.
     pub start: Duration,
     pub wait: Option<Wait>,
+    /// After the last try, the wait the budget or the deadline left no room for: not waited,
+    /// the run stops instead.
+    pub refused: Option<Wait>,
     /// Total waited once this row's wait is over.
     pub waited: Duration,
 }
@@ -144,9 +147,10 @@ fn fail_once<R: Rng + ?Sized>(
         *now = now.saturating_add(limit.unwrap_or(Duration::ZERO));
     }
     let decision = schedule.after_transient_failure(*now, rng);
-    let wait = match decision {
-        Decision::Retry(wait) => Some(wait),
-        _ => None,
+    let (wait, refused) = match decision {
+        Decision::Retry(wait) => (Some(wait), None),
+        Decision::GiveUp(GiveUp::Budget(_)) => (None, schedule.refused()),
+        _ => (None, None),
     };
     if let Some(wait) = wait {
         *now = now.saturating_add(wait.delay);
@@ -155,6 +159,7 @@ fn fail_once<R: Rng + ?Sized>(
         attempt,
         start,
         wait,
+        refused,
         waited: schedule.waited(),
     };
     (row, decision)

@@ -163,6 +163,8 @@ pub struct Schedule<'p> {
     in_a_row: u64,
     previous_wait: Option<Duration>,
     waited: Duration,
+    /// The wait the budget or the deadline left no room for, when that ended the run.
+    refused: Option<Wait>,
 }
 
 impl<'p> Schedule<'p> {
@@ -174,6 +176,7 @@ impl<'p> Schedule<'p> {
             in_a_row: 0,
             previous_wait: None,
             waited: Duration::ZERO,
+            refused: None,
         }
     }
 
@@ -190,6 +193,12 @@ impl<'p> Schedule<'p> {
     /// Time spent in waits so far.
     pub fn waited(&self) -> Duration {
         self.waited
+    }
+
+    /// The wait drawn after the last try that the budget or the deadline left no room for, when
+    /// the run gave up on it: the dry run shows it, not waited.
+    pub fn refused(&self) -> Option<Wait> {
+        self.refused
     }
 
     /// Starts the next try at `now`; returns how long it may run, if it is bounded.
@@ -343,6 +352,7 @@ impl<'p> Schedule<'p> {
             budget::check_retry(self.policy.limit, now, wait.delay, self.policy.timeout)
         {
             exceeded.requested = wait.set_by_request();
+            self.refused = Some(wait);
             return Decision::GiveUp(GiveUp::Budget(exceeded));
         }
         self.previous_wait = Some(own.delay);

@@ -5,7 +5,9 @@
 //! step's arithmetic, pure, with the time and the draw passed in.
 //!
 //! - Over a sliding window the store counts `requests` (tries, held ones included) and `accepts`
-//!   (tries that did not fail transiently: successes and permanent failures). Before each try,
+//!   (tries that did not fail transiently: successes and permanent failures), and of the
+//!   requests those it `held` back, which the log tells apart from the tries that ran. Before
+//!   each try,
 //!   `p = min(max, max(0, (requests − K·accepts) / (requests + 1)))`, and a draw below `p` holds
 //!   the try back. While at least 1/K of the tries are accepted, `p` is 0.
 //! - The sliding window is kept in constant space, as two fixed slots of the window's length:
@@ -49,7 +51,9 @@ impl ThrottleSpec {
 
     /// The chance that a try is held back, given the figures of the window.
     pub fn p(&self, figures: Figures) -> f64 {
-        let Figures { requests, accepts } = figures;
+        let Figures {
+            requests, accepts, ..
+        } = figures;
         let p = (requests - self.k * accepts) / (requests + 1.0);
         if p.is_nan() {
             return 0.0;
@@ -193,12 +197,14 @@ fn parse_max(value: &str) -> Result<f64, String> {
     }
 }
 
-/// The window's figures at one moment: the tries it counts, and those of them accepted. They
-/// are estimates of the sliding window, so not whole numbers.
+/// The window's figures at one moment: the tries it counts, those of them accepted, and those
+/// of them held back (the others ran). They are estimates of the sliding window, so not whole
+/// numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Figures {
     pub requests: f64,
     pub accepts: f64,
+    pub held: f64,
 }
 
 /// How a try counts in the window.
@@ -229,6 +235,10 @@ pub struct Window {
     pub accepts: u64,
     pub prev_requests: u64,
     pub prev_accepts: u64,
+    /// Of the requests, those held back, in each slot (0 in a record written before they were
+    /// counted).
+    pub held: u64,
+    pub prev_held: u64,
     /// The window its figures are counted over, in ms: the record's own, kept whatever window
     /// a run names (0: not recorded yet, the run's is taken).
     pub window_ms: u64,
@@ -257,6 +267,8 @@ impl Window {
                 accepts: 0,
                 prev_requests: self.requests,
                 prev_accepts: self.accepts,
+                held: 0,
+                prev_held: self.held,
                 window_ms: self.window_ms,
             };
         }
@@ -270,31 +282,49 @@ impl Window {
         Figures {
             requests: self.requests as f64 + self.prev_requests as f64 * left,
             accepts: self.accepts as f64 + self.prev_accepts as f64 * left,
+            held: self.held as f64 + self.prev_held as f64 * left,
         }
     }
 
     /// Counts one try at `now_ms`.
     pub fn count(&mut self, counted: Counted, window_ms: u64, now_ms: u64) {
         self.advance(window_ms, now_ms);
-        self.requests = self.requests.saturating_add(1);
+        self.requests = more(self.requests);
         if counted == Counted::Accepted {
-            self.accepts = self.accepts.saturating_add(1);
+            self.accepts = more(self.accepts);
         }
     }
 
+    /// Counts one try held back at `now_ms`: a request, and a held one.
+    pub fn count_held(&mut self, window_ms: u64, now_ms: u64) {
+        self.count(Counted::Refused, window_ms, now_ms);
+        self.held = more(self.held).min(self.requests);
+    }
+
     /// The window as its record in the quota's file: `retry-throttle v1 start=… r=… a=… pr=…
-    /// pa=…`, padded with spaces to [`WINDOW_RECORD_LEN`] bytes, the last one a newline.
+    /// pa=… w=… h=… ph=…`, padded with spaces to [`WINDOW_RECORD_LEN`] bytes, the last one a
+    /// newline.
     pub fn encode(&self) -> [u8; WINDOW_RECORD_LEN] {
+        let c = |n: u64| n.min(MAX_COUNT);
         let mut text = format!(
             "{WINDOW_PREFIX}start={} r={} a={} pr={} pa={}",
-            self.start_ms, self.requests, self.accepts, self.prev_requests, self.prev_accepts
+            self.start_ms,
+            c(self.requests),
+            c(self.accepts),
+            c(self.prev_requests),
+            c(self.prev_accepts)
         );
         // At most a day, 8 digits: the record stays within its length.
         if self.window_ms > 0 {
             text += &format!(" w={}", self.window_ms.min(ThrottleSpec::MAX_WINDOW_MS));
         }
+        // Left out when nothing was held, as a record written before they were counted.
+        if self.held > 0 || self.prev_held > 0 {
+            text += &format!(" h={} ph={}", c(self.held), c(self.prev_held));
+        }
         let mut record = [b' '; WINDOW_RECORD_LEN];
-        // At most 18 + 5 × (4 + 20) = 138 bytes: five u64 and their names.
+        // At most 18 + 26 + 4 × 16 + 11 + 2 × 16 = 151 bytes: the start as any u64, the counts
+        // in 12 digits, the window in 8, and their names.
         let len = text.len().min(WINDOW_RECORD_LEN - 1);
         record[..len].copy_from_slice(&text.as_bytes()[..len]);
         record[WINDOW_RECORD_LEN - 1] = b'\n';
@@ -311,38 +341,56 @@ impl Window {
             .trim_end_matches(' ')
             .strip_prefix(WINDOW_PREFIX)?
             .split(' ');
-        let mut next = |name: &str| -> Option<u64> {
-            let value = fields.next()?.strip_prefix(name)?.strip_prefix('=')?;
-            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            value.parse().ok()
-        };
+        let mut next = |name: &str| -> Option<u64> { number(fields.next()?, name) };
         let mut window = Window {
             start_ms: next("start")?,
             requests: next("r")?,
             accepts: next("a")?,
             prev_requests: next("pr")?,
             prev_accepts: next("pa")?,
+            held: 0,
+            prev_held: 0,
             window_ms: 0,
         };
-        // A record written before the window was kept has none.
-        if let Some(field) = fields.next() {
-            let w = field.strip_prefix("w=")?;
-            if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
+        // A record written before the window was kept has none, and one written before the
+        // held tries were counted has no `h` and `ph`: none held.
+        let mut fields = fields.peekable();
+        if let Some(field) = fields.next_if(|f| f.starts_with("w=")) {
             // A window no run could have named (under 1s, over a day) is no record retry wrote.
-            window.window_ms = w.parse().ok().filter(|w| {
+            window.window_ms = number(field, "w").filter(|w| {
                 (ThrottleSpec::MIN_WINDOW_MS..=ThrottleSpec::MAX_WINDOW_MS).contains(w)
             })?;
         }
+        if let Some(field) = fields.next_if(|f| f.starts_with("h=")) {
+            window.held = number(field, "h")?;
+            window.prev_held = number(fields.next()?, "ph")?;
+        }
         let consistent = window.accepts <= window.requests
             && window.prev_accepts <= window.prev_requests
+            && window.held <= window.requests
+            && window.prev_held <= window.prev_requests
             && fields.next().is_none();
         consistent.then_some(window)
     }
 }
+
+/// `NAME=DIGITS`'s number, from a window's record.
+fn number(field: &str, name: &str) -> Option<u64> {
+    let value = field.strip_prefix(name)?.strip_prefix('=')?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+/// One more in a count of the window, which stops at [`MAX_COUNT`].
+fn more(n: u64) -> u64 {
+    n.saturating_add(1).min(MAX_COUNT)
+}
+
+/// The most a count of a window's record reaches: 12 digits, so that every count fits in the
+/// record's length (a day's window at eleven million tries a second).
+pub const MAX_COUNT: u64 = 999_999_999_999;
 
 /// The size of a throttle's record in the quota's file, after the bucket's.
 pub const WINDOW_RECORD_LEN: usize = 160;
@@ -363,7 +411,7 @@ pub struct Admission {
     /// The figures it decided on, before this try counted.
     pub figures: Figures,
     pub p: f64,
-    /// True when the try is held back; it was then counted as a request.
+    /// True when the try is held back; it was then counted as a request, and a held one.
     pub held: bool,
     /// The window the figures are counted over: the quota record's own, which may not be the
     /// one the run named.
@@ -379,7 +427,7 @@ pub fn admit(window: &mut Window, ask: &Ask, now_ms: u64) -> Admission {
     let p = ask.spec.p(figures);
     let held = ask.draw < p;
     if held {
-        window.count(Counted::Refused, window_ms, now_ms);
+        window.count_held(window_ms, now_ms);
     }
     Admission {
         figures,
@@ -404,7 +452,11 @@ mod tests {
     }
 
     fn figures(requests: f64, accepts: f64) -> Figures {
-        Figures { requests, accepts }
+        Figures {
+            requests,
+            accepts,
+            held: 0.0,
+        }
     }
 
     #[test]
@@ -495,15 +547,25 @@ mod tests {
         assert_eq!(admission.figures, figures(10.0, 0.0));
         assert!((admission.p - 10.0 / 11.0).abs() < 1e-12);
         assert!(admission.held);
-        assert_eq!((window.requests, window.accepts), (11, 0));
+        assert_eq!((window.requests, window.accepts, window.held), (11, 0, 1));
+        // The next decision's figures tell the held try from the ten that ran.
+        let next = admit(&mut window, &ask, T0 + 2);
+        assert_eq!(
+            next.figures,
+            Figures {
+                requests: 11.0,
+                accepts: 0.0,
+                held: 1.0
+            }
+        );
         // A draw at or above p admits the try, which is not counted until its outcome is.
         let ask = Ask {
             spec: spec(2.0),
             draw: 0.99,
         };
-        let admission = admit(&mut window, &ask, T0 + 2);
+        let admission = admit(&mut window, &ask, T0 + 3);
         assert!(!admission.held);
-        assert_eq!((window.requests, window.accepts), (11, 0));
+        assert_eq!((window.requests, window.accepts, window.held), (12, 0, 2));
     }
 
     #[test]
@@ -553,14 +615,22 @@ mod tests {
     fn records_read_back_and_damaged_ones_are_refused() {
         let window = Window {
             start_ms: u64::MAX,
-            requests: u64::MAX,
-            accepts: u64::MAX,
-            prev_requests: u64::MAX,
+            requests: MAX_COUNT,
+            accepts: MAX_COUNT,
+            prev_requests: MAX_COUNT,
             prev_accepts: 3,
+            held: MAX_COUNT,
+            prev_held: MAX_COUNT,
             window_ms: ThrottleSpec::MAX_WINDOW_MS,
         };
         let record = window.encode();
         assert_eq!(Window::decode(&record), Some(window));
+        // A count past the record's width is written as the most it holds.
+        let past = Window {
+            requests: u64::MAX,
+            ..window
+        };
+        assert_eq!(Window::decode(&past.encode()), Some(window));
         assert_eq!(Window::decode(&record[..100]), None);
         let mut bad = record;
         bad[20] = b'x';
@@ -579,6 +649,48 @@ mod tests {
             text.resize(WINDOW_RECORD_LEN - 1, b' ');
             text.push(b'\n');
             assert_eq!(Window::decode(&text), None, "w={w}");
+        }
+    }
+
+    #[test]
+    fn held_tries_are_counted_apart_and_an_older_record_holds_none() {
+        let mut window = Window::default();
+        for _ in 0..10 {
+            window.count(Counted::Refused, W, T0);
+        }
+        for _ in 0..58 {
+            window.count_held(W, T0);
+        }
+        assert_eq!((window.requests, window.held), (68, 58));
+        let record = window.encode();
+        assert!(record.starts_with(b"retry-throttle v1 start="));
+        assert_eq!(Window::decode(&record), Some(window));
+        // Held tries move to the previous slot with the rest, and fade out with it.
+        let at = T0 + W + W / 2;
+        window.advance(W, at);
+        assert_eq!((window.held, window.prev_held), (0, 58));
+        assert_eq!(window.figures(W, at).held, 29.0);
+        assert_eq!(Window::decode(&window.encode()), Some(window));
+        // A record written before the held tries were counted, with its window and without.
+        for tail in [" w=120000", ""] {
+            let mut text =
+                format!("{WINDOW_PREFIX}start={T0} r=68 a=0 pr=0 pa=0{tail}").into_bytes();
+            text.resize(WINDOW_RECORD_LEN - 1, b' ');
+            text.push(b'\n');
+            let old = Window::decode(&text).expect("an older record reads");
+            assert_eq!(
+                (old.requests, old.held, old.prev_held),
+                (68, 0, 0),
+                "{tail}"
+            );
+        }
+        // More held than requests, or `h` without `ph`, is no record retry wrote.
+        for tail in [" w=120000 h=69 ph=0", " h=1", " w=120000 ph=1 h=1"] {
+            let mut text =
+                format!("{WINDOW_PREFIX}start={T0} r=68 a=0 pr=0 pa=0{tail}").into_bytes();
+            text.resize(WINDOW_RECORD_LEN - 1, b' ');
+            text.push(b'\n');
+            assert_eq!(Window::decode(&text), None, "{tail}");
         }
     }
 

@@ -310,7 +310,9 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
 }
 
 /// The table of the shown rows, each wait drawn as a bar against the cap. "waited in all"
-/// counts the stagger drawn before the first try, as "starts at" does.
+/// counts the stagger drawn before the first try, as "starts at" does. After the last try, a
+/// wait the budget or the deadline had no room for is shown in brackets, not waited: the stop
+/// line names it.
 fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
     let stagger = plan.stagger.unwrap_or_default();
     let header = ["try", "starts at", "base wait", "wait", "waited in all"];
@@ -318,9 +320,10 @@ fn table(plan: &Plan, max_delay: Duration) -> Vec<String> {
         .rows
         .iter()
         .map(|r| {
-            let (base, wait) = match r.wait {
-                Some(w) => (hms(w.base), hms(w.delay)),
-                None => ("-".into(), "-".into()),
+            let (base, wait) = match (r.wait, r.refused) {
+                (Some(w), _) => (hms(w.base), hms(w.delay)),
+                (None, Some(w)) => (hms(w.base), format!("({})", hms(w.delay))),
+                (None, None) => ("-".into(), "-".into()),
             };
             vec![
                 r.attempt.to_string(),
@@ -461,6 +464,7 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
             header = header
                 .float("throttle_requests", three(admission.figures.requests))
                 .float("throttle_accepts", three(admission.figures.accepts))
+                .float("throttle_held_back", three(admission.figures.held))
                 .raw("throttle_p", &crate::policy::throttle::shown_p(admission.p));
         }
     }
@@ -702,6 +706,7 @@ mod tests {
                     attempt,
                     start: s(attempt - 1),
                     wait: None,
+                    refused: None,
                     waited: s(attempt - 1),
                 })
                 .collect(),

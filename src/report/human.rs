@@ -484,8 +484,8 @@ fn quota_line(event: &Event) -> String {
     text
 }
 
-/// `try 1/3 held back: 0 of 48 tries of quota db were accepted in the last 2m (p=0.95); next
-/// try in 1.2s`.
+/// `try 1/3 held back: 0 of 48 tries of quota db (10 ran, 38 held back) were accepted in the
+/// last 2m (p=0.95); next try in 1.2s`.
 fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
     format!(
         "try {} held back: {}{}",

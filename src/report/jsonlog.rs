@@ -246,11 +246,13 @@ fn quota(event: &Event, facts: &At<'_>) -> Obj {
     }
 }
 
-/// The throttle's figures: `requests` and `accepts` to three decimals, `p` as the log shows it.
+/// The throttle's figures: `requests`, `accepts` and `held_back` (the requests held back) to three
+/// decimals, `p` as the log shows it.
 fn with_figures(obj: Obj, admission: &Admission) -> Obj {
     let three = |x: f64| (x * 1000.0).round() / 1000.0;
     obj.float("requests", three(admission.figures.requests))
         .float("accepts", three(admission.figures.accepts))
+        .float("held_back", three(admission.figures.held))
         .raw("p", &crate::policy::throttle::shown_p(admission.p))
 }
 

@@ -383,16 +383,24 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The throttle's figures as the log gives them: `0 of 48 tries of quota db were accepted in
-/// the last 2m (p=0.95)`. The window's figures are estimates, shown to the nearest try.
+/// The throttle's figures as the log gives them: `0 of 68 tries of quota db (10 ran, 58 held
+/// back) were accepted in the last 2m (p=0.95)`: the tries counted are those that ran and those
+/// held back. The window's figures are estimates, shown to the nearest try.
 pub fn throttle_figures(quota: &str, admission: &Admission) -> String {
-    let Figures { requests, accepts } = admission.figures;
+    let Figures {
+        requests,
+        accepts,
+        held,
+    } = admission.figures;
     let requests = requests.round();
+    let held = held.round().min(requests);
     let tries = if requests == 1.0 { "try" } else { "tries" };
     let were = if requests == 1.0 { "was" } else { "were" };
     format!(
-        "{} of {requests} {tries} of quota {quota} {were} accepted in the last {} (p={})",
+        "{} of {requests} {tries} of quota {quota} ({} ran, {held} held back) {were} accepted in \
+         the last {} (p={})",
         accepts.round(),
+        requests - held,
         hms(admission.window),
         crate::policy::throttle::shown_p(admission.p)
     )

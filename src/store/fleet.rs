@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::policy::quota::RedisAddress;
 use crate::store::deadletter::{Pending, Record, State, record_of_line};
+pub use crate::store::fleet_replies::{FleetError, FleetErrorKind};
 use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, exchange_words, texts};
 use crate::store::fleet_scripts::Scripts;
 use crate::store::lease::Lease;
@@ -44,16 +45,6 @@ pub const EXCHANGE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The records read from the stream at a time.
 const PAGE: usize = 5000;
-
-/// Why the fleet's store could not be used, on one line that never holds the password.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FleetError(pub String);
-
-impl std::fmt::Display for FleetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// A record of the stream, with where it ran and who runs it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +149,7 @@ impl Fleet {
         let mut replies = self.requests(&[args.to_vec()])?;
         replies
             .pop()
-            .ok_or_else(|| FleetError("Redis sent no reply".into()))
+            .ok_or_else(|| FleetError::new("Redis sent no reply"))
     }
 
     /// Sends `commands` at once within one [`EXCHANGE_DEADLINE`], and reads their replies. A
@@ -219,12 +210,16 @@ impl Fleet {
 
     /// `e` as one line without the password.
     fn failed(&self, e: RedisStoreError) -> FleetError {
-        FleetError(match self.server.scrub(e) {
-            RedisStoreError::Command { server, source } => {
-                format!("Redis at {server} failed: {}", exchange_words(&source))
-            }
-            other => other.to_string(),
-        })
+        match self.server.scrub(e) {
+            RedisStoreError::Command { server, source } => FleetError {
+                text: format!("Redis at {server} failed: {}", exchange_words(&source)),
+                kind: match source {
+                    ExchangeError::TooLarge => FleetErrorKind::TooLarge,
+                    _ => FleetErrorKind::Other,
+                },
+            },
+            other => FleetError::new(other.to_string()),
+        }
     }
 
     /// Runs a script on the keys `keys` with `args`.
@@ -246,7 +241,7 @@ impl Fleet {
     pub fn add(&mut self, record: &Record, host: &str) -> Result<bool, FleetError> {
         let keys = [self.key(""), self.key("ids"), self.key("pruned")];
         let line = record.line();
-        fits_a_reader(&line).map_err(|e| FleetError(e.to_string()))?;
+        fits_a_reader(&line).map_err(|e| FleetError::new(e.to_string()))?;
         let args: [&[u8]; 3] = [record.id.as_bytes(), host.as_bytes(), line.as_bytes()];
         let script = self.scripts.add.clone();
         match self.script(&script, &keys, &args)? {
@@ -261,11 +256,11 @@ impl Fleet {
             reply: reply.to_string(),
         });
         match text {
-            RedisStoreError::Reply { server, reply } => FleetError(format!(
+            RedisStoreError::Reply { server, reply } => FleetError::new(format!(
                 "Redis at {server} answered '{}', which is no answer to retry's request",
                 crate::store::redis::resp::one_line(&reply)
             )),
-            other => FleetError(other.to_string()),
+            other => FleetError::new(other.to_string()),
         }
     }
 
@@ -337,7 +332,7 @@ impl Fleet {
             let mut fields = || -> Result<Vec<Option<String>>, FleetError> {
                 let reply = replies
                     .next()
-                    .ok_or_else(|| FleetError("Redis sent too few replies".into()))?;
+                    .ok_or_else(|| FleetError::new("Redis sent too few replies"))?;
                 self.field_values(reply, entries.len())
             };
             let (states, claims, attempts) = (fields()?, fields()?, fields()?);
@@ -359,7 +354,7 @@ impl Fleet {
         let mut out = Vec::with_capacity(items.len());
         for item in items {
             let entry = entry(item)
-                .ok_or_else(|| FleetError("Redis sent a stream entry that is not one".into()))?;
+                .ok_or_else(|| FleetError::new("Redis sent a stream entry that is not one"))?;
             out.push(entry);
         }
         Ok(out)
@@ -385,7 +380,7 @@ impl Fleet {
             }
             let damaged = |why| format!("the stream's entry {entry} is damaged: {why}");
             let record = record_of_line(&line)
-                .map_err(|why| FleetError(self.server.withheld(damaged(why))))?;
+                .map_err(|why| FleetError::new(self.server.withheld(damaged(why))))?;
             listed.push(Listed {
                 pending: Pending {
                     line: listed.len() + 1,
@@ -412,7 +407,7 @@ impl Fleet {
     /// password, as the server's words always are.
     pub(crate) fn after(&self, last: &str) -> Result<String, FleetError> {
         let not_one = || format!("an entry id '{last}' that is not one");
-        after(last).ok_or_else(|| FleetError(self.server.withheld(not_one())))
+        after(last).ok_or_else(|| FleetError::new(self.server.withheld(not_one())))
     }
 
     /// The values of an HMGET reply of `n` fields.
@@ -543,7 +538,7 @@ impl Fleet {
                 };
                 match (number(&parts[0]), number(&parts[1])) {
                     (Some(s), Some(us)) => Ok(s * 1000 + us / 1000),
-                    _ => Err(FleetError("Redis answered TIME with something else".into())),
+                    _ => Err(FleetError::new("Redis answered TIME with something else")),
                 }
             }
             other => Err(self.odd(&other)),
@@ -632,9 +627,7 @@ impl Fleet {
             let (Some(Reply::Array(Some(fields))), Some(Reply::Bulk(Some(next)))) =
                 (parts.pop(), parts.pop())
             else {
-                return Err(FleetError(
-                    "Redis answered HSCAN with something else".into(),
-                ));
+                return Err(FleetError::new("Redis answered HSCAN with something else"));
             };
             let mut old: Vec<Vec<u8>> = Vec::new();
             for pair in fields.chunks(2) {
@@ -661,10 +654,10 @@ impl Fleet {
     }
 }
 
-/// Whether `why` says that a reply was longer than retry reads of one: a page of records too
-/// large, to ask for again in smaller pages.
+/// Whether `why` is a reply longer than retry reads of one: a page of records too large, to
+/// ask for again in smaller pages.
 fn too_large(why: &FleetError) -> bool {
-    why.0.ends_with(&exchange_words(&ExchangeError::TooLarge))
+    why.kind == FleetErrorKind::TooLarge
 }
 
 /// How long a prune keeps the tombstone of a run it dropped.

@@ -39,7 +39,7 @@ impl Fleet {
         let reply = self
             .requests_once_or_twice(&[words.to_vec()], false)?
             .pop()
-            .ok_or_else(|| FleetError("Redis sent no reply".into()))?;
+            .ok_or_else(|| FleetError::new("Redis sent no reply"))?;
         match reply {
             Reply::Bulk(Some(_)) => Ok(()),
             other => Err(self.odd(&other)),
@@ -85,9 +85,8 @@ impl Fleet {
             let more = items.len() == HISTORY_PAGE;
             let mut last = None;
             for item in items {
-                let (id, fields) = fields_of(item).ok_or_else(|| {
-                    FleetError("Redis sent a stream entry that is not one".into())
-                })?;
+                let (id, fields) = fields_of(item)
+                    .ok_or_else(|| FleetError::new("Redis sent a stream entry that is not one"))?;
                 let host = fields
                     .iter()
                     .find(|(k, _)| k == "host")

@@ -1,7 +1,41 @@
 //! What Redis answers the fleet's store (`store/fleet.rs`), read: the entries of a stream, the
-//! replies of its scripts, an entry id to go on reading from, and a failed exchange in words.
+//! replies of its scripts, an entry id to go on reading from, a failed exchange in words, and the
+//! error of the fleet's store with its kind.
 
 use crate::store::redis::resp::{ExchangeError, Reply};
+
+/// Why the fleet's store could not be used, on one line that never holds the password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetError {
+    pub text: String,
+    pub kind: FleetErrorKind,
+}
+
+/// What a caller may do about a [`FleetError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FleetErrorKind {
+    /// A reply was longer than retry reads of one: a page of records too large, to ask for
+    /// again in smaller pages.
+    TooLarge,
+    /// Anything else.
+    Other,
+}
+
+impl FleetError {
+    /// An error with nothing to do about it but say it.
+    pub fn new(text: impl Into<String>) -> FleetError {
+        FleetError {
+            text: text.into(),
+            kind: FleetErrorKind::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
 
 /// The most bytes one reply may take: a page of records of the usual few hundred bytes each
 /// takes under a megabyte; a server sending more than this is refused, not believed.

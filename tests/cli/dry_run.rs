@@ -674,3 +674,87 @@ fn the_stagger_is_in_what_the_table_and_its_end_say_was_waited_and_in_the_worst_
     let shown = stdout_of(&out);
     assert!(!shown.contains("stagger"), "{shown}");
 }
+
+/// The wait a stop line of the budget names, and the last row's wait in the table, in brackets.
+fn stop_and_last_row(args: &[&str]) -> (String, String) {
+    let out = retry().arg("--dry-run").args(args).output().unwrap();
+    let text = stdout_of(&out);
+    let stop = text
+        .lines()
+        .find(|l| l.starts_with("stops after try "))
+        .unwrap_or_else(|| panic!("no stop line: {text}"));
+    let cited = stop
+        .split(" used + ")
+        .nth(1)
+        .and_then(|rest| rest.split(" wait").next())
+        .unwrap_or_else(|| panic!("no wait in the stop line: {text}"));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("try "))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let last = rows.last().expect("a table");
+    let shown = last.split_whitespace().nth(3).unwrap_or_default();
+    (format!("({cited})"), shown.to_string())
+}
+
+#[test]
+fn the_table_shows_the_wait_the_budget_stop_line_names() {
+    for args in [
+        &["-n", "5", "-B", "3s", "--jitter", "none", "--", "true"][..],
+        &["-n", "5", "-B", "3s", "--seed", "3", "--", "true"],
+        &[
+            "-n", "5", "-B", "3s", "-t", "1s", "--jitter", "none", "--", "true",
+        ],
+        &[
+            "-n",
+            "5",
+            "-B",
+            "3s",
+            "--jitter",
+            "decorrelated",
+            "--seed",
+            "2",
+        ],
+    ] {
+        let (cited, shown) = stop_and_last_row(args);
+        assert_eq!(cited, shown, "{args:?}");
+    }
+    // The example of docs/dry-run.md, as the binary prints it.
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dry-run.md")).unwrap();
+    let example = page
+        .split("```\ntry  starts at")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the example of a stop on the budget");
+    let args = [
+        "--dry-run",
+        "-n",
+        "5",
+        "-B",
+        "3s",
+        "--jitter",
+        "none",
+        "--",
+        "true",
+    ];
+    let text = stdout_of(&retry().args(args).output().unwrap());
+    assert!(text.contains(&format!("try  starts at{example}")), "{text}");
+    // When the tries run out, nothing was drawn after the last.
+    let out = retry()
+        .args([
+            "--dry-run",
+            "-n",
+            "2",
+            "-B",
+            "30s",
+            "--jitter",
+            "none",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(stdout_of(&out).contains("  2         1s          -     -             1s\n"));
+}

@@ -184,7 +184,7 @@ const SCENARIOS: &[Scenario] = &[
     run("a streak of successful tries", &["--consecutive", "2", "-d", "1ms", "--", "true"])
         .expect(&["try.in_a_row"]),
     run("a throttle that holds tries back", &["-n", "4", "-d", "1ms", "--quota", "jsonref", "--throttle", "2", "--seed", "1", "--", "false"])
-        .expect(&["try.outcome.held", "try.requests", "try.accepts", "try.p", "quota.p"]),
+        .expect(&["try.outcome.held", "try.requests", "try.accepts", "try.held_back", "try.p", "quota.p"]),
     run("a stagger", &["--stagger", "2ms", "-n", "1", "--", "true"]).expect(&["stagger.most_ms"]),
     run("a failing --on-retry hook", &["-n", "2", "-d", "1ms", "--on-retry", "exit 4", "--", "false"])
         .expect(&["hook.result"]),
@@ -225,7 +225,7 @@ const SCENARIOS: &[Scenario] = &[
     printed("a dry run with no try limit", &["--dry-run", "-n", "0", "-d", "1ms", "--stagger", "1s", "--quota", "jsonref", "--delay-from-output", r"after (\S+)"])
         .expect(&["plan_start.stagger_ms", "plan_start.quota_tokens", "plan_end.truncated"]),
     printed("a dry run with a throttle", &["--dry-run", "--quota", "jsonref", "--throttle", "2"])
-        .expect(&["plan_start.throttle", "plan_start.throttle_requests", "plan_start.throttle_accepts", "plan_start.throttle_p"]),
+        .expect(&["plan_start.throttle", "plan_start.throttle_requests", "plan_start.throttle_accepts", "plan_start.throttle_held_back", "plan_start.throttle_p"]),
     // The simulation.
     printed("a cron fleet simulated with a throttle", &["--simulate", "--compare", "--clients", "20", "--every", "1m", "--outage", "2m", "--quota", "jsonref", "--throttle", "2", "--seed", "1"])
         .expect(&["simulation_start.every_ms", "simulation_start.horizon_ms", "simulation_start.throttle_k", "simulation_start.throttle_window_ms", "simulation_start.throttle_max", "figures.throttle", "figures.gave_up.held", "figures.waves", "figures.in_outage", "figures.after_outage", "figures.held", "figures.p_recovered_ms"]),

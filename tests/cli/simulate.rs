@@ -1034,3 +1034,44 @@ fn every_simulate_example_in_the_docs_runs_and_shows_what_its_text_says() {
         hold_to_its_text(&command, &rows);
     }
 }
+
+#[test]
+fn compare_s_columns_stay_in_line_whatever_the_throttle_s_length() {
+    for spec in ["2", "1.00000000000001:window=23h59m59.999s,max=0.999999"] {
+        let args = [
+            "--compare",
+            "--clients",
+            "20",
+            "--every",
+            "1m",
+            "--outage",
+            "2m",
+            "--quota",
+            "q",
+            "--throttle",
+            spec,
+            "--seed",
+            "1",
+        ];
+        let text = simulate(&args);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("quota"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(table.len(), 4, "{text}");
+        // The last column is aligned on the right: every line ends at the same column, and
+        // every cell of the numbers ends where its heading does.
+        let width = table[0].chars().count();
+        assert!(
+            table.iter().all(|l| l.chars().count() == width),
+            "{spec}:\n{text}"
+        );
+        let tries_end = table[0].find("tries").unwrap() + "tries".len();
+        for line in &table[1..] {
+            let bytes = line.as_bytes();
+            assert!(bytes[tries_end - 1].is_ascii_digit(), "{spec}:\n{text}");
+            assert_eq!(bytes[tries_end], b' ', "{spec}:\n{text}");
+        }
+    }
+}

@@ -247,6 +247,38 @@ fn buffer_stdout_passes_on_only_the_successful_output() {
 }
 
 #[test]
+fn buffer_stdout_on_two_files_starts_retry_s_lines_after_an_unfinished_stderr_line() {
+    // Standard output and error are two pipes: the try's progress line on standard error has
+    // no line break, and neither has the standard output held and played back there.
+    for script in [
+        "printf 'progress 50%%' >&2; exit 1",
+        "printf 'progress 50%%' >&2; printf out; exit 1",
+    ] {
+        let out = retry()
+            .args(["--buffer-stdout", "-n", "2", "-d", "0", "--", "sh", "-c"])
+            .arg(script)
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.stdout, b"");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(
+            lines.len(),
+            5 + script.contains("out") as usize * 2,
+            "{err}"
+        );
+        for line in &lines {
+            assert!(
+                line.starts_with("retry: ") || *line == "progress 50%" || *line == "out",
+                "{err}"
+            );
+        }
+        assert_eq!(err.matches("retry: try ").count(), 2, "{err}");
+    }
+}
+
+#[test]
 fn retry_if_output_retries_only_failures_that_printed_it() {
     let run = |script: &str| {
         retry()

@@ -308,7 +308,7 @@ fn the_dry_run_and_the_json_log_show_the_figures() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        text.contains("throttle: --throttle 2:window=5m,max=0.9: 0 of 48 tries of quota 'q' were accepted in the last 5m (p=0.90)"),
+        text.contains("throttle: --throttle 2:window=5m,max=0.9: 0 of 48 tries of quota 'q' (48 ran, 0 held back) were accepted in the last 5m (p=0.90)"),
         "{text}"
     );
     let out = retry()
@@ -752,4 +752,61 @@ fn a_run_that_finds_the_store_busy_as_it_ends_says_its_try_was_not_counted() {
     );
     let record = std::fs::read_to_string(&quota).unwrap();
     assert!(record.contains(" r=0 a=0 "), "{record}");
+}
+
+/// Runs `-n 5` of a failing command on `quota`, whose throttle has seen ten tries fail; then
+/// the dry run's figures of the fifteen tries say how many ran and how many were held back, as
+/// the run's own lines counted them.
+fn held_and_ran_are_told_apart(quota: &str, runtime: &Path) {
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", runtime)
+        .args(["-n", "5", "-d", "1ms", "--quota", quota, "--throttle", "2"])
+        .args(["--seed", "1", "--", "false"])
+        .output()
+        .unwrap();
+    let log = stderr_of(&out);
+    let held = log.matches(" held back: ").count();
+    assert!(held > 0, "{log}");
+    let out = retry()
+        .env("XDG_RUNTIME_DIR", runtime)
+        .args(["--dry-run", "--quota", quota, "--throttle", "2", "--", "x"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let figures = format!(
+        " ({} ran, {held} held back) were accepted in the last 2m",
+        15 - held
+    );
+    assert!(
+        text.contains("0 of 15 tries of quota ") && text.contains(&figures),
+        "{figures}\n{log}\n{text}"
+    );
+}
+
+#[test]
+fn the_figures_tell_the_tries_that_ran_from_those_held_back_in_either_store() {
+    let runtime = runtime_dir("throttle-held-file");
+    failing_store(&runtime, "q", 10);
+    held_and_ran_are_told_apart("q", &runtime);
+    let Some(server) = Server::start("throttle-held", &[]) else {
+        return;
+    };
+    // A hash written before the held tries were counted: none of its ten was held.
+    let time = common::redis_server::cli(server.port, &["TIME"]);
+    let now = (time[0].parse::<u64>().unwrap() * 1000).to_string();
+    let mut set = vec![
+        "HSET",
+        "retry:quota:h",
+        "tokens",
+        "10",
+        "at",
+        &now,
+        "ts",
+        &now,
+    ];
+    set.extend([
+        "tr", "10", "ta", "0", "tpr", "0", "tpa", "0", "tw", "120000",
+    ]);
+    common::redis_server::cli(server.port, &set);
+    held_and_ran_are_told_apart(&server.url("h"), &runtime_dir("throttle-held-redis"));
 }

@@ -50,7 +50,7 @@ pub fn try_line(r: &TryReport, facts: &RunFacts) -> String {
 }
 
 /// A try that `--throttle` held back, as the log's line says it: `try 1/3 held back: 0 of 48
-/// tries of quota db were accepted in the last 2m (p=0.95)`.
+/// tries of quota db (10 ran, 38 held back) were accepted in the last 2m (p=0.95)`.
 pub fn held_line(r: &HeldReport, facts: &RunFacts) -> String {
     format!(
         "try {} held back: {}",

@@ -85,9 +85,10 @@ pub struct RunIo {
 enum Layout {
     /// Nothing holds or watches the output: the try writes to retry's own stdout and stderr.
     Inherit,
-    /// `--buffer-stdout`: standard output is held, and standard error read too when a pattern
-    /// watches it.
-    Buffer { watch_stderr: bool },
+    /// `--buffer-stdout`: standard output is held, and standard error passes through retry,
+    /// which plays a failed try's standard output back there and writes its own lines there:
+    /// it then knows when the try left a line unfinished, whatever file standard error is.
+    Buffer,
     /// Watched, and standard output and error go to the same place (`2>&1`, one terminal):
     /// one stream for both keeps their order exactly as the command wrote it.
     Shared,
@@ -111,11 +112,7 @@ impl Layout {
         same_place: impl FnOnce() -> bool,
     ) -> Layout {
         match (buffer_stdout, watching, relay) {
-            // On one file with standard output, standard error passes through retry too, so
-            // that the held output starts on a line of its own after a line it left open.
-            (true, watching, relay) => Layout::Buffer {
-                watch_stderr: watching || relay || same_place(),
-            },
+            (true, _, _) => Layout::Buffer,
             (false, false, false) => Layout::Inherit,
             (false, _, _) if same_place() => Layout::Shared,
             (false, true, _) => Layout::Separate,
@@ -212,15 +209,10 @@ impl RunIo {
     fn child_output(&self, io: &mut TryIo) -> anyhow::Result<(ChildFd, ChildFd)> {
         Ok(match self.layout {
             Layout::Inherit => (ChildFd::Inherit, ChildFd::Inherit),
-            Layout::Buffer { watch_stderr } => {
-                let stdout = self.open_stream(io, Dest::Buffer, self.stdout_tty)?;
-                let stderr = if watch_stderr {
-                    ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?)
-                } else {
-                    ChildFd::Inherit
-                };
-                (ChildFd::Fd(stdout), stderr)
-            }
+            Layout::Buffer => (
+                ChildFd::Fd(self.open_stream(io, Dest::Buffer, self.stdout_tty)?),
+                ChildFd::Fd(self.open_stream(io, Dest::Stderr, self.stderr_tty)?),
+            ),
             Layout::Shared => {
                 let both = self.open_stream(io, Dest::Stdout, self.stdout_tty)?;
                 let again = both.try_clone().context("cannot share the output pipe")?;
@@ -408,22 +400,10 @@ mod tests {
     fn layout_looks_at_the_place_only_when_it_matters() {
         let never = || -> bool { panic!("same_place looked at") };
         assert_eq!(Layout::new(false, false, false, never), Layout::Inherit);
-        // Held standard output with standard error on another file: stderr goes straight.
-        assert_eq!(
-            Layout::new(true, false, false, || false),
-            Layout::Buffer {
-                watch_stderr: false
-            }
-        );
-        // On one file, stderr passes through retry, which then knows where its line stands.
-        assert_eq!(
-            Layout::new(true, false, false, || true),
-            Layout::Buffer { watch_stderr: true }
-        );
-        assert_eq!(
-            Layout::new(true, true, false, never),
-            Layout::Buffer { watch_stderr: true }
-        );
+        // Held standard output: standard error passes through retry, on one file with standard
+        // output or not, so that retry knows where its line stands.
+        assert_eq!(Layout::new(true, false, false, never), Layout::Buffer);
+        assert_eq!(Layout::new(true, true, false, never), Layout::Buffer);
         assert_eq!(Layout::new(false, true, false, || true), Layout::Shared);
         assert_eq!(Layout::new(false, true, false, || false), Layout::Separate);
     }
@@ -431,10 +411,7 @@ mod tests {
     #[test]
     fn under_ci_the_streams_retry_writes_beside_pass_through_it() {
         let never = || -> bool { panic!("same_place looked at") };
-        assert_eq!(
-            Layout::new(true, false, true, never),
-            Layout::Buffer { watch_stderr: true }
-        );
+        assert_eq!(Layout::new(true, false, true, never), Layout::Buffer);
         assert_eq!(Layout::new(false, false, true, || true), Layout::Shared);
         assert_eq!(Layout::new(false, false, true, || false), Layout::Stderr);
         assert_eq!(Layout::new(false, true, true, || false), Layout::Separate);

@@ -212,15 +212,17 @@ impl Outputs {
 
     /// Writes what the stream has pending, as far as its destination takes it now.
     pub(super) fn flush_stream(&mut self, io: &mut TryIo, i: usize) {
-        // On one file, held output goes out after what the try's other stream passes on as it
-        // comes has gone: that came first.
-        let live_first = io.streams[i].delivering.is_some()
-            && column::shared()
-            && io
-                .streams
-                .iter()
-                .enumerate()
-                .any(|(j, t)| j != i && t.delivering.is_none() && t.written < t.pending.len());
+        // Where held output meets what the try's other stream passes on as it comes (one file,
+        // or a failed try's standard output played back on standard error), the held output
+        // goes out after that has gone: that came first.
+        let live_first = io.streams[i].delivering.is_some_and(|(to, _)| {
+            io.streams.iter().enumerate().any(|(j, t)| {
+                j != i
+                    && t.delivering.is_none()
+                    && t.written < t.pending.len()
+                    && (column::shared() || t.dest == to)
+            })
+        });
         if live_first {
             return;
         }

@@ -18,10 +18,12 @@ use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 /// more holding the window in milliseconds, K, max, the outcome to count (`accepted`, `refused`
 /// or `-`) and the draw, separated by spaces (empty without it: Redis refuses a command of more
 /// than 10 words from a client not authenticated yet with a protocol error, rather than the
-/// NOAUTH that tells a misconfiguration). The answer is `{granted, tokens, held, requests, accepts, p}`:
-/// granted is 1 or 0, held 1, 0 or -1 (no decision), and the numbers are strings, since Redis
-/// would cut a Lua number to an integer. `peek` writes nothing. The throttle's window is kept in
-/// the same hash (`ts`, `tr`, `ta`, `tpr`, `tpa`), so the script touches one key only.
+/// NOAUTH that tells a misconfiguration). The answer is `{granted, tokens, held, requests,
+/// accepts, p, window, held requests}`: granted is 1 or 0, held 1, 0 or -1 (no decision), and
+/// the numbers are strings, since Redis would cut a Lua number to an integer. `peek` writes
+/// nothing. The throttle's window is kept in the same hash (`ts`, `tr`, `ta`, `tpr`, `tpa`,
+/// `tw`, and the held requests `th`, `tph`, absent from a hash written before they were
+/// counted: none held), so the script touches one key only.
 pub const SCRIPT: &str = r#"
 -- Redis before 5 needs this to write after reading the clock; later ones do it anyway.
 if redis.replicate_commands then redis.replicate_commands() end
@@ -30,7 +32,8 @@ local ratio, floor, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]
 local expiry = tonumber(ARGV[5])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'ts', 'tr', 'ta', 'tpr', 'tpa', 'tw')
+local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'ts', 'tr', 'ta', 'tpr', 'tpa', 'tw',
+  'th', 'tph')
 local tokens, at = tonumber(stored[1]), tonumber(stored[2])
 local function finite(x) return x ~= nil and x == x and x > -math.huge and x < math.huge end
 if not (finite(tokens) and finite(at)) then
@@ -47,8 +50,8 @@ local window = tonumber(throttle[1])
 -- The window belongs to the record: a run that names another counts into it as it is.
 local tw = tonumber(stored[8])
 if window and finite(tw) and tw >= 1000 and tw <= 86400000 then window = tw end
-local held, requests, accepts, p = -1, 0, 0, 0
-local ts, tr, ta, tpr, tpa
+local held, requests, accepts, p, helds = -1, 0, 0, 0, 0
+local ts, tr, ta, tpr, tpa, th, tph
 if window then
   window = math.max(window, 1)
   local k, pmax, counted, draw = tonumber(throttle[2]), tonumber(throttle[3]), throttle[4],
@@ -59,13 +62,17 @@ if window then
     or ta > tr or tpa > tpr or tr < 0 or tpr < 0 or ta < 0 or tpa < 0 then
     ts, tr, ta, tpr, tpa = 0, 0, 0, 0, 0
   end
+  th, tph = tonumber(stored[9]), tonumber(stored[10])
+  if not (finite(th) and th >= 0) then th = 0 end
+  if not (finite(tph) and tph >= 0) then tph = 0 end
+  th, tph = math.min(th, tr), math.min(tph, tpr)
   local function advance()
     local elapsed = now - ts
     if elapsed < 0 then elapsed = 0 end
     if ts == 0 or ts > now + window or elapsed >= 2 * window then
-      ts, tr, ta, tpr, tpa = now, 0, 0, 0, 0
+      ts, tr, ta, tpr, tpa, th, tph = now, 0, 0, 0, 0, 0, 0
     elseif elapsed >= window then
-      ts, tpr, tpa, tr, ta = ts + window, tr, ta, 0, 0
+      ts, tpr, tpa, tph, tr, ta, th = ts + window, tr, ta, th, 0, 0, 0
     end
   end
   if op ~= 'peek' and (counted == 'accepted' or counted == 'refused') then
@@ -79,14 +86,14 @@ if window then
     if into < 0 then into = 0 end
     if into > window then into = window end
     local left = (window - into) / window
-    requests, accepts = tr + tpr * left, ta + tpa * left
+    requests, accepts, helds = tr + tpr * left, ta + tpa * left, th + tph * left
     p = (requests - k * accepts) / (requests + 1)
     if p ~= p or p < 0 then p = 0 end
     if p > pmax then p = pmax end
     held = 0
     if op ~= 'peek' and draw < p then
       held = 1
-      tr = tr + 1
+      tr, th = tr + 1, th + 1
     end
   end
   expiry = math.max(expiry, 2 * window)
@@ -114,19 +121,21 @@ if op ~= 'peek' then
   if window then
     redis.call('HSET', KEYS[1], 'ts', string.format('%.0f', ts), 'tr', string.format('%.0f', tr),
       'ta', string.format('%.0f', ta), 'tpr', string.format('%.0f', tpr),
-      'tpa', string.format('%.0f', tpa), 'tw', string.format('%.0f', window))
+      'tpa', string.format('%.0f', tpa), 'tw', string.format('%.0f', window),
+      'th', string.format('%.0f', th), 'tph', string.format('%.0f', tph))
   end
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl < expiry then redis.call('PEXPIRE', KEYS[1], string.format('%.0f', expiry)) end
 end
 return {granted, string.format('%.17g', tokens), held, string.format('%.17g', requests),
-  string.format('%.17g', accepts), string.format('%.17g', p), string.format('%.0f', window or 0)}
+  string.format('%.17g', accepts), string.format('%.17g', p), string.format('%.0f', window or 0),
+  string.format('%.17g', helds)}
 "#;
 
 /// The SHA-1 of [`SCRIPT`], in hex, as `SCRIPT LOAD` answers it and EVALSHA names the script.
 /// A unit test checks it against `sha1sum`, and a test of the Redis store against a real
 /// server's `SCRIPT LOAD`: change it with the script.
-pub const SCRIPT_SHA1: &str = "9591d3a8a0feeeeceff3c89f1058cb0ab659b681";
+pub const SCRIPT_SHA1: &str = "f1e22b8faed4e6f97cb2ebabce830e6dca287b66";
 
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
@@ -193,7 +202,8 @@ impl Call {
     }
 }
 
-/// The script's answer `{granted, tokens, held, requests, accepts, p}` as an update; anything
+/// The script's answer `{granted, tokens, held, requests, accepts, p, window, held requests}` as
+/// an update; anything
 /// else is an error that holds the reply as text.
 pub fn update(reply: Reply) -> Result<Update, String> {
     let Reply::Array(Some(items)) = reply else {
@@ -207,6 +217,7 @@ pub fn update(reply: Reply) -> Result<Update, String> {
         Reply::Bulk(Some(accepts)),
         Reply::Bulk(Some(p)),
         Reply::Bulk(Some(window)),
+        Reply::Bulk(Some(helds)),
     ] = &items[..]
     else {
         return Err(Reply::Array(Some(items)).to_string());
@@ -225,6 +236,7 @@ pub fn update(reply: Reply) -> Result<Update, String> {
             figures: Figures {
                 requests: number(requests, true)?,
                 accepts: number(accepts, true)?,
+                held: number(helds, true)?,
             },
             p: number(p, true)?.min(1.0),
             held: *held == 1,
@@ -292,6 +304,8 @@ mod tests {
             bulk(figures[2]),
             // The record's window: 2 minutes.
             bulk(b"120000"),
+            // Of the requests, those held back.
+            bulk(b"38"),
         ]))
     }
 
@@ -321,6 +335,7 @@ mod tests {
         let admission = held.admission.expect("a decision");
         assert!(admission.held && !held.granted);
         assert_eq!(admission.figures.requests, 48.0);
+        assert_eq!(admission.figures.held, 38.0);
         assert_eq!(admission.p, 0.95);
         assert_eq!(admission.window, Duration::from_secs(120));
         assert!(
