@@ -13,8 +13,9 @@ use common::{retry, retry_std, runtime_dir, stderr_of, temp_dir, wait_bounded};
 
 /// Runs `n` copies of `retry ARGS -- sh -c 'echo >> TRIES; exit 1'` at once, each with
 /// `XDG_RUNTIME_DIR` at `runtime`; returns how many tries they made in all and how long it took,
-/// and how many runs kept a Redis quota on their own machine because Redis did not answer in
-/// time (a loaded machine can make an answer miss the deadline of a quota decision).
+/// and how many runs went on without the shared bucket: a Redis quota kept on their own machine
+/// because Redis did not answer in time, or a quota file another run held past the wait (a loaded
+/// machine can make either miss the deadline of a quota decision).
 fn concurrent_failing_runs(n: usize, args: &[&str], runtime: &Path) -> (usize, Duration, usize) {
     let dir = temp_dir("herd-tries");
     let tries = dir.join("tries");
@@ -51,6 +52,9 @@ fn concurrent_failing_runs(n: usize, args: &[&str], runtime: &Path) -> (usize, D
             std::fs::read_to_string(dir.join(format!("log{k}")))
                 .unwrap_or_default()
                 .contains("the quota is kept on this machine")
+                || std::fs::read_to_string(dir.join(format!("log{k}")))
+                    .unwrap_or_default()
+                    .contains("is busy")
         })
         .count();
     (count, elapsed, fell_back)
@@ -81,14 +85,15 @@ fn a_shared_quota_caps_the_retries_of_many_runs() {
     let runtime = runtime_dir("herd-quota");
     let (without, _, _) = concurrent_failing_runs(40, &["-n", "5", "-d", "0"], &runtime);
     assert_eq!(without, 200, "without a quota every run makes its 5 tries");
-    let (with, elapsed, _) =
+    let (with, elapsed, alone) =
         concurrent_failing_runs(40, &["--quota", "q", "-n", "5", "-d", "0"], &runtime);
     // 40 first tries, then at most what the bucket held (10), what they deposited (40 × 0.2)
-    // and what came back meanwhile (1 a second).
-    let bound = 40.0 + 40.0 * 0.2 + 10.0 + elapsed.as_secs_f64().ceil();
+    // and what came back meanwhile (1 a second), and the 4 retries of a run that found the
+    // quota's file busy and went on without it, as it says (docs/herd.md).
+    let bound = 40.0 + 40.0 * 0.2 + 10.0 + elapsed.as_secs_f64().ceil() + 4.0 * alone as f64;
     assert!(
         (with as f64) <= bound,
-        "{with} tries with the quota, more than {bound} (in {elapsed:?})"
+        "{with} tries with the quota, more than {bound} (in {elapsed:?}; {alone} runs without it)"
     );
     assert!(with >= 40, "every first try runs: {with}");
 }
