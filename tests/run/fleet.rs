@@ -1420,3 +1420,36 @@ fn a_forget_whose_answer_is_lost_with_the_connection_still_says_what_it_forgot()
     let all = listed(&dir, &url, &["--all"]);
     assert_eq!(all[0]["state"], "forgotten", "{all:?}");
 }
+
+/// The connection drops after the server ran a prune's batch and before its answer came back:
+/// the prune sends it again, and its summary still counts every run it dropped.
+#[test]
+fn a_prune_whose_answer_is_lost_with_the_connection_counts_what_it_dropped() {
+    let Some(server) = Server::start("fleet-prune-dropped", &[]) else {
+        return;
+    };
+    let dir = common::temp_dir("fleet-prune-dropped");
+    let direct = server.url("jobs");
+    for _ in 0..2 {
+        give_up(&dir, &direct, "gone", "exit 1");
+    }
+    let out = retry_in(&dir)
+        .args(["--forget", &direct, "all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let proxy = dropping_a_reply(server.port, b"HSET', KEYS[7], id", b"\r\n");
+    let url = format!("redis://127.0.0.1:{proxy}/jobs");
+    let out = retry_in(&dir)
+        .args(["--prune", &url, "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("dropped 0 resolved, 2 forgotten"),
+        "{}{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    assert_eq!(cli(server.port, &["XLEN", "retry:dead:{jobs}"]), ["0"]);
+}
