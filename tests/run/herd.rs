@@ -49,12 +49,8 @@ fn concurrent_failing_runs(n: usize, args: &[&str], runtime: &Path) -> (usize, D
         .count();
     let fell_back = (0..n)
         .filter(|k| {
-            std::fs::read_to_string(dir.join(format!("log{k}")))
-                .unwrap_or_default()
-                .contains("the quota is kept on this machine")
-                || std::fs::read_to_string(dir.join(format!("log{k}")))
-                    .unwrap_or_default()
-                    .contains("is busy")
+            let log = std::fs::read_to_string(dir.join(format!("log{k}"))).unwrap_or_default();
+            log.contains("the quota is kept on this machine") || log.contains("is busy")
         })
         .count();
     (count, elapsed, fell_back)
