@@ -408,6 +408,12 @@ mod tests {
     /// Starts `argv` with the reading end of a fresh pipe as its stdin and looks at it until
     /// `want` holds, or two seconds pass; returns the last look.
     fn look_at(argv: &[&str], want: impl Fn(Wanted) -> bool) -> Wanted {
+        look_at_for(argv, Duration::from_secs(2), want)
+    }
+
+    /// What `demand` sees of `argv` reading its standard input, looked at for `span` at most
+    /// or until `want` holds.
+    fn look_at_for(argv: &[&str], span: Duration, want: impl Fn(Wanted) -> bool) -> Wanted {
         let (r, w) = nix::unistd::pipe().unwrap();
         let st = nix::sys::stat::fstat(r.as_fd()).unwrap();
         let mut child = Command::new(argv[0])
@@ -417,7 +423,7 @@ mod tests {
             .spawn()
             .unwrap();
         let mut demand = Demand::new(st.st_ino, st.st_dev);
-        let until = Instant::now() + Duration::from_secs(2);
+        let until = Instant::now() + span;
         let mut seen = Wanted::No;
         while Instant::now() < until {
             seen = demand.wanted(&Inherited::default());
@@ -474,7 +480,10 @@ mod tests {
 
     #[test]
     fn a_process_that_does_not_read_is_not_waiting() {
-        let seen = look_at(&["sleep", "0.3"], |w| w != Wanted::No);
+        // Looked at for a while as it sleeps: never seen waiting on its input.
+        let seen = look_at_for(&["sleep", "5"], Duration::from_millis(300), |w| {
+            w != Wanted::No
+        });
         assert_eq!(seen, Wanted::No);
     }
 

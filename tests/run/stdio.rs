@@ -54,9 +54,10 @@ fn sh(script: &str) -> std::process::Output {
 #[test]
 fn every_try_reads_the_same_piped_input_and_the_same_file() {
     let dir = common::temp_dir("replay");
-    let file = random_file(&dir, 70_000_000);
+    // Past the 32 MiB of the recording kept in memory.
+    let file = random_file(&dir, 40_000_000);
     // Each try compares what it reads with the file itself: `cmp` says "same" only for every
-    // byte in order, and costs far less than hashing 70 MB six times.
+    // byte in order, and costs far less than hashing 40 MB six times.
     let try_ = format!("cmp - '{}' && echo same; exit 1", file.display());
     let piped = sh(&format!(
         "cat '{}' | \"$RETRY\" -n 3 -d 0 -- sh -c \"{try_}\"",
@@ -433,7 +434,7 @@ fn a_timeout_does_not_wait_for_a_grandchild_holding_the_pipe() {
 
 #[test]
 fn when_no_temporary_file_can_be_made_nothing_is_lost() {
-    // Past 64 MiB retry spills to a temporary file; with nowhere to put one, it keeps the rest
+    // Past 32 MiB retry spills to a temporary file; with nowhere to put one, it keeps the rest
     // in memory and says so.
     let out = retry()
         .env("TMPDIR", "/nonexistent-retry-dir")
@@ -442,13 +443,13 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
             "--",
             "head",
             "-c",
-            "70000000",
+            "40000000",
             "/dev/zero",
         ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(out.stdout.len(), 70_000_000);
+    assert_eq!(out.stdout.len(), 40_000_000);
     assert!(out.stdout.iter().all(|&b| b == 0));
     let log = stderr_of(&out);
     assert!(log.contains("cannot spill held standard output"), "{log}");
@@ -456,19 +457,19 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
 
 #[test]
 fn held_output_past_the_memory_part_arrives_byte_exact_in_a_pipe_a_file_and_on_stderr() {
-    // Past 64 MiB, held output moves from the try's pipe to a temporary file and back out
+    // Past 32 MiB, held output moves from the try's pipe to a temporary file and back out
     // without passing through retry (splice and sendfile on Linux): every byte must survive,
     // in order, whatever the destination.
     let dir = common::temp_dir("held");
     let input = dir.join("input");
     let made = Command::new("sh")
-        .args(["-c", "head -c 70000000 /dev/urandom > \"$0\""])
+        .args(["-c", "head -c 40000000 /dev/urandom > \"$0\""])
         .arg(&input)
         .status()
         .unwrap();
     assert!(made.success());
     let data = std::fs::read(&input).unwrap();
-    assert_eq!(data.len(), 70_000_000);
+    assert_eq!(data.len(), 40_000_000);
     let input = input.to_str().unwrap();
 
     // Standard output a pipe.
@@ -932,7 +933,7 @@ fn killed_while_spilled(name: &str, args: &[&str], stdin: Stdio) {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_run_killed_with_sigkill_while_spilled_leaves_no_temporary_file() {
-    // Held output past the 64 MiB kept in memory, then a try that waits to be killed.
+    // Held output past the 32 MiB kept in memory, then a try that waits to be killed.
     killed_while_spilled(
         "spool-held",
         &[
@@ -940,15 +941,15 @@ fn a_run_killed_with_sigkill_while_spilled_leaves_no_temporary_file() {
             "--",
             "sh",
             "-c",
-            "echo $$ > \"$0\"; head -c 70000000 /dev/zero; exec sleep 30",
+            "echo $$ > \"$0\"; head -c 40000000 /dev/zero; exec sleep 30",
         ],
         Stdio::null(),
     );
-    // Recorded standard input past the same 64 MiB, read whole by the try.
+    // Recorded standard input past the same 32 MiB, read whole by the try.
     let dir = common::temp_dir("spool-input");
     let input = dir.join("input");
     let made = Command::new("sh")
-        .args(["-c", "head -c 70000000 /dev/zero > \"$0\""])
+        .args(["-c", "head -c 40000000 /dev/zero > \"$0\""])
         .arg(&input)
         .status()
         .unwrap();
