@@ -37,7 +37,7 @@ use crate::policy::quota::{Bucket, QuotaParams, RECORD_LEN, check_name};
 use crate::policy::throttle::{Admission, WINDOW_RECORD_LEN, Window};
 use crate::store::lock::{LockError, flock_within};
 use crate::store::open::{euid, open_way};
-use crate::store::quota::{BucketStore, Exchange, Note, Op, Unanswered, Update};
+use crate::store::quota::{BucketStore, Exchange, Note, Op, Unanswered, Update, apply};
 
 /// The length of a quota's file whose runs use `--throttle`: the bucket's record, then the
 /// throttle's.
@@ -224,56 +224,35 @@ impl LocalStore {
         let params = self.params;
         let throttled = exchange.throttle.is_some();
         self.update(now_ms, throttled, |bucket, window| {
-            let admission = exchange
-                .throttle
-                .and_then(|t| t.step(exchange.op, window, now_ms));
-            bucket.refill(&params, now_ms);
-            let granted = match exchange.op {
-                _ if admission.is_some_and(|a| a.held) => false,
-                Op::Deposit => {
-                    bucket.deposit(&params, now_ms);
-                    true
-                }
-                Op::Take => bucket.take(&params, now_ms),
-                Op::Peek | Op::Count => true,
-            };
-            (granted, admission)
+            let applied = apply(exchange, &params, bucket, window, now_ms);
+            (applied.granted, applied.admission)
         })
     }
 
     /// `Peek`: reads under a shared lock and writes nothing.
     fn read_only(&self, exchange: &Exchange, now_ms: u64) -> Result<Update, StoreError> {
-        let mut window = Window::default();
-        let admission = |window: &mut Window| {
-            exchange
-                .throttle
-                .and_then(|t| t.step(Op::Peek, window, now_ms))
+        let seen = |stored: Option<Option<Bucket>>, window: Option<Window>| {
+            let (mut bucket, note) = self.or_full(stored, now_ms);
+            let mut window = window.unwrap_or_default();
+            let applied = apply(exchange, &self.params, &mut bucket, &mut window, now_ms);
+            Update {
+                granted: applied.granted,
+                tokens: applied.tokens,
+                note,
+                admission: applied.admission,
+            }
         };
-        let full = Update {
-            granted: self.params.cap >= 1.0,
-            tokens: self.params.cap,
-            note: None,
-            admission: admission(&mut window),
-        };
+        // A quota not used yet reads as a full bucket.
         let Some(dir) = self.open_dir(false)? else {
-            return Ok(full);
+            return Ok(seen(None, None));
         };
         let file = match self.open_file(&dir, false)? {
             Some(file) => file,
-            None => return Ok(full),
+            None => return Ok(seen(None, None)),
         };
         self.lock(&file, FlockArg::LockSharedNonblock)?;
         let (stored, stored_window, _) = self.read(&file)?;
-        let (mut bucket, note) = self.or_full(stored, now_ms);
-        bucket.refill(&self.params, now_ms);
-        let mut probe = bucket;
-        let mut window = stored_window.unwrap_or_default();
-        Ok(Update {
-            granted: probe.take(&self.params, now_ms),
-            tokens: bucket.tokens,
-            note,
-            admission: admission(&mut window),
-        })
+        Ok(seen(stored, stored_window))
     }
 
     /// Locks the quota's file, applies `apply` to its bucket and the throttle's window, and

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use crate::policy::quota::{Bucket, QuotaParams};
 use crate::policy::throttle::{Admission, Ask, Counted, ThrottleSpec, Window, admit};
 
 /// A store of one quota's bucket, and of its throttle's figures when runs use `--throttle`.
@@ -120,6 +121,60 @@ impl Throttled {
             }
             Op::Count => None,
         }
+    }
+}
+
+/// What one exchange's arithmetic came to: whether the try may run, the tokens left, and the
+/// throttle's decision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Applied {
+    pub granted: bool,
+    pub tokens: f64,
+    pub admission: Option<Admission>,
+}
+
+/// One exchange on a quota's `bucket` and its throttle's `window` at `now_ms`, as a store does
+/// it in one atomic step: the throttle counts and decides first, then the bucket refills and
+/// takes the operation unless the try was held back. `Peek` changes neither. The file store
+/// runs it under its lock; the Redis script is its twin in Lua, and a test drives both with
+/// the same operations and compares every answer.
+pub fn apply(
+    exchange: &Exchange,
+    params: &QuotaParams,
+    bucket: &mut Bucket,
+    window: &mut Window,
+    now_ms: u64,
+) -> Applied {
+    if exchange.op == Op::Peek {
+        let (mut bucket, mut window) = (*bucket, *window);
+        let admission = exchange
+            .throttle
+            .and_then(|t| t.step(Op::Peek, &mut window, now_ms));
+        bucket.refill(params, now_ms);
+        let tokens = bucket.tokens;
+        return Applied {
+            granted: bucket.take(params, now_ms),
+            tokens,
+            admission,
+        };
+    }
+    let admission = exchange
+        .throttle
+        .and_then(|t| t.step(exchange.op, window, now_ms));
+    bucket.refill(params, now_ms);
+    let granted = match exchange.op {
+        _ if admission.is_some_and(|a| a.held) => false,
+        Op::Deposit => {
+            bucket.deposit(params, now_ms);
+            true
+        }
+        Op::Take => bucket.take(params, now_ms),
+        Op::Peek | Op::Count => true,
+    };
+    Applied {
+        granted,
+        tokens: bucket.tokens,
+        admission,
     }
 }
 

@@ -37,4 +37,5 @@ mod signals;
 mod stdio;
 mod terminal;
 mod throttle;
+mod twins;
 mod until_output;
