@@ -3,8 +3,8 @@
 //! when the option is parsed, into a [`RedisAddress`] that the stores connect to as it is.
 //!
 //! - `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME` and `rediss://…` (TLS); the port is 6379
-//!   for both, as redis-cli and redis-rs read them. `USER@` alone names a user whose password
-//!   `RETRY_REDIS_PASSWORD` gives.
+//!   for both, as redis-cli and redis-rs read them. `X@` without a ':' is refused: redis-cli
+//!   reads X as a password and redis-rs as a user, and a user's name may be shown.
 //! - `redis+unix:///PATH/TO/SOCKET/NAME[?db=DB]`: the last part of the path is the name, the
 //!   rest the socket. It takes no user or password: the environment gives them.
 //! - `redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]]…/MASTER[/DB]/NAME` and
@@ -165,7 +165,8 @@ impl RedisAddress {
 
 impl fmt::Display for RedisAddress {
     /// The URL as written but with no password, not even `***`: `redis://HOST[:PORT]/NAME`,
-    /// `redis://USER@HOST/NAME` with a user.
+    /// `redis://USER@HOST/NAME` with a user (a form that [`parse`] refuses, so that no one
+    /// takes it for a URL to give).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let user = self
             .user
@@ -234,6 +235,13 @@ fn userinfo(rest: &str) -> Result<(Option<&str>, Option<&str>, &str), String> {
     }
     match (user, password) {
         ("", None) => Err(format!("nothing before '@': expected {FORMS}")),
+        // As redis-cli reads it, `X@` alone is a password; taken for a user, as redis-rs takes
+        // it, a password written without its ':' would be shown as a user's name.
+        (_, None) => Err(
+            "the part before '@' must be USER:PASSWORD or :PASSWORD (a user alone goes in \
+             RETRY_REDIS_USER)"
+                .to_string(),
+        ),
         ("", password) => Ok((None, password, after)),
         (user, password) => Ok((Some(user), password, after)),
     }
@@ -473,8 +481,6 @@ mod tests {
         let a = address("redis://:pw-only@[::1]:7000/0/q");
         assert_eq!((a.host(), a.port(), a.user()), ("::1", 7000, None));
         assert_eq!((a.password(), a.db()), (Some("pw-only"), Some(0)));
-        let a = address("redis://fleet@h/q");
-        assert_eq!((a.user(), a.password()), (Some("fleet"), None));
         // The last '@' ends the password, the first ':' the user.
         let a = address("redis://u:p@ss:w/rd@h/q");
         assert_eq!((a.user(), a.password()), (Some("u"), Some("p@ss:w/rd")));
@@ -591,6 +597,7 @@ mod tests {
             ("redis://:@h/q", "the password is empty"),
             ("redis://u:@h/q", "the password is empty"),
             ("redis://@h/q", "nothing before '@'"),
+            ("redis://pw-secret@h/q", "USER:PASSWORD or :PASSWORD"),
             ("redis://a b:pw-secret@h/q", "the user 'a b'"),
             ("memcached://h/q", "unknown store 'memcached://'"),
             ("redis+unix://run/redis.sock/q", "must be absolute"),

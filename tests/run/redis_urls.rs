@@ -134,8 +134,11 @@ fn credentials_refused_are_a_misconfiguration_everywhere_and_never_unreachable()
         return;
     };
     let dir = common::temp_dir("acl-refused");
-    let url = format!("redis://{USER}@127.0.0.1:{}/jobs", server.port);
-    let wrong = [("RETRY_REDIS_PASSWORD", "not-the-password")];
+    let url = format!("redis://127.0.0.1:{}/jobs", server.port);
+    let wrong = [
+        ("RETRY_REDIS_USER", USER),
+        ("RETRY_REDIS_PASSWORD", "not-the-password"),
+    ];
     let mut outputs = Vec::new();
     for args in [
         &["--dry-run", "--quota", &url, "-n", "2"][..],
@@ -166,9 +169,8 @@ fn credentials_refused_are_a_misconfiguration_everywhere_and_never_unreachable()
         outputs.push(out);
     }
     // The right password with the wrong user is refused too, and no output holds it.
-    let right = [("RETRY_REDIS_PASSWORD", PASSWORD)];
-    let other = format!("redis://nobody@127.0.0.1:{}/jobs", server.port);
-    let out = run(&dir, &right, &["--stats", &other]);
+    let other = format!("redis://nobody:{PASSWORD}@127.0.0.1:{}/jobs", server.port);
+    let out = run(&dir, &[], &["--stats", &other]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr_of(&out));
     outputs.push(out);
     holds_no_piece_of_the_password(&outputs);
