@@ -126,8 +126,9 @@ impl Fleet {
         }
     }
 
-    /// The store of `address`, with the password of `RETRY_REDIS_PASSWORD` as `var` reads it
-    /// when the address has none, as the quota takes it.
+    /// The store of `address`, with the user and password of `RETRY_REDIS_USER` and
+    /// `RETRY_REDIS_PASSWORD` as `var` reads them where the address has none, as the quota takes
+    /// them.
     pub fn from_env(
         address: &RedisAddress,
         var: &dyn Fn(&str) -> Option<std::ffi::OsString>,

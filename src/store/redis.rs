@@ -1,6 +1,7 @@
 //! The fleet quota store (docs/herd.md#shared-retry-quota): the bucket of `policy::quota` kept in
 //! Redis, shared by every run on every machine that names the same
-//! `redis://[:PASSWORD@]HOST[:PORT]/NAME`. It offers what
+//! Redis URL (`redis_url.rs`: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME` and the other
+//! forms). It offers what
 //! [`LocalStore`](crate::store::file::LocalStore) offers (`deposit`, `take`, `peek`, each returning
 //! an [`Update`]), so the runner can use either.
 //!
@@ -31,7 +32,8 @@
 //!   command`), since Redis quotes the arguments of a command it does not know, cut at 128
 //!   characters. The run warns with it and goes on with the local store.
 //!
-//! The client is `retry`'s own, over a `TcpStream` (`store/redis/resp.rs`): the few commands it sends
+//! The client is `retry`'s own, over TCP or a Unix socket (`store/redis/resp.rs` over
+//! `store/redis/conn.rs`): the few commands it sends
 //! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A
 //! general client bounds each read rather than an exchange, reads a reply of any size, and
 //! follows cluster redirects only with its cluster machinery.
@@ -126,11 +128,11 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// The quota of `address` (as `--quota` gave it), with the password of `settings` when the
-    /// address has none. Nothing is sent yet: the first operation connects, within its own
+    /// The quota of `address` (as `--quota` gave it), with the user and password of
+    /// `settings` where the address has none. Nothing is sent yet: the first operation connects, within its own
     /// deadline, so that the first quota decision, connecting included, waits no longer than
-    /// any other (and never past the end of the run's budget). The password is sent with
-    /// AUTH; the database is 0.
+    /// any other (and never past the end of the run's budget). The user and password are sent
+    /// with AUTH; the database is the URL's (SELECT), or 0.
     pub fn open(address: &RedisAddress, params: QuotaParams, settings: Settings) -> RedisStore {
         RedisStore {
             server: Server::new(address, settings.credentials),

@@ -122,6 +122,12 @@ fn an_acl_user_in_the_url_or_the_environment_serves_every_option() {
     assert_eq!(json_lines(&stdout_of(&listed)).len(), 1);
     let stats = run(&dir, &env, &["--stats", &bare]);
     assert_eq!(stats.status.code(), Some(0), "{}", stderr_of(&stats));
+    // The URL's password with the environment's user.
+    let password_only = format!("redis://:{PASSWORD}@127.0.0.1:{port}/2/jobs");
+    let user = [("RETRY_REDIS_USER", USER)];
+    let mixed = run(&dir, &user, &["--stats", &password_only]);
+    assert_eq!(mixed.status.code(), Some(0), "{}", stderr_of(&mixed));
+    outputs.push(mixed);
     let replay = run(&dir, &env, &["--replay", &bare, "-n", "1"]);
     assert_eq!(replay.status.code(), Some(1), "{}", stderr_of(&replay));
     outputs.extend([given_up, listed, stats, replay]);

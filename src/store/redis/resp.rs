@@ -745,3 +745,38 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod plain_at_tls {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// The first reply of a node whose server end wrote `answer` and closed (or reset) it.
+    fn first_reply(answer: &[u8]) -> Result<Reply, ExchangeError> {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let answer = answer.to_vec();
+        // The server end reads the request, answers and closes.
+        std::thread::spawn(move || {
+            let _ = theirs.read(&mut [0u8; 64]);
+            let _ = theirs.write_all(&answer);
+        });
+        let addr = Addr {
+            host: "h".into(),
+            port: 1,
+        };
+        Node::new(addr, ours).request(&[b"PING"], &Deadline::within(Duration::from_secs(5)))
+    }
+
+    #[test]
+    fn tls_bytes_or_a_close_before_the_first_reply_name_rediss() {
+        for (answer, tls_bytes) in [(&b"\x15\x03\x03\x00\x02\x02\x32"[..], true), (b"", false)] {
+            let e = first_reply(answer).unwrap_err();
+            assert!(
+                matches!(e, ExchangeError::NotPlain { tls_bytes: t } if t == tls_bytes),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("use rediss://"), "{e}");
+        }
+        assert!(matches!(first_reply(b"+PONG\r\n"), Ok(Reply::Simple(p)) if p == "PONG"));
+    }
+}
