@@ -213,3 +213,43 @@ fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisSto
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(url: &str, user: Option<&str>, password: Option<&str>) -> Server {
+        let (address, _) = crate::redis_url::parse(url).unwrap();
+        let given = Credentials {
+            user: user.map(|u| u.as_bytes().to_vec()),
+            password: password.map(|p| p.as_bytes().to_vec()),
+        };
+        Server::new(&address, given)
+    }
+
+    #[test]
+    fn the_urls_user_and_password_win_each_on_its_own() {
+        let both = server("redis://u:p@h/q", Some("env-u"), Some("env-p"));
+        assert_eq!(
+            (both.user.as_deref(), both.password.as_deref()),
+            (Some(&b"u"[..]), Some(&b"p"[..]))
+        );
+        let password = server("redis://:p@h/q", Some("env-u"), Some("env-p"));
+        assert_eq!(password.user.as_deref(), Some(&b"env-u"[..]));
+        assert_eq!(password.password.as_deref(), Some(&b"p"[..]));
+        let neither = server("redis://h/3/q", Some("env-u"), Some("env-p"));
+        assert_eq!(neither.user.as_deref(), Some(&b"env-u"[..]));
+        assert_eq!(neither.password.as_deref(), Some(&b"env-p"[..]));
+        assert_eq!(
+            (neither.db, neither.tls, neither.socket),
+            (Some(3), false, None)
+        );
+        let socket = server("redis+unix:///run/r.sock/q?db=1", None, None);
+        assert_eq!(
+            socket.socket.as_deref(),
+            Some(std::path::Path::new("/run/r.sock"))
+        );
+        assert_eq!(socket.addr.to_string(), "/run/r.sock");
+        assert!(server("rediss://h/q", None, None).tls);
+    }
+}
