@@ -253,7 +253,7 @@ fn a_unix_socket_keeps_the_quota_and_the_dead_letters() {
 
 /// A port that answers the first request as `answer` says, then closes: the bytes of a TLS
 /// alert, or nothing. Returns the port, and the connections it took, read when it is done.
-fn tls_port(answer: &'static [u8]) -> (u16, std::thread::JoinHandle<usize>) {
+fn tls_port(answer: impl AsRef<[u8]> + Send + 'static) -> (u16, std::thread::JoinHandle<usize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
@@ -267,7 +267,7 @@ fn tls_port(answer: &'static [u8]) -> (u16, std::thread::JoinHandle<usize>) {
                     let _ = s.set_nonblocking(false);
                     let mut buf = [0u8; 64];
                     let _ = s.read(&mut buf);
-                    let _ = s.write_all(answer);
+                    let _ = s.write_all(answer.as_ref());
                     if n == 2 {
                         break;
                     }
@@ -329,4 +329,29 @@ fn a_rediss_url_never_connects_in_plain_and_a_sentinel_url_is_refused() {
         outputs.push(out);
     }
     holds_no_piece_of_the_password(&outputs);
+}
+
+#[test]
+fn a_server_that_echoes_auth_with_a_user_shows_no_piece_of_the_password() {
+    let dir = common::temp_dir("echo-auth");
+    let echo = format!(
+        "-ERR unknown command 'AUTH', with args beginning with: '{USER}' '{PASSWORD}' \r\n"
+    );
+    let (port, taken) = tls_port(echo);
+    let url = format!("redis://127.0.0.1:{port}/jobs");
+    let env = [
+        ("RETRY_REDIS_USER", USER),
+        ("RETRY_REDIS_PASSWORD", PASSWORD),
+    ];
+    let stats = run(&dir, &env, &["--stats", &url]);
+    assert_eq!(stats.status.code(), Some(125), "{}", stderr_of(&stats));
+    assert!(
+        stderr_of(&stats).contains("ERR unknown command"),
+        "{}",
+        stderr_of(&stats)
+    );
+    let quota = run(&dir, &env, &["--quota", &url, "-n", "1", "--", "true"]);
+    assert_eq!(warnings(&quota).len(), 1, "{}", stderr_of(&quota));
+    assert_eq!(taken.join().unwrap(), 2);
+    holds_no_piece_of_the_password(&[stats, quota]);
 }
