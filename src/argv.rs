@@ -203,11 +203,12 @@ pub fn recorded_options(args: &[OsString], drop: &[&str]) -> Vec<OsString> {
 /// A `redis://` address without the user and password before its `@`; `None` when it has
 /// none to take away.
 fn without_password(value: &std::ffi::OsStr) -> Option<OsString> {
-    let rest = value.as_bytes().strip_prefix(b"redis://")?;
-    let at = rest.iter().rposition(|&b| b == b'@')?;
-    let mut bare = b"redis://".to_vec();
-    bare.extend_from_slice(&rest[at + 1..]);
-    Some(OsString::from_vec(bare))
+    let text = value
+        .to_str()
+        .filter(|v| crate::redis_url::is_redis_url(v))?;
+    let (scheme, rest) = text.split_once("://")?;
+    let (_, after) = rest.rsplit_once('@')?;
+    Some(OsString::from(format!("{scheme}://{after}")))
 }
 
 /// The options of a replayed run: those it recorded, except those that the options given now

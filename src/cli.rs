@@ -260,7 +260,7 @@ pub fn command() -> Command {
             "retry [OPTIONS] [--] COMMAND [ARG]...\n       retry [OPTIONS] --dry-run [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --simulate [[--] COMMAND [ARG]...]\n       retry [OPTIONS] --replay FILE\n       retry --stats FILE [--since DURATION]",
         )
         .after_help(
-            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n  retry --repeat 200 --keep-going -t 1m -- cargo test flaky_test\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of --quota redis://HOST/NAME, which other\n                        users cannot read with ps, unlike one in the URL",
+            "Examples:\n  retry -- curl -fsS https://example.com/health\n  retry -n 5 -t 2m -B 10m -- cargo test\n  retry --dry-run -n 8 -d 500ms\n  retry --replay failed.jsonl -n 1\n  retry --repeat 200 --keep-going -t 1m -- cargo test flaky_test\n\nEnvironment:\n  RETRY_REDIS_PASSWORD  the password of a Redis URL (--quota redis://HOST/NAME),\n                        which other users cannot read with ps, unlike one in the URL\n  RETRY_REDIS_USER      the ACL user of a Redis URL that names none (AUTH USER PASSWORD)",
         )
 }
 
@@ -317,9 +317,11 @@ Each first try adds 0.2 tokens to the quota NAME, 1 more comes back every second
             every retry takes one: when none is left, the run gives up at once (reason quota). First \
             tries are never held back. Set the numbers as NAME:ratio=0.2,floor=1/s,cap=10 (any of \
             them). NAME (letters, digits, . _ -) is shared by this user's runs on this machine; \
-            redis://[:PASSWORD@]HOST[:PORT]/NAME shares it through Redis with a fleet; give the \
-            password in RETRY_REDIS_PASSWORD rather than in the URL, which every user can read \
-            with ps.",
+            redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME shares it through Redis with a fleet \
+            (also rediss:// for TLS, and redis+unix:///PATH/SOCKET/NAME?db=DB; see docs/redis.md); \
+            give the password in RETRY_REDIS_PASSWORD (and the user in RETRY_REDIS_USER) rather \
+            than in the URL, which every user can read with ps. A server that refuses them is a \
+            warning in a run, and status 125 with --dry-run.",
         )
         .value_parser(parse_quota)
         .allow_hyphen_values(true),
@@ -586,8 +588,8 @@ RETRY_ENV_FILE names a fresh private file (0600, removed when the hook ends; --o
             UNATTENDED,
             "When the run gives up, append it to FILE as one JSON line, to run it again with --replay
 
-FILE may be redis://[:PASSWORD@]HOST[:PORT]/NAME: the record goes, with the machine's host \
-            name, to a Redis Stream the fleet shares (the password as --quota takes it); when \
+FILE may be a Redis URL, as --quota takes it: the record goes, with the machine's host \
+            name, to a Redis Stream the fleet shares (the user and password as --quota takes them); when \
             Redis cannot be reached it is kept in a private local file and moved there by the \
             next run or replay of NAME that reaches it.
 
@@ -1131,7 +1133,7 @@ The exit status is then that of the first failed try, 0 when none failed.",
 The line holds the run's id, the time (ts), the --label, the command, the tries, the outcome \
             (success, gave_up, interrupted, or repeat), the give-up reason, the exit status \
             (exit_code), whether it was flaky, the duration (duration_ms) and how each try ended \
-            (try_outcomes). FILE may be redis://[:PASSWORD@]HOST[:PORT]/NAME: the fleet's history, a \
+            (try_outcomes). FILE may be a Redis URL, as --quota takes it: the fleet's history, a \
             Redis Stream capped at about a million runs, each with its host. FILE follows the rules of --dead-letter: created for its owner only, \
             each line written whole under a lock, so that many runs can share it, and refused \
             unless it is a regular file of the user running retry that group and others cannot \

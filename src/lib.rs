@@ -15,6 +15,7 @@ pub mod exit;
 pub mod json;
 pub mod outcome;
 pub mod policy;
+pub mod redis_url;
 pub mod report;
 pub mod run;
 pub mod sim;

@@ -65,7 +65,7 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
                     return Err(refusal(
                         option,
                         &url,
-                        "a URL here must be redis://[:PASSWORD@]HOST[:PORT]/NAME",
+                        &format!("a URL here must be {}", crate::redis_url::FORMS),
                     ));
                 }
             }
@@ -77,7 +77,7 @@ pub fn no_url_as_a_path(cli: &Cli) -> Result<(), String> {
                     .is_some_and(|secret| !secret.is_empty() && quotes(&why, secret.as_bytes()))
                 {
                     false => printable(&why),
-                    true => "expected redis://[:PASSWORD@]HOST[:PORT]/NAME".to_string(),
+                    true => format!("expected {}", crate::redis_url::FORMS),
                 };
                 return Err(format!("{option} '{shown}': {why}"));
             }

@@ -71,71 +71,7 @@ pub enum QuotaStore {
     Redis(RedisAddress),
 }
 
-/// The port of `redis://HOST/NAME`.
-pub const DEFAULT_REDIS_PORT: u16 = 6379;
-
-/// A fleet quota's place, read from `redis://[:PASSWORD@]HOST[:PORT]/NAME` once, when
-/// `--quota` is parsed: the Redis store connects to what it holds as it is. It holds the
-/// password: its `Display` and `Debug` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RedisAddress {
-    /// A host name or an IP address, without the brackets of an IPv6 one.
-    host: String,
-    port: u16,
-    /// As written: no %-escapes.
-    password: Option<String>,
-    name: String,
-    /// `HOST[:PORT]` as written, for the log.
-    written: String,
-}
-
-impl RedisAddress {
-    /// The host name or IP address, without the brackets of an IPv6 one.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The port, [`DEFAULT_REDIS_PORT`] when the address names none.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The password the address gives, as written, to be sent with AUTH.
-    pub fn password(&self) -> Option<&str> {
-        self.password.as_deref()
-    }
-
-    /// The quota's name: the key `retry:quota:NAME` holds its bucket.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The address with its password replaced by `***`, if it has one.
-    fn hidden(&self) -> String {
-        match self.password {
-            Some(_) => format!("redis://:***@{}/{}", self.written, self.name),
-            None => self.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for RedisAddress {
-    /// `redis://HOST[:PORT]/NAME`, as written but with no password, not even `***`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "redis://{}/{}", self.written, self.name)
-    }
-}
-
-impl fmt::Debug for RedisAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisAddress")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::redis_url::{DEFAULT_PORT as DEFAULT_REDIS_PORT, RedisAddress, check_name};
 
 /// The value of `--quota`: `NAME[:PARAMS]` or `redis://[:PASSWORD@]HOST[:PORT]/NAME[:PARAMS]`,
 /// where PARAMS is any of `ratio=R`, `floor=F/s` (or `floor=F`) and `cap=C`, comma-separated, in
@@ -152,13 +88,8 @@ impl FromStr for QuotaSpec {
 
     fn from_str(s: &str) -> Result<QuotaSpec, String> {
         let s = s.trim();
-        if let Some(rest) = s.strip_prefix("redis://") {
-            return parse_redis(rest);
-        }
-        if let Some((scheme, _)) = s.split_once("://") {
-            return Err(format!(
-                "unknown store '{scheme}://': expected a NAME or redis://[:PASSWORD@]HOST[:PORT]/NAME"
-            ));
+        if s.contains("://") {
+            return parse_redis(s);
         }
         let (name, params) = split_params(s);
         check_name(name)?;
@@ -193,7 +124,7 @@ impl QuotaSpec {
     pub fn has_password(&self) -> bool {
         match &self.store {
             QuotaStore::Local => false,
-            QuotaStore::Redis(address) => address.password.is_some(),
+            QuotaStore::Redis(address) => address.password().is_some(),
         }
     }
 
@@ -249,29 +180,6 @@ impl fmt::Display for QuotaRefusal {
     }
 }
 
-/// Checks a quota name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with `.`. The name becomes
-/// a file name, so it can neither leave the store's directory nor hide in it.
-pub fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("the name is empty".into());
-    }
-    if name.len() > 64 {
-        return Err(format!("the name '{name}' is longer than 64 characters"));
-    }
-    if name.starts_with('.') {
-        return Err(format!("the name '{name}' starts with '.'"));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "the name '{name}' contains '{c}' (letters, digits, '.', '_' and '-' only)"
-        ));
-    }
-    Ok(())
-}
-
 /// Splits `NAME:PARAMS`. A name never holds a ':', so the first one starts the parameters.
 fn split_params(s: &str) -> (&str, Option<&str>) {
     match s.split_once(':') {
@@ -280,87 +188,15 @@ fn split_params(s: &str) -> (&str, Option<&str>) {
     }
 }
 
-const REDIS_FORM: &str = "redis://[:PASSWORD@]HOST[:PORT]/NAME";
-
-/// Parses what follows `redis://`. The password may hold any character but the host and the
-/// name cannot hold '@', so the last '@' ends the password; the first '/' after it ends the host
-/// and port, and the first ':' after that ends the name.
-fn parse_redis(rest: &str) -> Result<QuotaSpec, String> {
-    let (password, after) = match rest.rsplit_once('@') {
-        Some((userinfo, after)) => match userinfo.strip_prefix(':') {
-            Some("") => return Err(format!("the password is empty: expected {REDIS_FORM}")),
-            Some(password) => (Some(password), after),
-            None => {
-                return Err(format!(
-                    "expected {REDIS_FORM}: the part before '@' must be ':PASSWORD'"
-                ));
-            }
-        },
-        None => (None, rest),
-    };
-    let Some((host_port, name_params)) = after.split_once('/') else {
-        return Err(format!(
-            "no quota NAME after the host: expected {REDIS_FORM}"
-        ));
-    };
-    let (host, port) = parse_host_port(host_port)?;
-    let (name, params) = split_params(name_params);
-    check_name(name)?;
-    let address = RedisAddress {
-        host: host.to_string(),
-        port,
-        password: password.map(str::to_string),
-        name: name.to_string(),
-        written: host_port.to_string(),
-    };
+/// Reads a `--quota` URL: the address, and the parameters after its name.
+fn parse_redis(url: &str) -> Result<QuotaSpec, String> {
+    let (address, params) = crate::redis_url::parse(url)?;
+    let address = address.usable()?;
     Ok(QuotaSpec {
-        name: name.to_string(),
+        name: address.name().to_string(),
         store: QuotaStore::Redis(address),
         params: parse_params(params)?,
     })
-}
-
-/// Reads `HOST[:PORT]`, where HOST may be a bracketed IPv6 address: the host without its
-/// brackets, and the port.
-fn parse_host_port(s: &str) -> Result<(&str, u16), String> {
-    // The host as written (brackets and all), the host, and the port.
-    let (written, host, port) = if let Some(inner) = s.strip_prefix('[') {
-        let Some((addr, after)) = inner.split_once(']') else {
-            return Err(format!("the host '{s}' lacks its closing ']'"));
-        };
-        if addr.is_empty() {
-            return Err(format!("no host: expected {REDIS_FORM}"));
-        }
-        match after {
-            "" => (s, addr, None),
-            _ => match after.strip_prefix(':') {
-                Some(port) => (&s[..s.len() - after.len()], addr, Some(port)),
-                None => return Err(format!("unexpected '{after}' after the host '[{addr}]'")),
-            },
-        }
-    } else {
-        match s.rsplit_once(':') {
-            Some((host, port)) => (host, host, Some(port)),
-            None => (s, s, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("no host: expected {REDIS_FORM}"));
-    }
-    if let Some(c) = written
-        .chars()
-        .find(|c| c.is_whitespace() || c.is_control() || *c == '/')
-    {
-        return Err(format!("the host '{written}' contains {c:?}"));
-    }
-    let port = match port {
-        None => DEFAULT_REDIS_PORT,
-        Some(port) => match port.parse::<u16>() {
-            Ok(p) if p > 0 => p,
-            _ => return Err(format!("the port '{port}' is not a number from 1 to 65535")),
-        },
-    };
-    Ok((host, port))
 }
 
 /// Parses `ratio=R,floor=F/s,cap=C` (any subset, any order); `None` gives the defaults.
@@ -800,23 +636,24 @@ mod tests {
 
     #[test]
     fn bad_redis_urls_are_named() {
-        assert!(error("redis://host").contains("no quota NAME"));
+        assert!(error("redis://host").contains("no NAME"));
         assert!(error("redis:///q").contains("no host"));
         assert!(error("redis://[]/q").contains("no host"));
         assert!(error("redis://h:0/q").contains("port '0'"));
         assert!(error("redis://h:99999/q").contains("port '99999'"));
         assert!(error("redis://h:x/q").contains("port 'x'"));
         assert!(error("redis://h:/q").contains("port ''"));
-        assert!(error("redis://user@h/q").contains("':PASSWORD'"));
         assert!(error("redis://:@h/q").contains("password is empty"));
         assert!(error("redis://[::1/q").contains("closing ']'"));
         assert!(error("redis://[::1]x/q").contains("unexpected 'x' after the host '[::1]'"));
         assert!(error("redis://[a b]/q").contains("the host '[a b]' contains ' '"));
         assert!(error("redis://h/").contains("empty"));
-        assert!(error("redis://h/a/b").contains("contains '/'"));
+        assert!(error("redis://h/a/b").contains("the database 'a' is not a number"));
+        assert!(error("redis://h/1/a/b").contains("contains '/'"));
         assert!(error("redis://h/q:cap=0").contains("cap=0"));
-        assert!(error("rediss://h/q").contains("unknown store 'rediss://'"));
-        for secret in ["redis://secret@h/q", "redis://:secret@h:0/q"] {
+        assert!(error("redis+sentinel://h/m/q").contains("not supported yet"));
+        assert!(error("rediss+sentinel://h/m/q").contains("not supported yet"));
+        for secret in ["redis://u:secret@h/x y", "redis://:secret@h:0/q"] {
             assert!(!error(secret).contains("secret"), "{secret}");
         }
     }

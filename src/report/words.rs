@@ -370,13 +370,7 @@ fn quota_warning_text(w: &Warning) -> String {
 
 /// What a Redis server that refused the password or the user did, with its code word.
 pub fn refusal_words(code: &str) -> String {
-    let what = match code {
-        "WRONGPASS" => "refused the password",
-        "NOAUTH" => "asks for a password and was given none",
-        "NOPERM" => "does not let the user run the quota's script",
-        _ => "refused the password or the user",
-    };
-    format!("{what} ({code})")
+    crate::store::redis::refusal_words(code)
 }
 
 pub fn plural(n: u64, one: &str, many: &str) -> String {

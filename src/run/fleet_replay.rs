@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use crate::config::{Config, Mode};
 use crate::exit::ExitStatus;
-use crate::policy::quota::RedisAddress;
+use crate::redis_url::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{FleetRun, ReplayRefusal, fleet_list};
 use crate::run::claims::Claims;

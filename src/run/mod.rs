@@ -320,7 +320,7 @@ fn real_run(
 
 /// The runs of a fleet's history on Redis, each with its host, as `--stats` reads a file's.
 fn fleet_history(
-    address: &crate::policy::quota::RedisAddress,
+    address: &crate::redis_url::RedisAddress,
 ) -> Result<crate::store::history::Reading, String> {
     use crate::store::history::{Reading, entry_of_line};
     let runs = crate::store::fleet::Fleet::from_env(address, &|name| std::env::var_os(name))

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::{Config, LogFormat};
 use crate::exit::ExitStatus;
-use crate::policy::quota::RedisAddress;
+use crate::redis_url::RedisAddress;
 use crate::report::printable;
 use crate::report::replay::{forgot, pruned, shown, trouble};
 use crate::store::deadletter::{self, Hold, ReadError, forgotten_line};

@@ -94,7 +94,7 @@ pub struct DeadLetter {
     /// The file, or the store on Redis as the log names it.
     pub path: PathBuf,
     /// The fleet's store on Redis, when the record goes there rather than to the file.
-    pub fleet: Option<crate::policy::quota::RedisAddress>,
+    pub fleet: Option<crate::redis_url::RedisAddress>,
     /// The record, its end (`ts`, `exit_code`, `reason`, `tries`, `duration_ms`) to be filled.
     pub run: Record,
 }

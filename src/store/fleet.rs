@@ -28,7 +28,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::policy::quota::RedisAddress;
+use crate::redis_url::RedisAddress;
 use crate::store::deadletter::{Pending, Record, State, record_of_line};
 pub use crate::store::fleet_replies::{FleetError, FleetErrorKind};
 use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, exchange_words, texts};
@@ -37,7 +37,7 @@ use crate::store::lease::Lease;
 use crate::store::record::fits_a_reader;
 use crate::store::redis::RedisStoreError;
 use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
-use crate::store::redis::server::Server;
+use crate::store::redis::server::{Credentials, Server};
 
 /// The longest one exchange with Redis may take, connecting included: a page of records on a
 /// slow link, far longer than a quota's decision may.
@@ -115,24 +115,26 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// The store of `address`, with `password` when the address has none. Nothing is sent yet.
-    pub fn open(address: &RedisAddress, password: Option<Vec<u8>>) -> Fleet {
+    /// The store of `address`, with the user and password of `given` where the address has
+    /// none. Nothing is sent yet.
+    pub fn open(address: &RedisAddress, given: Credentials) -> Fleet {
         Fleet {
-            server: Server::new(address, password),
+            server: Server::new(address, given),
             name: address.name().to_string(),
             node: None,
             scripts: Scripts::new(),
         }
     }
 
-    /// The store of `address`, with the password of `RETRY_REDIS_PASSWORD` as `var` reads it
-    /// when the address has none, as the quota takes it.
+    /// The store of `address`, with the user and password of `RETRY_REDIS_USER` and
+    /// `RETRY_REDIS_PASSWORD` as `var` reads them where the address has none, as the quota takes
+    /// them.
     pub fn from_env(
         address: &RedisAddress,
         var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Fleet {
-        let password = crate::store::redis::Settings::from_env(var, None).password;
-        Fleet::open(address, password)
+        let given = crate::store::redis::Settings::from_env(var, None).credentials;
+        Fleet::open(address, given)
     }
 
     fn key(&self, part: &str) -> String {
@@ -210,6 +212,9 @@ impl Fleet {
 
     /// `e` as one line without the password.
     fn failed(&self, e: RedisStoreError) -> FleetError {
+        if let Some(code) = e.refusal() {
+            return FleetError::refused(&self.server.addr.to_string(), code);
+        }
         match self.server.scrub(e) {
             RedisStoreError::Command { server, source } => FleetError {
                 text: format!("Redis at {server} failed: {}", exchange_words(&source)),

@@ -17,11 +17,25 @@ pub enum FleetErrorKind {
     /// A reply was longer than retry reads of one: a page of records too large, to ask for
     /// again in smaller pages.
     TooLarge,
+    /// The server refused the user or the password (`WRONGPASS`, `NOAUTH`, `NOPERM` and the
+    /// like): a misconfiguration, not an outage, never to be called unreachable.
+    Refused,
     /// Anything else.
     Other,
 }
 
 impl FleetError {
+    /// The server at `server` refused the user or the password, with the code word `code`.
+    pub fn refused(server: &str, code: &str) -> FleetError {
+        FleetError {
+            text: format!(
+                "Redis at {server} {}: a misconfiguration, not an outage",
+                crate::store::redis::refusal_words(code)
+            ),
+            kind: FleetErrorKind::Refused,
+        }
+    }
+
     /// An error with nothing to do about it but say it.
     pub fn new(text: impl Into<String>) -> FleetError {
         FleetError {

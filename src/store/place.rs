@@ -1,11 +1,11 @@
 //! Where a record option keeps its records (docs/dead-letters.md#a-fleets-failed-runs-on-redis):
-//! a file, or a stream on the fleet's Redis, named as the quota names it
-//! (`redis://[:PASSWORD@]HOST[:PORT]/NAME`).
+//! a file, or a stream on the fleet's Redis, named as the quota names it (any form of
+//! `redis_url.rs`: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME` and the others).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::policy::quota::{QuotaSpec, QuotaStore, RedisAddress};
+use crate::redis_url::{RedisAddress, is_redis_url};
 
 /// A dead-letter store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,37 +18,33 @@ impl Place {
     /// The place a record option's value names: a `redis://` URL is a stream on Redis, anything
     /// else a file. `Err` says what is wrong with a URL, never quoting its password.
     pub fn of(value: &Path) -> Result<Place, String> {
-        let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
+        let Some(url) = value.to_str().filter(|v| is_redis_url(v)) else {
             return Ok(Place::File(value.to_path_buf()));
         };
-        // The quota's parameters follow its name after a ':'; a store of records has none. The
-        // last '@' ends a password, which may hold any character, and the first '/' after it
-        // starts the name (as the quota reads it).
-        let rest = &url["redis://".len()..];
-        let after_password = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-        if let Some((name, _)) = after_password
-            .split_once('/')
-            .and_then(|(_, tail)| tail.split_once(':'))
-        {
+        // The quota's parameters follow its name after a ':'; a store of records has none.
+        let (address, params) = crate::redis_url::parse(url)?;
+        if params.is_some() {
             return Err(format!(
-                "a store of records takes no parameters after its name: expected redis://[:PASSWORD@]HOST[:PORT]/{name}"
+                "a store of records takes no parameters after its name: expected {}",
+                address.hidden()
             ));
         }
-        let parsed: QuotaSpec = url.parse()?;
-        let QuotaStore::Redis(address) = parsed.store else {
-            return Err("expected redis://[:PASSWORD@]HOST[:PORT]/NAME".into());
-        };
-        Ok(Place::Redis(address))
+        Ok(Place::Redis(address.usable()?))
     }
 
     /// The place a replay's value names, and the length of its claims' leases when the URL
     /// gives one as its last part (`redis://HOST/NAME:lease=DURATION`); a file takes none.
     pub fn of_replay(value: &Path) -> Result<(Place, Option<std::time::Duration>), String> {
-        let Some(url) = value.to_str().filter(|v| v.starts_with("redis://")) else {
+        let Some(url) = value.to_str().filter(|v| is_redis_url(v)) else {
             return Ok((Place::File(value.to_path_buf()), None));
         };
         let Some((rest, lease)) = url.rsplit_once(":lease=") else {
             return Place::of(value).map(|place| (place, None));
+        };
+        // A socket's `?db=N` may follow the lease: it belongs to the URL.
+        let (lease, rest) = match lease.split_once('?') {
+            Some((lease, query)) => (lease, format!("{rest}?{query}")),
+            None => (lease, rest.to_string()),
         };
         let length = crate::duration::parse_duration(lease)
             .ok()
@@ -58,7 +54,7 @@ impl Place {
                     "lease={lease}: a claim's lease is a duration of at least 300ms, such as 30s"
                 )
             })?;
-        Place::of(Path::new(rest)).map(|place| (place, Some(length)))
+        Place::of(Path::new(&rest)).map(|place| (place, Some(length)))
     }
 
     /// The file, when it is one.
@@ -125,10 +121,7 @@ mod tests {
                 "redis://h/jobs:ratio=0.1",
                 "takes no parameters after its name",
             ),
-            (
-                "redis://h/a:b",
-                "expected redis://[:PASSWORD@]HOST[:PORT]/a",
-            ),
+            ("redis://h/a:b", "expected redis://h/a"),
             ("redis://:p:w/x@h/jobs:cap=5", "takes no parameters"),
             ("redis://h/", "the name is empty"),
             ("redis://h/a b", "the name 'a b' contains ' '"),

@@ -1,6 +1,7 @@
 //! The fleet quota store (docs/herd.md#shared-retry-quota): the bucket of `policy::quota` kept in
 //! Redis, shared by every run on every machine that names the same
-//! `redis://[:PASSWORD@]HOST[:PORT]/NAME`. It offers what
+//! Redis URL (`redis_url.rs`: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]/NAME` and the other
+//! forms). It offers what
 //! [`LocalStore`](crate::store::file::LocalStore) offers (`deposit`, `take`, `peek`, each returning
 //! an [`Update`]), so the runner can use either.
 //!
@@ -31,7 +32,8 @@
 //!   command`), since Redis quotes the arguments of a command it does not know, cut at 128
 //!   characters. The run warns with it and goes on with the local store.
 //!
-//! The client is `retry`'s own, over a `TcpStream` (`store/redis/resp.rs`): the few commands it sends
+//! The client is `retry`'s own, over TCP or a Unix socket (`store/redis/resp.rs` over
+//! `store/redis/conn.rs`): the few commands it sends
 //! (AUTH, EVALSHA, EVAL, ASKING) and the replies of Redis's protocol (RESP2) they get. A
 //! general client bounds each read rather than an exchange, reads a reply of any size, and
 //! follows cluster redirects only with its cluster machinery.
@@ -40,6 +42,7 @@
 //! connects and authenticates, `script` holds the script and its calls, and `error` says what
 //! went wrong.
 
+mod conn;
 mod error;
 pub(crate) mod resp;
 mod script;
@@ -51,15 +54,17 @@ use std::os::unix::ffi::OsStringExt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::policy::quota::{QuotaParams, RedisAddress};
+use crate::policy::quota::QuotaParams;
+use crate::redis_url::RedisAddress;
 use crate::store::quota::{BucketStore, Exchange, Op, Unanswered, Update};
 use resp::{Addr, Deadline, Node, Reply};
 
-pub use error::{REFUSALS, RedisStoreError};
+pub use error::{REFUSALS, RedisStoreError, refusal_words};
 pub use resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
 pub use script::{SCRIPT, SCRIPT_SHA1};
 
 use script::Call;
+pub use server::Credentials;
 use server::Server;
 
 /// What the name of a quota's key starts with.
@@ -69,6 +74,9 @@ pub const KEY_PREFIX: &str = "retry:quota:";
 /// command line, the environment of a process is not shown to other users.
 pub const PASSWORD_VAR: &str = "RETRY_REDIS_PASSWORD";
 
+/// The environment variable that gives the ACL user when the address names none.
+pub const USER_VAR: &str = "RETRY_REDIS_USER";
+
 /// The shortest and the longest time after which an idle quota's key vanishes.
 const MIN_EXPIRY: Duration = Duration::from_secs(120);
 const MAX_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
@@ -76,20 +84,23 @@ const MAX_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 /// What a store is opened with besides its address.
 #[derive(Clone, Default)]
 pub struct Settings {
-    /// The password to send when the address has none (from [`PASSWORD_VAR`]).
-    pub password: Option<Vec<u8>>,
+    /// The user and password to send when the address has none (from [`USER_VAR`] and
+    /// [`PASSWORD_VAR`]).
+    pub credentials: Credentials,
     /// The end of the run's budget, if it has one: no exchange waits past it.
     pub until: Option<Instant>,
 }
 
 impl Settings {
-    /// The password from [`PASSWORD_VAR`] as `var` reads it (an empty one is none), and the
-    /// end of the run's budget.
+    /// The user and password from [`USER_VAR`] and [`PASSWORD_VAR`] as `var` reads them (an
+    /// empty one is none), and the end of the run's budget.
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>, until: Option<Instant>) -> Settings {
+        let read = |name| var(name).filter(|v| !v.is_empty()).map(OsString::into_vec);
         Settings {
-            password: var(PASSWORD_VAR)
-                .filter(|p| !p.is_empty())
-                .map(OsString::into_vec),
+            credentials: Credentials {
+                user: read(USER_VAR),
+                password: read(PASSWORD_VAR),
+            },
             until,
         }
     }
@@ -117,14 +128,14 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// The quota of `address` (as `--quota` gave it), with the password of `settings` when the
-    /// address has none. Nothing is sent yet: the first operation connects, within its own
+    /// The quota of `address` (as `--quota` gave it), with the user and password of
+    /// `settings` where the address has none. Nothing is sent yet: the first operation connects, within its own
     /// deadline, so that the first quota decision, connecting included, waits no longer than
-    /// any other (and never past the end of the run's budget). The password is sent with
-    /// AUTH; the database is 0.
+    /// any other (and never past the end of the run's budget). The user and password are sent
+    /// with AUTH; the database is the URL's (SELECT), or 0.
     pub fn open(address: &RedisAddress, params: QuotaParams, settings: Settings) -> RedisStore {
         RedisStore {
-            server: Server::new(address, settings.password),
+            server: Server::new(address, settings.credentials),
             call: Call {
                 key: format!("{KEY_PREFIX}{}", address.name()),
                 params,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use nix::fcntl::FlockArg;
 
-use crate::policy::quota::RedisAddress;
+use crate::redis_url::RedisAddress;
 use crate::store::deadletter::{self, Record};
 use crate::store::fleet::{Fleet, FleetError, host_name};
 use crate::store::open::{Access, open_record_file};

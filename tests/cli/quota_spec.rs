@@ -68,7 +68,6 @@ fn a_bad_redis_quota_is_refused_without_showing_its_password() {
         format!("redis://:{PASSWORD}@127.0.0.1:99999/q"),
         format!("redis://:{PASSWORD}@[::1/q"),
         format!("redis://{PASSWORD}@127.0.0.1/q"),
-        format!("rediss://:{PASSWORD}@127.0.0.1/q"),
     ] {
         for args in [
             vec!["--quota", &value, "--", "true"],

@@ -359,7 +359,12 @@ fn restart_on(port: u16) -> Option<Server> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let server = Server { child, port, log };
+    let server = Server {
+        child,
+        port,
+        log,
+        socket: None,
+    };
     common::wait_until(Duration::from_secs(5), || server.answers()).then_some(server)
 }
 

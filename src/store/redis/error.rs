@@ -23,6 +23,9 @@ pub enum RedisStoreError {
     },
     /// The script's answer was not a number of tokens.
     Reply { server: String, reply: String },
+    /// A `rediss://` URL, and this build connects over TLS to no server: it never falls back
+    /// to a plain connection.
+    NoTls { server: String },
 }
 
 impl fmt::Display for RedisStoreError {
@@ -40,6 +43,11 @@ impl fmt::Display for RedisStoreError {
             RedisStoreError::Command { server, source } => {
                 write!(f, "the quota update failed on Redis at {server}: {source}")
             }
+            RedisStoreError::NoTls { server } => write!(
+                f,
+                "cannot use Redis at {server}: rediss:// asks for TLS, which this build of retry \
+                 cannot speak; it never falls back to a plain connection"
+            ),
             RedisStoreError::Reply { server, reply } => write!(
                 f,
                 "Redis at {server} answered the quota update with '{}', not a number of tokens",
@@ -50,8 +58,35 @@ impl fmt::Display for RedisStoreError {
 }
 
 /// The code words of a server that refuses the password or the user: a misconfiguration, not
-/// an outage.
-pub const REFUSALS: [&str; 3] = ["WRONGPASS", "NOAUTH", "NOPERM"];
+/// an outage. Besides Redis 6's three, the `ERR` phrases of a server that has no password for
+/// the default user, and of servers and proxies before ACLs.
+pub const REFUSALS: [&str; 7] = [
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "ERR AUTH <password> called without any password configured",
+    "ERR Client sent AUTH, but no password is set",
+    "ERR invalid password",
+    "ERR invalid username-password pair",
+];
+
+/// What a Redis server that refused the password or the user did, with its code word (one of
+/// [`REFUSALS`]).
+pub fn refusal_words(code: &str) -> String {
+    let what = match code {
+        "WRONGPASS" => "refused the password",
+        "NOAUTH" => "asks for a password and was given none",
+        "NOPERM" => "does not let the user run retry's commands",
+        "ERR AUTH <password> called without any password configured" => {
+            "has no password for its default user: name the ACL user in the URL or in \
+             RETRY_REDIS_USER"
+        }
+        "ERR Client sent AUTH, but no password is set" => "asks for no password and was given one",
+        "ERR invalid username-password pair" => "refused the user and password",
+        _ => "refused the password or the user",
+    };
+    format!("{what} ({code})")
+}
 
 impl RedisStoreError {
     /// The code word (one of [`REFUSALS`]) when the server refused the password or the user.
@@ -73,7 +108,7 @@ impl std::error::Error for RedisStoreError {
             RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
                 Some(source)
             }
-            RedisStoreError::Reply { .. } => None,
+            RedisStoreError::Reply { .. } | RedisStoreError::NoTls { .. } => None,
         }
     }
 }

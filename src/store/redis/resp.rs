@@ -6,8 +6,9 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+use crate::store::redis::conn::Conn;
 
 /// The longest one quota decision may take with Redis, connecting included.
 pub const DEADLINE: Duration = Duration::from_millis(250);
@@ -38,6 +39,9 @@ pub enum ExchangeError {
     Protocol(&'static str),
     /// More than [`MAX_REDIRECTS`] cluster redirects.
     Redirects,
+    /// A plain connection met a port that speaks TLS: the first bytes back were a TLS record
+    /// (`tls_bytes`), or the connection was closed or reset before any reply.
+    NotPlain { tls_bytes: bool },
 }
 
 impl fmt::Display for ExchangeError {
@@ -65,6 +69,13 @@ impl fmt::Display for ExchangeError {
                 f,
                 "the cluster redirected the update more than {MAX_REDIRECTS} times"
             ),
+            ExchangeError::NotPlain { tls_bytes: true } => {
+                write!(f, "this port speaks TLS: use rediss://")
+            }
+            ExchangeError::NotPlain { tls_bytes: false } => write!(
+                f,
+                "the server closed the connection before any reply: if this port speaks TLS, use rediss://"
+            ),
         }
     }
 }
@@ -90,10 +101,11 @@ impl ExchangeError {
 }
 
 /// The texts of `ERR` replies that say which error it is and quote nothing sent.
-const ERR_PHRASES: [&str; 5] = [
+const ERR_PHRASES: [&str; 6] = [
     "ERR unknown command",
     "ERR wrong number of arguments",
     "ERR invalid password",
+    "ERR invalid username-password pair",
     "ERR Client sent AUTH, but no password is set",
     "ERR AUTH <password> called without any password configured",
 ];
@@ -211,8 +223,11 @@ pub struct Addr {
 }
 
 impl fmt::Display for Addr {
+    /// `HOST:PORT` (`[HOST]:PORT` for IPv6); a socket's path alone (its port is 0).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
+        if self.port == 0 {
+            write!(f, "{}", self.host)
+        } else if self.host.contains(':') {
             write!(f, "[{}]:{}", self.host, self.port)
         } else {
             write!(f, "{}:{}", self.host, self.port)
@@ -223,7 +238,10 @@ impl fmt::Display for Addr {
 /// A connection to one node, and what it has sent past the last reply read.
 pub struct Node {
     pub addr: Addr,
-    stream: TcpStream,
+    stream: Conn,
+    /// Whether any reply has come: a connection closed before one, or bytes of TLS where the
+    /// first reply should be, are a plain client at a port that speaks TLS.
+    answered: bool,
     buf: Vec<u8>,
     /// The most bytes one reply may take: [`MAX_REPLY`] unless the caller reads lists.
     limit: usize,
@@ -231,10 +249,11 @@ pub struct Node {
 
 impl Node {
     /// A node just connected to, nothing read from it yet.
-    pub fn new(addr: Addr, stream: TcpStream) -> Node {
+    pub fn new(addr: Addr, stream: impl Into<Conn>) -> Node {
         Node {
             addr,
-            stream,
+            stream: stream.into(),
+            answered: false,
             buf: Vec::new(),
             limit: MAX_REPLY,
         }
@@ -310,10 +329,16 @@ impl Node {
         // parsed once it has all come.
         let mut scan = Scan::default();
         loop {
+            // A TLS record starts with its type: 0x15 an alert, 0x16 a handshake. No reply of
+            // Redis's protocol starts so.
+            if !self.answered && matches!(self.buf.first(), Some(0x15 | 0x16)) {
+                return Err(ExchangeError::NotPlain { tls_bytes: true });
+            }
             if scan.advance(&self.buf, self.limit)? {
                 let (value, len) = parse_within(&self.buf, self.limit)?
                     .ok_or(ExchangeError::Protocol("a reply that ends too soon"))?;
                 self.buf.drain(..len);
+                self.answered = true;
                 return Ok(value);
             }
             if self.buf.len() >= self.limit {
@@ -324,7 +349,11 @@ impl Node {
                 .set_read_timeout(Some(left))
                 .map_err(ExchangeError::Io)?;
             let room = chunk.len().min(self.limit - self.buf.len());
-            match self.stream.read(&mut chunk[..room]) {
+            let read = self.stream.read(&mut chunk[..room]);
+            if !self.answered && self.buf.is_empty() && closed(&read) {
+                return Err(ExchangeError::NotPlain { tls_bytes: false });
+            }
+            match read {
                 Ok(0) => {
                     return Err(ExchangeError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -337,6 +366,17 @@ impl Node {
                 Err(e) => return Err(ExchangeError::Io(e)),
             }
         }
+    }
+}
+
+/// Whether a read found the connection closed or reset.
+fn closed(read: &io::Result<usize>) -> bool {
+    match read {
+        Ok(n) => *n == 0,
+        Err(e) => matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+        ),
     }
 }
 
@@ -703,5 +743,40 @@ mod tests {
                 .to_string()
                 .ends_with("what was left of the run's budget")
         );
+    }
+}
+
+#[cfg(test)]
+mod plain_at_tls {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// The first reply of a node whose server end wrote `answer` and closed (or reset) it.
+    fn first_reply(answer: &[u8]) -> Result<Reply, ExchangeError> {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let answer = answer.to_vec();
+        // The server end reads the request, answers and closes.
+        std::thread::spawn(move || {
+            let _ = theirs.read(&mut [0u8; 64]);
+            let _ = theirs.write_all(&answer);
+        });
+        let addr = Addr {
+            host: "h".into(),
+            port: 1,
+        };
+        Node::new(addr, ours).request(&[b"PING"], &Deadline::within(Duration::from_secs(5)))
+    }
+
+    #[test]
+    fn tls_bytes_or_a_close_before_the_first_reply_name_rediss() {
+        for (answer, tls_bytes) in [(&b"\x15\x03\x03\x00\x02\x02\x32"[..], true), (b"", false)] {
+            let e = first_reply(answer).unwrap_err();
+            assert!(
+                matches!(e, ExchangeError::NotPlain { tls_bytes: t } if t == tls_bytes),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("use rediss://"), "{e}");
+        }
+        assert!(matches!(first_reply(b"+PONG\r\n"), Ok(Reply::Simple(p)) if p == "PONG"));
     }
 }

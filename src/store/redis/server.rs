@@ -1,20 +1,38 @@
 //! The connection to a Redis node: where the quota's server is, connecting to it within the
-//! deadline (the host resolved on a thread of its own), AUTH with the password, and the
-//! password taken out of whatever the server says back.
+//! deadline (the host resolved on a thread of its own, or a Unix socket), AUTH with the user
+//! and password, SELECT of the database, and the password taken out of whatever the server
+//! says back.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
 
-use crate::policy::quota::RedisAddress;
+use crate::redis_url::RedisAddress;
 use crate::store::redis::error::RedisStoreError;
 use crate::store::redis::resp::{Addr, Deadline, ExchangeError, Node};
 
-/// Where the server is, from the quota's address, and the password to give it.
+/// Where the server is, from the quota's address, and the user and password to give it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Server {
+    /// The node first connected to; for a socket, its path with port 0.
     pub addr: Addr,
+    pub password: Option<Vec<u8>>,
+    pub user: Option<Vec<u8>>,
+    /// The database to SELECT after AUTH.
+    pub db: Option<u32>,
+    /// `rediss://`: the connection must be TLS, never plain.
+    pub tls: bool,
+    /// The Unix socket of `redis+unix://`.
+    pub socket: Option<PathBuf>,
+}
+
+/// A user and a password given apart from the URL (by the environment).
+#[derive(Clone, Default)]
+pub struct Credentials {
+    pub user: Option<Vec<u8>>,
     pub password: Option<Vec<u8>>,
 }
 
@@ -35,8 +53,9 @@ pub(crate) fn quotes(text: &str, password: &[u8]) -> bool {
 }
 
 impl Server {
-    /// The server of `address`, with its password, or `password` when it has none.
-    pub fn new(address: &RedisAddress, password: Option<Vec<u8>>) -> Server {
+    /// The server of `address`, with its user and password, or those of `given` (the
+    /// environment's) where it has none.
+    pub fn new(address: &RedisAddress, given: Credentials) -> Server {
         Server {
             addr: Addr {
                 host: address.host().to_string(),
@@ -45,7 +64,11 @@ impl Server {
             password: address
                 .password()
                 .map(|p| p.as_bytes().to_vec())
-                .or(password),
+                .or(given.password),
+            user: address.user().map(|u| u.as_bytes().to_vec()).or(given.user),
+            db: address.db(),
+            tls: address.tls(),
+            socket: address.socket().map(PathBuf::from),
         }
     }
 
@@ -89,8 +112,23 @@ impl Server {
     }
 
     /// Connects to `addr` before the deadline: resolves the host, tries its addresses in turn
-    /// with the time left, and authenticates when there is a password.
+    /// with the time left (or connects to the socket), authenticates when there is a
+    /// password, and selects the database when the URL names one.
     pub fn open(&self, addr: &Addr, deadline: &Deadline) -> Result<Node, RedisStoreError> {
+        let failed = |source| RedisStoreError::Connect {
+            server: addr.to_string(),
+            source,
+        };
+        if self.tls {
+            return Err(RedisStoreError::NoTls {
+                server: addr.to_string(),
+            });
+        }
+        if let Some(path) = self.socket.as_ref().filter(|_| *addr == self.addr) {
+            let stream = UnixStream::connect(path).map_err(|e| failed(ExchangeError::Io(e)))?;
+            let node = Node::new(addr.clone(), stream);
+            return self.greet(node, deadline).map_err(failed);
+        }
         let mut last = None;
         for sockaddr in resolve(addr, deadline)? {
             let left = match deadline.left() {
@@ -113,19 +151,29 @@ impl Server {
             };
             // Requests are small and each waits for its reply: send them at once.
             let _ = stream.set_nodelay(true);
-            let mut node = Node::new(addr.clone(), stream);
-            let Some(password) = &self.password else {
-                return Ok(node);
-            };
-            match node.request(&[b"AUTH", password], deadline) {
-                Ok(_) => return Ok(node),
-                Err(e) => last = Some(e.of_auth()),
+            match self.greet(Node::new(addr.clone(), stream), deadline) {
+                Ok(node) => return Ok(node),
+                Err(e) => last = Some(e),
             }
         }
-        Err(RedisStoreError::Connect {
-            server: addr.to_string(),
-            source: last.unwrap_or_else(|| deadline.timed_out()),
-        })
+        Err(failed(last.unwrap_or_else(|| deadline.timed_out())))
+    }
+
+    /// AUTH (`AUTH USER PASSWORD` with a user, `AUTH PASSWORD` without) when there is a
+    /// password, then SELECT when the URL names a database.
+    fn greet(&self, mut node: Node, deadline: &Deadline) -> Result<Node, ExchangeError> {
+        if let Some(password) = &self.password {
+            let auth: Vec<&[u8]> = match &self.user {
+                Some(user) => vec![b"AUTH", user, password],
+                None => vec![b"AUTH", password],
+            };
+            node.request(&auth, deadline)
+                .map_err(ExchangeError::of_auth)?;
+        }
+        if let Some(db) = self.db {
+            node.request(&[b"SELECT", db.to_string().as_bytes()], deadline)?;
+        }
+        Ok(node)
     }
 }
 
@@ -163,5 +211,45 @@ fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisSto
             io::ErrorKind::TimedOut,
             deadline.timed_out().to_string(),
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(url: &str, user: Option<&str>, password: Option<&str>) -> Server {
+        let (address, _) = crate::redis_url::parse(url).unwrap();
+        let given = Credentials {
+            user: user.map(|u| u.as_bytes().to_vec()),
+            password: password.map(|p| p.as_bytes().to_vec()),
+        };
+        Server::new(&address, given)
+    }
+
+    #[test]
+    fn the_urls_user_and_password_win_each_on_its_own() {
+        let both = server("redis://u:p@h/q", Some("env-u"), Some("env-p"));
+        assert_eq!(
+            (both.user.as_deref(), both.password.as_deref()),
+            (Some(&b"u"[..]), Some(&b"p"[..]))
+        );
+        let password = server("redis://:p@h/q", Some("env-u"), Some("env-p"));
+        assert_eq!(password.user.as_deref(), Some(&b"env-u"[..]));
+        assert_eq!(password.password.as_deref(), Some(&b"p"[..]));
+        let neither = server("redis://h/3/q", Some("env-u"), Some("env-p"));
+        assert_eq!(neither.user.as_deref(), Some(&b"env-u"[..]));
+        assert_eq!(neither.password.as_deref(), Some(&b"env-p"[..]));
+        assert_eq!(
+            (neither.db, neither.tls, neither.socket),
+            (Some(3), false, None)
+        );
+        let socket = server("redis+unix:///run/r.sock/q?db=1", None, None);
+        assert_eq!(
+            socket.socket.as_deref(),
+            Some(std::path::Path::new("/run/r.sock"))
+        );
+        assert_eq!(socket.addr.to_string(), "/run/r.sock");
+        assert!(server("rediss://h/q", None, None).tls);
     }
 }

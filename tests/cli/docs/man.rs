@@ -431,10 +431,15 @@ fn environment() -> Vec<Block> {
         ),
         literal(
             "RETRY_REDIS_PASSWORD",
-            "The password of a --quota redis://HOST/NAME whose URL names none. Unlike a password \
+            "The password of a Redis URL (--quota redis://HOST/NAME) that gives none. Unlike a password \
              in the URL, which every user of the machine can read with `ps` while the run lasts \
              (`retry` warns when it is given so), the environment of a process is not shown to \
              other users. `retry` never prints it.",
+        ),
+        literal(
+            "RETRY_REDIS_USER",
+            "The ACL user of a Redis URL that names none: `retry` then sends `AUTH USER \
+             PASSWORD`. The URL's own user and password win (docs/redis.md).",
         ),
         literal(
             "NO_COLOR",
