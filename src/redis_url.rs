@@ -125,15 +125,9 @@ impl RedisAddress {
         &self.name
     }
 
-    /// The address, or why an option cannot use it yet: Sentinel is read but not followed.
+    /// The address, or why an option cannot use it: every form is usable.
     pub fn usable(self) -> Result<RedisAddress, String> {
-        match self.endpoint {
-            Endpoint::Sentinel { .. } => Err(format!(
-                "{}:// is not supported yet: name the master's own redis://HOST:PORT",
-                self.scheme
-            )),
-            _ => Ok(self),
-        }
+        Ok(self)
     }
 
     /// The URL with its password replaced by `***`, if it has one.
@@ -531,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sentinel_url_is_read_whole_but_not_used_yet() {
+    fn a_sentinel_url_is_read_whole() {
         let url = "redis+sentinel://fleet:pw-secret@s1,s2:5000,[::1]/mymaster/4/jobs";
         let a = address(url);
         assert_eq!(
@@ -552,11 +546,6 @@ mod tests {
             "redis+sentinel://fleet@s1,s2:5000,[::1]/mymaster/4/jobs"
         );
         assert!(address("rediss+sentinel://s/m/q").tls());
-        for url in [url, "rediss+sentinel://s/m/q"] {
-            let e = error(url);
-            assert!(e.contains("not supported yet"), "{e}");
-            assert!(!e.contains("pw-secret"), "{e}");
-        }
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod conn;
 mod error;
 pub(crate) mod resp;
 mod script;
+pub(crate) mod sentinel;
 pub(crate) mod server;
 
 use std::ffi::OsString;

@@ -34,6 +34,7 @@ mod quota_redis;
 mod records;
 mod redis_urls;
 mod run;
+mod sentinel;
 mod signals;
 mod stdio;
 mod terminal;

@@ -26,6 +26,8 @@ pub enum RedisStoreError {
     /// A `rediss://` URL, and this build connects over TLS to no server: it never falls back
     /// to a plain connection.
     NoTls { server: String },
+    /// No sentinel named a master that could be used, within the deadline.
+    NoMaster { sentinels: String, why: String },
 }
 
 impl fmt::Display for RedisStoreError {
@@ -48,6 +50,9 @@ impl fmt::Display for RedisStoreError {
                 "cannot use Redis at {server}: rediss:// asks for TLS, which this build of retry \
                  cannot speak; it never falls back to a plain connection"
             ),
+            RedisStoreError::NoMaster { sentinels, why } => {
+                write!(f, "cannot find the {sentinels}: {}", one_line(why))
+            }
             RedisStoreError::Reply { server, reply } => write!(
                 f,
                 "Redis at {server} answered the quota update with '{}', not a number of tokens",
@@ -108,7 +113,9 @@ impl std::error::Error for RedisStoreError {
             RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
                 Some(source)
             }
-            RedisStoreError::Reply { .. } | RedisStoreError::NoTls { .. } => None,
+            RedisStoreError::Reply { .. }
+            | RedisStoreError::NoTls { .. }
+            | RedisStoreError::NoMaster { .. } => None,
         }
     }
 }

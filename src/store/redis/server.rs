@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
 
-use crate::redis_url::RedisAddress;
-use crate::store::redis::error::RedisStoreError;
+use crate::redis_url::{Endpoint, RedisAddress};
+use crate::store::redis::error::{REFUSALS, RedisStoreError};
 use crate::store::redis::resp::{Addr, Deadline, ExchangeError, Node};
+use crate::store::redis::sentinel::{self, Sentinels};
 
 /// Where the server is, from the quota's address, and the user and password to give it.
 #[derive(Clone, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct Server {
     pub tls: bool,
     /// The Unix socket of `redis+unix://`.
     pub socket: Option<PathBuf>,
+    /// The sentinels of `redis+sentinel://`, asked where the master is.
+    pub sentinels: Option<Sentinels>,
 }
 
 /// A user and a password given apart from the URL (by the environment).
@@ -69,6 +72,19 @@ impl Server {
             db: address.db(),
             tls: address.tls(),
             socket: address.socket().map(PathBuf::from),
+            sentinels: match address.endpoint() {
+                Endpoint::Sentinel { sentinels, master } => Some(Sentinels {
+                    addrs: sentinels
+                        .iter()
+                        .map(|(host, port)| Addr {
+                            host: host.clone(),
+                            port: *port,
+                        })
+                        .collect(),
+                    master: master.clone(),
+                }),
+                _ => None,
+            },
         }
     }
 
@@ -129,8 +145,63 @@ impl Server {
             let node = Node::new(addr.clone(), stream);
             return self.greet(node, deadline).map_err(failed);
         }
+        if let Some(sentinels) = self.sentinels.as_ref().filter(|_| *addr == self.addr) {
+            return self.open_master(sentinels, deadline);
+        }
+        let addrs = resolve(addr, deadline)?;
+        self.connect(addr, addrs, deadline, true).map_err(failed)
+    }
+
+    /// The master that `sentinels` name, opened and checked (`store/redis/sentinel.rs`).
+    fn open_master(
+        &self,
+        sentinels: &Sentinels,
+        deadline: &Deadline,
+    ) -> Result<Node, RedisStoreError> {
+        let connect = |addr: &Addr, greet: bool| {
+            let addrs = resolve(addr, deadline).map_err(|e| match e {
+                RedisStoreError::Resolve { source, .. } => ExchangeError::Io(source),
+                _ => deadline.timed_out(),
+            })?;
+            self.connect(addr, addrs, deadline, greet)
+        };
+        sentinel::find_master(
+            sentinels,
+            deadline,
+            |addr| connect(addr, false),
+            |addr| connect(addr, true),
+        )
+        .map_err(|mut misses| match misses.pop() {
+            // Credentials refused: a misconfiguration, said as any server's refusal is.
+            Some(sentinel::Miss::Master(server, source))
+                if source.code().is_some_and(|c| REFUSALS.contains(&c)) =>
+            {
+                RedisStoreError::Connect {
+                    server: server.to_string(),
+                    source,
+                }
+            }
+            last => {
+                misses.extend(last);
+                RedisStoreError::NoMaster {
+                    sentinels: sentinels.to_string(),
+                    why: sentinel::describe(&misses, |text| self.withheld(text)),
+                }
+            }
+        })
+    }
+
+    /// A connection to `addr` at one of `addrs` before the deadline, each tried in turn with
+    /// the time left, and greeted (AUTH, SELECT) when `greet` is set.
+    fn connect(
+        &self,
+        addr: &Addr,
+        addrs: Vec<SocketAddr>,
+        deadline: &Deadline,
+        greet: bool,
+    ) -> Result<Node, ExchangeError> {
         let mut last = None;
-        for sockaddr in resolve(addr, deadline)? {
+        for sockaddr in addrs {
             let left = match deadline.left() {
                 Ok(left) => left,
                 Err(e) => {
@@ -151,12 +222,16 @@ impl Server {
             };
             // Requests are small and each waits for its reply: send them at once.
             let _ = stream.set_nodelay(true);
-            match self.greet(Node::new(addr.clone(), stream), deadline) {
+            let node = Node::new(addr.clone(), stream);
+            if !greet {
+                return Ok(node);
+            }
+            match self.greet(node, deadline) {
                 Ok(node) => return Ok(node),
                 Err(e) => last = Some(e),
             }
         }
-        Err(failed(last.unwrap_or_else(|| deadline.timed_out())))
+        Err(last.unwrap_or_else(|| deadline.timed_out()))
     }
 
     /// AUTH (`AUTH USER PASSWORD` with a user, `AUTH PASSWORD` without) when there is a
