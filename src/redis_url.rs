@@ -125,11 +125,6 @@ impl RedisAddress {
         &self.name
     }
 
-    /// The address, or why an option cannot use it: every form is usable.
-    pub fn usable(self) -> Result<RedisAddress, String> {
-        Ok(self)
-    }
-
     /// The URL with its password replaced by `***`, if it has one.
     pub fn hidden(&self) -> String {
         match (&self.password, &self.user) {
@@ -447,7 +442,7 @@ mod tests {
     }
 
     fn error(url: &str) -> String {
-        match parse(url).and_then(|(a, _)| a.usable().map(|_| ())) {
+        match parse(url).map(|_| ()) {
             Err(e) => e,
             Ok(()) => panic!("{url} was taken"),
         }

@@ -191,7 +191,6 @@ fn split_params(s: &str) -> (&str, Option<&str>) {
 /// Reads a `--quota` URL: the address, and the parameters after its name.
 fn parse_redis(url: &str) -> Result<QuotaSpec, String> {
     let (address, params) = crate::redis_url::parse(url)?;
-    let address = address.usable()?;
     Ok(QuotaSpec {
         name: address.name().to_string(),
         store: QuotaStore::Redis(address),
@@ -651,8 +650,6 @@ mod tests {
         assert!(error("redis://h/a/b").contains("the database 'a' is not a number"));
         assert!(error("redis://h/1/a/b").contains("contains '/'"));
         assert!(error("redis://h/q:cap=0").contains("cap=0"));
-        assert!(error("redis+sentinel://h/m/q").contains("not supported yet"));
-        assert!(error("rediss+sentinel://h/m/q").contains("not supported yet"));
         for secret in ["redis://u:secret@h/x y", "redis://:secret@h:0/q"] {
             assert!(!error(secret).contains("secret"), "{secret}");
         }

@@ -29,7 +29,7 @@ impl Place {
                 address.hidden()
             ));
         }
-        Ok(Place::Redis(address.usable()?))
+        Ok(Place::Redis(address))
     }
 
     /// The place a replay's value names, and the length of its claims' leases when the URL
