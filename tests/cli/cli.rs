@@ -546,12 +546,13 @@ fn the_debian_package_says_it_is_another_program_than_debians_retry() {
     let binary = dir.join("retry");
     std::fs::write(&binary, "#!/bin/sh\n").unwrap();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deb.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(dir.join("out"))
-        .env("RETRY_DEB_BINARY", &binary)
-        .output()
-        .unwrap();
+    let out = common::output_bounded(
+        std::process::Command::new("bash")
+            .arg(&script)
+            .arg(dir.join("out"))
+            .env("RETRY_DEB_BINARY", &binary),
+        common::TEST_LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let deb = String::from_utf8(out.stdout).unwrap();
     let field = |name: &str| {

@@ -765,10 +765,7 @@ fn the_consecutive_health_check_asks_every_second() {
         "json".into(),
     ];
     args.extend(words[1..].iter().cloned());
-    let out = Command::new(env!("CARGO_BIN_EXE_retry"))
-        .args(&args[1..])
-        .output()
-        .unwrap();
+    let out = common::retry().args(&args[1..]).output().unwrap();
     let shown = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{shown}");
     let waits: Vec<u64> = shown
