@@ -2,7 +2,7 @@
 //! in BENCHMARKS.md): 1,000 clients arriving every minute at a dependency down for 10 minutes,
 //! with the defaults of `retry` (3 tries, exponential backoff from 1s ×2, cap 1m, full jitter)
 //! and the quota at its defaults, with the quota alone and with `--throttle 2`; then how K, the
-//! window and max move the figures. Each figure is the median of a few seeds. Then the README's
+//! window and max move the figures. Each figure is the median of a few seeds. Then docs/herd.md's
 //! fleet line as deployed (`--stagger 20s -n 3 -B 50s`), with the runs that arrive once `p` has
 //! recovered; a store whose clock is stepped an hour either way at the end of the outage, in
 //! simulation; and a real local store's record left by a clock an hour ahead, through the
@@ -19,7 +19,7 @@ use retry::sim::{Figures, StoreClock, simulate};
 
 const RETRY: &str = env!("CARGO_BIN_EXE_retry");
 
-/// The README's crontab line for a fleet (`--stagger 20s -n 3 -B 50s --quota …`), 1,000 clients
+/// docs/herd.md's crontab line for a fleet (`--stagger 20s -n 3 -B 50s --quota …`), 1,000 clients
 /// every minute against the same outage.
 const README_FLEET: &[&str] = &[
     "--clients",
@@ -153,7 +153,7 @@ fn secs(s: f64) -> String {
     }
 }
 
-/// The README's fleet line, with its budget and stagger, the quota alone against the throttle.
+/// docs/herd.md's fleet line, with its budget and stagger, the quota alone against the throttle.
 fn readme_fleet() {
     let throttled: Vec<&str> = README_FLEET
         .iter()
@@ -164,7 +164,7 @@ fn readme_fleet() {
     let (with, _) = run(&throttled);
     let r = row(&alone, &with, 2);
     println!(
-        "the README's fleet line: retry --simulate {} --throttle 2, median of {SEEDS} seeds:",
+        "docs/herd.md's fleet line: retry --simulate {} --throttle 2, median of {SEEDS} seeds:",
         README_FLEET.join(" ")
     );
     println!(

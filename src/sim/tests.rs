@@ -606,8 +606,8 @@ fn the_simulator_imports_from_the_policy_alone() {
 }
 
 #[test]
-fn the_readmes_fleet_with_its_budget_and_stagger_is_held_back_and_lets_the_runs_after_through() {
-    // The README's crontab line for 200 hosts (`--stagger 20s -n 3 -B 50s --quota … --throttle
+fn the_herd_pages_fleet_with_its_budget_and_stagger_is_held_back_and_lets_the_runs_after_through() {
+    // docs/herd.md's crontab line for 200 hosts (`--stagger 20s -n 3 -B 50s --quota … --throttle
     // 2`), as a fleet of 1,000 against a 10-minute outage.
     let spec = ThrottleSpec::default();
     let (mut p, mut alone) = cron_fleet(None);

@@ -546,12 +546,13 @@ fn the_debian_package_says_it_is_another_program_than_debians_retry() {
     let binary = dir.join("retry");
     std::fs::write(&binary, "#!/bin/sh\n").unwrap();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deb.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(dir.join("out"))
-        .env("RETRY_DEB_BINARY", &binary)
-        .output()
-        .unwrap();
+    let out = common::output_bounded(
+        std::process::Command::new("bash")
+            .arg(&script)
+            .arg(dir.join("out"))
+            .env("RETRY_DEB_BINARY", &binary),
+        common::TEST_LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let deb = String::from_utf8(out.stdout).unwrap();
     let field = |name: &str| {
@@ -813,4 +814,16 @@ fn prune_refuses_a_history_or_a_dead_letter_file_given_beside_it() {
         );
     }
     assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+}
+
+/// `-h` is the summary a newcomer reads, `--help` the whole text (README.md says so): `-h`
+/// stays within 160 lines and under a third of `--help`, which alone sums up the exit statuses.
+#[test]
+fn the_short_help_is_a_summary_and_the_long_help_the_whole_text() {
+    let short = common::stdout_of(&retry().arg("-h").output().unwrap());
+    let long = common::stdout_of(&retry().arg("--help").output().unwrap());
+    let (s, l) = (short.lines().count(), long.lines().count());
+    assert!(s <= 160 && s * 3 <= l, "-h: {s} lines, --help: {l}");
+    assert!(long.contains("\nExit status:"), "{long}");
+    assert!(!short.contains("Exit status:"), "{short}");
 }

@@ -676,15 +676,15 @@ fn every_example_of_the_readme_is_a_valid_retry_command_line() {
     assert!(checked > 20, "only {checked} examples found");
 }
 
-/// The README's overview of `--help` names every option, so that a reader finds the group of
-/// each (`--consecutive` in tries and time, `--junit` in the log).
+/// docs/options.md's overview of `--help` names every option, so that a reader finds the group
+/// of each (`--consecutive` in tries and time, `--junit` in the log).
 #[test]
-fn the_readmes_overview_of_help_names_every_option() {
-    let readme = read_page(&root().join("README.md"));
-    let start = readme
+fn the_overview_of_help_names_every_option() {
+    let page = read_page(&root().join("docs/options.md"));
+    let start = page
         .find("`retry --help` lists every option, grouped:")
         .expect("the overview of --help");
-    let overview = &readme[start..start + readme[start..].find("\n\n").unwrap()];
+    let overview = &page[start..start + page[start..].find("\n\n").unwrap()];
     let mut cmd = command();
     cmd.build();
     let mut missing = Vec::new();
@@ -707,7 +707,7 @@ fn the_readmes_overview_of_help_names_every_option() {
     }
     assert!(
         missing.is_empty(),
-        "the README's overview of --help lacks {missing:?}"
+        "docs/options.md's overview of --help lacks {missing:?}"
     );
 }
 
@@ -747,16 +747,16 @@ fn every_crontab_line_of_the_docs_names_retry_by_its_path() {
     assert!(lines >= 5, "only {lines} crontab lines found");
 }
 
-/// The README's `--consecutive` health check asks every second, as its words say: every wait
-/// of its plan, after a failed answer too, is 1s.
+/// The `--consecutive` health check of docs/classification.md asks every second, as its words
+/// say: every wait of its plan, after a failed answer too, is 1s.
 #[test]
-fn the_readmes_consecutive_health_check_asks_every_second() {
-    let readme = read_page(&root().join("README.md"));
-    let line = readme
+fn the_consecutive_health_check_asks_every_second() {
+    let page = read_page(&root().join("docs/classification.md"));
+    let line = page
         .lines()
         .find(|l| l.starts_with("retry --consecutive 3"))
         .expect("the health check");
-    assert!(readme.contains("ask every second, for a minute at most"));
+    assert!(page.contains("ask every second, for a minute at most"));
     let words = shell_words(line).remove(0);
     let mut args: Vec<String> = vec![
         "retry".into(),
@@ -765,10 +765,7 @@ fn the_readmes_consecutive_health_check_asks_every_second() {
         "json".into(),
     ];
     args.extend(words[1..].iter().cloned());
-    let out = Command::new(env!("CARGO_BIN_EXE_retry"))
-        .args(&args[1..])
-        .output()
-        .unwrap();
+    let out = common::retry().args(&args[1..]).output().unwrap();
     let shown = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{shown}");
     let waits: Vec<u64> = shown
@@ -1078,10 +1075,10 @@ fn documented_statuses() -> Vec<String> {
     statuses
 }
 
-/// --help's summary of the exit statuses and the README's table name every status the manual
-/// lists.
+/// --help's summary of the exit statuses and the short table of docs/exit-status.md ("In
+/// brief") name every status the manual lists.
 #[test]
-fn the_help_and_the_readme_name_every_exit_status_of_the_manual() {
+fn the_help_and_the_short_table_name_every_exit_status_of_the_manual() {
     let help = command()
         .get_long_about()
         .map(|h| h.to_string())
@@ -1091,7 +1088,12 @@ fn the_help_and_the_readme_name_every_exit_status_of_the_manual() {
         .split("Exit status:")
         .nth(1)
         .expect("--help sums up the exit statuses");
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root().join("docs/exit-status.md")).unwrap();
+    let short = page
+        .split("## In brief")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/exit-status.md sums its table up");
     for code in documented_statuses() {
         assert!(
             statuses.contains(&format!(" {code} when"))
@@ -1099,8 +1101,8 @@ fn the_help_and_the_readme_name_every_exit_status_of_the_manual() {
             "--help's exit statuses leave out {code}: {statuses}"
         );
         assert!(
-            readme.contains(&format!("\n| {code} |")),
-            "the README's exit statuses leave out {code}"
+            short.contains(&format!("\n| {code} |")),
+            "docs/exit-status.md's short table leaves out {code}"
         );
     }
     for page in markdown_pages() {

@@ -913,7 +913,7 @@ fn figure_row<'a>(rows: &[&'a Value], quota: bool, throttle: bool, jitter: &str)
 fn hold_to_its_text(command: &str, rows: &[&Value]) {
     let n = |row: &Value, key: &str| number(row, key);
     match command {
-        // README: "what 500 runs do to a dependency", one row per jitter kind.
+        // docs/simulation.md: "what 500 runs do to a dependency", one row per jitter kind.
         "--simulate --compare --clients 500 -n 8" => {
             assert_eq!(rows.len(), 4);
             for row in rows {

@@ -3354,7 +3354,7 @@ fn listed_on_redis(dir: &Path, store: &str) -> Option<Value> {
 /// stay, with every line about it as it was, and the prune must say so.
 fn prune_then_check(dir: &Path, f: &mut Findings) {
     let before = read(dir, "dl").unwrap_or_default();
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"))
+    let out = super::retry()
         .args(["--prune", "dl", "--older-than", "3650d"])
         .current_dir(dir)
         .output()

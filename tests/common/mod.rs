@@ -282,6 +282,52 @@ pub fn wait_for_lines(file: &Path, n: usize, limit: Duration) {
     );
 }
 
+/// `cmd.output()` bounded in time: standard input from /dev/null, standard output and error
+/// read to their end as the command writes them; past `limit` the command is killed and the
+/// test fails, as `wait_bounded` does.
+pub fn output_bounded(cmd: &mut std::process::Command, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let reader = |mut stream: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stream.read_to_end(&mut bytes);
+            let _ = tx.send(bytes);
+        });
+        rx
+    };
+    let stdout = reader(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let until = Instant::now() + limit;
+    let status = wait_bounded(&mut child, limit);
+    // A process the command left behind may still hold the pipes: bounded too.
+    let rest = || until.saturating_duration_since(Instant::now()) + STEP_LIMIT;
+    let stdout = stdout
+        .recv_timeout(rest())
+        .expect("the command's stdout was still held open past the bound");
+    let stderr = stderr
+        .recv_timeout(rest())
+        .expect("the command's stderr was still held open past the bound");
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Whether curl is on this machine for `test` (the tests that ask a local HTTP server with
+/// it): skipped loudly without it, as for any package (`have_package`).
+pub fn have_curl(test: &str) -> bool {
+    have_package(test, "curl", "curl", on_path("curl"))
+}
+
 pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -1,4 +1,4 @@
-//! The README's crontab lines, run as cron runs them: by `/bin/sh -c`, with `PATH=/usr/bin:/bin`
+//! The crontab lines of docs/dead-letters.md, run as cron runs them: by `/bin/sh -c`, with `PATH=/usr/bin:/bin`
 //! and `HOME` only, both output streams going to the one mail cron sends when there is any.
 
 use crate::common;
@@ -6,12 +6,13 @@ use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// The command of the README's crontab line that starts with `start` (after its five time
-/// fields), with `retry`'s waits given as `wait` so that the test does not wait them.
+/// The command of docs/dead-letters.md's crontab line that starts with `start` (after its five
+/// time fields), with `retry`'s waits given as `wait` so that the test does not wait them.
 fn crontab_line(start: &str, waits: &[(&str, &str)]) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("the README");
-    let line = readme
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dead-letters.md"))
+            .expect("docs/dead-letters.md");
+    let line = page
         .lines()
         .find(|l| l.starts_with(start))
         .unwrap_or_else(|| panic!("no crontab line starts with {start}"));
@@ -66,7 +67,7 @@ fn check(home: &Path, ok_from: u32) {
 }
 
 #[test]
-fn the_readmes_check_mails_only_when_it_gives_up_and_keeps_stdout_out_of_the_mail() {
+fn the_cron_check_mails_only_when_it_gives_up_and_keeps_stdout_out_of_the_mail() {
     let line = crontab_line(
         "*/5 * * * * ~/.cargo/bin/retry --output-on-failure",
         &[("-d 20s", "-d 10ms")],
@@ -121,7 +122,7 @@ fn the_readmes_check_mails_only_when_it_gives_up_and_keeps_stdout_out_of_the_mai
 }
 
 #[test]
-fn the_readmes_morning_replay_mails_nothing_when_nothing_is_pending() {
+fn the_morning_replay_mails_nothing_when_nothing_is_pending() {
     let line = crontab_line("0 8 * * * ~/.cargo/bin/retry --replay", &[]);
     let home = home("cron-replay");
     // Before any run gave up: the file is not made yet.

@@ -191,7 +191,7 @@ fn signals_ignored_on_entry_stay_ignored_in_the_try_and_no_others() {
             Ok(())
         });
     }
-    let out = cmd.output().unwrap();
+    let out = common::output_bounded(&mut cmd, common::TEST_LIMIT);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let mask = ignored_mask(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(
@@ -580,13 +580,13 @@ fn what_was_below_retry_before_its_first_try_is_never_stopped_with_a_try() {
         "sleep 111 >/dev/null 2>&1 & echo $! > '{p}'; exec \"$0\" -n 2 -d 1ms -- sh -c 'sleep 0.1; exit 3'",
         p = pid_file.display()
     );
-    let out = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .arg(assert_cmd::cargo::cargo_bin("retry"))
-        .env_remove("RETRY_RUN_ID")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = common::output_bounded(
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .arg(assert_cmd::cargo::cargo_bin("retry"))
+            .env_remove("RETRY_RUN_ID"),
+        common::TEST_LIMIT,
+    );
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(3), "{log}");
     let sidecar = pids_in(&pid_file)[0];
@@ -692,4 +692,15 @@ fn an_output_pattern_does_not_make_a_start_without_resources_permanent() {
     let log = stderr_of(&out);
     assert_eq!(out.status.code(), Some(125), "{log}");
     assert_eq!(log.matches(r#""verdict":"transient""#).count(), 2, "{log}");
+}
+
+/// A command run for its output that outlives its bound is killed and fails its test, rather
+/// than hanging the suite.
+#[test]
+#[should_panic(expected = "did not end within")]
+fn a_command_run_for_its_output_is_bounded_in_time() {
+    common::output_bounded(
+        std::process::Command::new("sleep").arg("30"),
+        Duration::from_millis(200),
+    );
 }

@@ -666,15 +666,16 @@ fn the_reports_mode_follows_the_umask() {
     let dir = common::temp_dir("junit-umask");
     let binary = assert_cmd::cargo::cargo_bin("retry");
     for (umask, mode) in [("027", 0o640), ("002", 0o664), ("077", 0o600)] {
-        let out = std::process::Command::new("sh")
-            .current_dir(&dir)
-            .args([
-                "-c",
-                &format!("umask {umask} && exec \"$0\" --junit r.xml -- true"),
-            ])
-            .arg(&binary)
-            .output()
-            .unwrap();
+        let out = common::output_bounded(
+            std::process::Command::new("sh")
+                .current_dir(&dir)
+                .args([
+                    "-c",
+                    &format!("umask {umask} && exec \"$0\" --junit r.xml -- true"),
+                ])
+                .arg(&binary),
+            common::TEST_LIMIT,
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
         let meta = std::fs::metadata(dir.join("r.xml")).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, mode, "umask {umask}");

@@ -96,6 +96,11 @@ const CURL: [&str; 5] = ["curl", "-si", "--fail-with-body", "--max-time", "5"];
 
 #[test]
 fn waits_as_long_as_retry_after_asks_and_succeeds_on_the_third_try() {
+    if !common::have_curl(
+        "pushback::waits_as_long_as_retry_after_asks_and_succeeds_on_the_third_try",
+    ) {
+        return;
+    }
     let server = Server::start(2);
     let url = server.url();
     let started = Instant::now();
@@ -130,6 +135,11 @@ fn waits_as_long_as_retry_after_asks_and_succeeds_on_the_third_try() {
 
 #[test]
 fn gives_up_at_once_when_the_budget_cannot_hold_the_requested_wait() {
+    if !common::have_curl(
+        "pushback::gives_up_at_once_when_the_budget_cannot_hold_the_requested_wait",
+    ) {
+        return;
+    }
     let server = Server::start(5);
     let url = server.url();
     let started = Instant::now();
@@ -496,6 +506,10 @@ fn a_malformed_date_is_ignored_with_a_warning_naming_it_and_the_schedules_wait_h
 
 #[test]
 fn waits_until_a_real_servers_retry_after_date_by_its_date_line() {
+    if !common::have_curl("pushback::waits_until_a_real_servers_retry_after_date_by_its_date_line")
+    {
+        return;
+    }
     let server = Server::start_with(1, &["date"]);
     let url = server.url();
     let started = Instant::now();

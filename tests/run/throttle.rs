@@ -53,7 +53,7 @@ fn fleet(n: usize, args: &[&str], script: &str, runtime: &Path) -> Fleet {
     Fleet { ran, codes, logs }
 }
 
-// The reference's runs (README.md, scripts/throttle-local.sh) are spread over `--stagger 4s`;
+// The reference's runs (docs/herd.md, scripts/throttle-local.sh) are spread over `--stagger 4s`;
 // here over 1.5 s, which keeps the suite short and is the harder case: the runs overlap more, so
 // fewer of them see the others' failures before they try. With these seeds the command runs 10
 // times at 4 s, 1.5 s, 1 s and 500 ms alike, and 13 to 19 times with no stagger at all.

@@ -84,6 +84,9 @@ const CURL: [&str; 4] = ["curl", "-fsS", "--max-time", "5"];
 
 #[test]
 fn polls_until_the_server_says_ready_in_exactly_four_tries() {
+    if !common::have_curl("until_output::polls_until_the_server_says_ready_in_exactly_four_tries") {
+        return;
+    }
     let server = Server::start(3);
     let started = Instant::now();
     let out = retry()
@@ -117,6 +120,9 @@ fn polls_until_the_server_says_ready_in_exactly_four_tries() {
 
 #[test]
 fn with_buffer_stdout_only_the_ready_answer_reaches_stdout() {
+    if !common::have_curl("until_output::with_buffer_stdout_only_the_ready_answer_reaches_stdout") {
+        return;
+    }
     let server = Server::start(2);
     let out = retry()
         .args(["-n", "5", "-d", "10ms", "--buffer-stdout"])
@@ -135,6 +141,9 @@ fn with_buffer_stdout_only_the_ready_answer_reaches_stdout() {
 
 #[test]
 fn a_budget_too_short_gives_up_not_ready_and_says_why() {
+    if !common::have_curl("until_output::a_budget_too_short_gives_up_not_ready_and_says_why") {
+        return;
+    }
     let server = Server::start(1000);
     // Tries at 0 and about 400 ms; the next wait, 800 ms, does not fit in the budget. The last
     // try ends half a second before the budget does, so a loaded machine does not have the
@@ -245,5 +254,40 @@ fn an_invalid_until_output_pattern_is_one_line_and_125() {
     assert!(
         log.contains("--until-output") && log.contains("(unclosed"),
         "{log}"
+    );
+}
+
+/// Without curl, a test that asks a server with it says so in one line and passes, as for any
+/// missing package; under RETRY_REQUIRE_PACKAGES=1 (CI, which installs curl) it fails instead.
+#[test]
+fn a_curl_test_without_curl_skips_loudly_or_fails_when_packages_are_required() {
+    let name = "until_output::polls_until_the_server_says_ready_in_exactly_four_tries";
+    let empty = common::temp_dir("no-curl");
+    let run = |require: bool| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("this program"));
+        cmd.args(["--exact", name, "--test-threads=1"])
+            .env("PATH", &empty)
+            .env_remove("RETRY_REQUIRE_PACKAGES");
+        if require {
+            cmd.env("RETRY_REQUIRE_PACKAGES", "1");
+        }
+        common::output_bounded(&mut cmd, common::TEST_LIMIT)
+    };
+    let out = run(false);
+    let (said, log) = (stdout_of(&out), stderr_of(&out));
+    assert!(out.status.success(), "{said}{log}");
+    assert!(said.contains("test result: ok. 1 passed"), "{said}");
+    let skipped: Vec<&str> = log.lines().filter(|l| l.starts_with("SKIPPED:")).collect();
+    assert_eq!(skipped.len(), 1, "{log}");
+    assert!(
+        skipped[0].contains(name) && skipped[0].contains("curl is missing"),
+        "{log}"
+    );
+    let out = run(true);
+    assert!(!out.status.success(), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains("curl is missing"),
+        "{}",
+        stdout_of(&out)
     );
 }
