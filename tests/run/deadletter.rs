@@ -927,9 +927,10 @@ fn a_lock_held_elsewhere_delays_giving_up_no_longer_than_the_budget_allows() {
         );
     }
     // The budgeted run waited about what it had left (nothing, so a tenth of a second), where
-    // it waited 10 s; the other the two seconds at most that any run waits.
+    // it waited 10 s; the other the two seconds at most that any run waits. The bounds leave
+    // room for a loaded machine, and stay far from the 10 s.
     assert!(took[0] >= Duration::from_millis(500), "{took:?}");
-    assert!(took[0] < Duration::from_millis(2500), "{took:?}");
+    assert!(took[0] < Duration::from_millis(4500), "{took:?}");
     assert!(took[1] >= Duration::from_secs(2), "{took:?}");
     assert!(took[1] < Duration::from_secs(6), "{took:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
