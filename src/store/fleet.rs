@@ -35,9 +35,9 @@ use crate::store::fleet_replies::{MOST_REPLY, after, count_and_ids, entry, excha
 use crate::store::fleet_scripts::Scripts;
 use crate::store::lease::Lease;
 use crate::store::record::fits_a_reader;
-use crate::store::redis::RedisStoreError;
 use crate::store::redis::resp::{Deadline, ExchangeError, Node, Reply};
 use crate::store::redis::server::{Credentials, Server};
+use crate::store::redis::{RedisStoreError, requests_following};
 
 /// The longest one exchange with Redis may take, connecting included: a page of records on a
 /// slow link, far longer than a quota's decision may.
@@ -192,22 +192,10 @@ impl Fleet {
         commands: &[Vec<&[u8]>],
         deadline: &Deadline,
     ) -> Result<Result<Vec<Reply>, ExchangeError>, FleetError> {
-        let node = match &mut self.node {
-            Some(node) => node,
-            None => {
-                let mut node = self
-                    .server
-                    .open(&self.server.addr.clone(), deadline)
-                    .map_err(|e| self.failed(e))?;
-                node.allow_replies_of(MOST_REPLY);
-                self.node.insert(node)
-            }
-        };
-        let answer = node.requests(commands, deadline);
-        if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
-            self.node = None;
-        }
-        Ok(answer)
+        let server = &self.server;
+        let fresh = |node: &mut Node| node.allow_replies_of(MOST_REPLY);
+        requests_following(server, &mut self.node, commands, deadline, fresh)
+            .map_err(|e| self.failed(e))
     }
 
     /// `e` as one line without the password.

@@ -284,6 +284,66 @@ impl RedisStore {
     }
 }
 
+/// Sends `commands` at once on the connection in `slot` (opened first when there is none),
+/// following a Redis Cluster's redirects as a quota's update does: `MOVED` opens the node
+/// named and keeps it in `slot`, `ASK` sends them once more to the node named after `ASKING`;
+/// at most [`MAX_REDIRECTS`], within the one deadline. Every command names keys of one slot
+/// (a store's keys share a hash tag), so a redirect means that none of them ran. `fresh`
+/// prepares each connection opened. `Err` when no connection could be made; otherwise the
+/// exchange's result, an error reply included.
+pub(crate) fn requests_following(
+    server: &Server,
+    slot: &mut Option<Node>,
+    commands: &[Vec<&[u8]>],
+    deadline: &Deadline,
+    fresh: impl Fn(&mut Node),
+) -> Result<Result<Vec<Reply>, ExchangeError>, RedisStoreError> {
+    let open = |addr: &Addr| {
+        server.open(addr, deadline).map(|mut node| {
+            fresh(&mut node);
+            node
+        })
+    };
+    let mut ask: Option<Addr> = None;
+    for _ in 0..=MAX_REDIRECTS {
+        let (answer, at) = match ask.take() {
+            Some(addr) => {
+                let mut node = open(&addr)?;
+                let mut asking: Vec<Vec<&[u8]>> = vec![vec![b"ASKING"]];
+                asking.extend(commands.iter().cloned());
+                let answer = node.requests(&asking, deadline).map(|mut replies| {
+                    replies.remove(0);
+                    replies
+                });
+                (answer, addr)
+            }
+            None => {
+                let node = match slot {
+                    Some(node) => node,
+                    None => slot.insert(open(&server.addr)?),
+                };
+                let answer = node.requests(commands, deadline);
+                let at = node.addr.clone();
+                // An error the server sent leaves the connection in step; anything else may
+                // have left bytes to come.
+                if !matches!(answer, Ok(_) | Err(ExchangeError::Server(_))) {
+                    *slot = None;
+                }
+                (answer, at)
+            }
+        };
+        let Err(ExchangeError::Server(message)) = &answer else {
+            return Ok(answer);
+        };
+        match redirect(message, &at) {
+            Some((Redirect::Moved, addr)) => *slot = Some(open(&addr)?),
+            Some((Redirect::Ask, addr)) => ask = Some(addr),
+            None => return Ok(answer),
+        }
+    }
+    Ok(Err(ExchangeError::Redirects))
+}
+
 /// A cluster's redirect.
 #[derive(Debug, PartialEq, Eq)]
 enum Redirect {

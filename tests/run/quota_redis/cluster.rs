@@ -153,6 +153,52 @@ fn quotas_on_a_cluster_are_followed_to_their_node_and_shared() {
     };
     quotas_on_any_node_are_shared_through_the_node_named(&cluster);
     a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(&cluster);
+    dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(&cluster);
+}
+
+fn dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(cluster: &Cluster) {
+    let named = &cluster.nodes[0];
+    let runtime = runtime_dir("cluster-dead");
+    // A store whose stream lives on another node than the one named.
+    let name = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+        .into_iter()
+        .find(|n| cluster.owner(&format!("retry:dead:{{{n}}}")).port != named.port)
+        .expect("a name whose stream is on another node");
+    let url = format!("redis://127.0.0.1:{}/{name}", named.port);
+    let run = |args: &[&str]| {
+        retry()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("XDG_STATE_HOME", runtime.join("state"))
+            .env_remove("RETRY_REDIS_PASSWORD")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let out = run(&["--dead-letter", &url, "-n", "1", "--", "false"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        assert!(!stderr_of(&out).contains("warning"), "{}", stderr_of(&out));
+    }
+    let owner = cluster.owner(&format!("retry:dead:{{{name}}}"));
+    assert_eq!(
+        cli(owner.port, &["XLEN", &format!("retry:dead:{{{name}}}")]),
+        ["2"]
+    );
+    let out = run(&["--replay", &url, "--dry-run", "--log-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let listed = String::from_utf8_lossy(&out.stdout)
+        .matches("\"id\":")
+        .count();
+    assert!(listed >= 2, "{}", String::from_utf8_lossy(&out.stdout));
+    let out = run(&["--stats", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // A database is a single server's: a cluster has only database 0, and says so in one line.
+    let db = format!("redis://127.0.0.1:{}/1/{name}", named.port);
+    let out = run(&["--stats", &db]);
+    let err = stderr_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cluster"), "{err}");
 }
 
 fn quotas_on_any_node_are_shared_through_the_node_named(cluster: &Cluster) {
