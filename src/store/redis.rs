@@ -44,6 +44,7 @@ mod error;
 pub(crate) mod resp;
 mod script;
 pub(crate) mod server;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::fmt;

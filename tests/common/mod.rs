@@ -5,6 +5,7 @@
 pub mod agree;
 pub mod nemesis;
 pub mod redis_server;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};

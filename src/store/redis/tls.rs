@@ -1,0 +1,1062 @@
+//! TLS to a fleet's Redis (`rediss://`), with rustls: the server's certificate verified against
+//! the system's trusted roots or the PEM bundle that `RETRY_REDIS_CA` names, its name checked
+//! against the host the URL gives (SNI sent; an IP address is checked against the certificate's
+//! IP addresses), a client certificate and key for servers that ask for one (`RETRY_REDIS_CERT`,
+//! `RETRY_REDIS_KEY`, as redis-cli's `--cacert`, `--cert` and `--key`), and the handshake within
+//! the exchange's deadline. There is no way to skip the verification.
+//!
+//! Nothing here runs unless a URL asks for TLS: the roots are read by [`client_config`], which
+//! a run that names no `rediss://` never calls.
+//!
+//! Every failure is a [`TlsError`], one line that names the file or the host and says why in
+//! plain words; the errors of a [`TlsStream`]'s reads and writes carry one too
+//! ([`TlsError::of_io`]), so that a refusal that comes after the handshake (TLS 1.3 servers say
+//! only then that they wanted a client certificate) reads the same.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use rustls::client::ResolvesClientCert;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection, RootCertStore};
+
+use super::resp::{Deadline, ExchangeError, is_timeout, one_line};
+
+/// The variable that names a PEM bundle of the CAs to trust instead of the system's.
+pub const CA_VAR: &str = "RETRY_REDIS_CA";
+/// The variable that names the client's certificate (PEM, the chain in order).
+pub const CERT_VAR: &str = "RETRY_REDIS_CERT";
+/// The variable that names the client certificate's private key (PEM).
+pub const KEY_VAR: &str = "RETRY_REDIS_KEY";
+
+/// The most bytes a PEM file may take: a bundle of every root a system trusts takes 200 KiB.
+const MAX_PEM: u64 = 4 << 20;
+
+/// The files TLS uses, as the environment names them; unset or empty: none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CAs to trust instead of the system's roots (`RETRY_REDIS_CA`).
+    pub ca: Option<PathBuf>,
+    /// The client's certificate (`RETRY_REDIS_CERT`).
+    pub cert: Option<PathBuf>,
+    /// Its private key (`RETRY_REDIS_KEY`).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// The files the process's environment names.
+    pub fn from_env() -> TlsFiles {
+        TlsFiles::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The files `var` names, given a variable's name.
+    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> TlsFiles {
+        let path = |name| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        TlsFiles {
+            ca: path(CA_VAR),
+            cert: path(CERT_VAR),
+            key: path(KEY_VAR),
+        }
+    }
+}
+
+/// What is wrong with a file that TLS was given.
+#[derive(Debug)]
+pub enum FileProblem {
+    /// It cannot be opened or read.
+    Unreadable(io::Error),
+    /// It is a directory, a FIFO, a device.
+    NotAFile,
+    /// It is larger than any PEM file of certificates or a key.
+    TooLarge,
+    /// It holds no certificate in PEM (`-----BEGIN CERTIFICATE-----`).
+    NoCertificate,
+    /// It holds no private key in PEM.
+    NoKey,
+    /// A key that other users can read or write, by this mode.
+    OpenToOthers(u32),
+    /// A key that belongs to another user, by this uid.
+    OwnedByOther(u32),
+    /// The key does not belong to the certificate of `RETRY_REDIS_CERT`, or is of a kind TLS
+    /// cannot sign with.
+    KeyMismatch(String),
+}
+
+/// What went wrong with the server, during the handshake or after it.
+#[derive(Debug)]
+pub enum ServerProblem {
+    /// Its certificate is for other names (those it holds, as far as they were read).
+    OtherName(Vec<String>),
+    /// Its certificate expired, at this time when known.
+    Expired(Option<SystemTime>),
+    /// Its certificate is not valid yet.
+    NotYetValid,
+    /// Its certificate was issued by a CA that is not trusted: not in this bundle, or not among
+    /// the system's roots (`None`).
+    UnknownIssuer(Option<PathBuf>),
+    /// Its certificate is refused for another reason, in rustls's words.
+    BadCertificate(String),
+    /// It wants a client certificate and none was given.
+    WantsClientCert,
+    /// It refused the client certificate given.
+    RefusedClientCert,
+    /// What it sent is not TLS: a plain Redis port, say.
+    NotTls,
+    /// The connection failed or was closed, or the deadline passed, during the handshake.
+    Exchange(ExchangeError),
+    /// The host is not a name that a certificate can hold.
+    BadName,
+    /// Anything else, in rustls's words.
+    Other(String),
+}
+
+/// A failure of TLS: with a file it was given, or with the server.
+#[derive(Debug)]
+pub enum TlsError {
+    /// A file that `var` names cannot be used.
+    File {
+        var: &'static str,
+        path: PathBuf,
+        problem: FileProblem,
+    },
+    /// One of `RETRY_REDIS_CERT` and `RETRY_REDIS_KEY` is set and the other is not.
+    Half {
+        given: &'static str,
+        missing: &'static str,
+    },
+    /// The system has no trusted roots to read, and `RETRY_REDIS_CA` is not set.
+    NoRoots(String),
+    /// The server at `host` failed.
+    Server {
+        host: String,
+        problem: ServerProblem,
+    },
+}
+
+impl TlsError {
+    /// The TLS failure behind an error of a [`TlsStream`]'s read or write, if it is one.
+    pub fn of_io(e: &io::Error) -> Option<&TlsError> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<TlsError>())
+    }
+
+    /// The reason alone, without the file or the host: for a message that names them already.
+    pub fn reason(&self) -> String {
+        match self {
+            TlsError::File { problem, .. } => problem.to_string(),
+            TlsError::Half { given, missing } => {
+                format!("{given} is set without {missing}: a client certificate needs both")
+            }
+            TlsError::NoRoots(why) => format!(
+                "the system's trusted certificates cannot be read ({why}); install \
+                 ca-certificates, or name the server's CA bundle in {CA_VAR}"
+            ),
+            TlsError::Server { host, problem } => problem.say(host),
+        }
+    }
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsError::File { var, path, .. } => {
+                write!(f, "{var} {}: {}", path.display(), self.reason())
+            }
+            TlsError::Half { .. } | TlsError::NoRoots(_) => write!(f, "{}", self.reason()),
+            TlsError::Server { host, .. } => write!(f, "TLS with {host}: {}", self.reason()),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileProblem::Unreadable(e) => write!(f, "cannot be read: {}", one_line(&e.to_string())),
+            FileProblem::NotAFile => write!(f, "is not a regular file"),
+            FileProblem::TooLarge => write!(
+                f,
+                "is larger than {} MiB, which no PEM file is",
+                MAX_PEM >> 20
+            ),
+            FileProblem::NoCertificate => write!(f, "holds no certificate in PEM"),
+            FileProblem::NoKey => write!(f, "holds no private key in PEM"),
+            FileProblem::OpenToOthers(mode) => write!(
+                f,
+                "other users can read it (mode {:04o}): a private key must be readable by its \
+                 owner only (chmod 600), as ssh asks of one",
+                mode & 0o7777
+            ),
+            FileProblem::OwnedByOther(uid) => write!(
+                f,
+                "belongs to uid {uid}, not to this user: a private key must be this user's own, \
+                 as ssh asks of one"
+            ),
+            FileProblem::KeyMismatch(why) => write!(
+                f,
+                "cannot sign for the certificate of {CERT_VAR}: {}",
+                one_line(why)
+            ),
+        }
+    }
+}
+
+impl ServerProblem {
+    fn say(&self, host: &str) -> String {
+        match self {
+            ServerProblem::OtherName(names) if names.is_empty() => {
+                format!("the server's certificate is for another name, not {host}")
+            }
+            ServerProblem::OtherName(names) => format!(
+                "the server's certificate is for another name ({}), not {host}",
+                one_line(&names.join(", "))
+            ),
+            ServerProblem::Expired(Some(at)) => format!(
+                "the server's certificate expired at {}",
+                humantime::format_rfc3339_seconds(*at)
+            ),
+            ServerProblem::Expired(None) => "the server's certificate has expired".to_string(),
+            ServerProblem::NotYetValid => "the server's certificate is not valid yet".to_string(),
+            ServerProblem::UnknownIssuer(Some(ca)) => format!(
+                "the server's certificate was issued by an unknown authority, none of those in \
+                 {CA_VAR} {}",
+                ca.display()
+            ),
+            ServerProblem::UnknownIssuer(None) => format!(
+                "the server's certificate was issued by an unknown authority, none of the \
+                 system's trusted roots (name the server's CA bundle in {CA_VAR})"
+            ),
+            ServerProblem::BadCertificate(why) => {
+                format!("the server's certificate is refused: {}", one_line(why))
+            }
+            ServerProblem::WantsClientCert => format!(
+                "the server wants a client certificate: name one in {CERT_VAR} and its key in \
+                 {KEY_VAR}"
+            ),
+            ServerProblem::RefusedClientCert => {
+                format!("the server refused the client certificate of {CERT_VAR}")
+            }
+            ServerProblem::NotTls => {
+                "the server does not answer in TLS (is this port a plain redis:// one?)".to_string()
+            }
+            ServerProblem::Exchange(e) => format!("the handshake failed: {e}"),
+            ServerProblem::BadName => {
+                "the host is not a name or an address a certificate can hold".to_string()
+            }
+            ServerProblem::Other(why) => one_line(why),
+        }
+    }
+}
+
+/// What [`connect`] needs of the files: the rustls configuration, and what the messages say
+/// of it. Cheap to clone; made once a process, as reading the system's roots takes a few
+/// milliseconds.
+#[derive(Clone)]
+pub struct TlsConfig {
+    config: Arc<ClientConfig>,
+    /// The bundle that replaces the system's roots.
+    ca: Option<PathBuf>,
+    /// Whether a client certificate is offered.
+    client_cert: bool,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("ca", &self.ca)
+            .field("client_cert", &self.client_cert)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// The rustls configuration itself.
+    pub fn rustls(&self) -> &Arc<ClientConfig> {
+        &self.config
+    }
+}
+
+/// The configuration of the clients of `files`: the system's roots unless `ca` names a
+/// bundle; a client certificate when `cert` and `key` are both set (one without the other is
+/// an error); a key that others can read, or that is another user's, is refused.
+pub fn client_config(files: &TlsFiles) -> Result<TlsConfig, TlsError> {
+    let roots = match &files.ca {
+        Some(ca) => bundle(CA_VAR, ca)?,
+        None => system_roots()?,
+    };
+    // ring's provider: its key exchanges (X25519, P-256, P-384) lack the post-quantum hybrid
+    // that aws-lc-rs's offers, for which rustls marks it deprecated; see docs/decisions.md for
+    // why it is the one chosen.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::NoRoots(e.to_string()))?
+        .with_root_certificates(roots);
+    let config = match (&files.cert, &files.key) {
+        (None, None) => builder.with_no_client_auth(),
+        (Some(_), None) => {
+            return Err(TlsError::Half {
+                given: CERT_VAR,
+                missing: KEY_VAR,
+            });
+        }
+        (None, Some(_)) => {
+            return Err(TlsError::Half {
+                given: KEY_VAR,
+                missing: CERT_VAR,
+            });
+        }
+        (Some(cert), Some(key)) => {
+            let chain = certificates(CERT_VAR, cert)?;
+            let key_der = private_key(key)?;
+            builder
+                .with_client_auth_cert(chain, key_der)
+                .map_err(|e| TlsError::File {
+                    var: KEY_VAR,
+                    path: key.clone(),
+                    problem: FileProblem::KeyMismatch(e.to_string()),
+                })?
+        }
+    };
+    Ok(TlsConfig {
+        config: Arc::new(config),
+        ca: files.ca.clone(),
+        client_cert: files.cert.is_some(),
+    })
+}
+
+/// The system's trusted roots (those that `SSL_CERT_FILE` or `SSL_CERT_DIR` name when set, as
+/// OpenSSL reads them).
+fn system_roots() -> Result<RootCertStore, TlsError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .first()
+            .map_or_else(|| "none found".to_string(), ToString::to_string);
+        return Err(TlsError::NoRoots(why));
+    }
+    Ok(roots)
+}
+
+/// The CAs of the bundle `path`, every one of which must be a certificate rustls can use.
+fn bundle(var: &'static str, path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(var, path)? {
+        roots.add(cert).map_err(|e| TlsError::File {
+            var,
+            path: path.to_path_buf(),
+            problem: FileProblem::Unreadable(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a certificate that is not a CA's: {e}"),
+            )),
+        })?;
+    }
+    Ok(roots)
+}
+
+/// The certificates of the PEM file `path`, at least one.
+fn certificates(var: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let failed = |problem| TlsError::File {
+        var,
+        path: path.to_path_buf(),
+        problem,
+    };
+    let text = read(path, false).map_err(failed)?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            failed(FileProblem::Unreadable(io::Error::new(
+                io::ErrorKind::InvalidData,
+                e.to_string(),
+            )))
+        })?;
+    if certs.is_empty() {
+        return Err(failed(FileProblem::NoCertificate));
+    }
+    Ok(certs)
+}
+
+/// The private key of the PEM file `path`, a file of this user's that no one else can read.
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let failed = |problem| TlsError::File {
+        var: KEY_VAR,
+        path: path.to_path_buf(),
+        problem,
+    };
+    let text = read(path, true).map_err(failed)?;
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => failed(FileProblem::NoKey),
+        e => failed(FileProblem::Unreadable(io::Error::new(
+            io::ErrorKind::InvalidData,
+            e.to_string(),
+        ))),
+    })
+}
+
+/// The bytes of the regular file `path`; of a private one (this user's, mode 0600 or less)
+/// when `private`. The checks are of the file opened, not of its name, so that it cannot be
+/// changed between them; it is opened without blocking, so that a FIFO is refused at once.
+fn read(path: &Path, private: bool) -> Result<Vec<u8>, FileProblem> {
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(FileProblem::Unreadable)?;
+    let meta = file.metadata().map_err(FileProblem::Unreadable)?;
+    if !meta.is_file() {
+        return Err(FileProblem::NotAFile);
+    }
+    if private {
+        // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
+        let me = unsafe { nix::libc::geteuid() };
+        if meta.uid() != me {
+            return Err(FileProblem::OwnedByOther(meta.uid()));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(FileProblem::OpenToOthers(meta.mode()));
+        }
+    }
+    if meta.len() > MAX_PEM {
+        return Err(FileProblem::TooLarge);
+    }
+    let mut text = Vec::new();
+    (&mut file)
+        .take(MAX_PEM + 1)
+        .read_to_end(&mut text)
+        .map_err(FileProblem::Unreadable)?;
+    if text.len() as u64 > MAX_PEM {
+        return Err(FileProblem::TooLarge);
+    }
+    Ok(text)
+}
+
+/// Records whether the server asked for a client certificate, for the words of a refusal
+/// that follows; answers as the configuration's own resolver does.
+#[derive(Debug)]
+struct Asked {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: Arc<AtomicBool>,
+}
+
+impl ResolvesClientCert for Asked {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, Ordering::Relaxed);
+        self.inner.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
+    }
+}
+
+/// What a failure means, with what is known of the connection.
+#[derive(Clone)]
+struct Context {
+    host: String,
+    ca: Option<PathBuf>,
+    client_cert: bool,
+    asked: Arc<AtomicBool>,
+}
+
+impl Context {
+    fn fail(&self, problem: ServerProblem) -> TlsError {
+        TlsError::Server {
+            host: self.host.clone(),
+            problem,
+        }
+    }
+
+    /// The problem rustls's error says.
+    fn problem(&self, e: &rustls::Error) -> ServerProblem {
+        use rustls::Error as E;
+        let asked_in_vain = self.asked.load(Ordering::Relaxed) && !self.client_cert;
+        match e {
+            E::InvalidCertificate(c) => match c {
+                CertificateError::NotValidForName => ServerProblem::OtherName(Vec::new()),
+                CertificateError::NotValidForNameContext { presented, .. } => {
+                    ServerProblem::OtherName(presented.iter().map(|n| name_of(n)).collect())
+                }
+                CertificateError::ExpiredContext { not_after, .. } => ServerProblem::Expired(Some(
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(not_after.as_secs()),
+                )),
+                CertificateError::Expired => ServerProblem::Expired(None),
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                    ServerProblem::NotYetValid
+                }
+                CertificateError::UnknownIssuer => ServerProblem::UnknownIssuer(self.ca.clone()),
+                other => ServerProblem::BadCertificate(other.to_string()),
+            },
+            E::AlertReceived(AlertDescription::CertificateRequired) => {
+                ServerProblem::WantsClientCert
+            }
+            E::AlertReceived(_) if asked_in_vain => ServerProblem::WantsClientCert,
+            E::AlertReceived(
+                AlertDescription::BadCertificate
+                | AlertDescription::UnsupportedCertificate
+                | AlertDescription::CertificateRevoked
+                | AlertDescription::CertificateExpired
+                | AlertDescription::CertificateUnknown
+                | AlertDescription::UnknownCA
+                | AlertDescription::AccessDenied
+                | AlertDescription::DecryptError,
+            ) if self.client_cert => ServerProblem::RefusedClientCert,
+            E::InvalidMessage(_)
+            | E::InappropriateMessage { .. }
+            | E::InappropriateHandshakeMessage { .. } => ServerProblem::NotTls,
+            other => ServerProblem::Other(other.to_string()),
+        }
+    }
+
+    /// The problem of an error of the socket, or of rustls that the stream wrapped in one.
+    fn io_problem(&self, e: io::Error, deadline: Option<&Deadline>) -> ServerProblem {
+        if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            return self.problem(tls);
+        }
+        let asked_in_vain = self.asked.load(Ordering::Relaxed) && !self.client_cert;
+        if asked_in_vain
+            && matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+            )
+        {
+            return ServerProblem::WantsClientCert;
+        }
+        match deadline {
+            Some(deadline) if is_timeout(&e) => ServerProblem::Exchange(deadline.timed_out()),
+            _ => ServerProblem::Exchange(ExchangeError::Io(e)),
+        }
+    }
+
+    /// An error of a read or a write after the handshake, in the words of [`TlsError`] when TLS
+    /// failed, with its kind kept (a timeout stays one).
+    fn stream_error(&self, e: io::Error) -> io::Error {
+        let kind = e.kind();
+        if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            return io::Error::new(kind, self.fail(self.problem(tls)));
+        }
+        if kind == io::ErrorKind::UnexpectedEof {
+            if self.asked.load(Ordering::Relaxed) && !self.client_cert {
+                return io::Error::new(kind, self.fail(ServerProblem::WantsClientCert));
+            }
+            // rustls's words for it hold a link to its documentation.
+            return io::Error::new(kind, "the server closed the connection");
+        }
+        e
+    }
+}
+
+/// A name of a certificate as rustls quotes it: `DnsName("a.example")` as `a.example`.
+fn name_of(quoted: &str) -> String {
+    match (quoted.find('('), quoted.rfind(')')) {
+        (Some(open), Some(close)) if open < close => {
+            quoted[open + 1..close].trim_matches('"').to_string()
+        }
+        _ => quoted.to_string(),
+    }
+}
+
+/// A TLS connection to a Redis server over TCP, past its handshake.
+pub struct TlsStream {
+    inner: rustls::StreamOwned<ClientConnection, TcpStream>,
+    context: Context,
+}
+
+impl fmt::Debug for TlsStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsStream")
+            .field("host", &self.context.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsStream {
+    /// How long a read waits, on the socket beneath (each read of TLS records waits at most
+    /// that long).
+    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        self.inner.sock.set_read_timeout(dur)
+    }
+
+    /// How long a write waits, on the socket beneath.
+    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        self.inner.sock.set_write_timeout(dur)
+    }
+
+    /// The socket beneath.
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.inner.sock
+    }
+}
+
+impl Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner
+            .read(buf)
+            .map_err(|e| self.context.stream_error(e))
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner
+            .write(buf)
+            .map_err(|e| self.context.stream_error(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().map_err(|e| self.context.stream_error(e))
+    }
+}
+
+/// TLS over `tcp`, to the server that `host` names (the URL's host: a name is sent as SNI and
+/// checked against the certificate's names, an IP address against its addresses), the whole
+/// handshake before `deadline`: every read and write waits only for what is left of it.
+///
+/// A server that wants a client certificate and got none says so after the handshake under
+/// TLS 1.3: then the first read of the stream fails with that [`TlsError`].
+pub fn connect(
+    mut tcp: TcpStream,
+    host: &str,
+    config: &TlsConfig,
+    deadline: &Deadline,
+) -> Result<TlsStream, TlsError> {
+    let asked = Arc::new(AtomicBool::new(false));
+    let context = Context {
+        host: host.to_string(),
+        ca: config.ca.clone(),
+        client_cert: config.client_cert,
+        asked: asked.clone(),
+    };
+    let name =
+        ServerName::try_from(host.to_string()).map_err(|_| context.fail(ServerProblem::BadName))?;
+    // The configuration of this connection only: the same, with a resolver that notes whether
+    // the server asked for a client certificate.
+    let mut own = ClientConfig::clone(&config.config);
+    own.client_auth_cert_resolver = Arc::new(Asked {
+        inner: own.client_auth_cert_resolver.clone(),
+        asked,
+    });
+    let mut conn = ClientConnection::new(Arc::new(own), name)
+        .map_err(|e| context.fail(ServerProblem::Other(e.to_string())))?;
+    let io_failed =
+        |context: &Context, e: io::Error| context.fail(context.io_problem(e, Some(deadline)));
+    let time_left = |context: &Context| {
+        deadline
+            .left()
+            .map_err(|e| context.fail(ServerProblem::Exchange(e)))
+    };
+    while conn.is_handshaking() || conn.wants_write() {
+        if conn.wants_write() {
+            tcp.set_write_timeout(Some(time_left(&context)?))
+                .map_err(|e| io_failed(&context, e))?;
+            match conn.write_tls(&mut tcp) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_failed(&context, e)),
+            }
+            continue;
+        }
+        tcp.set_read_timeout(Some(time_left(&context)?))
+            .map_err(|e| io_failed(&context, e))?;
+        match conn.read_tls(&mut tcp) {
+            Ok(0) => {
+                return Err(io_failed(
+                    &context,
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    ),
+                ));
+            }
+            Ok(_) => {
+                if let Err(e) = conn.process_new_packets() {
+                    // The alert that says why, sent if the socket takes it at once.
+                    let _ = tcp.set_write_timeout(Some(Duration::from_millis(10)));
+                    let _ = conn.write_tls(&mut tcp);
+                    return Err(context.fail(context.problem(&e)));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_failed(&context, e)),
+        }
+    }
+    Ok(TlsStream {
+        inner: rustls::StreamOwned::new(conn, tcp),
+        context,
+    })
+}
+
+/// The certificates and the TLS `redis-server` of the tests, shared with the end-to-end tests.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../tests/common/tls.rs"]
+mod servers;
+
+#[cfg(test)]
+mod tests {
+    use super::servers::{Pki, ServerCert, TlsServer};
+    use super::*;
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    /// Long enough for a handshake on a loaded machine.
+    const WITHIN: Duration = Duration::from_secs(10);
+
+    fn files(pki: &Pki, client: Option<(PathBuf, PathBuf)>) -> TlsFiles {
+        let (cert, key) = client.unzip();
+        TlsFiles {
+            ca: Some(pki.ca()),
+            cert,
+            key,
+        }
+    }
+
+    /// TLS with the server on 127.0.0.1:`port`, to `host`.
+    fn handshake(port: u16, host: &str, files: &TlsFiles) -> Result<TlsStream, TlsError> {
+        let config = client_config(files).expect("the test's files make a configuration");
+        let tcp = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        connect(tcp, host, &config, &Deadline::within(WITHIN))
+    }
+
+    /// PING and its answer, over `stream`.
+    fn ping(stream: &mut TlsStream) -> io::Result<String> {
+        stream.set_read_timeout(Some(WITHIN))?;
+        stream.set_write_timeout(Some(WITHIN))?;
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n")?;
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while !reply.ends_with(b"\r\n") {
+            match stream.read(&mut byte)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                _ => reply.push(byte[0]),
+            }
+        }
+        Ok(String::from_utf8_lossy(&reply).into_owned())
+    }
+
+    /// The one line of a refusal, from the handshake or from the first exchange after it.
+    fn refusal(port: u16, host: &str, files: &TlsFiles) -> String {
+        let line = match handshake(port, host, files) {
+            Err(e) => e.to_string(),
+            Ok(mut stream) => match ping(&mut stream) {
+                Ok(reply) => panic!("the server answered {reply:?} where TLS should fail"),
+                Err(e) => {
+                    assert!(TlsError::of_io(&e).is_some(), "not a TLS error: {e:?}");
+                    e.to_string()
+                }
+            },
+        };
+        assert!(!line.contains('\n'), "{line}");
+        line
+    }
+
+    #[test]
+    fn a_verified_server_answers_ping_by_address_and_by_name() {
+        let Some(server) = TlsServer::start("tls_ping", ServerCert::Good, false) else {
+            return;
+        };
+        let pki = Pki::get("tls_ping").unwrap();
+        for host in ["127.0.0.1", "localhost"] {
+            let mut stream = handshake(server.port, host, &files(pki, None))
+                .unwrap_or_else(|e| panic!("{host}: {e}"));
+            assert_eq!(ping(&mut stream).unwrap(), "+PONG\r\n", "{host}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_for_another_name_is_refused() {
+        let Some(server) = TlsServer::start("tls_other_name", ServerCert::OtherName, false) else {
+            return;
+        };
+        let pki = Pki::get("tls_other_name").unwrap();
+        let line = refusal(server.port, "127.0.0.1", &files(pki, None));
+        assert_eq!(
+            line,
+            "TLS with 127.0.0.1: the server's certificate is for another name \
+             (other.example), not 127.0.0.1"
+        );
+        // The certificate's own name, asked for at an address that is not its, still connects
+        // nowhere else: the name is checked, not where the connection goes.
+        let Ok(mut stream) = handshake(server.port, "other.example", &files(pki, None)) else {
+            panic!("other.example is the certificate's name");
+        };
+        assert_eq!(ping(&mut stream).unwrap(), "+PONG\r\n");
+    }
+
+    #[test]
+    fn an_expired_certificate_is_refused() {
+        let Some(server) = TlsServer::start("tls_expired", ServerCert::Expired, false) else {
+            return;
+        };
+        let pki = Pki::get("tls_expired").unwrap();
+        let line = refusal(server.port, "localhost", &files(pki, None));
+        assert_eq!(
+            line,
+            "TLS with localhost: the server's certificate expired at 2020-01-02T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn an_unknown_issuer_is_refused_by_the_bundle_and_by_the_system() {
+        let Some(server) = TlsServer::start("tls_unknown", ServerCert::UnknownIssuer, false) else {
+            return;
+        };
+        let pki = Pki::get("tls_unknown").unwrap();
+        let line = refusal(server.port, "127.0.0.1", &files(pki, None));
+        assert_eq!(
+            line,
+            format!(
+                "TLS with 127.0.0.1: the server's certificate was issued by an unknown \
+                 authority, none of those in RETRY_REDIS_CA {}",
+                pki.ca().display()
+            )
+        );
+        // The tests' own CA is in no system's roots either.
+        let Ok(config) = client_config(&TlsFiles::default()) else {
+            return;
+        };
+        let tcp = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        let e = connect(tcp, "127.0.0.1", &config, &Deadline::within(WITHIN)).unwrap_err();
+        assert!(
+            e.to_string().contains("none of the system's trusted roots"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_server_that_wants_a_client_certificate_gets_it_or_says_so() {
+        let Some(server) = TlsServer::start("tls_client_cert", ServerCert::Good, true) else {
+            return;
+        };
+        let pki = Pki::get("tls_client_cert").unwrap();
+        let line = refusal(server.port, "127.0.0.1", &files(pki, None));
+        assert_eq!(
+            line,
+            "TLS with 127.0.0.1: the server wants a client certificate: name one in \
+             RETRY_REDIS_CERT and its key in RETRY_REDIS_KEY"
+        );
+        let line = refusal(
+            server.port,
+            "127.0.0.1",
+            &files(pki, Some(pki.rogue_client())),
+        );
+        assert_eq!(
+            line,
+            "TLS with 127.0.0.1: the server refused the client certificate of RETRY_REDIS_CERT"
+        );
+        let mut stream = handshake(server.port, "127.0.0.1", &files(pki, Some(pki.client())))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ping(&mut stream).unwrap(), "+PONG\r\n");
+    }
+
+    #[test]
+    fn a_client_key_that_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(pki) = Pki::get("tls_key_mode") else {
+            return;
+        };
+        let (cert, key) = pki.client();
+        let open = pki.path("client-open.key");
+        std::fs::copy(&key, &open).unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = client_config(&files(pki, Some((cert.clone(), open.clone())))).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "RETRY_REDIS_KEY {}: other users can read it (mode {mode:04o}): a private \
+                     key must be readable by its owner only (chmod 600), as ssh asks of one",
+                    open.display()
+                )
+            );
+        }
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o400)).unwrap();
+        client_config(&files(pki, Some((cert.clone(), open.clone()))))
+            .expect("a key of mode 0400 is private");
+        // Another user's key, which root could read, is refused too.
+        // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
+        if unsafe { nix::libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&open, Some(65534), None).unwrap();
+            let e = client_config(&files(pki, Some((cert, open.clone())))).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "RETRY_REDIS_KEY {}: belongs to uid 65534, not to this user: a private key \
+                     must be this user's own, as ssh asks of one",
+                    open.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn files_that_cannot_serve_are_named_with_the_reason() {
+        let Some(pki) = Pki::get("tls_files") else {
+            return;
+        };
+        let (cert, key) = pki.client();
+        let missing = pki.path("no-such.pem");
+        let cases = [
+            (
+                TlsFiles {
+                    ca: Some(missing.clone()),
+                    ..TlsFiles::default()
+                },
+                format!(
+                    "RETRY_REDIS_CA {}: cannot be read: No such file or directory (os error 2)",
+                    missing.display()
+                ),
+            ),
+            (
+                TlsFiles {
+                    ca: Some(pki.dir.clone()),
+                    ..TlsFiles::default()
+                },
+                format!(
+                    "RETRY_REDIS_CA {}: is not a regular file",
+                    pki.dir.display()
+                ),
+            ),
+            (
+                TlsFiles {
+                    ca: Some(pki.path("server.ext")),
+                    ..TlsFiles::default()
+                },
+                format!(
+                    "RETRY_REDIS_CA {}: holds no certificate in PEM",
+                    pki.path("server.ext").display()
+                ),
+            ),
+            (
+                TlsFiles {
+                    ca: Some(pki.ca()),
+                    cert: Some(cert.clone()),
+                    key: None,
+                },
+                "RETRY_REDIS_CERT is set without RETRY_REDIS_KEY: a client certificate needs \
+                 both"
+                    .to_string(),
+            ),
+            (
+                TlsFiles {
+                    ca: Some(pki.ca()),
+                    cert: None,
+                    key: Some(key.clone()),
+                },
+                "RETRY_REDIS_KEY is set without RETRY_REDIS_CERT: a client certificate needs \
+                 both"
+                    .to_string(),
+            ),
+            (
+                TlsFiles {
+                    ca: Some(pki.ca()),
+                    cert: Some(cert.clone()),
+                    key: Some(pki.path("server.key")),
+                },
+                format!(
+                    "RETRY_REDIS_KEY {}: cannot sign for the certificate of RETRY_REDIS_CERT: ",
+                    pki.path("server.key").display()
+                ),
+            ),
+        ];
+        for (files, said) in cases {
+            let e = client_config(&files).unwrap_err().to_string();
+            assert!(e.starts_with(&said), "{files:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_files_are_read_from_the_environment_s_variables() {
+        let vars = |name: &str| match name {
+            "RETRY_REDIS_CA" => Some(OsString::from("/etc/ca.pem")),
+            "RETRY_REDIS_CERT" => Some(OsString::new()),
+            "RETRY_REDIS_KEY" => Some(OsString::from("k.pem")),
+            _ => None,
+        };
+        assert_eq!(
+            TlsFiles::from_vars(vars),
+            TlsFiles {
+                ca: Some(PathBuf::from("/etc/ca.pem")),
+                cert: None,
+                key: Some(PathBuf::from("k.pem")),
+            }
+        );
+    }
+
+    #[test]
+    fn a_plain_server_is_never_spoken_to_without_tls() {
+        let Some(pki) = Pki::get("tls_plain") else {
+            return;
+        };
+        // A server that answers whatever comes as a plain Redis does: with an error line.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answer = std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            let mut hello = [0u8; 512];
+            let _ = peer.read(&mut hello);
+            let _ = peer.write_all(b"-ERR unknown command '\x16\x03\x01'\r\n");
+            // Whatever TLS sends next (an alert) is not a command.
+            let mut rest = Vec::new();
+            let _ = peer.set_read_timeout(Some(WITHIN));
+            let _ = peer.read_to_end(&mut rest);
+            rest
+        });
+        let e = handshake(port, "127.0.0.1", &files(pki, None)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "TLS with 127.0.0.1: the server does not answer in TLS (is this port a plain \
+             redis:// one?)"
+        );
+        drop(e);
+        let after = answer.join().unwrap();
+        assert!(!after.windows(4).any(|w| w == b"PING"), "{after:?}");
+    }
+
+    #[test]
+    fn a_server_silent_at_the_handshake_fails_at_the_deadline() {
+        let Some(pki) = Pki::get("tls_silent") else {
+            return;
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let config = client_config(&files(pki, None)).unwrap();
+        let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let start = Instant::now();
+        let e = connect(
+            tcp,
+            "127.0.0.1",
+            &config,
+            &Deadline::within(Duration::from_millis(300)),
+        )
+        .unwrap_err();
+        let took = start.elapsed();
+        drop(listener);
+        assert_eq!(
+            e.to_string(),
+            "TLS with 127.0.0.1: the handshake failed: no answer within 300 ms"
+        );
+        assert!(took >= Duration::from_millis(290), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+    }
+}
