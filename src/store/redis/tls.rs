@@ -13,6 +13,7 @@
 //! ([`TlsError::of_io`]), so that a refusal that comes after the handshake (TLS 1.3 servers say
 //! only then that they wanted a client certificate) reads the same.
 
+use std::cell::Cell;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
@@ -22,7 +23,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustls::client::ResolvesClientCert;
 use rustls::pki_types::pem::PemObject;
@@ -582,8 +583,16 @@ fn name_of(quoted: &str) -> String {
 }
 
 /// A TLS connection to a Redis server over TCP, past its handshake.
+///
+/// Its timeouts bound each call, as a socket's bound each of its calls: a read or a write
+/// that needs several reads or writes of TLS records beneath waits for them all only as long
+/// as the timeout set, so that a server sending a reply a byte at a time cannot stretch one
+/// read past it.
 pub struct TlsStream {
-    inner: rustls::StreamOwned<ClientConnection, TcpStream>,
+    conn: ClientConnection,
+    sock: TcpStream,
+    read_timeout: Cell<Option<Duration>>,
+    write_timeout: Cell<Option<Duration>>,
     context: Context,
 }
 
@@ -595,41 +604,104 @@ impl fmt::Debug for TlsStream {
     }
 }
 
+/// What is left of `limit` since `start`, or the failure of a timeout.
+fn remaining(limit: Option<Duration>, start: Instant) -> io::Result<Option<Duration>> {
+    match limit {
+        None => Ok(None),
+        Some(limit) => limit
+            .checked_sub(start.elapsed())
+            .filter(|left| !left.is_zero())
+            .map(Some)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "timed out")),
+    }
+}
+
 impl TlsStream {
-    /// How long a read waits, on the socket beneath (each read of TLS records waits at most
-    /// that long).
+    /// How long one read may wait, all the reads of the socket it needs together.
     pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.inner.sock.set_read_timeout(dur)
+        self.sock.set_read_timeout(dur)?;
+        self.read_timeout.set(dur);
+        Ok(())
     }
 
-    /// How long a write waits, on the socket beneath.
+    /// How long one write may wait, all the writes to the socket it needs together.
     pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.inner.sock.set_write_timeout(dur)
+        self.sock.set_write_timeout(dur)?;
+        self.write_timeout.set(dur);
+        Ok(())
     }
 
     /// The socket beneath.
     pub fn get_ref(&self) -> &TcpStream {
-        &self.inner.sock
+        &self.sock
+    }
+
+    /// Sends what TLS has to send, within the write timeout from `start`.
+    fn send_records(&mut self, start: Instant) -> io::Result<()> {
+        while self.conn.wants_write() {
+            self.sock
+                .set_write_timeout(remaining(self.write_timeout.get(), start)?)?;
+            match self.conn.write_tls(&mut self.sock) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner
-            .read(buf)
-            .map_err(|e| self.context.stream_error(e))
+        let start = Instant::now();
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(self.context.stream_error(e)),
+            }
+            self.send_records(start)?;
+            self.sock
+                .set_read_timeout(remaining(self.read_timeout.get(), start)?)?;
+            let got = match self.conn.read_tls(&mut self.sock) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.context.stream_error(e)),
+            };
+            if let Err(e) = self.conn.process_new_packets() {
+                // The alert that says why, sent if the socket takes it in time.
+                let _ = self.send_records(start);
+                let e = io::Error::new(io::ErrorKind::InvalidData, e);
+                return Err(self.context.stream_error(e));
+            }
+            if got == 0 {
+                // The connection is closed: what came before it, or why it ended.
+                return match self.conn.reader().read(buf) {
+                    Ok(n) => Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(self
+                        .context
+                        .stream_error(io::ErrorKind::UnexpectedEof.into())),
+                    Err(e) => Err(self.context.stream_error(e)),
+                };
+            }
+        }
     }
 }
 
 impl Write for TlsStream {
+    /// Takes what TLS's buffer takes of `buf` and sends it. A write that fails may have taken
+    /// some of it: the connection is then of no more use.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner
-            .write(buf)
-            .map_err(|e| self.context.stream_error(e))
+        let start = Instant::now();
+        let taken = self.conn.writer().write(buf)?;
+        self.send_records(start)
+            .map_err(|e| self.context.stream_error(e))?;
+        Ok(taken)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush().map_err(|e| self.context.stream_error(e))
+        self.send_records(Instant::now())
+            .map_err(|e| self.context.stream_error(e))
     }
 }
 
@@ -706,7 +778,10 @@ pub fn connect(
         }
     }
     Ok(TlsStream {
-        inner: rustls::StreamOwned::new(conn, tcp),
+        conn,
+        sock: tcp,
+        read_timeout: Cell::new(None),
+        write_timeout: Cell::new(None),
         context,
     })
 }
@@ -722,7 +797,6 @@ mod tests {
     use super::servers::{Pki, ServerCert, TlsServer};
     use super::*;
     use std::net::TcpListener;
-    use std::time::Instant;
 
     /// Long enough for a handshake on a loaded machine.
     const WITHIN: Duration = Duration::from_secs(10);
@@ -989,6 +1063,71 @@ mod tests {
             assert!(e.starts_with(&said), "{files:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_reply_sent_a_byte_at_a_time_cannot_stretch_a_read_past_its_timeout() {
+        let Some(pki) = Pki::get("tls_dribble") else {
+            return;
+        };
+        // A TLS server of the test's own (rustls's), which answers PING with its record sent a
+        // byte every 100 ms: 3 s for the whole of it.
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server_config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                certificates(CERT_VAR, &pki.path("server.pem")).unwrap(),
+                private_key(&pki.path("server.key")).unwrap(),
+            )
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut tcp, _) = listener.accept().unwrap();
+            let mut conn = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+            let mut got = Vec::new();
+            while !got.ends_with(b"PING\r\n") {
+                if conn.complete_io(&mut tcp).is_err() {
+                    return;
+                }
+                let mut chunk = [0u8; 64];
+                if let Ok(n) = conn.reader().read(&mut chunk) {
+                    got.extend_from_slice(&chunk[..n]);
+                }
+            }
+            conn.writer().write_all(b"+PONG\r\n").unwrap();
+            let mut records = Vec::new();
+            while conn.wants_write() {
+                conn.write_tls(&mut records).unwrap();
+            }
+            for byte in records {
+                if tcp.write_all(&[byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let config = client_config(&files(pki, None)).unwrap();
+        let mut stream = connect(tcp, "127.0.0.1", &config, &Deadline::within(WITHIN)).unwrap();
+        stream.set_write_timeout(Some(WITHIN)).unwrap();
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(400)))
+            .unwrap();
+        let start = Instant::now();
+        let mut reply = [0u8; 64];
+        let read = stream.read(&mut reply);
+        let took = start.elapsed();
+        drop(stream);
+        server.join().unwrap();
+        let e = read.expect_err("the reply takes 3 s to come");
+        assert!(is_timeout(&e), "{e:?}");
+        assert!(took >= Duration::from_millis(390), "{took:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 
     #[test]
