@@ -532,8 +532,8 @@ impl Context {
         }
     }
 
-    /// The problem of an error of the socket, or of rustls that the stream wrapped in one.
-    fn io_problem(&self, e: io::Error, deadline: Option<&Deadline>) -> ServerProblem {
+    /// The problem of an error of the socket during the handshake.
+    fn io_problem(&self, e: io::Error, deadline: &Deadline) -> ServerProblem {
         if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
             return self.problem(tls);
         }
@@ -548,9 +548,10 @@ impl Context {
         {
             return ServerProblem::WantsClientCert;
         }
-        match deadline {
-            Some(deadline) if is_timeout(&e) => ServerProblem::Exchange(deadline.timed_out()),
-            _ => ServerProblem::Exchange(ExchangeError::Io(e)),
+        if is_timeout(&e) {
+            ServerProblem::Exchange(deadline.timed_out())
+        } else {
+            ServerProblem::Exchange(ExchangeError::Io(e))
         }
     }
 
@@ -735,8 +736,7 @@ pub fn connect(
     });
     let mut conn = ClientConnection::new(Arc::new(own), name)
         .map_err(|e| context.fail(ServerProblem::Other(e.to_string())))?;
-    let io_failed =
-        |context: &Context, e: io::Error| context.fail(context.io_problem(e, Some(deadline)));
+    let io_failed = |context: &Context, e: io::Error| context.fail(context.io_problem(e, deadline));
     let time_left = |context: &Context| {
         deadline
             .left()
