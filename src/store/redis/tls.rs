@@ -14,250 +14,27 @@
 //! only then that they wanted a client certificate) reads the same.
 
 use std::cell::Cell;
-use std::ffi::OsString;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use rustls::client::ResolvesClientCert;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection};
 
-use super::resp::{Deadline, ExchangeError, is_timeout, one_line};
+use super::resp::{Deadline, ExchangeError, is_timeout};
 
-/// The variable that names a PEM bundle of the CAs to trust instead of the system's.
-pub const CA_VAR: &str = "RETRY_REDIS_CA";
-/// The variable that names the client's certificate (PEM, the chain in order).
-pub const CERT_VAR: &str = "RETRY_REDIS_CERT";
-/// The variable that names the client certificate's private key (PEM).
-pub const KEY_VAR: &str = "RETRY_REDIS_KEY";
+mod error;
+mod files;
 
-/// The most bytes a PEM file may take: a bundle of every root a system trusts takes 200 KiB.
-const MAX_PEM: u64 = 4 << 20;
-
-/// The files TLS uses, as the environment names them; unset or empty: none.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// CAs to trust instead of the system's roots (`RETRY_REDIS_CA`).
-    pub ca: Option<PathBuf>,
-    /// The client's certificate (`RETRY_REDIS_CERT`).
-    pub cert: Option<PathBuf>,
-    /// Its private key (`RETRY_REDIS_KEY`).
-    pub key: Option<PathBuf>,
-}
-
-impl TlsFiles {
-    /// The files the process's environment names.
-    pub fn from_env() -> TlsFiles {
-        TlsFiles::from_vars(|name| std::env::var_os(name))
-    }
-
-    /// The files `var` names, given a variable's name.
-    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> TlsFiles {
-        let path = |name| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        TlsFiles {
-            ca: path(CA_VAR),
-            cert: path(CERT_VAR),
-            key: path(KEY_VAR),
-        }
-    }
-}
-
-/// What is wrong with a file that TLS was given.
-#[derive(Debug)]
-pub enum FileProblem {
-    /// It cannot be opened or read.
-    Unreadable(io::Error),
-    /// It is a directory, a FIFO, a device.
-    NotAFile,
-    /// It is larger than any PEM file of certificates or a key.
-    TooLarge,
-    /// It holds no certificate in PEM (`-----BEGIN CERTIFICATE-----`).
-    NoCertificate,
-    /// It holds no private key in PEM.
-    NoKey,
-    /// A key that other users can read or write, by this mode.
-    OpenToOthers(u32),
-    /// A key that belongs to another user, by this uid.
-    OwnedByOther(u32),
-    /// The key does not belong to the certificate of `RETRY_REDIS_CERT`, or is of a kind TLS
-    /// cannot sign with.
-    KeyMismatch(String),
-}
-
-/// What went wrong with the server, during the handshake or after it.
-#[derive(Debug)]
-pub enum ServerProblem {
-    /// Its certificate is for other names (those it holds, as far as they were read).
-    OtherName(Vec<String>),
-    /// Its certificate expired, at this time when known.
-    Expired(Option<SystemTime>),
-    /// Its certificate is not valid yet.
-    NotYetValid,
-    /// Its certificate was issued by a CA that is not trusted: not in this bundle, or not among
-    /// the system's roots (`None`).
-    UnknownIssuer(Option<PathBuf>),
-    /// Its certificate is refused for another reason, in rustls's words.
-    BadCertificate(String),
-    /// It wants a client certificate and none was given.
-    WantsClientCert,
-    /// It refused the client certificate given.
-    RefusedClientCert,
-    /// What it sent is not TLS: a plain Redis port, say.
-    NotTls,
-    /// The connection failed or was closed, or the deadline passed, during the handshake.
-    Exchange(ExchangeError),
-    /// The host is not a name that a certificate can hold.
-    BadName,
-    /// Anything else, in rustls's words.
-    Other(String),
-}
-
-/// A failure of TLS: with a file it was given, or with the server.
-#[derive(Debug)]
-pub enum TlsError {
-    /// A file that `var` names cannot be used.
-    File {
-        var: &'static str,
-        path: PathBuf,
-        problem: FileProblem,
-    },
-    /// One of `RETRY_REDIS_CERT` and `RETRY_REDIS_KEY` is set and the other is not.
-    Half {
-        given: &'static str,
-        missing: &'static str,
-    },
-    /// The system has no trusted roots to read, and `RETRY_REDIS_CA` is not set.
-    NoRoots(String),
-    /// The server at `host` failed.
-    Server {
-        host: String,
-        problem: ServerProblem,
-    },
-}
-
-impl TlsError {
-    /// The TLS failure behind an error of a [`TlsStream`]'s read or write, if it is one.
-    pub fn of_io(e: &io::Error) -> Option<&TlsError> {
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<TlsError>())
-    }
-
-    /// The reason alone, without the file or the host: for a message that names them already.
-    pub fn reason(&self) -> String {
-        match self {
-            TlsError::File { problem, .. } => problem.to_string(),
-            TlsError::Half { given, missing } => {
-                format!("{given} is set without {missing}: a client certificate needs both")
-            }
-            TlsError::NoRoots(why) => format!(
-                "the system's trusted certificates cannot be read ({why}); install \
-                 ca-certificates, or name the server's CA bundle in {CA_VAR}"
-            ),
-            TlsError::Server { host, problem } => problem.say(host),
-        }
-    }
-}
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsError::File { var, path, .. } => {
-                write!(f, "{var} {}: {}", path.display(), self.reason())
-            }
-            TlsError::Half { .. } | TlsError::NoRoots(_) => write!(f, "{}", self.reason()),
-            TlsError::Server { host, .. } => write!(f, "TLS with {host}: {}", self.reason()),
-        }
-    }
-}
-
-impl std::error::Error for TlsError {}
-
-impl fmt::Display for FileProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FileProblem::Unreadable(e) => write!(f, "cannot be read: {}", one_line(&e.to_string())),
-            FileProblem::NotAFile => write!(f, "is not a regular file"),
-            FileProblem::TooLarge => write!(
-                f,
-                "is larger than {} MiB, which no PEM file is",
-                MAX_PEM >> 20
-            ),
-            FileProblem::NoCertificate => write!(f, "holds no certificate in PEM"),
-            FileProblem::NoKey => write!(f, "holds no private key in PEM"),
-            FileProblem::OpenToOthers(mode) => write!(
-                f,
-                "other users can read it (mode {:04o}): a private key must be readable by its \
-                 owner only (chmod 600), as ssh asks of one",
-                mode & 0o7777
-            ),
-            FileProblem::OwnedByOther(uid) => write!(
-                f,
-                "belongs to uid {uid}, not to this user: a private key must be this user's own, \
-                 as ssh asks of one"
-            ),
-            FileProblem::KeyMismatch(why) => write!(
-                f,
-                "cannot sign for the certificate of {CERT_VAR}: {}",
-                one_line(why)
-            ),
-        }
-    }
-}
-
-impl ServerProblem {
-    fn say(&self, host: &str) -> String {
-        match self {
-            ServerProblem::OtherName(names) if names.is_empty() => {
-                format!("the server's certificate is for another name, not {host}")
-            }
-            ServerProblem::OtherName(names) => format!(
-                "the server's certificate is for another name ({}), not {host}",
-                one_line(&names.join(", "))
-            ),
-            ServerProblem::Expired(Some(at)) => format!(
-                "the server's certificate expired at {}",
-                humantime::format_rfc3339_seconds(*at)
-            ),
-            ServerProblem::Expired(None) => "the server's certificate has expired".to_string(),
-            ServerProblem::NotYetValid => "the server's certificate is not valid yet".to_string(),
-            ServerProblem::UnknownIssuer(Some(ca)) => format!(
-                "the server's certificate was issued by an unknown authority, none of those in \
-                 {CA_VAR} {}",
-                ca.display()
-            ),
-            ServerProblem::UnknownIssuer(None) => format!(
-                "the server's certificate was issued by an unknown authority, none of the \
-                 system's trusted roots (name the server's CA bundle in {CA_VAR})"
-            ),
-            ServerProblem::BadCertificate(why) => {
-                format!("the server's certificate is refused: {}", one_line(why))
-            }
-            ServerProblem::WantsClientCert => format!(
-                "the server wants a client certificate: name one in {CERT_VAR} and its key in \
-                 {KEY_VAR}"
-            ),
-            ServerProblem::RefusedClientCert => {
-                format!("the server refused the client certificate of {CERT_VAR}")
-            }
-            ServerProblem::NotTls => {
-                "the server does not answer in TLS (is this port a plain redis:// one?)".to_string()
-            }
-            ServerProblem::Exchange(e) => format!("the handshake failed: {e}"),
-            ServerProblem::BadName => {
-                "the host is not a name or an address a certificate can hold".to_string()
-            }
-            ServerProblem::Other(why) => one_line(why),
-        }
-    }
-}
+pub use error::{CA_VAR, CERT_VAR, KEY_VAR};
+pub use error::{FileProblem, ServerProblem, TlsError};
+pub use files::TlsFiles;
+use files::{bundle, certificates, private_key, system_roots};
 
 /// What [`connect`] needs of the files: the rustls configuration, and what the messages say
 /// of it. Cheap to clone; made once a process, as reading the system's roots takes a few
@@ -341,114 +118,6 @@ pub fn client_config(files: &TlsFiles) -> Result<TlsConfig, TlsError> {
         ca: files.ca.clone(),
         client_cert: files.cert.is_some(),
     })
-}
-
-/// The system's trusted roots (those that `SSL_CERT_FILE` or `SSL_CERT_DIR` name when set, as
-/// OpenSSL reads them).
-fn system_roots() -> Result<RootCertStore, TlsError> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(found.certs);
-    if roots.is_empty() {
-        let why = found
-            .errors
-            .first()
-            .map_or_else(|| "none found".to_string(), ToString::to_string);
-        return Err(TlsError::NoRoots(why));
-    }
-    Ok(roots)
-}
-
-/// The CAs of the bundle `path`, every one of which must be a certificate rustls can use.
-fn bundle(var: &'static str, path: &Path) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in certificates(var, path)? {
-        roots.add(cert).map_err(|e| TlsError::File {
-            var,
-            path: path.to_path_buf(),
-            problem: FileProblem::Unreadable(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a certificate that is not a CA's: {e}"),
-            )),
-        })?;
-    }
-    Ok(roots)
-}
-
-/// The certificates of the PEM file `path`, at least one.
-fn certificates(var: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let failed = |problem| TlsError::File {
-        var,
-        path: path.to_path_buf(),
-        problem,
-    };
-    let text = read(path, false).map_err(failed)?;
-    let certs = CertificateDer::pem_slice_iter(&text)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            failed(FileProblem::Unreadable(io::Error::new(
-                io::ErrorKind::InvalidData,
-                e.to_string(),
-            )))
-        })?;
-    if certs.is_empty() {
-        return Err(failed(FileProblem::NoCertificate));
-    }
-    Ok(certs)
-}
-
-/// The private key of the PEM file `path`, a file of this user's that no one else can read.
-fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let failed = |problem| TlsError::File {
-        var: KEY_VAR,
-        path: path.to_path_buf(),
-        problem,
-    };
-    let text = read(path, true).map_err(failed)?;
-    PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => failed(FileProblem::NoKey),
-        e => failed(FileProblem::Unreadable(io::Error::new(
-            io::ErrorKind::InvalidData,
-            e.to_string(),
-        ))),
-    })
-}
-
-/// The bytes of the regular file `path`; of a private one (this user's, mode 0600 or less)
-/// when `private`. The checks are of the file opened, not of its name, so that it cannot be
-/// changed between them; it is opened without blocking, so that a FIFO is refused at once.
-fn read(path: &Path, private: bool) -> Result<Vec<u8>, FileProblem> {
-    let mut file = File::options()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)
-        .map_err(FileProblem::Unreadable)?;
-    let meta = file.metadata().map_err(FileProblem::Unreadable)?;
-    if !meta.is_file() {
-        return Err(FileProblem::NotAFile);
-    }
-    if private {
-        // SAFETY: geteuid takes no arguments, touches no memory of ours and always succeeds.
-        let me = unsafe { nix::libc::geteuid() };
-        if meta.uid() != me {
-            return Err(FileProblem::OwnedByOther(meta.uid()));
-        }
-        if meta.mode() & 0o077 != 0 {
-            return Err(FileProblem::OpenToOthers(meta.mode()));
-        }
-    }
-    if meta.len() > MAX_PEM {
-        return Err(FileProblem::TooLarge);
-    }
-    let mut text = Vec::new();
-    (&mut file)
-        .take(MAX_PEM + 1)
-        .read_to_end(&mut text)
-        .map_err(FileProblem::Unreadable)?;
-    if text.len() as u64 > MAX_PEM {
-        return Err(FileProblem::TooLarge);
-    }
-    Ok(text)
 }
 
 /// Records whether the server asked for a client certificate, for the words of a refusal
@@ -796,6 +465,7 @@ mod servers;
 mod tests {
     use super::servers::{Pki, ServerCert, TlsServer};
     use super::*;
+    use std::ffi::OsString;
     use std::net::TcpListener;
 
     /// Long enough for a handshake on a loaded machine.
