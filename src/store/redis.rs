@@ -48,6 +48,7 @@ pub(crate) mod resp;
 mod script;
 pub(crate) mod sentinel;
 pub(crate) mod server;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::fmt;

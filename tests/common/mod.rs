@@ -6,6 +6,7 @@ pub mod agree;
 pub mod nemesis;
 pub mod redis_server;
 pub mod sentinel;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
