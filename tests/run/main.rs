@@ -33,6 +33,7 @@ mod queue;
 mod quota_redis;
 mod records;
 mod redis_urls;
+mod rediss;
 mod run;
 mod sentinel;
 mod signals;

@@ -23,9 +23,6 @@ pub enum RedisStoreError {
     },
     /// The script's answer was not a number of tokens.
     Reply { server: String, reply: String },
-    /// A `rediss://` URL, and this build connects over TLS to no server: it never falls back
-    /// to a plain connection.
-    NoTls { server: String },
     /// No sentinel named a master that could be used, within the deadline.
     NoMaster { sentinels: String, why: String },
 }
@@ -45,11 +42,6 @@ impl fmt::Display for RedisStoreError {
             RedisStoreError::Command { server, source } => {
                 write!(f, "the quota update failed on Redis at {server}: {source}")
             }
-            RedisStoreError::NoTls { server } => write!(
-                f,
-                "cannot use Redis at {server}: rediss:// asks for TLS, which this build of retry \
-                 cannot speak; it never falls back to a plain connection"
-            ),
             RedisStoreError::NoMaster { sentinels, why } => {
                 write!(f, "cannot find the {sentinels}: {}", one_line(why))
             }
@@ -113,9 +105,7 @@ impl std::error::Error for RedisStoreError {
             RedisStoreError::Connect { source, .. } | RedisStoreError::Command { source, .. } => {
                 Some(source)
             }
-            RedisStoreError::Reply { .. }
-            | RedisStoreError::NoTls { .. }
-            | RedisStoreError::NoMaster { .. } => None,
+            RedisStoreError::Reply { .. } | RedisStoreError::NoMaster { .. } => None,
         }
     }
 }

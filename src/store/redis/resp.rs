@@ -42,6 +42,8 @@ pub enum ExchangeError {
     /// A plain connection met a port that speaks TLS: the first bytes back were a TLS record
     /// (`tls_bytes`), or the connection was closed or reset before any reply.
     NotPlain { tls_bytes: bool },
+    /// TLS failed: its line, which names the host and the reason.
+    Tls(String),
 }
 
 impl fmt::Display for ExchangeError {
@@ -69,6 +71,7 @@ impl fmt::Display for ExchangeError {
                 f,
                 "the cluster redirected the update more than {MAX_REDIRECTS} times"
             ),
+            ExchangeError::Tls(why) => write!(f, "{}", one_line(why)),
             ExchangeError::NotPlain { tls_bytes: true } => {
                 write!(f, "this port speaks TLS: use rediss://")
             }

@@ -11,9 +11,11 @@ use std::sync::mpsc;
 use std::thread;
 
 use crate::redis_url::{Endpoint, RedisAddress};
+use crate::store::redis::conn::Conn;
 use crate::store::redis::error::{REFUSALS, RedisStoreError};
 use crate::store::redis::resp::{Addr, Deadline, ExchangeError, Node};
 use crate::store::redis::sentinel::{self, Sentinels};
+use crate::store::redis::tls::{self, TlsConfig, TlsFiles};
 
 /// Where the server is, from the quota's address, and the user and password to give it.
 #[derive(Clone, PartialEq, Eq)]
@@ -24,12 +26,33 @@ pub struct Server {
     pub user: Option<Vec<u8>>,
     /// The database to SELECT after AUTH.
     pub db: Option<u32>,
-    /// `rediss://`: the connection must be TLS, never plain.
-    pub tls: bool,
+    /// `rediss://`: the connection must be TLS, never plain; with the client's configuration,
+    /// or why it could not be made (a CA file that cannot be read, a key others can read).
+    pub tls: Option<Tls>,
     /// The Unix socket of `redis+unix://`.
     pub socket: Option<PathBuf>,
     /// The sentinels of `redis+sentinel://`, asked where the master is.
     pub sentinels: Option<Sentinels>,
+}
+
+/// The TLS of a `rediss://` server: the configuration made once, when the store is opened,
+/// from `RETRY_REDIS_CA`, `RETRY_REDIS_CERT` and `RETRY_REDIS_KEY`, or why it could not be.
+#[derive(Clone)]
+pub struct Tls(Result<TlsConfig, String>);
+
+/// Every server of one run reads the same environment: two are alike whatever it said.
+impl PartialEq for Tls {
+    fn eq(&self, _: &Tls) -> bool {
+        true
+    }
+}
+
+impl Eq for Tls {}
+
+impl Tls {
+    fn from_env() -> Tls {
+        Tls(tls::client_config(&TlsFiles::from_env()).map_err(|e| e.to_string()))
+    }
 }
 
 /// A user and a password given apart from the URL (by the environment).
@@ -70,7 +93,7 @@ impl Server {
                 .or(given.password),
             user: address.user().map(|u| u.as_bytes().to_vec()).or(given.user),
             db: address.db(),
-            tls: address.tls(),
+            tls: address.tls().then(Tls::from_env),
             socket: address.socket().map(PathBuf::from),
             sentinels: match address.endpoint() {
                 Endpoint::Sentinel { sentinels, master } => Some(Sentinels {
@@ -135,11 +158,6 @@ impl Server {
             server: addr.to_string(),
             source,
         };
-        if self.tls {
-            return Err(RedisStoreError::NoTls {
-                server: addr.to_string(),
-            });
-        }
         if let Some(path) = self.socket.as_ref().filter(|_| *addr == self.addr) {
             let stream = UnixStream::connect(path).map_err(|e| failed(ExchangeError::Io(e)))?;
             let node = Node::new(addr.clone(), stream);
@@ -222,7 +240,13 @@ impl Server {
             };
             // Requests are small and each waits for its reply: send them at once.
             let _ = stream.set_nodelay(true);
-            let node = Node::new(addr.clone(), stream);
+            let node = match self.secure(stream, addr, deadline) {
+                Ok(conn) => Node::new(addr.clone(), conn),
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
             if !greet {
                 return Ok(node);
             }
@@ -232,6 +256,25 @@ impl Server {
             }
         }
         Err(last.unwrap_or_else(|| deadline.timed_out()))
+    }
+
+    /// The TCP connection `stream` as it is, or over TLS for `rediss://`, its handshake within
+    /// the deadline: never a plain connection for a `rediss://` server.
+    fn secure(
+        &self,
+        stream: TcpStream,
+        addr: &Addr,
+        deadline: &Deadline,
+    ) -> Result<Conn, ExchangeError> {
+        let Some(Tls(config)) = &self.tls else {
+            return Ok(Conn::Tcp(stream));
+        };
+        let config = config
+            .as_ref()
+            .map_err(|why| ExchangeError::Tls(why.clone()))?;
+        tls::connect(stream, &addr.host, config, deadline)
+            .map(|s| Conn::Tls(Box::new(s)))
+            .map_err(|e| ExchangeError::Tls(e.to_string()))
     }
 
     /// AUTH (`AUTH USER PASSWORD` with a user, `AUTH PASSWORD` without) when there is a
@@ -316,7 +359,7 @@ mod tests {
         assert_eq!(neither.user.as_deref(), Some(&b"env-u"[..]));
         assert_eq!(neither.password.as_deref(), Some(&b"env-p"[..]));
         assert_eq!(
-            (neither.db, neither.tls, neither.socket),
+            (neither.db, neither.tls.is_some(), neither.socket),
             (Some(3), false, None)
         );
         let socket = server("redis+unix:///run/r.sock/q?db=1", None, None);
@@ -325,6 +368,6 @@ mod tests {
             Some(std::path::Path::new("/run/r.sock"))
         );
         assert_eq!(socket.addr.to_string(), "/run/r.sock");
-        assert!(server("rediss://h/q", None, None).tls);
+        assert!(server("rediss://h/q", None, None).tls.is_some());
     }
 }

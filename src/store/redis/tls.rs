@@ -321,6 +321,16 @@ impl TlsStream {
     }
 }
 
+impl crate::store::redis::conn::Wrapped for TlsStream {
+    fn set_read_timeout(&self, left: Option<Duration>) -> io::Result<()> {
+        TlsStream::set_read_timeout(self, left)
+    }
+
+    fn set_write_timeout(&self, left: Option<Duration>) -> io::Result<()> {
+        TlsStream::set_write_timeout(self, left)
+    }
+}
+
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let start = Instant::now();

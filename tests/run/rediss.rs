@@ -1,0 +1,114 @@
+//! `rediss://` end to end (docs/redis.md#tls): the quota, the dead letters and `--stats` over TLS
+//! to a `redis-server` that speaks only TLS, verified against `RETRY_REDIS_CA`; and each refusal
+//! one line naming the host and the reason, with nothing run against the wrong server.
+
+use crate::common;
+use crate::common::tls::{Pki, ServerCert, TlsServer};
+
+use std::path::Path;
+use std::process::Output;
+
+use common::stderr_of;
+
+fn run(dir: &Path, ca: &Path, args: &[&str]) -> Output {
+    common::retry()
+        .current_dir(dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_RUNTIME_DIR", dir)
+        .env("RETRY_REDIS_CA", ca)
+        .env_remove("RETRY_REDIS_PASSWORD")
+        .env_remove("RETRY_REDIS_USER")
+        .env_remove("RETRY_REDIS_CERT")
+        .env_remove("RETRY_REDIS_KEY")
+        .timeout(common::STEP_LIMIT)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_quota_dead_letters_and_stats_go_over_tls() {
+    let (Some(pki), Some(server)) = (
+        Pki::get("rediss-reach"),
+        TlsServer::start("rediss-reach", ServerCert::Good, false),
+    ) else {
+        return;
+    };
+    let dir = common::runtime_dir("rediss-reach");
+    let url = format!("rediss://127.0.0.1:{}/jobs", server.port);
+    let quota = format!("{url}:ratio=0,floor=0,cap=5");
+    for left in ["4.00", "3.00"] {
+        let out = run(
+            &dir,
+            &pki.ca(),
+            &["-v", "-n", "2", "-d", "0", "--quota", &quota, "--", "false"],
+        );
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{log}");
+        assert!(!log.contains("warning"), "{log}");
+        assert!(log.contains(&format!("retry, {left} tokens left")), "{log}");
+    }
+    let out = run(
+        &dir,
+        &pki.ca(),
+        &["--dead-letter", &url, "-n", "1", "--", "false"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("warning"), "{}", stderr_of(&out));
+    let out = run(&dir, &pki.ca(), &["--stats", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let out = run(
+        &dir,
+        &pki.ca(),
+        &["--replay", &url, "--dry-run", "--log-format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(common::stdout_of(&out).matches("\"id\":").count(), 1);
+}
+
+#[test]
+fn a_certificate_that_fails_verification_is_one_line_naming_the_host_and_why() {
+    let Some(pki) = Pki::get("rediss-refused") else {
+        return;
+    };
+    let dir = common::runtime_dir("rediss-refused");
+    for (cert, why) in [
+        (ServerCert::OtherName, "other.example"),
+        (ServerCert::Expired, "expired"),
+        (ServerCert::UnknownIssuer, "unknown authority"),
+    ] {
+        let Some(server) = TlsServer::start("rediss-refused", cert, false) else {
+            return;
+        };
+        let url = format!("rediss://127.0.0.1:{}/jobs", server.port);
+        let out = run(&dir, &pki.ca(), &["--stats", &url]);
+        let err = stderr_of(&out);
+        assert_ne!(out.status.code(), Some(0), "{cert:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{cert:?}: {err}");
+        assert!(
+            err.contains("127.0.0.1") && err.to_lowercase().contains(why),
+            "{cert:?}: {err}"
+        );
+        // A run warns once, and its quota is kept on this machine.
+        let quota = format!("{url}:cap=5");
+        let out = run(
+            &dir,
+            &pki.ca(),
+            &["-n", "2", "-d", "0", "--quota", &quota, "--", "false"],
+        );
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{cert:?}: {err}");
+        assert_eq!(err.matches("warning").count(), 1, "{cert:?}: {err}");
+    }
+    // A plain URL at the TLS port says to use rediss://.
+    let Some(server) = TlsServer::start("rediss-plain", ServerCert::Good, false) else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}/jobs", server.port);
+    let out = run(&dir, &pki.ca(), &["--stats", &url]);
+    assert!(
+        stderr_of(&out).contains("use rediss://"),
+        "{}",
+        stderr_of(&out)
+    );
+}
