@@ -112,3 +112,22 @@ fn a_certificate_that_fails_verification_is_one_line_naming_the_host_and_why() {
         stderr_of(&out)
     );
 }
+
+#[test]
+fn tls_files_that_cannot_be_used_are_said_before_the_server_is_tried() {
+    let dir = common::temp_dir("rediss-files");
+    // Nothing listens there: the files' fault is still the one said.
+    let url = format!(
+        "rediss://127.0.0.1:{}/jobs",
+        common::redis_server::free_port()
+    );
+    let out = run(&dir, &dir.join("no-such-ca.pem"), &["--stats", &url]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("RETRY_REDIS_CA") && err.contains("no-such-ca.pem"),
+        "{err}"
+    );
+    assert!(!err.contains("refused"), "{err}");
+}

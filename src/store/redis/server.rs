@@ -163,6 +163,11 @@ impl Server {
             let node = Node::new(addr.clone(), stream);
             return self.greet(node, deadline).map_err(failed);
         }
+        // Files that cannot make a TLS client (a CA bundle missing, a key others can read) are
+        // said before anything is tried: the server being down would hide them.
+        if let Some(Tls(Err(why))) = &self.tls {
+            return Err(failed(ExchangeError::Tls(why.clone())));
+        }
         if let Some(sentinels) = self.sentinels.as_ref().filter(|_| *addr == self.addr) {
             return self.open_master(sentinels, deadline);
         }
