@@ -300,11 +300,21 @@ impl TlsServer {
     /// `client_certs`; `None` after saying loudly that `test` is skipped when there is no
     /// `openssl` or no `redis-server` built with TLS.
     pub fn start(test: &str, cert: ServerCert, client_certs: bool) -> Option<TlsServer> {
+        TlsServer::start_with(test, cert, client_certs, &[])
+    }
+
+    /// [`TlsServer::start`], with these arguments more (ACL users, say).
+    pub fn start_with(
+        test: &str,
+        cert: ServerCert,
+        client_certs: bool,
+        extra: &[&str],
+    ) -> Option<TlsServer> {
         let pki = Pki::get(test)?;
         let mut why = String::new();
         // A free port may be taken between asking for it and the server binding it: try again.
         for _ in 0..3 {
-            match TlsServer::try_start(test, pki, cert, client_certs) {
+            match TlsServer::try_start(test, pki, cert, client_certs, extra) {
                 Ok(server) => return Some(server),
                 Err(e) => why = e,
             }
@@ -321,6 +331,7 @@ impl TlsServer {
         pki: &Pki,
         cert: ServerCert,
         client_certs: bool,
+        extra: &[&str],
     ) -> Result<TlsServer, String> {
         let port = {
             let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -363,6 +374,7 @@ impl TlsServer {
                 "--appendonly",
                 "no",
             ])
+            .args(extra)
             .current_dir(&pki.dir)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).map_err(|e| e.to_string())?)

@@ -131,3 +131,60 @@ fn tls_files_that_cannot_be_used_are_said_before_the_server_is_tried() {
     );
     assert!(!err.contains("refused"), "{err}");
 }
+
+#[test]
+fn an_acl_user_over_tls_shares_the_quota_and_no_piece_of_its_password_is_shown() {
+    const PASSWORD: &str = "tls-pw-0123456789-abcdefghij";
+    let password = format!(">{PASSWORD}");
+    let extra = [
+        "--user", "default", "off", "--user", "fleet", "on", &password, "~*", "&*", "+@all",
+    ];
+    let (Some(pki), Some(server)) = (
+        Pki::get("rediss-acl"),
+        TlsServer::start_with("rediss-acl", ServerCert::Good, false, &extra),
+    ) else {
+        return;
+    };
+    let dir = common::runtime_dir("rediss-acl");
+    let url = format!("rediss://fleet:{PASSWORD}@127.0.0.1:{}/jobs", server.port);
+    let quota = format!("{url}:ratio=0,floor=0,cap=5");
+    let mut outputs = Vec::new();
+    let out = run(
+        &dir,
+        &pki.ca(),
+        &["-v", "-n", "2", "-d", "0", "--quota", &quota, "--", "false"],
+    );
+    assert!(
+        stderr_of(&out).contains("retry, 4.00 tokens left"),
+        "{}",
+        stderr_of(&out)
+    );
+    outputs.push(out);
+    let out = run(
+        &dir,
+        &pki.ca(),
+        &["--dead-letter", &url, "-n", "1", "--", "false"],
+    );
+    assert!(!stderr_of(&out).contains("cannot"), "{}", stderr_of(&out));
+    outputs.push(out);
+    // A wrong password: refused, a misconfiguration, never "cannot be reached".
+    let wrong = url.replace(PASSWORD, "tls-pw-wrong-0000000000");
+    let out = run(&dir, &pki.ca(), &["--stats", &wrong]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("WRONGPASS") && !err.contains("cannot be reached"),
+        "{err}"
+    );
+    outputs.push(out);
+    for out in &outputs {
+        let text = format!("{}{}", common::stdout_of(out), stderr_of(out));
+        for piece in PASSWORD.as_bytes().windows(8) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(
+                !text.contains(piece),
+                "'{piece}' of the password in: {text}"
+            );
+        }
+    }
+}
