@@ -63,7 +63,7 @@ use resp::{Addr, Deadline, Node, Reply};
 
 pub use error::{REFUSALS, RedisStoreError, refusal_words};
 pub use resp::{DEADLINE, ExchangeError, MAX_REDIRECTS, MAX_REPLY};
-pub use script::{SCRIPT, SCRIPT_SHA1};
+pub use script::{SCRIPT, SCRIPT_SHA1, arguments as script_arguments};
 
 use script::Call;
 pub use server::Credentials;

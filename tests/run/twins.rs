@@ -19,7 +19,7 @@ use std::time::Duration;
 use retry::policy::quota::{Bucket, QuotaParams};
 use retry::policy::throttle::{Counted, ThrottleSpec, Window};
 use retry::store::quota::{Applied, Exchange, Op, Throttled, apply};
-use retry::store::redis::SCRIPT;
+use retry::store::redis::{SCRIPT, script_arguments};
 
 /// The line of the script that reads the server's clock, and what the test puts in its place.
 const CLOCK: &str = "local time = redis.call('TIME')";
@@ -265,31 +265,10 @@ impl Resp {
         params: &QuotaParams,
         now_ms: u64,
     ) -> Vec<String> {
-        let throttle = match &exchange.throttle {
-            Some(t) => format!(
-                "{} {} {} {} {}",
-                t.spec.window_ms(),
-                t.spec.k,
-                t.spec.max,
-                match t.counted {
-                    Some(Counted::Accepted) => "accepted",
-                    Some(Counted::Refused) => "refused",
-                    None => "-",
-                },
-                t.draw
-            ),
-            None => String::new(),
-        };
-        let args = [
-            exchange.op.word().to_string(),
-            params.ratio.to_string(),
-            params.floor.to_string(),
-            params.cap.to_string(),
-            "600000".to_string(),
-            throttle,
-            (now_ms / 1000).to_string(),
-            ((now_ms % 1000) * 1000).to_string(),
-        ];
+        // The arguments as the Redis store sends them, then the clock.
+        let mut args = script_arguments(params, 600_000, exchange);
+        args.push((now_ms / 1000).to_string());
+        args.push(((now_ms % 1000) * 1000).to_string());
         let mut words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"1", key.as_bytes()];
         words.extend(args.iter().map(|a| a.as_bytes()));
         match self.command(&words) {

@@ -137,6 +137,35 @@ return {granted, string.format('%.17g', tokens), held, string.format('%.17g', re
 /// server's `SCRIPT LOAD`: change it with the script.
 pub const SCRIPT_SHA1: &str = "f1e22b8faed4e6f97cb2ebabce830e6dca287b66";
 
+/// The script's ARGV for `exchange` on a quota of `params` whose key expires after
+/// `expiry_ms`: the operation, ratio, floor, cap, expiry, and the throttle's word (empty
+/// without one), as the script reads them.
+pub fn arguments(params: &QuotaParams, expiry_ms: u64, exchange: &Exchange) -> Vec<String> {
+    let throttle = match &exchange.throttle {
+        Some(t) => format!(
+            "{} {} {} {} {}",
+            t.spec.window_ms(),
+            t.spec.k,
+            t.spec.max,
+            match t.counted {
+                Some(Counted::Accepted) => "accepted",
+                Some(Counted::Refused) => "refused",
+                None => "-",
+            },
+            t.draw
+        ),
+        None => String::new(),
+    };
+    vec![
+        exchange.op.word().into(),
+        params.ratio.to_string(),
+        params.floor.to_string(),
+        params.cap.to_string(),
+        expiry_ms.to_string(),
+        throttle,
+    ]
+}
+
 /// What every call of the script for one quota sends besides the operation: the key that
 /// holds the bucket, the quota's numbers, and the key's expiry.
 pub struct Call {
@@ -155,29 +184,7 @@ impl Call {
         deadline: &Deadline,
         asking: bool,
     ) -> Result<Reply, ExchangeError> {
-        let p = &self.params;
-        let mut args: Vec<String> = vec![
-            exchange.op.word().into(),
-            p.ratio.to_string(),
-            p.floor.to_string(),
-            p.cap.to_string(),
-            self.expiry_ms.to_string(),
-        ];
-        args.push(match &exchange.throttle {
-            Some(t) => format!(
-                "{} {} {} {} {}",
-                t.spec.window_ms(),
-                t.spec.k,
-                t.spec.max,
-                match t.counted {
-                    Some(Counted::Accepted) => "accepted",
-                    Some(Counted::Refused) => "refused",
-                    None => "-",
-                },
-                t.draw
-            ),
-            None => String::new(),
-        });
+        let args = arguments(&self.params, self.expiry_ms, exchange);
         let rest: Vec<&[u8]> = [&b"1"[..], self.key.as_bytes()]
             .into_iter()
             .chain(args.iter().map(|a| a.as_bytes()))
