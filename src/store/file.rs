@@ -48,6 +48,15 @@ const FILE_LEN: usize = RECORD_LEN + WINDOW_RECORD_LEN;
 /// on it.
 pub const LOCK_WAIT: Duration = Duration::from_millis(20);
 
+/// What [`LocalStore::lock`] waits. In the unit tests, other threads fork children (servers,
+/// tries) at any moment, and a child between its fork and its exec holds a copy of every
+/// descriptor open then, a quota file's lock among them, for as long as a loaded machine takes
+/// to reach the exec. `retry` itself forks only from the thread that takes the lock.
+#[cfg(not(test))]
+const LOCKING_WAIT: Duration = LOCK_WAIT;
+#[cfg(test)]
+const LOCKING_WAIT: Duration = Duration::from_secs(5);
+
 /// The quota named `name` in this user's store on this machine.
 #[derive(Clone, Debug)]
 pub struct LocalStore {
@@ -488,7 +497,7 @@ impl LocalStore {
 
     /// Takes the lock without ever blocking, for at most [`LOCK_WAIT`] in all.
     fn lock(&self, file: &File, how: FlockArg) -> Result<(), StoreError> {
-        match flock_within(file, how, LOCK_WAIT, Duration::from_millis(2)) {
+        match flock_within(file, how, LOCKING_WAIT, Duration::from_millis(2)) {
             Ok(()) => Ok(()),
             Err(LockError::Busy) => Err(StoreError::Busy { path: self.path() }),
             Err(LockError::Os(e)) => Err(self.io_error("lock", self.path(), e)),

@@ -168,10 +168,17 @@ impl Server {
             log,
             socket,
         };
+        // Another test's server may hold the port while this one fails to bind it: only this
+        // server's own log says it listens.
+        let listens = |server: &Server| {
+            std::fs::read_to_string(&server.log)
+                .is_ok_and(|log| log.contains("Ready to accept connections"))
+                && server.answers()
+        };
         let ready = crate::common::wait_until(Duration::from_secs(5), || {
-            server.answers() || matches!(server.child.try_wait(), Ok(Some(_)))
+            listens(&server) || matches!(server.child.try_wait(), Ok(Some(_)))
         });
-        if ready && server.answers() {
+        if ready && listens(&server) {
             return Ok(server);
         }
         let log = std::fs::read_to_string(&server.log).unwrap_or_default();
