@@ -172,7 +172,7 @@ impl Server {
         // server's own log says it listens.
         let listens = |server: &Server| {
             std::fs::read_to_string(&server.log)
-                .is_ok_and(|log| log.contains("Ready to accept connections"))
+                .is_ok_and(|log| log.to_lowercase().contains("ready to accept connections"))
                 && server.answers()
         };
         let ready = crate::common::wait_until(Duration::from_secs(5), || {

@@ -396,7 +396,7 @@ impl TlsServer {
             // Another test's server may hold the port while this one fails to bind it: only
             // this server's own log says it listens.
             let ready = std::fs::read_to_string(&server.log)
-                .is_ok_and(|log| log.contains("Ready to accept connections"));
+                .is_ok_and(|log| log.to_lowercase().contains("ready to accept connections"));
             if ready && TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(server);
             }
