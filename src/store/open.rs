@@ -147,12 +147,54 @@ pub fn open_way(dir: &Path, create: bool) -> io::Result<File> {
         true => dir.to_path_buf(),
         false => std::env::current_dir()?.join(dir),
     };
-    let mut way = Way::from_root()?;
-    let mut names = parts(&absolute);
+    walk(&absolute, create, false)
+}
+
+/// Walks from `/` to `absolute`, each directory checked: owned by root or the effective user, or
+/// also by a system account with `system`.
+fn walk(absolute: &Path, create: bool, system: bool) -> io::Result<File> {
+    let mut way = Way::from_root(system)?;
+    let mut names = parts(absolute);
     while let Some(name) = names.pop_front() {
         way.step(name, &mut names, create)?;
     }
     Ok(way.into_last())
+}
+
+/// The accounts below this uid are the system's (Debian's policy and `login.defs`'s
+/// `SYS_UID_MAX` stop at 999): a local user cannot become one.
+pub const FIRST_USER_UID: u32 = 1000;
+
+/// Opens the directory of a Redis server's Unix socket, checked as [`open_way`] checks the way
+/// to a record file, except that a system account may own what is on the way too: a server
+/// runs as one (Debian's `redis` owns `/run/redis`), and another local user cannot own one.
+pub fn open_socket_way(dir: &Path) -> io::Result<File> {
+    let absolute = match dir.is_absolute() {
+        true => dir.to_path_buf(),
+        false => std::env::current_dir()?.join(dir),
+    };
+    walk(&absolute, false, true)
+}
+
+/// Checks the socket `name` in `dir` (opened by [`open_socket_way`]): a socket, not a link,
+/// owned by root, the effective user or a system account. Another local user's socket could
+/// be anyone's server, and would be sent the password.
+pub fn check_socket(dir: &File, name: &std::ffi::OsStr) -> io::Result<()> {
+    let st = stat::fstatat(dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    match st.st_mode & nix::libc::S_IFMT {
+        nix::libc::S_IFSOCK => {}
+        nix::libc::S_IFLNK => return Err(Refusal::Symlink.into()),
+        _ => return Err(Refusal::NotSocket.into()),
+    }
+    let euid = euid();
+    if st.st_uid != 0 && st.st_uid != euid && st.st_uid >= FIRST_USER_UID {
+        return Err(Refusal::ForeignSocket {
+            uid: st.st_uid,
+            euid,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The names of a path to walk, `..` included; `/` and `.` are passed over.
@@ -178,16 +220,19 @@ struct Way {
     steps: Vec<Step>,
     turns: usize,
     euid: u32,
+    /// Whether a system account may own what is on the way too (a server's socket).
+    system: bool,
 }
 
 impl Way {
-    fn from_root() -> io::Result<Way> {
+    fn from_root(system: bool) -> io::Result<Way> {
         let root = Path::new("/");
         let dir = File::from(fcntl::open(root, search_flags(), Mode::empty())?);
         let mut way = Way {
             steps: Vec::new(),
             turns: 0,
             euid: euid(),
+            system,
         };
         way.enter(dir, root.to_path_buf())?;
         Ok(way)
@@ -239,9 +284,15 @@ impl Way {
         uid: u32,
         rest: &mut std::collections::VecDeque<std::ffi::OsString>,
     ) -> io::Result<()> {
-        if uid != 0 && uid != self.euid {
-            let euid = self.euid;
-            return Err(Refusal::ForeignLink { path, uid, euid }.into());
+        if !self.trusts(uid) {
+            let (euid, system) = (self.euid, self.system);
+            return Err(Refusal::ForeignLink {
+                path,
+                uid,
+                euid,
+                system,
+            }
+            .into());
         }
         self.turn()?;
         let target = PathBuf::from(fcntl::readlinkat(&self.here().dir, name)?);
@@ -286,13 +337,14 @@ impl Way {
     fn enter(&mut self, dir: File, path: PathBuf) -> io::Result<()> {
         let st = stat::fstat(&dir)?;
         let (uid, mode) = (st.st_uid, st.st_mode & 0o7777);
-        if uid != 0 && uid != self.euid {
-            let euid = self.euid;
+        if !self.trusts(uid) {
+            let (euid, system) = (self.euid, self.system);
             return Err(Refusal::ForeignDirectory {
                 path,
                 uid,
                 mode,
                 euid,
+                system,
             }
             .into());
         }
@@ -301,6 +353,11 @@ impl Way {
         }
         self.steps.push(Step { dir, path });
         Ok(())
+    }
+
+    /// Whether `uid` may own what is on the way.
+    fn trusts(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.euid || (self.system && uid < FIRST_USER_UID)
     }
 
     /// Counts a link followed or a name looked at again: past [`MAX_TURNS`], the way loops.

@@ -22,13 +22,24 @@ pub enum Refusal {
         uid: u32,
         mode: u32,
         euid: u32,
+        /// Whether a system account may own it too (the way to a server's socket).
+        system: bool,
     },
     /// A directory on the way to it may be written by anyone and has no sticky bit: anyone
     /// could replace what follows it.
     OpenDirectory { path: PathBuf, uid: u32, mode: u32 },
     /// The way to it goes through a symbolic link that neither root nor the user running
     /// `retry` owns: its owner chose where it leads.
-    ForeignLink { path: PathBuf, uid: u32, euid: u32 },
+    ForeignLink {
+        path: PathBuf,
+        uid: u32,
+        euid: u32,
+        system: bool,
+    },
+    /// What should be a server's Unix socket is something else.
+    NotSocket,
+    /// A Unix socket that another local user owns: anyone's server could listen on it.
+    ForeignSocket { uid: u32, euid: u32 },
 }
 
 impl fmt::Display for Refusal {
@@ -46,12 +57,13 @@ impl fmt::Display for Refusal {
                 uid,
                 mode,
                 euid,
+                system,
             } => write!(
                 f,
                 "the way to it goes through '{}', owned by uid {uid} with mode {mode:04o}: \
                  every directory on the way must belong to {}",
                 path.display(),
-                trusted_owners(*euid)
+                trusted_owners(*euid, *system)
             ),
             Refusal::OpenDirectory { path, uid, mode } => write!(
                 f,
@@ -59,22 +71,35 @@ impl fmt::Display for Refusal {
                  anyone may replace what is in it (no sticky bit)",
                 path.display()
             ),
-            Refusal::ForeignLink { path, uid, euid } => write!(
+            Refusal::ForeignLink {
+                path,
+                uid,
+                euid,
+                system,
+            } => write!(
                 f,
                 "the way to it goes through the symbolic link '{}', owned by uid {uid}: a link \
                  on the way must belong to {}",
                 path.display(),
-                trusted_owners(*euid)
+                trusted_owners(*euid, *system)
+            ),
+            Refusal::NotSocket => write!(f, "it is not a Unix socket"),
+            Refusal::ForeignSocket { uid, euid } => write!(
+                f,
+                "it is owned by uid {uid}, another local user: a server's socket must belong to {}",
+                trusted_owners(*euid, true)
             ),
         }
     }
 }
 
 /// Who may own what is on the way to a record file, in words.
-fn trusted_owners(euid: u32) -> String {
-    match euid {
-        0 => "root".to_string(),
-        euid => format!("root or uid {euid}"),
+fn trusted_owners(euid: u32, system: bool) -> String {
+    match (euid, system) {
+        (0, false) => "root".to_string(),
+        (euid, false) => format!("root or uid {euid}"),
+        (0, true) => "root or a system account (uid below 1000)".to_string(),
+        (euid, true) => format!("root, uid {euid} or a system account (uid below 1000)"),
     }
 }
 

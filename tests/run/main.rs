@@ -32,6 +32,7 @@ mod pushback;
 mod queue;
 mod quota_redis;
 mod records;
+mod redis_socket;
 mod redis_urls;
 mod rediss;
 mod run;

@@ -16,6 +16,7 @@ use crate::store::redis::error::{REFUSALS, RedisStoreError};
 use crate::store::redis::resp::{Addr, Deadline, ExchangeError, Node};
 use crate::store::redis::sentinel::{self, Sentinels};
 use crate::store::redis::tls::{self, TlsConfig, TlsFiles};
+use crate::store::refusal::Refusal;
 
 /// Where the server is, from the quota's address, and the user and password to give it.
 #[derive(Clone, PartialEq, Eq)]
@@ -159,7 +160,7 @@ impl Server {
             source,
         };
         if let Some(path) = self.socket.as_ref().filter(|_| *addr == self.addr) {
-            let stream = UnixStream::connect(path).map_err(|e| failed(ExchangeError::Io(e)))?;
+            let stream = connect_socket(path).map_err(|e| failed(ExchangeError::Io(e)))?;
             let node = Node::new(addr.clone(), stream);
             return self.greet(node, deadline).map_err(failed);
         }
@@ -334,6 +335,35 @@ fn resolve(addr: &Addr, deadline: &Deadline) -> Result<Vec<SocketAddr>, RedisSto
             io::ErrorKind::TimedOut,
             deadline.timed_out().to_string(),
         ))),
+    }
+}
+
+/// Connects to the Unix socket at `path` once its way and the socket itself are checked
+/// (`store::open::open_socket_way`): the password goes only to a server that root, the user
+/// running `retry` or a system account put there. The connection is made through the checked
+/// directory, so that the way cannot change between the check and the connection.
+fn connect_socket(path: &std::path::Path) -> std::io::Result<UnixStream> {
+    use std::os::fd::AsRawFd;
+    let refused = |e: std::io::Error| match crate::store::refusal::refusal(&e) {
+        Some(why) => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("refusing the socket: {why}"),
+        ),
+        None => e,
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(refused(Refusal::NotSocket.into()));
+    };
+    let dir = crate::store::open::open_socket_way(dir).map_err(refused)?;
+    crate::store::open::check_socket(&dir, name).map_err(refused)?;
+    let pinned = std::path::Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
+    // A socket's address holds 107 bytes: a name too long once put under /proc is connected
+    // to by its path, checked.
+    match pinned.as_os_str().len() < 108 {
+        true => UnixStream::connect(&pinned),
+        false => UnixStream::connect(path),
     }
 }
 
