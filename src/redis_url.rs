@@ -120,6 +120,14 @@ impl RedisAddress {
         self.db
     }
 
+    /// The master that the sentinels are asked for, for `redis+sentinel://`.
+    pub fn master(&self) -> Option<&str> {
+        match &self.endpoint {
+            Endpoint::Sentinel { master, .. } => Some(master),
+            _ => None,
+        }
+    }
+
     /// The store's name: the quota's, the stream's.
     pub fn name(&self) -> &str {
         &self.name

@@ -28,7 +28,9 @@ pub enum Sent {
 
 /// The local file of the store at `address`: `$XDG_STATE_HOME/retry/unsent/` (else
 /// `~/.local/state/retry/unsent/`), named `HOST_PORT_NAME.jsonl` by the server and the store's
-/// name. An `XDG_STATE_HOME` that is not an absolute path is ignored, as the XDG Base
+/// name, with `MASTER@` before it for a Sentinel's master and `+dbDB` after it for a database
+/// other than 0, which `escaped` parts never hold: two databases or masters never share a
+/// file. An `XDG_STATE_HOME` that is not an absolute path is ignored, as the XDG Base
 /// Directory specification says: taken from the working directory, the runs of one store
 /// would be kept in as many places as it is run from. In each part every character but a
 /// letter, a digit, `.` and `-` is written `%XX` (its UTF-8 bytes), `_` and `%` included: the
@@ -44,12 +46,20 @@ pub fn file_of(
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(var("HOME").filter(|v| !v.is_empty())?).join(".local/state"),
     };
-    let name = format!(
-        "{}_{}_{}.jsonl",
+    let mut name = String::new();
+    if let Some(master) = address.master() {
+        name = format!("{}@", escaped(master));
+    }
+    name += &format!(
+        "{}_{}_{}",
         escaped(address.host()),
         address.port(),
         escaped(address.name())
     );
+    if let Some(db) = address.db().filter(|db| *db != 0) {
+        name += &format!("+db{db}");
+    }
+    name += ".jsonl";
     Some(base.join("retry").join("unsent").join(name))
 }
 
@@ -214,5 +224,22 @@ mod tests {
         );
         assert_eq!(name("redis://[::1]/jobs"), "%3A%3A1_6379_jobs.jsonl");
         assert_ne!(name("redis://a%5Fb/n"), name("redis://a_b/n"));
+        // Another database, or another master of the same sentinels, is another store.
+        assert_eq!(name("redis://h/3/n"), "h_6379_n+db3.jsonl");
+        assert_eq!(name("redis://h/0/n"), name("redis://h/n"));
+        assert_eq!(
+            name("redis+sentinel://s1:26379/mymaster/n"),
+            "mymaster@s1_26379_n.jsonl"
+        );
+        let all = [
+            "redis://h/n",
+            "redis://h/3/n",
+            "redis://h/4/n",
+            "redis+sentinel://h:6379/n/n",
+            "redis+sentinel://h:6379/m/n",
+            "redis+sentinel://h:6379/m/3/n",
+        ];
+        let names: std::collections::BTreeSet<String> = all.iter().map(|u| name(u)).collect();
+        assert_eq!(names.len(), all.len(), "{names:?}");
     }
 }
