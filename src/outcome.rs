@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::exit::ExitStatus;
-use crate::policy::{GiveUp, Outcome, RepeatEnd, Signal};
+use crate::policy::{GiveUp, Hook, Outcome, RepeatEnd, Signal};
 
 /// The tries of a run, counted by the runner as they end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum During {
     /// The wait after try `attempt` (or the exchange with the quota's store before the next).
     Wait,
     /// A hook (`--on-retry`, `--on-give-up`) after try `attempt` was running.
-    Hook(&'static str),
+    Hook(Hook),
     /// The output `--output-on-failure` held was being played back.
     Playback,
     /// The run's reports (`--history`, `--junit`, the step outputs) were being written.
@@ -228,7 +228,7 @@ mod tests {
         );
         let signal = RunVerdict::Interrupted {
             signal: Signal::TERM,
-            during: During::Hook("--on-give-up"),
+            during: During::Hook(Hook::OnGiveUp),
         };
         let term = of(ExitStatus::Reraise(Signal::TERM), signal, 1);
         assert_eq!(

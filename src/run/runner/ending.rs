@@ -2,11 +2,8 @@
 //! the run's outcome made from them once, which the event that ends the run carries to every
 //! record (docs/log.md#every-record-of-a-run-agrees).
 
-use std::time::Duration;
-
 use super::around::RunEnd;
 use super::ended::{Ended, Try};
-use super::hooks::Hook;
 use super::state::Runner;
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
@@ -137,7 +134,6 @@ impl Runner<'_> {
         why: &GiveUp,
         last: Option<Outcome>,
     ) -> ExitStatus {
-        let config = self.config;
         let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
         let elapsed = self.start.elapsed();
         self.counts.counted = attempt;
@@ -158,23 +154,8 @@ impl Runner<'_> {
             signal: None,
             streak: self.in_a_row,
         });
-        let on_give_up = config.on_give_up.as_ref().filter(|_| self.last_try_failed);
-        if let Some(command) = on_give_up {
-            let hook = Hook {
-                which: "--on-give-up",
-                command,
-                attempt,
-                exit_code: status.code(),
-                delay: Duration::ZERO,
-                // The run may give up because its budget is spent: the hook still gets the
-                // grace period.
-                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
-                hands_on: false,
-            };
-            let (watch, log) = (&mut self.watch, &mut self.log);
-            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                return self.interrupted(attempt, signal, During::Hook("--on-give-up"));
-            }
+        if let Some(status) = self.on_give_up(attempt, status) {
+            return status;
         }
         status
     }

@@ -5,6 +5,7 @@ mod around;
 mod dead_letter;
 mod ended;
 mod ending;
+mod env;
 mod hooks;
 mod job_control;
 mod launch;
@@ -28,7 +29,6 @@ use crate::run::random::LazyRng;
 use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
 use ended::{Ended, Retry, Try, TryEnd};
-use hooks::Hook;
 pub use quota::SharedQuota;
 use quota::{Admit, held_report};
 pub use state::Runner;
@@ -426,30 +426,10 @@ impl<'c> Runner<'c> {
             outcome,
             wait,
         } = *retry;
-        let config = self.config;
         self.log.emit(Event::Wait { attempt, wait });
         let waiting = Moment::now();
-        if let Some(command) = config.on_retry.as_ref().filter(|_| self.last_try_failed) {
-            let hook = Hook {
-                which: "--on-retry",
-                command,
-                attempt,
-                // The status giving up after this failed try would give: 1 for a try that
-                // exited 0 but was not ready (--until-output).
-                exit_code: outcome
-                    .map_or(ExitStatus::Held, |o| {
-                        ExitStatus::of_giving_up(&GiveUp::Tries, o)
-                    })
-                    .code(),
-                delay: wait.delay,
-                bound: self.hook_bound(),
-                hands_on: true,
-            };
-            let (watch, log) = (&mut self.watch, &mut self.log);
-            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                let during = During::Hook("--on-retry");
-                return ControlFlow::Break(self.interrupted(attempt, signal, during));
-            }
+        if let Some(status) = self.on_retry(attempt, outcome, &wait) {
+            return ControlFlow::Break(status);
         }
         // The hook's time is part of the wait: the next try starts as planned, or when the hook
         // is done if it took longer. A hook that took long may have spent the budget the retry
@@ -502,8 +482,8 @@ impl<'c> Runner<'c> {
         if let Some(signal) = self.watch.signals.pending_stop() {
             return Ok(TryEnd::Interrupted(signal, None));
         }
-        self.env[0].1 = attempt.to_string();
-        let mut child = match launch::spawn_command(&mut self.watch, self.config, &self.env, io)? {
+        let env = self.env.for_try(attempt);
+        let mut child = match launch::spawn_command(&mut self.watch, self.config, &env, io)? {
             Ok(child) => child,
             Err(e) => {
                 let detail = NotStarted::new(&self.config.command[0], &e.error);
@@ -585,10 +565,5 @@ impl<'c> Runner<'c> {
         self.repeat.is_some()
             || policy.stops_leftovers(outcome)
             || (policy.classifier.until_output.is_some() && !self.watch.stdio.ready_so_far(io))
-    }
-
-    /// How long a hook starting now may run.
-    fn hook_bound(&self) -> Option<Duration> {
-        self.config.policy.hook_limit(self.start.elapsed())
     }
 }
