@@ -6,21 +6,8 @@
 use std::time::Duration;
 
 use crate::exit::ExitStatus;
+pub use crate::policy::step::TryCounts;
 use crate::policy::{GiveUp, Hook, Outcome, RepeatEnd, Signal};
-
-/// The tries of a run, counted by the runner as they end.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TryCounts {
-    /// Tries the schedule counted against `--tries`: those that ran and those held back.
-    pub counted: u64,
-    /// Tries that ran (a process was started for them, or could not be).
-    pub ran: u64,
-    /// Tries that ran to their end and failed (a try `retry` stopped on a signal it received
-    /// is not one of the command's failures).
-    pub failed: u64,
-    /// Tries that `--throttle` held back: they did not run, and did not fail.
-    pub held: u64,
-}
 
 /// What `retry` was doing when a stopping signal reached it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,6 +14,7 @@ pub mod quota;
 pub mod repeat;
 pub mod schedule;
 pub mod signal;
+pub mod step;
 pub mod throttle;
 pub mod worst;
 

@@ -22,7 +22,7 @@ impl Runner<'_> {
         self.log.conclude(&outcome);
         let signals = &mut self.watch.signals;
         if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
-            let status = self.interrupted(self.counts.counted, signal, During::Playback);
+            let status = self.interrupted(self.state.counts().counted, signal, During::Playback);
             outcome = self.outcome(status);
         }
         let run_end = self.run_end();
@@ -32,7 +32,7 @@ impl Runner<'_> {
         if let Some(signal) = self.watch.signals.pending_stop() {
             self.log.emit(Event::Received {
                 signal,
-                attempt: self.counts.counted,
+                attempt: self.state.counts().counted,
                 during: During::Report,
             });
             outcome.status = ExitStatus::Reraise(signal);
@@ -52,9 +52,9 @@ impl Runner<'_> {
         RunOutcome {
             status,
             verdict: self.end.clone().unwrap_or(RunVerdict::Internal),
-            tries: self.counts,
-            streak: self.in_a_row,
-            last: self.last_ran,
+            tries: self.state.counts(),
+            streak: self.state.streak(),
+            last: self.state.last_ran(),
             elapsed: self.start.elapsed(),
         }
     }
@@ -62,12 +62,12 @@ impl Runner<'_> {
     /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
     /// giving up after the first failed one would have given, and 124 when none ran to its end.
     pub(super) fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
-        let Some(repeat) = &self.repeat else {
+        let Some(repeat) = self.state.repeat() else {
             return ExitStatus::Success;
         };
         let count = repeat.count().clone();
         let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
-        self.counts.counted = attempt;
+        self.state.end_at(attempt);
         self.end = Some(RunVerdict::Repeated {
             why: why.clone(),
             failed: count.failed,
@@ -96,9 +96,9 @@ impl Runner<'_> {
             elapsed: self.start.elapsed(),
             why: GiveUp::Interrupted,
             status,
-            last: self.last_ran,
+            last: self.state.last_ran(),
             signal: Some(signal),
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
         status
     }
@@ -106,8 +106,7 @@ impl Runner<'_> {
     /// Reports try `t`, which `retry` stopped as `ended` because its output could not be
     /// written: it ran, and it is not one of the command's failures.
     pub(super) fn stopped_for_output(&mut self, t: &Try, ended: Ended) {
-        self.counts.ran += 1;
-        self.last_ran = Some(ended.outcome);
+        self.state.stopped(ended.outcome);
         let decision = Decision::GiveUp(GiveUp::Interrupted);
         let took = t.start.elapsed();
         let verdict = Verdict::Interrupted;
@@ -136,7 +135,7 @@ impl Runner<'_> {
     ) -> ExitStatus {
         let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
         let elapsed = self.start.elapsed();
-        self.counts.counted = attempt;
+        self.state.end_at(attempt);
         self.end = Some(match why {
             // Ctrl-C reached the command, and so the terminal's foreground group: retry too.
             GiveUp::Interrupted => RunVerdict::Interrupted {
@@ -152,7 +151,7 @@ impl Runner<'_> {
             status,
             last,
             signal: None,
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
         if let Some(status) = self.on_give_up(attempt, status) {
             return status;
@@ -166,8 +165,8 @@ impl Runner<'_> {
         signal: Signal,
         during: During,
     ) -> ExitStatus {
-        self.counts.counted = attempt;
-        self.end = Some(match &self.repeat {
+        self.state.end_at(attempt);
+        self.end = Some(match self.state.repeat() {
             // A repeat ends as a repeat, cut short by the signal: its summary says so.
             Some(repeat) => RunVerdict::Repeated {
                 why: RepeatEnd::Interrupted(signal),
@@ -181,7 +180,7 @@ impl Runner<'_> {
             during,
         });
         let status = ExitStatus::Reraise(signal);
-        if let Some(repeat) = &self.repeat {
+        if let Some(repeat) = self.state.repeat() {
             let count = repeat.count().clone();
             self.log.emit(Event::RepeatEnded {
                 count,
@@ -198,7 +197,7 @@ impl Runner<'_> {
             status,
             last: None,
             signal: Some(signal),
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
         status
     }

@@ -66,7 +66,7 @@ impl Runner<'_> {
         exit_code: i32,
         delay: Duration,
     ) -> Option<ExitStatus> {
-        if !self.last_try_failed {
+        if !self.state.last_try_failed() {
             return None;
         }
         let now = self.start.elapsed();

@@ -8,9 +8,9 @@ use super::quota::Quota;
 use super::stop::Stopper;
 use super::watch::Watch;
 use crate::config::Config;
-use crate::outcome::{RunVerdict, TryCounts};
+use crate::outcome::RunVerdict;
+use crate::policy::step::RunState;
 use crate::policy::throttle::Admission;
-use crate::policy::{Outcome, Repeat};
 use crate::report::log::Log;
 use crate::run::clock::Moment;
 use crate::run::signals::Signals;
@@ -33,20 +33,11 @@ pub struct Runner<'c> {
     pub(super) quota: Quota,
     /// Where the run is recorded if it gives up, if anywhere.
     pub(super) dead_letter: Recorder,
-    /// `--repeat`: what its tries came to so far. It decides in place of the schedule.
-    pub(super) repeat: Option<Repeat>,
-    /// How the last failed try ended, for `--flaky fail`.
-    pub(super) last_failed: Option<Outcome>,
-    /// How the last try that ran ended.
-    pub(super) last_ran: Option<Outcome>,
-    /// The last try ran and failed: only then do the hooks run.
-    pub(super) last_try_failed: bool,
-    /// `--consecutive`: the successful tries in a row, the last one included.
-    pub(super) in_a_row: u64,
+    /// What the run has come to so far: the schedule (or `--repeat`) that decides, the tries
+    /// counted, how the last ones ended.
+    pub(super) state: RunState<'c>,
     /// The next try, when `--throttle` held it back: the figures it was held on.
     pub(super) next_held: Option<Admission>,
-    /// The tries so far: counted, ran, failed, held back.
-    pub(super) counts: TryCounts,
     /// How the run ended, once it has.
     pub(super) end: Option<RunVerdict>,
 }
@@ -74,13 +65,8 @@ impl<'c> Runner<'c> {
             outer: around.outer,
             quota: Quota::new(around.quota, config.throttle),
             dead_letter: Recorder::new(around.dead_letter),
-            repeat: config.repeat.map(Repeat::new),
-            last_failed: None,
-            last_ran: None,
-            last_try_failed: false,
-            in_a_row: 0,
+            state: RunState::new(&config.policy, config.repeat),
             next_held: None,
-            counts: TryCounts::default(),
             end: None,
         }
     }
