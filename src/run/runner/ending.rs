@@ -28,21 +28,20 @@ impl Runner<'_> {
         let run_end = self.run_end();
         self.dead_letter.record(&mut self.log, &outcome, run_end);
         self.log.emit(Event::RunEnded(Box::new(outcome.clone())));
-        // A signal while the reports were written: they are whole, and retry dies of it.
+        // A signal while the reports were written: they are whole, and retry dies of it; the
+        // outcome they read stands.
+        let mut received = None;
         if let Some(signal) = self.watch.signals.pending_stop() {
             self.log.emit(Event::Received {
                 signal,
                 attempt: self.state.counts().counted,
                 during: During::Report,
             });
-            outcome.status = ExitStatus::Reraise(signal);
-            outcome.verdict = RunVerdict::Interrupted {
-                signal,
-                during: During::Report,
-            };
+            received = Some(signal);
         }
         RunEnd {
             outcome,
+            received,
             signals: self.watch.signals,
         }
     }
