@@ -911,7 +911,7 @@ impl FlakyArgs {
 
 /// The options that mean nothing to `--repeat`, which has no retries to shape
 /// (docs/flaky.md#repeating-a-command).
-const NOT_WITH_REPEAT: [&str; 15] = [
+const NOT_WITH_REPEAT: &[&str] = &[
     id::TRIES,
     id::THROTTLE,
     id::CONSECUTIVE,
@@ -931,7 +931,7 @@ const NOT_WITH_REPEAT: [&str; 15] = [
 
 /// The options of a run, which mean nothing to `--stats`, which runs nothing: every option
 /// but those of the log's format and colour, `-q` and `-v`.
-const NOT_WITH_STATS: [&str; 34] = [
+const NOT_WITH_STATS: &[&str] = &[
     id::TRIES,
     id::THROTTLE,
     id::CONSECUTIVE,

@@ -6,21 +6,8 @@
 use std::time::Duration;
 
 use crate::exit::ExitStatus;
-use crate::policy::{GiveUp, Outcome, RepeatEnd, Signal};
-
-/// The tries of a run, counted by the runner as they end.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TryCounts {
-    /// Tries the schedule counted against `--tries`: those that ran and those held back.
-    pub counted: u64,
-    /// Tries that ran (a process was started for them, or could not be).
-    pub ran: u64,
-    /// Tries that ran to their end and failed (a try `retry` stopped on a signal it received
-    /// is not one of the command's failures).
-    pub failed: u64,
-    /// Tries that `--throttle` held back: they did not run, and did not fail.
-    pub held: u64,
-}
+pub use crate::policy::step::TryCounts;
+use crate::policy::{GiveUp, Hook, Outcome, RepeatEnd, Signal};
 
 /// What `retry` was doing when a stopping signal reached it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +23,7 @@ pub enum During {
     /// The wait after try `attempt` (or the exchange with the quota's store before the next).
     Wait,
     /// A hook (`--on-retry`, `--on-give-up`) after try `attempt` was running.
-    Hook(&'static str),
+    Hook(Hook),
     /// The output `--output-on-failure` held was being played back.
     Playback,
     /// The run's reports (`--history`, `--junit`, the step outputs) were being written.
@@ -228,7 +215,7 @@ mod tests {
         );
         let signal = RunVerdict::Interrupted {
             signal: Signal::TERM,
-            during: During::Hook("--on-give-up"),
+            during: During::Hook(Hook::OnGiveUp),
         };
         let term = of(ExitStatus::Reraise(Signal::TERM), signal, 1);
         assert_eq!(

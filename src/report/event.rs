@@ -14,7 +14,7 @@ use crate::policy::pushback::Ignored;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::{Admission, ThrottleSpec};
 use crate::policy::{
-    BudgetExceeded, Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict,
+    BudgetExceeded, Decision, GiveUp, Hook, Outcome, RepeatCount, RepeatEnd, Signal, Verdict,
 };
 use crate::report::tally::Tally;
 use crate::store::deadletter::{Pending, Replayed};
@@ -65,7 +65,7 @@ pub enum Event {
     /// not counted), with `signal`, then SIGKILL if `killed`.
     Leftovers {
         attempt: u64,
-        hook: Option<&'static str>,
+        hook: Option<Hook>,
         signal: Signal,
         killed: bool,
         count: usize,
@@ -77,7 +77,7 @@ pub enum Event {
     },
     /// A hook (`--on-retry`, `--on-give-up`) after try `attempt` failed; the run goes on.
     HookFailed {
-        which: &'static str,
+        which: Hook,
         attempt: u64,
         failure: HookFailure,
     },

@@ -171,7 +171,7 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
             failure,
         } => head("hook", facts)
             .num("attempt", *attempt)
-            .str("hook", which)
+            .str("hook", which.option())
             .str("result", &hook_failure(failure)),
         Event::Quota { .. } => quota(event, facts),
         Event::Succeeded { .. } => success(event, facts),
@@ -349,7 +349,7 @@ fn leftovers(event: &Event, facts: &At<'_>) -> Obj {
     };
     let obj = head("leftovers", facts).num("attempt", *attempt);
     let obj = match hook {
-        Some(which) => obj.str("hook", which),
+        Some(which) => obj.str("hook", which.option()),
         None => obj,
     };
     let obj = obj.str("signal", &signal.name()).bool("killed", *killed);

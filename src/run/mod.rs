@@ -315,7 +315,7 @@ fn real_run(
         dead_letter,
         keeper: None,
     };
-    run_logged(config, log, signals, begin).outcome.status
+    run_logged(config, log, signals, begin).status()
 }
 
 /// The runs of a fleet's history on Redis, each with its host, as `--stats` reads a file's.
@@ -362,7 +362,7 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
         dead_letter: None,
         keeper: None,
     };
-    run_logged(config, log, signals, begin).outcome.status
+    run_logged(config, log, signals, begin).status()
 }
 
 /// Where this run is recorded if it gives up: the file is created now, so that a path that

@@ -18,8 +18,7 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
-use crate::outcome::RunOutcome;
-use crate::policy::Signal;
+use crate::policy::{GiveUp, Signal};
 use crate::report::event::{Event, Failure, Warning};
 use crate::report::junit::{ReplayCases, ReplayJunit};
 use crate::report::printable;
@@ -29,6 +28,7 @@ use crate::report::words::replay_refusal;
 use crate::run::claims::Claims;
 use crate::run::clock::Moment;
 use crate::run::keep::Kept;
+use crate::run::runner::RunEnd;
 use crate::run::setup::{check_junit, open_log, run_again, run_id};
 use crate::run::signals::Signals;
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
@@ -468,9 +468,9 @@ fn run_one(
     }
     let end = run_again(config, &p.record.id, signals, junit, keeper);
     let again = Again {
-        replayed: replayed(&end.outcome),
-        flaky: end.outcome.flaky(),
-        stopped_by: end.outcome.signal(),
+        replayed: replayed(&end),
+        flaky: end.outcome.flaky() && end.received.is_none(),
+        stopped_by: end.signal(),
     };
     (again, end.signals)
 }
@@ -643,15 +643,21 @@ fn enter(p: &Pending, charset: Charset) -> Result<(), String> {
     })
 }
 
-/// What the replayed run that ended as `outcome` came to.
-fn replayed(outcome: &RunOutcome) -> Replayed {
+/// What the replayed run that ended as `end` came to: a signal after its reports stopped it.
+fn replayed(end: &RunEnd) -> Replayed {
+    let outcome = &end.outcome;
     let tries = outcome.tries.counted;
-    if outcome.status == ExitStatus::Success {
+    let status = end.status();
+    if status == ExitStatus::Success {
         return Replayed::Resolved { tries };
     }
+    let reason = match end.received {
+        Some(_) => GiveUp::Interrupted.word(),
+        None => outcome.pending_reason(),
+    };
     Replayed::Failed {
-        exit_code: u64::try_from(outcome.status.code()).unwrap_or_default(),
-        reason: outcome.pending_reason().to_string(),
+        exit_code: u64::try_from(status.code()).unwrap_or_default(),
+        reason: reason.to_string(),
         tries,
     }
 }

@@ -177,7 +177,7 @@ pub(crate) fn run_logged(
             // The records of a run that could not start are written all the same.
             let outcome = RunOutcome::before_any_try(ExitStatus::Usage);
             log.emit(Event::RunEnded(Box::new(outcome.clone())));
-            return RunEnd { outcome, signals };
+            return RunEnd::new(outcome, signals);
         }
     };
     stdio.set_dispositions(signals.dispositions());
@@ -222,10 +222,7 @@ pub(crate) fn run_again(
             None => log.leaving_step_outputs(),
         },
         Err(status) => {
-            return RunEnd {
-                outcome: RunOutcome::before_any_try(status),
-                signals,
-            };
+            return RunEnd::new(RunOutcome::before_any_try(status), signals);
         }
     };
     // The run's --history, recorded or given to the replay, gets its line as any run's does.
@@ -233,10 +230,7 @@ pub(crate) fn run_again(
         Some(path) => match with_history(config, path, log) {
             Ok(log) => log,
             Err(status) => {
-                return RunEnd {
-                    outcome: RunOutcome::before_any_try(status),
-                    signals,
-                };
+                return RunEnd::new(RunOutcome::before_any_try(status), signals);
             }
         },
         None => log,

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::config::{ParseOutcome, parse};
 use crate::exit::ExitStatus;
 use crate::policy::pushback::Ignored;
-use crate::policy::{Decision, GiveUp, Outcome, Reason, Signal, Verdict, Wait};
+use crate::policy::{Decision, GiveUp, Hook, Outcome, Reason, Signal, Verdict, Wait};
 use crate::report::event::{During, Failure, HookFailure, NotStarted, TryReport};
 use crate::report::words::not_started;
 use crate::text::Charset;
@@ -73,7 +73,7 @@ fn log_for(args: &[&str]) -> (Log, Captured) {
 trait Emit {
     fn try_ended(&mut self, r: &TryReport);
     fn leftovers(&mut self, attempt: u64, signal: Signal, killed: bool, count: usize);
-    fn hook_ended(&mut self, which: &'static str, attempt: u64, failure: HookFailure);
+    fn hook_ended(&mut self, which: Hook, attempt: u64, failure: HookFailure);
     fn error(&mut self, message: &str);
     fn wait(&mut self, attempt: u64, wait: Wait);
     fn received(&mut self, signal: Signal, attempt: u64, during: During);
@@ -103,7 +103,7 @@ impl Emit for Log {
             count,
         });
     }
-    fn hook_ended(&mut self, which: &'static str, attempt: u64, failure: HookFailure) {
+    fn hook_ended(&mut self, which: Hook, attempt: u64, failure: HookFailure) {
         self.emit(Event::HookFailed {
             which,
             attempt,
@@ -309,18 +309,18 @@ fn a_failed_hook_says_how_it_failed() {
     let (mut log, sink) = log_for(&["-n3"]);
     let refused = std::io::Error::from_raw_os_error(nix::libc::EACCES);
     log.hook_ended(
-        "--on-retry",
+        Hook::OnRetry,
         1,
         HookFailure::NotStarted(refused.to_string()),
     );
-    log.hook_ended("--on-retry", 1, HookFailure::Ended(Outcome::Exit(3)));
+    log.hook_ended(Hook::OnRetry, 1, HookFailure::Ended(Outcome::Exit(3)));
     log.hook_ended(
-        "--on-retry",
+        Hook::OnRetry,
         2,
         HookFailure::Ended(Outcome::Signal(Signal::KILL)),
     );
     log.hook_ended(
-        "--on-give-up",
+        Hook::OnGiveUp,
         3,
         HookFailure::TimedOut(Duration::from_secs(2)),
     );
@@ -398,7 +398,7 @@ fn quiet_and_verbose_never_remove_a_json_event() {
         log.try_ended(&report(&retry));
         log.wait(1, wait);
         log.leftovers(1, Signal::TERM, false, 1);
-        log.hook_ended("--on-retry", 1, HookFailure::Ended(Outcome::Exit(3)));
+        log.hook_ended(Hook::OnRetry, 1, HookFailure::Ended(Outcome::Exit(3)));
         log.warn(Warning::Stdio("careful".into()));
         log.received(Signal::INT, 2, During::Try);
         log.try_ended(&report(&give_up));

@@ -4,7 +4,9 @@
 use std::ffi::OsString;
 use std::time::SystemTime;
 
+use crate::exit::ExitStatus;
 use crate::outcome::RunOutcome;
+use crate::policy::Signal;
 use crate::report::event::Warning;
 use crate::run::clock::Moment;
 use crate::run::process::{Inherited, Terminal};
@@ -34,11 +36,36 @@ pub struct Surroundings {
     pub keeper: Option<crate::run::keep::Kept>,
 }
 
-/// How a run ended: its outcome, and the signal handling, which outlives one run (a replay
-/// runs many).
+/// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed
+/// after, a stopping signal that reached `retry` while the reports were written (it dies of
+/// it), and the signal handling, which outlives one run (a replay runs many).
 pub struct RunEnd {
     pub outcome: RunOutcome,
+    /// A stopping signal received after the run's reports were written.
+    pub received: Option<Signal>,
     pub signals: Signals,
+}
+
+impl RunEnd {
+    /// The end of a run that no signal reached after its reports.
+    pub fn new(outcome: RunOutcome, signals: Signals) -> RunEnd {
+        RunEnd {
+            outcome,
+            received: None,
+            signals,
+        }
+    }
+
+    /// The status `retry` exits with: the outcome's, or the signal received after the reports.
+    pub fn status(&self) -> ExitStatus {
+        self.received
+            .map_or(self.outcome.status, ExitStatus::Reraise)
+    }
+
+    /// The signal `retry` dies of, if any.
+    pub fn signal(&self) -> Option<Signal> {
+        self.received.or(self.outcome.signal())
+    }
 }
 
 /// The `retry` run that started this one, as its try's environment says.

@@ -2,11 +2,8 @@
 //! the run's outcome made from them once, which the event that ends the run carries to every
 //! record (docs/log.md#every-record-of-a-run-agrees).
 
-use std::time::Duration;
-
 use super::around::RunEnd;
 use super::ended::{Ended, Try};
-use super::hooks::Hook;
 use super::state::Runner;
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
@@ -25,27 +22,26 @@ impl Runner<'_> {
         self.log.conclude(&outcome);
         let signals = &mut self.watch.signals;
         if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
-            let status = self.interrupted(self.counts.counted, signal, During::Playback);
+            let status = self.interrupted(self.state.counts().counted, signal, During::Playback);
             outcome = self.outcome(status);
         }
         let run_end = self.run_end();
         self.dead_letter.record(&mut self.log, &outcome, run_end);
         self.log.emit(Event::RunEnded(Box::new(outcome.clone())));
-        // A signal while the reports were written: they are whole, and retry dies of it.
+        // A signal while the reports were written: they are whole, and retry dies of it; the
+        // outcome they read stands.
+        let mut received = None;
         if let Some(signal) = self.watch.signals.pending_stop() {
             self.log.emit(Event::Received {
                 signal,
-                attempt: self.counts.counted,
+                attempt: self.state.counts().counted,
                 during: During::Report,
             });
-            outcome.status = ExitStatus::Reraise(signal);
-            outcome.verdict = RunVerdict::Interrupted {
-                signal,
-                during: During::Report,
-            };
+            received = Some(signal);
         }
         RunEnd {
             outcome,
+            received,
             signals: self.watch.signals,
         }
     }
@@ -55,9 +51,9 @@ impl Runner<'_> {
         RunOutcome {
             status,
             verdict: self.end.clone().unwrap_or(RunVerdict::Internal),
-            tries: self.counts,
-            streak: self.in_a_row,
-            last: self.last_ran,
+            tries: self.state.counts(),
+            streak: self.state.streak(),
+            last: self.state.last_ran(),
             elapsed: self.start.elapsed(),
         }
     }
@@ -65,12 +61,12 @@ impl Runner<'_> {
     /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
     /// giving up after the first failed one would have given, and 124 when none ran to its end.
     pub(super) fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
-        let Some(repeat) = &self.repeat else {
+        let Some(repeat) = self.state.repeat() else {
             return ExitStatus::Success;
         };
         let count = repeat.count().clone();
         let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
-        self.counts.counted = attempt;
+        self.state.end_at(attempt);
         self.end = Some(RunVerdict::Repeated {
             why: why.clone(),
             failed: count.failed,
@@ -99,9 +95,9 @@ impl Runner<'_> {
             elapsed: self.start.elapsed(),
             why: GiveUp::Interrupted,
             status,
-            last: self.last_ran,
+            last: self.state.last_ran(),
             signal: Some(signal),
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
         status
     }
@@ -109,8 +105,7 @@ impl Runner<'_> {
     /// Reports try `t`, which `retry` stopped as `ended` because its output could not be
     /// written: it ran, and it is not one of the command's failures.
     pub(super) fn stopped_for_output(&mut self, t: &Try, ended: Ended) {
-        self.counts.ran += 1;
-        self.last_ran = Some(ended.outcome);
+        self.state.stopped(ended.outcome);
         let decision = Decision::GiveUp(GiveUp::Interrupted);
         let took = t.start.elapsed();
         let verdict = Verdict::Interrupted;
@@ -137,10 +132,9 @@ impl Runner<'_> {
         why: &GiveUp,
         last: Option<Outcome>,
     ) -> ExitStatus {
-        let config = self.config;
         let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
         let elapsed = self.start.elapsed();
-        self.counts.counted = attempt;
+        self.state.end_at(attempt);
         self.end = Some(match why {
             // Ctrl-C reached the command, and so the terminal's foreground group: retry too.
             GiveUp::Interrupted => RunVerdict::Interrupted {
@@ -156,25 +150,10 @@ impl Runner<'_> {
             status,
             last,
             signal: None,
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
-        let on_give_up = config.on_give_up.as_ref().filter(|_| self.last_try_failed);
-        if let Some(command) = on_give_up {
-            let hook = Hook {
-                which: "--on-give-up",
-                command,
-                attempt,
-                exit_code: status.code(),
-                delay: Duration::ZERO,
-                // The run may give up because its budget is spent: the hook still gets the
-                // grace period.
-                bound: self.hook_bound().map(|b| b.max(config.kill_after)),
-                hands_on: false,
-            };
-            let (watch, log) = (&mut self.watch, &mut self.log);
-            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                return self.interrupted(attempt, signal, During::Hook("--on-give-up"));
-            }
+        if let Some(status) = self.on_give_up(attempt, status) {
+            return status;
         }
         status
     }
@@ -185,8 +164,8 @@ impl Runner<'_> {
         signal: Signal,
         during: During,
     ) -> ExitStatus {
-        self.counts.counted = attempt;
-        self.end = Some(match &self.repeat {
+        self.state.end_at(attempt);
+        self.end = Some(match self.state.repeat() {
             // A repeat ends as a repeat, cut short by the signal: its summary says so.
             Some(repeat) => RunVerdict::Repeated {
                 why: RepeatEnd::Interrupted(signal),
@@ -200,7 +179,7 @@ impl Runner<'_> {
             during,
         });
         let status = ExitStatus::Reraise(signal);
-        if let Some(repeat) = &self.repeat {
+        if let Some(repeat) = self.state.repeat() {
             let count = repeat.count().clone();
             self.log.emit(Event::RepeatEnded {
                 count,
@@ -217,7 +196,7 @@ impl Runner<'_> {
             status,
             last: None,
             signal: Some(signal),
-            streak: self.in_a_row,
+            streak: self.state.streak(),
         });
         status
     }

@@ -1,40 +1,101 @@
-//! The hooks `--on-retry` and `--on-give-up` (docs/log.md#hooks): `sh -c CMD` with the environment
-//! of a try, run to its end or its bound; its failure is logged and changes nothing else, and what
-//! it leaves running is stopped as a failed try's leftovers are. `--on-retry` may set variables
-//! for the later tries through its `RETRY_ENV_FILE` (docs/log.md#variables-for-the-next-tries).
+//! The hooks `--on-retry` and `--on-give-up` (docs/log.md#hooks), called from here alone:
+//! `sh -c CMD` with the environment of a try, run to its end or its bound; its failure is logged
+//! and changes nothing else, and what it leaves running is stopped as a failed try's leftovers
+//! are. `--on-retry` may set variables for the later tries through its `RETRY_ENV_FILE`
+//! (docs/log.md#variables-for-the-next-tries). Which hook it is, when it runs and what it is
+//! told besides the try's environment is `policy::Hook`'s to say.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use crate::duration::millis;
-use crate::policy::{Outcome, Signal};
-use crate::report::event::{EnvFileNote, Event, HookFailure, Warning};
+use crate::exit::ExitStatus;
+use crate::policy::{GiveUp, Hook, Outcome, Signal, Wait};
+use crate::report::event::{During, EnvFileNote, Event, HookFailure, Warning};
 use crate::report::log::Log;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::after;
 use crate::run::dispositions::Dispositions;
-use crate::run::envfile::{EnvFile, EnvVar, hand_on};
+use crate::run::envfile::{EnvFile, EnvVar};
 use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::runner::env::{HookVars, RunEnv};
+use crate::run::runner::state::Runner;
 use crate::run::runner::stop::{Finish, Stopper};
 use crate::run::runner::watch::Watch;
 
-/// A hook to run (docs/log.md#hooks): which one, its command, and what it is told.
-pub struct Hook<'a> {
-    /// `--on-retry` or `--on-give-up`.
-    pub which: &'static str,
-    pub command: &'a str,
+impl Runner<'_> {
+    /// `--on-retry` after try `attempt`, which ran and failed, before the wait `wait`; `last` is
+    /// how the last try that ran ended. Returns how the run ends when a stopping signal reached
+    /// `retry` meanwhile.
+    pub(super) fn on_retry(
+        &mut self,
+        attempt: u64,
+        last: Option<Outcome>,
+        wait: &Wait,
+    ) -> Option<ExitStatus> {
+        let command = self.config.on_retry.as_ref()?;
+        // The status giving up after this failed try would give: 1 for a try that exited 0 but
+        // was not ready (--until-output).
+        let exit_code = last
+            .map_or(ExitStatus::Held, |o| {
+                ExitStatus::of_giving_up(&GiveUp::Tries, o)
+            })
+            .code();
+        self.call_hook(Hook::OnRetry, command, attempt, exit_code, wait.delay)
+    }
+
+    /// `--on-give-up` after try `attempt`, the run having given up with `status`. Returns how
+    /// the run ends when a stopping signal reached `retry` meanwhile.
+    pub(super) fn on_give_up(&mut self, attempt: u64, status: ExitStatus) -> Option<ExitStatus> {
+        let command = self.config.on_give_up.as_ref()?;
+        self.call_hook(
+            Hook::OnGiveUp,
+            command,
+            attempt,
+            status.code(),
+            Duration::ZERO,
+        )
+    }
+
+    /// Runs `hook` (`command`) after try `attempt`, if that try ran and failed.
+    fn call_hook(
+        &mut self,
+        hook: Hook,
+        command: &str,
+        attempt: u64,
+        exit_code: i32,
+        delay: Duration,
+    ) -> Option<ExitStatus> {
+        if !self.state.last_try_failed() {
+            return None;
+        }
+        let now = self.start.elapsed();
+        let call = HookCall {
+            hook,
+            command,
+            attempt,
+            exit_code,
+            delay,
+            bound: hook.bound(&self.config.policy, now, self.config.kill_after),
+        };
+        let (watch, log) = (&mut self.watch, &mut self.log);
+        let signal = call.run_hook(watch, log, &self.stopper, &mut self.env)?;
+        Some(self.interrupted(attempt, signal, During::Hook(hook)))
+    }
+}
+
+/// A hook to run now (docs/log.md#hooks): which one, its command, and what it is told.
+struct HookCall<'a> {
+    hook: Hook,
+    command: &'a str,
     /// The try after which it runs.
-    pub attempt: u64,
+    attempt: u64,
     /// `RETRY_EXIT_CODE`: the status `retry` would exit with after that try.
-    pub exit_code: i32,
+    exit_code: i32,
     /// `RETRY_DELAY_MS`: the wait before the next try.
-    pub delay: Duration,
+    delay: Duration,
     /// How long it may run.
-    pub bound: Option<Duration>,
-    /// Whether it gets a `RETRY_ENV_FILE` whose lines set variables for the later tries and
-    /// hooks (`--on-retry`: tries follow it).
-    pub hands_on: bool,
+    bound: Option<Duration>,
 }
 
 /// What a hook wrote, kept in a temporary file, and how much of it has been passed on to
@@ -77,22 +138,28 @@ impl HookOutput {
     }
 }
 
-impl Hook<'_> {
+impl HookCall<'_> {
     /// Runs the hook (`sh -c CMD`) to its end or its bound, with the environment of a try
     /// (`env`), stopped as `stopper` stops a try; returns a stopping signal received meanwhile.
     /// Its failure is logged and changes nothing else; what its `RETRY_ENV_FILE` sets is set
     /// in `env` for what follows.
-    pub fn run_hook(
+    fn run_hook(
         &self,
         watch: &mut Watch,
         log: &mut Log,
         stopper: &Stopper,
-        env: &mut Vec<EnvVar>,
+        env: &mut RunEnv,
     ) -> Option<Signal> {
         let mut output = HookOutput::under_ci(log);
         let env_file = self.env_file(log);
         let dispositions = watch.signals.dispositions();
-        let spawned = self.spawn_hook(env, env_file.as_ref(), output.as_ref(), dispositions);
+        let vars = HookVars {
+            exit_code: self.exit_code,
+            delay: self.delay,
+            env_file: env_file.as_ref().map(EnvFile::path),
+        };
+        let env_vars = env.for_hook(self.attempt, &vars);
+        let spawned = self.spawn_hook(&env_vars, output.as_ref(), dispositions);
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
@@ -129,22 +196,22 @@ impl Hook<'_> {
         }
         if let Some(handed) = handed {
             let notes = match handed {
-                Ok(text) => hand_on(env, &text),
+                Ok(text) => env.hand_on(&text),
                 Err(e) => vec![EnvFileNote::NotRead(e.to_string())],
             };
             notes
                 .into_iter()
                 .for_each(|n| log.warn(Warning::EnvFile(n)));
         }
-        // What a hook leaves running is stopped as a failed try's leftovers are
-        // (docs/log.md#hooks).
+        // What a hook leaves running is its own (`policy::Hook`), and stopped as a failed try's
+        // leftovers are (docs/log.md#hooks).
         let stopped = stopper.stop_leftovers(watch, log, &mut child, None)?;
         if let Some(out) = &mut output {
             out.pass_on();
         }
         log.emit(Event::Leftovers {
             attempt: self.attempt,
-            hook: Some(self.which),
+            hook: Some(self.hook),
             signal: stopper.signal,
             killed: stopped.ending.killed(),
             count: stopped.count,
@@ -155,7 +222,7 @@ impl Hook<'_> {
     /// A fresh `RETRY_ENV_FILE` for the hook, if it gets one; one that cannot be made is
     /// warned of, and the hook runs without it.
     fn env_file(&self, log: &mut Log) -> Option<EnvFile> {
-        if !self.hands_on {
+        if !self.hook.hands_on() {
             return None;
         }
         EnvFile::create()
@@ -165,30 +232,20 @@ impl Hook<'_> {
 
     fn hook_failed(&self, log: &mut Log, failure: HookFailure) {
         log.emit(Event::HookFailed {
-            which: self.which,
+            which: self.hook,
             attempt: self.attempt,
             failure,
         });
     }
 
-    /// Starts `sh -c CMD` for the hook, with the environment of a try plus `RETRY_EXIT_CODE`,
-    /// `RETRY_DELAY_MS` and `RETRY_ENV_FILE` (`env_file`'s path, if it has one), no input, and
-    /// its output on standard error (or in `output`, passed on later): standard output belongs
-    /// to the command.
+    /// Starts `sh -c CMD` for the hook, with its environment `env`, no input, and its output on
+    /// standard error (or in `output`, passed on later): standard output belongs to the command.
     fn spawn_hook(
         &self,
         env: &[EnvVar],
-        env_file: Option<&EnvFile>,
         output: Option<&HookOutput>,
         dispositions: Dispositions,
     ) -> Result<Child, SpawnError> {
-        let mut env = env.to_vec();
-        env[0].1 = self.attempt.to_string();
-        env.push(("RETRY_EXIT_CODE".into(), self.exit_code.to_string()));
-        env.push(("RETRY_DELAY_MS".into(), millis(self.delay).to_string()));
-        if let Some(file) = env_file {
-            env.push(("RETRY_ENV_FILE".into(), file.path().to_string()));
-        }
         let into = |fd: std::io::Result<OwnedFd>| match fd {
             Ok(fd) => ChildFd::Fd(fd),
             Err(_) => ChildFd::Null,
@@ -215,7 +272,7 @@ impl Hook<'_> {
                 stderr,
             },
             command: &sh_command,
-            env: &env,
+            env,
             foreground: false,
             terminal: None,
             dispositions,

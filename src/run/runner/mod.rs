@@ -5,6 +5,7 @@ mod around;
 mod dead_letter;
 mod ended;
 mod ending;
+mod env;
 mod hooks;
 mod job_control;
 mod launch;
@@ -19,8 +20,9 @@ use std::time::Duration;
 use crate::exit::ExitStatus;
 use crate::outcome::RunVerdict;
 use crate::policy::quota::QuotaRefusal;
-use crate::policy::throttle::{Admission, counted};
-use crate::policy::{Decision, Flaky, GiveUp, Outcome, OutputMatch, Schedule, Signal, Verdict};
+use crate::policy::step::TryResult;
+use crate::policy::throttle::Admission;
+use crate::policy::{Decision, Flaky, GiveUp, Outcome, OutputMatch, Signal, Verdict};
 use crate::report::event::{During, Event, Failure, NotStarted, Warning};
 use crate::run::clock::{Moment, after};
 use crate::run::process::Child;
@@ -28,7 +30,6 @@ use crate::run::random::LazyRng;
 use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
 use ended::{Ended, Retry, Try, TryEnd};
-use hooks::Hook;
 pub use quota::SharedQuota;
 use quota::{Admit, held_report};
 pub use state::Runner;
@@ -38,7 +39,6 @@ impl<'c> Runner<'c> {
     fn run_loop(&mut self, seed: u64) -> ExitStatus {
         let config = self.config;
         let mut rng = LazyRng::new(seed);
-        let mut schedule = Schedule::new(&config.policy);
         self.log.emit(Event::Start { seed });
         if let Some(value) = &config.timeout_without_unit {
             self.log.warn(Warning::TimeoutWithoutUnit {
@@ -68,7 +68,7 @@ impl<'c> Runner<'c> {
             return self.interrupted(0, signal, During::Start);
         }
         let status = loop {
-            if let ControlFlow::Break(status) = self.round(&mut schedule, &mut rng) {
+            if let ControlFlow::Break(status) = self.round(&mut rng) {
                 break status;
             }
         };
@@ -95,64 +95,53 @@ impl<'c> Runner<'c> {
     /// and the schedule's wait follows as after a transient failure.
     fn held_try(
         &mut self,
-        schedule: &mut Schedule<'_>,
         rng: &mut LazyRng,
         admission: Admission,
     ) -> ControlFlow<ExitStatus, Retry> {
         let now = self.start.elapsed();
-        schedule.start_try(now);
-        let attempt = schedule.tries();
-        self.counts.counted = attempt;
-        self.counts.held += 1;
-        self.last_try_failed = false;
-        self.in_a_row = 0;
-        let decision = schedule
-            .after_held(now, rng)
-            .confirmed(true, || self.admit_next());
+        let (attempt, _) = self.state.start_try(now);
+        let step = self.state.decide(TryResult::Held, now, rng);
+        let decision = step.decision.confirmed(true, || self.admit_next());
         let report = held_report(&self.quota, attempt, admission, decision.clone());
         self.log.emit(Event::TryHeld(report));
         match decision {
             Decision::Retry(wait) => ControlFlow::Continue(Retry {
                 attempt,
-                outcome: self.last_ran,
+                outcome: self.state.last_ran(),
                 wait,
             }),
-            Decision::GiveUp(why) => ControlFlow::Break(self.give_up(attempt, &why, self.last_ran)),
+            Decision::GiveUp(why) => {
+                ControlFlow::Break(self.give_up(attempt, &why, self.state.last_ran()))
+            }
             Decision::Succeed | Decision::Stop(_) => {
-                ControlFlow::Break(self.give_up(attempt, &GiveUp::Held, self.last_ran))
+                ControlFlow::Break(self.give_up(attempt, &GiveUp::Held, self.state.last_ran()))
             }
         }
     }
 
     /// One try, and the wait before the next one if the schedule retries.
-    fn round(&mut self, schedule: &mut Schedule<'_>, rng: &mut LazyRng) -> ControlFlow<ExitStatus> {
-        let retry = self.next_try(schedule, rng)?;
-        self.wait_to_retry(schedule, &retry)
+    fn round(&mut self, rng: &mut LazyRng) -> ControlFlow<ExitStatus> {
+        let retry = self.next_try(rng)?;
+        self.wait_to_retry(&retry)
     }
 
     /// Runs the next try to its end and reports it: `Continue` with the retry the schedule
     /// decided on, or `Break` with how the run ends.
-    fn next_try(
-        &mut self,
-        schedule: &mut Schedule<'_>,
-        rng: &mut LazyRng,
-    ) -> ControlFlow<ExitStatus, Retry> {
+    fn next_try(&mut self, rng: &mut LazyRng) -> ControlFlow<ExitStatus, Retry> {
         if let Some(admission) = self.next_held.take() {
-            return self.held_try(schedule, rng, admission);
+            return self.held_try(rng, admission);
         }
         let now = self.start.elapsed();
-        let limit = schedule.start_try(now);
-        let by_limit = schedule.limit_ends_try(now);
         // A success that leaves a --consecutive streak short is not the end: another try
         // follows, or the run gives up.
-        let short = (self.config.policy.consecutive)
-            .is_some_and(|n| schedule.in_a_row().saturating_add(1) < n);
+        let short = self.state.success_would_be_short();
+        let (attempt, limit) = self.state.start_try(now);
+        let by_limit = self.state.schedule().limit_ends_try(now);
         let mut t = Try {
-            attempt: schedule.tries(),
+            attempt,
             start: Moment::now(),
             io: TryIo::default(),
         };
-        self.counts.counted = t.attempt;
         self.log.emit(Event::TryStarted { attempt: t.attempt });
         let end = match self.run_try(t.attempt, limit, by_limit, short, &mut t.io) {
             Ok(end) => end,
@@ -186,10 +175,10 @@ impl<'c> Runner<'c> {
             }
         };
         let took = t.start.elapsed();
-        let (verdict, decision) = self.decide(schedule, rng, t.attempt, &ended, output);
+        let (verdict, decision) = self.decide(rng, &ended, output);
         let decision = decision.measured_by(t.io.requests.clock());
         self.report_try(&mut t, took, &ended, verdict, &decision, detail)?;
-        self.obey(schedule, decision, &mut t, ended.outcome)
+        self.obey(decision, &mut t, ended.outcome)
     }
 
     /// Writes out the output of try `t`, which ended as `ended`, and reports it with what the
@@ -205,15 +194,15 @@ impl<'c> Runner<'c> {
     ) -> ControlFlow<ExitStatus> {
         // Held output goes to standard output for the successful try; in a repeat, for every
         // try that succeeded.
-        let success = match self.repeat {
+        let success = match self.state.repeat() {
             Some(_) => matches!(verdict, Verdict::Success(_)),
             None => matches!(decision, Decision::Succeed),
         };
         // A success after failed tries that --flaky fail fails: the run fails all the same.
         let fails_anyway = success
-            && self.repeat.is_none()
+            && self.state.repeat().is_none()
             && self.config.flaky == Flaky::Fail
-            && self.counts.failed > 0;
+            && self.state.counts().failed > 0;
         self.watch.stdio.deliver(&mut t.io, success, fails_anyway);
         let run_end = self.run_end();
         let drained = self.watch.drain(&mut self.log, &mut t.io, run_end);
@@ -224,7 +213,7 @@ impl<'c> Runner<'c> {
         // A request matters only to the wait after a transient failure.
         let transient = matches!(verdict, Verdict::Transient(_));
         let mut report = ended.report(t.attempt, t.start, took, verdict, decision.clone(), detail);
-        report.in_a_row = self.in_a_row;
+        report.in_a_row = self.state.streak();
         self.log.emit(Event::TryEnded(report));
         if let Some(ignored) = t.io.requests.ignored.clone().filter(|_| transient) {
             self.log.emit(Event::RequestIgnored {
@@ -247,56 +236,34 @@ impl<'c> Runner<'c> {
         ControlFlow::Continue(())
     }
 
-    /// What the schedule (or `--repeat`) makes of try `attempt`, which ended as `ended` and
-    /// whose output matched (or not) the output patterns; a retry that could not get the same
-    /// input gives up.
+    /// What the schedule (or `--repeat`) makes of the try just run, which ended as `ended` and
+    /// whose output matched (or not) the output patterns: the step, then the exchanges with
+    /// the quota's store it asks for. A retry that could not get the same input gives up.
     fn decide(
         &mut self,
-        schedule: &mut Schedule<'_>,
         rng: &mut LazyRng,
-        attempt: u64,
         ended: &Ended,
         output: OutputMatch,
     ) -> (Verdict, Decision) {
-        let now = self.start.elapsed();
-        let outcome = ended.outcome;
-        let (verdict, decision) = match &mut self.repeat {
-            Some(repeat) => {
-                let classifier = &self.config.policy.classifier;
-                let verdict = classifier.verdict_with_output(outcome, output);
-                let cut_short = ended.by_limit;
-                let fits = |delay| schedule.still_fits(now, delay);
-                let decision = repeat.after_try(attempt, outcome, &verdict, cut_short, fits);
-                (verdict, decision)
-            }
-            None if ended.by_limit => schedule.after_cut_by_limit(outcome, output, now, rng),
-            None => schedule.after_try_with_output(outcome, output, now, rng),
+        let result = TryResult::Ran {
+            outcome: ended.outcome,
+            output,
+            by_limit: ended.by_limit,
         };
-        self.last_ran = Some(outcome);
-        self.counts.ran += 1;
-        self.last_try_failed = !matches!(verdict, Verdict::Success(_));
-        if self.last_try_failed {
-            self.counts.failed += 1;
-            if self.repeat.is_none() {
-                self.last_failed = Some(outcome);
-            }
+        let step = self.state.decide(result, self.start.elapsed(), rng);
+        if let Some((counted, failed)) = step.count {
+            self.quota.ended(counted, failed);
         }
-        self.in_a_row = match self.config.policy.consecutive {
-            Some(_) => schedule.in_a_row(),
-            None => 0,
-        };
-        self.quota.ended(counted(&verdict), self.last_try_failed);
         // Another try would read only part of the input; the quota may have no token for it,
         // or the throttle hold it back.
         let input_kept = self.watch.stdio.can_replay();
-        let decision = decision.confirmed(input_kept, || self.admit_next());
-        (verdict, decision)
+        let decision = step.decision.confirmed(input_kept, || self.admit_next());
+        (step.verdict.unwrap_or(Verdict::Interrupted), decision)
     }
 
     /// Carries out the decision on try `t`, whose output has been written out.
     fn obey(
         &mut self,
-        schedule: &Schedule<'_>,
         decision: Decision,
         t: &mut Try,
         outcome: Outcome,
@@ -307,8 +274,9 @@ impl<'c> Runner<'c> {
                 // would have.
                 // A try failed before (tries held back by the throttle did not fail, and
                 // --consecutive's successful tries neither).
-                let flaky = self.counts.failed > 0;
-                let status = match (self.config.flaky, self.last_failed) {
+                let failed = self.state.counts().failed;
+                let flaky = failed > 0;
+                let status = match (self.config.flaky, self.state.last_failed()) {
                     (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
                 };
@@ -321,17 +289,17 @@ impl<'c> Runner<'c> {
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
-                    waited: schedule.waited(),
+                    waited: self.state.schedule().waited(),
                     status,
                     flaky,
-                    failed: self.counts.failed,
+                    failed,
                 });
                 if self.config.flaky == Flaky::Warn && flaky {
                     let of = self.config.policy.max_tries;
                     self.log.warn(Warning::Flaky {
                         attempt: t.attempt,
                         of,
-                        failed: self.counts.failed,
+                        failed,
                     });
                 }
                 self.watch.stdio.hand_off(&mut t.io);
@@ -362,8 +330,7 @@ impl<'c> Runner<'c> {
             output: t.io.take_tail(),
         });
         if let Some(ended) = ended {
-            self.counts.ran += 1;
-            self.last_ran = Some(ended.outcome);
+            self.state.stopped(ended.outcome);
             let decision = Decision::GiveUp(GiveUp::Interrupted);
             let took = t.start.elapsed();
             let report = ended.report(
@@ -420,42 +387,22 @@ impl<'c> Runner<'c> {
 
     /// The wait before the try after `retry.attempt`: the `--on-retry` hook, then what is left of
     /// the wait, if the next try still fits in the budget.
-    fn wait_to_retry(&mut self, schedule: &Schedule<'_>, retry: &Retry) -> ControlFlow<ExitStatus> {
+    fn wait_to_retry(&mut self, retry: &Retry) -> ControlFlow<ExitStatus> {
         let Retry {
             attempt,
             outcome,
             wait,
         } = *retry;
-        let config = self.config;
         self.log.emit(Event::Wait { attempt, wait });
         let waiting = Moment::now();
-        if let Some(command) = config.on_retry.as_ref().filter(|_| self.last_try_failed) {
-            let hook = Hook {
-                which: "--on-retry",
-                command,
-                attempt,
-                // The status giving up after this failed try would give: 1 for a try that
-                // exited 0 but was not ready (--until-output).
-                exit_code: outcome
-                    .map_or(ExitStatus::Held, |o| {
-                        ExitStatus::of_giving_up(&GiveUp::Tries, o)
-                    })
-                    .code(),
-                delay: wait.delay,
-                bound: self.hook_bound(),
-                hands_on: true,
-            };
-            let (watch, log) = (&mut self.watch, &mut self.log);
-            if let Some(signal) = hook.run_hook(watch, log, &self.stopper, &mut self.env) {
-                let during = During::Hook("--on-retry");
-                return ControlFlow::Break(self.interrupted(attempt, signal, during));
-            }
+        if let Some(status) = self.on_retry(attempt, outcome, &wait) {
+            return ControlFlow::Break(status);
         }
         // The hook's time is part of the wait: the next try starts as planned, or when the hook
         // is done if it took longer. A hook that took long may have spent the budget the retry
         // needed.
         let left = wait.delay.saturating_sub(waiting.elapsed());
-        if let Err(exceeded) = schedule.still_fits(self.start.elapsed(), left) {
+        if let Err(exceeded) = self.state.schedule().still_fits(self.start.elapsed(), left) {
             self.log.emit(Event::NoTimeAfterHook {
                 next: attempt + 1,
                 exceeded,
@@ -469,7 +416,7 @@ impl<'c> Runner<'c> {
         }
         // A wait kept stopped (Ctrl-Z) past the end of the budget starts no try: the run gives
         // up as if the wait had not fitted, with the last try's status.
-        if let Err(exceeded) = schedule.not_over(self.start.elapsed()) {
+        if let Err(exceeded) = self.state.schedule().not_over(self.start.elapsed()) {
             self.log.emit(Event::NoTimeAfterHook {
                 next: attempt + 1,
                 exceeded,
@@ -502,8 +449,8 @@ impl<'c> Runner<'c> {
         if let Some(signal) = self.watch.signals.pending_stop() {
             return Ok(TryEnd::Interrupted(signal, None));
         }
-        self.env[0].1 = attempt.to_string();
-        let mut child = match launch::spawn_command(&mut self.watch, self.config, &self.env, io)? {
+        let env = self.env.for_try(attempt);
+        let mut child = match launch::spawn_command(&mut self.watch, self.config, &env, io)? {
             Ok(child) => child,
             Err(e) => {
                 let detail = NotStarted::new(&self.config.command[0], &e.error);
@@ -582,13 +529,8 @@ impl<'c> Runner<'c> {
         let policy = &self.config.policy;
         // The tries of a repeat never overlap, whatever they came to: each one is a run of its
         // own, and what it started must not meddle with the next.
-        self.repeat.is_some()
+        self.state.repeat().is_some()
             || policy.stops_leftovers(outcome)
             || (policy.classifier.until_output.is_some() && !self.watch.stdio.ready_so_far(io))
-    }
-
-    /// How long a hook starting now may run.
-    fn hook_bound(&self) -> Option<Duration> {
-        self.config.policy.hook_limit(self.start.elapsed())
     }
 }

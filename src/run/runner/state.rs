@@ -1,21 +1,18 @@
 //! What a run keeps from one try to the next, and how it starts.
 
-use std::time::SystemTime;
-
 use super::around::{OuterRun, Surroundings};
 use super::dead_letter::Recorder;
+use super::env::RunEnv;
 use super::job_control::JobControl;
 use super::quota::Quota;
 use super::stop::Stopper;
 use super::watch::Watch;
 use crate::config::Config;
-use crate::duration::millis;
-use crate::outcome::{RunVerdict, TryCounts};
+use crate::outcome::RunVerdict;
+use crate::policy::step::RunState;
 use crate::policy::throttle::Admission;
-use crate::policy::{Outcome, Repeat};
 use crate::report::log::Log;
 use crate::run::clock::Moment;
-use crate::run::envfile::EnvVar;
 use crate::run::signals::Signals;
 use crate::run::stdio::RunIo;
 
@@ -24,8 +21,8 @@ pub struct Runner<'c> {
     pub(super) config: &'c Config,
     pub(super) log: Log,
     pub(super) start: Moment,
-    /// The environment of a try: `RETRY_ATTEMPT` first, what the hooks set last.
-    pub(super) env: Vec<EnvVar>,
+    /// What the run adds to the environment of its tries and hooks.
+    pub(super) env: RunEnv,
     /// What the runner waits on: signals, the try's plumbing, the try or hook running now.
     pub(super) watch: Watch,
     /// How a try or hook is stopped.
@@ -36,20 +33,11 @@ pub struct Runner<'c> {
     pub(super) quota: Quota,
     /// Where the run is recorded if it gives up, if anywhere.
     pub(super) dead_letter: Recorder,
-    /// `--repeat`: what its tries came to so far. It decides in place of the schedule.
-    pub(super) repeat: Option<Repeat>,
-    /// How the last failed try ended, for `--flaky fail`.
-    pub(super) last_failed: Option<Outcome>,
-    /// How the last try that ran ended.
-    pub(super) last_ran: Option<Outcome>,
-    /// The last try ran and failed: only then do the hooks run.
-    pub(super) last_try_failed: bool,
-    /// `--consecutive`: the successful tries in a row, the last one included.
-    pub(super) in_a_row: u64,
+    /// What the run has come to so far: the schedule (or `--repeat`) that decides, the tries
+    /// counted, how the last ones ended.
+    pub(super) state: RunState<'c>,
     /// The next try, when `--throttle` held it back: the figures it was held on.
     pub(super) next_held: Option<Admission>,
-    /// The tries so far: counted, ran, failed, held back.
-    pub(super) counts: TryCounts,
     /// How the run ended, once it has.
     pub(super) end: Option<RunVerdict>,
 }
@@ -63,25 +51,9 @@ impl<'c> Runner<'c> {
         stdio: RunIo,
         around: Surroundings,
     ) -> Runner<'c> {
-        let tries = config.policy.max_tries.unwrap_or(0).to_string();
-        let mut env: Vec<EnvVar> = vec![
-            ("RETRY_ATTEMPT".into(), String::new()),
-            ("RETRY_MAX_TRIES".into(), tries),
-            ("RETRY_RUN_ID".into(), around.run_id),
-        ];
-        if let Some(limit) = config.policy.limit {
-            let ms = around
-                .wall_start
-                .checked_add(limit.at)
-                .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or(u64::MAX, millis);
-            env.push(("RETRY_DEADLINE_MS".into(), ms.to_string()));
-        }
-        // The fencing token of a replay's claim on this run: a resource that the command
-        // changes can refuse a token lower than one it has seen (docs/dead-letters.md#claims).
-        if let Some(token) = around.keeper.as_ref().and_then(|k| k.borrow().token()) {
-            env.push(("RETRY_FENCING_TOKEN".into(), token.to_string()));
-        }
+        // The fencing token of a replay's claim on this run.
+        let token = around.keeper.as_ref().and_then(|k| k.borrow().token());
+        let env = RunEnv::new(config, around.run_id, around.wall_start, token);
         let job = JobControl::new(around.terminal);
         Runner {
             config,
@@ -93,13 +65,8 @@ impl<'c> Runner<'c> {
             outer: around.outer,
             quota: Quota::new(around.quota, config.throttle),
             dead_letter: Recorder::new(around.dead_letter),
-            repeat: config.repeat.map(Repeat::new),
-            last_failed: None,
-            last_ran: None,
-            last_try_failed: false,
-            in_a_row: 0,
+            state: RunState::new(&config.policy, config.repeat),
             next_held: None,
-            counts: TryCounts::default(),
             end: None,
         }
     }

@@ -1,0 +1,138 @@
+//! The environment `retry` adds for a try and for a hook, built by name in one place
+//! (docs/exit-status.md#the-commands-environment, docs/log.md#hooks): what every child of the
+//! run is told, what a hook is told besides, and what the hooks have set for what follows them.
+
+use std::time::{Duration, SystemTime};
+
+use crate::config::Config;
+use crate::duration::millis;
+use crate::report::event::EnvFileNote;
+use crate::run::envfile::{EnvVar, hand_on};
+
+/// What every try and hook of a run is told, and what the hooks set for the later ones.
+pub struct RunEnv {
+    /// `RETRY_MAX_TRIES`: `--tries`, 0 for no limit.
+    max_tries: u64,
+    /// `RETRY_RUN_ID`.
+    run_id: String,
+    /// `RETRY_DEADLINE_MS`: the end of the budget or the deadline, in milliseconds since the
+    /// epoch, when the run has one.
+    deadline_ms: Option<u64>,
+    /// `RETRY_FENCING_TOKEN`: the token of a replay's claim on this run, when it has one: a
+    /// resource that the command changes can refuse a token lower than one it has seen
+    /// (docs/dead-letters.md#claims).
+    fencing_token: Option<u64>,
+    /// What the hooks' `RETRY_ENV_FILE` set, in the order first set.
+    handed: Vec<EnvVar>,
+}
+
+/// What a hook is told besides what a try is.
+pub struct HookVars<'a> {
+    /// `RETRY_EXIT_CODE`: the status `retry` would exit with after the try before it.
+    pub exit_code: i32,
+    /// `RETRY_DELAY_MS`: the wait ahead.
+    pub delay: Duration,
+    /// `RETRY_ENV_FILE`: the path of the file whose lines set variables for what follows.
+    pub env_file: Option<&'a str>,
+}
+
+impl RunEnv {
+    /// The environment of the run of `config`, which started at `wall_start`.
+    pub fn new(
+        config: &Config,
+        run_id: String,
+        wall_start: SystemTime,
+        fencing_token: Option<u64>,
+    ) -> RunEnv {
+        let deadline_ms = config.policy.limit.map(|limit| {
+            wall_start
+                .checked_add(limit.at)
+                .and_then(|end| end.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(u64::MAX, millis)
+        });
+        RunEnv {
+            max_tries: config.policy.max_tries.unwrap_or(0),
+            run_id,
+            deadline_ms,
+            fencing_token,
+            handed: Vec::new(),
+        }
+    }
+
+    /// The variables of try `attempt`, over `retry`'s own environment.
+    pub fn for_try(&self, attempt: u64) -> Vec<EnvVar> {
+        let mut env: Vec<EnvVar> = vec![
+            ("RETRY_ATTEMPT".into(), attempt.to_string()),
+            ("RETRY_MAX_TRIES".into(), self.max_tries.to_string()),
+            ("RETRY_RUN_ID".into(), self.run_id.clone()),
+        ];
+        if let Some(ms) = self.deadline_ms {
+            env.push(("RETRY_DEADLINE_MS".into(), ms.to_string()));
+        }
+        if let Some(token) = self.fencing_token {
+            env.push(("RETRY_FENCING_TOKEN".into(), token.to_string()));
+        }
+        env.extend(self.handed.iter().cloned());
+        env
+    }
+
+    /// The variables of a hook after try `attempt`: those of the try, and what the hook is told.
+    pub fn for_hook(&self, attempt: u64, vars: &HookVars<'_>) -> Vec<EnvVar> {
+        let mut env = self.for_try(attempt);
+        env.push(("RETRY_EXIT_CODE".into(), vars.exit_code.to_string()));
+        env.push(("RETRY_DELAY_MS".into(), millis(vars.delay).to_string()));
+        if let Some(path) = vars.env_file {
+            env.push(("RETRY_ENV_FILE".into(), path.to_string()));
+        }
+        env
+    }
+
+    /// Sets for the later tries and hooks what `text`, a hook's `RETRY_ENV_FILE`, assigns.
+    pub fn hand_on(&mut self, text: &[u8]) -> Vec<EnvFileNote> {
+        hand_on(&mut self.handed, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> RunEnv {
+        RunEnv {
+            max_tries: 3,
+            run_id: "r1".into(),
+            deadline_ms: Some(42),
+            fencing_token: None,
+            handed: Vec::new(),
+        }
+    }
+
+    fn names(env: &[EnvVar]) -> Vec<String> {
+        env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    }
+
+    #[test]
+    fn a_hook_sees_what_the_try_sees_and_what_it_is_told() {
+        let mut run = env();
+        assert!(run.hand_on(b"TOKEN=abc\n").is_empty());
+        let vars = HookVars {
+            exit_code: 7,
+            delay: Duration::from_millis(1500),
+            env_file: Some("/tmp/f"),
+        };
+        assert_eq!(
+            names(&run.for_hook(2, &vars)),
+            [
+                "RETRY_ATTEMPT=2",
+                "RETRY_MAX_TRIES=3",
+                "RETRY_RUN_ID=r1",
+                "RETRY_DEADLINE_MS=42",
+                "TOKEN=abc",
+                "RETRY_EXIT_CODE=7",
+                "RETRY_DELAY_MS=1500",
+                "RETRY_ENV_FILE=/tmp/f",
+            ]
+        );
+        assert_eq!(names(&run.for_try(3))[0], "RETRY_ATTEMPT=3");
+    }
+}
