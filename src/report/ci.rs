@@ -7,10 +7,10 @@ use std::io::Write;
 use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
-use crate::report::column::{self, Stream};
 use crate::report::event::{Ends, Envelope, Event, Level, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
+use crate::report::out::Out;
 
 use crate::report::{charset, printable};
 
@@ -246,15 +246,9 @@ pub struct Markers {
     /// Whether the refusal of the quota's store has been annotated.
     refusal_annotated: bool,
     /// Where the markers go: standard error, or what holds it (`--output-on-failure`).
-    out: Box<dyn Write>,
+    out: Box<dyn Out>,
     /// Where the annotation of the run's end goes, which a held run passes on whatever its end.
-    announce: Box<dyn Write>,
-}
-
-impl Default for Markers {
-    fn default() -> Markers {
-        Markers::writing_to(Box::new(std::io::stderr()), Box::new(std::io::stderr()))
-    }
+    announce: Box<dyn Out>,
 }
 
 impl Sink for Markers {
@@ -307,7 +301,7 @@ impl Sink for Markers {
 
 impl Markers {
     /// Markers written to `out`, and the annotation of the run's end to `announce`.
-    pub fn writing_to(out: Box<dyn Write>, announce: Box<dyn Write>) -> Markers {
+    pub fn writing_to(out: Box<dyn Out>, announce: Box<dyn Out>) -> Markers {
         Markers {
             fold: None,
             refusal_annotated: false,
@@ -364,15 +358,14 @@ impl Markers {
 }
 
 /// Writes one CI marker line to `out` (standard error, or what holds it).
-fn write_marker(out: &mut Box<dyn Write>, line: &str, facts: &RunFacts) {
+fn write_marker(out: &mut Box<dyn Out>, line: &str, facts: &RunFacts) {
     let mut text = if facts.ascii {
         charset::ascii_text(line)
     } else {
         line.to_string()
     };
     text.push('\n');
-    text.insert_str(0, column::line_start(Stream::Stderr));
-    let _ = out.write_all(text.as_bytes());
+    out.line(text.as_bytes());
 }
 
 #[cfg(test)]
