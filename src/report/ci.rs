@@ -111,34 +111,9 @@ pub struct StepSummary;
 impl Sink for StepSummary {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
         let path = facts.ci.step_summary.as_ref()?;
-        let (summary, tally) = match &envelope.event {
-            Event::Concluded { summary, tally, .. } => (summary, tally),
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Succeeded { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::RunEnded(_)
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => return None,
+        // Only the conclusion: the stage has made it from whatever ended the run.
+        let Event::Concluded { summary, tally, .. } = &envelope.event else {
+            return None;
         };
         let text = tally.markdown(facts.run_label.as_deref(), &facts.command, summary);
         append(path, &text)
@@ -262,38 +237,18 @@ impl Sink for Markers {
         match &envelope.event {
             Event::TryStarted { attempt } => self.open(system, *attempt, unix_secs, facts),
             Event::TryOutputDone { .. } => self.close(system, unix_secs, facts),
-            Event::Concluded { level, summary, .. } => {
-                // `-q` asks for no announcement of a success.
-                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) {
-                    let label = facts.run_label.as_deref();
-                    let line = annotation(level.word(), label, &facts.command, &printable(summary));
-                    write_marker(&mut self.announce, &line, facts);
-                }
+            // `-q` asks for no announcement of a success.
+            Event::Concluded { level, summary, .. }
+                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) =>
+            {
+                let label = facts.run_label.as_deref();
+                let line = annotation(level.word(), label, &facts.command, &printable(summary));
+                write_marker(&mut self.announce, &line, facts);
             }
             Event::Warning(w) => self.warning(system, w, facts),
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Succeeded { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::RunEnded(_)
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => {}
+            // The markers frame a try's output, and announce the run's conclusion: whatever
+            // ends a try or the run is no marker's.
+            _ => {}
         }
         None
     }

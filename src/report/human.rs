@@ -171,29 +171,8 @@ impl Sink for HumanLog {
             {
                 Vec::new()
             }
-            Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::Concluded { .. }
-            | Event::RunEnded(_)
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => line(event, facts).into_iter().collect(),
+            // Every other event makes its line, or none, by `line`, which decides for each.
+            _ => line(event, facts).into_iter().collect(),
         };
         for line in &lines {
             self.write(line, envelope.stamp.at, facts);
