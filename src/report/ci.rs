@@ -7,10 +7,10 @@ use std::io::Write;
 use std::time::SystemTime;
 
 use crate::exit::ExitStatus;
-use crate::report::column::{self, Stream};
 use crate::report::event::{Ends, Envelope, Event, Level, Warning};
 pub use crate::report::facts::{Ci, System};
 use crate::report::facts::{RunFacts, Sink};
+use crate::report::out::Out;
 
 use crate::report::{charset, printable};
 
@@ -111,34 +111,9 @@ pub struct StepSummary;
 impl Sink for StepSummary {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
         let path = facts.ci.step_summary.as_ref()?;
-        let (summary, tally) = match &envelope.event {
-            Event::Concluded { summary, tally, .. } => (summary, tally),
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Succeeded { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::RunEnded(_)
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => return None,
+        // Only the conclusion: the stage has made it from whatever ended the run.
+        let Event::Concluded { summary, tally, .. } = &envelope.event else {
+            return None;
         };
         let text = tally.markdown(facts.run_label.as_deref(), &facts.command, summary);
         append(path, &text)
@@ -246,15 +221,9 @@ pub struct Markers {
     /// Whether the refusal of the quota's store has been annotated.
     refusal_annotated: bool,
     /// Where the markers go: standard error, or what holds it (`--output-on-failure`).
-    out: Box<dyn Write>,
+    out: Box<dyn Out>,
     /// Where the annotation of the run's end goes, which a held run passes on whatever its end.
-    announce: Box<dyn Write>,
-}
-
-impl Default for Markers {
-    fn default() -> Markers {
-        Markers::writing_to(Box::new(std::io::stderr()), Box::new(std::io::stderr()))
-    }
+    announce: Box<dyn Out>,
 }
 
 impl Sink for Markers {
@@ -268,38 +237,18 @@ impl Sink for Markers {
         match &envelope.event {
             Event::TryStarted { attempt } => self.open(system, *attempt, unix_secs, facts),
             Event::TryOutputDone { .. } => self.close(system, unix_secs, facts),
-            Event::Concluded { level, summary, .. } => {
-                // `-q` asks for no announcement of a success.
-                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) {
-                    let label = facts.run_label.as_deref();
-                    let line = annotation(level.word(), label, &facts.command, &printable(summary));
-                    write_marker(&mut self.announce, &line, facts);
-                }
+            // `-q` asks for no announcement of a success.
+            Event::Concluded { level, summary, .. }
+                if system == System::GitHub && !(facts.quiet && *level == Level::Warning) =>
+            {
+                let label = facts.run_label.as_deref();
+                let line = annotation(level.word(), label, &facts.command, &printable(summary));
+                write_marker(&mut self.announce, &line, facts);
             }
             Event::Warning(w) => self.warning(system, w, facts),
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Succeeded { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::RunEnded(_)
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => {}
+            // The markers frame a try's output, and announce the run's conclusion: whatever
+            // ends a try or the run is no marker's.
+            _ => {}
         }
         None
     }
@@ -307,7 +256,7 @@ impl Sink for Markers {
 
 impl Markers {
     /// Markers written to `out`, and the annotation of the run's end to `announce`.
-    pub fn writing_to(out: Box<dyn Write>, announce: Box<dyn Write>) -> Markers {
+    pub fn writing_to(out: Box<dyn Out>, announce: Box<dyn Out>) -> Markers {
         Markers {
             fold: None,
             refusal_annotated: false,
@@ -364,15 +313,14 @@ impl Markers {
 }
 
 /// Writes one CI marker line to `out` (standard error, or what holds it).
-fn write_marker(out: &mut Box<dyn Write>, line: &str, facts: &RunFacts) {
+fn write_marker(out: &mut Box<dyn Out>, line: &str, facts: &RunFacts) {
     let mut text = if facts.ascii {
         charset::ascii_text(line)
     } else {
         line.to_string()
     };
     text.push('\n');
-    text.insert_str(0, column::line_start(Stream::Stderr));
-    let _ = out.write_all(text.as_bytes());
+    out.line(text.as_bytes());
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::{Decision, Form, LimitSource, RepeatEnd, Verdict};
-use crate::report::event::{Event, HeldReport, Level, TryReport};
+use crate::report::event::{Ends, Event, HeldReport, Level, TryReport};
 use crate::report::facts::RunFacts;
 use crate::report::tally::{Tally, TryRow, repeat_summary};
 use crate::report::words;
@@ -92,19 +92,14 @@ impl Tally {
     /// Counts `event` if it ends a try; keeps in `ending` what an event that tells of the run's
     /// end would announce.
     fn count(&mut self, event: &Event, facts: &RunFacts, ending: &mut Option<(Level, String)>) {
+        match event.ends() {
+            Ends::Try(r) => return self.record_try(r, true, facts),
+            Ends::TryInterrupted(r) => return self.record_try(r, false, facts),
+            Ends::TryHeld(r) => return self.record_held(r, facts),
+            // The stage concludes the run before its outcome is known.
+            Ends::Run(_) | Ends::Replay { .. } | Ends::Neither => {}
+        }
         let told = match event {
-            Event::TryEnded(r) => {
-                self.record_try(r, true, facts);
-                return;
-            }
-            Event::TryInterrupted(r) => {
-                self.record_try(r, false, facts);
-                return;
-            }
-            Event::TryHeld(r) => {
-                self.record_held(r, facts);
-                return;
-            }
             Event::Succeeded {
                 attempt,
                 elapsed,
@@ -133,27 +128,8 @@ impl Tally {
                 let why = words::give_up_reason(why, *signal);
                 (level, self.gave_up(*tries, *elapsed, &why))
             }),
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Received { .. }
-            | Event::DeadLettered { .. }
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Concluded { .. }
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. }
-            | Event::RunEnded(_) => return,
+            // What tells of no end of the run in words.
+            _ => return,
         };
         *ending = told;
     }

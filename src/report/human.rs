@@ -3,7 +3,6 @@
 //! of the event and the run's facts; only [`HumanLog::write`] turns lines into bytes.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -15,9 +14,9 @@ use crate::policy::pushback::Ignored;
 use crate::policy::{
     Decision, GiveUp, LimitSource, Outcome, RepeatEnd, Signal, TimeSource, Verdict, Wait,
 };
-use crate::report::column::{self, Stream};
 use crate::report::event::{During, Envelope, Event, HeldReport, Level, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
+use crate::report::out::Out;
 use crate::report::policy_text::describe_policy;
 use crate::report::replay;
 use crate::report::tally::{after_tries, repeat_summary};
@@ -78,7 +77,7 @@ impl From<String> for Line {
 
 /// The human log of a run.
 pub struct HumanLog {
-    out: Box<dyn Write>,
+    out: Box<dyn Out>,
     color: bool,
     /// The command, for `-v`.
     command: Vec<OsString>,
@@ -87,7 +86,7 @@ pub struct HumanLog {
 }
 
 impl HumanLog {
-    pub fn new(out: Box<dyn Write>, config: &Config, color: bool) -> HumanLog {
+    pub fn new(out: Box<dyn Out>, config: &Config, color: bool) -> HumanLog {
         HumanLog {
             out,
             color,
@@ -117,19 +116,8 @@ impl HumanLog {
             }
         }
         text.push('\n');
-        if facts.on_stderr {
-            text.insert_str(0, column::line_start(Stream::Stderr));
-        }
-        self.put(&text, facts);
-    }
-
-    fn put(&mut self, text: &str, facts: &RunFacts) {
-        let text = match facts.ascii {
-            false => std::borrow::Cow::Borrowed(text),
-            true => charset::ascii_text(text).into(),
-        };
-        let _ = self.out.write_all(text.as_bytes());
-        let _ = self.out.flush();
+        let text = ascii_if(&text, facts);
+        self.out.line(text.as_bytes());
     }
 
     /// The lines `-v` starts the run with: the command, the policy and the seed.
@@ -161,11 +149,12 @@ impl Sink for HumanLog {
                     0 => text,
                     width => text.chars().take(width - 1).collect(),
                 };
-                self.put(&format!("\r\x1b[2K{text}"), facts);
+                let text = format!("\r\x1b[2K{text}");
+                self.out.in_place(ascii_if(&text, facts).as_bytes());
                 Vec::new()
             }
             Event::StatusCleared => {
-                self.put("\r\x1b[2K", facts);
+                self.out.in_place(ascii_if("\r\x1b[2K", facts).as_bytes());
                 Vec::new()
             }
             // GitHub's annotation, written when the run has ended, says it in the same stream.
@@ -182,34 +171,21 @@ impl Sink for HumanLog {
             {
                 Vec::new()
             }
-            Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::Concluded { .. }
-            | Event::RunEnded(_)
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => line(event, facts).into_iter().collect(),
+            // Every other event makes its line, or none, by `line`, which decides for each.
+            _ => line(event, facts).into_iter().collect(),
         };
         for line in &lines {
             self.write(line, envelope.stamp.at, facts);
         }
         None
+    }
+}
+
+/// `text` as the log writes it: in ASCII with `--ascii`.
+fn ascii_if<'a>(text: &'a str, facts: &RunFacts) -> std::borrow::Cow<'a, str> {
+    match facts.ascii {
+        false => std::borrow::Cow::Borrowed(text),
+        true => charset::ascii_text(text).into(),
     }
 }
 

@@ -3,7 +3,6 @@
 //! none) by a pure function of the event and the run's facts.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::time::SystemTime;
 
 use crate::config::Config;
@@ -12,10 +11,10 @@ use crate::exit::ExitStatus;
 use crate::policy::throttle::Admission;
 use crate::policy::{GiveUp, Outcome, RepeatEnd};
 use crate::report::charset;
-use crate::report::column::{self, Stream};
 use crate::report::event::{Envelope, Event, HeldReport, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::json::Obj;
+use crate::report::out::Out;
 use crate::report::policy_text::policy_json;
 use crate::report::words::{failure_text, hook_failure, not_started, warning_text};
 use crate::store::deadletter::{Pending, Replayed};
@@ -24,18 +23,18 @@ use crate::text::Charset;
 
 /// The JSON log of a run.
 pub struct JsonLog {
-    out: Box<dyn Write>,
+    out: Box<dyn Out>,
     command: Vec<OsString>,
     /// The policy as the `start` event holds it, less the seed, which the event brings.
     config: Box<Config>,
     /// The `give_up` line, held until the run's end is known: a signal during `--on-give-up`
     /// (or while held output is played back) tells of the end again, as an interrupted run's,
-    /// and the log has one `give_up`, the last told. With it, whether it goes to standard error.
-    give_up: Option<(String, bool)>,
+    /// and the log has one `give_up`, the last told.
+    give_up: Option<String>,
 }
 
 impl JsonLog {
-    pub fn new(out: Box<dyn Write>, config: &Config) -> JsonLog {
+    pub fn new(out: Box<dyn Out>, config: &Config) -> JsonLog {
         JsonLog {
             out,
             command: config.command.clone(),
@@ -69,7 +68,7 @@ impl Sink for JsonLog {
         });
         match &envelope.event {
             Event::GaveUp { .. } => {
-                self.give_up = line.map(|l| (l, facts.on_stderr));
+                self.give_up = line;
                 return None;
             }
             // What may come between giving up and the run's end: the hook's events, a signal,
@@ -84,27 +83,21 @@ impl Sink for JsonLog {
             _ => self.write_give_up(),
         }
         if let Some(line) = line {
-            self.write(&line, facts.on_stderr);
+            self.write(&line);
         }
         None
     }
 }
 
 impl JsonLog {
-    fn write(&mut self, line: &str, on_stderr: bool) {
-        let start = if on_stderr {
-            column::line_start(Stream::Stderr)
-        } else {
-            ""
-        };
-        let _ = self.out.write_all(format!("{start}{line}").as_bytes());
-        let _ = self.out.flush();
+    fn write(&mut self, line: &str) {
+        self.out.line(line.as_bytes());
     }
 
     /// Writes the `give_up` line held back, if any.
     fn write_give_up(&mut self) {
-        if let Some((line, on_stderr)) = self.give_up.take() {
-            self.write(&line, on_stderr);
+        if let Some(line) = self.give_up.take() {
+            self.write(&line);
         }
     }
 }

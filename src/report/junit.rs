@@ -25,7 +25,7 @@ use crate::duration::hms;
 use crate::exit::ExitStatus;
 use crate::outcome::RunOutcome;
 use crate::policy::{Decision, GiveUp, Outcome, RepeatCount, RepeatEnd, Signal, Verdict};
-use crate::report::event::{Envelope, Event, Failure, OutputTail, Stamp, TryReport, Warning};
+use crate::report::event::{Ends, Envelope, Event, Failure, OutputTail, Stamp, TryReport, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::report::tally::after_tries;
 use crate::report::words::failure_text;
@@ -284,6 +284,27 @@ impl Junit {
     /// run (a repeat's cases are all in `cases` by its end), and returns the outcome of the
     /// run when it has ended, for the report to be written.
     fn end_of<'e>(&mut self, envelope: &'e Envelope, facts: &RunFacts) -> Option<&'e RunOutcome> {
+        match envelope.event.ends() {
+            Ends::Try(r) => {
+                self.try_ended(r, facts);
+                return None;
+            }
+            Ends::TryInterrupted(r) => {
+                match facts.repeat {
+                    Some(_) => self.pending = Some(r.clone()),
+                    None => self.last = Some((try_line(r, facts), false)),
+                }
+                return None;
+            }
+            // Not a failed try: the report names it only as the last try of a run that gave up.
+            Ends::TryHeld(r) => {
+                self.last = Some((held_line(r, facts), false));
+                return None;
+            }
+            Ends::Run(outcome) => return Some(outcome),
+            // A replay's report is `ReplayJunit`'s.
+            Ends::Replay { .. } | Ends::Neither => {}
+        }
         let case = match &envelope.event {
             Event::Succeeded {
                 elapsed, status, ..
@@ -311,7 +332,6 @@ impl Junit {
                 self.repeat_ended(facts, count, why);
                 return None;
             }
-            Event::RunEnded(outcome) => return Some(outcome),
             Event::Error(f) => self.error(facts, f, envelope.stamp.elapsed),
             Event::TryStarted { attempt } => {
                 self.attempt = *attempt;
@@ -321,39 +341,8 @@ impl Junit {
                 self.output.clone_from(output);
                 return None;
             }
-            Event::TryEnded(r) => {
-                self.try_ended(r, facts);
-                return None;
-            }
-            Event::TryInterrupted(r) => {
-                match facts.repeat {
-                    Some(_) => self.pending = Some(r.clone()),
-                    None => self.last = Some((try_line(r, facts), false)),
-                }
-                return None;
-            }
-            // Not a failed try: the report names it only as the last try of a run that gave up.
-            Event::TryHeld(r) => {
-                self.last = Some((held_line(r, facts), false));
-                return None;
-            }
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Received { .. }
-            | Event::DeadLettered { .. }
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Concluded { .. }
-            | Event::Warning(_)
-            | Event::ReplayStart { .. }
-            | Event::ReplayEnd { .. }
-            | Event::ReplaySummary { .. } => return None,
+            // What neither ends a try or the run nor tells of the run's end.
+            _ => return None,
         };
         // retry's own failure ends the run: what follows it changes nothing; a signal during
         // `--on-give-up` makes the case of the run that gave up again, as interrupted.
@@ -470,18 +459,19 @@ impl ReplayJunit {
 impl Sink for ReplayJunit {
     fn take(&mut self, envelope: &Envelope, _: &RunFacts) -> Option<Warning> {
         let start = *self.start.get_or_insert(start_of(envelope.stamp));
-        match &envelope.event {
-            Event::ReplayEnd {
-                pending, replayed, ..
-            } => {
-                let run = std::mem::take(&mut *self.shared.0.borrow_mut());
-                match run.list.is_empty() {
-                    true => self.cases.list.push(not_reported(pending, replayed)),
-                    false => self.cases.append(run),
-                }
-                None
+        if let Event::ReplayEnd {
+            pending, replayed, ..
+        } = &envelope.event
+        {
+            let run = std::mem::take(&mut *self.shared.0.borrow_mut());
+            match run.list.is_empty() {
+                true => self.cases.list.push(not_reported(pending, replayed)),
+                false => self.cases.append(run),
             }
-            Event::ReplaySummary { .. } => {
+            return None;
+        }
+        match envelope.event.ends() {
+            Ends::Replay { .. } => {
                 let suite = Suite {
                     start,
                     time: envelope.stamp.elapsed,
@@ -489,31 +479,9 @@ impl Sink for ReplayJunit {
                 };
                 write(&self.path, &suite)
             }
-            Event::Start { .. }
-            | Event::Stagger { .. }
-            | Event::TryStarted { .. }
-            | Event::TryOutputDone { .. }
-            | Event::TryEnded(_)
-            | Event::TryInterrupted(_)
-            | Event::TryHeld(_)
-            | Event::RequestIgnored { .. }
-            | Event::Leftovers { .. }
-            | Event::Wait { .. }
-            | Event::HookFailed { .. }
-            | Event::NoTimeAfterHook { .. }
-            | Event::Quota { .. }
-            | Event::Succeeded { .. }
-            | Event::RepeatEnded { .. }
-            | Event::Received { .. }
-            | Event::GaveUp { .. }
-            | Event::DeadLettered { .. }
-            | Event::RunEnded(_)
-            | Event::Countdown { .. }
-            | Event::StatusCleared
-            | Event::Concluded { .. }
-            | Event::Warning(_)
-            | Event::Error(_)
-            | Event::ReplayStart { .. } => None,
+            // Each run's cases come whole, with its `ReplayEnd`.
+            Ends::Try(_) | Ends::TryInterrupted(_) | Ends::TryHeld(_) | Ends::Run(_) => None,
+            Ends::Neither => None,
         }
     }
 }

@@ -4,8 +4,6 @@
 //! markers, then the log itself (human or JSON lines, to standard error or `--log-file`). Writing
 //! never fails the run: a closed stderr loses the log, not the command's result.
 
-use std::io::Write;
-
 use crate::config::{ColorWhen, Config};
 use crate::outcome::RunOutcome;
 use crate::report::ci::{self, Ci};
@@ -14,6 +12,7 @@ use crate::report::event::{Envelope, Event, Stamp, Warning};
 pub use crate::report::facts::{Collect, RunFacts, Sink};
 use crate::report::human::HumanLog;
 use crate::report::jsonlog::JsonLog;
+use crate::report::out::Out;
 
 /// Where the time of each event comes from: the shell's clock (`run::clock::stamps`), or a
 /// fixed one in tests. The reporter reads it once per event, and no sink reads a clock.
@@ -41,10 +40,10 @@ pub fn use_color(when: ColorWhen, is_terminal: bool, no_color: bool) -> bool {
 }
 
 impl Log {
-    /// The log of a run to `out`, human or JSON as `config` says, its events stamped by
-    /// `clock`.
+    /// The log of a run to `out` (`retry`'s standard error as the shell hands it, a file, or
+    /// any writer), human or JSON as `config` says, its events stamped by `clock`.
     pub fn new(
-        out: Box<dyn Write>,
+        out: Box<dyn Out>,
         config: &Config,
         color: bool,
         run_id: String,

@@ -3,7 +3,6 @@
 
 pub mod charset;
 pub mod ci;
-pub mod column;
 pub mod conclude;
 pub mod dryrun;
 pub mod event;
@@ -15,6 +14,7 @@ pub mod jsonlog;
 pub mod junit;
 pub mod layout;
 pub mod log;
+pub mod out;
 pub mod plan_words;
 pub mod policy_text;
 pub mod replay;

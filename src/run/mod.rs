@@ -4,11 +4,13 @@
 pub mod child;
 pub mod claims;
 pub mod clock;
+pub mod column;
 pub mod demand;
 pub mod dispositions;
 pub mod envfile;
 pub mod fleet_replay;
 pub mod keep;
+pub mod playback;
 pub mod process;
 pub mod random;
 pub mod rawsig;
@@ -22,6 +24,7 @@ pub mod sink;
 pub mod spawn;
 pub mod spool;
 pub mod startup;
+pub mod stderr;
 pub mod stdio;
 pub mod watchdog;
 pub mod withheld;
@@ -256,7 +259,8 @@ fn real_run(
     wall_start: SystemTime,
 ) -> ExitStatus {
     let run_id = run_id();
-    let mut log = match open_log(config, &run_id, start) {
+    let stderr = stderr::Stderr::new();
+    let mut log = match open_log(config, &run_id, start, &stderr) {
         Ok(log) => log,
         Err(status) => return status,
     };
@@ -314,6 +318,7 @@ fn real_run(
         run_id,
         dead_letter,
         keeper: None,
+        stderr,
     };
     run_logged(config, log, signals, begin).status()
 }
@@ -361,6 +366,7 @@ pub fn run_reported(config: &Config, mut log: Log, seed: u64) -> ExitStatus {
         run_id,
         dead_letter: None,
         keeper: None,
+        stderr: stderr::Stderr::new(),
     };
     run_logged(config, log, signals, begin).status()
 }

@@ -31,6 +31,7 @@ use crate::run::keep::Kept;
 use crate::run::runner::RunEnd;
 use crate::run::setup::{check_junit, open_log, run_again, run_id};
 use crate::run::signals::Signals;
+use crate::run::stderr::Stderr;
 use crate::store::deadletter::{self, Listing, Pending, ReadError, Replayed};
 use crate::store::fleet::{Claim, Settled};
 use crate::store::record;
@@ -75,7 +76,8 @@ pub(crate) fn run_replay(
     warnings: Vec<Warning>,
     unpicked: usize,
 ) -> ExitStatus {
-    let mut log = match open_log(config, &run_id(), Moment::now()) {
+    let stderr = Stderr::new();
+    let mut log = match open_log(config, &run_id(), Moment::now(), &stderr) {
         Ok(log) => log,
         Err(status) => return status,
     };
@@ -111,6 +113,7 @@ pub(crate) fn run_replay(
         junit,
         named: matches!(&config.mode, Mode::Replay { picks, .. } if !picks.everything()),
         unpicked,
+        stderr,
     }
     .run_all(runs, signals)
 }
@@ -435,6 +438,8 @@ struct Replay {
     /// The pending runs of the source this replay did not take: not picked by `--only` or
     /// `--only-label`, or another machine's.
     unpicked: usize,
+    /// `retry`'s own standard error, which the replay and every run it runs write to.
+    stderr: Stderr,
 }
 
 /// What replaying one run came to: what the replay records of it, whether it was flaky (as
@@ -445,37 +450,38 @@ struct Again {
     stopped_by: Option<Signal>,
 }
 
-/// Runs the pending run `p` again in its directory, with its options `config`: what became of
-/// it, and the signal handling back.
-fn run_one(
-    p: &Pending,
-    config: &Config,
-    signals: Signals,
-    junit: Option<&ReplayCases>,
-    keeper: Option<Kept>,
-) -> (Again, Signals) {
-    if let Err(error) = enter(p, config.charset) {
-        let not_run = Replayed::NotRun {
-            reason: "cwd".into(),
-            error,
-        };
-        let again = Again {
-            replayed: not_run,
-            flaky: false,
-            stopped_by: None,
-        };
-        return (again, signals);
-    }
-    let end = run_again(config, &p.record.id, signals, junit, keeper);
-    let again = Again {
-        replayed: replayed(&end),
-        flaky: end.outcome.flaky() && end.received.is_none(),
-        stopped_by: end.signal(),
-    };
-    (again, end.signals)
-}
-
 impl Replay {
+    /// Runs the pending run `p` again in its directory, with its options `config`, writing to the
+    /// replay's standard error: what became of it, and the signal handling back.
+    fn run_one(
+        &self,
+        p: &Pending,
+        config: &Config,
+        signals: Signals,
+        keeper: Option<Kept>,
+    ) -> (Again, Signals) {
+        if let Err(error) = enter(p, config.charset) {
+            let not_run = Replayed::NotRun {
+                reason: "cwd".into(),
+                error,
+            };
+            let again = Again {
+                replayed: not_run,
+                flaky: false,
+                stopped_by: None,
+            };
+            return (again, signals);
+        }
+        let junit = self.junit.as_ref();
+        let end = run_again(config, &p.record.id, signals, junit, keeper, &self.stderr);
+        let again = Again {
+            replayed: replayed(&end),
+            flaky: end.outcome.flaky() && end.received.is_none(),
+            stopped_by: end.signal(),
+        };
+        (again, end.signals)
+    }
+
     /// The end of the replay, in the log and the step outputs: the status it exits with.
     fn summary(&mut self, status: ExitStatus) -> ExitStatus {
         if let Err(why) = self.ledger.finish() {
@@ -537,7 +543,7 @@ impl Replay {
                 total,
                 pending: Box::new(p.clone()),
             });
-            let (again, kept) = run_one(p, config, signals, self.junit.as_ref(), keeper);
+            let (again, kept) = self.run_one(p, config, signals, keeper);
             signals = kept;
             // The claim was lost while the run ran (the replay was stopped or cut off from
             // Redis past its lease): another replay holds the run, and this one ends.

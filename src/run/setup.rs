@@ -3,7 +3,7 @@
 //! start here.
 
 use std::fs::OpenOptions;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::time::SystemTime;
 
 use crate::config::Config;
@@ -15,11 +15,12 @@ use crate::report::event::{Event, Failure, Warning};
 use crate::report::history::History;
 use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
+use crate::report::out::Out;
 use crate::run::clock::{self, Moment};
 use crate::run::random;
 use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
-use crate::run::withheld;
+use crate::run::stderr::{Hold, Stderr};
 use crate::run::{process, stdio};
 use crate::store::deadletter::{self, DeadLetter};
 use crate::store::shared;
@@ -47,15 +48,22 @@ pub(crate) struct Start {
     pub dead_letter: Option<DeadLetter>,
     /// A replay's lease on the run, renewed while it runs.
     pub keeper: Option<crate::run::keep::Kept>,
+    /// `retry`'s own standard error, which the tries' output passes through.
+    pub stderr: Stderr,
 }
 
-/// The log of a run, to standard error or --log-file; when that file cannot be opened, the
-/// error is logged to standard error and the run ends with 125.
-pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<Log, ExitStatus> {
+/// The log of a run, to standard error (`stderr`) or --log-file; when that file cannot be
+/// opened, the error is logged to standard error and the run ends with 125.
+pub(crate) fn open_log(
+    config: &Config,
+    run_id: &str,
+    start: Moment,
+    stderr: &Stderr,
+) -> Result<Log, ExitStatus> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let stderr_tty = io::stderr().is_terminal();
     let ci = Ci::from_env(|name| std::env::var_os(name));
-    let (out, color, opened): (Box<dyn Write>, bool, io::Result<()>) = match &config.log.file {
+    let (out, color, opened): (Box<dyn Out>, bool, io::Result<()>) = match &config.log.file {
         Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
             Ok(file) => (
                 Box::new(file),
@@ -63,10 +71,10 @@ pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<L
                 Ok(()),
             ),
             // The failure is logged where the log would go without --log-file.
-            Err(e) => (Box::new(io::stderr()), false, Err(e)),
+            Err(e) => (Box::new(stderr.lines(Hold::Never)), false, Err(e)),
         },
         None => (
-            stderr_of_log(config),
+            Box::new(stderr.lines(hold_of_log(config))),
             use_color(config.log.color, stderr_tty, no_color),
             Ok(()),
         ),
@@ -74,7 +82,7 @@ pub(crate) fn open_log(config: &Config, run_id: &str, start: Moment) -> Result<L
     let on_stderr = opened.is_err() || config.log.file.is_none();
     let clock = clock::stamps(start);
     let log = Log::new(out, config, color, run_id.to_string(), clock);
-    let mut log = log.with_ci(ci, on_stderr, markers_of(config));
+    let mut log = log.with_ci(ci, on_stderr, markers_of(config, stderr));
     if let (Err(e), Some(path)) = (opened, &config.log.file) {
         log.emit(Event::Error(Failure::LogFile {
             path: path.clone(),
@@ -100,23 +108,24 @@ pub(crate) fn check_junit(path: &std::path::Path, log: &mut Log) -> Result<(), E
 
 /// Standard error as the log writes it: held with the rest of what `--output-on-failure` holds,
 /// but for the JSON log, which machines read as it comes (docs/output.md#output-on-failure).
-fn stderr_of_log(config: &Config) -> Box<dyn Write> {
+fn hold_of_log(config: &Config) -> Hold {
     match config.output_on_failure && config.log.format == crate::config::LogFormat::Human {
-        true => Box::new(withheld::Stderr::withheld()),
-        false => Box::new(io::stderr()),
+        true => Hold::WithTheRest,
+        false => Hold::Never,
     }
 }
 
 /// The CI markers, written where the log's lines go on standard error; the annotation of the
 /// run's end apart, which `--output-on-failure` passes on after a success too.
-fn markers_of(config: &Config) -> Markers {
-    match config.output_on_failure {
-        true => Markers::writing_to(
-            Box::new(withheld::Stderr::withheld()),
-            Box::new(withheld::Stderr::announcement()),
-        ),
-        false => Markers::default(),
-    }
+fn markers_of(config: &Config, stderr: &Stderr) -> Markers {
+    let (out, announce) = match config.output_on_failure {
+        true => (Hold::WithTheRest, Hold::Always),
+        false => (Hold::Never, Hold::Never),
+    };
+    Markers::writing_to(
+        Box::new(stderr.lines(out)),
+        Box::new(stderr.lines(announce)),
+    )
 }
 
 /// The end of the budget of a run that started at `start`, if it has one, on the clock that the
@@ -170,7 +179,7 @@ pub(crate) fn run_logged(
     // Under CI the try's output and retry's lines meet in one log, which must never show
     // them glued on one line: retry sees what the try writes beside its lines.
     let relay = log.facts().ci.system.is_some();
-    let mut stdio = match stdio::RunIo::new(config, relay) {
+    let mut stdio = match stdio::RunIo::new(config, relay, &begin.stderr) {
         Ok(stdio) => stdio,
         Err(e) => {
             log.emit(Event::Error(Failure::Internal(format!("{e:#}"))));
@@ -203,18 +212,20 @@ pub(crate) fn run_logged(
 /// Runs one recorded run again for `--replay`, under its own id, with the signal handling of
 /// the replay; it is never recorded again (the replay keeps it pending instead). With the
 /// replay's `--junit`, its case goes to `junit`, for the replay's report. A replay of a fleet's
-/// store hands its claim on the run as `keeper`, renewed while the run runs.
+/// store hands its claim on the run as `keeper`, renewed while the run runs. The replay hands
+/// over its standard error, `stderr`.
 pub(crate) fn run_again(
     config: &Config,
     id: &str,
     signals: signals::Signals,
     junit: Option<&ReplayCases>,
     keeper: Option<crate::run::keep::Kept>,
+    stderr: &Stderr,
 ) -> RunEnd {
     let start = Moment::now();
     let wall_start = SystemTime::now();
     // The replay writes one set of step outputs for all its runs, and one report.
-    let log = match open_log(config, id, start) {
+    let log = match open_log(config, id, start, stderr) {
         Ok(log) => match junit {
             Some(shared) => log
                 .leaving_step_outputs()
@@ -242,6 +253,7 @@ pub(crate) fn run_again(
         run_id: id.to_string(),
         dead_letter: None,
         keeper,
+        stderr: stderr.clone(),
     };
     run_logged(config, log, signals, begin)
 }

@@ -12,7 +12,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::stat::{SFlag, fstat};
 use nix::unistd::isatty;
 
-use crate::report::column::{self, Stream};
+use crate::run::column::Stream;
+use crate::run::stderr::Stderr;
 
 /// What a descriptor is, for deciding how much can be written to it without blocking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +97,8 @@ pub(super) struct Outlet {
     own: Own,
     private: Option<OwnedFd>,
     kind: Kind,
+    /// Where the line stands: every byte that goes out is noted there.
+    stderr: Stderr,
 }
 
 /// `retry`'s own standard output or error, written through its descriptor, never through
@@ -125,7 +128,8 @@ impl AsFd for Own {
 }
 
 impl Outlet {
-    pub(super) fn new(own: Own) -> Outlet {
+    /// `retry`'s own stream `own`, whose bytes are noted in `stderr`.
+    pub(super) fn new(own: Own, stderr: &Stderr) -> Outlet {
         let kind = sink_kind(own.as_fd());
         // A regular file or /dev/null never makes a write wait, and a second description of a
         // file would have an offset of its own: only pipes and terminals are opened again.
@@ -134,7 +138,12 @@ impl Outlet {
             Kind::Other if isatty(&own).unwrap_or(false) => reopen_nonblocking(own.as_fd()),
             _ => None,
         };
-        Outlet { own, private, kind }
+        Outlet {
+            own,
+            private,
+            kind,
+            stderr: stderr.clone(),
+        }
     }
 
     /// The descriptor to poll for room.
@@ -149,7 +158,7 @@ impl Outlet {
     /// noted, so that `retry`'s next line of its own starts on a line of its own.
     pub(super) fn write(&self, data: &[u8]) -> io::Result<usize> {
         let n = self.write_now(data)?;
-        column::passed_on(self.own.stream(), &data[..n]);
+        self.stderr.passed_on(self.own.stream(), &data[..n]);
         Ok(n)
     }
 
@@ -218,7 +227,7 @@ impl Outlet {
         use std::os::unix::fs::FileExt;
         let mut last = [0u8];
         if n > 0 && file.read_exact_at(&mut last, offset + n as u64 - 1).is_ok() {
-            column::passed_on(self.own.stream(), &last);
+            self.stderr.passed_on(self.own.stream(), &last);
         }
     }
 }
@@ -264,10 +273,13 @@ fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `data` to `retry`'s standard error, on behalf of a hook, noting where the
-/// line stands.
-pub(super) fn pass_on_stderr(data: &[u8]) -> io::Result<()> {
+/// line stands; or holds it while a run holds its output.
+pub(super) fn pass_on_stderr(stderr: &Stderr, data: &[u8]) -> io::Result<()> {
+    if stderr.withhold(data) {
+        return Ok(());
+    }
     write_all_fd(io::stderr().as_fd(), data)?;
-    column::passed_on(Stream::Stderr, data);
+    stderr.passed_on(Stream::Stderr, data);
     Ok(())
 }
 

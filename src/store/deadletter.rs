@@ -30,10 +30,10 @@ use std::time::{Duration, SystemTime};
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::json::{self, Obj, Value};
+use crate::json::{self, Value};
 use crate::store::lines::{self, Lines};
 use crate::store::open::{Access, open_record_file};
-use crate::store::record::{append, lock, lock_wait, prepare_for, ts};
+use crate::store::record::{append, head, lock, lock_wait, prepare_for, run_head, ts};
 use crate::store::written::{Fnv, WrittenRecord, record_as_written, resolved_as_written, words};
 
 /// The largest file read: far more than any dead-letter file grows to, far less than would
@@ -65,14 +65,7 @@ pub struct Record {
 impl Record {
     /// Its line in the file, without the line break.
     pub fn line(&self) -> String {
-        let obj = Obj::new()
-            .str("event", "dead_letter")
-            .str("id", &self.id)
-            .str("ts", &self.ts);
-        let obj = match &self.label {
-            Some(label) => obj.str("label", label),
-            None => obj.raw("label", "null"),
-        };
+        let obj = run_head("dead_letter", &self.id, &self.ts, self.label.as_deref());
         let obj = match &self.cwd {
             Some(cwd) => obj.word("cwd", cwd),
             None => obj.raw("cwd", "null"),
@@ -149,10 +142,7 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
         Replayed::Resolved { .. } => "resolved",
         _ => "attempt",
     };
-    let obj = Obj::new()
-        .str("event", event)
-        .str("id", id)
-        .str("ts", &ts(SystemTime::now()));
+    let obj = head(event, id, &ts(SystemTime::now()));
     match replayed {
         Replayed::Resolved { tries } => obj.num("tries", *tries),
         Replayed::Failed {
@@ -170,11 +160,7 @@ pub fn replayed_line(id: &str, replayed: &Replayed) -> String {
 
 /// The line an operator's `--forget` appends for the run `id`: never replayed, no longer pending.
 pub fn forgotten_line(id: &str) -> String {
-    Obj::new()
-        .str("event", "forgotten")
-        .str("id", id)
-        .str("ts", &ts(SystemTime::now()))
-        .finish()
+    head("forgotten", id, &ts(SystemTime::now())).finish()
 }
 
 /// Where a recorded run stands.

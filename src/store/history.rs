@@ -42,7 +42,7 @@ use crate::store::deadletter::{Damaged, MAX_FILE};
 use crate::store::lines::{Line, Lines, MAX_LINE};
 use crate::store::lock::flock_within;
 use crate::store::open::check_type;
-use crate::store::record::LOCK_WAIT;
+use crate::store::record::{LOCK_WAIT, run_head};
 
 /// How a run ended, as its history line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -114,15 +114,7 @@ pub struct Entry {
 impl Entry {
     /// Its line in the file, without the line break.
     pub fn line(&self) -> String {
-        let obj = Obj::new()
-            .str("event", "run")
-            .str("id", &self.id)
-            .str("ts", &self.ts);
-        let obj = match &self.label {
-            Some(label) => obj.str("label", label),
-            None => obj.raw("label", "null"),
-        };
-        let obj = obj
+        let obj = run_head("run", &self.id, &self.ts, self.label.as_deref())
             .words("command", self.command.iter().map(OsString::as_os_str))
             .num("tries", self.tries)
             .str("outcome", self.ending.word());

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use nix::fcntl::FlockArg;
 
+use crate::json::Obj;
 use crate::store::lines::MAX_LINE;
 use crate::store::open::{Access, open_record_file};
 
@@ -26,6 +27,21 @@ pub const LEAST_LOCK_WAIT: Duration = Duration::from_millis(100);
 /// A time as the lines write it: RFC 3339 in UTC, with milliseconds.
 pub fn ts(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// What every line of a record file starts with: its `event`, the run's `id`, and `ts`.
+pub fn head(event: &str, id: &str, ts: &str) -> Obj {
+    Obj::new().str("event", event).str("id", id).str("ts", ts)
+}
+
+/// What the line of a run (a dead letter, a history entry) starts with: [`head`], then the
+/// run's `label`, `null` when it has none.
+pub fn run_head(event: &str, id: &str, ts: &str, label: Option<&str>) -> Obj {
+    let obj = head(event, id, ts);
+    match label {
+        Some(label) => obj.str("label", label),
+        None => obj.raw("label", "null"),
+    }
 }
 
 /// How long a run with `left` of its budget (if it has a budget) waits for the lock: what is

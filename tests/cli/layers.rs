@@ -455,3 +455,136 @@ fn no_source_file_but_the_option_table_is_over_700_lines_before_its_tests() {
         long.join("\n")
     );
 }
+
+/// The state `src/` may keep in statics, by module and name, each for a reason: the signal
+/// handler's pipe and the process that owns it, which only a static can hand a handler (it
+/// gets no arguments); and whether the command line being built carries its help texts, set
+/// and put back while it is built, before any run starts. Everything a run writes (where the
+/// line stands on standard error, what `--output-on-failure` holds) is owned by the shell and
+/// handed to its writers (`run::stderr`).
+const ALLOWED_STATE: [(&str, &str); 3] = [
+    ("run::signals", "WRITE_FD"),
+    ("run::signals", "OWNER"),
+    ("cli", "TEXTS"),
+];
+
+/// The statics of `code` that hold state, by name: a `static mut`, a static whose type can
+/// change behind a shared reference (atomics, cells, locks, lazy values), and every static a
+/// `thread_local!` declares.
+fn state_statics(code: &str) -> Vec<String> {
+    let code: String = without_literals(code)
+        .lines()
+        .map(|l| format!("{}\n", l.split("//").next().unwrap_or("")))
+        .collect();
+    let mutable = [
+        "Atomic",
+        "Cell",
+        "Mutex",
+        "RwLock",
+        "Once",
+        "Lazy",
+        "UnsafeCell",
+    ];
+    let local: Vec<(usize, usize)> = code
+        .match_indices("thread_local!")
+        .map(|(at, _)| {
+            let mut depth = 0i64;
+            let end = code[at..]
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '{' | '(' => depth += 1,
+                        '}' | ')' => depth -= 1,
+                        _ => return false,
+                    }
+                    depth == 0
+                })
+                .map_or(code.len(), |(i, _)| at + i);
+            (at, end)
+        })
+        .collect();
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("static") {
+        let before = code[..at].chars().next_back();
+        let after = code[at + 6..].chars().next();
+        let word = !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '\'')
+            && after.is_some_and(char::is_whitespace);
+        if !word {
+            continue;
+        }
+        let rest = code[at + 6..].trim_start();
+        let (is_mut, rest) = match rest.strip_prefix("mut ") {
+            Some(rest) => (true, rest.trim_start()),
+            None => (false, rest),
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let ty = rest[name.len()..].split(['=', ';']).next().unwrap_or("");
+        let in_local = local.iter().any(|&(start, end)| start < at && at < end);
+        if is_mut || in_local || mutable.iter().any(|m| ty.contains(m)) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Every source file of `src/`, by module path, before its test module.
+fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src.clone()];
+    let mut out = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("tests.rs") {
+                continue;
+            }
+            let name = path
+                .strip_prefix(&src)
+                .unwrap()
+                .with_extension("")
+                .to_string_lossy()
+                .replace('/', "::");
+            let name = name.strip_suffix("::mod").unwrap_or(&name).to_string();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+            out.push((name, code.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_state_is_kept_in_statics_but_the_signal_flags_and_the_help_switch() {
+    let mut found = Vec::new();
+    for (module, code) in sources() {
+        for name in state_statics(&code) {
+            if !ALLOWED_STATE.contains(&(module.as_str(), name.as_str())) {
+                found.push(format!("{module}::{name}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "state in statics (own it in the shell and hand it over, as run::stderr does):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_reading_of_statics_finds_state_and_skips_constants() {
+    let code = "static A: AtomicBool = AtomicBool::new(false);\n\
+                static mut B: u8 = 0;\n\
+                thread_local! {\n    static C: u8 = const { 0 };\n}\n\
+                thread_local!(static D: RefCell<u8> = RefCell::new(0));\n\
+                static E: &str = \"static F: AtomicU8\";\n\
+                fn f(x: &'static str) -> &'static str { x } // static G: Cell<u8>\n\
+                pub(crate) static H: [std::sync::atomic::AtomicI32; 2] = [];\n";
+    assert_eq!(state_statics(code), ["A", "B", "C", "D", "H"]);
+}

@@ -22,6 +22,8 @@ use crate::run::runner::env::{HookVars, RunEnv};
 use crate::run::runner::state::Runner;
 use crate::run::runner::stop::{Finish, Stopper};
 use crate::run::runner::watch::Watch;
+use crate::run::sink::pass_on_stderr;
+use crate::run::stderr::Stderr;
 
 impl Runner<'_> {
     /// `--on-retry` after try `attempt`, which ran and failed, before the wait `wait`; `last` is
@@ -103,6 +105,7 @@ struct HookCall<'a> {
 struct HookOutput {
     file: std::fs::File,
     passed: u64,
+    stderr: Stderr,
 }
 
 impl HookOutput {
@@ -110,12 +113,17 @@ impl HookOutput {
     /// of their own, and while `--output-on-failure` holds the run's output, a hook's output
     /// is kept in a temporary file and passed on when the hook ends: a hook is short, and no
     /// pipe can fill and stop it meanwhile.
-    fn under_ci(log: &Log) -> Option<HookOutput> {
-        if log.facts().ci.system.is_none() && !crate::run::withheld::withholding() {
+    fn under_ci(log: &Log, stderr: &Stderr) -> Option<HookOutput> {
+        if log.facts().ci.system.is_none() && !stderr.withholding() {
             return None;
         }
         let file = crate::run::spool::anonymous_file().ok()?;
-        Some(HookOutput { file, passed: 0 })
+        let stderr = stderr.clone();
+        Some(HookOutput {
+            file,
+            passed: 0,
+            stderr,
+        })
     }
 
     /// Passes on to standard error what the hook has written since the last call, its last
@@ -126,14 +134,14 @@ impl HookOutput {
         let mut buf = vec![0u8; 64 * 1024];
         let mut last = b'\n';
         while let Ok(n @ 1..) = self.file.read_at(&mut buf, self.passed) {
-            if crate::run::withheld::pass_on_stderr(&buf[..n]).is_err() {
+            if pass_on_stderr(&self.stderr, &buf[..n]).is_err() {
                 return;
             }
             last = buf[n - 1];
             self.passed += n as u64;
         }
         if last != b'\n' {
-            let _ = crate::run::withheld::pass_on_stderr(b"\n");
+            let _ = pass_on_stderr(&self.stderr, b"\n");
         }
     }
 }
@@ -150,7 +158,7 @@ impl HookCall<'_> {
         stopper: &Stopper,
         env: &mut RunEnv,
     ) -> Option<Signal> {
-        let mut output = HookOutput::under_ci(log);
+        let mut output = HookOutput::under_ci(log, watch.stdio.stderr());
         let env_file = self.env_file(log);
         let dispositions = watch.signals.dispositions();
         let vars = HookVars {

@@ -27,14 +27,14 @@ use crate::config::Config;
 use crate::policy::OutputMatch;
 use crate::policy::Signal;
 use crate::policy::pushback::date_line;
-use crate::report::column;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
 use crate::run::dispositions::Dispositions;
+use crate::run::playback;
 use crate::run::process::Inherited;
 use crate::run::signals::Signals;
 use crate::run::sink::{pipe, set_nonblocking};
-use crate::run::withheld;
+use crate::run::stderr::Stderr;
 
 pub use self::fds::Token;
 use self::fds::{HELD_PIPE, set_pipe_size};
@@ -78,6 +78,8 @@ pub struct RunIo {
     /// Under `--output-on-failure`, what the successful try's background processes may still
     /// write: handed off once what is held has been passed on.
     late: Option<TryIo>,
+    /// `retry`'s own standard error: where its line stands, and what the run holds.
+    stderr: Stderr,
 }
 
 /// Which of a try's output streams pass through retry, chosen once for the run.
@@ -124,8 +126,9 @@ impl Layout {
 impl RunIo {
     /// `relay`: pass the try's standard error (and its standard output, when the two are one
     /// file) through `retry` even when nothing watches them, so that `retry` sees a line the
-    /// try left unfinished and starts its own lines on a line of their own (under CI).
-    pub fn new(config: &Config, relay: bool) -> anyhow::Result<RunIo> {
+    /// try left unfinished and starts its own lines on a line of their own (under CI). What
+    /// passes through goes to `stderr`'s standard error and output.
+    pub fn new(config: &Config, relay: bool, stderr: &Stderr) -> anyhow::Result<RunIo> {
         let input = Feeder::new(config.stdin)?;
         let classifier = &config.policy.classifier;
         let patterns = Patterns {
@@ -150,23 +153,24 @@ impl RunIo {
             ),
         };
         if layout != Layout::Inherit {
-            column::set_shared(same_place());
+            stderr.set_shared(same_place());
         }
         let in_order = layout == Layout::WithholdAll && same_place();
         if layout == Layout::WithholdAll {
-            withheld::begin(in_order);
+            stderr.begin_holding(in_order);
         }
         Ok(RunIo {
             input,
             patterns,
             layout,
-            output: Outputs::new(),
+            output: Outputs::new(stderr),
             stdout_tty: isatty(io::stdout()).unwrap_or(false),
             stderr_tty: isatty(io::stderr()).unwrap_or(false),
             warning: None,
             keep_tail,
             withhold_stdout_in_order: in_order,
             late: None,
+            stderr: stderr.clone(),
         })
     }
 
@@ -176,6 +180,11 @@ impl RunIo {
         self.output.forwarder_dispositions = dispositions;
     }
 
+    /// `retry`'s own standard error, which the hooks write to as well.
+    pub fn stderr(&self) -> &Stderr {
+        &self.stderr
+    }
+
     /// False once standard input could not be recorded whole: no further try may run.
     pub fn can_replay(&self) -> bool {
         self.input.can_replay()
@@ -183,7 +192,7 @@ impl RunIo {
 
     /// A warning for the log, once.
     pub fn take_warning(&mut self) -> Option<String> {
-        self.warning.take().or_else(withheld::take_warning)
+        self.warning.take().or_else(|| self.stderr.take_warning())
     }
 
     /// Sets up one try: the child's standard streams, and retry's ends of them.
@@ -382,7 +391,7 @@ impl RunIo {
         if self.layout != Layout::WithholdAll {
             return None;
         }
-        if let Some(signal) = withheld::end(play_all, signals) {
+        if let Some(signal) = playback::end(&self.stderr, play_all, signals) {
             return Some(signal);
         }
         if let Some(mut late) = self.late.take() {

@@ -12,17 +12,17 @@ use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::policy::{OutputMatch, Requests};
-use crate::report::column;
 use crate::report::event::OutputTail;
+use crate::run::column;
 use crate::run::dispositions::Dispositions;
 use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
+use crate::run::stderr::Stderr;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
 use crate::run::stdio::input::Feed;
 use crate::run::stdio::pty::follow_window_size;
 use crate::run::stdio::stream::{Dest, OutputError, Read, Stream, real_stream};
 use crate::run::stdio::tail::Tail;
-use crate::run::withheld;
 
 /// The plumbing of one try: the feed of its input, its output streams, and what came of them.
 #[derive(Debug, Default)]
@@ -62,6 +62,8 @@ pub(super) struct Outputs {
     pub(super) forwarder_dispositions: Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
+    /// `retry`'s own standard error: where its line stands, and what the run holds.
+    own: Stderr,
 }
 
 /// True while some process still holds the writing end of this pipe or pseudo-terminal.
@@ -123,12 +125,13 @@ fn buffer(buffered: &mut Spool, data: &[u8], warning: &mut Option<String>) {
 
 impl Outputs {
     /// retry's own standard output and error, as the tries' output goes to them.
-    pub(super) fn new() -> Outputs {
+    pub(super) fn new(stderr: &Stderr) -> Outputs {
         Outputs {
-            stdout: Outlet::new(Own::Stdout(io::stdout())),
-            stderr: Outlet::new(Own::Stderr(io::stderr())),
+            stdout: Outlet::new(Own::Stdout(io::stdout()), stderr),
+            stderr: Outlet::new(Own::Stderr(io::stderr()), stderr),
             forwarder_dispositions: Default::default(),
             scratch: Vec::new(),
+            own: stderr.clone(),
         }
     }
 
@@ -184,12 +187,12 @@ impl Outputs {
             Dest::Buffer => {
                 buffer(&mut s.buffered, &buf, warning);
                 if io.withhold_stdout {
-                    withheld::withhold(&buf);
+                    self.own.withhold(&buf);
                 }
                 self.scratch = buf;
             }
             Dest::Record => {
-                withheld::withhold(&buf);
+                self.own.withhold(&buf);
                 self.scratch = buf;
             }
             Dest::Stdout | Dest::Stderr => {
@@ -220,7 +223,7 @@ impl Outputs {
                 j != i
                     && t.delivering.is_none()
                     && t.written < t.pending.len()
-                    && (column::shared() || t.dest == to)
+                    && (self.own.shared() || t.dest == to)
             })
         });
         if live_first {
@@ -265,8 +268,8 @@ impl Outputs {
         // the try's standard error, on one file.
         if *pos == 0 && s.pending.len() <= s.written && !s.buffered.is_empty() {
             let start = match dest {
-                Dest::Stdout => column::held_start(column::Stream::Stdout),
-                _ => column::held_start(column::Stream::Stderr),
+                Dest::Stdout => self.own.held_start(column::Stream::Stdout),
+                _ => self.own.held_start(column::Stream::Stderr),
             };
             if !start.is_empty() {
                 s.pending = start.as_bytes().to_vec();
@@ -386,11 +389,11 @@ impl Outputs {
                 Dest::Buffer => {
                     buffer(&mut s.buffered, data, warning);
                     if io.withhold_stdout {
-                        withheld::withhold(data);
+                        self.own.withhold(data);
                     }
                 }
                 Dest::Record => {
-                    withheld::withhold(data);
+                    self.own.withhold(data);
                 }
                 Dest::Stdout | Dest::Stderr => {
                     if s.written >= s.pending.len() {
@@ -463,8 +466,8 @@ impl Outputs {
                 continue;
             }
             match as_stdout {
-                true => withheld::withhold_stdout(spool),
-                false => withheld::withhold_copy(&spool),
+                true => self.own.withhold_stdout(spool),
+                false => self.own.withhold_copy(&spool),
             }
         }
     }
@@ -474,7 +477,7 @@ impl Outputs {
     pub(super) fn note_success(&self, io: &TryIo) {
         let streams = io.streams.iter().filter(|s| s.dest == Dest::Buffer);
         if let Some(last) = streams.filter_map(|s| s.buffered.last_byte()).next_back() {
-            withheld::passed_on_live(last);
+            self.own.passed_on_live(last);
         }
     }
 
