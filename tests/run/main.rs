@@ -6,11 +6,17 @@
 //! program wait side by side, while `cargo test` runs its test programs one after another.
 //!
 //! A module's tests alone: `cargo test --test run stdio::` (a filter on the test's path).
+//!
+//! libtest starts the tests in the order of their names. The throttle's and the terminal's
+//! tests wait longest on timers, so their modules are named to come first (`admission`,
+//! `at_a_terminal`): their waits then overlap the work of the rest instead of ending the run.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission;
 mod agree;
+mod at_a_terminal;
 mod ci_lines;
 mod consecutive;
 mod cron;
@@ -39,7 +45,5 @@ mod run;
 mod sentinel;
 mod signals;
 mod stdio;
-mod terminal;
-mod throttle;
 mod twins;
 mod until_output;
