@@ -3,6 +3,7 @@
 //! one line naming the host and the reason, with nothing run against the wrong server.
 
 use crate::common;
+use crate::common::every_option::every_option;
 use crate::common::tls::{Pki, ServerCert, TlsServer};
 
 use std::path::Path;
@@ -11,8 +12,13 @@ use std::process::Output;
 use common::stderr_of;
 
 fn run(dir: &Path, ca: &Path, args: &[&str]) -> Output {
-    common::retry()
-        .current_dir(dir)
+    run_with(dir, ca, &[], args)
+}
+
+/// [`run`], with these variables more (a user and a password, say).
+fn run_with(dir: &Path, ca: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = common::retry();
+    cmd.current_dir(dir)
         .env("XDG_STATE_HOME", dir.join("state"))
         .env("XDG_RUNTIME_DIR", dir)
         .env("RETRY_REDIS_CA", ca)
@@ -20,10 +26,11 @@ fn run(dir: &Path, ca: &Path, args: &[&str]) -> Output {
         .env_remove("RETRY_REDIS_USER")
         .env_remove("RETRY_REDIS_CERT")
         .env_remove("RETRY_REDIS_KEY")
-        .timeout(common::STEP_LIMIT)
-        .args(args)
-        .output()
-        .unwrap()
+        .timeout(common::STEP_LIMIT);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd.args(args).output().unwrap()
 }
 
 #[test]
@@ -133,7 +140,7 @@ fn tls_files_that_cannot_be_used_are_said_before_the_server_is_tried() {
 }
 
 #[test]
-fn an_acl_user_over_tls_shares_the_quota_and_no_piece_of_its_password_is_shown() {
+fn an_acl_user_over_tls_serves_every_option_and_no_piece_of_its_password_is_shown() {
     const PASSWORD: &str = "tls-pw-0123456789-abcdefghij";
     let password = format!(">{PASSWORD}");
     let extra = [
@@ -177,6 +184,14 @@ fn an_acl_user_over_tls_shares_the_quota_and_no_piece_of_its_password_is_shown()
         "{err}"
     );
     outputs.push(out);
+    // Every option on a store of its own, the user and password from the environment.
+    let every = format!("rediss://127.0.0.1:{}/every", server.port);
+    let env = [
+        ("RETRY_REDIS_USER", "fleet"),
+        ("RETRY_REDIS_PASSWORD", PASSWORD),
+    ];
+    let run_every = |args: &[&str]| run_with(&dir, &pki.ca(), &env, args);
+    outputs.extend(every_option(&dir, &every, &run_every));
     for out in &outputs {
         let text = format!("{}{}", common::stdout_of(out), stderr_of(out));
         for piece in PASSWORD.as_bytes().windows(8) {

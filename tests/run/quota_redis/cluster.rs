@@ -10,6 +10,7 @@
 //! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
 //! sets it) makes it fail.
 
+use crate::common::every_option::every_option;
 use crate::common::redis_server::{Server, cli, free_port};
 use crate::common::{retry, runtime_dir, stderr_of};
 
@@ -154,6 +155,34 @@ fn quotas_on_a_cluster_are_followed_to_their_node_and_shared() {
     quotas_on_any_node_are_shared_through_the_node_named(&cluster);
     a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(&cluster);
     dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(&cluster);
+    every_option_is_followed_from_a_node_that_holds_none_of_its_keys(&cluster);
+}
+
+fn every_option_is_followed_from_a_node_that_holds_none_of_its_keys(cluster: &Cluster) {
+    let named = &cluster.nodes[0];
+    let dir = runtime_dir("cluster-every");
+    // A store whose quota and stream both live on other nodes than the one named.
+    let elsewhere = |key: String| cluster.owner(&key).port != named.port;
+    let name = (0..100)
+        .map(|i| format!("every{i}"))
+        .find(|n| elsewhere(format!("retry:quota:{n}")) && elsewhere(format!("retry:dead:{{{n}}}")))
+        .expect("a name whose keys are on other nodes");
+    let url = format!("redis://127.0.0.1:{}/{name}", named.port);
+    let run = |args: &[&str]| {
+        retry()
+            .current_dir(&dir)
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env("XDG_STATE_HOME", dir.join("state"))
+            .env_remove("RETRY_REDIS_PASSWORD")
+            .env_remove("RETRY_REDIS_USER")
+            .timeout(crate::common::STEP_LIMIT)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    every_option(&dir, &url, &run);
+    let quota = format!("retry:quota:{name}");
+    assert_eq!(cli(cluster.owner(&quota).port, &["EXISTS", &quota]), ["1"]);
 }
 
 fn dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(cluster: &Cluster) {
