@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agree;
+pub mod every_option;
 pub mod nemesis;
 pub mod redis_server;
 pub mod sentinel;

@@ -265,3 +265,20 @@ pub fn pipe(port: u16, commands: &[Vec<Vec<u8>>]) {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("errors: 0"), "redis-cli --pipe: {said}");
 }
+
+/// Whether the replica on `replica` comes to hold, within the step limit, everything that the
+/// server on `primary` had written when asked: its replication offset reaches the primary's.
+/// (`WAIT` would not say it: sent on a connection that wrote nothing, as `redis-cli WAIT` is, it
+/// waits for nothing.)
+pub fn in_step(primary: u16, replica: u16) -> bool {
+    let offset = |port: u16, field: &str| -> u64 {
+        cli(port, &["INFO", "replication"])
+            .iter()
+            .find_map(|l| l.trim().strip_prefix(field)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let written = offset(primary, "master_repl_offset:");
+    crate::common::wait_until(crate::common::STEP_LIMIT, || {
+        offset(replica, "slave_repl_offset:") >= written
+    })
+}

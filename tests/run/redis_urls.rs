@@ -11,6 +11,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::Output;
 
+use common::every_option::every_option;
 use common::redis_server::Server;
 use common::{json_lines, stderr_of, stdout_of};
 
@@ -131,6 +132,10 @@ fn an_acl_user_in_the_url_or_the_environment_serves_every_option() {
     let replay = run(&dir, &env, &["--replay", &bare, "-n", "1"]);
     assert_eq!(replay.status.code(), Some(1), "{}", stderr_of(&replay));
     outputs.extend([given_up, listed, stats, replay]);
+    // Every option on a store of its own, in database 2, the user and password from the
+    // environment.
+    let every = format!("redis://127.0.0.1:{port}/2/every");
+    outputs.extend(every_option(&dir, &every, &|args| run(&dir, &env, args)));
     holds_no_piece_of_the_password(&outputs);
 }
 
@@ -207,7 +212,7 @@ fn a_password_for_a_server_that_has_none_is_refused_not_unreachable() {
 }
 
 #[test]
-fn a_unix_socket_keeps_the_quota_and_the_dead_letters() {
+fn a_unix_socket_serves_every_option() {
     let Some(server) = Server::start_unix("socket", &["--port", "0"]) else {
         return;
     };
@@ -249,6 +254,8 @@ fn a_unix_socket_keeps_the_quota_and_the_dead_letters() {
         &["--replay", &other, "--dry-run", "--log-format", "json"],
     );
     assert_eq!(json_lines(&stdout_of(&out)).len(), 0, "{}", stderr_of(&out));
+    let every = format!("redis+unix://{socket}/every?db=3");
+    every_option(&dir, &every, &|args| run(&dir, &[], args));
 }
 
 /// A port that answers the first request as `answer` says, then closes: the bytes of a TLS

@@ -1,11 +1,12 @@
 //! A fleet's Redis watched by Sentinel (docs/redis.md#sentinel): `redis+sentinel://` URLs reach
-//! the master the sentinels name, for the quota, the dead letters and `--stats`; a sentinel
+//! the master the sentinels name, for every option that takes a URL; a sentinel
 //! that is down is passed over; a master no sentinel knows is one clear line; and, in a test
 //! that `.ci/run` runs (`cargo test --test run -- --ignored`), a failover while runs share a
 //! quota and give up to a stream is followed to the new master.
 
 use crate::common;
-use crate::common::redis_server::{cli, free_port};
+use crate::common::every_option::every_option;
+use crate::common::redis_server::{cli, free_port, in_step};
 use crate::common::sentinel::SentinelSet;
 
 use std::path::Path;
@@ -27,8 +28,8 @@ fn run(dir: &Path, args: &[&str]) -> Output {
 }
 
 #[test]
-fn the_quota_dead_letters_and_stats_reach_the_master_the_sentinels_name() {
-    let Some(set) = SentinelSet::start("reach", false) else {
+fn every_option_reaches_the_master_the_sentinels_name() {
+    let Some(set) = SentinelSet::start("reach", true) else {
         return;
     };
     let dir = common::runtime_dir("sentinel-reach");
@@ -56,6 +57,16 @@ fn the_quota_dead_letters_and_stats_reach_the_master_the_sentinels_name() {
     assert_eq!(cli(set.master.port, &["XLEN", "retry:dead:{jobs}"]), ["1"]);
     let out = run(&dir, &["--stats", &url]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // Every option on a store of its own, through the same sentinels.
+    let every = url.replace("/mymaster/jobs", "/mymaster/every");
+    every_option(&dir, &every, &|args| run(&dir, args));
+    // The master the sentinels name holds it, beside its replica.
+    let replica = set.replica.as_ref().unwrap().port;
+    assert_eq!(cli(replica, &["ROLE"])[0], "slave");
+    assert_eq!(
+        cli(set.master.port, &["EXISTS", "retry:quota:every"]),
+        ["1"]
+    );
 }
 
 #[test]
@@ -127,7 +138,11 @@ fn a_failover_while_runs_give_up_and_share_a_quota_loses_no_record_and_adds_none
     let old = set.master.port;
     assert_eq!(cli(old, &["XLEN", "retry:dead:{jobs}"]), ["10"]);
     // What the master holds has reached the replica before the master dies.
-    assert_eq!(cli(old, &["WAIT", "1", "5000"]), ["1"]);
+    let replica = set.replica.as_ref().unwrap().port;
+    assert!(
+        in_step(old, replica),
+        "the replica never had what the master holds"
+    );
     let _ = set.master.child.kill();
     let _ = set.master.child.wait();
     // Runs while the sentinels notice and elect: each gives up to the stream or, Redis out of

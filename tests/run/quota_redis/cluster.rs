@@ -1,7 +1,9 @@
 //! The fleet quota on a Redis Cluster of three nodes (docs/herd.md#shared-retry-quota): every run
 //! names one node, and the quotas whose keys hash to another are followed there (`MOVED`, and `ASK`
 //! while a slot migrates), so that every run shares each bucket and none falls back to its own
-//! machine.
+//! machine; and, in a test that `.ci/run` runs (`cargo test --test run -- --ignored`), a primary
+//! killed while runs share a quota and give up to a stream, and its replica promoted by the
+//! cluster, loses no record and adds none twice.
 //!
 //! The test starts its own three `redis-server`s on free ports and makes them a cluster by hand,
 //! as `redis-cli --cluster create` would without its pauses of a second: each node takes a third
@@ -10,7 +12,8 @@
 //! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
 //! sets it) makes it fail.
 
-use crate::common::redis_server::{Server, cli, free_port};
+use crate::common::every_option::every_option;
+use crate::common::redis_server::{Server, cli, free_port, in_step};
 use crate::common::{retry, runtime_dir, stderr_of};
 
 use std::io::Write;
@@ -23,26 +26,49 @@ struct Cluster {
     buses: Vec<u16>,
 }
 
+/// A node of a cluster on a free port, with these arguments more; its cluster bus on `bus`.
+fn node(test: &str, bus: u16, extra: &[&str]) -> Option<Server> {
+    let bus = bus.to_string();
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-port",
+        &bus,
+    ];
+    args.extend_from_slice(extra);
+    Server::start(test, &args)
+}
+
+/// Says loudly that no cluster could be made, or fails under RETRY_REQUIRE_REDIS=1.
+fn skip<T>(why: &str) -> Option<T> {
+    if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
+        panic!("no Redis Cluster (RETRY_REQUIRE_REDIS=1): {why}");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: no Redis Cluster could be made: {why}; set RETRY_REQUIRE_REDIS=1 to make this \
+         a failure"
+    );
+    None
+}
+
 impl Cluster {
     fn start() -> Option<Cluster> {
+        Cluster::start_with("cluster", &[])
+    }
+
+    /// Three nodes named `test-0` to `test-2`, each with these arguments more.
+    fn start_with(test: &str, extra: &[&str]) -> Option<Cluster> {
         // The three start at once: a node says its cluster is ok no sooner than two seconds after
         // it started.
         let buses: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let nodes: Vec<Option<Server>> = std::thread::scope(|s| {
             let starting: Vec<_> = (0..3)
                 .map(|i| {
-                    let bus = buses[i].to_string();
-                    s.spawn(move || {
-                        let extra = [
-                            "--cluster-enabled",
-                            "yes",
-                            "--cluster-config-file",
-                            "nodes.conf",
-                            "--cluster-port",
-                            &bus,
-                        ];
-                        Server::start(&format!("cluster-{i}"), &extra)
-                    })
+                    let bus = buses[i];
+                    s.spawn(move || node(&format!("{test}-{i}"), bus, extra))
                 })
                 .collect();
             starting.into_iter().map(|t| t.join().unwrap()).collect()
@@ -51,18 +77,48 @@ impl Cluster {
         let cluster = Cluster { nodes, buses };
         match cluster.create() {
             Ok(()) => Some(cluster),
-            Err(why) => {
-                if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
-                    panic!("no Redis Cluster (RETRY_REQUIRE_REDIS=1): {why}");
-                }
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED: no Redis Cluster could be made: {why}; set RETRY_REQUIRE_REDIS=1 \
-                     to make this a failure"
-                );
-                None
-            }
+            Err(why) => skip(&why),
         }
+    }
+
+    /// A fourth node, with these arguments more, made the replica of `primary` and in step
+    /// with it.
+    fn add_replica(&self, test: &str, primary: &Server, extra: &[&str]) -> Option<Server> {
+        let bus = free_port();
+        let replica = node(test, bus, extra)?;
+        let id = cli(primary.port, &["CLUSTER", "MYID"])[0].clone();
+        let (port, bus) = (replica.port.to_string(), bus.to_string());
+        let meet = ["CLUSTER", "MEET", "127.0.0.1", &port, &bus];
+        if cli(self.nodes[0].port, &meet) != ["OK"] {
+            return skip(&format!("{meet:?} was refused"));
+        }
+        let knows = || {
+            cli(replica.port, &["CLUSTER", "NODES"])
+                .iter()
+                .any(|l| l.starts_with(&id))
+        };
+        if !crate::common::wait_until(crate::common::STEP_LIMIT, knows) {
+            return skip("the new node never learned of its primary");
+        }
+        if cli(replica.port, &["CLUSTER", "REPLICATE", &id]) != ["OK"] {
+            return skip("CLUSTER REPLICATE was refused");
+        }
+        // In step with its primary, and known as its replica by every primary, which elect it.
+        let ready = || {
+            let link = cli(replica.port, &["INFO", "replication"])
+                .iter()
+                .any(|l| l.trim() == "master_link_status:up");
+            let known = self.nodes.iter().all(|n| {
+                cli(n.port, &["CLUSTER", "NODES"])
+                    .iter()
+                    .any(|l| l.contains(&format!(":{port}@")) && l.contains(&id))
+            });
+            link && known
+        };
+        if !crate::common::wait_until(crate::common::STEP_LIMIT, ready) {
+            return skip("the replica never came in step with its primary");
+        }
+        Some(replica)
     }
 
     fn create(&self) -> Result<(), String> {
@@ -154,6 +210,34 @@ fn quotas_on_a_cluster_are_followed_to_their_node_and_shared() {
     quotas_on_any_node_are_shared_through_the_node_named(&cluster);
     a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(&cluster);
     dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(&cluster);
+    every_option_is_followed_from_a_node_that_holds_none_of_its_keys(&cluster);
+}
+
+fn every_option_is_followed_from_a_node_that_holds_none_of_its_keys(cluster: &Cluster) {
+    let named = &cluster.nodes[0];
+    let dir = runtime_dir("cluster-every");
+    // A store whose quota and stream both live on other nodes than the one named.
+    let elsewhere = |key: String| cluster.owner(&key).port != named.port;
+    let name = (0..100)
+        .map(|i| format!("every{i}"))
+        .find(|n| elsewhere(format!("retry:quota:{n}")) && elsewhere(format!("retry:dead:{{{n}}}")))
+        .expect("a name whose keys are on other nodes");
+    let url = format!("redis://127.0.0.1:{}/{name}", named.port);
+    let run = |args: &[&str]| {
+        retry()
+            .current_dir(&dir)
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env("XDG_STATE_HOME", dir.join("state"))
+            .env_remove("RETRY_REDIS_PASSWORD")
+            .env_remove("RETRY_REDIS_USER")
+            .timeout(crate::common::STEP_LIMIT)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    every_option(&dir, &url, &run);
+    let quota = format!("retry:quota:{name}");
+    assert_eq!(cli(cluster.owner(&quota).port, &["EXISTS", &quota]), ["1"]);
 }
 
 fn dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(cluster: &Cluster) {
@@ -283,4 +367,138 @@ fn a_quota_whose_slot_migrates_is_followed_to_the_node_it_moves_to(cluster: &Clu
     let log = failing_run(&url, &runtime);
     assert!(!log.contains("warning"), "{log}");
     assert!(log.contains("retry, 3.00 tokens left"), "{log}");
+}
+
+/// A failover that cannot fit in `cargo test`'s time: the primaries take a few seconds to see a
+/// primary fail and elect its replica. `.ci/run` runs it (`cargo test --test run -- --ignored`).
+#[test]
+#[ignore = "a Cluster failover takes seconds: run with --ignored, as .ci/run does"]
+fn a_primary_failing_over_while_runs_give_up_and_share_a_quota_loses_no_record_and_adds_none_twice()
+{
+    // A primary is deemed failing after a second without an answer.
+    let timeout = ["--cluster-node-timeout", "1000"];
+    let Some(mut cluster) = Cluster::start_with("cluster-failover", &timeout) else {
+        return;
+    };
+    // A store whose quota and stream live on one primary, which the URL does not name.
+    let named = cluster.nodes[0].port;
+    let name = (0..100)
+        .map(|i| format!("jobs{i}"))
+        .find(|n| {
+            let quota = cluster.owner(&format!("retry:quota:{n}")).port;
+            quota != named && cluster.owner(&format!("retry:dead:{{{n}}}")).port == quota
+        })
+        .expect("a name whose quota and stream share a primary");
+    let (quota_key, stream) = (
+        format!("retry:quota:{name}"),
+        format!("retry:dead:{{{name}}}"),
+    );
+    let primary = cluster.owner(&quota_key).port;
+    let Some(replica) = cluster.add_replica(
+        "cluster-failover-replica",
+        cluster.owner(&quota_key),
+        &timeout,
+    ) else {
+        return;
+    };
+    let dir = runtime_dir("cluster-failover");
+    let url = format!("redis://127.0.0.1:{named}/{name}");
+    let quota = format!("{url}:ratio=0,floor=0,cap=1000");
+    let run = |args: &[&str]| {
+        retry()
+            .current_dir(&dir)
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env("XDG_STATE_HOME", dir.join("state"))
+            .env_remove("RETRY_REDIS_PASSWORD")
+            .env_remove("RETRY_REDIS_USER")
+            .timeout(crate::common::STEP_LIMIT)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let give_up = |n: usize| {
+        std::thread::scope(|s| {
+            for _ in 0..n {
+                s.spawn(|| {
+                    let out = run(&[
+                        "-n",
+                        "2",
+                        "-d",
+                        "0",
+                        "--quota",
+                        &quota,
+                        "--dead-letter",
+                        &url,
+                        "--",
+                        "false",
+                    ]);
+                    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+                });
+            }
+        });
+    };
+    give_up(10);
+    assert_eq!(cli(primary, &["XLEN", &stream]), ["10"]);
+    // What the primary holds has reached the replica before the primary dies.
+    assert!(
+        in_step(primary, replica.port),
+        "the replica never had what the primary holds"
+    );
+    let at = cluster
+        .nodes
+        .iter()
+        .position(|n| n.port == primary)
+        .unwrap();
+    let _ = cluster.nodes[at].child.kill();
+    let _ = cluster.nodes[at].child.wait();
+    // Runs while the primaries notice and elect, two at a time over the three seconds or so it
+    // takes: each gives up to the stream or, the stream out of reach, to the file kept on this
+    // machine.
+    for _ in 0..10 {
+        give_up(2);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let promoted = || {
+        let ok = |port: u16| {
+            cli(port, &["CLUSTER", "INFO"])
+                .iter()
+                .any(|l| l.trim() == "cluster_state:ok")
+        };
+        let owner = cluster.nodes.iter().filter(|n| n.port != primary).all(|n| {
+            cli(n.port, &["CLUSTER", "NODES"])
+                .iter()
+                .any(|l| l.contains(&format!(":{}@", replica.port)) && l.contains("master"))
+        });
+        owner && ok(named) && ok(replica.port)
+    };
+    assert!(
+        crate::common::wait_until(std::time::Duration::from_secs(30), promoted),
+        "the cluster never made the replica a primary: {:?}",
+        cli(named, &["CLUSTER", "NODES"])
+    );
+    // Runs after it reach the new primary, and the first of them moves the kept records there.
+    give_up(10);
+    let out = run(&[
+        "--replay",
+        &url,
+        "--dry-run",
+        "--log-format",
+        "json",
+        "--all",
+    ]);
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let ids: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.split("\"id\":\"").nth(1)?.split('"').next())
+        .collect();
+    let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), 40, "every run that gave up, once: {listing}");
+    assert_eq!(unique.len(), 40, "none twice: {listing}");
+    assert_eq!(cli(replica.port, &["XLEN", &stream]), ["40"]);
+    // The quota lives on the new primary: the ten runs before the failover and the ten after
+    // each took their token there.
+    let tokens = cli(replica.port, &["HGET", &quota_key, "tokens"]);
+    let tokens: f64 = tokens[0].parse().unwrap();
+    assert!((960.0..=980.0).contains(&tokens), "{tokens}");
 }
