@@ -810,3 +810,70 @@ fn the_figures_tell_the_tries_that_ran_from_those_held_back_in_either_store() {
     common::redis_server::cli(server.port, &set);
     held_and_ran_are_told_apart(&server.url("h"), &runtime_dir("throttle-held-redis"));
 }
+
+#[test]
+fn a_held_try_neither_ends_nor_extends_the_streak_the_give_up_reports() {
+    // Seed 18, one failure in the window (p = 2/3 before the first try): try 1 runs and
+    // succeeds, try 2 is held back, and the wait after it is about half a second. retry is
+    // kept stopped in that wait past the end of the budget, so the run gives up once it is
+    // let go, its last try that ran a success: one of three in a row, not a try not ready.
+    let runtime = runtime_dir("throttle-streak");
+    failing_store(&runtime, "q", 2);
+    let began = Instant::now();
+    let mut child = retry_std()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["--consecutive", "3", "-B", "2s", "-d", "500ms"])
+        .args([
+            "--quota",
+            "q",
+            "--throttle",
+            "1.01",
+            "--seed",
+            "18",
+            "--",
+            "true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut log = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line.clone());
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    });
+    let held = loop {
+        match seen.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.contains("try 2/3 held back") => break true,
+            Ok(_) => continue,
+            Err(_) => break false,
+        }
+    };
+    if held {
+        common::send(child.id(), nix::libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(2300).saturating_sub(began.elapsed()));
+        common::send(child.id(), nix::libc::SIGCONT);
+    }
+    let status = wait_bounded(&mut child, Duration::from_secs(20));
+    let log = reader.join().unwrap();
+    assert!(held, "try 2 was not held back: {log}");
+    assert!(log.contains("try 1/3 succeeded"), "{log}");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("exit 0, but only 1 of 3 successful tries in a row (--consecutive)"),
+        "{log}"
+    );
+    assert!(!log.contains("not ready"), "{log}");
+    let took = began.elapsed();
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+}

@@ -11,19 +11,37 @@ use crate::policy::{Decision, GiveUp, Outcome, RepeatEnd, Signal, Verdict};
 use crate::report::event::{During, Event, Failure};
 use crate::run::stdio::TryIo;
 
+/// How a run ends, said once by the function that ends it and kept by the run loop alone: the
+/// status `retry` exits with, and the verdict every record reads.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct End {
+    pub status: ExitStatus,
+    pub verdict: RunVerdict,
+}
+
+impl End {
+    /// `retry` itself failed during the run.
+    pub fn internal() -> End {
+        End {
+            status: ExitStatus::Usage,
+            verdict: RunVerdict::Internal,
+        }
+    }
+}
+
 impl Runner<'_> {
     /// Runs the command to the run's end, and makes the run's outcome: it plays back what
     /// `--output-on-failure` held, records a run that gave up in `--dead-letter`, and reports
     /// the outcome in the event every record reads.
     pub fn run(mut self, seed: u64) -> RunEnd {
-        let status = self.run_loop(seed);
-        let mut outcome = self.outcome(status);
+        let end = self.run_loop(seed);
+        let mut outcome = self.outcome(end);
         // The end is announced as it is known, among what --output-on-failure withholds.
         self.log.conclude(&outcome);
         let signals = &mut self.watch.signals;
         if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
-            let status = self.interrupted(self.state.counts().counted, signal, During::Playback);
-            outcome = self.outcome(status);
+            let end = self.interrupted(self.state.counts().counted, signal, During::Playback);
+            outcome = self.outcome(end);
         }
         let run_end = self.run_end();
         self.dead_letter.record(&mut self.log, &outcome, run_end);
@@ -46,11 +64,11 @@ impl Runner<'_> {
         }
     }
 
-    /// The run's outcome, as it ended with `status`: the one value every record reads.
-    fn outcome(&self, status: ExitStatus) -> RunOutcome {
+    /// The run's outcome, as it ended (`end`): the one value every record reads.
+    fn outcome(&self, end: End) -> RunOutcome {
         RunOutcome {
-            status,
-            verdict: self.end.clone().unwrap_or(RunVerdict::Internal),
+            status: end.status,
+            verdict: end.verdict,
             tries: self.state.counts(),
             streak: self.state.streak(),
             last: self.state.last_ran(),
@@ -60,35 +78,35 @@ impl Runner<'_> {
 
     /// `--repeat` ends after try `attempt`, for `why`: 0 when no try failed, else the status
     /// giving up after the first failed one would have given, and 124 when none ran to its end.
-    pub(super) fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> ExitStatus {
+    pub(super) fn end_repeat(&mut self, attempt: u64, why: RepeatEnd) -> End {
         let Some(repeat) = self.state.repeat() else {
-            return ExitStatus::Success;
+            return End::internal();
         };
         let count = repeat.count().clone();
         let status = ExitStatus::of_repeat(repeat.failed_outcome(), count.tries);
         self.state.end_at(attempt);
-        self.end = Some(RunVerdict::Repeated {
+        let verdict = RunVerdict::Repeated {
             why: why.clone(),
             failed: count.failed,
-        });
+        };
         self.log.emit(Event::RepeatEnded {
             count,
             why,
             status,
             elapsed: self.start.elapsed(),
         });
-        status
+        End { status, verdict }
     }
 
     /// The reader of the successful try `attempt`'s output went away before it had all of it:
     /// never 0 after losing output; `retry` dies of SIGPIPE, as the command would have, and the
     /// run ends as quietly as the pipeline would.
-    pub(super) fn reader_gone(&mut self, attempt: u64) -> ExitStatus {
+    pub(super) fn reader_gone(&mut self, attempt: u64) -> End {
         let signal = Signal::PIPE;
-        self.end = Some(RunVerdict::Interrupted {
+        let verdict = RunVerdict::Interrupted {
             signal,
             during: During::Output,
-        });
+        };
         let status = ExitStatus::Reraise(signal);
         self.log.emit(Event::GaveUp {
             tries: attempt,
@@ -99,7 +117,7 @@ impl Runner<'_> {
             signal: Some(signal),
             streak: self.state.streak(),
         });
-        status
+        End { status, verdict }
     }
 
     /// Reports try `t`, which `retry` stopped as `ended` because its output could not be
@@ -114,35 +132,32 @@ impl Runner<'_> {
     }
 
     /// A try's output could not be written: say why; the run ends with status 1, as `cat` does.
-    pub(super) fn output_failed(&mut self, io: &TryIo) -> ExitStatus {
-        self.end = Some(RunVerdict::OutputFailed);
+    pub(super) fn output_failed(&mut self, io: &TryIo) -> End {
         if let Some(failure) = &io.failed {
             self.log
                 .emit(Event::Error(Failure::Output(failure.to_string())));
         }
-        ExitStatus::OutputFailed
+        End {
+            status: ExitStatus::OutputFailed,
+            verdict: RunVerdict::OutputFailed,
+        }
     }
 
     /// Gives up after try `attempt`, for `why`; `last` is how the last try that ran ended
     /// (`None` when every try was held back by the throttle). The log, then `--on-give-up`
     /// when the last try ran and failed.
-    pub(super) fn give_up(
-        &mut self,
-        attempt: u64,
-        why: &GiveUp,
-        last: Option<Outcome>,
-    ) -> ExitStatus {
+    pub(super) fn give_up(&mut self, attempt: u64, why: &GiveUp, last: Option<Outcome>) -> End {
         let status = last.map_or(ExitStatus::Held, |o| ExitStatus::of_giving_up(why, o));
         let elapsed = self.start.elapsed();
         self.state.end_at(attempt);
-        self.end = Some(match why {
+        let verdict = match why {
             // Ctrl-C reached the command, and so the terminal's foreground group: retry too.
             GiveUp::Interrupted => RunVerdict::Interrupted {
                 signal: Signal::INT,
                 during: During::Try,
             },
             why => RunVerdict::GaveUp(why.clone()),
-        });
+        };
         self.log.emit(Event::GaveUp {
             tries: attempt,
             elapsed,
@@ -152,27 +167,23 @@ impl Runner<'_> {
             signal: None,
             streak: self.state.streak(),
         });
-        if let Some(status) = self.on_give_up(attempt, status) {
-            return status;
+        // A signal during the hook ends the run as an interrupted one.
+        if let Some(end) = self.on_give_up(attempt, status) {
+            return end;
         }
-        status
+        End { status, verdict }
     }
 
-    pub(super) fn interrupted(
-        &mut self,
-        attempt: u64,
-        signal: Signal,
-        during: During,
-    ) -> ExitStatus {
+    pub(super) fn interrupted(&mut self, attempt: u64, signal: Signal, during: During) -> End {
         self.state.end_at(attempt);
-        self.end = Some(match self.state.repeat() {
+        let verdict = match self.state.repeat() {
             // A repeat ends as a repeat, cut short by the signal: its summary says so.
             Some(repeat) => RunVerdict::Repeated {
                 why: RepeatEnd::Interrupted(signal),
                 failed: repeat.count().failed,
             },
             None => RunVerdict::Interrupted { signal, during },
-        });
+        };
         self.log.emit(Event::Received {
             signal,
             attempt,
@@ -187,7 +198,7 @@ impl Runner<'_> {
                 status,
                 elapsed: self.start.elapsed(),
             });
-            return status;
+            return End { status, verdict };
         }
         self.log.emit(Event::GaveUp {
             tries: attempt,
@@ -198,6 +209,6 @@ impl Runner<'_> {
             signal: Some(signal),
             streak: self.state.streak(),
         });
-        status
+        End { status, verdict }
     }
 }

@@ -18,6 +18,7 @@ use crate::run::clock::after;
 use crate::run::dispositions::Dispositions;
 use crate::run::envfile::{EnvFile, EnvVar};
 use crate::run::process::{Child, SpawnError, SpawnOptions};
+use crate::run::runner::ending::End;
 use crate::run::runner::env::{HookVars, RunEnv};
 use crate::run::runner::state::Runner;
 use crate::run::runner::stop::{Finish, Stopper};
@@ -34,7 +35,7 @@ impl Runner<'_> {
         attempt: u64,
         last: Option<Outcome>,
         wait: &Wait,
-    ) -> Option<ExitStatus> {
+    ) -> Option<End> {
         let command = self.config.on_retry.as_ref()?;
         // The status giving up after this failed try would give: 1 for a try that exited 0 but
         // was not ready (--until-output).
@@ -48,7 +49,7 @@ impl Runner<'_> {
 
     /// `--on-give-up` after try `attempt`, the run having given up with `status`. Returns how
     /// the run ends when a stopping signal reached `retry` meanwhile.
-    pub(super) fn on_give_up(&mut self, attempt: u64, status: ExitStatus) -> Option<ExitStatus> {
+    pub(super) fn on_give_up(&mut self, attempt: u64, status: ExitStatus) -> Option<End> {
         let command = self.config.on_give_up.as_ref()?;
         self.call_hook(
             Hook::OnGiveUp,
@@ -67,7 +68,7 @@ impl Runner<'_> {
         attempt: u64,
         exit_code: i32,
         delay: Duration,
-    ) -> Option<ExitStatus> {
+    ) -> Option<End> {
         if !self.state.last_try_failed() {
             return None;
         }

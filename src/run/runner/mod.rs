@@ -30,13 +30,15 @@ use crate::run::random::LazyRng;
 use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
 use ended::{Ended, Retry, Try, TryEnd};
+use ending::End;
 pub use quota::SharedQuota;
 use quota::{Admit, held_report};
 pub use state::Runner;
 use stop::{Finish, Leftovers};
 
 impl<'c> Runner<'c> {
-    fn run_loop(&mut self, seed: u64) -> ExitStatus {
+    /// Runs the tries to the run's end, which it returns: the one place the end is kept.
+    fn run_loop(&mut self, seed: u64) -> End {
         let config = self.config;
         let mut rng = LazyRng::new(seed);
         self.log.emit(Event::Start { seed });
@@ -67,15 +69,15 @@ impl<'c> Runner<'c> {
         if let Some(signal) = self.watch.signals.pending_stop() {
             return self.interrupted(0, signal, During::Start);
         }
-        let status = loop {
-            if let ControlFlow::Break(status) = self.round(&mut rng) {
-                break status;
+        let end = loop {
+            if let ControlFlow::Break(end) = self.round(&mut rng) {
+                break end;
             }
         };
-        if !matches!(self.end, Some(RunVerdict::Interrupted { .. })) {
+        if !matches!(end.verdict, RunVerdict::Interrupted { .. }) {
             self.quota.finish(&mut self.log);
         }
-        status
+        end
     }
 
     /// The exchange with the quota's store before the next try: the refusal when the quota has
@@ -93,11 +95,7 @@ impl<'c> Runner<'c> {
 
     /// Try `attempt`, held back by `--throttle` on the figures of `admission`: it does not run,
     /// and the schedule's wait follows as after a transient failure.
-    fn held_try(
-        &mut self,
-        rng: &mut LazyRng,
-        admission: Admission,
-    ) -> ControlFlow<ExitStatus, Retry> {
+    fn held_try(&mut self, rng: &mut LazyRng, admission: Admission) -> ControlFlow<End, Retry> {
         let now = self.start.elapsed();
         let (attempt, _) = self.state.start_try(now);
         let step = self.state.decide(TryResult::Held, now, rng);
@@ -120,14 +118,14 @@ impl<'c> Runner<'c> {
     }
 
     /// One try, and the wait before the next one if the schedule retries.
-    fn round(&mut self, rng: &mut LazyRng) -> ControlFlow<ExitStatus> {
+    fn round(&mut self, rng: &mut LazyRng) -> ControlFlow<End> {
         let retry = self.next_try(rng)?;
         self.wait_to_retry(&retry)
     }
 
     /// Runs the next try to its end and reports it: `Continue` with the retry the schedule
     /// decided on, or `Break` with how the run ends.
-    fn next_try(&mut self, rng: &mut LazyRng) -> ControlFlow<ExitStatus, Retry> {
+    fn next_try(&mut self, rng: &mut LazyRng) -> ControlFlow<End, Retry> {
         if let Some(admission) = self.next_held.take() {
             return self.held_try(rng, admission);
         }
@@ -152,7 +150,7 @@ impl<'c> Runner<'c> {
                 });
                 self.log
                     .emit(Event::Error(Failure::Internal(format!("{e:#}"))));
-                return ControlFlow::Break(ExitStatus::Usage);
+                return ControlFlow::Break(End::internal());
             }
         };
         let output = self.watch.stdio.finish_try(&mut t.io);
@@ -191,7 +189,7 @@ impl<'c> Runner<'c> {
         verdict: Verdict,
         decision: &Decision,
         detail: Option<NotStarted>,
-    ) -> ControlFlow<ExitStatus> {
+    ) -> ControlFlow<End> {
         // Held output goes to standard output for the successful try; in a repeat, for every
         // try that succeeded.
         let success = match self.state.repeat() {
@@ -221,8 +219,8 @@ impl<'c> Runner<'c> {
                 ignored,
             });
         }
-        if let Some(status) = self.output_ends_run(t.attempt, drained, &t.io, success) {
-            return ControlFlow::Break(status);
+        if let Some(end) = self.output_ends_run(t.attempt, drained, &t.io, success) {
+            return ControlFlow::Break(end);
         }
         if let Some(left) = ended.leftovers {
             self.log.emit(Event::Leftovers {
@@ -267,7 +265,7 @@ impl<'c> Runner<'c> {
         decision: Decision,
         t: &mut Try,
         outcome: Outcome,
-    ) -> ControlFlow<ExitStatus, Retry> {
+    ) -> ControlFlow<End, Retry> {
         match decision {
             Decision::Succeed => {
                 // Under --flaky fail, a success after failed tries exits as the last of them
@@ -280,12 +278,12 @@ impl<'c> Runner<'c> {
                     (Flaky::Fail, Some(failed)) if flaky => ExitStatus::of_flaky_success(failed),
                     _ => ExitStatus::Success,
                 };
-                self.end = Some(match flaky {
+                let verdict = match flaky {
                     true => RunVerdict::Flaky {
                         failed: status != ExitStatus::Success,
                     },
                     false => RunVerdict::Succeeded,
-                });
+                };
                 self.log.emit(Event::Succeeded {
                     attempt: t.attempt,
                     elapsed: self.start.elapsed(),
@@ -303,7 +301,7 @@ impl<'c> Runner<'c> {
                     });
                 }
                 self.watch.stdio.hand_off(&mut t.io);
-                ControlFlow::Break(status)
+                ControlFlow::Break(End { status, verdict })
             }
             Decision::GiveUp(why) => {
                 ControlFlow::Break(self.give_up(t.attempt, &why, Some(outcome)))
@@ -319,7 +317,7 @@ impl<'c> Runner<'c> {
 
     /// `retry` received `signal` during try `t`, which has been stopped (if it had started):
     /// writes out what can be at once, reports the try and what it left, and ends the run.
-    fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> ExitStatus {
+    fn interrupted_try(&mut self, t: &mut Try, signal: Signal, ended: Option<Ended>) -> End {
         // What can be written at once is; a received signal waits for nothing.
         self.watch.stdio.deliver(&mut t.io, false, false);
         let _ = self
@@ -369,7 +367,7 @@ impl<'c> Runner<'c> {
         drained: Option<Signal>,
         io: &TryIo,
         success: bool,
-    ) -> Option<ExitStatus> {
+    ) -> Option<End> {
         if let Some(signal) = drained {
             return Some(self.interrupted(attempt, signal, During::Output));
         }
@@ -387,7 +385,7 @@ impl<'c> Runner<'c> {
 
     /// The wait before the try after `retry.attempt`: the `--on-retry` hook, then what is left of
     /// the wait, if the next try still fits in the budget.
-    fn wait_to_retry(&mut self, retry: &Retry) -> ControlFlow<ExitStatus> {
+    fn wait_to_retry(&mut self, retry: &Retry) -> ControlFlow<End> {
         let Retry {
             attempt,
             outcome,
@@ -395,8 +393,8 @@ impl<'c> Runner<'c> {
         } = *retry;
         self.log.emit(Event::Wait { attempt, wait });
         let waiting = Moment::now();
-        if let Some(status) = self.on_retry(attempt, outcome, &wait) {
-            return ControlFlow::Break(status);
+        if let Some(end) = self.on_retry(attempt, outcome, &wait) {
+            return ControlFlow::Break(end);
         }
         // The hook's time is part of the wait: the next try starts as planned, or when the hook
         // is done if it took longer. A hook that took long may have spent the budget the retry
@@ -408,8 +406,8 @@ impl<'c> Runner<'c> {
                 exceeded,
                 hook: true,
             });
-            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
-            return ControlFlow::Break(status);
+            let end = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(end);
         }
         if let Some(signal) = self.watch.sleep(&mut self.log, left, attempt + 1) {
             return ControlFlow::Break(self.interrupted(attempt, signal, During::Wait));
@@ -422,8 +420,8 @@ impl<'c> Runner<'c> {
                 exceeded,
                 hook: false,
             });
-            let status = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
-            return ControlFlow::Break(status);
+            let end = self.give_up(attempt, &GiveUp::Budget(exceeded), outcome);
+            return ControlFlow::Break(end);
         }
         ControlFlow::Continue(())
     }

@@ -8,7 +8,6 @@ use super::quota::Quota;
 use super::stop::Stopper;
 use super::watch::Watch;
 use crate::config::Config;
-use crate::outcome::RunVerdict;
 use crate::policy::step::RunState;
 use crate::policy::throttle::Admission;
 use crate::report::log::Log;
@@ -38,8 +37,6 @@ pub struct Runner<'c> {
     pub(super) state: RunState<'c>,
     /// The next try, when `--throttle` held it back: the figures it was held on.
     pub(super) next_held: Option<Admission>,
-    /// How the run ended, once it has.
-    pub(super) end: Option<RunVerdict>,
 }
 
 impl<'c> Runner<'c> {
@@ -67,7 +64,6 @@ impl<'c> Runner<'c> {
             dead_letter: Recorder::new(around.dead_letter),
             state: RunState::new(&config.policy, config.repeat),
             next_held: None,
-            end: None,
         }
     }
 
