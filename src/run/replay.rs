@@ -649,7 +649,7 @@ fn enter(p: &Pending, charset: Charset) -> Result<(), String> {
     })
 }
 
-/// What the replayed run that ended as `end` came to: a signal after its reports stopped it.
+/// What the replayed run that ended as `end` came to: a signal after its outcome was made stopped it.
 fn replayed(end: &RunEnd) -> Replayed {
     let outcome = &end.outcome;
     let tries = outcome.tries.counted;

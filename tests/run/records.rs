@@ -370,6 +370,68 @@ fn a_signal_while_the_reports_are_written_lets_them_finish_and_ends_retry() {
 }
 
 #[test]
+fn a_signal_during_playback_leaves_the_outcome_the_run_announced_in_every_record() {
+    let dir = temp_dir("records-signal-playback");
+    let (log_file, history, letter) = (dir.join("log"), dir.join("history"), dir.join("dead"));
+    let mark = dir.join("mark");
+    // One failed try that writes 1 MiB, more than a pipe holds: its playback waits for a reader.
+    let script = format!(": > '{}'; yes | head -c 1048576; exit 3", mark.display());
+    let mut child = retry_std()
+        .args(["--output-on-failure", "-n", "1", "--log-format", "json"])
+        .arg("--log-file")
+        .arg(&log_file)
+        .arg("--history")
+        .arg(&history)
+        .arg("--dead-letter")
+        .arg(&letter)
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // The try has ended once it has been reaped: the run plays back what it held, and waits.
+    assert!(common::wait_until(common::STEP_LIMIT, || mark.exists()
+        && common::children_of(pid).is_empty()));
+    std::thread::sleep(Duration::from_millis(50));
+    send(child.id(), nix::libc::SIGTERM);
+    let drain = |stream: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            if let Some(mut stream) = stream {
+                let _ = stream.read_to_end(&mut sink);
+            }
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
+    let status = wait_bounded(&mut child, common::STEP_LIMIT);
+    let _ = (out.join(), err.join());
+    let log = json_file(&log_file);
+    // retry still dies of the signal.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15),
+        "{log:?}"
+    );
+    let signal = common::event(&log, "signal");
+    assert_eq!(signal["during"], "playback", "{signal}");
+    // The run gave up as it announced, once; every record says so.
+    let gave_up = common::events(&log, "give_up");
+    assert_eq!(gave_up.len(), 1, "{log:?}");
+    let reason = &gave_up[0]["reason"];
+    assert_eq!(reason, "tries", "{log:?}");
+    let line = &json_file(&history)[0];
+    assert_eq!(&line["reason"], reason, "{line}");
+    assert_eq!(line["exit_code"], 3, "{line}");
+    let letters = json_file(&letter);
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(&letters[0]["reason"], reason, "{letters:?}");
+    assert_eq!(letters[0]["exit_code"], 3, "{letters:?}");
+}
+
+#[test]
 fn a_signal_during_on_give_up_is_told_as_during_the_hook_in_every_record() {
     let dir = temp_dir("records-signal-hook");
     let mark = dir.join("mark");

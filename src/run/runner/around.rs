@@ -37,17 +37,18 @@ pub struct Surroundings {
 }
 
 /// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed
-/// after, a stopping signal that reached `retry` while the reports were written (it dies of
-/// it), and the signal handling, which outlives one run (a replay runs many).
+/// after, a stopping signal that reached `retry` after the outcome was made, while held output
+/// was played back or the reports were written (it dies of it), and the signal handling, which
+/// outlives one run (a replay runs many).
 pub struct RunEnd {
     pub outcome: RunOutcome,
-    /// A stopping signal received after the run's reports were written.
+    /// A stopping signal received after the run's outcome was made.
     pub received: Option<Signal>,
     pub signals: Signals,
 }
 
 impl RunEnd {
-    /// The end of a run that no signal reached after its reports.
+    /// The end of a run that no signal reached after its outcome was made.
     pub fn new(outcome: RunOutcome, signals: Signals) -> RunEnd {
         RunEnd {
             outcome,
@@ -56,7 +57,7 @@ impl RunEnd {
         }
     }
 
-    /// The status `retry` exits with: the outcome's, or the signal received after the reports.
+    /// The status `retry` exits with: the outcome's, or the signal received after it was made.
     pub fn status(&self) -> ExitStatus {
         self.received
             .map_or(self.outcome.status, ExitStatus::Reraise)

@@ -30,32 +30,39 @@ impl End {
 }
 
 impl Runner<'_> {
-    /// Runs the command to the run's end, and makes the run's outcome: it plays back what
+    /// Runs the command to the run's end, and makes the run's outcome, once: it plays back what
     /// `--output-on-failure` held, records a run that gave up in `--dead-letter`, and reports
     /// the outcome in the event every record reads.
     pub fn run(mut self, seed: u64) -> RunEnd {
         let end = self.run_loop(seed);
-        let mut outcome = self.outcome(end);
+        let outcome = self.outcome(end);
         // The end is announced as it is known, among what --output-on-failure withholds.
         self.log.conclude(&outcome);
+        // A signal while the held output is played back, or while the reports are written,
+        // changes nothing the announcement said: the outcome stands, every record reads it,
+        // the signal is told beside it, and retry dies of it.
+        let attempt = self.state.counts().counted;
         let signals = &mut self.watch.signals;
-        if let Some(signal) = self.watch.stdio.end_run(outcome.plays_back(), signals) {
-            let end = self.interrupted(self.state.counts().counted, signal, During::Playback);
-            outcome = self.outcome(end);
+        let mut received = self.watch.stdio.end_run(outcome.plays_back(), signals);
+        if let Some(signal) = received {
+            self.log.emit(Event::Received {
+                signal,
+                attempt,
+                during: During::Playback,
+            });
         }
         let run_end = self.run_end();
         self.dead_letter.record(&mut self.log, &outcome, run_end);
         self.log.emit(Event::RunEnded(Box::new(outcome.clone())));
-        // A signal while the reports were written: they are whole, and retry dies of it; the
-        // outcome they read stands.
-        let mut received = None;
-        if let Some(signal) = self.watch.signals.pending_stop() {
-            self.log.emit(Event::Received {
-                signal,
-                attempt: self.state.counts().counted,
-                during: During::Report,
-            });
-            received = Some(signal);
+        if received.is_none() {
+            received = self.watch.signals.pending_stop();
+            if let Some(signal) = received {
+                self.log.emit(Event::Received {
+                    signal,
+                    attempt,
+                    during: During::Report,
+                });
+            }
         }
         RunEnd {
             outcome,
