@@ -3564,17 +3564,22 @@ static TLS_REDIS: Mutex<Option<Option<(super::tls::TlsServer, String)>>> = Mutex
 /// are without it. Under CI (`CI` set, as every CI service sets it) or RETRY_REQUIRE_REDIS=1, a
 /// failure instead.
 fn agree_tls() -> Option<(u16, String)> {
+    use super::tls::{Pki, ServerCert, TlsServer};
     let mut tls = TLS_REDIS.lock().unwrap_or_else(|e| e.into_inner());
-    let server = tls.get_or_insert_with(|| {
-        let server = super::tls::TlsServer::start("agree", super::tls::ServerCert::Good, false);
-        let ca = super::tls::Pki::get("agree").map(|pki| pki.ca().display().to_string());
-        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-        if ci && server.is_none() {
+    if tls.is_none() {
+        // Each says why it cannot, once: the server is not tried without certificates.
+        let ca = Pki::get("agree").map(|pki| pki.ca().display().to_string());
+        let server =
+            ca.and_then(|ca| Some((TlsServer::start("agree", ServerCert::Good, false)?, ca)));
+        let missing = server.is_none();
+        *tls = Some(server);
+        if missing && std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
             panic!("the agreement test's stores on TLS have no redis-server with TLS (CI is set)");
         }
-        server.zip(ca)
-    });
-    server.as_ref().map(|(s, ca)| (s.port, ca.clone()))
+    }
+    tls.as_ref()
+        .and_then(Option::as_ref)
+        .map(|(s, ca)| (s.port, ca.clone()))
 }
 
 /// A run of the agreement test begins (`true`) or ends; the last to end stops the servers.
