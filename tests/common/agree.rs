@@ -37,6 +37,19 @@ static REPLAYS: [AtomicUsize; 4] = [
     AtomicUsize::new(0),
 ];
 
+/// How many checks of cases have run, for names of their stores on Redis that no other check
+/// (a shrinking of the same case, say) shares.
+static CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+/// The checks that ran a store on TLS: quotas, dead letters, replays moved there; and the
+/// checks of cases that drew one and ran without, for want of a server with TLS.
+static ON_TLS: [AtomicUsize; 4] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
 /// The seed of `cargo test`'s cases: of the first 60 seeds, the one whose first 220 cases
 /// reach each of the twelve disagreements the checker found in `retry` of December 2026
 /// (a change to the generator draws other cases: pick the seed again).
@@ -186,6 +199,29 @@ pub struct Replay {
     pub redis: bool,
 }
 
+/// Which of a case's stores are on the agreement test's `redis-server` with TLS
+/// (`rediss://localhost:PORT/NAME`, the server's CA in `RETRY_REDIS_CA`), in place of where the
+/// case keeps them otherwise. Drawn from a random stream of its own ([`draw_tls`]): every case
+/// of the generator is the case it was, with only its stores moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tls {
+    /// `--quota rediss://…/NAME[:PARAMS]` in place of the local store `q` (never with a
+    /// throttle primed with failed tries: that is written into the local store).
+    pub quota: bool,
+    /// `--dead-letter rediss://…/NAME` in place of the file `dl`: the checks read its records
+    /// from the store's listing, and the replays replay the store.
+    pub dead_letter: bool,
+    /// The replay from Redis ([`Replay::redis`]) moves the dead letter to `rediss://…/NAME`
+    /// rather than to the plain `redis://` server.
+    pub replay: bool,
+}
+
+impl Tls {
+    pub fn any(&self) -> bool {
+        self.quota || self.dead_letter || self.replay
+    }
+}
+
 /// An option that makes a usage error, added to a valid case: the one line of the error must
 /// name `names`.
 #[derive(Clone, Debug, PartialEq)]
@@ -223,6 +259,8 @@ pub struct Case {
     pub history: bool,
     pub dead_letter: bool,
     pub replay: Option<Replay>,
+    /// The stores on the `redis-server` with TLS.
+    pub tls: Tls,
     pub github: bool,
     pub log: Log,
     pub quiet: bool,
@@ -235,6 +273,35 @@ pub struct Case {
 
 /// Case `index` of `seed`.
 pub fn generate(seed: u64, index: u64) -> Case {
+    let mut case = draw(seed, index);
+    draw_tls(&mut case);
+    case
+}
+
+/// Which of the stores of `case` go on the server with TLS: about a third of the quotas and of
+/// the replays moved to Redis, a fifth of the dead letters (the most of them, and each asks for
+/// a listing more, a handshake each: the test stays within half a second of its time without
+/// TLS). The draws come from a stream of their own, derived from the case's seed and index
+/// alone, and are made whatever the case is, so that [`draw`]'s cases stay the cases they were
+/// (the fixed seeds are chosen for the disagreements they reach).
+fn draw_tls(case: &mut Case) {
+    let mut t = Rng::new(
+        (case.seed ^ 0x7A5C_0FF1_CE5E_ED00).wrapping_mul(0xE703_7ED1_A0B4_28DB) ^ case.index,
+    );
+    t.next();
+    let (quota, dead_letter, replay) = (t.chance(33), t.chance(20), t.chance(33));
+    let unprimed = case.throttle.is_none_or(|(_, failed)| failed == 0);
+    let dead_letter = dead_letter && case.dead_letter;
+    case.tls = Tls {
+        quota: quota && case.quota.is_some() && unprimed,
+        dead_letter,
+        // A dead letter on TLS is replayed from there: there is nothing to move.
+        replay: replay && case.replay.as_ref().is_some_and(|r| r.redis) && !dead_letter,
+    };
+}
+
+/// The case `index` of `seed` draws, its stores where they are without TLS.
+fn draw(seed: u64, index: u64) -> Case {
     let mut r = Rng::new(seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F));
     r.next();
     let repeat = r.chance(14).then(|| (r.range(1, 4), r.chance(50)));
@@ -374,6 +441,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
         history: r.chance(45),
         dead_letter,
         replay: None,
+        tls: Tls::default(),
         github: r.chance(35),
         log: r.pick(&[
             Log::Human,
@@ -469,6 +537,7 @@ impl Case {
             history: false,
             dead_letter: false,
             replay: None,
+            tls: Tls::default(),
             github: false,
             log: Log::Human,
             quiet: false,
@@ -595,6 +664,32 @@ fn add_interrupt(case: &mut Case, r: &mut Rng) {
     case.interrupt = Some((phase, signal));
 }
 
+/// Where the stores of one check of a case are on the server with TLS: its port, its CA
+/// bundle, and the name of the case's stores there. In the reproduction line, the shell
+/// variables that stand for them (`${TLS_PORT}`, `$CA`).
+#[derive(Clone, Debug)]
+pub struct Stores {
+    pub port: String,
+    pub ca: String,
+    pub name: String,
+}
+
+impl Stores {
+    /// The placeholders of the reproduction line, the store named by the case alone.
+    pub fn shell(case: &Case) -> Stores {
+        Stores {
+            port: "${TLS_PORT}".into(),
+            ca: "$CA".into(),
+            name: format!("agree-{:x}-{}", case.seed, case.index),
+        }
+    }
+
+    /// The case's store on the server with TLS.
+    pub fn url(&self) -> String {
+        format!("rediss://localhost:{}/{}", self.port, self.name)
+    }
+}
+
 impl Try {
     /// The shell words of try `k`.
     fn body(&self, k: usize) -> String {
@@ -670,8 +765,14 @@ impl Case {
         hook
     }
 
-    /// `retry`'s arguments, the command included.
+    /// `retry`'s arguments, the command included, its stores on TLS as the reproduction line
+    /// names them.
     pub fn args(&self) -> Vec<String> {
+        self.args_in(&Stores::shell(self))
+    }
+
+    /// `retry`'s arguments, the command included, with its stores on TLS in `stores`.
+    fn args_in(&self, stores: &Stores) -> Vec<String> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
         match self.repeat {
@@ -728,7 +829,13 @@ impl Case {
             push(&["-B", &format!("{ms}ms")]);
         }
         if let Some(q) = self.quota {
-            push(&["--quota", q]);
+            match self.tls.quota {
+                true => {
+                    let params = q.strip_prefix('q').unwrap_or(q);
+                    push(&["--quota", &format!("{}{params}", stores.url())]);
+                }
+                false => push(&["--quota", q]),
+            }
         }
         if let Some((k, _)) = self.throttle {
             push(&["--throttle", k]);
@@ -749,7 +856,10 @@ impl Case {
             push(&["--history", "hist"]);
         }
         if self.dead_letter {
-            push(&["--dead-letter", "dl"]);
+            match self.tls.dead_letter {
+                true => push(&["--dead-letter", &stores.url()]),
+                false => push(&["--dead-letter", "dl"]),
+            }
         }
         match self.log {
             Log::Human => {}
@@ -768,9 +878,23 @@ impl Case {
         a
     }
 
-    /// The environment of the direct run, `dir` the case's directory.
-    fn env(&self, dir: &Path, outputs: &str, summary: &str) -> Vec<(String, String)> {
+    /// The environment of a run of the case, `dir` the case's directory: with a store on TLS,
+    /// the server's CA, and the directory of what a run keeps while Redis cannot be reached.
+    fn env(
+        &self,
+        dir: &Path,
+        stores: &Stores,
+        outputs: &str,
+        summary: &str,
+    ) -> Vec<(String, String)> {
         let mut env = vec![("XDG_RUNTIME_DIR".to_string(), dir.display().to_string())];
+        if self.tls.any() {
+            env.push(("RETRY_REDIS_CA".into(), stores.ca.clone()));
+            env.push((
+                "XDG_STATE_HOME".into(),
+                dir.join("state").display().to_string(),
+            ));
+        }
         if self.github {
             env.push(("GITHUB_ACTIONS".into(), "true".into()));
             env.push((
@@ -814,6 +938,11 @@ impl Case {
             && marks_fit
             && (self.throttle.is_none() || self.quota.is_some())
             && (self.replay.is_none() || self.dead_letter)
+            && (!self.tls.quota
+                || (self.quota.is_some() && self.throttle.is_none_or(|(_, n)| n == 0)))
+            && (!self.tls.dead_letter || self.dead_letter)
+            && (!self.tls.replay
+                || (self.replay.as_ref().is_some_and(|r| r.redis) && !self.tls.dead_letter))
     }
 
     /// The shell commands that make the case's store before it runs.
@@ -862,10 +991,19 @@ impl Case {
             s += " && ";
         }
         let mut env = String::from("XDG_RUNTIME_DIR=$PWD ");
+        env += &self.tls_shell_env();
         if self.github {
             env += "GITHUB_ACTIONS=true GITHUB_OUTPUT=$PWD/go GITHUB_STEP_SUMMARY=$PWD/sum ";
         }
-        let words: Vec<String> = self.args().iter().map(|a| quote(a)).collect();
+        // A store on TLS names the server's port as a shell variable: in double quotes.
+        let words: Vec<String> = self
+            .args()
+            .iter()
+            .map(|a| match a.contains("${TLS_PORT}") {
+                true => format!("\"{a}\""),
+                false => quote(a),
+            })
+            .collect();
         let redirect = match self.stdout {
             Stdout::Own => "</dev/null >out 2>err",
             Stdout::WithStderr => "</dev/null >both 2>&1",
@@ -910,16 +1048,53 @@ impl Case {
                 ""
             };
             let tries = replay.tries.map(|n| format!(" -n {n}")).unwrap_or_default();
+            let tls = self.tls_shell_env();
+            let ca = match self.tls.any() {
+                true => "RETRY_REDIS_CA=\"$CA\" ",
+                false => "",
+            };
+            let mut source = self.replay_source_shell();
             if replay.pruned {
-                s += "; retry --prune dl --older-than 3650d";
+                let _ = write!(s, "; {tls}retry --prune {source} --older-than 3650d");
+            }
+            // The move to Redis: the dead letter as a run that could not reach it keeps it.
+            if replay.redis && !self.tls.dead_letter {
+                let stores = Stores::shell(self);
+                let (scheme, host, port) = match self.tls.replay {
+                    true => ("rediss", "localhost", stores.port.as_str()),
+                    false => ("redis", "127.0.0.1", "${REDIS_PORT}"),
+                };
+                let name = &stores.name;
+                let _ = write!(
+                    s,
+                    "; (umask 077 && mkdir -p state/retry/unsent && cp dl state/retry/unsent/{host}_{port}_{name}.jsonl)"
+                );
+                source = format!("\"{scheme}://{host}:{port}/{name}\"");
             }
             let _ = write!(
                 s,
-                "; echo {} >ok; XDG_RUNTIME_DIR=$PWD {env}retry --replay dl --log-format json --log-file rlog2{junit}{tries} >rout2 2>rerr2; echo \"replay status $?\"",
+                "; echo {} >ok; XDG_RUNTIME_DIR=$PWD XDG_STATE_HOME=$PWD/state {ca}{env}retry --replay {source} --log-format json --log-file rlog2{junit}{tries} >rout2 2>rerr2; echo \"replay status $?\"",
                 replay.fail_first
             );
         }
         s
+    }
+
+    /// The environment that a store on TLS adds to the reproduction line: the server's CA
+    /// (`$CA`), and the directory of what a run keeps while Redis cannot be reached.
+    fn tls_shell_env(&self) -> String {
+        match self.tls.any() {
+            true => "RETRY_REDIS_CA=\"$CA\" XDG_STATE_HOME=$PWD/state ".into(),
+            false => String::new(),
+        }
+    }
+
+    /// What the replays of the reproduction line replay: the file, or the store on TLS.
+    fn replay_source_shell(&self) -> String {
+        match self.tls.dead_letter {
+            true => format!("\"{}\"", Stores::shell(self).url()),
+            false => "dl".into(),
+        }
     }
 
     /// Whether the first replay, of the same tries again, runs (when the run gave up): what
@@ -943,8 +1118,9 @@ impl Case {
         } else {
             ""
         };
+        let (tls, source) = (self.tls_shell_env(), self.replay_source_shell());
         format!(
-            "; rm n; XDG_RUNTIME_DIR=$PWD {env}retry --replay dl --log-format json --log-file rlog1{junit} >rout1 2>rerr1; echo \"replay status $?\""
+            "; rm n; XDG_RUNTIME_DIR=$PWD {tls}{env}retry --replay {source} --log-format json --log-file rlog1{junit} >rout1 2>rerr1; echo \"replay status $?\""
         )
     }
 
@@ -1742,6 +1918,8 @@ struct Direct {
     truth: Facts,
     tries: Option<Vec<TryView>>,
     junit: Option<JunitCase>,
+    /// The runs `--dead-letter` recorded.
+    letters: Vec<Value>,
 }
 
 /// Runs `case` in a fresh directory and checks every record; the directory is kept when
@@ -1751,6 +1929,42 @@ pub fn check_case(case: &Case) -> Vec<Finding> {
 }
 
 fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
+    let mut stores = Stores {
+        port: String::new(),
+        ca: String::new(),
+        name: format!(
+            "agree-{:x}-{}-{}",
+            case.seed,
+            case.index,
+            CHECKS.fetch_add(1, Ordering::Relaxed)
+        ),
+    };
+    // Without a server with TLS, the case runs as it would without it (said once, loudly).
+    let without_tls;
+    let case = match case.tls.any() {
+        false => case,
+        true => match agree_tls() {
+            Some((port, ca)) => {
+                stores.port = port.to_string();
+                stores.ca = ca;
+                for (at, on) in [case.tls.quota, case.tls.dead_letter, case.tls.replay]
+                    .into_iter()
+                    .enumerate()
+                {
+                    ON_TLS[at].fetch_add(usize::from(on), Ordering::Relaxed);
+                }
+                case
+            }
+            None => {
+                ON_TLS[3].fetch_add(1, Ordering::Relaxed);
+                without_tls = Case {
+                    tls: Tls::default(),
+                    ..case.clone()
+                };
+                &without_tls
+            }
+        },
+    };
     let dir = temp_dir(&format!("agree-{}", case.index));
     {
         use std::os::unix::fs::PermissionsExt;
@@ -1758,8 +1972,8 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
     }
     case.prepare(&dir);
     let mut f = Findings::default();
-    let args = case.args();
-    let env = case.env(&dir, "go", "sum");
+    let args = case.args_in(&stores);
+    let env = case.env(&dir, &stores, "go", "sum");
     let ran = run_retry(
         &dir,
         &args,
@@ -1768,14 +1982,17 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         case.interrupt,
         ("out", "err"),
     );
-    let direct = check_direct(case, &dir, &ran, &mut f);
+    let direct = check_direct(case, &dir, &stores, &ran, &mut f);
     if let (Some(replay), Some(direct)) = (&case.replay, direct) {
-        check_replays(case, replay, &dir, &direct, &mut f);
+        check_replays(case, replay, &dir, &stores, &direct, &mut f);
     }
     if f.0.is_empty() || !keep {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
         f.fail_note(&dir);
+        if case.tls.any() {
+            f.0[0].detail += &format!(" (stores {}, RETRY_REDIS_CA={})", stores.url(), stores.ca);
+        }
     }
     f.0
 }
@@ -1816,7 +2033,13 @@ fn history_tries(case: &Case, outcomes: &[Value]) -> Vec<TryView> {
         .collect()
 }
 
-fn check_direct(case: &Case, dir: &Path, ran: &Ran, f: &mut Findings) -> Option<Direct> {
+fn check_direct(
+    case: &Case,
+    dir: &Path,
+    stores: &Stores,
+    ran: &Ran,
+    f: &mut Findings,
+) -> Option<Direct> {
     let status = ran.status;
     if status == Status::Hung {
         f.fail("ended", "retry ran past 15 s and was killed");
@@ -2053,8 +2276,12 @@ fn check_direct(case: &Case, dir: &Path, ran: &Ran, f: &mut Findings) -> Option<
     }
 
     // The dead letter.
+    let letters = match case.dead_letter {
+        true => dead_letters(case, dir, stores),
+        false => Vec::new(),
+    };
     if case.dead_letter {
-        check_dead_letter(dir, &truth, truth_name, code, f);
+        check_dead_letter(&letters, &truth, truth_name, code, f);
     }
 
     // The human log, and the annotation that takes the place of its last line.
@@ -2175,6 +2402,7 @@ fn check_direct(case: &Case, dir: &Path, ran: &Ran, f: &mut Findings) -> Option<
         truth,
         tries: views.map(|(v, _)| v),
         junit: junit_case,
+        letters,
     })
 }
 
@@ -2845,14 +3073,28 @@ fn check_junit(
     }
 }
 
-/// A dead letter exactly when the run gave up (docs/dead-letters.md), agreeing with it.
-fn check_dead_letter(dir: &Path, truth: &Facts, truth_name: &str, code: i64, f: &mut Findings) {
+/// The runs that `--dead-letter` recorded: the file's `dead_letter` lines, or of a store on
+/// TLS, the runs its listing shows (each with the `reason`, `exit_code` and `tries` of the
+/// file's line).
+fn dead_letters(case: &Case, dir: &Path, stores: &Stores) -> Vec<Value> {
+    if case.tls.dead_letter {
+        return listing(dir, &stores.url(), stores).unwrap_or_default();
+    }
     let text = read(dir, "dl").unwrap_or_default();
-    let letters: Vec<Value> = text
-        .lines()
+    text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["event"] == "dead_letter")
-        .collect();
+        .collect()
+}
+
+/// A dead letter exactly when the run gave up (docs/dead-letters.md), agreeing with it.
+fn check_dead_letter(
+    letters: &[Value],
+    truth: &Facts,
+    truth_name: &str,
+    code: i64,
+    f: &mut Findings,
+) {
     let reason = truth.reason.clone().flatten();
     let outcome = truth.outcome.as_deref();
     let required = outcome == Some("gave_up")
@@ -2865,7 +3107,7 @@ fn check_dead_letter(dir: &Path, truth: &Facts, truth_name: &str, code: i64, f: 
         0 if required => f.fail(
             "dead-letter",
             format!(
-                "the run gave up (reason {}, {truth_name}), and --dead-letter dl has no record",
+                "the run gave up (reason {}, {truth_name}), and --dead-letter has no record",
                 reason.unwrap_or_default()
             ),
         ),
@@ -3151,12 +3393,20 @@ fn replay_log(text: &str, f: &mut Findings) -> ReplayLog {
     ReplayLog { runs, end }
 }
 
-fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &mut Findings) {
+fn check_replays(
+    case: &Case,
+    replay: &Replay,
+    dir: &Path,
+    stores: &Stores,
+    direct: &Direct,
+    f: &mut Findings,
+) {
     let gave_up = direct.truth.outcome.as_deref() == Some("gave_up");
-    let letters = read(dir, "dl").unwrap_or_default();
-    if !letters.contains("\"dead_letter\"") {
+    if direct.letters.is_empty() {
         return;
     }
+    // What the replays replay: the file, or the store on TLS the run recorded in.
+    let source = case.tls.dead_letter.then(|| stores.url());
     // The same tries again: the records must be the direct run's.
     let same = gave_up && case.replays_same_tries();
     if same {
@@ -3164,7 +3414,7 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
         truncate_hooks(dir);
         let mut args = vec![
             "--replay",
-            "dl",
+            source.as_deref().unwrap_or("dl"),
             "--log-format",
             "json",
             "--log-file",
@@ -3177,13 +3427,13 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
         let ran = run_retry(
             dir,
             &args,
-            &case.env(dir, "go1", "sum1"),
+            &case.env(dir, stores, "go1", "sum1"),
             Stdout::Own,
             None,
             ("rout1", "rerr1"),
         );
         REPLAYS[0].fetch_add(1, Ordering::Relaxed);
-        let runs = check_replay(case, dir, &ran, 1, None, f);
+        let runs = check_replay(case, dir, &ran, 1, source.as_deref(), stores, f);
         if let Some((run, _)) = runs.first() {
             if let Some(facts) = json_facts(run) {
                 let mut want = direct.truth.clone();
@@ -3218,7 +3468,11 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
                 }
             }
         }
-        let last = read(dir, "dl").unwrap_or_default();
+        // A store on Redis counts the attempt (checked above), and keeps no line of it.
+        let last = match source {
+            Some(_) => String::new(),
+            None => read(dir, "dl").unwrap_or_default(),
+        };
         if let Some(line) = last
             .lines()
             .last()
@@ -3242,12 +3496,16 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
         }
     }
     if replay.pruned {
-        prune_then_check(dir, f);
+        match &source {
+            Some(store) => prune_store_then_check(dir, store, stores, f),
+            None => prune_then_check(dir, f),
+        }
         REPLAYS[2].fetch_add(1, Ordering::Relaxed);
     }
-    let store = match replay.redis {
-        true => to_redis(case, dir),
-        false => None,
+    let store = match (source, replay.redis) {
+        (Some(store), _) => Some(store),
+        (None, true) => to_redis(case, dir, stores),
+        (None, false) => None,
     };
     // The dependency is back after `fail_first` more failures.
     std::fs::write(dir.join("ok"), replay.fail_first.to_string()).unwrap();
@@ -3269,14 +3527,16 @@ fn check_replays(case: &Case, replay: &Replay, dir: &Path, direct: &Direct, f: &
     if let Some(n) = replay.tries {
         args.extend(["-n".to_string(), n.to_string()]);
     }
-    let mut env = case.env(dir, "go2", "sum2");
-    env.push((
-        "XDG_STATE_HOME".into(),
-        dir.join("state").display().to_string(),
-    ));
+    let mut env = case.env(dir, stores, "go2", "sum2");
+    if !case.tls.any() {
+        env.push((
+            "XDG_STATE_HOME".into(),
+            dir.join("state").display().to_string(),
+        ));
+    }
     let ran = run_retry(dir, &args, &env, Stdout::Own, None, ("rout2", "rerr2"));
     REPLAYS[1].fetch_add(1, Ordering::Relaxed);
-    check_replay(case, dir, &ran, 2, store.as_deref(), f);
+    check_replay(case, dir, &ran, 2, store.as_deref(), stores, f);
 }
 
 /// The runs of the agreement test under way, and their one `redis-server` once a case asked
@@ -3295,7 +3555,36 @@ fn agree_redis() -> Option<u16> {
         .map(|s| s.port)
 }
 
-/// A run of the agreement test begins (`true`) or ends; the last to end stops the server.
+/// The agreement test's `redis-server` with TLS, once a case asked for it (`Some(None)`: there
+/// is none), stopped with the plain one by the last run to end.
+#[allow(clippy::type_complexity)]
+static TLS_REDIS: Mutex<Option<Option<(super::tls::TlsServer, String)>>> = Mutex::new(None);
+
+/// The port of the agreement test's `redis-server` with TLS, started at its first use, and the
+/// CA bundle its certificate (for `localhost`) chains to. `None`, said loudly once, where there
+/// is no `openssl` or no `redis-server` built with TLS: the cases run their stores where they
+/// are without it. Under CI (`CI` set, as every CI service sets it) or RETRY_REQUIRE_REDIS=1, a
+/// failure instead.
+fn agree_tls() -> Option<(u16, String)> {
+    use super::tls::{Pki, ServerCert, TlsServer};
+    let mut tls = TLS_REDIS.lock().unwrap_or_else(|e| e.into_inner());
+    if tls.is_none() {
+        // Each says why it cannot, once: the server is not tried without certificates.
+        let ca = Pki::get("agree").map(|pki| pki.ca().display().to_string());
+        let server =
+            ca.and_then(|ca| Some((TlsServer::start("agree", ServerCert::Good, false)?, ca)));
+        let missing = server.is_none();
+        *tls = Some(server);
+        if missing && std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!("the agreement test's stores on TLS have no redis-server with TLS (CI is set)");
+        }
+    }
+    tls.as_ref()
+        .and_then(Option::as_ref)
+        .map(|(s, ca)| (s.port, ca.clone()))
+}
+
+/// A run of the agreement test begins (`true`) or ends; the last to end stops the servers.
 fn redis_users(begins: bool) {
     let mut redis = REDIS.lock().unwrap_or_else(|e| e.into_inner());
     if begins {
@@ -3305,48 +3594,67 @@ fn redis_users(begins: bool) {
     redis.0 -= 1;
     if redis.0 == 0 {
         redis.1 = None;
+        *TLS_REDIS.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
-/// Moves the case's dead letter to a store of its own on Redis, as a run that gave up while
-/// Redis could not be reached leaves it: in the local file the next replay moves from. The
-/// store's URL, or `None` without a server.
-fn to_redis(case: &Case, dir: &Path) -> Option<String> {
-    let port = agree_redis()?;
+/// Moves the case's dead letter to a store of its own on Redis (the server with TLS, for
+/// [`Tls::replay`]), as a run that gave up while Redis could not be reached leaves it: in the
+/// local file the next replay moves from. The store's URL, or `None` without a server.
+fn to_redis(case: &Case, dir: &Path, stores: &Stores) -> Option<String> {
+    let (host, port, url) = match case.tls.replay {
+        true => ("localhost", stores.port.clone(), stores.url()),
+        false => {
+            let port = agree_redis()?;
+            let url = format!("redis://127.0.0.1:{port}/{}", stores.name);
+            ("127.0.0.1", port.to_string(), url)
+        }
+    };
     REPLAYS[3].fetch_add(1, Ordering::Relaxed);
-    let name = format!("agree-{:x}-{}", case.seed, case.index);
+    let name = &stores.name;
     let unsent = dir.join("state/retry/unsent");
     std::fs::create_dir_all(&unsent).unwrap();
     use std::os::unix::fs::PermissionsExt;
     for d in [dir.join("state"), dir.join("state/retry"), unsent.clone()] {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
-    let file = unsent.join(format!("127.0.0.1_{port}_{name}.jsonl"));
+    let file = unsent.join(format!("{host}_{port}_{name}.jsonl"));
     std::fs::copy(dir.join("dl"), &file).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    Some(format!("redis://127.0.0.1:{port}/{name}"))
+    Some(url)
+}
+
+/// Every run of the fleet's store `store` as its JSON listing shows it (`--dry-run --all`),
+/// or `None` when the listing fails.
+fn listing(dir: &Path, store: &str, stores: &Stores) -> Option<Vec<Value>> {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"));
+    cmd.args([
+        "--replay",
+        store,
+        "--dry-run",
+        "--all",
+        "--log-format",
+        "json",
+    ])
+    .env("XDG_STATE_HOME", dir.join("state"))
+    .current_dir(dir);
+    if store.starts_with("rediss:") {
+        cmd.env("RETRY_REDIS_CA", &stores.ca);
+    }
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 /// The one run of the fleet's store `store` as its listing shows it.
-fn listed_on_redis(dir: &Path, store: &str) -> Option<Value> {
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("retry"))
-        .args([
-            "--replay",
-            store,
-            "--dry-run",
-            "--all",
-            "--log-format",
-            "json",
-        ])
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = text.lines();
-    let one = lines.next().and_then(|l| serde_json::from_str(l).ok());
-    match lines.next() {
-        None => one,
-        Some(_) => None,
+fn listed_on_redis(dir: &Path, store: &str, stores: &Stores) -> Option<Value> {
+    let mut runs = listing(dir, store, stores)?;
+    match runs.len() {
+        1 => runs.pop(),
+        _ => None,
     }
 }
 
@@ -3383,6 +3691,38 @@ fn prune_then_check(dir: &Path, f: &mut Findings) {
     }
 }
 
+/// [`prune_then_check`], of the store on Redis the run recorded in: the one run stays pending,
+/// and the prune says so.
+fn prune_store_then_check(dir: &Path, store: &str, stores: &Stores, f: &mut Findings) {
+    let out = super::retry()
+        .args(["--prune", store, "--older-than", "3650d"])
+        .env("RETRY_REDIS_CA", &stores.ca)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .current_dir(dir)
+        .output()
+        .expect("run retry --prune");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() != Some(0) || !said.contains("kept 1 pending") {
+        f.fail(
+            "replay",
+            format!(
+                "the prune of the store between the replays ended {:?} saying {said:?} {:?}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        );
+    }
+    let state = listed_on_redis(dir, store, stores);
+    if state.as_ref().is_none_or(|s| s["state"] != "pending") {
+        f.fail(
+            "replay",
+            format!(
+                "the prune of the store between the replays left {state:?}, not the one run pending"
+            ),
+        );
+    }
+}
+
 fn truncate_hooks(dir: &Path) {
     for name in ["hr", "hg"] {
         let _ = std::fs::remove_file(dir.join(name));
@@ -3397,6 +3737,7 @@ fn check_replay(
     ran: &Ran,
     k: u64,
     store: Option<&str>,
+    stores: &Stores,
     f: &mut Findings,
 ) -> Vec<(JsonRun, Value)> {
     let tag = format!("replay {k}: ");
@@ -3471,7 +3812,7 @@ fn check_replay(
     check_json_run(case, run, dir, "hr", "hg", &tag, f);
     // Of a store on Redis: the run's state there.
     if let Some(store) = store {
-        let state = listed_on_redis(dir, store);
+        let state = listed_on_redis(dir, store, stores);
         let got = state
             .as_ref()
             .and_then(|s| Some((s["state"].as_str()?, s["attempts"].as_u64()?)));
@@ -3640,6 +3981,9 @@ pub struct Report {
     /// The replays that ran: of the same tries, of a fixed command, of the latter those from a
     /// pruned file and from Redis.
     pub replays: (usize, usize, usize, usize),
+    /// The checks that ran a store on TLS ([`ON_TLS`]): quotas, dead letters, replays moved
+    /// there; and those that drew one and ran without, for want of a server with TLS.
+    pub tls: [usize; 4],
 }
 
 impl Report {
@@ -3682,6 +4026,18 @@ impl Report {
             .iter()
             .map(|(took, k)| format!("case {k} {took:.0?}"))
             .collect();
+        let [quotas, letters, moved, without] = self.tls;
+        let _ = write!(
+            s,
+            "  on TLS: {quotas} quotas, {letters} dead letters, {moved} replays moved there"
+        );
+        let _ = match without {
+            0 => writeln!(s),
+            n => writeln!(
+                s,
+                "; {n} cases ran without, for want of a redis-server with TLS"
+            ),
+        };
         let _ = writeln!(s, "  slowest: {}", slowest.join(", "));
         if let Some(k) = self.plan.only {
             let _ = writeln!(s, "  case {k}: {}", generate(self.plan.seed, k).shell());
@@ -3742,15 +4098,23 @@ pub fn run(plan: &Plan) -> Report {
 
 fn run_cases(plan: &Plan) -> Report {
     let started = Instant::now();
-    let indexes: Vec<u64> = match plan.only {
+    let mut indexes: Vec<u64> = match plan.only {
         Some(k) => vec![k],
         None => (0..plan.cases).collect(),
     };
+    // The cases with a store on TLS run last, while the server with TLS starts beside the rest
+    // (its certificates take a few tenths of a second to make).
+    let on_tls = |k: &u64| generate(plan.seed, *k).tls.any();
+    indexes.sort_by_key(on_tls);
+    let tls_wanted = indexes.last().is_some_and(on_tls);
     let next = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());
     let counts = Mutex::new((0u64, 0u64, 0u64));
     let slow = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
+        if tls_wanted {
+            scope.spawn(agree_tls);
+        }
         for _ in 0..plan.threads.min(indexes.len()).max(1) {
             scope.spawn(|| {
                 loop {
@@ -3785,6 +4149,7 @@ fn run_cases(plan: &Plan) -> Report {
         REPLAYS[2].load(Ordering::Relaxed),
         REPLAYS[3].load(Ordering::Relaxed),
     );
+    let tls = ON_TLS.each_ref().map(|n| n.load(Ordering::Relaxed));
     let mut slowest = slow.into_inner().unwrap();
     slowest.sort_by(|a, b| b.cmp(a));
     slowest.truncate(5);
@@ -3803,6 +4168,7 @@ fn run_cases(plan: &Plan) -> Report {
         replay_cases,
         slowest,
         replays,
+        tls,
     }
 }
 
@@ -3892,7 +4258,11 @@ fn changes(len: usize) -> Vec<Change> {
                 t.wmark = false;
             }
         }),
-        Box::new(|d| d.replay = None),
+        Box::new(|d| {
+            d.replay = None;
+            d.tls.replay = false;
+        }),
+        Box::new(|d| d.tls = Tls::default()),
         Box::new(|d| {
             if let Some(r) = &mut d.replay {
                 r.tries = None;
@@ -3909,6 +4279,8 @@ fn changes(len: usize) -> Vec<Change> {
         Box::new(|d| {
             d.dead_letter = false;
             d.replay = None;
+            d.tls.dead_letter = false;
+            d.tls.replay = false;
         }),
         Box::new(|d| d.on_retry = false),
         Box::new(|d| d.on_give_up = false),
@@ -3924,6 +4296,7 @@ fn changes(len: usize) -> Vec<Change> {
         Box::new(|d| {
             d.throttle = None;
             d.quota = None;
+            d.tls.quota = false;
         }),
         Box::new(|d| d.timeout_ms = None),
         Box::new(|d| d.budget_ms = None),

@@ -9,6 +9,14 @@
 //! invariant (`RETRY_AGREE_SHRINK_SECS` bounds the shrinking, 0 turns it off). The table of
 //! figures (cases, time, each invariant's count) comes with a failure, or with
 //! `RETRY_AGREE_FIGURES=1`: a passing `cargo test` prints only the test runner's lines.
+//!
+//! About a third of the cases that can keep their quota or a replay's store on Redis, and a
+//! fifth of those with a dead letter, keep it on one `redis-server` with TLS
+//! (`rediss://localhost:PORT/NAME`, the tests' CA in `RETRY_REDIS_CA`), drawn apart from the rest
+//! of the case: the same seed gives the same cases either way. Their reproduction lines name that server's port `${TLS_PORT}` and its CA bundle
+//! `$CA` (and a plain server's port `${REDIS_PORT}`): set them to run the line again. Without
+//! `openssl` or a `redis-server` built with TLS, those cases keep their stores where the others
+//! do, said once on stderr; under CI (`CI` set) or with RETRY_REQUIRE_REDIS=1 that is a failure.
 
 use crate::common::agree;
 
