@@ -23,6 +23,7 @@ pub const STEP_LIMIT: Duration = Duration::from_secs(10);
 
 /// `retry` through assert_cmd, killed if it runs past `TEST_LIMIT`.
 pub fn retry() -> assert_cmd::Command {
+    no_inherited_descriptors();
     let mut cmd = assert_cmd::Command::cargo_bin("retry").expect("the retry binary is built");
     cmd.timeout(TEST_LIMIT);
     cmd.env_remove("RETRY_RUN_ID");
@@ -150,6 +151,7 @@ pub fn send(pid: u32, signal: i32) {
 
 /// A fresh directory for one test under cargo's target tmp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
+    no_inherited_descriptors();
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "{name}-{}-{}",
@@ -480,4 +482,24 @@ pub fn other_user() -> Option<u32> {
         have_package("a test of another user", "useradd", "passwd", false);
     }
     found
+}
+
+/// Marks every descriptor the test program inherited (above standard error) close-on-exec,
+/// once: what a test starts then holds none of them. Whoever started `cargo test` may have left
+/// one open, a lock that `flock(1)` holds for a build among them, and a process a test leaves
+/// behind would keep that lock for as long as it lives. Descriptors the tests open are
+/// close-on-exec already (std opens them so).
+pub fn no_inherited_descriptors() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: one system call on this process's own descriptor table; it touches no memory.
+        unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                nix::libc::CLOSE_RANGE_CLOEXEC,
+            );
+        }
+    });
 }

@@ -134,22 +134,9 @@ impl Server {
             "no",
         ];
         args.extend_from_slice(extra);
+        // The server gets none of the descriptors the test process inherited.
+        crate::common::no_inherited_descriptors();
         let mut command = Command::new("redis-server");
-        // The server gets none of the descriptors the test process inherited (a lock that
-        // `flock(1)` holds for whoever started cargo, say), so that a server outliving its test
-        // holds nothing of theirs: each is marked close-on-exec in the child before exec.
-        // SAFETY: the closure makes one system call, async-signal-safe, and touches no memory.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-                nix::libc::syscall(
-                    nix::libc::SYS_close_range,
-                    3u32,
-                    u32::MAX,
-                    nix::libc::CLOSE_RANGE_CLOEXEC,
-                );
-                Ok(())
-            });
-        }
         let child = command
             .args(&args)
             .current_dir(&dir)
