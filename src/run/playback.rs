@@ -9,9 +9,9 @@ use nix::libc;
 
 use crate::policy::Signal;
 use crate::run::column::Stream;
+use crate::run::descriptor::{Outlet, Own};
 use crate::run::process::reap_all;
 use crate::run::signals::{Arrival, Signals};
-use crate::run::sink::{Outlet, Own};
 use crate::run::stderr::Stderr;
 use crate::run::withheld::{Source, playlist};
 
@@ -57,16 +57,16 @@ impl Playback<'_> {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
         };
-        let Some(sink) = dest.as_ref() else {
+        let Some(outlet) = dest.as_ref() else {
             return Ok(());
         };
         let mut buf = Vec::new();
         let mut pos = 0;
         while pos < source.len() {
-            match write_some(sink, source, pos, &mut buf) {
+            match write_some(outlet, source, pos, &mut buf) {
                 Ok(n) => pos += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_for_room(self.signals, sink.poll_fd())?;
+                    wait_for_room(self.signals, outlet.poll_fd())?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -79,23 +79,28 @@ impl Playback<'_> {
     }
 }
 
-/// Writes what `sink` takes now of `source` from `pos`: from memory where it is there, with
+/// Writes what `outlet` takes now of `source` from `pos`: from memory where it is there, with
 /// sendfile from the temporary file where the destination takes it, else read and written.
-fn write_some(sink: &Outlet, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+fn write_some(
+    outlet: &Outlet,
+    source: Source<'_>,
+    pos: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<usize> {
     let spool = match source {
         Source::Bytes(bytes) => {
             let start = usize::try_from(pos).unwrap_or(usize::MAX).min(bytes.len());
             let part = &bytes[start..];
-            return nonzero(sink.write(&part[..part.len().min(CHUNK)]));
+            return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
         }
         Source::Held(spool) => spool,
     };
     if let Some(part) = spool.memory_part(pos) {
-        return nonzero(sink.write(&part[..part.len().min(CHUNK)]));
+        return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
     }
     let sent = spool
         .file_part(pos)
-        .and_then(|(file, offset, len)| sink.send_file(file, offset, len));
+        .and_then(|(file, offset, len)| outlet.send_file(file, offset, len));
     match sent {
         Some(Ok(n)) if n > 0 => return Ok(n),
         Some(Err(e)) => return Err(e),
@@ -103,7 +108,7 @@ fn write_some(sink: &Outlet, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) ->
     }
     buf.resize(CHUNK, 0);
     let n = spool.read_at(pos, buf)?;
-    nonzero(sink.write(&buf[..n]))
+    nonzero(outlet.write(&buf[..n]))
 }
 
 /// A write that took nothing of what it was given, or a read of nothing, ends the piece.

@@ -2,7 +2,7 @@
 //! (and on standard output, which may be the same file: `run::column`), and, while a run holds
 //! its output under `--output-on-failure`, the record of what it holds (`run::withheld`). The
 //! shell makes one for the whole process and hands a clone to every writer: the log's sinks
-//! (through [`Lines`]), the plumbing of the tries (`run::sink::Outlet`), the hooks and the
+//! (through [`Lines`]), the plumbing of the tries (`run::descriptor::Outlet`), the hooks and the
 //! playback. No writer keeps state of its own about standard error, and none is kept in a
 //! static: every write goes through this one handle, in the one thread `retry` has.
 

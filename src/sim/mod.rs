@@ -15,10 +15,10 @@ mod admission;
 pub mod arrivals;
 mod client;
 pub mod clock;
-mod ending;
 pub mod occ;
 pub mod outage;
 mod recorder;
+mod try_end;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,8 +35,8 @@ use admission::Store;
 use arrivals::{Arrivals, Next};
 use client::{Client, Phase};
 use clock::{millis, nanos};
-use ending::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
 use recorder::Recorder;
+use try_end::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
 
 pub use admission::{P_RECOVERED, StoreClock};
 pub use client::{Cause, Failures};

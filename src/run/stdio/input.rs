@@ -17,8 +17,8 @@ use crate::config::StdinMode;
 use crate::run::child::ChildFd;
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
+use crate::run::descriptor::{Kind, is_socket, kind_of, pipe, read_fd, ready_now, set_nonblocking};
 use crate::run::process::Inherited;
-use crate::run::sink::{Kind, is_socket, kind_of, pipe, read_fd, ready_now, set_nonblocking};
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, Token, pipe_size_within, set_pipe_size, unread};
 

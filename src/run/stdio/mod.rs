@@ -29,11 +29,11 @@ use crate::policy::Signal;
 use crate::policy::pushback::date_line;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
+use crate::run::descriptor::{pipe, set_nonblocking};
 use crate::run::dispositions::Dispositions;
 use crate::run::playback;
 use crate::run::process::Inherited;
 use crate::run::signals::Signals;
-use crate::run::sink::{pipe, set_nonblocking};
 use crate::run::stderr::Stderr;
 
 pub use self::fds::Token;
@@ -283,7 +283,7 @@ impl RunIo {
         for (i, s) in io.streams.iter().enumerate() {
             if let Some(dest) = s.outgoing() {
                 add(
-                    self.output.sink(dest).poll_fd(),
+                    self.output.outlet(dest).poll_fd(),
                     libc::POLLOUT,
                     Token::Write(i),
                 );

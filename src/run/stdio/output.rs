@@ -14,8 +14,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use crate::policy::{OutputMatch, Requests};
 use crate::report::event::OutputTail;
 use crate::run::column;
+use crate::run::descriptor::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::dispositions::Dispositions;
-use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
 use crate::run::stderr::Stderr;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
@@ -206,7 +206,7 @@ impl Outputs {
     }
 
     /// retry's own stream that output bound for `dest` is written to.
-    pub(super) fn sink(&self, dest: Dest) -> &Outlet {
+    pub(super) fn outlet(&self, dest: Dest) -> &Outlet {
         match dest {
             Dest::Stderr | Dest::Record => &self.stderr,
             Dest::Stdout | Dest::Buffer => &self.stdout,
@@ -239,7 +239,7 @@ impl Outputs {
             }
         }
         let s = &mut io.streams[i];
-        match self.sink(dest).write(&s.pending[s.written..]) {
+        match self.outlet(dest).write(&s.pending[s.written..]) {
             Ok(n) => {
                 s.written += n;
                 if s.written >= s.pending.len() {
@@ -279,7 +279,9 @@ impl Outputs {
         }
         // The part held in memory is written from where it is, not copied to `pending` first.
         if let Some(part) = s.buffered.memory_part(*pos) {
-            let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
+            let n = self
+                .outlet(dest)
+                .write(&part[..part.len().min(HELD_PIPE)])?;
             *pos += n as u64;
             if *pos >= s.buffered.len() {
                 s.delivering = None;
@@ -289,7 +291,7 @@ impl Outputs {
         let sent = s
             .buffered
             .file_part(*pos)
-            .and_then(|(file, offset, len)| self.sink(dest).send_file(file, offset, len));
+            .and_then(|(file, offset, len)| self.outlet(dest).send_file(file, offset, len));
         match sent {
             Some(Ok(n)) if n > 0 => {
                 *pos += n as u64;

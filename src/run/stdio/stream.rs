@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::SystemTime;
 
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
-use crate::run::sink::Own;
+use crate::run::descriptor::Own;
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, HELD_PIPE};
 

@@ -3,8 +3,8 @@
 //! record (docs/log.md#every-record-of-a-run-agrees).
 
 use super::around::RunEnd;
-use super::ended::{Ended, Try};
 use super::state::Runner;
+use super::try_end::{Ended, Try};
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::{Decision, GiveUp, Outcome, RepeatEnd, Signal, Verdict};
