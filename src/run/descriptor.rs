@@ -273,7 +273,7 @@ fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `data` to `retry`'s standard error, on behalf of a hook, noting where the
-/// line stands; or holds it while a run holds its output.
+/// line stands; or withholds it while a run withholds its output.
 pub(super) fn pass_on_stderr(stderr: &Stderr, data: &[u8]) -> io::Result<()> {
     if stderr.withhold(data) {
         return Ok(());

@@ -1,4 +1,4 @@
-//! The end of a run that held its output (`--output-on-failure`): what the record says is
+//! The end of a run that withheld its output (`--output-on-failure`): what the record says is
 //! passed on (`withheld::playlist`), to `retry`'s own standard output and error, never blocking
 //! on a reader, so that a stopping signal still ends it.
 
@@ -18,11 +18,11 @@ use crate::run::withheld::{Source, playlist};
 /// The most written at once on playback.
 const CHUNK: usize = 256 * 1024;
 
-/// Ends holding, the run having ended. With `failed` (the run's outcome plays its output back:
+/// Ends withholding, the run having ended. With `failed` (the run's outcome plays its output back:
 /// a give-up, an interruption, `--flaky fail`) every piece is passed on in the order it came;
 /// after a success, and after a run that ends because the reader of its output has gone (as
 /// quietly as it would without `retry`), only the annotation of its end and its standard
-/// output held in place. A stopping signal that arrives meanwhile ends the playback, and is
+/// output withheld in place. A stopping signal that arrives meanwhile ends the playback, and is
 /// returned.
 pub fn end(stderr: &Stderr, failed: bool, signals: &mut Signals) -> Option<Signal> {
     let mut record = stderr.take_record()?;
@@ -93,7 +93,7 @@ fn write_some(
             let part = &bytes[start..];
             return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
         }
-        Source::Held(spool) => spool,
+        Source::Withheld(spool) => spool,
     };
     if let Some(part) = spool.memory_part(pos) {
         return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
