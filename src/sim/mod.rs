@@ -549,7 +549,7 @@ impl<'p> Run<'p> {
     /// Queues client `id`'s next event, if it has one.
     fn queue_at(&mut self, next: Option<u64>, id: u32) {
         match next {
-            // Saturated: the event would come after the clock's end, and cannot be held.
+            // Saturated: the event would come after the clock's end, and cannot be placed.
             Some(u64::MAX) => {
                 self.tally.past_clock = self.tally.past_clock.saturating_add(1);
                 self.stop(Bound::Clock, false);

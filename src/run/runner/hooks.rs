@@ -200,7 +200,7 @@ impl HookCall<'_> {
             self.hook_failed(log, failure);
         }
         if received.is_some() {
-            // No try follows: what the file held goes unread.
+            // No try follows: what the file has goes unread.
             return received;
         }
         if let Some(handed) = handed {
