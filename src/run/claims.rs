@@ -91,7 +91,7 @@ impl Claims {
     }
 
     /// Lets go of the run `id` without settling it (a lost claim, a run not run).
-    pub fn forget_held(&mut self, id: &str) {
+    pub fn forget_claimed(&mut self, id: &str) {
         self.claimed.retain(|(claimed, _)| claimed != id);
     }
 

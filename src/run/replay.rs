@@ -42,7 +42,7 @@ use crate::text::Charset;
 pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     // Each run is replayed in its own directory: the file is named from here once and for all.
     let file = absolute(file);
-    // Held until the replay ends, and taken before the file is read: two replays never both
+    // Locked until the replay ends, and taken before the file is read: two replays never both
     // read a run as pending. A dry run runs nothing, and holds nothing.
     let locked = match hold(&file, config.is_dry_run()) {
         Ok(locked) => locked,
@@ -151,7 +151,7 @@ impl Ledger {
                 let kept: Kept = claims.clone();
                 Taken::Mine(Some(kept), lapsed)
             }
-            Claim::Held(by) => Taken::Not(format!("another replay runs it now ({by})")),
+            Claim::ClaimedByAnother(by) => Taken::Not(format!("another replay runs it now ({by})")),
             Claim::Settled => Taken::Not("it was resolved or forgotten since it was listed".into()),
             Claim::Replayed => {
                 Taken::Not("another replay ran it since it was listed, and it failed again".into())

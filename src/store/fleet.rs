@@ -64,7 +64,7 @@ pub enum Claim {
     /// lease on it lapsed without being let go (it died, or was stopped or cut off), if one did.
     Granted { token: u64, lapsed: Option<String> },
     /// Another replay holds it now.
-    Held(String),
+    ClaimedByAnother(String),
     /// It was resolved or forgotten since it was listed.
     Settled,
     /// Another replay ran it since it was listed, and it failed again: that was its replay.
@@ -452,7 +452,7 @@ impl Fleet {
                     .ok_or_else(|| self.odd(&reply))?,
                 lapsed: word(2).filter(|w| !w.is_empty()).map(str::to_string),
             },
-            Some("claimed") => Claim::Held(word(1).unwrap_or_default().to_string()),
+            Some("claimed") => Claim::ClaimedByAnother(word(1).unwrap_or_default().to_string()),
             Some("settled") => Claim::Settled,
             Some("replayed") => Claim::Replayed,
             Some("gone") => Claim::Gone,

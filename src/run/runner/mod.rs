@@ -190,7 +190,7 @@ impl<'c> Runner<'c> {
         decision: &Decision,
         detail: Option<NotStarted>,
     ) -> ControlFlow<End> {
-        // Held output goes to standard output for the successful try; in a repeat, for every
+        // Buffered output goes to standard output for the successful try; in a repeat, for every
         // try that succeeded.
         let success = match self.state.repeat() {
             Some(_) => matches!(verdict, Verdict::Success(_)),
