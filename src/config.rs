@@ -131,7 +131,7 @@ pub struct Config {
     pub repeat: Option<RepeatPolicy>,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
-    /// `--output-on-failure`: what the run prints is held, and passed on only if it fails
+    /// `--output-on-failure`: what the run prints is withheld, and passed on only if it fails
     /// (docs/output.md#output-on-failure). It holds standard output as `buffer_stdout` does.
     pub output_on_failure: bool,
     pub on_retry: Option<String>,

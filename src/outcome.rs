@@ -1,7 +1,7 @@
 //! A run's outcome, made once by the runner when the run ends (docs/log.md#every-record-of-a-run-agrees):
 //! its exit status, its verdict, and the tries that ran, failed and were held back. Every
 //! record of the run reads it and works nothing out again: the exit status, the step outputs,
-//! the history line, the JUnit report, held output's playback, and a replay's own figures.
+//! the history line, the JUnit report, withheld output's playback, and a replay's own figures.
 
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ pub enum During {
     Wait,
     /// A hook (`--on-retry`, `--on-give-up`) after try `attempt` was running.
     Hook(Hook),
-    /// The output `--output-on-failure` held was being played back.
+    /// The output `--output-on-failure` withheld was being played back.
     Playback,
     /// The run's reports (`--history`, `--junit`, the step outputs) were being written.
     Report,
@@ -162,7 +162,7 @@ impl RunOutcome {
         }
     }
 
-    /// Whether the run's output held by `--output-on-failure` is played back in full: after
+    /// Whether the run's output withheld by `--output-on-failure` is played back in full: after
     /// every end but a success and a run whose reader has gone (it ends as quietly as the
     /// pipeline would without `retry`).
     pub fn plays_back(&self) -> bool {

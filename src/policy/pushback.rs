@@ -65,7 +65,7 @@ pub fn date_line() -> Pattern {
     Pattern::capturing(r"(?i)^Date:\s*(.+)$").expect("the pattern of a Date: line is valid")
 }
 
-/// Whether `text` is a wait too long to be held: a number of seconds past 2^64, or a
+/// Whether `text` is a wait too long to be kept: a number of seconds past 2^64, or a
 /// DURATION whose number overflows.
 fn too_long(text: &str) -> bool {
     let seconds = text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
@@ -83,12 +83,12 @@ fn too_long(text: &str) -> bool {
 /// asked for is measured against the output's last `Date:` line when it has one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Requests {
-    /// What the last match that held a request asked for.
+    /// What the last match that carried a request asked for.
     pub asked: Option<Asked>,
-    /// The last match whose group held no request: what it held (lossy UTF-8), and why it is
+    /// The last match whose group carried no request: what it carried (lossy UTF-8), and why it is
     /// none.
     pub ignored: Option<Ignored>,
-    /// The moment the output's last `Date:` line that held an HTTP-date names: the server's
+    /// The moment the output's last `Date:` line that carried an HTTP-date names: the server's
     /// clock, when the try was an HTTP request.
     pub server_date: Option<HttpDate>,
 }
@@ -96,13 +96,13 @@ pub struct Requests {
 /// A match of `--delay-from-output` that asked for no wait.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ignored {
-    /// What the first capture group held; `None` when it took no part in the match.
+    /// What the first capture group caught; `None` when it took no part in the match.
     pub group: Option<String>,
     pub why: String,
 }
 
 impl Requests {
-    /// One more match, whose first capture group held `group` (`None`: it took no part), seen
+    /// One more match, whose first capture group caught `group` (`None`: it took no part), seen
     /// at `now` by the local clock.
     pub fn saw(&mut self, group: Option<&[u8]>, now: SystemTime) {
         let Some(group) = group else {
@@ -133,7 +133,7 @@ impl Requests {
         }
     }
 
-    /// One more `Date:` line, whose group held `group`, seen at `now`: kept when it holds an
+    /// One more `Date:` line, whose group caught `group`, seen at `now`: kept when it holds an
     /// HTTP-date, passed over otherwise (the local clock then measures).
     pub fn saw_date_line(&mut self, group: Option<&[u8]>, now: SystemTime) {
         let date = group

@@ -149,7 +149,7 @@ impl fmt::Display for QuotaSpec {
 pub struct QuotaRefusal {
     /// The quota as the log shows it (`QuotaSpec`'s `Display`, without the parameters).
     pub quota: String,
-    /// Tokens left in the bucket, fewer than one; `None` when other runs held the store for
+    /// Tokens left in the bucket, fewer than one; `None` when other runs had the store for
     /// longer than a run waits, so that no token could be taken.
     pub tokens: Option<f64>,
     pub params: QuotaParams,

@@ -222,7 +222,7 @@ pub struct Markers {
     refusal_annotated: bool,
     /// Where the markers go: standard error, or what holds it (`--output-on-failure`).
     out: Box<dyn Out>,
-    /// Where the annotation of the run's end goes, which a held run passes on whatever its end.
+    /// Where the annotation of the run's end goes, which a run that withholds its output passes on whatever its end.
     announce: Box<dyn Out>,
 }
 

@@ -139,7 +139,7 @@ pub enum Event {
         streak: u64,
     },
     /// The run has ended, as `outcome` says: the last event of a run, after its hooks and the
-    /// playback of held output, which every record of the run reads.
+    /// playback of withheld output, which every record of the run reads.
     RunEnded(Box<RunOutcome>),
     /// The run that gave up was appended to the `--dead-letter` file.
     DeadLettered { path: PathBuf },
@@ -445,10 +445,10 @@ pub enum Warning {
     Stdio(String),
     /// The quota's store had something to say of its state (a damaged file, reset).
     QuotaNote(Note),
-    /// The quota's store is held by other runs for longer than a run may wait: a first try
+    /// The quota's store is locked by other runs for longer than a run may wait: a first try
     /// adds nothing to it.
     QuotaBusy { quota: String, why: String },
-    /// The quota's store was held by other runs for longer than a run may wait as the run
+    /// The quota's store was locked by other runs for longer than a run may wait as the run
     /// ended: its throttle did not count the last try's outcome.
     CountBusy { quota: String, why: String },
     /// The Redis quota cannot be reached: it is kept on this machine (`from_now_on`: after it

@@ -27,7 +27,7 @@ pub struct JsonLog {
     command: Vec<OsString>,
     /// The policy as the `start` event holds it, less the seed, which the event brings.
     config: Box<Config>,
-    /// The `give_up` line, held until the run's end is known: a signal during `--on-give-up`
+    /// The `give_up` line, kept back until the run's end is known: a signal during `--on-give-up`
     /// tells of the end again, as an interrupted run's, and the log has one `give_up`, the last
     /// told.
     give_up: Option<String>,

@@ -103,7 +103,7 @@ impl Log {
     }
 
     /// Announces the end of the run that ended as `outcome` (GitHub's annotation, the job
-    /// summary), once, if it needs announcing: when its outcome is known, before what it held
+    /// summary), once, if it needs announcing: when its outcome is known, before what it withheld
     /// back is played back and its records are written.
     pub fn conclude(&mut self, outcome: &RunOutcome) {
         if let Some(concluded) = self.stage.conclude(outcome) {

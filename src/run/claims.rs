@@ -1,5 +1,5 @@
 //! A replay's claims on the runs of a fleet's store (docs/dead-letters.md#claims): a lease on
-//! the run it runs now, and on each run that failed again (held until the replay ends, so that
+//! the run it runs now, and on each run that failed again (claimed until the replay ends, so that
 //! a replay running meanwhile does not run it again), renewed together every third of their
 //! length while the replay lives.
 
@@ -17,8 +17,8 @@ pub struct Claims {
     fleet: Fleet,
     owner: String,
     length: Duration,
-    /// The runs held: run id and fencing token, the one under way last.
-    held: Vec<(String, u64)>,
+    /// The runs claimed: run id and fencing token, the one under way last.
+    claimed: Vec<(String, u64)>,
     /// When the leases were last granted or renewed, on the run's clock, sent before the
     /// server's time was read: each lapses no earlier than this and its length.
     renewed: Moment,
@@ -44,7 +44,7 @@ impl Claims {
             fleet,
             owner,
             length,
-            held: Vec::new(),
+            claimed: Vec::new(),
             renewed: Moment::now(),
             retry_at: None,
             lost: None,
@@ -61,21 +61,21 @@ impl Claims {
             .map_err(|e| e.to_string())?;
         if let Claim::Granted { token, .. } = &claim {
             // Renewed together from now on: the new lease lapses last.
-            if self.held.is_empty() {
+            if self.claimed.is_empty() {
                 self.renewed = asked;
             }
-            self.held.push((p.record.id.clone(), *token));
+            self.claimed.push((p.record.id.clone(), *token));
         }
         Ok(claim)
     }
 
-    /// Settles the run `id`, held by this replay: resolved (its lease let go) or failed again
-    /// (its lease held until the replay ends).
+    /// Settles the run `id`, claimed by this replay: resolved (its lease let go) or failed again
+    /// (its lease renewed until the replay ends).
     pub fn settle(&mut self, id: &str, resolved: bool) -> Result<Settled, String> {
-        let Some(k) = self.held.iter().position(|(held, _)| held == id) else {
+        let Some(k) = self.claimed.iter().position(|(claimed, _)| claimed == id) else {
             return Ok(Settled::Lost);
         };
-        let token = self.held[k].1;
+        let token = self.claimed[k].1;
         let how = match resolved {
             true => Settle::Resolved,
             false => Settle::Failed,
@@ -85,20 +85,20 @@ impl Claims {
             .settle(id, &self.owner, token, how)
             .map_err(|e| e.to_string())?;
         if resolved || settled != Settled::Done {
-            self.held.remove(k);
+            self.claimed.remove(k);
         }
         Ok(settled)
     }
 
     /// Lets go of the run `id` without settling it (a lost claim, a run not run).
-    pub fn forget_held(&mut self, id: &str) {
-        self.held.retain(|(held, _)| held != id);
+    pub fn forget_claimed(&mut self, id: &str) {
+        self.claimed.retain(|(claimed, _)| claimed != id);
     }
 
     /// The replay ends: the runs that failed again are let go, pending for the next replay.
     pub fn release_all(&mut self) -> Result<(), String> {
-        let held = std::mem::take(&mut self.held);
-        for (id, token) in &held {
+        let claimed = std::mem::take(&mut self.claimed);
+        for (id, token) in &claimed {
             self.fleet
                 .settle(id, &self.owner, *token, Settle::Release)
                 .map_err(|e| e.to_string())?;
@@ -114,7 +114,7 @@ impl Claims {
 
 impl Keep for Claims {
     fn due(&self) -> Option<Moment> {
-        if self.lost.is_some() || self.held.is_empty() {
+        if self.lost.is_some() || self.claimed.is_empty() {
             return None;
         }
         let every = lease::renew_every(self.length);
@@ -128,12 +128,12 @@ impl Keep for Claims {
         }
         let asked = Moment::now();
         let lapses = self.renewed.checked_add(self.length.saturating_sub(MARGIN));
-        match self.fleet.renew(&self.owner, self.length, &self.held) {
+        match self.fleet.renew(&self.owner, self.length, &self.claimed) {
             Ok(still) => {
                 if let Some(k) = still.iter().position(|mine| !mine) {
                     let why = format!(
                         "run {} is held by another replay now: this replay's lease lapsed and was granted to it",
-                        self.held[k].0
+                        self.claimed[k].0
                     );
                     self.lost = Some(why.clone());
                     return Err(why);
@@ -156,7 +156,7 @@ impl Keep for Claims {
     }
 
     fn token(&self) -> Option<u64> {
-        self.held.last().map(|(_, token)| *token)
+        self.claimed.last().map(|(_, token)| *token)
     }
 
     fn guard(&mut self, group: Option<i32>) {

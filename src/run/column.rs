@@ -73,11 +73,11 @@ impl Column {
         if open || other_open { "\n" } else { "" }
     }
 
-    /// What held output that a try wrote to its standard output, passed on now to `stream`,
+    /// What buffered output that a try wrote to its standard output, passed on now to `stream`,
     /// starts with: a line break when a line is left unfinished where it goes. On standard
     /// output, only when that is one file with standard error, whose line the try left open:
     /// the bytes of the try's standard output itself are never changed.
-    pub fn held_start(&mut self, stream: Stream) -> &'static str {
+    pub fn buffered_start(&mut self, stream: Stream) -> &'static str {
         match stream {
             Stream::Stderr => self.line_start(Stream::Stderr),
             Stream::Stdout if self.shared => self.line_start(Stream::Stdout),
@@ -100,7 +100,7 @@ mod tests {
         c.passed_on(Stream::Stdout, b"50%");
         assert_eq!(c.line_start(Stream::Stderr), "", "another file");
         assert_eq!(
-            c.held_start(Stream::Stdout),
+            c.buffered_start(Stream::Stdout),
             "",
             "a try's own bytes are kept"
         );
@@ -124,6 +124,6 @@ mod tests {
             "the last byte on the file ended a line"
         );
         c.passed_on(Stream::Stderr, b"50%");
-        assert_eq!(c.held_start(Stream::Stdout), "\n");
+        assert_eq!(c.buffered_start(Stream::Stdout), "\n");
     }
 }

@@ -7,9 +7,9 @@ use crate::run::clock::Moment;
 /// A lease that the runner renews while it waits, whatever it waits for (a try, a hook, the
 /// wait between tries, the grace of a stop).
 pub trait Keep {
-    /// When the next renewal is due; `None` when nothing is held, or it is lost.
+    /// When the next renewal is due; `None` when nothing is claimed, or it is lost.
     fn due(&self) -> Option<Moment>;
-    /// Renews what is held: `Err` with why, once it is lost (another owner holds it now, or it
+    /// Renews what is claimed: `Err` with why, once it is lost (another owner holds it now, or it
     /// could not be renewed before it would lapse). A failed exchange that leaves time before
     /// the lease lapses is no loss: the next renewal is due soon.
     fn renew(&mut self) -> Result<(), String>;

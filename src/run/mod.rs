@@ -6,6 +6,7 @@ pub mod claims;
 pub mod clock;
 pub mod column;
 pub mod demand;
+pub mod descriptor;
 pub mod dispositions;
 pub mod envfile;
 pub mod fleet_replay;
@@ -19,7 +20,6 @@ pub mod replay;
 pub mod runner;
 pub mod setup;
 pub mod signals;
-pub mod sink;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub mod spawn;
 pub mod spool;

@@ -1,4 +1,4 @@
-//! The end of a run that held its output (`--output-on-failure`): what the record says is
+//! The end of a run that withheld its output (`--output-on-failure`): what the record says is
 //! passed on (`withheld::playlist`), to `retry`'s own standard output and error, never blocking
 //! on a reader, so that a stopping signal still ends it.
 
@@ -9,20 +9,20 @@ use nix::libc;
 
 use crate::policy::Signal;
 use crate::run::column::Stream;
+use crate::run::descriptor::{Outlet, Own};
 use crate::run::process::reap_all;
 use crate::run::signals::{Arrival, Signals};
-use crate::run::sink::{Outlet, Own};
 use crate::run::stderr::Stderr;
 use crate::run::withheld::{Source, playlist};
 
 /// The most written at once on playback.
 const CHUNK: usize = 256 * 1024;
 
-/// Ends holding, the run having ended. With `failed` (the run's outcome plays its output back:
+/// Ends withholding, the run having ended. With `failed` (the run's outcome plays its output back:
 /// a give-up, an interruption, `--flaky fail`) every piece is passed on in the order it came;
 /// after a success, and after a run that ends because the reader of its output has gone (as
 /// quietly as it would without `retry`), only the annotation of its end and its standard
-/// output held in place. A stopping signal that arrives meanwhile ends the playback, and is
+/// output withheld in place. A stopping signal that arrives meanwhile ends the playback, and is
 /// returned.
 pub fn end(stderr: &Stderr, failed: bool, signals: &mut Signals) -> Option<Signal> {
     let mut record = stderr.take_record()?;
@@ -57,16 +57,16 @@ impl Playback<'_> {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
         };
-        let Some(sink) = dest.as_ref() else {
+        let Some(outlet) = dest.as_ref() else {
             return Ok(());
         };
         let mut buf = Vec::new();
         let mut pos = 0;
         while pos < source.len() {
-            match write_some(sink, source, pos, &mut buf) {
+            match write_some(outlet, source, pos, &mut buf) {
                 Ok(n) => pos += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_for_room(self.signals, sink.poll_fd())?;
+                    wait_for_room(self.signals, outlet.poll_fd())?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -79,23 +79,28 @@ impl Playback<'_> {
     }
 }
 
-/// Writes what `sink` takes now of `source` from `pos`: from memory where it is there, with
+/// Writes what `outlet` takes now of `source` from `pos`: from memory where it is there, with
 /// sendfile from the temporary file where the destination takes it, else read and written.
-fn write_some(sink: &Outlet, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
+fn write_some(
+    outlet: &Outlet,
+    source: Source<'_>,
+    pos: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<usize> {
     let spool = match source {
         Source::Bytes(bytes) => {
             let start = usize::try_from(pos).unwrap_or(usize::MAX).min(bytes.len());
             let part = &bytes[start..];
-            return nonzero(sink.write(&part[..part.len().min(CHUNK)]));
+            return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
         }
-        Source::Held(spool) => spool,
+        Source::Withheld(spool) => spool,
     };
     if let Some(part) = spool.memory_part(pos) {
-        return nonzero(sink.write(&part[..part.len().min(CHUNK)]));
+        return nonzero(outlet.write(&part[..part.len().min(CHUNK)]));
     }
     let sent = spool
         .file_part(pos)
-        .and_then(|(file, offset, len)| sink.send_file(file, offset, len));
+        .and_then(|(file, offset, len)| outlet.send_file(file, offset, len));
     match sent {
         Some(Ok(n)) if n > 0 => return Ok(n),
         Some(Err(e)) => return Err(e),
@@ -103,7 +108,7 @@ fn write_some(sink: &Outlet, source: Source<'_>, pos: u64, buf: &mut Vec<u8>) ->
     }
     buf.resize(CHUNK, 0);
     let n = spool.read_at(pos, buf)?;
-    nonzero(sink.write(&buf[..n]))
+    nonzero(outlet.write(&buf[..n]))
 }
 
 /// A write that took nothing of what it was given, or a read of nothing, ends the piece.

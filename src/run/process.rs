@@ -115,7 +115,7 @@ impl Terminal {
     }
 
     /// Continues what of `retry`'s job was stopped meanwhile (a pager that read the terminal
-    /// while a try held it).
+    /// while a try had it).
     pub fn continue_job(&self) {
         let _ = killpg(self.own_group, nix::sys::signal::Signal::SIGCONT);
     }

@@ -33,8 +33,8 @@ pub fn forget(config: &Config, file: &Path, ids: &[String]) -> ExitStatus {
         eprintln!("retry: --forget {shown_file}: {}", printable(&why));
         ExitStatus::Usage
     };
-    let _held = match deadletter::hold_for_replay(file) {
-        Ok(held) => held,
+    let _locked = match deadletter::hold_for_replay(file) {
+        Ok(locked) => locked,
         Err(Hold::Busy) => return fail("a replay of this file is running".into()),
         Err(Hold::Refused(r)) => return fail(r.to_string()),
         Err(Hold::Io(e)) => return fail(unopened(file, &e)),
@@ -164,18 +164,18 @@ fn forget_on_redis(config: &Config, address: &RedisAddress, ids: &[String]) -> E
         Err(why) => return fail(why),
     };
     // A run a replay holds now is left to that replay, which settles it.
-    let held = match fleet.forget(&forgotten) {
-        Ok((_, held)) => held,
+    let claimed = match fleet.forget(&forgotten) {
+        Ok((_, claimed)) => claimed,
         Err(e) => return fail(e.to_string()),
     };
-    for id in &held {
+    for id in &claimed {
         eprintln!(
             "retry: --forget '{address}': run {id} is being replayed now: not forgotten (its replay settles it)"
         );
     }
     let forgotten: Vec<String> = forgotten
         .into_iter()
-        .filter(|id| !held.contains(id))
+        .filter(|id| !claimed.contains(id))
         .collect();
     let json = config.log.format == LogFormat::Json;
     let shown_store = std::path::PathBuf::from(address.to_string());

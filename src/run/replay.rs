@@ -2,7 +2,7 @@
 //! another, the runs of a dead-letter file that are still pending, each through the same runner as
 //! any run, and appends to the file what became of each.
 //!
-//! The file is held first, then read once: a second replay of it meanwhile ends at once, and
+//! The file is locked first, then read once: a second replay of it meanwhile ends at once, and
 //! a run that gives up while the replay goes on is appended after the lines read, and waits
 //! for the next replay. A run is marked resolved only after it succeeded, so a replay killed
 //! between the success and that line runs it once more next time: at least once, never lost. The run keeps its recorded id as
@@ -42,13 +42,13 @@ use crate::text::Charset;
 pub fn replay(args: &[OsString], config: &Config, file: &Path) -> ExitStatus {
     // Each run is replayed in its own directory: the file is named from here once and for all.
     let file = absolute(file);
-    // Held until the replay ends, and taken before the file is read: two replays never both
+    // Locked until the replay ends, and taken before the file is read: two replays never both
     // read a run as pending. A dry run runs nothing, and holds nothing.
-    let held = match hold(&file, config.is_dry_run()) {
-        Ok(held) => held,
+    let locked = match hold(&file, config.is_dry_run()) {
+        Ok(locked) => locked,
         Err(refusal) => return usage(&refusal),
     };
-    let (runs, cut_short, unpicked) = match prepare(args, config, &file, held.as_ref()) {
+    let (runs, cut_short, unpicked) = match prepare(args, config, &file, locked.as_ref()) {
         Ok(prepared) => prepared,
         Err(refusal) => return usage(&refusal),
     };
@@ -151,7 +151,7 @@ impl Ledger {
                 let kept: Kept = claims.clone();
                 Taken::Mine(Some(kept), lapsed)
             }
-            Claim::Held(by) => Taken::Not(format!("another replay runs it now ({by})")),
+            Claim::ClaimedByAnother(by) => Taken::Not(format!("another replay runs it now ({by})")),
             Claim::Settled => Taken::Not("it was resolved or forgotten since it was listed".into()),
             Claim::Replayed => {
                 Taken::Not("another replay ran it since it was listed, and it failed again".into())
@@ -229,7 +229,7 @@ fn hold(file: &Path, dry_run: bool) -> Result<Option<File>, ReplayRefusal> {
     }
     match deadletter::hold_for_replay(file) {
         Err(deadletter::Hold::Io(e)) if not_yet_made(file, &e) => return Ok(None),
-        held => held,
+        locked => locked,
     }
     .map(Some)
     .map_err(|why| {
@@ -256,9 +256,9 @@ fn prepare(
     args: &[OsString],
     config: &Config,
     file: &Path,
-    held: Option<&File>,
+    locked: Option<&File>,
 ) -> Result<(Vec<Run>, Vec<Warning>, usize), ReplayRefusal> {
-    let Listing { pending, cut_short } = load(file, held, config)?;
+    let Listing { pending, cut_short } = load(file, locked, config)?;
     let listed = pending.len();
     let pending = picked(file, pending, config)?;
     let unpicked = listed - pending.len();
@@ -282,12 +282,12 @@ fn prepare(
     Ok((runs, cut_short, unpicked))
 }
 
-/// What `file` holds (the replay holding it as `held`), or the one line that says why it
+/// What `file` holds (the replay holding it as `locked`), or the one line that says why it
 /// cannot be replayed.
-fn load(file: &Path, held: Option<&File>, config: &Config) -> Result<Listing, ReplayRefusal> {
+fn load(file: &Path, locked: Option<&File>, config: &Config) -> Result<Listing, ReplayRefusal> {
     let file = file.to_path_buf();
     let all = matches!(&config.mode, Mode::Replay { picks, .. } if picks.all);
-    match deadletter::read_listing(&file, held, record::LOCK_WAIT, all) {
+    match deadletter::read_listing(&file, locked, record::LOCK_WAIT, all) {
         // No run has given up since the file was named: nothing is pending.
         Err(ReadError::Io(e)) if not_yet_made(&file, &e) => {
             return Ok(Listing::default());
@@ -514,7 +514,7 @@ impl Replay {
             }
             let keeper = match self.ledger.claim(p) {
                 Ok(Taken::Mine(keeper, lapsed)) => {
-                    // The replay that held it before stopped renewing its lease: it died, or
+                    // The replay that claimed it before stopped renewing its lease: it died, or
                     // was stopped or cut off, and a try it started may still be running.
                     if let Some(owner) = lapsed {
                         self.log.warn(Warning::ClaimLapsed {

@@ -20,7 +20,7 @@ use crate::run::clock::{self, Moment};
 use crate::run::random;
 use crate::run::runner::{self, RunEnd};
 use crate::run::signals;
-use crate::run::stderr::{Hold, Stderr};
+use crate::run::stderr::{Stderr, Withhold};
 use crate::run::{process, stdio};
 use crate::store::deadletter::{self, DeadLetter};
 use crate::store::shared;
@@ -71,10 +71,10 @@ pub(crate) fn open_log(
                 Ok(()),
             ),
             // The failure is logged where the log would go without --log-file.
-            Err(e) => (Box::new(stderr.lines(Hold::Never)), false, Err(e)),
+            Err(e) => (Box::new(stderr.lines(Withhold::Never)), false, Err(e)),
         },
         None => (
-            Box::new(stderr.lines(hold_of_log(config))),
+            Box::new(stderr.lines(log_withholding(config))),
             use_color(config.log.color, stderr_tty, no_color),
             Ok(()),
         ),
@@ -106,12 +106,12 @@ pub(crate) fn check_junit(path: &std::path::Path, log: &mut Log) -> Result<(), E
     })
 }
 
-/// Standard error as the log writes it: held with the rest of what `--output-on-failure` holds,
+/// Standard error as the log writes it: withheld with the rest of what `--output-on-failure` withholds,
 /// but for the JSON log, which machines read as it comes (docs/output.md#output-on-failure).
-fn hold_of_log(config: &Config) -> Hold {
+fn log_withholding(config: &Config) -> Withhold {
     match config.output_on_failure && config.log.format == crate::config::LogFormat::Human {
-        true => Hold::WithTheRest,
-        false => Hold::Never,
+        true => Withhold::WithTheRest,
+        false => Withhold::Never,
     }
 }
 
@@ -119,8 +119,8 @@ fn hold_of_log(config: &Config) -> Hold {
 /// run's end apart, which `--output-on-failure` passes on after a success too.
 fn markers_of(config: &Config, stderr: &Stderr) -> Markers {
     let (out, announce) = match config.output_on_failure {
-        true => (Hold::WithTheRest, Hold::Always),
-        false => (Hold::Never, Hold::Never),
+        true => (Withhold::WithTheRest, Withhold::Always),
+        false => (Withhold::Never, Withhold::Never),
     };
     Markers::writing_to(
         Box::new(stderr.lines(out)),

@@ -1,5 +1,5 @@
-//! Bytes held for later: in memory up to a limit, then in an anonymous temporary file, so that
-//! holding a large stream never takes more than the limit in memory.
+//! Bytes stored for later: in memory up to a limit, then in an anonymous temporary file, so that
+//! storing a large stream never takes more than the limit in memory.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 /// How much a spool keeps in memory before it spills to a temporary file: a run that records its
-/// standard input and holds a try's output at once keeps two, 64 MiB in all (BENCHMARKS.md).
+/// standard input and buffers a try's output at once keeps two, 64 MiB in all (BENCHMARKS.md).
 pub const MEMORY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// The most copied at once from one spool into another.
@@ -128,7 +128,7 @@ impl Spool {
         self.len() == 0
     }
 
-    /// Bytes held in memory.
+    /// Bytes in memory.
     pub fn in_memory(&self) -> usize {
         self.memory.len() + self.tail.len()
     }
@@ -199,7 +199,7 @@ impl Spool {
         first.map_or(Ok(()), Err)
     }
 
-    /// The last byte held, if any.
+    /// The last byte stored, if any.
     pub fn last_byte(&self) -> Option<u8> {
         let len = self.len();
         let mut last = [0u8];
@@ -261,7 +261,7 @@ impl Spool {
         None
     }
 
-    /// The part of the spool from `pos` that is held in memory before the temporary file, for a
+    /// The part of the spool from `pos` that is in memory before the temporary file, for a
     /// write that needs no copy first; `None` when `pos` is past it.
     pub fn memory_part(&self, pos: u64) -> Option<&[u8]> {
         let start = usize::try_from(pos).ok()?;

@@ -1,8 +1,8 @@
 //! `retry`'s own standard error as one value that the shell owns: where the line stands on it
-//! (and on standard output, which may be the same file: `run::column`), and, while a run holds
-//! its output under `--output-on-failure`, the record of what it holds (`run::withheld`). The
+//! (and on standard output, which may be the same file: `run::column`), and, while a run withholds
+//! its output under `--output-on-failure`, the record of what it withholds (`run::withheld`). The
 //! shell makes one for the whole process and hands a clone to every writer: the log's sinks
-//! (through [`Lines`]), the plumbing of the tries (`run::sink::Outlet`), the hooks and the
+//! (through [`Lines`]), the plumbing of the tries (`run::descriptor::Outlet`), the hooks and the
 //! playback. No writer keeps state of its own about standard error, and none is kept in a
 //! static: every write goes through this one handle, in the one thread `retry` has.
 
@@ -22,12 +22,12 @@ pub struct Stderr(Rc<RefCell<State>>);
 #[derive(Debug, Default)]
 struct State {
     column: Column,
-    /// What the run holds, while it holds its output.
+    /// What the run withholds, while it withholds its output.
     record: Option<Record>,
 }
 
 impl Stderr {
-    /// Standard error at the start of a line, holding nothing.
+    /// Standard error at the start of a line, withholding nothing.
     pub fn new() -> Stderr {
         Stderr::default()
     }
@@ -47,46 +47,46 @@ impl Stderr {
         self.0.borrow_mut().column.passed_on(stream, written);
     }
 
-    /// What held output of a try's standard output, passed on now to `stream`, starts with
-    /// (`Column::held_start`).
-    pub fn held_start(&self, stream: Stream) -> &'static str {
-        self.0.borrow_mut().column.held_start(stream)
+    /// What buffered output of a try's standard output, passed on now to `stream`, starts with
+    /// (`Column::buffered_start`).
+    pub fn buffered_start(&self, stream: Stream) -> &'static str {
+        self.0.borrow_mut().column.buffered_start(stream)
     }
 
-    /// Starts holding what the run prints on standard error; `shared` when standard output
+    /// Starts withholding what the run prints on standard error; `shared` when standard output
     /// and error are one file.
-    pub fn begin_holding(&self, shared: bool) {
+    pub fn begin_withholding(&self, shared: bool) {
         self.0.borrow_mut().record = Some(Record::new(shared));
     }
 
-    /// Ends holding: what the run held, for the playback.
+    /// Ends withholding: what the run withheld, for the playback.
     pub fn take_record(&self) -> Option<Record> {
         self.0.borrow_mut().record.take()
     }
 
-    /// Runs `f` on the record of the run, if one holds its output.
+    /// Runs `f` on the record of the run, if one withholds its output.
     fn with<T>(&self, f: impl FnOnce(&mut Record) -> T) -> Option<T> {
         self.0.borrow_mut().record.as_mut().map(f)
     }
 
-    /// True while a run holds its output.
+    /// True while a run withholds its output.
     pub fn withholding(&self) -> bool {
         self.0.borrow().record.is_some()
     }
 
-    /// Holds `data`, output of a try or a hook bound for standard error; false when nothing is
-    /// held, and the caller passes it on itself.
+    /// Withholds `data`, output of a try or a hook bound for standard error; false when nothing is
+    /// withheld, and the caller passes it on itself.
     pub fn withhold(&self, data: &[u8]) -> bool {
-        self.with(|record| record.hold(data)).is_some()
+        self.with(|record| record.withhold(data)).is_some()
     }
 
-    /// Holds a copy of the standard output a failed try held, for standard error
+    /// Withholds a copy of the standard output a failed try buffered, for standard error
     /// (`Record::copy`).
     pub fn withhold_copy(&self, spool: &Spool) {
         self.with(|record| record.copy(spool));
     }
 
-    /// Holds the successful try's standard output, for standard output, in its place: the run
+    /// Withholds the successful try's standard output, for standard output, in its place: the run
     /// fails all the same.
     pub fn withhold_stdout(&self, spool: Spool) {
         self.with(|record| record.stdout(spool));
@@ -97,37 +97,37 @@ impl Stderr {
         self.with(|record| record.passed_on_live(last));
     }
 
-    /// Why holding could not use a temporary file, once.
+    /// Why withholding could not use a temporary file, once.
     pub fn take_warning(&self) -> Option<String> {
         self.with(Record::take_warning).flatten()
     }
 
-    /// Where the log's lines and the CI markers go on standard error, as [`Hold`] says.
-    pub fn lines(&self, hold: Hold) -> Lines {
+    /// Where the log's lines and the CI markers go on standard error, as [`Withhold`] says.
+    pub fn lines(&self, withhold: Withhold) -> Lines {
         Lines {
             stderr: self.clone(),
-            hold,
+            withhold,
         }
     }
 }
 
-/// What a writer of `retry`'s own lines does with them while a run holds its output.
+/// What a writer of `retry`'s own lines does with them while a run withholds its output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hold {
+pub enum Withhold {
     /// Writes them as they come all the same: the JSON log, which machines read as it comes.
     Never,
-    /// Holds them with the rest (the human log, the CI markers).
+    /// Withholds them with the rest (the human log, the CI markers).
     WithTheRest,
-    /// Holds them to pass on whatever the end: GitHub's annotation of the run's end.
+    /// Withholds them to pass on whatever the end: GitHub's annotation of the run's end.
     Always,
 }
 
 /// `retry`'s standard error for the lines it writes itself (the human log, the JSON log, the
-/// CI markers): each starts on a line of its own, and is held while a run holds its output,
-/// as `hold` says.
+/// CI markers): each starts on a line of its own, and is withheld while a run withholds its
+/// output, as `withhold` says.
 pub struct Lines {
     stderr: Stderr,
-    hold: Hold,
+    withhold: Withhold,
 }
 
 impl Out for Lines {
@@ -135,9 +135,9 @@ impl Out for Lines {
         let mut state = self.stderr.0.borrow_mut();
         let start = state.column.line_start(Stream::Stderr);
         let text = [start.as_bytes(), text].concat();
-        match (self.hold, state.record.as_mut()) {
-            (Hold::WithTheRest, Some(record)) => record.line(&text),
-            (Hold::Always, Some(record)) => record.always(&text),
+        match (self.withhold, state.record.as_mut()) {
+            (Withhold::WithTheRest, Some(record)) => record.line(&text),
+            (Withhold::Always, Some(record)) => record.always(&text),
             _ => {
                 drop(state);
                 write_stderr(&text);
@@ -147,9 +147,9 @@ impl Out for Lines {
 
     fn in_place(&mut self, text: &[u8]) {
         let mut state = self.stderr.0.borrow_mut();
-        match (self.hold, state.record.as_mut()) {
-            (Hold::WithTheRest, Some(record)) => record.line(text),
-            (Hold::Always, Some(record)) => record.always(text),
+        match (self.withhold, state.record.as_mut()) {
+            (Withhold::WithTheRest, Some(record)) => record.line(text),
+            (Withhold::Always, Some(record)) => record.always(text),
             _ => {
                 drop(state);
                 write_stderr(text);
@@ -170,31 +170,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nothing_is_held_outside_a_run() {
+    fn nothing_is_withheld_outside_a_run() {
         let stderr = Stderr::new();
         assert!(!stderr.withholding());
         assert!(!stderr.withhold(b"x"));
-        stderr.begin_holding(false);
+        stderr.begin_withholding(false);
         assert!(stderr.withholding() && stderr.withhold(b"x"));
         stderr.passed_on(Stream::Stderr, b"50%");
-        stderr.lines(Hold::WithTheRest).line(b"retry: a line\n");
-        let mut record = stderr.take_record().expect("held");
+        stderr.lines(Withhold::WithTheRest).line(b"retry: a line\n");
+        let mut record = stderr.take_record().expect("withheld");
         assert!(!stderr.withholding());
         record.seal();
         let played = crate::run::withheld::playlist(&record, true);
-        let held: u64 = played.iter().map(|(_, source)| source.len()).sum();
-        assert_eq!(held, 16, "x, a line break, and the line");
+        let withheld: u64 = played.iter().map(|(_, source)| source.len()).sum();
+        assert_eq!(withheld, 16, "x, a line break, and the line");
     }
 
     #[test]
-    fn a_line_of_retry_s_own_is_held_only_as_its_writer_says() {
+    fn a_line_of_retry_s_own_is_withheld_only_as_its_writer_says() {
         let stderr = Stderr::new();
-        stderr.begin_holding(false);
+        stderr.begin_withholding(false);
         stderr
-            .lines(Hold::Always)
+            .lines(Withhold::Always)
             .line(b"::warning title=retry::succeeded\n");
-        stderr.lines(Hold::WithTheRest).line(b"retry: gave up\n");
-        let mut record = stderr.take_record().expect("held");
+        stderr
+            .lines(Withhold::WithTheRest)
+            .line(b"retry: gave up\n");
+        let mut record = stderr.take_record().expect("withheld");
         record.seal();
         assert_eq!(crate::run::withheld::playlist(&record, false).len(), 1);
         assert_eq!(crate::run::withheld::playlist(&record, true).len(), 2);

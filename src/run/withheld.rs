@@ -2,11 +2,11 @@
 //! would print on standard error, in the order it came (each try's standard error, the failed
 //! tries' standard output, what the hooks write, the log's lines and the CI markers), kept until
 //! the run's outcome is known; then dropped after a success, or passed on after a failure. (In
-//! the code, "held" is a try that `--throttle` held back, "buffered" what `--buffer-stdout`
-//! keeps of a try, and "withheld" what this module keeps of a run.)
+//! the code, "withheld" is what this module keeps of a run, "buffered" what `--buffer-stdout`
+//! keeps of a try: docs/architecture.md#glossary.)
 //!
-//! The record is a value: the shell's one [`Stderr`](crate::run::stderr::Stderr) holds it while
-//! a run holds its output, every writer of standard error reaches it through that, and
+//! The record is a value: the shell's one [`Stderr`](crate::run::stderr::Stderr) keeps it while
+//! a run withholds its output, every writer of standard error reaches it through that, and
 //! `run::playback` passes on what [`playlist`] says when the run has ended.
 
 use std::io;
@@ -14,11 +14,11 @@ use std::io;
 use crate::run::column::Stream;
 use crate::run::spool::Spool;
 
-/// How much of what is held stays in memory, per stretch of it, before the rest goes to a
+/// How much of what is withheld stays in memory, per stretch of it, before the rest goes to a
 /// temporary file: the record is read once at most, at the end, and most often dropped unread.
 pub const MEMORY_LIMIT: usize = 4 * 1024 * 1024;
 
-/// One stretch of what is held, and where it goes when the run ends.
+/// One stretch of what is withheld, and where it goes when the run ends.
 #[derive(Debug)]
 enum Piece {
     /// For standard error, if the run fails.
@@ -31,13 +31,13 @@ enum Piece {
     Stdout(Spool),
 }
 
-/// Everything one run holds.
+/// Everything one run withholds.
 #[derive(Debug)]
 pub struct Record {
-    /// The stretches held so far, but for the one being added to.
+    /// The stretches withheld so far, but for the one being added to.
     pieces: Vec<Piece>,
     current: Spool,
-    /// The last byte held for standard error did not end a line: `retry`'s next line is
+    /// The last byte withheld for standard error did not end a line: `retry`'s next line is
     /// started with a line break.
     open: bool,
     /// Standard output and error are one file: a line left unfinished on one is unfinished on
@@ -63,8 +63,8 @@ impl Record {
         }
     }
 
-    /// Holds `data`, output of a try (or a hook) bound for standard error.
-    pub fn hold(&mut self, data: &[u8]) {
+    /// Withholds `data`, output of a try (or a hook) bound for standard error.
+    pub fn withhold(&mut self, data: &[u8]) {
         let Some(&last) = data.last() else { return };
         self.open = last != b'\n';
         if let Err(e) = self.current.append(data) {
@@ -78,15 +78,15 @@ impl Record {
         });
     }
 
-    /// A line of `retry`'s own, which starts a line of its own among what is held. A line
+    /// A line of `retry`'s own, which starts a line of its own among what is withheld. A line
     /// break it starts with said that the line passed on before it was unfinished: what is
-    /// held keeps its own account of that.
+    /// withheld keeps its own account of that.
     pub fn line(&mut self, text: &[u8]) {
         let text = text.strip_prefix(b"\n").unwrap_or(text);
         if self.open && !text.is_empty() {
-            self.hold(b"\n");
+            self.withhold(b"\n");
         }
-        self.hold(text);
+        self.withhold(text);
     }
 
     /// Ends the stretch being added to, before a piece of another kind.
@@ -109,7 +109,7 @@ impl Record {
         self.open = last != b'\n';
     }
 
-    /// Holds the successful try's standard output, for standard output, in its place: the run
+    /// Withholds the successful try's standard output, for standard output, in its place: the run
     /// fails all the same.
     pub fn stdout(&mut self, spool: Spool) {
         let Some(last) = spool.last_byte() else {
@@ -124,14 +124,14 @@ impl Record {
 }
 
 impl Record {
-    /// Holds the standard output a failed try held, for standard error (as `--buffer-stdout`
+    /// Withholds the standard output a failed try buffered, for standard error (as `--buffer-stdout`
     /// passes it on), copied: the try's spool is dropped next. It comes from another stream
-    /// than what was held before it, so it starts on a line of its own: a line the try's
+    /// than what was withheld before it, so it starts on a line of its own: a line the try's
     /// standard error left unfinished is not glued to it.
     pub fn copy(&mut self, spool: &Spool) {
         let open = spool.last_byte().map(|b| b != b'\n');
         if open.is_some() && self.open {
-            self.hold(b"\n");
+            self.withhold(b"\n");
         }
         if let Err(e) = self.current.append_spool(spool) {
             self.file_failed(&e);
@@ -144,7 +144,7 @@ impl Record {
         self.live_open = self.shared && last != b'\n';
     }
 
-    /// Why holding could not use a temporary file, once.
+    /// Why withholding could not use a temporary file, once.
     pub fn take_warning(&mut self) -> Option<String> {
         self.warning.take()
     }
@@ -156,7 +156,7 @@ impl Record {
 pub fn playlist(record: &Record, failed: bool) -> Vec<(Stream, Source<'_>)> {
     let mut list = Vec::new();
     let line_break = (Stream::Stderr, Source::Bytes(b"\n"));
-    // Left unfinished by what was passed on before: nothing held knows it.
+    // Left unfinished by what was passed on before: nothing withheld knows it.
     let mut open = record.live_open;
     for piece in &record.pieces {
         match piece {
@@ -164,7 +164,7 @@ pub fn playlist(record: &Record, failed: bool) -> Vec<(Stream, Source<'_>)> {
                 if std::mem::take(&mut open) {
                     list.push(line_break);
                 }
-                list.push((Stream::Stderr, Source::Held(spool)));
+                list.push((Stream::Stderr, Source::Withheld(spool)));
             }
             Piece::Later(_) => {}
             Piece::Always { text, after_open } => {
@@ -173,7 +173,7 @@ pub fn playlist(record: &Record, failed: bool) -> Vec<(Stream, Source<'_>)> {
                 }
                 list.push((Stream::Stderr, Source::Bytes(text)));
             }
-            Piece::Stdout(spool) => list.push((Stream::Stdout, Source::Held(spool))),
+            Piece::Stdout(spool) => list.push((Stream::Stdout, Source::Withheld(spool))),
         }
     }
     list
@@ -183,14 +183,14 @@ pub fn playlist(record: &Record, failed: bool) -> Vec<(Stream, Source<'_>)> {
 #[derive(Clone, Copy)]
 pub enum Source<'a> {
     Bytes(&'a [u8]),
-    Held(&'a Spool),
+    Withheld(&'a Spool),
 }
 
 impl Source<'_> {
     pub(crate) fn len(self) -> u64 {
         match self {
             Source::Bytes(bytes) => bytes.len() as u64,
-            Source::Held(spool) => spool.len(),
+            Source::Withheld(spool) => spool.len(),
         }
     }
 }
@@ -205,7 +205,7 @@ mod tests {
         for (stream, source) in playlist(record, failed) {
             let bytes = match source {
                 Source::Bytes(bytes) => bytes.to_vec(),
-                Source::Held(spool) => {
+                Source::Withheld(spool) => {
                     let mut bytes = vec![0u8; spool.len() as usize];
                     assert_eq!(spool.read_at(0, &mut bytes).unwrap(), bytes.len());
                     bytes
@@ -227,9 +227,9 @@ mod tests {
     }
 
     #[test]
-    fn retry_s_lines_start_lines_of_their_own_among_what_is_held() {
+    fn retry_s_lines_start_lines_of_their_own_among_what_is_withheld() {
         let mut r = record(false);
-        r.hold(b"progress 50%");
+        r.withhold(b"progress 50%");
         r.line(b"retry: try 1/2 exited 1\n");
         r.line(b"\nretry: gave up\n");
         r.seal();
@@ -243,9 +243,9 @@ mod tests {
     }
 
     #[test]
-    fn a_success_passes_on_only_its_annotation_and_its_output_held_in_place() {
+    fn a_success_passes_on_only_its_annotation_and_its_output_withheld_in_place() {
         let mut r = record(true);
-        r.hold(b"try 1 failed");
+        r.withhold(b"try 1 failed");
         r.always(b"::warning title=retry::succeeded\n");
         let mut stdout = Spool::new();
         stdout.append(b"answer").unwrap();
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn the_annotation_of_a_success_starts_a_line_after_its_unfinished_output() {
         let mut r = record(true);
-        r.hold(b"warming up");
+        r.withhold(b"warming up");
         r.live_open = true;
         r.line(b"\nretry: try 2/2 succeeded\n");
         r.always(b"::warning title=retry::succeeded\n");

@@ -56,7 +56,7 @@ impl Arrivals {
             return Next::Done;
         }
         match u64::try_from(next) {
-            // The clock's last nanosecond is where saturated events go: no wave is held there.
+            // The clock's last nanosecond is where saturated events go: no wave is placed there.
             Ok(at) if at < u64::MAX => Next::At(at),
             _ => Next::PastClock,
         }

@@ -15,10 +15,10 @@ mod admission;
 pub mod arrivals;
 mod client;
 pub mod clock;
-mod ending;
 pub mod occ;
 pub mod outage;
 mod recorder;
+mod try_end;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,8 +35,8 @@ use admission::Store;
 use arrivals::{Arrivals, Next};
 use client::{Client, Phase};
 use clock::{millis, nanos};
-use ending::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
 use recorder::Recorder;
+use try_end::{GIVE_UP_QUOTA, Totals, after_held, decide, done, end_now};
 
 pub use admission::{P_RECOVERED, StoreClock};
 pub use client::{Cause, Failures};
@@ -549,7 +549,7 @@ impl<'p> Run<'p> {
     /// Queues client `id`'s next event, if it has one.
     fn queue_at(&mut self, next: Option<u64>, id: u32) {
         match next {
-            // Saturated: the event would come after the clock's end, and cannot be held.
+            // Saturated: the event would come after the clock's end, and cannot be placed.
             Some(u64::MAX) => {
                 self.tally.past_clock = self.tally.past_clock.saturating_add(1);
                 self.stop(Bound::Clock, false);

@@ -586,7 +586,7 @@ fn the_simulator_imports_from_the_policy_alone() {
         ("occ.rs", include_str!("occ.rs")),
         ("outage.rs", include_str!("outage.rs")),
         ("admission.rs", include_str!("admission.rs")),
-        ("ending.rs", include_str!("ending.rs")),
+        ("try_end.rs", include_str!("try_end.rs")),
         ("arrivals.rs", include_str!("arrivals.rs")),
         ("recorder.rs", include_str!("recorder.rs")),
         ("tests.rs", include_str!("tests.rs")),

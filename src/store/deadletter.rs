@@ -617,7 +617,7 @@ impl From<io::Error> for Hold {
     }
 }
 
-/// Opens the file for a replay, held until the returned file is dropped (or the process
+/// Opens the file for a replay, locked until the returned file is dropped (or the process
 /// ends): a replay must be able to append what became of each run before it runs any, and two
 /// replays of one file at once would run every pending run twice. The hold is a lock on a
 /// byte far past any line (an open file description's lock, which the `flock` of the runs
@@ -642,24 +642,24 @@ pub fn hold_for_replay(path: &Path) -> Result<File, Hold> {
 }
 
 /// Reads the file's pending runs under a shared lock (never half of a line being appended),
-/// waited for at most `wait`; a file over [`MAX_FILE`] is refused unread. With `held` (the
+/// waited for at most `wait`; a file over [`MAX_FILE`] is refused unread. With `locked` (the
 /// file a replay holds), the file read must be that one.
-pub fn read(path: &Path, held: Option<&File>, wait: Duration) -> Result<Listing, ReadError> {
-    read_listing(path, held, wait, false)
+pub fn read(path: &Path, locked: Option<&File>, wait: Duration) -> Result<Listing, ReadError> {
+    read_listing(path, locked, wait, false)
 }
 
 /// [`read`], listing with `all` the runs resolved or forgotten too.
 pub fn read_listing(
     path: &Path,
-    held: Option<&File>,
+    locked: Option<&File>,
     wait: Duration,
     all: bool,
 ) -> Result<Listing, ReadError> {
     use std::os::unix::fs::MetadataExt;
     let file = open_record_file(path, Access::Read)?;
     let meta = file.metadata()?;
-    if let Some(held) = held {
-        let kept = held.metadata()?;
+    if let Some(locked) = locked {
+        let kept = locked.metadata()?;
         if (kept.dev(), kept.ino()) != (meta.dev(), meta.ino()) {
             return Err(io::Error::other("it was replaced while the replay opened it").into());
         }

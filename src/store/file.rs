@@ -70,7 +70,7 @@ pub struct LocalStore {
 pub enum StoreError {
     /// The quota name cannot be a file name in the store.
     Name(String),
-    /// Another process held the lock for longer than [`LOCK_WAIT`].
+    /// Another process had the lock for longer than [`LOCK_WAIT`].
     Busy { path: PathBuf },
     /// The directory or the file is not one `retry` may trust.
     Unsafe { path: PathBuf, problem: Problem },

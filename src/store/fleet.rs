@@ -64,7 +64,7 @@ pub enum Claim {
     /// lease on it lapsed without being let go (it died, or was stopped or cut off), if one did.
     Granted { token: u64, lapsed: Option<String> },
     /// Another replay holds it now.
-    Held(String),
+    ClaimedByAnother(String),
     /// It was resolved or forgotten since it was listed.
     Settled,
     /// Another replay ran it since it was listed, and it failed again: that was its replay.
@@ -91,7 +91,7 @@ pub enum Settled {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settle {
     Resolved,
-    /// It failed again: one attempt more, and the lease held until the replay ends.
+    /// It failed again: one attempt more, and the lease renewed until the replay ends.
     Failed,
     /// The replay ends: its lease on a run that failed again is let go.
     Release,
@@ -452,7 +452,7 @@ impl Fleet {
                     .ok_or_else(|| self.odd(&reply))?,
                 lapsed: word(2).filter(|w| !w.is_empty()).map(str::to_string),
             },
-            Some("claimed") => Claim::Held(word(1).unwrap_or_default().to_string()),
+            Some("claimed") => Claim::ClaimedByAnother(word(1).unwrap_or_default().to_string()),
             Some("settled") => Claim::Settled,
             Some("replayed") => Claim::Replayed,
             Some("gone") => Claim::Gone,
@@ -460,28 +460,28 @@ impl Fleet {
         })
     }
 
-    /// Renews for `length` the leases of `owner` on the runs `held` (run id and token): for
+    /// Renews for `length` the leases of `owner` on the runs `claimed` (run id and token): for
     /// each, whether it is still the owner's.
     pub fn renew(
         &mut self,
         owner: &str,
         length: Duration,
-        held: &[(String, u64)],
+        claimed: &[(String, u64)],
     ) -> Result<Vec<bool>, FleetError> {
-        if held.is_empty() {
+        if claimed.is_empty() {
             return Ok(Vec::new());
         }
         let keys = [self.key("claims")];
         let ms = length.as_millis().max(1).to_string();
-        let tokens: Vec<String> = held.iter().map(|(_, t)| t.to_string()).collect();
+        let tokens: Vec<String> = claimed.iter().map(|(_, t)| t.to_string()).collect();
         let mut args: Vec<&[u8]> = vec![owner.as_bytes(), ms.as_bytes()];
-        for ((id, _), token) in held.iter().zip(&tokens) {
+        for ((id, _), token) in claimed.iter().zip(&tokens) {
             args.push(id.as_bytes());
             args.push(token.as_bytes());
         }
         let script = self.scripts.renew.clone();
         match self.script(&script, &keys, &args)? {
-            Reply::Array(Some(items)) if items.len() == held.len() => {
+            Reply::Array(Some(items)) if items.len() == claimed.len() => {
                 Ok(items.iter().map(|i| matches!(i, Reply::Int(1))).collect())
             }
             other => Err(self.odd(&other)),
@@ -543,16 +543,16 @@ impl Fleet {
     pub fn forget(&mut self, ids: &[String]) -> Result<(u64, Vec<String>), FleetError> {
         let keys = [self.key("ids"), self.key("state"), self.key("claims")];
         let mut n = 0;
-        let mut held = Vec::new();
+        let mut claimed = Vec::new();
         let script = self.scripts.forget.clone();
         for batch in ids.chunks(1000) {
             let args: Vec<&[u8]> = batch.iter().map(|i| i.as_bytes()).collect();
             let reply = self.script(&script, &keys, &args)?;
             let (k, ids) = count_and_ids(&reply).ok_or_else(|| self.odd(&reply))?;
             n += k;
-            held.extend(ids);
+            claimed.extend(ids);
         }
-        Ok((n, held))
+        Ok((n, claimed))
     }
 
     /// Drops from the stream the records settled, and the pending ones that gave up before
@@ -582,9 +582,9 @@ impl Fleet {
                 args.push(id.as_bytes());
             }
             let reply = self.script(&script, &keys, &args)?;
-            let (_, held) = count_and_ids(&reply).ok_or_else(|| self.odd(&reply))?;
+            let (_, claimed) = count_and_ids(&reply).ok_or_else(|| self.odd(&reply))?;
             for (_, id, state) in batch {
-                if held.contains(id) {
+                if claimed.contains(id) {
                     pruned.kept += 1;
                     continue;
                 }

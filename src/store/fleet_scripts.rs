@@ -23,7 +23,7 @@
 //! - `PRUNE` (KEYS stream, ids, state, attempts, claims, fence, pruned; ARGV entry id and run
 //!   id pairs): drops each run no live lease holds, leaving a tombstone (the server's time in
 //!   the pruned hash) so that a move of kept runs cut short never brings it back; how many were
-//!   dropped, and the ids held.
+//!   dropped, and the ids still claimed.
 
 use crate::store::lease::LEASE_LUA;
 

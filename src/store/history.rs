@@ -199,7 +199,7 @@ pub struct Reading {
 /// skipped. A line that is not a run's line as `retry` writes it (not UTF-8, not JSON, cut
 /// short, not an object with `"event":"run"`, a field missing or of the wrong type, a time
 /// that is not RFC 3339) is damaged: named in `damaged` and skipped, never fatal. A line over
-/// [`MAX_LINE`] bytes is damaged too, and is skipped without being held in memory. Only a
+/// [`MAX_LINE`] bytes is damaged too, and is skipped without being kept in memory. Only a
 /// failure to read is an error.
 pub fn read_from(input: impl BufRead) -> io::Result<Reading> {
     let mut reading = Reading::default();
@@ -382,7 +382,7 @@ pub fn open_for_stats(path: &Path) -> Result<File, String> {
 /// it had under a shared lock: records are appended whole under an exclusive lock, so that
 /// length ends with a whole line, and the lock is let go before the read, which on a large
 /// file takes seconds that a run ending meanwhile would spend waiting to append its line. The
-/// lock is waited for at most [`LOCK_WAIT`]: past that (a writer stopped while it held it) or
+/// lock is waited for at most [`LOCK_WAIT`]: past that (a writer stopped while it had it) or
 /// where the file cannot be locked, the length is taken all the same, at worst with its last
 /// line damaged. The error says why the file cannot be read, for the caller to print after
 /// its name.

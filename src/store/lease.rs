@@ -1,5 +1,5 @@
 //! A lease on Redis (docs/dead-letters.md#claims): the right to one piece of work for a while,
-//! held by one owner at a time, as redis.io's lock pattern and etcd's lock give it.
+//! granted to one owner at a time, as redis.io's lock pattern and etcd's lock give it.
 //!
 //! A lease is a field of a hash whose value is `OWNER TOKEN EXPIRES_MS` (` F` after it once a
 //! failed try of the work is counted). It is granted only when no other owner's lease on that

@@ -1,5 +1,5 @@
 //! The lines of a record file (the dead-letter file, the history): read one at a time, never
-//! more than [`MAX_LINE`] bytes of one held in memory, and told apart as a whole line, a blank
+//! more than [`MAX_LINE`] bytes of one kept in memory, and told apart as a whole line, a blank
 //! one, one cut short by a write that did not finish, and one too long to be a record.
 
 use std::io::{self, BufRead, Read};
@@ -19,7 +19,7 @@ pub enum Line<'a> {
     CutShort,
     /// A line that is not UTF-8.
     NotUtf8,
-    /// A line over [`MAX_LINE`] bytes, read past without being held.
+    /// A line over [`MAX_LINE`] bytes, read past without being kept.
     TooLong,
 }
 

@@ -10,7 +10,7 @@ use nix::fcntl::{self, FlockArg};
 /// Why [`flock_within`] did not take the lock.
 #[derive(Debug)]
 pub enum LockError {
-    /// Another process held it for all of the time allowed.
+    /// Another process had it for all of the time allowed.
     Busy,
     Os(Errno),
 }

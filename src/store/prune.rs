@@ -7,7 +7,7 @@
 //!   what it does not understand. Lines cut short (a write that never finished) go.
 //! - The new file is written beside the old one, under a name no one else can have taken
 //!   (0600), without the lock: runs append meanwhile. Then, holding the lock, it copies what
-//!   was appended since it read, and renames the new file over the old one. The lock is held
+//!   was appended since it read, and renames the new file over the old one. The lock is kept
 //!   only for that tail and the rename, so no run giving up waits on the prune for long.
 //! - A run that opened the old file before the rename and takes its lock after it finds that
 //!   the name now names another file, and opens it again (`record::append`): no line is
@@ -87,8 +87,8 @@ impl From<io::Error> for PruneError {
 
 /// Prunes `path`: drops what is settled, and what is older than `older_than` before `now`.
 pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Pruned, PruneError> {
-    let held = hold_for_replay(path).map_err(PruneError::Hold)?;
-    let meta = held.metadata()?;
+    let locked = hold_for_replay(path).map_err(PruneError::Hold)?;
+    let meta = locked.metadata()?;
     // The pruned file replaces the name given: another name of the same file would keep the
     // old lines, and the two would go their own ways.
     if meta.nlink() > 1 {
@@ -116,8 +116,8 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
     // Holding the hold, no other prune of this file is writing a new one beside it: any such
     // file there was left by a prune that was killed.
     remove_stale(&dir, path, name);
-    let whole = whole_lines(&held, size)?;
-    let kind = kind_of(&held, whole)?;
+    let whole = whole_lines(&locked, size)?;
+    let kind = kind_of(&locked, whole)?;
     let cutoff = now
         .checked_sub(older_than)
         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -127,16 +127,16 @@ pub fn prune(path: &Path, older_than: Duration, now: SystemTime) -> Result<Prune
     };
     let keep = match kind {
         Kind::Empty => return Ok(pruned),
-        Kind::DeadLetters => Keep::Letters(settled(&held, whole, cutoff, &mut pruned)?),
+        Kind::DeadLetters => Keep::Letters(settled(&locked, whole, cutoff, &mut pruned)?),
         Kind::History => Keep::History(cutoff),
     };
     let temp = Temp::create(&dir, name).map_err(PruneError::Write)?;
-    let result = rewrite(&held, whole, &keep, &temp, &mut pruned)
+    let result = rewrite(&locked, whole, &keep, &temp, &mut pruned)
         .map_err(|e| match e {
             Side::Old(e) => PruneError::Io(e),
             Side::New(e) => PruneError::Write(e),
         })
-        .and_then(|()| swap(&held, whole, &keep, &temp, &dir, name, &mut pruned));
+        .and_then(|()| swap(&locked, whole, &keep, &temp, &dir, name, &mut pruned));
     if result.is_err() {
         temp.remove();
     }

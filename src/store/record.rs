@@ -169,9 +169,11 @@ fn open_locked(path: &Path, wait: Duration) -> io::Result<File> {
     for _ in 0..16 {
         let file = open_record_file(path, Access::Create)?;
         lock(&file, FlockArg::LockExclusiveNonblock, wait)?;
-        let held = file.metadata()?;
+        let locked = file.metadata()?;
         match std::fs::symlink_metadata(path) {
-            Ok(named) if (named.dev(), named.ino()) == (held.dev(), held.ino()) => return Ok(file),
+            Ok(named) if (named.dev(), named.ino()) == (locked.dev(), locked.ino()) => {
+                return Ok(file);
+            }
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),

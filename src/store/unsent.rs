@@ -135,20 +135,20 @@ pub fn unmoved(file: &std::path::Path, why: &str) -> String {
 /// Moves the records of the local file `file` to the stream, under the file's lock: how many.
 /// A file that is not there holds none.
 pub fn move_kept(fleet: &mut Fleet, file: &std::path::Path) -> Result<usize, String> {
-    let held = match open_record_file(file, Access::Append) {
-        Ok(held) => held,
+    let locked = match open_record_file(file, Access::Append) {
+        Ok(locked) => locked,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e.to_string()),
     };
-    lock(&held, FlockArg::LockExclusiveNonblock, LOCK_WAIT).map_err(|e| e.to_string())?;
-    let listing = deadletter::pending_from(BufReader::new(&held)).map_err(|e| e.to_string())?;
+    lock(&locked, FlockArg::LockExclusiveNonblock, LOCK_WAIT).map_err(|e| e.to_string())?;
+    let listing = deadletter::pending_from(BufReader::new(&locked)).map_err(|e| e.to_string())?;
     let host = host_name();
     for p in &listing.pending {
         fleet.add(&p.record, &host).map_err(|e| e.to_string())?;
     }
     // Every record is on the stream: the file is emptied, under the same lock.
-    held.set_len(0).map_err(|e| e.to_string())?;
-    held.sync_data().map_err(|e| e.to_string())?;
+    locked.set_len(0).map_err(|e| e.to_string())?;
+    locked.sync_data().map_err(|e| e.to_string())?;
     Ok(listing.pending.len())
 }
 

@@ -1,5 +1,5 @@
 //! The shape of the source: no module imports one that imports it back (directly or through
-//! others), and the pure layers (`policy`, `sim`, `store`, `json`, `text`, `duration`) import
+//! others), and the lower layers (`policy`, `sim`, `store`, `json`, `text`, `duration`) import
 //! nothing from the shell above them (`run`, `report`, `cli`, `config`), and no module imports
 //! what its parent module defines (a parent uses its children, never the other way round). Read
 //! from the source itself: every `crate::` path outside comments and tests, and every `super::`
@@ -224,12 +224,12 @@ fn no_module_imports_one_that_imports_it_back() {
 }
 
 #[test]
-fn the_pure_layers_import_nothing_from_the_shell() {
-    let pure = ["policy", "sim", "store", "json", "text", "duration"];
+fn the_lower_layers_import_nothing_from_the_shell() {
+    let lower = ["policy", "sim", "store", "json", "text", "duration"];
     let shell = ["run", "report", "cli", "config"];
     let mut upward = Vec::new();
     for (name, deps) in graph() {
-        if !pure.contains(&name.split("::").next().unwrap_or("")) {
+        if !lower.contains(&name.split("::").next().unwrap_or("")) {
             continue;
         }
         for dep in deps {

@@ -14,6 +14,7 @@ mod cli;
 mod docs;
 mod dry_run;
 mod events;
+mod glossary;
 mod json_reference;
 mod layers;
 mod log;

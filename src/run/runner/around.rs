@@ -37,7 +37,7 @@ pub struct Surroundings {
 }
 
 /// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed
-/// after, a stopping signal that reached `retry` after the outcome was made, while held output
+/// after, a stopping signal that reached `retry` after the outcome was made, while withheld output
 /// was played back or the reports were written (it dies of it), and the signal handling, which
 /// outlives one run (a replay runs many).
 pub struct RunEnd {

@@ -15,15 +15,15 @@ use crate::report::event::{During, EnvFileNote, Event, HookFailure, Warning};
 use crate::report::log::Log;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::after;
+use crate::run::descriptor::pass_on_stderr;
 use crate::run::dispositions::Dispositions;
 use crate::run::envfile::{EnvFile, EnvVar};
 use crate::run::process::{Child, SpawnError, SpawnOptions};
-use crate::run::runner::ending::End;
 use crate::run::runner::env::{HookVars, RunEnv};
+use crate::run::runner::run_end::End;
 use crate::run::runner::state::Runner;
 use crate::run::runner::stop::{Finish, Stopper};
 use crate::run::runner::watch::Watch;
-use crate::run::sink::pass_on_stderr;
 use crate::run::stderr::Stderr;
 
 impl Runner<'_> {
@@ -200,7 +200,7 @@ impl HookCall<'_> {
             self.hook_failed(log, failure);
         }
         if received.is_some() {
-            // No try follows: what the file held goes unread.
+            // No try follows: what the file has goes unread.
             return received;
         }
         if let Some(handed) = handed {

@@ -92,7 +92,7 @@ impl JobControl {
             if let Some(modes) = saved.filter(|_| killed) {
                 terminal.restore(&modes);
             }
-            // What of the job read the terminal while the try held it was stopped for it.
+            // What of the job read the terminal while the try had it was stopped for it.
             if child.lent() {
                 terminal.continue_job();
             }

@@ -3,15 +3,15 @@
 
 mod around;
 mod dead_letter;
-mod ended;
-mod ending;
 mod env;
 mod hooks;
 mod job_control;
 mod launch;
 mod quota;
+mod run_end;
 mod state;
 mod stop;
+mod try_end;
 mod watch;
 
 use std::ops::ControlFlow;
@@ -29,12 +29,12 @@ use crate::run::process::Child;
 use crate::run::random::LazyRng;
 use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
-use ended::{Ended, Retry, Try, TryEnd};
-use ending::End;
 pub use quota::SharedQuota;
 use quota::{Admit, held_report};
+use run_end::End;
 pub use state::Runner;
 use stop::{Finish, Leftovers};
+use try_end::{Ended, Retry, Try, TryEnd};
 
 impl<'c> Runner<'c> {
     /// Runs the tries to the run's end, which it returns: the one place the end is kept.
@@ -190,7 +190,7 @@ impl<'c> Runner<'c> {
         decision: &Decision,
         detail: Option<NotStarted>,
     ) -> ControlFlow<End> {
-        // Held output goes to standard output for the successful try; in a repeat, for every
+        // Buffered output goes to standard output for the successful try; in a repeat, for every
         // try that succeeded.
         let success = match self.state.repeat() {
             Some(_) => matches!(verdict, Verdict::Success(_)),

@@ -8,8 +8,8 @@ use nix::libc;
 
 /// The most read from a stream, or fed to a try, at once.
 pub(super) const CHUNK: usize = 64 * 1024;
-/// The size asked for the pipe that carries held output, and the most read from it at once.
-pub(super) const HELD_PIPE: usize = 256 * 1024;
+/// The size asked for the pipe that carries buffered output, and the most read from it at once.
+pub(super) const BUFFER_PIPE: usize = 256 * 1024;
 
 /// A descriptor the runner polls for a try, and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

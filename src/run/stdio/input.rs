@@ -17,12 +17,12 @@ use crate::config::StdinMode;
 use crate::run::child::ChildFd;
 use crate::run::clock::Moment;
 use crate::run::demand::{self, Demand, Wanted};
+use crate::run::descriptor::{Kind, is_socket, kind_of, pipe, read_fd, ready_now, set_nonblocking};
 use crate::run::process::Inherited;
-use crate::run::sink::{Kind, is_socket, kind_of, pipe, read_fd, ready_now, set_nonblocking};
 use crate::run::spool::Spool;
 use crate::run::stdio::fds::{CHUNK, Token, pipe_size_within, set_pipe_size, unread};
 
-/// The most recorded input held in memory when no temporary file can be written. Past it,
+/// The most recorded input stored in memory when no temporary file can be written. Past it,
 /// recording stops: the try that is reading still gets every byte, passed through, but no
 /// further try can get the same input (docs/stdin.md#standard-input).
 const INPUT_MEMORY_CAP: usize = 128 * 1024 * 1024;

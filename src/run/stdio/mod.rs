@@ -1,5 +1,5 @@
 //! Standard input and output of the tries (docs/output.md#input-and-output): stdin replayed to
-//! every try, stdout held until a try succeeds, and output watched for the patterns of
+//! every try, stdout buffered until a try succeeds, and output watched for the patterns of
 //! `--retry-if-output` and `--stop-if-output`. Every descriptor here is driven by the runner's one
 //! poll, so a slow reader or writer never stops `retry` from seeing a timeout or a signal.
 //!
@@ -29,15 +29,15 @@ use crate::policy::Signal;
 use crate::policy::pushback::date_line;
 use crate::run::child::{ChildFd, ChildStdio};
 use crate::run::clock::Moment;
+use crate::run::descriptor::{pipe, set_nonblocking};
 use crate::run::dispositions::Dispositions;
 use crate::run::playback;
 use crate::run::process::Inherited;
 use crate::run::signals::Signals;
-use crate::run::sink::{pipe, set_nonblocking};
 use crate::run::stderr::Stderr;
 
 pub use self::fds::Token;
-use self::fds::{HELD_PIPE, set_pipe_size};
+use self::fds::{BUFFER_PIPE, set_pipe_size};
 use self::input::Feeder;
 use self::output::Outputs;
 pub use self::output::TryIo;
@@ -73,21 +73,21 @@ pub struct RunIo {
     /// `--junit`: the last bytes of each try's output are kept for its report.
     keep_tail: bool,
     /// `--output-on-failure` with standard output and error one file: a try's standard output
-    /// is held with the rest of the run's output as it comes, in order with its standard error.
+    /// is withheld with the rest of the run's output as it comes, in order with its standard error.
     withhold_stdout_in_order: bool,
     /// Under `--output-on-failure`, what the successful try's background processes may still
-    /// write: handed off once what is held has been passed on.
+    /// write: handed off once what is withheld has been passed on.
     late: Option<TryIo>,
-    /// `retry`'s own standard error: where its line stands, and what the run holds.
+    /// `retry`'s own standard error: where its line stands, and what the run withholds.
     stderr: Stderr,
 }
 
 /// Which of a try's output streams pass through retry, chosen once for the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
-    /// Nothing holds or watches the output: the try writes to retry's own stdout and stderr.
+    /// Nothing buffers or watches the output: the try writes to retry's own stdout and stderr.
     Inherit,
-    /// `--buffer-stdout`: standard output is held, and standard error passes through retry,
+    /// `--buffer-stdout`: standard output is buffered, and standard error passes through retry,
     /// which plays a failed try's standard output back there and writes its own lines there:
     /// it then knows when the try left a line unfinished, whatever file standard error is.
     Buffer,
@@ -99,8 +99,8 @@ enum Layout {
     /// Relayed, not watched, and standard output goes elsewhere: only standard error passes
     /// through `retry`, which writes its own lines there.
     Stderr,
-    /// `--output-on-failure`: standard output held until the try ends, as `Buffer`, and standard
-    /// error held with the rest of the run's output until the run ends.
+    /// `--output-on-failure`: standard output buffered until the try ends, as `Buffer`, and standard
+    /// error withheld with the rest of the run's output until the run ends.
     WithholdAll,
 }
 
@@ -157,7 +157,7 @@ impl RunIo {
         }
         let in_order = layout == Layout::WithholdAll && same_place();
         if layout == Layout::WithholdAll {
-            stderr.begin_holding(in_order);
+            stderr.begin_withholding(in_order);
         }
         Ok(RunIo {
             input,
@@ -252,9 +252,9 @@ impl RunIo {
         } else {
             let (r, w) = pipe().context("cannot create a pipe for output")?;
             if matches!(dest, Dest::Buffer | Dest::Record) {
-                // Held output is taken as fast as it comes: a larger pipe means fewer
-                // wake-ups per byte (1 GiB held: 1.2 times as fast, BENCHMARKS.md).
-                set_pipe_size(&r, HELD_PIPE);
+                // Buffered output is taken as fast as it comes: a larger pipe means fewer
+                // wake-ups per byte (1 GiB buffered: 1.2 times as fast, BENCHMARKS.md).
+                set_pipe_size(&r, BUFFER_PIPE);
             }
             (r, w)
         };
@@ -283,7 +283,7 @@ impl RunIo {
         for (i, s) in io.streams.iter().enumerate() {
             if let Some(dest) = s.outgoing() {
                 add(
-                    self.output.sink(dest).poll_fd(),
+                    self.output.outlet(dest).poll_fd(),
                     libc::POLLOUT,
                     Token::Write(i),
                 );
@@ -344,8 +344,8 @@ impl RunIo {
     /// After a successful try: if a process the try left running (nothing is killed after a
     /// success) still holds one of its output pipes, a small forwarder process takes the pipes
     /// over and passes what comes on until every writer is done, so that late output is not
-    /// lost; `retry` itself exits at once. Held output goes to stdout, as the success's did.
-    /// Under `--output-on-failure`, once what the run holds has been passed on (`end_run`).
+    /// lost; `retry` itself exits at once. Buffered output goes to stdout, as the success's did.
+    /// Under `--output-on-failure`, once what the run withholds has been passed on (`end_run`).
     pub fn hand_off(&mut self, io: &mut TryIo) {
         if self.layout != Layout::WithholdAll {
             return self.output.hand_off(io);
@@ -369,22 +369,22 @@ impl RunIo {
         self.output.has_output(io)
     }
 
-    /// Sends held standard output on its way: to stdout for the successful try, to stderr
+    /// Sends buffered standard output on its way: to stdout for the successful try, to stderr
     /// otherwise. `drain` writes it. Under `--output-on-failure`, a failed try's goes into what
-    /// the run holds instead, and so does a successful one's when `--flaky fail` will fail the
+    /// the run withholds instead, and so does a successful one's when `--flaky fail` will fail the
     /// run all the same (`fails_anyway`, as the runner says), to be passed on in its place
     /// (docs/output.md#output-on-failure).
     pub fn deliver(&mut self, io: &mut TryIo, success: bool, fails_anyway: bool) {
         if self.layout == Layout::WithholdAll {
             if !success || fails_anyway {
-                return self.output.hold_for_the_run(io, success);
+                return self.output.withhold_for_the_run(io, success);
             }
             self.output.note_success(io);
         }
         self.output.deliver(io, success);
     }
 
-    /// The run has ended with `status`: what `--output-on-failure` held is passed on, or
+    /// The run has ended with `status`: what `--output-on-failure` withheld is passed on, or
     /// dropped (docs/output.md#output-on-failure), and then the late output of a successful try
     /// handed off. A stopping signal that cuts the playback short is what the run exits by.
     pub fn end_run(&mut self, play_all: bool, signals: &mut Signals) -> Option<Signal> {
@@ -409,7 +409,7 @@ mod tests {
     fn layout_looks_at_the_place_only_when_it_matters() {
         let never = || -> bool { panic!("same_place looked at") };
         assert_eq!(Layout::new(false, false, false, never), Layout::Inherit);
-        // Held standard output: standard error passes through retry, on one file with standard
+        // Buffered standard output: standard error passes through retry, on one file with standard
         // output or not, so that retry knows where its line stands.
         assert_eq!(Layout::new(true, false, false, never), Layout::Buffer);
         assert_eq!(Layout::new(true, true, false, never), Layout::Buffer);

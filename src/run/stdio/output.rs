@@ -1,6 +1,6 @@
 //! Moving a try's output (docs/output.md#holding-standard-output,
 //! docs/classification.md#classification-by-output): read from its streams as they have it, written
-//! on as far as retry's own output takes it, held until the try ends under `--buffer-stdout`, and
+//! on as far as retry's own output takes it, buffered until the try ends under `--buffer-stdout`, and
 //! after a success passed on by a forwarder for what the try's background processes write late.
 
 use std::io;
@@ -14,11 +14,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use crate::policy::{OutputMatch, Requests};
 use crate::report::event::OutputTail;
 use crate::run::column;
+use crate::run::descriptor::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::dispositions::Dispositions;
-use crate::run::sink::{Outlet, Own, read_fd, ready_now, write_all_fd};
 use crate::run::spool::Spool;
 use crate::run::stderr::Stderr;
-use crate::run::stdio::fds::{CHUNK, HELD_PIPE, unread};
+use crate::run::stdio::fds::{BUFFER_PIPE, CHUNK, unread};
 use crate::run::stdio::input::Feed;
 use crate::run::stdio::pty::follow_window_size;
 use crate::run::stdio::stream::{Dest, OutputError, Read, Stream, real_stream};
@@ -38,8 +38,8 @@ pub struct TryIo {
     pub requests: Requests,
     /// `--junit`: the last bytes of the try's output, both streams in the order read.
     pub(super) tail: Option<Tail>,
-    /// `--output-on-failure` on one file: held standard output also goes into what the run
-    /// holds as it is read, in its place among the standard error (docs/output.md#output-on-failure).
+    /// `--output-on-failure` on one file: buffered standard output also goes into what the run
+    /// withholds as it is read, in its place among the standard error (docs/output.md#output-on-failure).
     pub(super) withhold_stdout: bool,
     /// The try's output pipes after it ended, kept for what its background processes may still
     /// write: passed on after a success (`hand_off`), closed otherwise.
@@ -62,7 +62,7 @@ pub(super) struct Outputs {
     pub(super) forwarder_dispositions: Dispositions,
     /// The buffer reads go into, kept from one read to the next.
     scratch: Vec<u8>,
-    /// `retry`'s own standard error: where its line stands, and what the run holds.
+    /// `retry`'s own standard error: where its line stands, and what the run withholds.
     own: Stderr,
 }
 
@@ -114,7 +114,7 @@ fn forward(late: &[(OwnedFd, Dest)]) -> i32 {
     0
 }
 
-/// Adds `data` to held output; a temporary file that fails is worth a warning.
+/// Adds `data` to buffered output; a temporary file that fails is worth a warning.
 fn buffer(buffered: &mut Spool, data: &[u8], warning: &mut Option<String>) {
     if let Err(e) = buffered.append(data) {
         *warning = Some(format!(
@@ -147,7 +147,7 @@ impl Outputs {
         // Spliced output never passes through retry: not while its tail is kept.
         if io.tail.is_none()
             && !io.withhold_stdout
-            && let Some(read) = io.streams[i].splice_held()
+            && let Some(read) = io.streams[i].splice_buffered()
         {
             return read;
         }
@@ -156,7 +156,7 @@ impl Outputs {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(
             match s.dest {
-                Dest::Buffer | Dest::Record => HELD_PIPE,
+                Dest::Buffer | Dest::Record => BUFFER_PIPE,
                 Dest::Stdout | Dest::Stderr => CHUNK,
             },
             0,
@@ -206,7 +206,7 @@ impl Outputs {
     }
 
     /// retry's own stream that output bound for `dest` is written to.
-    pub(super) fn sink(&self, dest: Dest) -> &Outlet {
+    pub(super) fn outlet(&self, dest: Dest) -> &Outlet {
         match dest {
             Dest::Stderr | Dest::Record => &self.stderr,
             Dest::Stdout | Dest::Buffer => &self.stdout,
@@ -215,8 +215,8 @@ impl Outputs {
 
     /// Writes what the stream has pending, as far as its destination takes it now.
     pub(super) fn flush_stream(&mut self, io: &mut TryIo, i: usize) {
-        // Where held output meets what the try's other stream passes on as it comes (one file,
-        // or a failed try's standard output played back on standard error), the held output
+        // Where buffered output meets what the try's other stream passes on as it comes (one file,
+        // or a failed try's standard output played back on standard error), the buffered output
         // goes out after that has gone: that came first.
         let live_first = io.streams[i].delivering.is_some_and(|(to, _)| {
             io.streams.iter().enumerate().any(|(j, t)| {
@@ -232,14 +232,14 @@ impl Outputs {
         let s = &mut io.streams[i];
         let Some(dest) = s.outgoing() else { return };
         if s.written >= s.pending.len() {
-            match self.send_held(s, dest, &mut io.failed) {
+            match self.send_buffered(s, dest, &mut io.failed) {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => return Self::write_failed(io, i, dest, e),
             }
         }
         let s = &mut io.streams[i];
-        match self.sink(dest).write(&s.pending[s.written..]) {
+        match self.outlet(dest).write(&s.pending[s.written..]) {
             Ok(n) => {
                 s.written += n;
                 if s.written >= s.pending.len() {
@@ -251,11 +251,11 @@ impl Outputs {
         }
     }
 
-    /// Held output on its way out, with nothing pending: the part in memory is written from
+    /// Buffered output on its way out, with nothing pending: the part in memory is written from
     /// the spool, the part in the temporary file goes out with sendfile, where the destination
     /// takes it; the rest is taken a chunk at a time into `pending`. True when something is
     /// pending now, to be written.
-    fn send_held(
+    fn send_buffered(
         &self,
         s: &mut Stream,
         dest: Dest,
@@ -264,12 +264,12 @@ impl Outputs {
         let Some((_, pos)) = &mut s.delivering else {
             return Ok(false);
         };
-        // Held output starts on a line of its own where a line was left open: after a line of
+        // Buffered output starts on a line of its own where a line was left open: after a line of
         // the try's standard error, on one file.
         if *pos == 0 && s.pending.len() <= s.written && !s.buffered.is_empty() {
             let start = match dest {
-                Dest::Stdout => self.own.held_start(column::Stream::Stdout),
-                _ => self.own.held_start(column::Stream::Stderr),
+                Dest::Stdout => self.own.buffered_start(column::Stream::Stdout),
+                _ => self.own.buffered_start(column::Stream::Stderr),
             };
             if !start.is_empty() {
                 s.pending = start.as_bytes().to_vec();
@@ -277,9 +277,11 @@ impl Outputs {
                 return Ok(true);
             }
         }
-        // The part held in memory is written from where it is, not copied to `pending` first.
+        // The part in memory is written from where it is, not copied to `pending` first.
         if let Some(part) = s.buffered.memory_part(*pos) {
-            let n = self.sink(dest).write(&part[..part.len().min(HELD_PIPE)])?;
+            let n = self
+                .outlet(dest)
+                .write(&part[..part.len().min(BUFFER_PIPE)])?;
             *pos += n as u64;
             if *pos >= s.buffered.len() {
                 s.delivering = None;
@@ -289,7 +291,7 @@ impl Outputs {
         let sent = s
             .buffered
             .file_part(*pos)
-            .and_then(|(file, offset, len)| self.sink(dest).send_file(file, offset, len));
+            .and_then(|(file, offset, len)| self.outlet(dest).send_file(file, offset, len));
         match sent {
             Some(Ok(n)) if n > 0 => {
                 *pos += n as u64;
@@ -410,7 +412,7 @@ impl Outputs {
     /// After a successful try: if a process the try left running (nothing is killed after a
     /// success) still holds one of its output pipes, a small forwarder process takes the pipes
     /// over and passes what comes on until every writer is done, so that late output is not
-    /// lost; `retry` itself exits at once. Held output goes to stdout, as the success's did.
+    /// lost; `retry` itself exits at once. Buffered output goes to stdout, as the success's did.
     pub(super) fn hand_off(&mut self, io: &mut TryIo) {
         let late: Vec<(OwnedFd, Dest)> = std::mem::take(&mut io.late)
             .into_iter()
@@ -420,7 +422,7 @@ impl Outputs {
             return;
         }
         let ignored = self.forwarder_dispositions;
-        // SAFETY: `retry` runs on one thread, so no lock can be held by another thread at the
+        // SAFETY: `retry` runs on one thread, so no other thread can own a lock at the
         // fork, and the child may allocate and take std's locks; it only copies bytes between
         // descriptors that it owns, or that stay open for its life (its stdout and stderr), and
         // ends with _exit.
@@ -455,13 +457,13 @@ impl Outputs {
         io.failed.is_none() && io.streams.iter().any(|s| s.outgoing().is_some())
     }
 
-    /// Under `--output-on-failure`: the try's held standard output goes into what the run
-    /// holds, for standard error as a failed try's (copied, and the try's own spool emptied),
+    /// Under `--output-on-failure`: the try's buffered standard output goes into what the run
+    /// withholds, for standard error as a failed try's (copied, and the try's own spool emptied),
     /// or `as_stdout`, in its place, as the successful output of a run that fails all the same.
-    pub(super) fn hold_for_the_run(&mut self, io: &mut TryIo, as_stdout: bool) {
+    pub(super) fn withhold_for_the_run(&mut self, io: &mut TryIo, as_stdout: bool) {
         for s in io.streams.iter_mut().filter(|s| s.dest == Dest::Buffer) {
             let spool = std::mem::take(&mut s.buffered);
-            // Already held as it came, in its place.
+            // Already withheld as it came, in its place.
             if io.withhold_stdout {
                 continue;
             }
@@ -472,8 +474,8 @@ impl Outputs {
         }
     }
 
-    /// The successful try's held standard output is about to be passed on: what it leaves
-    /// unfinished, the run's held lines know.
+    /// The successful try's buffered standard output is about to be passed on: what it leaves
+    /// unfinished, the run's withheld lines know.
     pub(super) fn note_success(&self, io: &TryIo) {
         let streams = io.streams.iter().filter(|s| s.dest == Dest::Buffer);
         if let Some(last) = streams.filter_map(|s| s.buffered.last_byte()).next_back() {
@@ -481,7 +483,7 @@ impl Outputs {
         }
     }
 
-    /// Sends held standard output on its way: to stdout for the successful try, to stderr
+    /// Sends buffered standard output on its way: to stdout for the successful try, to stderr
     /// otherwise. `drain` writes it.
     pub(super) fn deliver(&mut self, io: &mut TryIo, success: bool) {
         for s in &mut io.streams {

@@ -1,23 +1,23 @@
 //! One output stream of a try as retry reads it (docs/output.md#holding-standard-output to 7.4):
-//! where it goes, what is pending or held of it, and the matchers of the patterns that watch it.
+//! where it goes, what is pending or buffered of it, and the matchers of the patterns that watch it.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::SystemTime;
 
 use crate::policy::{CaptureMatcher, LineMatcher, OutputMatch, Pattern, Requests};
-use crate::run::sink::Own;
+use crate::run::descriptor::Own;
 use crate::run::spool::Spool;
-use crate::run::stdio::fds::{CHUNK, HELD_PIPE};
+use crate::run::stdio::fds::{BUFFER_PIPE, CHUNK};
 
 /// Where a try's output stream goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Dest {
     Stdout,
     Stderr,
-    /// Held until the try ends (`--buffer-stdout`).
+    /// Buffered until the try ends (`--buffer-stdout`).
     Buffer,
-    /// Standard error held with the rest of the run's output, as it comes, until the run ends
+    /// Standard error withheld with the rest of the run's output, as it comes, until the run ends
     /// (`--output-on-failure`, docs/output.md#output-on-failure).
     Record,
 }
@@ -39,7 +39,7 @@ pub(super) struct Stream {
     pub(super) written: usize,
     pub(super) watch: Matchers,
     pub(super) buffered: Spool,
-    /// Held output on its way out after the try: where to (stdout or stderr), and how much of
+    /// Buffered output on its way out after the try: where to (stdout or stderr), and how much of
     /// the spool has been taken into `pending`.
     pub(super) delivering: Option<(Dest, u64)>,
     /// `fd` is the master of a pseudo-terminal whose size follows the real terminal's.
@@ -62,7 +62,7 @@ impl Stream {
         }
     }
 
-    /// Takes the next chunk of held output into `pending`; false when there is none (the end,
+    /// Takes the next chunk of buffered output into `pending`; false when there is none (the end,
     /// or a read error, recorded in `failed`).
     pub(super) fn take_buffered_chunk(&mut self, failed: &mut Option<OutputError>) -> bool {
         let Some((_, pos)) = &mut self.delivering else {
@@ -92,15 +92,15 @@ impl Stream {
         true
     }
 
-    /// Held output that nothing matches goes from the pipe to the temporary file without
-    /// passing through `retry`, once the part held in memory is full: what that read gave, or
+    /// Buffered output that nothing matches goes from the pipe to the temporary file without
+    /// passing through `retry`, once the part in memory is full: what that read gave, or
     /// `None` when this stream's output is not taken that way now.
-    pub(super) fn splice_held(&mut self) -> Option<Read> {
+    pub(super) fn splice_buffered(&mut self) -> Option<Read> {
         if self.dest != Dest::Buffer || !self.watch.is_empty() {
             return None;
         }
         let fd = self.fd.as_ref()?;
-        match self.buffered.splice_from(fd.as_fd(), HELD_PIPE)? {
+        match self.buffered.splice_from(fd.as_fd(), BUFFER_PIPE)? {
             Ok(0) => {
                 self.fd = None;
                 Some(Read::End)

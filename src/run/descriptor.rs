@@ -38,7 +38,7 @@ pub(super) fn kind_of(fd: BorrowedFd<'_>) -> Option<Kind> {
 /// What a destination of output is, for writing: `/dev/null` takes every write whole and at
 /// once, as a regular file does, and is written as one (a device that may make a write wait is
 /// written only what poll promises).
-fn sink_kind(fd: BorrowedFd<'_>) -> Kind {
+fn destination_kind(fd: BorrowedFd<'_>) -> Kind {
     let Ok(st) = fstat(fd) else {
         return Kind::Other;
     };
@@ -130,7 +130,7 @@ impl AsFd for Own {
 impl Outlet {
     /// `retry`'s own stream `own`, whose bytes are noted in `stderr`.
     pub(super) fn new(own: Own, stderr: &Stderr) -> Outlet {
-        let kind = sink_kind(own.as_fd());
+        let kind = destination_kind(own.as_fd());
         // A regular file or /dev/null never makes a write wait, and a second description of a
         // file would have an offset of its own: only pipes and terminals are opened again.
         let private = match kind {
@@ -273,7 +273,7 @@ fn write_fd(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `data` to `retry`'s standard error, on behalf of a hook, noting where the
-/// line stands; or holds it while a run holds its output.
+/// line stands; or withholds it while a run withholds its output.
 pub(super) fn pass_on_stderr(stderr: &Stderr, data: &[u8]) -> io::Result<()> {
     if stderr.withhold(data) {
         return Ok(());
@@ -315,13 +315,13 @@ mod tests {
             .write(true)
             .open("/dev/null")
             .expect("/dev/null");
-        assert_eq!(sink_kind(null.as_fd()), Kind::Regular);
+        assert_eq!(destination_kind(null.as_fd()), Kind::Regular);
         let (r, w) = pipe().expect("a pipe");
-        assert_eq!(sink_kind(w.as_fd()), Kind::Pipe);
+        assert_eq!(destination_kind(w.as_fd()), Kind::Pipe);
         drop(r);
         // Another character device may make a write wait: only what poll promises is written.
         if let Ok(zero) = std::fs::OpenOptions::new().write(true).open("/dev/zero") {
-            assert_eq!(sink_kind(zero.as_fd()), Kind::Other);
+            assert_eq!(destination_kind(zero.as_fd()), Kind::Other);
         }
     }
 }

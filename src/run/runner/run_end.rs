@@ -3,8 +3,8 @@
 //! record (docs/log.md#every-record-of-a-run-agrees).
 
 use super::around::RunEnd;
-use super::ended::{Ended, Try};
 use super::state::Runner;
+use super::try_end::{Ended, Try};
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::{Decision, GiveUp, Outcome, RepeatEnd, Signal, Verdict};
@@ -31,14 +31,14 @@ impl End {
 
 impl Runner<'_> {
     /// Runs the command to the run's end, and makes the run's outcome, once: it plays back what
-    /// `--output-on-failure` held, records a run that gave up in `--dead-letter`, and reports
+    /// `--output-on-failure` withheld, records a run that gave up in `--dead-letter`, and reports
     /// the outcome in the event every record reads.
     pub fn run(mut self, seed: u64) -> RunEnd {
         let end = self.run_loop(seed);
         let outcome = self.outcome(end);
         // The end is announced as it is known, among what --output-on-failure withholds.
         self.log.conclude(&outcome);
-        // A signal while the held output is played back, or while the reports are written,
+        // A signal while the withheld output is played back, or while the reports are written,
         // changes nothing the announcement said: the outcome stands, every record reads it,
         // the signal is told beside it, and retry dies of it.
         let attempt = self.state.counts().counted;
