@@ -503,3 +503,36 @@ pub fn no_inherited_descriptors() {
         }
     });
 }
+
+thread_local! {
+    /// Whether this thread is inside [`expect_panic`].
+    static EXPECTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, which a test expects to panic, and returns the panic's message (or `None` when
+/// it did not panic). The panic is not printed: the test program's panic hook says nothing of
+/// an expected panic, so no backtrace is taken for it (with `RUST_BACKTRACE=1`, the first one
+/// reads the program's debug information into memory, 100 MB that every later fork of the
+/// test program copies the page tables of). Any other panic is printed as before.
+pub fn expect_panic<R>(f: impl FnOnce() -> R) -> Option<String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let told = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !EXPECTING.with(std::cell::Cell::get) {
+                told(info);
+            }
+        }));
+    });
+    EXPECTING.with(|e| e.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    EXPECTING.with(|e| e.set(false));
+    let payload = result.err()?;
+    Some(
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    )
+}
