@@ -190,6 +190,21 @@ impl Cluster {
 }
 
 /// A run that fails, retries once and gives up, against the quota at `url`: its log.
+/// `retry ARGS` in `dir`, its runtime and state there, with no Redis credentials of the test's
+/// own environment, bounded in time.
+fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    retry()
+        .current_dir(dir)
+        .env("XDG_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env_remove("RETRY_REDIS_PASSWORD")
+        .env_remove("RETRY_REDIS_USER")
+        .timeout(crate::common::STEP_LIMIT)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 fn failing_run(url: &str, runtime: &PathBuf) -> String {
     let out = retry()
         .env("XDG_RUNTIME_DIR", runtime)
@@ -223,18 +238,7 @@ fn every_option_is_followed_from_a_node_that_holds_none_of_its_keys(cluster: &Cl
         .find(|n| elsewhere(format!("retry:quota:{n}")) && elsewhere(format!("retry:dead:{{{n}}}")))
         .expect("a name whose keys are on other nodes");
     let url = format!("redis://127.0.0.1:{}/{name}", named.port);
-    let run = |args: &[&str]| {
-        retry()
-            .current_dir(&dir)
-            .env("XDG_RUNTIME_DIR", &dir)
-            .env("XDG_STATE_HOME", dir.join("state"))
-            .env_remove("RETRY_REDIS_PASSWORD")
-            .env_remove("RETRY_REDIS_USER")
-            .timeout(crate::common::STEP_LIMIT)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| run_in(&dir, args);
     every_option(&dir, &url, &run);
     let quota = format!("retry:quota:{name}");
     assert_eq!(cli(cluster.owner(&quota).port, &["EXISTS", &quota]), ["1"]);
@@ -404,18 +408,7 @@ fn a_primary_failing_over_while_runs_give_up_and_share_a_quota_loses_no_record_a
     let dir = runtime_dir("cluster-failover");
     let url = format!("redis://127.0.0.1:{named}/{name}");
     let quota = format!("{url}:ratio=0,floor=0,cap=1000");
-    let run = |args: &[&str]| {
-        retry()
-            .current_dir(&dir)
-            .env("XDG_RUNTIME_DIR", &dir)
-            .env("XDG_STATE_HOME", dir.join("state"))
-            .env_remove("RETRY_REDIS_PASSWORD")
-            .env_remove("RETRY_REDIS_USER")
-            .timeout(crate::common::STEP_LIMIT)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| run_in(&dir, args);
     let give_up = |n: usize| {
         std::thread::scope(|s| {
             for _ in 0..n {
