@@ -23,7 +23,6 @@ pub const STEP_LIMIT: Duration = Duration::from_secs(10);
 
 /// `retry` through assert_cmd, killed if it runs past `TEST_LIMIT`.
 pub fn retry() -> assert_cmd::Command {
-    no_inherited_descriptors();
     let mut cmd = assert_cmd::Command::cargo_bin("retry").expect("the retry binary is built");
     cmd.timeout(TEST_LIMIT);
     cmd.env_remove("RETRY_RUN_ID");
@@ -151,7 +150,6 @@ pub fn send(pid: u32, signal: i32) {
 
 /// A fresh directory for one test under cargo's target tmp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
-    no_inherited_descriptors();
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "{name}-{}-{}",
@@ -173,14 +171,20 @@ pub fn runtime_dir(name: &str) -> PathBuf {
 }
 
 /// Polls `ready` until it holds (true) or `limit` has passed (false).
+///
+/// The pause between polls starts at 5 ms and doubles up to 40 ms: what is soon ready is seen
+/// soon, and a long wait (a cluster's nodes agreeing, a replica catching up) asks a few dozen
+/// times, not hundreds; many of these polls start a `redis-cli` each.
 #[must_use]
 pub fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
     while !ready() {
         if Instant::now() > until {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(40));
     }
     true
 }
@@ -485,24 +489,26 @@ pub fn other_user() -> Option<u32> {
 }
 
 /// Marks every descriptor the test program inherited (above standard error) close-on-exec,
-/// once: what a test starts then holds none of them. Whoever started `cargo test` may have left
-/// one open, a lock that `flock(1)` holds for a build among them, and a process a test leaves
-/// behind would keep that lock for as long as it lives. Descriptors the tests open are
-/// close-on-exec already (std opens them so).
-pub fn no_inherited_descriptors() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: one system call on this process's own descriptor table; it touches no memory.
-        unsafe {
-            nix::libc::syscall(
-                nix::libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                nix::libc::CLOSE_RANGE_CLOEXEC,
-            );
-        }
-    });
+/// before its `main`, from its `.init_array` as a C constructor runs: what a test starts then
+/// holds none of them. Whoever started `cargo test` may have left one open, a lock that
+/// `flock(1)` holds for a build among them, and a process a test leaves behind would keep that
+/// lock for as long as it lives. Descriptors the tests open are close-on-exec already (std
+/// opens them so).
+extern "C" fn before_main() {
+    // SAFETY: one system call on this process's own descriptor table; it touches no memory.
+    unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            nix::libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
 }
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static BEFORE_MAIN: extern "C" fn() = before_main;
 
 thread_local! {
     /// Whether this thread is inside [`expect_panic`].

@@ -134,8 +134,8 @@ impl Server {
             "no",
         ];
         args.extend_from_slice(extra);
-        // The server gets none of the descriptors the test process inherited.
-        crate::common::no_inherited_descriptors();
+        // The server gets none of the descriptors the test program inherited: they were marked
+        // close-on-exec before its `main`.
         let mut command = Command::new("redis-server");
         let child = command
             .args(&args)
