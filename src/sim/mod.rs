@@ -3,8 +3,8 @@
 //! [`Policy`], drawing its waits through the same calls a real run makes (`stagger`, `start_try`,
 //! the decision after a failure, the quota's `deposit` and `take`, the throttle's `admit`), with
 //! time passed in as numbers. Nothing here sleeps, spawns or reads a clock: one event queue over
-//! the clients (a binary heap of the time of each client's next event) moves the clock from one
-//! event to the next.
+//! the clients (a heap of the time of each client's next event, [`queue`]) moves the clock from
+//! one event to the next.
 //!
 //! The same policy, scenario and seed give the same figures. Memory grows with the clients under
 //! way, not with the simulated time: each client has one pending event, a client that finished
@@ -17,11 +17,10 @@ mod client;
 pub mod clock;
 pub mod occ;
 pub mod outage;
+mod queue;
 mod recorder;
 mod try_end;
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -322,7 +321,7 @@ fn simulate_with(
     horizon: Option<Duration>,
 ) -> Figures {
     let mut run = Run::new(policy, scenario, seed, max_tries, horizon);
-    while let Some(Reverse((now, id))) = run.queue.pop() {
+    while let Some((now, id)) = run.queue.pop() {
         run.step(now, id);
     }
     run.figures()
@@ -337,7 +336,7 @@ struct Run<'p> {
     /// The places of clients that finished, for the runs of later waves.
     free: Vec<u32>,
     /// The time of each client's next event, earliest first, and the next wave's ([`WAVE`]).
-    queue: BinaryHeap<Reverse<(u64, u32)>>,
+    queue: queue::Queue,
     dependency: Dependency,
     quota: Option<(QuotaParams, Bucket)>,
     throttle: Option<Store>,
@@ -377,7 +376,7 @@ impl<'p> Run<'p> {
             rng: StdRng::seed_from_u64(seed),
             clients: Vec::with_capacity(n as usize),
             free: Vec::new(),
-            queue: BinaryHeap::with_capacity(n as usize),
+            queue: queue::Queue::with_capacity(n as usize),
             dependency: match &scenario.model {
                 Model::Outage(o) => Dependency::Outage(outage::Server::new(o)),
                 Model::Occ => Dependency::Occ(occ::Record::default()),
@@ -453,7 +452,7 @@ impl<'p> Run<'p> {
             Next::At(_) if self.recorder.events() >= self.max_tries => {
                 self.stop(Bound::Tries, true);
             }
-            Next::At(at) => self.queue.push(Reverse((at, WAVE))),
+            Next::At(at) => self.queue.push(at, WAVE),
         }
     }
 
@@ -554,7 +553,7 @@ impl<'p> Run<'p> {
                 self.tally.past_clock = self.tally.past_clock.saturating_add(1);
                 self.stop(Bound::Clock, false);
             }
-            Some(at) => self.queue.push(Reverse((at, id))),
+            Some(at) => self.queue.push(at, id),
             None => {}
         }
     }

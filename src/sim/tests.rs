@@ -476,7 +476,7 @@ fn runs_that_finished_leave_their_place_to_later_waves() {
     let (p, sc) = cron_fleet(Some(ThrottleSpec::default()));
     let mut run = Run::new(&p, &sc, 4, MAX_TRIES, sc.horizon());
     let mut most = 0;
-    while let Some(Reverse((now, id))) = run.queue.pop() {
+    while let Some((now, id)) = run.queue.pop() {
         run.step(now, id);
         most = most.max(run.clients.len());
     }
