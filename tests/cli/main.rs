@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod at_scale;
 mod cli;
 mod docs;
 mod dry_run;
