@@ -1,16 +1,17 @@
-//! The fleet quota on a Redis Cluster of three nodes (docs/herd.md#shared-retry-quota): every run
-//! names one node, and the quotas whose keys hash to another are followed there (`MOVED`, and `ASK`
-//! while a slot migrates), so that every run shares each bucket and none falls back to its own
-//! machine; and, in a test that `.ci/run` runs (`cargo test --test run -- --ignored`), a primary
-//! killed while runs share a quota and give up to a stream, and its replica promoted by the
-//! cluster, loses no record and adds none twice.
+//! The fleet's state on a Redis Cluster of three nodes (docs/redis.md): every run names one
+//! node, and the quotas, dead letters and every other option whose keys hash to another node
+//! are followed there (`MOVED`, and `ASK` while a slot migrates), so that every run shares each
+//! bucket and none falls back to its own machine; and, in a test that `.ci/run` runs
+//! (`cargo test --test run cluster:: -- --ignored`), a primary killed while runs share a quota
+//! and give up to a stream, and its replica promoted by the cluster, loses no record and adds
+//! none twice.
 //!
 //! The test starts its own three `redis-server`s on free ports and makes them a cluster by hand,
 //! as `redis-cli --cluster create` would without its pauses of a second: each node takes a third
 //! of the slots, and the first meets the two others; they are killed when it ends, also when it
-//! fails. Without
-//! `redis-server` it says so loudly on stderr and passes, unless RETRY_REQUIRE_REDIS=1 (as CI
-//! sets it) makes it fail.
+//! fails. Without `redis-server` it says so loudly on stderr and passes, unless
+//! RETRY_REQUIRE_REDIS=1 (as CI sets it) makes it fail. Its module comes early in the order of
+//! names that libtest starts the tests in: the nodes take seconds to agree.
 
 use crate::common::every_option::every_option;
 use crate::common::redis_server::{Server, cli, free_port, in_step};

@@ -10,6 +10,7 @@
 //! libtest starts the tests in the order of their names. The throttle's and the terminal's
 //! tests wait longest on timers, so their modules are named to come first (`admission`,
 //! `at_a_terminal`): their waits then overlap the work of the rest instead of ending the run.
+//! The Redis Cluster's test (`cluster`), seconds of a cluster's nodes agreeing, comes early too.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,6 +19,7 @@ mod admission;
 mod agree;
 mod at_a_terminal;
 mod ci_lines;
+mod cluster;
 mod consecutive;
 mod cron;
 mod cut;

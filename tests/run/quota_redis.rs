@@ -7,12 +7,9 @@
 //! it fails. Without `redis-server` the tests say so loudly on stderr and pass, unless
 //! RETRY_REQUIRE_REDIS=1 (as CI sets it) makes them fail.
 //!
-//! Two parts have files of their own: servers that are not Redis (`quota_redis/hostile.rs`),
-//! and a Redis Cluster (`quota_redis/cluster.rs`). They are modules of this test program, not
-//! programs of their own, so that the cluster's two seconds of start-up overlap the other tests.
+//! Servers that are not Redis have a file of their own (`quota_redis/hostile.rs`); a Redis
+//! Cluster has a module of this test program (`cluster.rs`).
 
-#[path = "quota_redis/cluster.rs"]
-mod cluster;
 #[path = "quota_redis/hostile.rs"]
 mod hostile;
 
