@@ -488,21 +488,42 @@ pub fn other_user() -> Option<u32> {
     found
 }
 
-/// Marks every descriptor the test program inherited (above standard error) close-on-exec,
-/// before its `main`, from its `.init_array` as a C constructor runs: what a test starts then
-/// holds none of them. Whoever started `cargo test` may have left one open, a lock that
-/// `flock(1)` holds for a build among them, and a process a test leaves behind would keep that
-/// lock for as long as it lives. Descriptors the tests open are close-on-exec already (std
-/// opens them so).
+/// Sets the test program up before its `main`, from its `.init_array` as a C constructor runs:
+///
+/// - Every descriptor it inherited (above standard error) is marked close-on-exec: what a test
+///   starts then holds none of them. Whoever started `cargo test` may have left one open, a
+///   lock that `flock(1)` holds for a build among them, and a process a test leaves behind
+///   would keep that lock for as long as it lives. Descriptors the tests open are close-on-exec
+///   already (std opens them so).
+/// - Every signal it inherited ignored is set back to its default, as an interactive shell
+///   starts a command in the foreground. A shell script that runs `cargo test &` starts it with
+///   SIGINT and SIGQUIT ignored, `nohup` with SIGHUP ignored; `retry` keeps a signal ignored
+///   that it was started with ignored (docs/processes.md), so a test that interrupts `retry`
+///   would see nothing happen, wait for its bound and leave its try running. (SIGPIPE is left
+///   to Rust's runtime, which ignores it after this.)
 extern "C" fn before_main() {
-    // SAFETY: one system call on this process's own descriptor table; it touches no memory.
+    use nix::libc;
+    // SAFETY: one system call on this process's own descriptor table, and a read and a setting
+    // of each signal's action before any thread or handler exists; zero bytes are a valid
+    // `sigaction`.
     unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_close_range,
+        libc::syscall(
+            libc::SYS_close_range,
             3u32,
             u32::MAX,
-            nix::libc::CLOSE_RANGE_CLOEXEC,
+            libc::CLOSE_RANGE_CLOEXEC,
         );
+        for n in 1..libc::SIGRTMIN() {
+            if matches!(n, libc::SIGKILL | libc::SIGSTOP | libc::SIGPIPE) {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(n, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                libc::signal(n, libc::SIG_DFL);
+            }
+        }
     }
 }
 
