@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
+use crate::policy::lock::LockSpec;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{
@@ -114,6 +115,8 @@ pub struct Config {
     pub quota: Option<QuotaSpec>,
     /// `--throttle`: tries held back while the quota's runs mostly fail.
     pub throttle: Option<ThrottleSpec>,
+    /// `--lock` and `--lock-wait`: one run at a time holding the name on this machine.
+    pub lock: Option<LockSpec>,
     /// What the run does: run the command, print its schedule, simulate a fleet or replay.
     pub mode: Mode,
     /// `--dead-letter`: where a run that gives up is recorded
@@ -368,6 +371,10 @@ impl Config {
             stagger,
             quota: cli.quota,
             throttle: cli.throttle,
+            lock: cli.lock.map(|name| LockSpec {
+                name: name.0,
+                wait: cli.lock_wait.unwrap_or(Duration::ZERO),
+            }),
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,

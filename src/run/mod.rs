@@ -131,9 +131,16 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
             return ExitStatus::Usage;
         }
     };
-    match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
-        .and_then(|()| out.flush())
-    {
+    // The lock is looked at, never taken: a dry run turns no run away.
+    let lock = config.lock.as_ref().map(|spec| {
+        let place = crate::store::run_lock::place(&spec.name, |name| std::env::var_os(name));
+        crate::store::run_lock::peek(&place, &spec.name).map_err(|e| e.to_string())
+    });
+    let now = dryrun::Now {
+        quota: quota.as_ref(),
+        lock: lock.as_ref(),
+    };
+    match dryrun::print_with(config, seed, json, &now, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
         // A reader that has seen enough (`| head`) is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,
