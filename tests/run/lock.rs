@@ -253,3 +253,60 @@ fn the_wait_for_a_taken_lock_ends_with_the_budget() {
         "waited {took:?}"
     );
 }
+
+/// A run turned away by the lock, every record asked for: each says `locked`, 75 and no try,
+/// and neither the command nor `--on-give-up` ran.
+#[test]
+fn every_record_of_a_run_turned_away_says_locked() {
+    let dir = temp_dir("lock-records");
+    let runtime = runtime_dir("lock-records-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "records", &ready);
+    let (history, junit, outputs, log) = (
+        dir.join("history.jsonl"),
+        dir.join("junit.xml"),
+        dir.join("outputs"),
+        dir.join("log.jsonl"),
+    );
+    let hook = dir.join("hook");
+    let out = output_bounded(
+        locked(&runtime, "records")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", &outputs)
+            .args(["--log-format", "json", "--history"])
+            .arg(&history)
+            .arg("--junit")
+            .arg(&junit)
+            .arg("--log-file")
+            .arg(&log)
+            .arg("--on-give-up")
+            .arg(format!("touch '{}'", hook.display()))
+            .args(["--", "true"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(!hook.exists(), "--on-give-up ran");
+    let give_up = json_file(&log)
+        .into_iter()
+        .find(|l| l["event"] == "give_up")
+        .expect("a give_up line");
+    assert_eq!(
+        (&give_up["reason"], &give_up["exit_code"], &give_up["tries"]),
+        (&"locked".into(), &75.into(), &0.into())
+    );
+    let run = json_file(&history).pop().expect("a history line");
+    assert_eq!(
+        (&run["reason"], &run["exit_code"], &run["tries"]),
+        (&"locked".into(), &75.into(), &0.into())
+    );
+    let outputs = std::fs::read_to_string(&outputs).unwrap();
+    for line in ["reason=locked", "exit_code=75", "tries=0"] {
+        assert!(outputs.lines().any(|l| l == line), "{outputs}");
+    }
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(junit.contains("type=\"locked\""), "{junit}");
+    assert!(junit.contains(&format!("pid {}", holding.id())), "{junit}");
+}
