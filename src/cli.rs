@@ -156,8 +156,8 @@ pub struct Cli {
     pub throttle: Option<ThrottleSpec>,
     /// `--lock`: one run at a time holding this name on this machine.
     pub lock: Option<LockName>,
-    /// `--lock-wait`.
-    pub lock_wait: Option<Duration>,
+    /// `--lock-wait`, and the text it was given as: an error about it quotes what was written.
+    pub lock_wait: Option<(Duration, String)>,
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -371,7 +371,6 @@ The lock is taken before the first try (and before --stagger's wait) and kept un
 
 The wait counts against the budget and never goes past it.",
         )
-        .requires(id::LOCK)
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
@@ -869,7 +868,7 @@ impl Cli {
             quota: one(m, id::QUOTA),
             throttle: one(m, id::THROTTLE),
             lock: one(m, id::LOCK),
-            lock_wait: one(m, id::LOCK_WAIT),
+            lock_wait: with_text(m, id::LOCK_WAIT),
             color: given(m, id::COLOR),
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),

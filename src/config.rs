@@ -341,6 +341,11 @@ impl Config {
                 "'--throttle {throttle}' needs --quota NAME: the figures it decides on are kept in the quota's store, shared by the runs that name it"
             )));
         }
+        if let (Some((_, written)), None) = (&cli.lock_wait, &cli.lock) {
+            return Err(UsageError(format!(
+                "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
+            )));
+        }
         let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate =
             simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
@@ -373,7 +378,7 @@ impl Config {
             throttle: cli.throttle,
             lock: cli.lock.map(|name| LockSpec {
                 name: name.0,
-                wait: cli.lock_wait.unwrap_or(Duration::ZERO),
+                wait: cli.lock_wait.map_or(Duration::ZERO, |(wait, _)| wait),
             }),
             mode,
             dead_letter: cli.dead_letter,

@@ -199,6 +199,81 @@ fn a_lock_name_that_cannot_be_a_file_name_is_a_usage_error() {
         assert!(line.contains("--lock"), "{line}");
         assert!(line.contains(&format!("'{bad}'")), "{line}");
     }
+    for (args, value) in [
+        (&["--lock-wait", "2s"][..], "2s"),
+        (&["--lock", "x", "--lock-wait", "2q"][..], "2q"),
+    ] {
+        let out = output_bounded(
+            retry_std()
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .args(args)
+                .args(["--", "true"]),
+            TEST_LIMIT,
+        );
+        let line = usage_error_of(&out, value);
+        assert!(line.contains("--lock-wait"), "{line}");
+        assert!(line.contains(value), "{line}");
+    }
+}
+
+#[test]
+fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("lock-unsafe");
+    let runtime = runtime_dir("lock-unsafe-rt");
+    let store = runtime.join("retry");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ran = dir.join("ran");
+    let out = output_bounded(
+        locked(&runtime, "unsafe").args(["--", "touch"]).arg(&ran),
+        TEST_LIMIT,
+    );
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(!ran.exists(), "the command ran without the lock");
+    assert!(
+        log.contains("--lock unsafe") && log.contains("0755"),
+        "{log}"
+    );
+    assert_eq!(log.lines().count(), 1, "{log}");
+}
+
+#[test]
+fn a_signal_ends_the_wait_for_the_lock_at_once() {
+    let dir = temp_dir("lock-signal");
+    let runtime = runtime_dir("lock-signal-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "signal", &ready);
+    let mut waiting = locked(&runtime, "signal")
+        .args(["--lock-wait", "30s", "--log-format", "json", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the waiting run");
+    // Its start line says it is under way, and waiting.
+    // Read through to the end, so that retry's last lines find a reader.
+    let mut stderr = std::io::BufReader::new(waiting.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    });
+    assert!(first.contains("\"event\":\"start\""), "{first}");
+    std::thread::sleep(Duration::from_millis(100));
+    let sent = Instant::now();
+    send(waiting.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut waiting, STEP_LIMIT);
+    let took = sent.elapsed();
+    let _ = rest.join();
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]
