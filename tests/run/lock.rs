@@ -385,3 +385,90 @@ fn every_record_of_a_run_turned_away_says_locked() {
     assert!(junit.contains("type=\"locked\""), "{junit}");
     assert!(junit.contains(&format!("pid {}", holding.id())), "{junit}");
 }
+
+/// Starts `cmd` (a run with `--log-format json`) with its log piped, and reads the log until a
+/// line holds `needle`; the rest is read on a thread, so that `retry` always finds a reader.
+fn start_until(
+    cmd: &mut std::process::Command,
+    needle: &str,
+) -> (Child, std::thread::JoinHandle<()>) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let wanted = needle.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(&wanted) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(STEP_LIMIT).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the run never logged {needle}");
+    }
+    (child, reader)
+}
+
+#[test]
+fn the_lock_is_taken_before_the_stagger_and_kept_through_the_last_hook() {
+    let dir = temp_dir("lock-span");
+    let runtime = runtime_dir("lock-span-rt");
+    let next = |name: &str| {
+        output_bounded(locked(&runtime, name).args(["--", "true"]), TEST_LIMIT)
+            .status
+            .code()
+    };
+    // Seed 1 draws a stagger of 19.485s out of 20s.
+    let (mut staggered, reader) = start_until(
+        locked(&runtime, "span").args([
+            "--stagger",
+            "20s",
+            "--seed",
+            "1",
+            "--log-format",
+            "json",
+            "--",
+            "true",
+        ]),
+        "\"event\":\"stagger\"",
+    );
+    let during_stagger = next("span");
+    send(staggered.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut staggered, STEP_LIMIT);
+    let _ = reader.join();
+    assert_eq!(
+        during_stagger,
+        Some(75),
+        "a run got the lock during the stagger"
+    );
+    let hook = dir.join("hook");
+    let script = format!("touch '{}'; sleep 0.5", hook.display());
+    let mut failing = locked(&runtime, "span")
+        .args(["--on-give-up", &script, "--", "false"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the failing run");
+    assert!(
+        wait_until(STEP_LIMIT, || hook.exists()),
+        "the hook never ran"
+    );
+    let during_hook = next("span");
+    wait_bounded(&mut failing, STEP_LIMIT);
+    assert_eq!(
+        during_hook,
+        Some(75),
+        "a run got the lock during --on-give-up"
+    );
+    assert_eq!(next("span"), Some(0));
+}
