@@ -101,9 +101,9 @@ fn bar(wait: Duration, max: Duration) -> String {
 /// throttle's figures and `p`; or why it cannot say.
 pub type QuotaNow = Result<(f64, Option<Admission>), String>;
 
-/// What the dry run knows of `--lock`'s lock: who has it now (`None`: nobody), or why it cannot
-/// say.
-pub type LockNow = Result<Option<LockHolder>, String>;
+/// What the dry run knows of `--lock`'s lock: who has it now (`None`: nobody). A lock file that
+/// cannot be used stops the dry run before it prints, as it stops a run.
+pub type LockNow = Option<LockHolder>;
 
 /// What the dry run read of the stores a run would use, now.
 #[derive(Clone, Copy, Default)]
@@ -467,9 +467,8 @@ fn lock_line(config: &Config, now: &Now<'_>) -> Option<String> {
         false => format!(", waiting up to {} for it (--lock-wait)", hms(spec.wait)),
     };
     let state = match now.lock {
-        Some(Ok(None)) => "free now".to_string(),
-        Some(Ok(Some(holder))) => format!("{} now", words::lock_taken(holder)),
-        Some(Err(e)) => format!("its file cannot be used ({e})"),
+        Some(None) => "free now".to_string(),
+        Some(Some(holder)) => format!("{} now", words::lock_taken(holder)),
         None => "not looked at".to_string(),
     };
     Some(format!(
@@ -509,13 +508,13 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Obj {
             .str("lock", &spec.name)
             .num("lock_wait_ms", millis(spec.wait));
         match now.lock {
-            Some(Ok(None)) => header = header.bool("lock_taken", false),
-            Some(Ok(Some(holder))) => {
+            Some(None) => header = header.bool("lock_taken", false),
+            Some(Some(holder)) => {
                 header = header
                     .bool("lock_taken", true)
                     .str("lock_detail", &words::lock_taken(holder));
             }
-            _ => {}
+            None => {}
         }
     }
     header

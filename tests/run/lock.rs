@@ -237,6 +237,17 @@ fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
         "{log}"
     );
     assert_eq!(log.lines().count(), 1, "{log}");
+    // The dry run stops as the run would, so that a deploy check sees it.
+    let dry = output_bounded(
+        locked(&runtime, "unsafe").args(["--dry-run", "--", "true"]),
+        TEST_LIMIT,
+    );
+    let line = stderr_of(&dry);
+    assert_eq!(dry.status.code(), Some(125), "{line}");
+    assert!(
+        line.contains("--lock unsafe") && line.contains("0755"),
+        "{line}"
+    );
 }
 
 #[test]
