@@ -13,6 +13,7 @@ use clap::builder::{EnumValueParser, PossibleValue, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Command, ValueEnum};
 
 use crate::duration::{parse_duration, parse_time};
+use crate::policy::lock::LockName;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{List, Pattern, Signal};
@@ -26,6 +27,8 @@ pub mod id {
     pub const DEADLINE: &str = "deadline";
     pub const QUOTA: &str = "quota";
     pub const THROTTLE: &str = "throttle";
+    pub const LOCK: &str = "lock";
+    pub const LOCK_WAIT: &str = "lock-wait";
     pub const CONSECUTIVE: &str = "consecutive";
     pub const TIMEOUT: &str = "timeout";
     pub const SIGNAL: &str = "signal";
@@ -151,6 +154,10 @@ pub struct Cli {
     pub quota: Option<QuotaSpec>,
     /// `--throttle`: admission control through the quota's store.
     pub throttle: Option<ThrottleSpec>,
+    /// `--lock`: one run at a time holding this name on this machine.
+    pub lock: Option<LockName>,
+    /// `--lock-wait`, and the text it was given as: an error about it quotes what was written.
+    pub lock_wait: Option<(Duration, String)>,
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -340,6 +347,31 @@ Over the last 2 minutes the quota's store counts the tries of the runs that use 
             cap as K:window=5m,max=0.9. A store that cannot be reached turns the throttle off.",
         )
         .value_parser(parse_throttle)
+        .allow_hyphen_values(true),
+        option(
+            id::LOCK,
+            "NAME",
+            TRIES,
+            "Run only while no other run holds the lock NAME on this machine
+
+The lock is taken before the first try (and before --stagger's wait) and kept until the run's \
+            records are written; the kernel releases it however retry ends, and no try or hook \
+            inherits it. A run that finds it taken runs nothing, writes no dead letter and exits 75 \
+            (reason locked), naming the holder's host, pid and run id. Each try gets \
+            RETRY_FENCING_TOKEN, higher for every grant of the lock. NAME: letters, digits, . _ -.",
+        )
+        .value_parser(parse_lock)
+        .conflicts_with(id::SIMULATE)
+        .allow_hyphen_values(true),
+        option(
+            id::LOCK_WAIT,
+            "DURATION",
+            TRIES,
+            "Wait up to this long for --lock's lock before being turned away (default 0)
+
+The wait counts against the budget and never goes past it.",
+        )
+        .value_parser(parse_duration)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,
@@ -835,6 +867,8 @@ impl Cli {
             stagger: with_text(m, id::STAGGER),
             quota: one(m, id::QUOTA),
             throttle: one(m, id::THROTTLE),
+            lock: one(m, id::LOCK),
+            lock_wait: with_text(m, id::LOCK_WAIT),
             color: given(m, id::COLOR),
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),
@@ -934,6 +968,8 @@ const NOT_WITH_REPEAT: &[&str] = &[
 const NOT_WITH_STATS: &[&str] = &[
     id::TRIES,
     id::THROTTLE,
+    id::LOCK,
+    id::LOCK_WAIT,
     id::CONSECUTIVE,
     id::BUDGET,
     id::DEADLINE,
@@ -1325,6 +1361,10 @@ fn parse_capture_pattern(s: &str) -> Result<Pattern, String> {
 }
 
 fn parse_quota(s: &str) -> Result<QuotaSpec, String> {
+    s.parse()
+}
+
+fn parse_lock(s: &str) -> Result<LockName, String> {
     s.parse()
 }
 

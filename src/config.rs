@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
+use crate::policy::lock::LockSpec;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::policy::{
@@ -114,6 +115,8 @@ pub struct Config {
     pub quota: Option<QuotaSpec>,
     /// `--throttle`: tries held back while the quota's runs mostly fail.
     pub throttle: Option<ThrottleSpec>,
+    /// `--lock` and `--lock-wait`: one run at a time holding the name on this machine.
+    pub lock: Option<LockSpec>,
     /// What the run does: run the command, print its schedule, simulate a fleet or replay.
     pub mode: Mode,
     /// `--dead-letter`: where a run that gives up is recorded
@@ -338,6 +341,11 @@ impl Config {
                 "'--throttle {throttle}' needs --quota NAME: the figures it decides on are kept in the quota's store, shared by the runs that name it"
             )));
         }
+        if let (Some((_, written)), None) = (&cli.lock_wait, &cli.lock) {
+            return Err(UsageError(format!(
+                "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
+            )));
+        }
         let stagger = stagger(cli.stagger, policy.limit)?;
         let simulate =
             simulation::simulation(&cli.simulate, stagger, cli.quota.as_ref(), cli.throttle)
@@ -368,6 +376,10 @@ impl Config {
             stagger,
             quota: cli.quota,
             throttle: cli.throttle,
+            lock: cli.lock.map(|name| LockSpec {
+                name: name.0,
+                wait: cli.lock_wait.map_or(Duration::ZERO, |(wait, _)| wait),
+            }),
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,

@@ -26,6 +26,8 @@ pub enum ExitStatus {
     /// Gave up with every try held back by `--throttle`, none having run: 75 (`EX_TEMPFAIL`,
     /// try again later).
     Held,
+    /// Turned away: another run had the lock of `--lock`, and no try ran: 75 (`EX_TEMPFAIL`).
+    Locked,
 }
 
 impl ExitStatus {
@@ -103,7 +105,7 @@ impl ExitStatus {
             ExitStatus::NotFound => Self::NOT_FOUND,
             ExitStatus::KilledBy(s) | ExitStatus::Reraise(s) => 128 + s.number(),
             ExitStatus::OutputFailed => 1,
-            ExitStatus::Held => Self::HELD,
+            ExitStatus::Held | ExitStatus::Locked => Self::HELD,
         }
     }
 }

@@ -14,7 +14,8 @@ use crate::policy::{GiveUp, Hook, Outcome, RepeatEnd, Signal};
 pub enum During {
     /// The stagger before the first try.
     Stagger,
-    /// Before the first try, after the stagger: the first exchange with the quota's store.
+    /// Before the first try: the wait for `--lock`'s lock, or, after the stagger, the first
+    /// exchange with the quota's store.
     Start,
     /// Try `attempt` was running.
     Try,

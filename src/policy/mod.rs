@@ -7,6 +7,7 @@ pub mod classify;
 pub mod conflict;
 pub mod hook;
 pub mod httpdate;
+pub mod lock;
 pub mod output;
 pub mod plan;
 pub mod pushback;

@@ -10,6 +10,7 @@ use super::backoff::{Wait, WaitPolicy};
 use super::budget::{self, BudgetExceeded, Limit};
 use super::classify::{Classifier, Item, Outcome, OutputMatch, Reason, Verdict};
 use super::httpdate::TimeSource;
+use super::lock::LockHolder;
 use super::pushback;
 use super::quota::QuotaRefusal;
 use super::signal::Signal;
@@ -63,6 +64,9 @@ pub enum GiveUp {
     Held,
     /// The tries or the budget ran out before `--consecutive` successful tries in a row.
     Consecutive,
+    /// Another run had the lock of `--lock` (for all of `--lock-wait`): no try ran
+    /// (docs/processes.md#one-run-at-a-time).
+    Locked(Box<LockHolder>),
 }
 
 impl GiveUp {
@@ -77,6 +81,7 @@ impl GiveUp {
             GiveUp::Quota(_) => "quota",
             GiveUp::Held => "held",
             GiveUp::Consecutive => "consecutive",
+            GiveUp::Locked(_) => "locked",
         }
     }
 }

@@ -14,12 +14,15 @@ use crate::policy::{Backoff, GiveUp, Jitter, Limit, Policy, RepeatPolicy, WaitPo
 use crate::report::json::Obj;
 use crate::report::layout::{self, Header};
 
+use crate::policy::lock::LockHolder;
 use crate::policy::plan::{End, Plan, PlannedTry, SIMULATED_TRIES};
 use crate::policy::throttle::Admission;
 use crate::report::event::Warning;
 use crate::report::plan_words::{
     end_name, warning, worst_case_by, worst_case_note, worst_case_text,
 };
+use crate::report::printable;
+use crate::report::words;
 use crate::report::words::{throttle_figures, warning_text};
 
 /// The plan of `config` with `seed`: the policy's, drawn from the source a real run with that
@@ -41,6 +44,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
         GiveUp::Consecutive => {
             "the tries running out before --consecutive successes in a row".into()
         }
+        GiveUp::Locked(holder) => crate::report::words::lock_taken(holder),
     }
 }
 
@@ -97,19 +101,30 @@ fn bar(wait: Duration, max: Duration) -> String {
 /// throttle's figures and `p`; or why it cannot say.
 pub type QuotaNow = Result<(f64, Option<Admission>), String>;
 
+/// What the dry run knows of `--lock`'s lock: who has it now (`None`: nobody). A lock file that
+/// cannot be used stops the dry run before it prints, as it stops a run.
+pub type LockNow = Option<LockHolder>;
+
+/// What the dry run read of the stores a run would use, now.
+#[derive(Clone, Copy, Default)]
+pub struct Now<'a> {
+    pub quota: Option<&'a QuotaNow>,
+    pub lock: Option<&'a LockNow>,
+}
+
 /// Prints the plan as a table, or as JSON lines with `--log-format json`, with the state of
 /// `--quota`'s store when there is one.
 pub fn print_with(
     config: &Config,
     seed: u64,
     json: bool,
-    quota: Option<&QuotaNow>,
+    now: &Now<'_>,
     out: &mut impl Write,
 ) -> io::Result<()> {
     if let Some(repeat) = config.repeat {
         return print_repeat(config, seed, repeat, json, out);
     }
-    render(config, seed, &plan(config, seed), json, quota, out)
+    render(config, seed, &plan(config, seed), json, now, out)
 }
 
 /// How a repeat ends, in words: `stops at the first failed try, or after try 50`.
@@ -196,13 +211,13 @@ pub fn render(
     seed: u64,
     plan: &Plan,
     json: bool,
-    quota: Option<&QuotaNow>,
+    now: &Now<'_>,
     out: &mut impl Write,
 ) -> io::Result<()> {
     if json {
-        print_json(config, seed, plan, quota, out)
+        print_json(config, seed, plan, now, out)
     } else {
-        print_human(config, seed, plan, quota, out)
+        print_human(config, seed, plan, now, out)
     }
 }
 
@@ -224,10 +239,10 @@ fn print_human(
     config: &Config,
     seed: u64,
     plan: &Plan,
-    quota: Option<&QuotaNow>,
+    now: &Now<'_>,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    header(config, seed, plan, quota).write(out)?;
+    header(config, seed, plan, now).write(out)?;
     for conflict in &plan.conflicts {
         writeln!(out, "retry: warning: {}", warning(conflict))?;
     }
@@ -246,7 +261,7 @@ fn print_human(
 }
 
 /// The dry run's header: the command, the policy, its waits, stagger, quota and seed.
-fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> Header {
+fn header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Header {
     let policy = &config.policy;
     let stagger = plan.stagger.zip(config.stagger).map(|(delay, most)| {
         format!(
@@ -256,18 +271,18 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
         )
     });
     let quota_line = config.quota.as_ref().map(|spec| {
-        let now = match quota {
+        let tokens = match now.quota {
             Some(Ok((tokens, _))) => format!("{tokens:.2} tokens now"),
             Some(Err(e)) => format!("its store cannot be read ({e})"),
             None => "its store was not read".into(),
         };
-        format!("{spec}: {now}")
+        format!("{spec}: {tokens}")
     });
     let throttle = config
         .throttle
         .zip(config.quota.as_ref())
         .map(|(throttle, spec)| {
-            match quota {
+            match now.quota {
                 Some(Ok((_, Some(admission)))) => format!(
                     "--throttle {throttle}: {}; a try is held back with that chance",
                     throttle_figures(&spec.shown(), admission)
@@ -291,7 +306,8 @@ fn header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> 
         }))
         .field_if("stagger", stagger)
         .field_if("quota", quota_line)
-        .field_if("throttle", throttle);
+        .field_if("throttle", throttle)
+        .field_if("lock", lock_line(config, now));
     if plan.random {
         header = header.seed(seed, "waits");
     }
@@ -418,10 +434,10 @@ fn print_json(
     config: &Config,
     seed: u64,
     plan: &Plan,
-    quota: Option<&QuotaNow>,
+    now: &Now<'_>,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    writeln!(out, "{}", json_header(config, seed, plan, quota).finish())?;
+    writeln!(out, "{}", json_header(config, seed, plan, now).finish())?;
     for conflict in &plan.conflicts {
         let obj = Obj::new()
             .str("event", "warning")
@@ -442,8 +458,27 @@ fn print_json(
     writeln!(out, "{}", json_end(plan, &config.policy).finish())
 }
 
+/// What the dry run says of `--lock`: the lock the run would take, and whether another run has
+/// it now.
+fn lock_line(config: &Config, now: &Now<'_>) -> Option<String> {
+    let spec = config.lock.as_ref()?;
+    let wait = match spec.wait.is_zero() {
+        true => String::new(),
+        false => format!(", waiting up to {} for it (--lock-wait)", hms(spec.wait)),
+    };
+    let state = match now.lock {
+        Some(None) => "free now".to_string(),
+        Some(Some(holder)) => format!("{} now", words::lock_taken(holder)),
+        None => "not looked at".to_string(),
+    };
+    Some(format!(
+        "'{}', taken before the first try{wait}: {state}",
+        printable(&spec.name)
+    ))
+}
+
 /// The `plan_start` event.
-fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>) -> Obj {
+fn json_header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Obj {
     let policy = &config.policy;
     let mut header = layout::json_start("plan_start", config, seed)
         .bool("random", plan.random)
@@ -453,19 +488,33 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, quota: Option<&QuotaNow>
     }
     if let Some(spec) = &config.quota {
         header = header.str("quota", &spec.to_string());
-        if let Some(Ok((tokens, _))) = quota {
+        if let Some(Ok((tokens, _))) = now.quota {
             header = header.float("quota_tokens", (tokens * 1000.0).round() / 1000.0);
         }
     }
     if let Some(throttle) = config.throttle.filter(|_| config.quota.is_some()) {
         header = header.str("throttle", &throttle.to_string());
-        if let Some(Ok((_, Some(admission)))) = quota {
+        if let Some(Ok((_, Some(admission)))) = now.quota {
             let three = |x: f64| (x * 1000.0).round() / 1000.0;
             header = header
                 .float("throttle_requests", three(admission.figures.requests))
                 .float("throttle_accepts", three(admission.figures.accepts))
                 .float("throttle_held_back", three(admission.figures.held))
                 .raw("throttle_p", &crate::policy::throttle::shown_p(admission.p));
+        }
+    }
+    if let Some(spec) = &config.lock {
+        header = header
+            .str("lock", &spec.name)
+            .num("lock_wait_ms", millis(spec.wait));
+        match now.lock {
+            Some(None) => header = header.bool("lock_taken", false),
+            Some(Some(holder)) => {
+                header = header
+                    .bool("lock_taken", true)
+                    .str("lock_detail", &words::lock_taken(holder));
+            }
+            None => {}
         }
     }
     header

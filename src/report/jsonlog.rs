@@ -456,6 +456,18 @@ fn gave_up(event: &Event, facts: &At<'_>) -> Obj {
             }
         }
         GiveUp::Quota(refusal) => obj = obj.str("detail", &refusal.to_string()),
+        GiveUp::Locked(holder) => {
+            obj = obj
+                .str("detail", &crate::report::words::lock_taken(holder))
+                .str("lock", &holder.name)
+                .str("holder_host", &holder.host);
+            if let Some(pid) = holder.pid {
+                obj = obj.num("holder_pid", u64::from(pid));
+            }
+            obj = obj
+                .str("holder_run_id", &holder.run_id)
+                .str("holder_since", &holder.since);
+        }
         _ => {}
     }
     obj

@@ -113,6 +113,8 @@ pub struct Summary {
     pub runs: u64,
     /// The runs of `--repeat` that were left out of the rows.
     pub repeat_runs: u64,
+    /// The runs that `--lock` turned away, which ran nothing: left out of the rows.
+    pub turned_away: u64,
     /// When the earliest and the latest run in the rows ended.
     pub first: Option<SystemTime>,
     pub last: Option<SystemTime>,
@@ -156,6 +158,7 @@ struct Gathered<'a> {
     labels: HashMap<(&'a str, Option<&'a str>), Group<'a>>,
     commands: HashMap<(String, Option<&'a str>), Group<'a>>,
     repeat_runs: u64,
+    turned_away: u64,
     first: Option<SystemTime>,
     last: Option<SystemTime>,
 }
@@ -165,6 +168,10 @@ impl<'a> Gathered<'a> {
     fn add(&mut self, entry: &'a Entry, at: SystemTime) {
         if entry.ending == Ending::Repeat {
             self.repeat_runs += 1;
+            return;
+        }
+        if entry.ending == Ending::GaveUp && entry.reason.as_deref() == Some("locked") {
+            self.turned_away += 1;
             return;
         }
         self.first = Some(self.first.map_or(at, |t| t.min(at)));
@@ -196,6 +203,7 @@ impl<'a> Gathered<'a> {
             runs: rows.iter().map(|r| r.runs).sum(),
             rows,
             repeat_runs: self.repeat_runs,
+            turned_away: self.turned_away,
             first: self.first,
             last: self.last,
             cutoff,
@@ -374,6 +382,9 @@ fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String
     if let Some(note) = repeat_note(summary.repeat_runs) {
         lines.push(format!("  {note}"));
     }
+    if let Some(note) = turned_away_note(summary.turned_away) {
+        lines.push(format!("  {note}"));
+    }
     if summary.rows.iter().any(|r| r.by == By::Command) {
         lines.push("  $ marks a command line: the runs that had no --label".into());
     }
@@ -392,6 +403,18 @@ fn repeat_note(repeat_runs: u64) -> Option<String> {
     ))
 }
 
+/// What the runs that `--lock` turned away and that were left out were, if there were any.
+fn turned_away_note(turned_away: u64) -> Option<String> {
+    let runs = match turned_away {
+        0 => return None,
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    Some(format!(
+        "{runs} turned away by --lock left out: another run had the lock, they ran nothing"
+    ))
+}
+
 /// The one line for a file, or a window, with no run in it.
 fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> String {
     let window = match (summary.cutoff, since) {
@@ -401,8 +424,10 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
         _ => String::new(),
     };
     let repeats = repeat_note(summary.repeat_runs)
+        .into_iter()
+        .chain(turned_away_note(summary.turned_away))
         .map(|note| format!("; {note}"))
-        .unwrap_or_default();
+        .collect::<String>();
     format!(
         "retry: stats of {shown}: no runs{window}{}{repeats}",
         made(summary)
@@ -610,6 +635,7 @@ fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
         .num("runs", summary.runs)
         .num("rows", summary.rows.len() as u64)
         .num("repeat_runs", summary.repeat_runs)
+        .num("turned_away", summary.turned_away)
         .num("damaged", damaged.len() as u64)
         .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
         .raw("since", &time_json(summary.since()))
@@ -869,7 +895,7 @@ mod tests {
         );
         assert_eq!(
             json.last().unwrap(),
-            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"turned_away":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
         );
         r.damaged = (1..=12)
             .map(|line| Damaged {
@@ -881,6 +907,21 @@ mod tests {
         assert_eq!(
             lines.last().unwrap(),
             "12 damaged lines skipped: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, … (line 1: x\\e[2J)"
+        );
+    }
+
+    #[test]
+    fn runs_turned_away_by_the_lock_are_left_out_of_the_rows_and_counted() {
+        let mut turned_away = run(Some("x"), Ending::GaveUp, 0, 0, hour(1));
+        turned_away.reason = Some("locked".into());
+        let entries = vec![ok("x", 1), turned_away.clone(), turned_away];
+        let summary = summarise(&entries, None, now());
+        assert_eq!((summary.runs, summary.turned_away), (1, 2));
+        assert_eq!(summary.rows[0].gave_up, 0);
+        let lines = output(&reading(entries), &options());
+        assert_eq!(
+            lines[1],
+            "  2 runs turned away by --lock left out: another run had the lock, they ran nothing"
         );
     }
 
@@ -922,7 +963,7 @@ mod tests {
         assert_eq!(
             output(&reading(Vec::new()), &json),
             [
-                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"turned_away":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
             ]
         );
     }

@@ -4,6 +4,7 @@
 
 use crate::duration::hms;
 use crate::exit::ExitStatus;
+use crate::policy::lock::LockHolder;
 use crate::policy::throttle::{Admission, Figures};
 use crate::policy::{Form, GiveUp, Outcome, Signal};
 use crate::report::event::{
@@ -413,7 +414,30 @@ pub fn give_up_reason(why: &GiveUp, signal: Option<Signal>) -> String {
         (None, GiveUp::Quota(refusal)) => refusal.to_string(),
         (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
         (None, GiveUp::Consecutive) => "too few successful tries in a row for --consecutive".into(),
+        (None, GiveUp::Locked(holder)) => lock_taken(holder),
     }
+}
+
+/// Who holds the lock of `--lock` that turned a run away, as far as its file says: `the lock
+/// 'job' is taken by pid 4242 on web1 (run 0f3a…, since 2026-01-15T08:05:00.123Z)`.
+pub fn lock_taken(holder: &LockHolder) -> String {
+    let mut text = format!("the lock '{}' is taken", printable(&holder.name));
+    match (holder.pid, holder.host.is_empty()) {
+        (Some(pid), false) => text += &format!(" by pid {pid} on {}", printable(&holder.host)),
+        (Some(pid), true) => text += &format!(" by pid {pid}"),
+        (None, _) => text += " by another run",
+    }
+    let mut about = Vec::new();
+    if !holder.run_id.is_empty() {
+        about.push(format!("run {}", printable(&holder.run_id)));
+    }
+    if !holder.since.is_empty() {
+        about.push(format!("since {}", printable(&holder.since)));
+    }
+    if !about.is_empty() {
+        text += &format!(" ({})", about.join(", "));
+    }
+    text
 }
 
 /// What the last line of a run that gave up says it gave up on, after `gave up after N tries in
@@ -426,6 +450,9 @@ pub fn gave_up_cause(
     streak: u64,
     consecutive: Option<u64>,
 ) -> String {
+    if let (None, GiveUp::Locked(holder)) = (signal, why) {
+        return lock_taken(holder);
+    }
     match (signal, last) {
         (Some(s), _) => format!("interrupted by {s}"),
         (None, None) if *why == GiveUp::Held => "every try was held back by --throttle".into(),

@@ -131,9 +131,25 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
             return ExitStatus::Usage;
         }
     };
-    match dryrun::print_with(config, seed, json, quota.as_ref(), &mut out)
-        .and_then(|()| out.flush())
-    {
+    // The lock is looked at, never taken: a dry run turns no run away. A lock file that a run
+    // could not use stops it with 125; the dry run too, so that a deploy check sees it.
+    let lock = match config.lock.as_ref().map(|spec| {
+        let place = crate::store::run_lock::place(&spec.name, |name| std::env::var_os(name));
+        crate::store::run_lock::peek(&place, &spec.name)
+            .map_err(|e| format!("error: --lock {}: {e}", spec.name))
+    }) {
+        Some(Err(line)) => {
+            eprintln!("retry: {}", crate::report::printable(&line));
+            return ExitStatus::Usage;
+        }
+        Some(Ok(holder)) => Some(holder),
+        None => None,
+    };
+    let now = dryrun::Now {
+        quota: quota.as_ref(),
+        lock: lock.as_ref(),
+    };
+    match dryrun::print_with(config, seed, json, &now, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
         // A reader that has seen enough (`| head`) is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitStatus::Success,

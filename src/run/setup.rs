@@ -204,6 +204,10 @@ pub(crate) fn run_logged(
         }),
         dead_letter: begin.dead_letter,
         keeper: begin.keeper,
+        lock: config
+            .lock
+            .as_ref()
+            .map(|spec| crate::store::run_lock::place(&spec.name, |name| std::env::var_os(name))),
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(begin.seed)

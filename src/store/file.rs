@@ -60,9 +60,16 @@ const LOCKING_WAIT: Duration = Duration::from_secs(5);
 /// The quota named `name` in this user's store on this machine.
 #[derive(Clone, Debug)]
 pub struct LocalStore {
+    at: PrivateFile,
+    params: QuotaParams,
+}
+
+/// A private file in the store's directory, opened and checked by the rules of every file that
+/// outlives a run: the quota's file, and the lock file of `--lock`.
+#[derive(Clone, Debug)]
+pub struct PrivateFile {
     dir: PathBuf,
     file: String,
-    params: QuotaParams,
 }
 
 /// Why the store could not be used. The run warns with it and goes on with its own limits.
@@ -191,20 +198,19 @@ impl LocalStore {
     pub fn in_dir(dir: PathBuf, name: &str, params: QuotaParams) -> Result<LocalStore, StoreError> {
         check_name(name).map_err(StoreError::Name)?;
         Ok(LocalStore {
-            dir,
-            file: format!("{name}.quota"),
+            at: PrivateFile::new(dir, format!("{name}.quota")),
             params,
         })
     }
 
     /// The store's directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.at.dir()
     }
 
     /// The quota's file.
     pub fn path(&self) -> PathBuf {
-        self.dir.join(&self.file)
+        self.at.path()
     }
 
     /// A first try: deposit the ratio. `granted` is true.
@@ -252,10 +258,10 @@ impl LocalStore {
             }
         };
         // A quota not used yet reads as a full bucket.
-        let Some(dir) = self.open_dir(false)? else {
+        let Some(dir) = self.at.open_dir(false)? else {
             return Ok(seen(None, None));
         };
-        let file = match self.open_file(&dir, false)? {
+        let file = match self.at.open_file(&dir, false)? {
             Some(file) => file,
             None => return Ok(seen(None, None)),
         };
@@ -272,12 +278,14 @@ impl LocalStore {
         throttled: bool,
         apply: impl FnOnce(&mut Bucket, &mut Window) -> (bool, Option<Admission>),
     ) -> Result<Update, StoreError> {
-        let dir = self
-            .open_dir(true)?
-            .ok_or_else(|| self.io_error("open the directory", self.dir.clone(), Errno::ENOENT))?;
+        let dir = self.at.open_dir(true)?.ok_or_else(|| {
+            self.at
+                .io_error("open the directory", self.at.dir.clone(), Errno::ENOENT)
+        })?;
         let file = self
+            .at
             .open_file(&dir, true)?
-            .ok_or_else(|| self.io_error("open", self.path(), Errno::ENOENT))?;
+            .ok_or_else(|| self.at.io_error("open", self.path(), Errno::ENOENT))?;
         drop(dir);
         self.lock(&file, FlockArg::LockExclusiveNonblock)?;
         let (stored, stored_window, len) = self.read(&file)?;
@@ -295,14 +303,14 @@ impl LocalStore {
             Ok(n) if n == written => {}
             Ok(_) => {
                 let short = io::Error::new(io::ErrorKind::WriteZero, "part of the record written");
-                return Err(self.io_failed("write", self.path(), short));
+                return Err(self.at.io_failed("write", self.path(), short));
             }
-            Err(e) => return Err(self.io_failed("write", self.path(), e)),
+            Err(e) => return Err(self.at.io_failed("write", self.path(), e)),
         }
         // A damaged file longer than what was written would read as damaged again.
         if len > written {
             file.set_len(written as u64)
-                .map_err(|e| self.io_failed("truncate", self.path(), e))?;
+                .map_err(|e| self.at.io_failed("truncate", self.path(), e))?;
         }
         // Closing the file (at the end of this scope) releases the lock.
         Ok(Update {
@@ -325,7 +333,33 @@ impl LocalStore {
             ),
         }
     }
+}
 
+impl PrivateFile {
+    /// The file `file` in the directory `dir`: nothing is opened or created yet.
+    pub fn new(dir: PathBuf, file: String) -> PrivateFile {
+        PrivateFile { dir, file }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.file)
+    }
+
+    /// Opens the directory and the file in it, both checked; with `create`, makes what is
+    /// missing (the directory 0700, the file 0600). `None` when either is missing and `create`
+    /// is not set.
+    pub fn open(&self, create: bool) -> Result<Option<File>, StoreError> {
+        let Some(dir) = self.open_dir(create)? else {
+            return Ok(None);
+        };
+        self.open_file(&dir, create)
+    }
     /// Opens the directory, creating it (mode 0700) when `create` is set, and checks it:
     /// not a symbolic link, a directory, owned by the effective user, no access for others.
     /// `None` when it does not exist and `create` is not set.
@@ -495,12 +529,26 @@ impl LocalStore {
         Ok(())
     }
 
+    fn io_error(&self, action: &'static str, path: PathBuf, e: Errno) -> StoreError {
+        self.io_failed(action, path, io::Error::from(e))
+    }
+
+    fn io_failed(&self, action: &'static str, path: PathBuf, source: io::Error) -> StoreError {
+        StoreError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+impl LocalStore {
     /// Takes the lock without ever blocking, for at most [`LOCK_WAIT`] in all.
     fn lock(&self, file: &File, how: FlockArg) -> Result<(), StoreError> {
         match flock_within(file, how, LOCKING_WAIT, Duration::from_millis(2)) {
             Ok(()) => Ok(()),
             Err(LockError::Busy) => Err(StoreError::Busy { path: self.path() }),
-            Err(LockError::Os(e)) => Err(self.io_error("lock", self.path(), e)),
+            Err(LockError::Os(e)) => Err(self.at.io_error("lock", self.path(), e)),
         }
     }
 
@@ -521,7 +569,7 @@ impl LocalStore {
                 Ok(0) => break,
                 Ok(n) => len += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.io_failed("read", self.path(), e)),
+                Err(e) => return Err(self.at.io_failed("read", self.path(), e)),
             }
         }
         let (stored, window) = match len {
@@ -534,18 +582,6 @@ impl LocalStore {
             _ => (Some(None), None),
         };
         Ok((stored, window, len))
-    }
-
-    fn io_error(&self, action: &'static str, path: PathBuf, e: Errno) -> StoreError {
-        self.io_failed(action, path, io::Error::from(e))
-    }
-
-    fn io_failed(&self, action: &'static str, path: PathBuf, source: io::Error) -> StoreError {
-        StoreError::Io {
-            action,
-            path,
-            source,
-        }
     }
 }
 

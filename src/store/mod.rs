@@ -27,6 +27,7 @@ pub mod quota;
 pub mod record;
 pub mod redis;
 pub mod refusal;
+pub mod run_lock;
 pub mod shared;
 pub mod unsent;
 mod written;

@@ -35,6 +35,7 @@ const OPTIONS: &[&str] = &[
     "--color",
     "--on-retry",
     "--on-give-up",
+    "--lock",
 ];
 
 /// Strings of every kind, weighted towards ones that look almost right.
@@ -85,7 +86,8 @@ fn check(args: Vec<String>, option: &str) -> Result<(), TestCaseError> {
             for json in [false, true] {
                 let printed = std::panic::catch_unwind(|| {
                     let mut out = Vec::new();
-                    dryrun::render(&config, 7, &plan, json, None, &mut out).map(|()| out)
+                    dryrun::render(&config, 7, &plan, json, &dryrun::Now::default(), &mut out)
+                        .map(|()| out)
                 });
                 prop_assert!(
                     matches!(printed, Ok(Ok(_))),

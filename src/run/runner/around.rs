@@ -34,6 +34,8 @@ pub struct Surroundings {
     pub dead_letter: Option<DeadLetter>,
     /// The lease a replay holds on this run, renewed while it runs.
     pub keeper: Option<crate::run::keep::Kept>,
+    /// Where the file of `--lock` is, if the run has one.
+    pub lock: Option<crate::store::file::PrivateFile>,
 }
 
 /// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed

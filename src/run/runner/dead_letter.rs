@@ -20,7 +20,8 @@ impl Recorder {
     }
 
     /// Appends the run to `--dead-letter` when its outcome says it gave up: for every reason
-    /// but input that could not be kept (`retry`'s own failure, status 125); an interrupted
+    /// but input that could not be kept (`retry`'s own failure, status 125) and a lock held by
+    /// another run (the command did not run, and the holder is running it); an interrupted
     /// run is not recorded (nobody wants it run again by surprise). A failure to append is
     /// told, and changes nothing else: the status still says what the command did. `run_end`
     /// is the end of the run's budget or deadline, if it has one.
@@ -31,7 +32,7 @@ impl Recorder {
         let RunVerdict::GaveUp(why) = &outcome.verdict else {
             return;
         };
-        if *why == GiveUp::Input {
+        if matches!(why, GiveUp::Input | GiveUp::Locked(_)) {
             return;
         }
         let code = u64::try_from(outcome.status.code()).unwrap_or_default();

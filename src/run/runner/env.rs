@@ -18,9 +18,9 @@ pub struct RunEnv {
     /// `RETRY_DEADLINE_MS`: the end of the budget or the deadline, in milliseconds since the
     /// epoch, when the run has one.
     deadline_ms: Option<u64>,
-    /// `RETRY_FENCING_TOKEN`: the token of a replay's claim on this run, when it has one: a
-    /// resource that the command changes can refuse a token lower than one it has seen
-    /// (docs/dead-letters.md#claims).
+    /// `RETRY_FENCING_TOKEN`: the token of the grant of `--lock`, else of a replay's claim on
+    /// this run, when it has one: a resource that the command changes can refuse a token lower
+    /// than one it has seen (docs/dead-letters.md#claims, docs/processes.md#one-run-at-a-time).
     fencing_token: Option<u64>,
     /// What the hooks' `RETRY_ENV_FILE` set, in the order first set.
     handed: Vec<EnvVar>,
@@ -57,6 +57,17 @@ impl RunEnv {
             fencing_token,
             handed: Vec::new(),
         }
+    }
+
+    /// The run's id, `RETRY_RUN_ID`.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// `RETRY_FENCING_TOKEN` from now on: the token of the grant of `--lock`, which takes the
+    /// place of a replay's claim's.
+    pub fn set_fencing_token(&mut self, token: u64) {
+        self.fencing_token = Some(token);
     }
 
     /// The variables of try `attempt`, over `retry`'s own environment.

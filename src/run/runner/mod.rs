@@ -7,6 +7,7 @@ mod env;
 mod hooks;
 mod job_control;
 mod launch;
+mod lock;
 mod quota;
 mod run_end;
 mod state;
@@ -55,6 +56,10 @@ impl<'c> Runner<'c> {
         let inner = self.config.policy.max_tries.unwrap_or(0);
         if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
             self.log.warn(warning);
+        }
+        // The lock comes before the stagger: runs turned away wait for nothing.
+        if let Err(end) = self.take_lock() {
+            return end;
         }
         if let Some(most) = config.stagger {
             let delay = crate::policy::schedule::stagger(most, &mut rng);

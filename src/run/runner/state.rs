@@ -14,6 +14,8 @@ use crate::report::log::Log;
 use crate::run::clock::Moment;
 use crate::run::signals::Signals;
 use crate::run::stdio::RunIo;
+use crate::store::file::PrivateFile;
+use crate::store::run_lock::LockFile;
 
 /// A run under way: its options, its log, and what it has come to so far.
 pub struct Runner<'c> {
@@ -37,6 +39,11 @@ pub struct Runner<'c> {
     pub(super) state: RunState<'c>,
     /// The next try, when `--throttle` held it back: the figures it was held on.
     pub(super) next_held: Option<Admission>,
+    /// Where the file of `--lock` is, until the lock is taken.
+    pub(super) lock_place: Option<PrivateFile>,
+    /// The lock of `--lock` once taken: last, so that it is let go after everything else of
+    /// the run.
+    pub(super) lock: Option<LockFile>,
 }
 
 impl<'c> Runner<'c> {
@@ -64,6 +71,8 @@ impl<'c> Runner<'c> {
             dead_letter: Recorder::new(around.dead_letter),
             state: RunState::new(&config.policy, config.repeat),
             next_held: None,
+            lock_place: around.lock,
+            lock: None,
         }
     }
 

@@ -1,0 +1,89 @@
+//! `--lock` (docs/processes.md#one-run-at-a-time): the lock a run takes before its first try
+//! (and before the stagger), waiting for it up to `--lock-wait` and never past the budget, and
+//! keeps until the runner is dropped, after the run's records are written.
+
+use std::time::{Duration, SystemTime};
+
+use super::run_end::End;
+use super::state::Runner;
+use crate::exit::ExitStatus;
+use crate::outcome::RunVerdict;
+use crate::policy::GiveUp;
+use crate::policy::lock::{LockHolder, LockSpec};
+use crate::report::event::{During, Event, Failure};
+use crate::run::clock::Moment;
+use crate::store::run_lock::LockFile;
+
+/// How often a run waiting for the lock tries it again.
+pub const POLL: Duration = Duration::from_millis(50);
+
+impl Runner<'_> {
+    /// Takes the lock of `--lock`, if the run has one: `Err` with the run's end when it does not
+    /// get it (turned away, a signal while it waits, a lock file it must not use).
+    pub(super) fn take_lock(&mut self) -> Result<(), End> {
+        let config = self.config;
+        let (Some(spec), Some(place)) = (&config.lock, self.lock_place.take()) else {
+            return Ok(());
+        };
+        let file = LockFile::open(&place, &spec.name).map_err(|e| self.lock_failed(spec, &e))?;
+        let budget_left = self
+            .run_end()
+            .map(|end| end.saturating_duration_since(Moment::now()));
+        let wait = budget_left.map_or(spec.wait, |left| left.min(spec.wait));
+        let waiting = Moment::now();
+        loop {
+            let me = LockHolder {
+                name: spec.name.clone(),
+                host: crate::store::fleet::host_name(),
+                pid: Some(std::process::id()),
+                run_id: self.env.run_id().to_string(),
+                since: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            };
+            match file.try_take(&me) {
+                Ok(Some(token)) => {
+                    self.env.set_fencing_token(token);
+                    self.lock = Some(file);
+                    return Ok(());
+                }
+                Ok(None) => {}
+                Err(e) => return Err(self.lock_failed(spec, &e)),
+            }
+            let waited = waiting.elapsed();
+            if waited >= wait {
+                return Err(self.turned_away(file.holder()));
+            }
+            if let Some(signal) = self.watch.sleep(&mut self.log, POLL.min(wait - waited), 1) {
+                return Err(self.interrupted(0, signal, During::Start));
+            }
+        }
+    }
+
+    /// Another run holds the lock: the command does not run, no hook runs, and the run ends
+    /// with 75 and reason `locked`, naming the holder.
+    fn turned_away(&mut self, holder: LockHolder) -> End {
+        let why = GiveUp::Locked(Box::new(holder));
+        self.state.end_at(0);
+        self.log.emit(Event::GaveUp {
+            tries: 0,
+            elapsed: self.start.elapsed(),
+            why: why.clone(),
+            status: ExitStatus::Locked,
+            last: None,
+            signal: None,
+            streak: 0,
+        });
+        End {
+            status: ExitStatus::Locked,
+            verdict: RunVerdict::GaveUp(why),
+        }
+    }
+
+    /// The lock's file cannot be used: the run does not start (the lock fails closed).
+    fn lock_failed(&mut self, spec: &LockSpec, e: &crate::store::file::StoreError) -> End {
+        self.log.emit(Event::Error(Failure::Internal(format!(
+            "--lock {}: {e}",
+            spec.name
+        ))));
+        End::internal()
+    }
+}

@@ -1,0 +1,231 @@
+//! The file of `--lock NAME` (docs/processes.md#one-run-at-a-time): `NAME.lock` in the directory
+//! of the local quota store, made and checked as the quota's files are (`file::PrivateFile`).
+//!
+//! A run holds the lock as a `flock` on its open file from before its first try to after its
+//! records are written. The lock belongs to the open file: it goes when the file is closed,
+//! which the kernel does whatever ends `retry`, SIGKILL included; the file is opened
+//! close-on-exec, so no try or hook inherits it. The file is never removed: a run that had it
+//! open, waiting, would lock a file nobody else sees.
+//!
+//! The holder writes who it is into the file (host, pid, run id, since when) and the fencing
+//! token of its grant, one more than the last; a run turned away reads them back.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+use nix::fcntl::{self, FlockArg};
+
+use crate::policy::lock::{LockHolder, LockRecord, RECORD_MAX};
+use crate::store::file::{PrivateFile, StoreError, store_dir};
+use crate::store::open::euid;
+
+/// The place of the lock `name` for the effective user: beside the local quota store's files.
+pub fn place(name: &str, var: impl Fn(&str) -> Option<OsString>) -> PrivateFile {
+    PrivateFile::new(store_dir(var, euid()), format!("{name}.lock"))
+}
+
+/// A lock's file, open; the lock is this process's from a grant of [`LockFile::try_take`] until
+/// this is dropped.
+#[derive(Debug)]
+pub struct LockFile {
+    file: File,
+    name: String,
+    path: PathBuf,
+}
+
+impl LockFile {
+    /// Opens the lock `name` at `place`, made if missing.
+    pub fn open(place: &PrivateFile, name: &str) -> Result<LockFile, StoreError> {
+        let missing = || StoreError::Io {
+            action: "open",
+            path: place.path(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        };
+        let file = place.open(true)?.ok_or_else(missing)?;
+        Ok(LockFile {
+            file,
+            name: name.to_string(),
+            path: place.path(),
+        })
+    }
+
+    /// Takes the lock without blocking: the grant's fencing token, one more than the last one
+    /// the file holds, written with `me` into the file; `None` when another process holds it.
+    pub fn try_take(&self, me: &LockHolder) -> Result<Option<u64>, StoreError> {
+        loop {
+            #[allow(deprecated)]
+            match fcntl::flock(self.file.as_raw_fd(), FlockArg::LockExclusiveNonblock) {
+                Ok(()) => break,
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EWOULDBLOCK) => return Ok(None),
+                Err(e) => return Err(self.failed("lock", io::Error::from(e))),
+            }
+        }
+        let token = self.record()?.token.saturating_add(1);
+        let record = LockRecord {
+            token,
+            holder: me.clone(),
+        };
+        let text = record.encode();
+        // One write at offset 0, then the rest cut: a reader sees whole lines of one record.
+        match self.file.write_at(text.as_bytes(), 0) {
+            Ok(n) if n == text.len() => {}
+            Ok(_) => {
+                let short = io::Error::new(io::ErrorKind::WriteZero, "part of the record written");
+                return Err(self.failed("write", short));
+            }
+            Err(e) => return Err(self.failed("write", e)),
+        }
+        self.file
+            .set_len(text.len() as u64)
+            .map_err(|e| self.failed("truncate", e))?;
+        Ok(Some(token))
+    }
+
+    /// Who holds the lock, as the file says.
+    pub fn holder(&self) -> LockHolder {
+        self.record()
+            .map(|r| r.holder)
+            .unwrap_or_else(|_| LockHolder {
+                name: self.name.clone(),
+                ..LockHolder::default()
+            })
+    }
+
+    /// The lock's file.
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    fn record(&self) -> Result<LockRecord, StoreError> {
+        let mut buf = vec![0u8; RECORD_MAX];
+        let mut len = 0;
+        while len < buf.len() {
+            match self.file.read_at(&mut buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.failed("read", e)),
+            }
+        }
+        let text = String::from_utf8_lossy(&buf[..len]);
+        Ok(LockRecord::decode(&self.name, &text))
+    }
+
+    fn failed(&self, action: &'static str, source: io::Error) -> StoreError {
+        StoreError::Io {
+            action,
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// Whether the lock `name` at `place` is taken now, for the dry run, without taking it or making
+/// anything: `None` when it is free (or its file not made yet), else who holds it. Read from
+/// `/proc/locks`; where that cannot be read, a shared lock is tried for an instant.
+pub fn peek(place: &PrivateFile, name: &str) -> Result<Option<LockHolder>, StoreError> {
+    let Some(file) = place.open(false)? else {
+        return Ok(None);
+    };
+    let lock = LockFile {
+        file,
+        name: name.to_string(),
+        path: place.path(),
+    };
+    let meta = lock
+        .file
+        .metadata()
+        .map_err(|e| lock.failed("inspect", e))?;
+    let taken = match std::fs::read_to_string("/proc/locks") {
+        Ok(table) => flocked_in(&table, meta.dev(), meta.ino()),
+        #[allow(deprecated)]
+        Err(_) => match fcntl::flock(lock.file.as_raw_fd(), FlockArg::LockSharedNonblock) {
+            Ok(()) => false,
+            Err(Errno::EWOULDBLOCK) => true,
+            Err(e) => return Err(lock.failed("lock", io::Error::from(e))),
+        },
+    };
+    Ok(taken.then(|| lock.holder()))
+}
+
+/// Whether `/proc/locks` (`table`) lists a granted `flock` on the file of device `dev` and
+/// inode `ino`. Its lines read `1: FLOCK  ADVISORY  WRITE 4242 00:1f:1234 0 EOF`, with the
+/// device's major and minor numbers in hexadecimal; a waiter's line has `->` after the number.
+fn flocked_in(table: &str, dev: u64, ino: u64) -> bool {
+    let want = format!(
+        "{:02x}:{:02x}:{ino}",
+        nix::libc::major(dev),
+        nix::libc::minor(dev)
+    );
+    table.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&want.as_str())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(pid: u32) -> LockHolder {
+        LockHolder {
+            name: "job".into(),
+            host: "here".into(),
+            pid: Some(pid),
+            run_id: format!("run-{pid}"),
+            since: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn one_open_file_at_a_time_holds_the_lock_and_each_grant_has_a_higher_token() {
+        let dir = std::env::temp_dir().join(format!("retry-lock-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let place = PrivateFile::new(dir.join("retry"), "job.lock".into());
+        assert_eq!(peek(&place, "job").unwrap(), None);
+        let first = LockFile::open(&place, "job").unwrap();
+        assert_eq!(first.try_take(&holder(1)).unwrap(), Some(1));
+        let second = LockFile::open(&place, "job").unwrap();
+        assert_eq!(second.try_take(&holder(2)).unwrap(), None);
+        assert_eq!(second.holder(), holder(1));
+        assert_eq!(peek(&place, "job").unwrap(), Some(holder(1)));
+        drop(first);
+        // Other tests' threads fork children at any moment, and a child between its fork and
+        // its exec holds a copy of every descriptor open then: the lock goes when the last
+        // copy is closed, soon.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let token = loop {
+            match second.try_take(&holder(2)).unwrap() {
+                Some(token) => break token,
+                None if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                None => panic!("the lock was never let go"),
+            }
+        };
+        assert_eq!(token, 2);
+        let meta = std::fs::metadata(place.path()).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        let dir_meta = std::fs::metadata(place.dir()).unwrap();
+        assert_eq!(dir_meta.mode() & 0o777, 0o700);
+        drop(second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_granted_flock_is_found_in_the_kernels_table_and_a_waiter_is_not() {
+        let dev = nix::libc::makedev(0, 0x1f);
+        let table = "1: FLOCK  ADVISORY  WRITE 4242 00:1f:1234 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 4243 00:1f:99 0 EOF\n";
+        assert!(flocked_in(table, dev, 1234));
+        assert!(!flocked_in(table, dev, 99));
+        assert!(!flocked_in(table, dev, 12));
+    }
+}

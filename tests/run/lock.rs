@@ -1,0 +1,485 @@
+//! `--lock NAME` (docs/processes.md#one-run-at-a-time): one run at a time holding a name on this
+//! machine, turned away with 75 and reason `locked`, the lock freed however its holder ends, and
+//! a fencing token that grows with every grant.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// `retry` with its lock store in `runtime`, the test's own.
+fn locked(runtime: &Path, name: &str) -> std::process::Command {
+    let mut cmd = retry_std();
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .args(["--lock", name, "-n", "1"]);
+    cmd
+}
+
+/// A run that holds the lock `name` until it is killed: its try writes its pid to `ready`,
+/// then sleeps. Returns once the try has started.
+fn holder(runtime: &Path, name: &str, ready: &Path) -> Child {
+    let script = format!("echo $$ > '{}'; exec sleep 20", ready.display());
+    let child = locked(runtime, name)
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holder");
+    assert!(
+        wait_until(STEP_LIMIT, || std::fs::read_to_string(ready)
+            .is_ok_and(|s| s.ends_with('\n'))),
+        "the holder's try never started"
+    );
+    child
+}
+
+/// Kills the try whose pid is in `file`, if it is still there.
+fn kill_try(file: &Path) {
+    if let Some(pid) = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    {
+        send(pid, nix::libc::SIGKILL);
+    }
+}
+
+#[test]
+fn twenty_runs_started_at_once_run_the_command_one_at_a_time_and_all_run() {
+    let dir = temp_dir("lock-twenty");
+    let runtime = runtime_dir("lock-twenty-rt");
+    let log = dir.join("log");
+    let script = format!(
+        "echo start $$ >> '{0}'; sleep 0.05; echo end $$ >> '{0}'",
+        log.display()
+    );
+    let mut runs: Vec<Child> = (0..20)
+        .map(|_| {
+            locked(&runtime, "twenty")
+                .args(["--lock-wait", "30s", "--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start a run")
+        })
+        .collect();
+    for run in &mut runs {
+        let status = wait_bounded(run, TEST_LIMIT);
+        assert_eq!(status.code(), Some(0));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 40, "{text}");
+    let mut pids = std::collections::HashSet::new();
+    for pair in lines.chunks(2) {
+        // Each start is followed by its own end: no two tries overlapped.
+        let start = pair[0].strip_prefix("start ").expect(&text);
+        let end = pair[1].strip_prefix("end ").expect(&text);
+        assert_eq!(start, end, "two tries overlapped:\n{text}");
+        pids.insert(start.to_string());
+    }
+    assert_eq!(pids.len(), 20, "{text}");
+}
+
+#[test]
+fn a_taken_lock_turns_a_run_away_with_75_naming_the_holder_and_writes_no_dead_letter() {
+    let dir = temp_dir("lock-taken");
+    let runtime = runtime_dir("lock-taken-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "held", &ready);
+    let ran = dir.join("ran");
+    let dead = dir.join("dead.jsonl");
+    let out = output_bounded(
+        locked(&runtime, "held")
+            .args(["--log-format", "json", "--dead-letter"])
+            .arg(&dead)
+            .args(["--", "touch"])
+            .arg(&ran),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(!ran.exists(), "the command ran");
+    let lines = json_lines(&stderr_of(&out));
+    let give_up = event(&lines, "give_up");
+    assert_eq!(give_up["reason"], "locked", "{give_up}");
+    assert_eq!(give_up["tries"], 0, "{give_up}");
+    assert_eq!(give_up["holder_pid"], holding.id(), "{give_up}");
+    assert!(
+        give_up["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", holding.id())),
+        "{give_up}"
+    );
+    assert!(events(&lines, "dead_letter").is_empty(), "{lines:?}");
+    // The file may be made at the start, to refuse one that cannot be trusted: no record in it.
+    let letters = std::fs::read_to_string(&dead).unwrap_or_default();
+    assert_eq!(letters, "", "a dead letter was written");
+}
+
+#[test]
+fn a_holder_killed_with_sigkill_frees_the_lock_at_once() {
+    let dir = temp_dir("lock-kill");
+    let runtime = runtime_dir("lock-kill-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "killed", &ready);
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    // The holder's try is still running: the lock went with retry all the same.
+    let started = Instant::now();
+    let out = output_bounded(locked(&runtime, "killed").args(["--", "true"]), TEST_LIMIT);
+    let took = started.elapsed();
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(took < Duration::from_secs(2), "the next run took {took:?}");
+}
+
+#[test]
+fn a_try_that_outlives_retry_does_not_keep_the_lock() {
+    let dir = temp_dir("lock-outlive");
+    let runtime = runtime_dir("lock-outlive-rt");
+    let bg = dir.join("bg");
+    let script = format!(
+        "sleep 20 < /dev/null > /dev/null 2>&1 & echo $! > '{}'",
+        bg.display()
+    );
+    let out = output_bounded(
+        locked(&runtime, "outlive").args(["--", "sh", "-c", &script]),
+        TEST_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let pid: i32 = std::fs::read_to_string(&bg)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let still_there = alive(pid);
+    let next = output_bounded(locked(&runtime, "outlive").args(["--", "true"]), TEST_LIMIT);
+    let after = alive(pid);
+    kill_try(&bg);
+    assert!(still_there && after, "the background sleep ended too soon");
+    assert_eq!(next.status.code(), Some(0), "{}", stderr_of(&next));
+}
+
+#[test]
+fn each_grant_of_the_lock_gives_the_tries_a_higher_fencing_token() {
+    let dir = temp_dir("lock-token");
+    let runtime = runtime_dir("lock-token-rt");
+    let tokens = dir.join("tokens");
+    let script = format!("echo \"$RETRY_FENCING_TOKEN\" >> '{}'", tokens.display());
+    for _ in 0..3 {
+        let out = output_bounded(
+            locked(&runtime, "token").args(["--", "sh", "-c", &script]),
+            TEST_LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    }
+    let text = std::fs::read_to_string(&tokens).unwrap();
+    let seen: Vec<u64> = text.lines().map(|l| l.parse().expect(&text)).collect();
+    assert_eq!(seen.len(), 3, "{text}");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{text}");
+}
+
+#[test]
+fn a_lock_name_that_cannot_be_a_file_name_is_a_usage_error() {
+    let runtime = runtime_dir("lock-bad-rt");
+    for bad in ["a/b", "..", ""] {
+        let out = output_bounded(
+            retry_std()
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .args(["--lock", bad, "--", "true"]),
+            TEST_LIMIT,
+        );
+        let line = usage_error_of(&out, bad);
+        assert!(line.contains("--lock"), "{line}");
+        assert!(line.contains(&format!("'{bad}'")), "{line}");
+    }
+    for (args, value) in [
+        (&["--lock-wait", "2s"][..], "2s"),
+        (&["--lock", "x", "--lock-wait", "2q"][..], "2q"),
+    ] {
+        let out = output_bounded(
+            retry_std()
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .args(args)
+                .args(["--", "true"]),
+            TEST_LIMIT,
+        );
+        let line = usage_error_of(&out, value);
+        assert!(line.contains("--lock-wait"), "{line}");
+        assert!(line.contains(value), "{line}");
+    }
+}
+
+#[test]
+fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("lock-unsafe");
+    let runtime = runtime_dir("lock-unsafe-rt");
+    let store = runtime.join("retry");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ran = dir.join("ran");
+    let out = output_bounded(
+        locked(&runtime, "unsafe").args(["--", "touch"]).arg(&ran),
+        TEST_LIMIT,
+    );
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert!(!ran.exists(), "the command ran without the lock");
+    assert!(
+        log.contains("--lock unsafe") && log.contains("0755"),
+        "{log}"
+    );
+    assert_eq!(log.lines().count(), 1, "{log}");
+    // The dry run stops as the run would, so that a deploy check sees it.
+    let dry = output_bounded(
+        locked(&runtime, "unsafe").args(["--dry-run", "--", "true"]),
+        TEST_LIMIT,
+    );
+    let line = stderr_of(&dry);
+    assert_eq!(dry.status.code(), Some(125), "{line}");
+    assert!(
+        line.contains("--lock unsafe") && line.contains("0755"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_signal_ends_the_wait_for_the_lock_at_once() {
+    let dir = temp_dir("lock-signal");
+    let runtime = runtime_dir("lock-signal-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "signal", &ready);
+    let mut waiting = locked(&runtime, "signal")
+        .args(["--lock-wait", "30s", "--log-format", "json", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the waiting run");
+    // Its start line says it is under way, and waiting.
+    // Read through to the end, so that retry's last lines find a reader.
+    let mut stderr = std::io::BufReader::new(waiting.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    });
+    assert!(first.contains("\"event\":\"start\""), "{first}");
+    std::thread::sleep(Duration::from_millis(100));
+    let sent = Instant::now();
+    send(waiting.id(), nix::libc::SIGTERM);
+    let status = wait_bounded(&mut waiting, STEP_LIMIT);
+    let took = sent.elapsed();
+    let _ = rest.join();
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn a_dry_run_says_whether_the_lock_is_taken_now_and_takes_nothing() {
+    let dir = temp_dir("lock-dry");
+    let runtime = runtime_dir("lock-dry-rt");
+    let dry = |runtime: &Path| {
+        let out = output_bounded(
+            locked(runtime, "dry").args(["--dry-run", "--", "true"]),
+            TEST_LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        stdout_of(&out)
+    };
+    let free = dry(&runtime);
+    assert!(
+        free.contains("'dry', taken before the first try: free now"),
+        "{free}"
+    );
+    assert!(!runtime.join("retry").join("dry.lock").exists());
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "dry", &ready);
+    let taken = dry(&runtime);
+    // The dry run took nothing: the holder's lock is still its own.
+    let turned_away = output_bounded(locked(&runtime, "dry").args(["--", "true"]), TEST_LIMIT);
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    let named = format!("is taken by pid {}", holding.id());
+    assert!(taken.contains(&named), "{taken}");
+    assert_eq!(turned_away.status.code(), Some(75));
+}
+
+#[test]
+fn the_wait_for_a_taken_lock_ends_with_the_budget() {
+    let dir = temp_dir("lock-budget");
+    let runtime = runtime_dir("lock-budget-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "budget", &ready);
+    let started = Instant::now();
+    let out = output_bounded(
+        locked(&runtime, "budget").args(["--lock-wait", "30s", "-B", "1s", "--", "true"]),
+        TEST_LIMIT,
+    );
+    let took = started.elapsed();
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+        "waited {took:?}"
+    );
+}
+
+/// A run turned away by the lock, every record asked for: each says `locked`, 75 and no try,
+/// and neither the command nor `--on-give-up` ran.
+#[test]
+fn every_record_of_a_run_turned_away_says_locked() {
+    let dir = temp_dir("lock-records");
+    let runtime = runtime_dir("lock-records-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "records", &ready);
+    let (history, junit, outputs, log) = (
+        dir.join("history.jsonl"),
+        dir.join("junit.xml"),
+        dir.join("outputs"),
+        dir.join("log.jsonl"),
+    );
+    let hook = dir.join("hook");
+    let out = output_bounded(
+        locked(&runtime, "records")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", &outputs)
+            .args(["--log-format", "json", "--history"])
+            .arg(&history)
+            .arg("--junit")
+            .arg(&junit)
+            .arg("--log-file")
+            .arg(&log)
+            .arg("--on-give-up")
+            .arg(format!("touch '{}'", hook.display()))
+            .args(["--", "true"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(!hook.exists(), "--on-give-up ran");
+    let give_up = json_file(&log)
+        .into_iter()
+        .find(|l| l["event"] == "give_up")
+        .expect("a give_up line");
+    assert_eq!(
+        (&give_up["reason"], &give_up["exit_code"], &give_up["tries"]),
+        (&"locked".into(), &75.into(), &0.into())
+    );
+    let run = json_file(&history).pop().expect("a history line");
+    assert_eq!(
+        (&run["reason"], &run["exit_code"], &run["tries"]),
+        (&"locked".into(), &75.into(), &0.into())
+    );
+    let outputs = std::fs::read_to_string(&outputs).unwrap();
+    for line in ["reason=locked", "exit_code=75", "tries=0"] {
+        assert!(outputs.lines().any(|l| l == line), "{outputs}");
+    }
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(junit.contains("type=\"locked\""), "{junit}");
+    assert!(junit.contains(&format!("pid {}", holding.id())), "{junit}");
+}
+
+/// Starts `cmd` (a run with `--log-format json`) with its log piped, and reads the log until a
+/// line holds `needle`; the rest is read on a thread, so that `retry` always finds a reader.
+fn start_until(
+    cmd: &mut std::process::Command,
+    needle: &str,
+) -> (Child, std::thread::JoinHandle<()>) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let wanted = needle.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(&wanted) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(STEP_LIMIT).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the run never logged {needle}");
+    }
+    (child, reader)
+}
+
+#[test]
+fn the_lock_is_taken_before_the_stagger_and_kept_through_the_last_hook() {
+    let dir = temp_dir("lock-span");
+    let runtime = runtime_dir("lock-span-rt");
+    let next = |name: &str| {
+        output_bounded(locked(&runtime, name).args(["--", "true"]), TEST_LIMIT)
+            .status
+            .code()
+    };
+    // Seed 1 draws a stagger of 19.485s out of 20s.
+    let (mut staggered, reader) = start_until(
+        locked(&runtime, "span").args([
+            "--stagger",
+            "20s",
+            "--seed",
+            "1",
+            "--log-format",
+            "json",
+            "--",
+            "true",
+        ]),
+        "\"event\":\"stagger\"",
+    );
+    let during_stagger = next("span");
+    send(staggered.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut staggered, STEP_LIMIT);
+    let _ = reader.join();
+    assert_eq!(
+        during_stagger,
+        Some(75),
+        "a run got the lock during the stagger"
+    );
+    let hook = dir.join("hook");
+    let script = format!("touch '{}'; sleep 0.5", hook.display());
+    let mut failing = locked(&runtime, "span")
+        .args(["--on-give-up", &script, "--", "false"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the failing run");
+    assert!(
+        wait_until(STEP_LIMIT, || hook.exists()),
+        "the hook never ran"
+    );
+    let during_hook = next("span");
+    wait_bounded(&mut failing, STEP_LIMIT);
+    assert_eq!(
+        during_hook,
+        Some(75),
+        "a run got the lock during --on-give-up"
+    );
+    assert_eq!(next("span"), Some(0));
+}
