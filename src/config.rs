@@ -123,6 +123,9 @@ pub struct Config {
     pub history: Option<PathBuf>,
     /// `--junit`: where the JUnit XML report of the run goes (docs/ci.md#junit-reports).
     pub junit: Option<PathBuf>,
+    /// `--metrics`: the Prometheus textfile the run's metrics are merged into
+    /// (docs/dashboards.md#metrics).
+    pub metrics: Option<PathBuf>,
     /// `--flaky`: what a run that succeeded after a failed try exits with
     /// (docs/flaky.md#failing-a-flaky-run).
     pub flaky: Flaky,
@@ -372,6 +375,7 @@ impl Config {
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,
             junit: cli.junit,
+            metrics: cli.metrics,
             flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,
@@ -496,6 +500,7 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     same_file_as_the_log(cli)?;
     records::same_record_file(cli).map_err(UsageError)?;
     junit::same_file_as_another(cli).map_err(UsageError)?;
+    records::metrics_beside_another(cli).map_err(UsageError)?;
     if cli.flaky.keep_going && cli.flaky.repeat.is_none() {
         return Err(UsageError(
             "--keep-going goes with --repeat N: it runs all N tries whatever fails (see --help)"
