@@ -31,6 +31,7 @@ mod fleet;
 mod herd;
 mod hooks_ci;
 mod junit;
+mod metrics;
 mod nemesis;
 mod one_file;
 mod output;
