@@ -312,3 +312,40 @@ fn a_file_that_is_not_retrys_is_left_as_it_is_with_one_warning_and_the_runs_stat
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), foreign);
 }
+
+#[test]
+fn the_metrics_file_cannot_be_another_options_file_nor_go_with_a_dry_run() {
+    let dir = common::temp_dir("metrics-same");
+    let file = dir.join("same.prom");
+    let ran = dir.join("ran");
+    for other in ["--log-file", "--dead-letter", "--history", "--junit"] {
+        let out = output_bounded(
+            retry_std()
+                .arg("--metrics")
+                .arg(&file)
+                .arg(other)
+                .arg(dir.join(".").join("same.prom"))
+                .arg("--")
+                .arg("touch")
+                .arg(&ran),
+            common::STEP_LIMIT,
+        );
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{other}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--metrics '") && stderr.contains(&format!("and {other} '")),
+            "{stderr}"
+        );
+    }
+    let out = output_bounded(
+        retry_std()
+            .arg("--metrics")
+            .arg(&file)
+            .args(["--dry-run", "--", "true"]),
+        common::STEP_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(stderr_of(&out).contains("--metrics"), "{out:?}");
+    assert!(!ran.exists() && !file.exists());
+}
