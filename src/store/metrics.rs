@@ -31,7 +31,7 @@ pub const MAX_FILE: u64 = 16 << 20;
 /// Merges `run` into the file at `path`, waiting at most `wait` for its lock.
 pub fn merge(path: &Path, run: &RunMetrics, wait: Duration) -> io::Result<()> {
     let (dir, name) = directory(path)?;
-    let dir = open_shared_way(dir, true)?;
+    let dir = open_shared_way(dir)?;
     let mut lock_name = name.to_os_string();
     lock_name.push(".lock");
     let locked = open_in(&dir, &lock_name, Access::Create)?;

@@ -178,16 +178,16 @@ fn walk(absolute: &Path, create: bool, system: bool) -> io::Result<File> {
     Ok(way.into_last())
 }
 
-/// Opens the directory `dir` as [`open_way`] does, except that a system account may own what is
-/// on the way too: the directory another program reads from, such as node_exporter's textfile
-/// directory under `/var/lib/prometheus` (which Debian's `prometheus` account owns). Another
-/// local user cannot own one.
-pub fn open_shared_way(dir: &Path, create: bool) -> io::Result<File> {
+/// Opens the directory `dir` as [`open_way`] does, making none, except that a system account
+/// may own what is on the way too: the directory another program reads from, such as
+/// node_exporter's textfile directory under `/var/lib/prometheus` (which Debian's `prometheus`
+/// account owns). Another local user cannot own one.
+pub fn open_shared_way(dir: &Path) -> io::Result<File> {
     let absolute = match dir.is_absolute() {
         true => dir.to_path_buf(),
         false => std::env::current_dir()?.join(dir),
     };
-    walk(&absolute, create, true)
+    walk(&absolute, false, true)
 }
 
 /// The accounts below this uid are the system's (Debian's policy and `login.defs`'s
@@ -198,11 +198,7 @@ pub const FIRST_USER_UID: u32 = 1000;
 /// to a record file, except that a system account may own what is on the way too: a server
 /// runs as one (Debian's `redis` owns `/run/redis`), and another local user cannot own one.
 pub fn open_socket_way(dir: &Path) -> io::Result<File> {
-    let absolute = match dir.is_absolute() {
-        true => dir.to_path_buf(),
-        false => std::env::current_dir()?.join(dir),
-    };
-    walk(&absolute, false, true)
+    open_shared_way(dir)
 }
 
 /// Checks the socket `name` in `dir` (opened by [`open_socket_way`]): a socket, not a link,

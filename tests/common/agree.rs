@@ -2,9 +2,9 @@
 //! docs/log.md#every-record-of-a-run-agrees): a seeded generator draws option combinations and a scripted command, the real
 //! `retry` runs them, and a checker reads every record the run was asked for (its exit status,
 //! the JSON log, the last human line and the CI annotation, the step outputs and the job
-//! summary, the history line, the --metrics file, the JUnit report, the dead letter and the replays of it, the
-//! hooks' own log and the command's own count of its runs) and checks that they say the same
-//! thing, and what the docs say they must.
+//! summary, the history line, the --metrics file, the JUnit report, the dead letter and the
+//! replays of it, the hooks' own log and the command's own count of its runs) and checks that
+//! they say the same thing, and what the docs say they must.
 //!
 //! Used by `tests/run/agree.rs` (a fixed seed, a few hundred cases) and `benches/agree.rs`
 //! (thousands, with the figures by invariant). A case is known by its seed and index alone:

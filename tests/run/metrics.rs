@@ -349,3 +349,42 @@ fn the_metrics_file_cannot_be_another_options_file_nor_go_with_a_dry_run() {
     assert!(stderr_of(&out).contains("--metrics"), "{out:?}");
     assert!(!ran.exists() && !file.exists());
 }
+
+/// node_exporter's directory on Debian is under `/var/lib/prometheus`, which the `prometheus`
+/// system account owns: such a directory may be on the way, while one of another local user is
+/// refused, as on the way to any file `retry` keeps.
+#[test]
+fn the_way_may_go_through_a_system_accounts_directory_but_not_another_users() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let Some(other) = common::other_user() else {
+        return;
+    };
+    let dir = common::temp_dir("metrics-way");
+    let run = |owner: u32| {
+        let collector = dir.join(format!("owned-by-{owner}"));
+        std::fs::create_dir(&collector).unwrap();
+        std::fs::set_permissions(&collector, std::fs::Permissions::from_mode(0o755)).unwrap();
+        chown(&collector, Some(owner), None).unwrap();
+        let file = collector.join("retry.prom");
+        let out = output_bounded(
+            retry_std()
+                .arg("--metrics")
+                .arg(&file)
+                .args(["-q", "--", "true"]),
+            common::STEP_LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        (file, stderr_of(&out))
+    };
+    // A system account (uid 1, Debian's `daemon`), as `prometheus` is.
+    let (file, stderr) = run(1);
+    assert_eq!(stderr, "");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "the collector, another account, reads it");
+    let (file, stderr) = run(other);
+    assert!(
+        stderr.contains("--metrics") && stderr.contains(&format!("owned by uid {other}")),
+        "{stderr}"
+    );
+    assert!(!file.exists());
+}
