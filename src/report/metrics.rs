@@ -109,3 +109,18 @@ impl Sink for Metrics {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_without_a_label_is_named_by_its_commands_basename_never_its_arguments() {
+        let command = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        let name =
+            |words: &[&str]| Metrics::new(PathBuf::from("m.prom"), &command(words), None).name;
+        assert_eq!(name(&["/usr/local/bin/backup", "--full"]), "backup");
+        assert_eq!(name(&["./sync-orders"]), "sync-orders");
+        assert_eq!(name(&["make", "deploy"]), "make");
+    }
+}
