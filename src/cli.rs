@@ -69,6 +69,7 @@ pub mod id {
     pub const LOG_FILE: &str = "log-file";
     pub const LABEL: &str = "label";
     pub const JUNIT: &str = "junit";
+    pub const METRICS: &str = "metrics";
     pub const COLOR: &str = "color";
     pub const DRY_RUN: &str = "dry-run";
     pub const KEEP_GOING: &str = "keep-going";
@@ -171,6 +172,8 @@ pub struct Cli {
     pub label: Option<String>,
     /// `--junit`: where the JUnit XML report of the run goes.
     pub junit: Option<PathBuf>,
+    /// `--metrics`: the Prometheus textfile the run's metrics are merged into.
+    pub metrics: Option<PathBuf>,
     pub color: ColorWhen,
     pub dry_run: bool,
     pub dead_letter: Option<PathBuf>,
@@ -713,6 +716,26 @@ Maven Surefire's schema, which Jenkins, GitLab and nextest read: one testsuite, 
         .value_parser(ValueParser::path_buf())
         .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
         option(
+            id::METRICS,
+            "FILE",
+            OUTPUT,
+            "When the run ends, merge its metrics into FILE, for node_exporter's textfile collector
+
+Prometheus's text format: the counters retry_runs_total{job,outcome} and \
+            retry_tries_total{job,result}, and per job the gauges \
+            retry_last_run_timestamp_seconds, retry_last_success_timestamp_seconds (kept when a \
+            run fails), retry_last_duration_seconds, retry_last_tries and retry_last_exit_code. \
+            The job is the --label, else the command's name. Many runs and jobs may share FILE \
+            (name it *.prom in the collector's directory): each reads it back under the lock of \
+            FILE.lock, adds its run, and renames a new file over it, so that it is never seen \
+            half written. FILE is refused unless it is a regular file of the user running retry \
+            that group and others cannot write, holding only retry's metrics; it is left \
+            readable by others, for the collector. A file that cannot be written is a warning, \
+            and changes nothing else.",
+        )
+        .value_parser(ValueParser::path_buf())
+        .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
+        option(
             id::COLOR,
             "WHEN",
             OUTPUT,
@@ -864,6 +887,7 @@ impl Cli {
             log_file: one(m, id::LOG_FILE),
             label: one(m, id::LABEL),
             junit: one(m, id::JUNIT),
+            metrics: one(m, id::METRICS),
             stagger: with_text(m, id::STAGGER),
             quota: one(m, id::QUOTA),
             throttle: one(m, id::THROTTLE),

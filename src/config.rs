@@ -20,6 +20,7 @@ use crate::text::{Charset, printable, quote, unprintable};
 
 mod hint;
 mod junit;
+mod lock;
 mod records;
 mod simulation;
 
@@ -126,6 +127,9 @@ pub struct Config {
     pub history: Option<PathBuf>,
     /// `--junit`: where the JUnit XML report of the run goes (docs/ci.md#junit-reports).
     pub junit: Option<PathBuf>,
+    /// `--metrics`: the Prometheus textfile the run's metrics are merged into
+    /// (docs/dashboards.md#metrics).
+    pub metrics: Option<PathBuf>,
     /// `--flaky`: what a run that succeeded after a failed try exits with
     /// (docs/flaky.md#failing-a-flaky-run).
     pub flaky: Flaky,
@@ -324,6 +328,7 @@ impl Config {
         let log = LogConfig::of(&mut cli);
         let repeat = repeat(&cli);
         let waits = wait_policy(&cli)?;
+        let lock = lock::lock(&cli).map_err(UsageError)?;
         let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
         let budget = cli.budget.filter(|b| !b.is_zero());
@@ -339,11 +344,6 @@ impl Config {
         if let (Some(throttle), None) = (cli.throttle, &cli.quota) {
             return Err(UsageError(format!(
                 "'--throttle {throttle}' needs --quota NAME: the figures it decides on are kept in the quota's store, shared by the runs that name it"
-            )));
-        }
-        if let (Some((_, written)), None) = (&cli.lock_wait, &cli.lock) {
-            return Err(UsageError(format!(
-                "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
             )));
         }
         let stagger = stagger(cli.stagger, policy.limit)?;
@@ -376,14 +376,12 @@ impl Config {
             stagger,
             quota: cli.quota,
             throttle: cli.throttle,
-            lock: cli.lock.map(|name| LockSpec {
-                name: name.0,
-                wait: cli.lock_wait.map_or(Duration::ZERO, |(wait, _)| wait),
-            }),
+            lock,
             mode,
             dead_letter: cli.dead_letter,
             history: cli.flaky.history,
             junit: cli.junit,
+            metrics: cli.metrics,
             flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,
@@ -508,6 +506,7 @@ fn check_command(cli: &Cli) -> Result<(), UsageError> {
     same_file_as_the_log(cli)?;
     records::same_record_file(cli).map_err(UsageError)?;
     junit::same_file_as_another(cli).map_err(UsageError)?;
+    records::metrics_beside_another(cli).map_err(UsageError)?;
     if cli.flaky.keep_going && cli.flaky.repeat.is_none() {
         return Err(UsageError(
             "--keep-going goes with --repeat N: it runs all N tries whatever fails (see --help)"

@@ -201,6 +201,33 @@ pub fn same_record_file(cli: &Cli) -> Result<(), String> {
     ))
 }
 
+/// `--metrics` naming the file of another option (the same file by another path too): the
+/// metrics would replace its lines, or be refused as damaged by it.
+pub fn metrics_beside_another(cli: &Cli) -> Result<(), String> {
+    let Some(metrics) = &cli.metrics else {
+        return Ok(());
+    };
+    for (option, path) in [
+        ("--log-file", &cli.log_file),
+        ("--dead-letter", &cli.dead_letter),
+        ("--history", &cli.flaky.history),
+        ("--replay", &cli.replay),
+        ("--junit", &cli.junit),
+    ] {
+        if let Some(path) = path
+            .as_ref()
+            .filter(|p| crate::store::open::same_file(metrics, p))
+        {
+            return Err(format!(
+                "--metrics '{}' and {option} '{}' name the same file: each would take the other's place",
+                printable(&metrics.display().to_string()),
+                printable(&path.display().to_string())
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

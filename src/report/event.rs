@@ -517,6 +517,8 @@ pub enum Warning {
     HistoryTooLarge { path: PathBuf, bytes: u64 },
     /// The run could not be recorded in `--history`.
     HistoryNotWritten { path: PathBuf, why: String },
+    /// The run's metrics could not be merged into `--metrics`.
+    MetricsNotWritten { path: PathBuf, why: String },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.

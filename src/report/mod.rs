@@ -14,6 +14,7 @@ pub mod jsonlog;
 pub mod junit;
 pub mod layout;
 pub mod log;
+pub mod metrics;
 pub mod out;
 pub mod plan_words;
 pub mod policy_text;

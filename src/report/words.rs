@@ -179,6 +179,10 @@ fn file_warning_text(w: &Warning) -> String {
             "cannot record this run in --history '{}': {why}",
             path.display()
         ),
+        Warning::MetricsNotWritten { path, why } => format!(
+            "cannot write this run's metrics to --metrics '{}': {why}",
+            path.display()
+        ),
         Warning::LineCutShort { path, line } => format!(
             "'{}' line {line} is cut short (a write that did not finish): it holds no whole run, \
              and is skipped",
@@ -270,6 +274,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::DeadLetterKeptNotMoved { .. }
         | Warning::HistoryTooLarge { .. }
         | Warning::HistoryNotWritten { .. }
+        | Warning::MetricsNotWritten { .. }
         | Warning::LineCutShort { .. }
         | Warning::OutputsNotWritten { .. }
         | Warning::SummaryNotWritten { .. }

@@ -48,7 +48,7 @@ use crate::report::log::Log;
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
 use crate::store::shared;
-use setup::{Start, open_log, run_id, run_logged, with_history};
+use setup::{Start, open_log, run_id, run_logged, with_history, with_metrics};
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
@@ -320,6 +320,7 @@ fn real_run(
     if let Some(path) = &config.junit {
         log = log.with_sink(Box::new(Junit::to_file(path)));
     }
+    log = with_metrics(config, log);
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
         Err(e) => {

@@ -15,6 +15,7 @@ use crate::report::event::{Event, Failure, Warning};
 use crate::report::history::History;
 use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
+use crate::report::metrics::Metrics;
 use crate::report::out::Out;
 use crate::run::clock::{self, Moment};
 use crate::run::random;
@@ -250,6 +251,7 @@ pub(crate) fn run_again(
         },
         None => log,
     };
+    let log = with_metrics(config, log);
     let begin = Start {
         seed: config.seed.unwrap_or_else(random::random_u64),
         start,
@@ -302,4 +304,18 @@ pub(crate) fn with_history(
     let until = config.policy.limit.map(|limit| limit.at);
     let history = History::new(path.to_path_buf(), config.command.clone(), until);
     Ok(log.with_sink(Box::new(history)))
+}
+
+/// The log, with the `--metrics` sink added last, so that the run's metrics are merged after its
+/// records are written (docs/dashboards.md#metrics). Nothing is checked now: a file that cannot
+/// be written is a warning when the run ends, and never changes the run.
+pub(crate) fn with_metrics(config: &Config, log: Log) -> Log {
+    match &config.metrics {
+        Some(path) => {
+            let until = config.policy.limit.map(|limit| limit.at);
+            let metrics = Metrics::new(path.clone(), &config.command, until);
+            log.with_sink(Box::new(metrics))
+        }
+        None => log,
+    }
 }

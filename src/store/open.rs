@@ -39,14 +39,31 @@ pub fn open_record_file(path: &Path, access: Access) -> io::Result<File> {
         _ => Path::new("."),
     };
     let dir = open_way(dir, access == Access::Create)?;
+    open_in(&dir, name, access)
+}
+
+/// Opens `name` in `dir`, a directory whose way [`open_way`] (or [`open_shared_way`]) checked,
+/// by the rules of [`open_record_file`].
+pub fn open_in(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result<File> {
     // A file that is there is looked at before it is opened: opening a device may act on it.
-    match stat::fstatat(&dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+    match stat::fstatat(dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => check_file_mode(st.st_mode)?,
         Err(Errno::ENOENT) if access == Access::Create => {}
         Err(e) => return Err(e.into()),
     }
-    let file = open_at(&dir, name, access)?;
+    let file = open_at(dir, name, access)?;
     check_opened(&file)?;
+    Ok(file)
+}
+
+/// Creates `name` in `dir`, a new file that no other process has opened (`O_EXCL`, never
+/// through a link), 0600 whatever the umask.
+pub fn create_new_in(dir: &File, name: &std::ffi::OsStr) -> io::Result<File> {
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let private = Mode::S_IRUSR | Mode::S_IWUSR;
+    let file = File::from(fcntl::openat(dir, name, flags, private)?);
+    stat::fchmod(&file, private)?;
     Ok(file)
 }
 
@@ -161,6 +178,18 @@ fn walk(absolute: &Path, create: bool, system: bool) -> io::Result<File> {
     Ok(way.into_last())
 }
 
+/// Opens the directory `dir` as [`open_way`] does, making none, except that a system account
+/// may own what is on the way too: the directory another program reads from, such as
+/// node_exporter's textfile directory under `/var/lib/prometheus` (which Debian's `prometheus`
+/// account owns). Another local user cannot own one.
+pub fn open_shared_way(dir: &Path) -> io::Result<File> {
+    let absolute = match dir.is_absolute() {
+        true => dir.to_path_buf(),
+        false => std::env::current_dir()?.join(dir),
+    };
+    walk(&absolute, false, true)
+}
+
 /// The accounts below this uid are the system's (Debian's policy and `login.defs`'s
 /// `SYS_UID_MAX` stop at 999): a local user cannot become one.
 pub const FIRST_USER_UID: u32 = 1000;
@@ -169,11 +198,7 @@ pub const FIRST_USER_UID: u32 = 1000;
 /// to a record file, except that a system account may own what is on the way too: a server
 /// runs as one (Debian's `redis` owns `/run/redis`), and another local user cannot own one.
 pub fn open_socket_way(dir: &Path) -> io::Result<File> {
-    let absolute = match dir.is_absolute() {
-        true => dir.to_path_buf(),
-        false => std::env::current_dir()?.join(dir),
-    };
-    walk(&absolute, false, true)
+    open_shared_way(dir)
 }
 
 /// Checks the socket `name` in `dir` (opened by [`open_socket_way`]): a socket, not a link,

@@ -2,9 +2,9 @@
 //! docs/log.md#every-record-of-a-run-agrees): a seeded generator draws option combinations and a scripted command, the real
 //! `retry` runs them, and a checker reads every record the run was asked for (its exit status,
 //! the JSON log, the last human line and the CI annotation, the step outputs and the job
-//! summary, the history line, the JUnit report, the dead letter and the replays of it, the
-//! hooks' own log and the command's own count of its runs) and checks that they say the same
-//! thing, and what the docs say they must.
+//! summary, the history line, the --metrics file, the JUnit report, the dead letter and the
+//! replays of it, the hooks' own log and the command's own count of its runs) and checks that
+//! they say the same thing, and what the docs say they must.
 //!
 //! Used by `tests/run/agree.rs` (a fixed seed, a few hundred cases) and `benches/agree.rs`
 //! (thousands, with the figures by invariant). A case is known by its seed and index alone:
@@ -257,6 +257,9 @@ pub struct Case {
     pub on_give_up: bool,
     pub junit: bool,
     pub history: bool,
+    /// `--metrics m.prom`: drawn from the other draws (junit xor history), so that a seed gives
+    /// the cases it gave before the file was checked.
+    pub metrics: bool,
     pub dead_letter: bool,
     pub replay: Option<Replay>,
     /// The stores on the `redis-server` with TLS.
@@ -439,6 +442,7 @@ fn draw(seed: u64, index: u64) -> Case {
         on_give_up: plain && r.chance(20),
         junit: r.chance(40),
         history: r.chance(45),
+        metrics: false,
         dead_letter,
         replay: None,
         tls: Tls::default(),
@@ -471,6 +475,7 @@ fn draw(seed: u64, index: u64) -> Case {
             Stdout::Full,
         ]),
     };
+    case.metrics = case.junit != case.history;
     if r.chance(4) {
         add_misuse(&mut case, &mut r);
         return case;
@@ -535,6 +540,7 @@ impl Case {
             on_give_up: false,
             junit: false,
             history: false,
+            metrics: false,
             dead_letter: false,
             replay: None,
             tls: Tls::default(),
@@ -854,6 +860,9 @@ impl Case {
         }
         if self.history {
             push(&["--history", "hist"]);
+        }
+        if self.metrics {
+            push(&["--metrics", "m.prom"]);
         }
         if self.dead_letter {
             match self.tls.dead_letter {
@@ -1342,6 +1351,10 @@ pub const INVARIANTS: &[(&str, &str)] = &[
     (
         "history",
         "the history line agrees with the exit status and the JSON log",
+    ),
+    (
+        "metrics",
+        "the --metrics file counts one run, with the exit status, the outcome and the tries",
     ),
     (
         "junit",
@@ -2221,6 +2234,15 @@ fn check_direct(
         }
     }
 
+    // The metrics file: one run (a replay's runs add theirs).
+    if case.metrics && case.replay.is_none() {
+        match read(dir, "m.prom") {
+            Some(text) => check_metrics(&text, &truth, code, f),
+            None if warned(stream, &log_text, "m.prom") => {}
+            None => f.fail("metrics", "--metrics m.prom was not written".to_string()),
+        }
+    }
+
     // The step outputs.
     if case.github {
         let text = read(dir, "go").unwrap_or_default();
@@ -2407,6 +2429,78 @@ fn check_direct(
 }
 
 /// Whether a warning in the log names `file` (a record that could not be written).
+/// The `--metrics` file of one run against the truth: one run counted, its outcome in the step
+/// outputs' words, its exit status, its tries (those that ran and those held back).
+fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
+    let samples = |name: &str| -> Vec<(String, f64)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter_map(|l| l.strip_prefix('{'))
+            .filter_map(|l| l.rsplit_once("} "))
+            .map(|(labels, v)| (labels.to_string(), v.parse().unwrap_or(f64::NAN)))
+            .collect()
+    };
+    let gauge = |name: &str| samples(name).first().map(|(_, v)| *v);
+    let runs = samples("retry_runs_total");
+    let outcome = match runs.as_slice() {
+        [(labels, n)] if *n == 1.0 => labels
+            .split("outcome=\"")
+            .nth(1)
+            .map(|w| w.trim_end_matches('"').to_string()),
+        _ => None,
+    };
+    let Some(outcome) = outcome else {
+        return f.fail("metrics", format!("not one run counted:\n{text}"));
+    };
+    let agrees = match (outcome.as_str(), truth.outcome.as_deref()) {
+        (_, None) => true,
+        // A repeat's end is in the words of the step outputs, which the JSON log's repeat_end
+        // does not use.
+        (o, Some("repeat")) => ["success", "gave_up", "failed", "interrupted"].contains(&o),
+        ("flaky", Some(t)) => t == "flaky-fail",
+        ("gave_up", Some(t)) => t == "gave_up" || t == "error",
+        (o, Some(t)) => o == t,
+    };
+    if !agrees {
+        f.fail(
+            "metrics",
+            format!("outcome {outcome}, but {:?}", truth.outcome),
+        );
+    }
+    if gauge("retry_last_exit_code") != Some(code as f64) {
+        f.fail(
+            "metrics",
+            format!(
+                "retry_last_exit_code {:?}, exit status {code}",
+                gauge("retry_last_exit_code")
+            ),
+        );
+    }
+    let last_tries = gauge("retry_last_tries");
+    // A repeat's summary leaves out a try that a signal cut short; the run counts it, as the
+    // history's line does.
+    let repeat = truth.outcome.as_deref() == Some("repeat");
+    if let (Some(t), Some(n), false) = (truth.tries, last_tries, repeat) {
+        if t as f64 != n {
+            f.fail("metrics", format!("retry_last_tries {n}, tries {t}"));
+        }
+    }
+    let tries: f64 = samples("retry_tries_total").iter().map(|(_, v)| v).sum();
+    if last_tries != Some(tries) {
+        f.fail(
+            "metrics",
+            format!("retry_tries_total sums to {tries}, retry_last_tries {last_tries:?}"),
+        );
+    }
+    let success = gauge("retry_last_success_timestamp_seconds").is_some();
+    if success != (code == 0) {
+        f.fail(
+            "metrics",
+            format!("exit status {code}, and a last success time: {success}"),
+        );
+    }
+}
+
 fn warned(stream: &str, log: &str, file: &str) -> bool {
     [stream, log].iter().any(|text| {
         text.lines()
@@ -4276,6 +4370,7 @@ fn changes(len: usize) -> Vec<Change> {
         Box::new(|d| d.github = false),
         Box::new(|d| d.junit = false),
         Box::new(|d| d.history = false),
+        Box::new(|d| d.metrics = false),
         Box::new(|d| {
             d.dead_letter = false;
             d.replay = None;

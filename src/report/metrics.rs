@@ -1,0 +1,126 @@
+//! The `--metrics` file as a sink of the run's events (docs/dashboards.md#metrics): the tries
+//! counted by result as they end, then, when the run ends, its series merged into the file
+//! (`store::metrics::merge`), after the run's other records. A file that cannot be written is
+//! a warning, and changes nothing else.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::exit::ExitStatus;
+use crate::outcome::RunOutcome;
+use crate::report::event::{Ends, Envelope, Warning};
+use crate::report::facts::{RunFacts, Sink};
+use crate::store::metrics::{self, text::RunMetrics};
+use crate::store::record;
+
+/// The result word of a try that `--throttle` held back, as the records say it.
+const HELD: &str = "held";
+
+/// Merges the run's metrics into `--metrics` when it ends.
+pub struct Metrics {
+    path: PathBuf,
+    /// The command's name, the job when the run has no `--label`.
+    name: String,
+    /// The end of the run's budget, from its start, if it has one: the wait for the lock
+    /// ends there.
+    until: Option<Duration>,
+    tries: BTreeMap<&'static str, u64>,
+}
+
+impl Metrics {
+    pub fn new(path: PathBuf, command: &[OsString], until: Option<Duration>) -> Metrics {
+        let name = command
+            .first()
+            .map(|first| {
+                let first = Path::new(first);
+                first
+                    .file_name()
+                    .unwrap_or(first.as_os_str())
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default();
+        Metrics {
+            path,
+            name,
+            until,
+            tries: BTreeMap::new(),
+        }
+    }
+
+    /// What the run that ended as `outcome`, at `at`, adds to the file.
+    fn run(&self, outcome: &RunOutcome, at: SystemTime, facts: &RunFacts) -> RunMetrics {
+        let at = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        RunMetrics {
+            job: facts.run_label.clone().unwrap_or_else(|| self.name.clone()),
+            outcome: outcome.word().to_string(),
+            tries_by_result: self
+                .tries
+                .iter()
+                .map(|(result, n)| (result.to_string(), *n))
+                .collect(),
+            at: seconds(at),
+            succeeded: outcome.status == ExitStatus::Success,
+            duration_seconds: seconds(outcome.elapsed),
+            tries: outcome.tries.counted,
+            exit_code: i64::from(outcome.status.code()),
+        }
+    }
+
+    fn count(&mut self, result: &'static str) {
+        let n = self.tries.entry(result).or_default();
+        *n = n.saturating_add(1);
+    }
+}
+
+/// A duration in seconds, to the millisecond.
+fn seconds(d: Duration) -> f64 {
+    crate::duration::millis(d) as f64 / 1000.0
+}
+
+impl Sink for Metrics {
+    fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        let outcome = match envelope.event.ends() {
+            Ends::Try(r) | Ends::TryInterrupted(r) => {
+                self.count(r.verdict.word());
+                return None;
+            }
+            Ends::TryHeld(_) => {
+                self.count(HELD);
+                return None;
+            }
+            Ends::Run(outcome) => outcome,
+            // A replay's runs each count themselves; the replay adds nothing.
+            Ends::Replay { .. } | Ends::Neither => return None,
+        };
+        let run = self.run(outcome, envelope.stamp.at, facts);
+        let left = self
+            .until
+            .map(|end| end.saturating_sub(envelope.stamp.elapsed));
+        metrics::merge(&self.path, &run, record::lock_wait(left))
+            .err()
+            .map(|e| Warning::MetricsNotWritten {
+                path: self.path.clone(),
+                why: e.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_without_a_label_is_named_by_its_commands_basename_never_its_arguments() {
+        let command = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        let name =
+            |words: &[&str]| Metrics::new(PathBuf::from("m.prom"), &command(words), None).name;
+        assert_eq!(name(&["/usr/local/bin/backup", "--full"]), "backup");
+        assert_eq!(name(&["./sync-orders"]), "sync-orders");
+        assert_eq!(name(&["make", "deploy"]), "make");
+    }
+}

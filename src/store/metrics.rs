@@ -1,0 +1,122 @@
+//! The `--metrics` file (docs/dashboards.md#metrics): the series of every job that writes to
+//! it, in the text format node_exporter's textfile collector reads. A run merges its own into
+//! it under the lock of a file beside it (`FILE.lock`): it reads the file back, adds its run, writes
+//! the whole to a new file in the same directory, syncs it and renames it over the file, so
+//! that a reader never sees half of one. The way to it and the file are checked as a record
+//! file's (docs/files.md#files-that-outlive-a-run), but a system account may own a directory
+//! on the way (node_exporter's directory under `/var/lib/prometheus`), and the file is left
+//! readable by others (mode 0644): the collector runs as its own account, and the file holds
+//! counts, never a command line.
+
+pub mod text;
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use nix::fcntl::{FlockArg, renameat};
+use nix::sys::stat::{Mode, fchmod};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
+use crate::store::open::{Access, create_new_in, open_in, open_shared_way};
+use crate::store::record::lock;
+use crate::store::refusal::Refusal;
+use text::{Metrics, RunMetrics};
+
+/// The largest file read back: far more than thousands of jobs' series.
+pub const MAX_FILE: u64 = 16 << 20;
+
+/// Merges `run` into the file at `path`, waiting at most `wait` for its lock.
+pub fn merge(path: &Path, run: &RunMetrics, wait: Duration) -> io::Result<()> {
+    let (dir, name) = directory(path)?;
+    let dir = open_shared_way(dir)?;
+    let mut lock_name = name.to_os_string();
+    lock_name.push(".lock");
+    let locked = open_in(&dir, &lock_name, Access::Create)?;
+    lock(&locked, FlockArg::LockExclusiveNonblock, wait)?;
+    let mut metrics = read(&dir, name)?;
+    metrics.add(run);
+    replace(&dir, name, metrics.render().as_bytes())
+    // Closing `locked` releases the lock, once the new file has its name.
+}
+
+/// The directory of `path` and the name of the file in it.
+fn directory(path: &Path) -> io::Result<(&Path, &OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let ends_as_dir = bytes.ends_with(b"/") || bytes.ends_with(b"/.") || bytes == b".";
+    let name = path
+        .file_name()
+        .filter(|_| !ends_as_dir)
+        .ok_or(Refusal::NotRegular("a directory"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((dir, name))
+}
+
+/// What the file holds now: nothing when it is missing; an error when it is not `retry`'s.
+fn read(dir: &File, name: &OsStr) -> io::Result<Metrics> {
+    let file = match open_in(dir, name, Access::Read) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Metrics::default()),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it holds more than the {} MiB retry reads back",
+                MAX_FILE >> 20
+            ),
+        ));
+    }
+    let not_ours = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it holds something other than retry's metrics ({why}); it is left as it is"),
+        )
+    };
+    let text = String::from_utf8(bytes).map_err(|_| not_ours("bytes that are not UTF-8".into()))?;
+    Metrics::parse(&text).map_err(|damaged| not_ours(damaged.to_string()))
+}
+
+/// Replaces `name` in `dir` with `bytes`: a new file beside it, written, synced, made readable
+/// by the collector, renamed over it. On any failure the new file is removed and the old one
+/// stays.
+fn replace(dir: &File, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+    let (temp, mut file) = create_beside(dir, name)?;
+    let readable = Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IROTH;
+    let done = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fchmod(&file, readable).map_err(io::Error::from))
+        .and_then(|()| renameat(dir, temp.as_os_str(), dir, name).map_err(io::Error::from));
+    if done.is_err() {
+        let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+    }
+    done
+}
+
+/// A new file beside `name` that no other process has opened, named so that the textfile
+/// collector (which reads `*.prom`) passes it over, and its name.
+fn create_beside(dir: &File, name: &OsStr) -> io::Result<(OsString, File)> {
+    let pid = std::process::id();
+    let mut k = 0;
+    loop {
+        let mut temp = OsString::from(".");
+        temp.push(name);
+        temp.push(format!(".{pid}-{k}.tmp"));
+        match create_new_in(dir, &temp) {
+            Ok(file) => return Ok((temp, file)),
+            // Left by a process of the same pid that was killed while it wrote.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && k < 100 => k += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
