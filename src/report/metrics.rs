@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::exit::ExitStatus;
-use crate::outcome::RunOutcome;
+use crate::outcome::{RunOutcome, RunVerdict};
+use crate::policy::schedule::GiveUp;
 use crate::report::event::{Ends, Envelope, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::store::metrics::{self, text::RunMetrics};
@@ -17,6 +18,10 @@ use crate::store::record;
 
 /// The result word of a try that `--throttle` held back, as the records say it.
 const HELD: &str = "held";
+
+/// The outcome word of a run that `--lock` turned away, the reason the records give it: it
+/// ran nothing, so it is neither a success nor a failure of the job.
+const LOCKED: &str = "locked";
 
 /// Merges the run's metrics into `--metrics` when it ends.
 pub struct Metrics {
@@ -55,9 +60,10 @@ impl Metrics {
         let at = at
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
+        let turned_away = matches!(outcome.verdict, RunVerdict::GaveUp(GiveUp::Locked(_)));
         RunMetrics {
             job: facts.run_label.clone().unwrap_or_else(|| self.name.clone()),
-            outcome: outcome.word().to_string(),
+            outcome: if turned_away { LOCKED } else { outcome.word() }.to_string(),
             tries_by_result: self
                 .tries
                 .iter()
@@ -68,6 +74,7 @@ impl Metrics {
             duration_seconds: seconds(outcome.elapsed),
             tries: outcome.tries.counted,
             exit_code: i64::from(outcome.status.code()),
+            turned_away,
         }
     }
 

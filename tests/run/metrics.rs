@@ -287,6 +287,58 @@ fn a_failed_run_keeps_the_last_success_time_of_an_earlier_run_of_the_job() {
 }
 
 #[test]
+fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures() {
+    let dir = common::runtime_dir("metrics-locked");
+    let file = dir.join("retry.prom");
+    let run = |command: &[&str]| {
+        let mut cmd = retry_std();
+        cmd.env("XDG_RUNTIME_DIR", &dir)
+            .arg("--metrics")
+            .arg(&file)
+            .args([
+                "--label", "nightly", "--lock", "nightly", "-n", "1", "-q", "--",
+            ])
+            .args(command);
+        cmd
+    };
+    let first = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let before = std::fs::read_to_string(&file).expect("the metrics file");
+    // A run that holds the lock while a second is turned away.
+    let mut holder = run(&["sleep", "3"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let taken = || {
+        let out = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
+        out.status.code() == Some(75)
+    };
+    assert!(common::wait_until(common::STEP_LIMIT, taken));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        text.contains("retry_runs_total{job=\"nightly\",outcome=\"locked\"} 1\n"),
+        "{text}"
+    );
+    // The job's last figures are still those of the run that ran.
+    for name in [
+        "retry_last_run_timestamp_seconds",
+        "retry_last_success_timestamp_seconds",
+        "retry_last_duration_seconds",
+        "retry_last_tries",
+        "retry_last_exit_code",
+    ] {
+        assert_eq!(
+            gauge(&text, name, "nightly"),
+            gauge(&before, name, "nightly"),
+            "{name}:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn a_file_that_is_not_retrys_is_left_as_it_is_with_one_warning_and_the_runs_status() {
     let dir = common::temp_dir("metrics-foreign");
     let file = dir.join("node.prom");

@@ -21,6 +21,9 @@ pub struct RunMetrics {
     pub duration_seconds: f64,
     pub tries: u64,
     pub exit_code: i64,
+    /// `--lock` turned the run away before it ran anything: it is counted, and the job's
+    /// gauges stay those of its last run that ran.
+    pub turned_away: bool,
 }
 
 /// The gauges of one job: what its last run was.
@@ -123,7 +126,8 @@ const GAUGES: [Gauge; 5] = [
 
 impl Metrics {
     /// Adds one run: its counts to the counters, its gauges in place of the job's, but for the
-    /// last success, which a run that failed leaves as it was.
+    /// last success, which a run that failed leaves as it was, and but for a run turned away,
+    /// which leaves them all.
     pub fn add(&mut self, run: &RunMetrics) {
         let runs = self
             .runs
@@ -136,6 +140,9 @@ impl Metrics {
                 .entry((run.job.clone(), result.clone()))
                 .or_default();
             *tries = tries.saturating_add(*n);
+        }
+        if run.turned_away {
+            return;
         }
         let gauges = self.gauges.entry(run.job.clone()).or_default();
         gauges.last_run = Some(run.at);
@@ -352,7 +359,21 @@ mod tests {
             duration_seconds: 1.5,
             tries: tries.iter().map(|(_, n)| n).sum(),
             exit_code: if outcome == "success" { 0 } else { 1 },
+            turned_away: outcome == "locked",
         }
+    }
+
+    #[test]
+    fn a_run_turned_away_is_counted_and_leaves_the_jobs_gauges() {
+        let mut metrics = Metrics::default();
+        metrics.add(&run("nightly", "success", &[("success", 1)], 100.0));
+        let before = metrics.gauges["nightly"].clone();
+        metrics.add(&run("nightly", "locked", &[], 200.0));
+        assert_eq!(metrics.gauges["nightly"], before);
+        assert_eq!(
+            metrics.runs[&("nightly".to_string(), "locked".to_string())],
+            1
+        );
     }
 
     #[test]
