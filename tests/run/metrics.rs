@@ -304,20 +304,20 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
     let first = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
     assert_eq!(first.status.code(), Some(0), "{first:?}");
     let before = std::fs::read_to_string(&file).expect("the metrics file");
-    // A run that holds the lock while a second is turned away.
-    let mut holder = run(&["sleep", "3"])
+    // A run that holds the lock, its try started, while a second is turned away.
+    let started = dir.join("started");
+    let script = format!("touch '{}'; sleep 5", started.display());
+    let mut holder = run(&["sh", "-c", &script])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let taken = || {
-        let out = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
-        out.status.code() == Some(75)
-    };
-    assert!(common::wait_until(common::STEP_LIMIT, taken));
+    assert!(common::wait_until(common::STEP_LIMIT, || started.exists()));
+    let turned = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
     let text = std::fs::read_to_string(&file).unwrap();
-    let _ = holder.kill();
-    let _ = holder.wait();
+    common::send(holder.id(), nix::libc::SIGTERM);
+    let _ = common::wait_bounded(&mut holder, common::STEP_LIMIT);
+    assert_eq!(turned.status.code(), Some(75), "{turned:?}");
     assert!(
         text.contains("retry_runs_total{job=\"nightly\",outcome=\"locked\"} 1\n"),
         "{text}"
