@@ -340,6 +340,37 @@ fn the_wait_for_a_taken_lock_ends_with_the_budget() {
     );
 }
 
+#[test]
+fn a_run_that_waited_for_the_lock_does_not_wait_its_stagger_past_the_budget() {
+    let dir = temp_dir("lock-stagger-budget");
+    let runtime = runtime_dir("lock-stagger-budget-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "sb", &ready);
+    // The holder lets go after half a second; the stagger that seed 1 draws is most of 2.4 s,
+    // which after the wait would end past the budget of 2.5 s.
+    let mut waiter = locked(&runtime, "sb");
+    waiter
+        .args([
+            "--lock-wait",
+            "10s",
+            "-B",
+            "2.5s",
+            "--stagger",
+            "2.4s",
+            "--seed",
+            "1",
+        ])
+        .args(["--", "echo", "ran"]);
+    let waiting = std::thread::spawn(move || output_bounded(&mut waiter, STEP_LIMIT));
+    std::thread::sleep(Duration::from_millis(500));
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    let out = waiting.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "ran\n");
+}
+
 /// A run turned away by the lock, every record asked for: each says `locked`, 75 and no try,
 /// and neither the command nor `--on-give-up` ran.
 #[test]

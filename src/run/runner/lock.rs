@@ -17,13 +17,21 @@ use crate::store::run_lock::LockFile;
 /// How often a run waiting for the lock tries it again.
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// Whether a run found the lock taken and waited for it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waited {
+    No,
+    Yes,
+}
+
 impl Runner<'_> {
-    /// Takes the lock of `--lock`, if the run has one: `Err` with the run's end when it does not
-    /// get it (turned away, a signal while it waits, a lock file it must not use).
-    pub(super) fn take_lock(&mut self) -> Result<(), End> {
+    /// Takes the lock of `--lock`, if the run has one, and says whether the run waited for it:
+    /// `Err` with the run's end when it does not get it (turned away, a signal while it waits,
+    /// a lock file it must not use).
+    pub(super) fn take_lock(&mut self) -> Result<Waited, End> {
         let config = self.config;
         let (Some(spec), Some(place)) = (&config.lock, self.lock_place.take()) else {
-            return Ok(());
+            return Ok(Waited::No);
         };
         let file = LockFile::open(&place, &spec.name).map_err(|e| self.lock_failed(spec, &e))?;
         let budget_left = self
@@ -31,6 +39,7 @@ impl Runner<'_> {
             .map(|end| end.saturating_duration_since(Moment::now()));
         let wait = budget_left.map_or(spec.wait, |left| left.min(spec.wait));
         let waiting = Moment::now();
+        let mut first_look_failed = false;
         loop {
             let me = LockHolder {
                 name: spec.name.clone(),
@@ -43,9 +52,13 @@ impl Runner<'_> {
                 Ok(Some(token)) => {
                     self.env.set_fencing_token(token);
                     self.lock = Some(file);
-                    return Ok(());
+                    return Ok(if first_look_failed {
+                        Waited::Yes
+                    } else {
+                        Waited::No
+                    });
                 }
-                Ok(None) => {}
+                Ok(None) => first_look_failed = true,
                 Err(e) => return Err(self.lock_failed(spec, &e)),
             }
             let waited = waiting.elapsed();

@@ -57,11 +57,14 @@ impl<'c> Runner<'c> {
         if let Some(warning) = self.outer.as_ref().and_then(|o| o.nested_warning(inner)) {
             self.log.warn(warning);
         }
-        // The lock comes before the stagger: runs turned away wait for nothing.
-        if let Err(end) = self.take_lock() {
-            return end;
-        }
-        if let Some(most) = config.stagger {
+        // The lock comes before the stagger: runs turned away wait for nothing. A run that
+        // waited for the lock has been spaced from the others by it, and its wait has used
+        // budget that the stagger was sized without: it does not wait its stagger too.
+        let waited = match self.take_lock() {
+            Ok(waited) => waited,
+            Err(end) => return end,
+        };
+        if let Some(most) = config.stagger.filter(|_| waited == lock::Waited::No) {
             let delay = crate::policy::schedule::stagger(most, &mut rng);
             self.log.emit(Event::Stagger { delay, most });
             if let Some(signal) = self.watch.sleep(&mut self.log, delay, 1) {
