@@ -61,6 +61,10 @@ impl Metrics {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let turned_away = matches!(outcome.verdict, RunVerdict::GaveUp(GiveUp::Locked(_)));
+        // A signal before the first try (while the run waited for the lock or its stagger):
+        // the job's command did not run either.
+        let stopped_first =
+            matches!(outcome.verdict, RunVerdict::Interrupted { .. }) && outcome.tries.ran == 0;
         RunMetrics {
             job: facts.run_label.clone().unwrap_or_else(|| self.name.clone()),
             outcome: if turned_away { LOCKED } else { outcome.word() }.to_string(),
@@ -74,7 +78,7 @@ impl Metrics {
             duration_seconds: seconds(outcome.elapsed),
             tries: outcome.tries.counted,
             exit_code: i64::from(outcome.status.code()),
-            turned_away,
+            ran_nothing: turned_away || stopped_first,
         }
     }
 

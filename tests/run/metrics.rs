@@ -314,12 +314,39 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
         .unwrap();
     assert!(common::wait_until(common::STEP_LIMIT, || started.exists()));
     let turned = output_bounded(&mut run(&["true"]), common::STEP_LIMIT);
+    // And a run that a signal stops while it waits for the lock.
+    let mut waiting = retry_std()
+        .env("XDG_RUNTIME_DIR", &dir)
+        .arg("--metrics")
+        .arg(&file)
+        .args([
+            "--label",
+            "nightly",
+            "--lock",
+            "nightly",
+            "--lock-wait",
+            "10s",
+        ])
+        .args(["-q", "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    common::send(waiting.id(), nix::libc::SIGTERM);
+    let stopped = common::wait_bounded(&mut waiting, common::STEP_LIMIT);
     let text = std::fs::read_to_string(&file).unwrap();
     common::send(holder.id(), nix::libc::SIGTERM);
     let _ = common::wait_bounded(&mut holder, common::STEP_LIMIT);
     assert_eq!(turned.status.code(), Some(75), "{turned:?}");
     assert!(
         text.contains("retry_runs_total{job=\"nightly\",outcome=\"locked\"} 1\n"),
+        "{text}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(stopped.signal(), Some(nix::libc::SIGTERM));
+    assert!(
+        text.contains("retry_runs_total{job=\"nightly\",outcome=\"interrupted\"} 1\n"),
         "{text}"
     );
     // The job's last figures are still those of the run that ran.

@@ -21,9 +21,9 @@ pub struct RunMetrics {
     pub duration_seconds: f64,
     pub tries: u64,
     pub exit_code: i64,
-    /// `--lock` turned the run away before it ran anything: it is counted, and the job's
-    /// gauges stay those of its last run that ran.
-    pub turned_away: bool,
+    /// The run ran no command: `--lock` turned it away, or a signal stopped it before its first
+    /// try. It is counted, and the job's gauges stay those of its last run that ran.
+    pub ran_nothing: bool,
 }
 
 /// The gauges of one job: what its last run was.
@@ -126,8 +126,8 @@ const GAUGES: [Gauge; 5] = [
 
 impl Metrics {
     /// Adds one run: its counts to the counters, its gauges in place of the job's, but for the
-    /// last success, which a run that failed leaves as it was, and but for a run turned away,
-    /// which leaves them all.
+    /// last success, which a run that failed leaves as it was, and but for a run that ran no
+    /// command, which leaves them all.
     pub fn add(&mut self, run: &RunMetrics) {
         let runs = self
             .runs
@@ -141,7 +141,7 @@ impl Metrics {
                 .or_default();
             *tries = tries.saturating_add(*n);
         }
-        if run.turned_away {
+        if run.ran_nothing {
             return;
         }
         let gauges = self.gauges.entry(run.job.clone()).or_default();
@@ -359,7 +359,7 @@ mod tests {
             duration_seconds: 1.5,
             tries: tries.iter().map(|(_, n)| n).sum(),
             exit_code: if outcome == "success" { 0 } else { 1 },
-            turned_away: outcome == "locked",
+            ran_nothing: outcome == "locked",
         }
     }
 
