@@ -121,8 +121,8 @@ Exit status: 0 when a try succeeded; the last try's status when giving up; 124 w
     is not found; 128+N when the last try was killed by signal N; 1 when a try's output could \
     not be written, when the last try exited 0 but was not ready (--until-output), when \
     --consecutive saw too few successes in a row, or when a --replay left runs pending; 75 when \
-    --throttle held back every try, none having run. When retry itself is interrupted, it dies \
-    of the same signal.";
+    --throttle held back every try, none having run, or when --lock turned the run away. When \
+    retry itself is interrupted, it dies of the same signal.";
 
 /// The parsed flags, before the cross-field checks of [`crate::config`].
 #[derive(Debug)]

@@ -371,6 +371,11 @@ fn exit_status() -> Vec<Block> {
             "The run gave up; the last try was killed by signal *N*, which `retry` did not send.",
         ),
         literal(
+            &ExitStatus::Locked.code().to_string(),
+            "No try ran: --throttle held back every try, or --lock turned the run away, another \
+             run having the lock (`EX_TEMPFAIL`: try again later).",
+        ),
+        literal(
             &ExitStatus::OutputFailed.code().to_string(),
             "The output of a try could not be written (a full disk); the cause is logged. Also \
              the status of a run that gave up after a try that exited 0 but was not ready \
