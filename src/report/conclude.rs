@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
-use crate::policy::{Decision, Form, LimitSource, RepeatEnd, Verdict};
+use crate::policy::{Decision, Form, GiveUp, LimitSource, RepeatEnd, Verdict};
 use crate::report::event::{Ends, Event, HeldReport, Level, TryReport};
 use crate::report::facts::RunFacts;
 use crate::report::tally::{Tally, TryRow, repeat_summary};
@@ -18,8 +18,8 @@ use crate::report::words;
 impl Event {
     /// How the end of a run that this event tells of is announced (GitHub's annotation, the job
     /// summary), if it is: a late success warns (an error when `--flaky fail` fails it), giving
-    /// up and a repeat with a failed try are errors; a run that succeeded at once, and one whose
-    /// reader has gone, are not announced.
+    /// up and a repeat with a failed try are errors, a run turned away by `--lock` warns; a run
+    /// that succeeded at once, and one whose reader has gone, are not announced.
     pub fn announced_as(&self) -> Option<Level> {
         match self {
             Event::Succeeded { flaky: false, .. } => None,
@@ -34,6 +34,11 @@ impl Event {
                     || matches!(why, RepeatEnd::Interrupted(_));
                 failed.then_some(Level::Error)
             }
+            // A run that `--lock` turned away ran nothing: the job is being run elsewhere.
+            Event::GaveUp {
+                why: GiveUp::Locked(_),
+                ..
+            } => Some(Level::Warning),
             Event::GaveUp { .. } => (!self.reader_gone()).then_some(Level::Error),
             _ => None,
         }

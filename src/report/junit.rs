@@ -218,6 +218,11 @@ impl Junit {
             after_tries(end.tries),
             hms(end.elapsed)
         );
+        // A run that `--lock` turned away ran nothing: the job is not failed, it is being run
+        // elsewhere.
+        if let GiveUp::Locked(_) = end.why {
+            return run_case(facts, end.elapsed, CaseEnd::Skipped(summary));
+        }
         let failure = Problem {
             kind: end.why.word().to_string(),
             message: format!("{line}; {summary}"),

@@ -423,9 +423,15 @@ fn every_record_of_a_run_turned_away_says_locked() {
     for line in ["reason=locked", "exit_code=75", "tries=0"] {
         assert!(outputs.lines().any(|l| l == line), "{outputs}");
     }
+    // Not a failure of the job: JUnit skips the case, GitHub gets a warning, not an error.
     let junit = std::fs::read_to_string(&junit).unwrap();
-    assert!(junit.contains("type=\"locked\""), "{junit}");
+    assert!(junit.contains("<skipped message=\""), "{junit}");
+    assert!(!junit.contains("<failure"), "{junit}");
+    assert!(junit.contains("failures=\"0\""), "{junit}");
     assert!(junit.contains(&format!("pid {}", holding.id())), "{junit}");
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("::warning title="), "{stderr}");
+    assert!(!stderr.contains("::error"), "{stderr}");
 }
 
 /// Starts `cmd` (a run with `--log-format json`) with its log piped, and reads the log until a
