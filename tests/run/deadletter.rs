@@ -932,7 +932,7 @@ fn a_lock_held_elsewhere_delays_giving_up_no_longer_than_the_budget_allows() {
     assert!(took[0] >= Duration::from_millis(500), "{took:?}");
     assert!(took[0] < Duration::from_millis(4500), "{took:?}");
     assert!(took[1] >= Duration::from_secs(2), "{took:?}");
-    assert!(took[1] < Duration::from_secs(6), "{took:?}");
+    assert!(took[1] < Duration::from_secs(8), "{took:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
 }
 
