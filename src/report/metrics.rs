@@ -40,11 +40,14 @@ impl Metrics {
             .first()
             .map(|first| {
                 let first = Path::new(first);
-                first
-                    .file_name()
-                    .unwrap_or(first.as_os_str())
-                    .to_string_lossy()
-                    .into_owned()
+                // Escaped as a log line is: a control or invisible character in a file name
+                // would otherwise reach every dashboard that shows the job.
+                crate::text::printable(
+                    &first
+                        .file_name()
+                        .unwrap_or(first.as_os_str())
+                        .to_string_lossy(),
+                )
             })
             .unwrap_or_default();
         Metrics {
@@ -133,5 +136,8 @@ mod tests {
         assert_eq!(name(&["/usr/local/bin/backup", "--full"]), "backup");
         assert_eq!(name(&["./sync-orders"]), "sync-orders");
         assert_eq!(name(&["make", "deploy"]), "make");
+        // What `--label` refuses cannot come in through the command's name either.
+        assert_eq!(name(&["./a\rb"]), "a\\rb");
+        assert!(!name(&["./x\u{202e}y"]).contains('\u{202e}'));
     }
 }
