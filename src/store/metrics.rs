@@ -34,7 +34,11 @@ pub fn merge(path: &Path, run: &RunMetrics, wait: Duration) -> io::Result<()> {
     let dir = open_shared_way(dir)?;
     let mut lock_name = name.to_os_string();
     lock_name.push(".lock");
-    let locked = open_in(&dir, &lock_name, Access::Create)?;
+    // Its refusal names it: the warning names FILE, which may not even be there.
+    let locked = open_in(&dir, &lock_name, Access::Create).map_err(|e| {
+        let shown = crate::text::printable(&lock_name.to_string_lossy());
+        io::Error::new(e.kind(), format!("its lock file '{shown}': {e}"))
+    })?;
     lock(&locked, FlockArg::LockExclusiveNonblock, wait)?;
     let mut metrics = read(&dir, name)?;
     metrics.add(run);

@@ -372,6 +372,27 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
 }
 
 #[test]
+fn a_lock_file_that_cannot_be_used_is_the_one_the_warning_names() {
+    let dir = common::temp_dir("metrics-lock-link");
+    let file = dir.join("a.prom");
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("a.prom.lock")).unwrap();
+    let out = output_bounded(
+        retry_std()
+            .arg("--metrics")
+            .arg(&file)
+            .args(["-q", "--", "true"]),
+        common::STEP_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("lock file 'a.prom.lock'"), "{stderr}");
+    assert!(
+        !file.exists() && !dir.join("elsewhere").exists(),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_file_that_is_not_retrys_is_left_as_it_is_with_one_warning_and_the_runs_status() {
     let dir = common::temp_dir("metrics-foreign");
     let file = dir.join("node.prom");
