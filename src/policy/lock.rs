@@ -56,6 +56,8 @@ pub struct LockHolder {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockRecord {
     pub token: u64,
+    /// The file's token is there but not a number: written by hand, or by another program.
+    pub token_damaged: bool,
     pub holder: LockHolder,
 }
 
@@ -93,7 +95,10 @@ impl LockRecord {
                 continue;
             };
             match key {
-                "token" => record.token = value.parse().unwrap_or(0),
+                "token" => match value.parse() {
+                    Ok(token) => record.token = token,
+                    Err(_) => record.token_damaged = true,
+                },
                 "host" => record.holder.host = value.to_string(),
                 "pid" => record.holder.pid = value.parse().ok(),
                 "run_id" => record.holder.run_id = value.to_string(),
@@ -126,6 +131,7 @@ mod tests {
     fn a_record_reads_back_as_written_and_a_cut_one_as_far_as_it_goes() {
         let record = LockRecord {
             token: 41,
+            token_damaged: false,
             holder: LockHolder {
                 name: "n".into(),
                 host: "web\n1".into(),

@@ -29,6 +29,13 @@ pub fn place(name: &str, var: impl Fn(&str) -> Option<OsString>) -> PrivateFile 
     PrivateFile::new(store_dir(var, euid()), format!("{name}.lock"))
 }
 
+/// Why a lock file whose fencing token is not a number is not used.
+const BAD_TOKEN: &str = "its fencing token is not a number; remove the file to count from 1 again";
+
+/// Why a lock file whose fencing token is at its largest is not used.
+const LAST_TOKEN: &str =
+    "its fencing token is at its largest value; remove the file to count from 1 again";
+
 /// A lock's file, open; the lock is this process's from a grant of [`LockFile::try_take`] until
 /// this is dropped.
 #[derive(Debug)]
@@ -66,9 +73,18 @@ impl LockFile {
                 Err(e) => return Err(self.failed("lock", io::Error::from(e))),
             }
         }
-        let token = self.record()?.token.saturating_add(1);
+        // The file is whole here, under the lock: a token that is not a number, or is at its
+        // largest, cannot give a grant a higher one than the last, and a resource that checks
+        // tokens would take the next holder for a stale one, or a stale one for the next.
+        let last = self.record()?;
+        let token = match (last.token_damaged, last.token.checked_add(1)) {
+            (false, Some(token)) => token,
+            (true, _) => return Err(self.failed("use", io::Error::other(BAD_TOKEN))),
+            (false, None) => return Err(self.failed("use", io::Error::other(LAST_TOKEN))),
+        };
         let record = LockRecord {
             token,
+            token_damaged: false,
             holder: me.clone(),
         };
         let text = record.encode();
@@ -216,6 +232,24 @@ mod tests {
         let dir_meta = std::fs::metadata(place.dir()).unwrap();
         assert_eq!(dir_meta.mode() & 0o777, 0o700);
         drop(second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_token_that_is_not_a_number_or_is_at_its_largest_grants_nothing() {
+        let dir = std::env::temp_dir().join(format!("retry-lock-token-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let place = PrivateFile::new(dir.join("retry"), "job.lock".into());
+        let file = LockFile::open(&place, "job").unwrap();
+        for text in ["token=abc\n", &format!("token={}\n", u64::MAX)] {
+            std::fs::write(place.path(), text).unwrap();
+            let refused = file.try_take(&holder(1));
+            assert!(refused.is_err(), "{text}: {refused:?}");
+        }
+        std::fs::write(place.path(), "token=41\n").unwrap();
+        assert_eq!(file.try_take(&holder(1)).unwrap(), Some(42));
+        drop(file);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
