@@ -212,6 +212,31 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
+/// A port on 127.0.0.1 that refuses connections for as long as the returned descriptor is
+/// open: a socket bound to it that never listens. A port that [`free_port`] found free may be
+/// taken by a server another test starts meanwhile; this one cannot.
+pub fn closed_port() -> (std::os::fd::OwnedFd, u16) {
+    use nix::libc;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain socket calls on a descriptor this function owns; the address structures
+    // are zeroed (valid) and outlive the calls that read or write them.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "a socket");
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let ptr = &raw mut addr as *mut libc::sockaddr;
+        assert_eq!(libc::bind(raw, ptr, size), 0, "bind a port");
+        let mut len = size;
+        assert_eq!(libc::getsockname(raw, ptr, &mut len), 0, "its address");
+        (fd, u16::from_be(addr.sin_port))
+    }
+}
+
 /// `redis-cli -p PORT --raw ARGS...` on 127.0.0.1: the lines of its reply.
 pub fn cli(port: u16, args: &[&str]) -> Vec<String> {
     let out = Command::new("redis-cli")

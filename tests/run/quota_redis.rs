@@ -16,7 +16,7 @@ mod hostile;
 use crate::common;
 
 use common::quota_params;
-use common::redis_server::{Server, free_port};
+use common::redis_server::{Server, closed_port};
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -280,7 +280,7 @@ fn a_host_name_is_resolved() {
 
 #[test]
 fn a_closed_port_fails_at_once() {
-    let port = free_port();
+    let (_bound, port) = closed_port();
     let (e, elapsed) = connect_error(&format!("redis://127.0.0.1:{port}/q"));
     let text = e.to_string();
     assert!(matches!(e, RedisStoreError::Connect { .. }), "{e:?}");
