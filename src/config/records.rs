@@ -207,25 +207,15 @@ pub fn metrics_beside_another(cli: &Cli) -> Result<(), String> {
     let Some(metrics) = &cli.metrics else {
         return Ok(());
     };
-    for (option, path) in [
+    let others = [
         ("--log-file", &cli.log_file),
         ("--dead-letter", &cli.dead_letter),
         ("--history", &cli.flaky.history),
         ("--replay", &cli.replay),
         ("--junit", &cli.junit),
-    ] {
-        if let Some(path) = path
-            .as_ref()
-            .filter(|p| crate::store::open::same_file(metrics, p))
-        {
-            return Err(format!(
-                "--metrics '{}' and {option} '{}' name the same file: each would take the other's place",
-                printable(&metrics.display().to_string()),
-                printable(&path.display().to_string())
-            ));
-        }
-    }
-    Ok(())
+    ];
+    let then = "each would take the other's place";
+    super::junit::same_file_as("--metrics", metrics, &others, then)
 }
 
 #[cfg(test)]
