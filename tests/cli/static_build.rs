@@ -81,3 +81,52 @@ fn retry_is_position_independent_so_its_image_is_placed_at_a_random_address() {
     );
     assert!(!has_interpreter(RETRY));
 }
+
+/// The names of `src/startup.order` as `scripts/link-cc` reads them still name most of the
+/// program's functions. The release build lays those out together (docs/startup.md); a file
+/// that names none of them would cost a plain run 1.3 MiB of resident memory, and no build
+/// would fail. The names carry no hashes, so this build (debug, other hashes) has them too.
+#[test]
+fn the_start_up_order_names_functions_of_the_program() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    if !crate::common::have_package(
+        "the_start_up_order_names_functions_of_the_program",
+        "nm",
+        "binutils",
+        crate::common::on_path("nm"),
+    ) {
+        return;
+    }
+    let link = std::fs::read_to_string(format!("{root}/scripts/link-cc")).unwrap();
+    // The script's own expression, so that this checks what the link does.
+    let normal = link
+        .lines()
+        .find_map(|l| l.strip_prefix("normal='")?.strip_suffix('\''))
+        .expect("scripts/link-cc sets normal='...'");
+    let symbols = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "nm -P --defined-only \"$1\" | awk '{{ print $1 }}' | sed -E '{normal}'"
+        ))
+        .arg("sh")
+        .arg(RETRY)
+        .output()
+        .unwrap();
+    assert!(symbols.status.success(), "nm failed: {symbols:?}");
+    let program: std::collections::HashSet<&str> = std::str::from_utf8(&symbols.stdout)
+        .unwrap()
+        .lines()
+        .collect();
+    let order = std::fs::read_to_string(format!("{root}/src/startup.order")).unwrap();
+    let rust: Vec<&str> = order
+        .lines()
+        .filter(|l| l.starts_with("_ZN") || l.starts_with("_R"))
+        .collect();
+    let found = rust.iter().filter(|n| program.contains(*n)).count();
+    assert!(
+        rust.len() >= 100 && found * 10 >= rust.len() * 7,
+        "src/startup.order names {found} of its {} Rust functions as this build has them: write \
+         it again with scripts/startup-order.sh (docs/startup.md)",
+        rust.len()
+    );
+}
