@@ -231,6 +231,17 @@ thread_local! {
     static TEXTS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
+/// Whose command line is read, which says what becomes of what clap made to read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// The process's own, read once: the definition and what clap read are left to the
+    /// process's exit rather than freed one allocation at a time, which cost a plain run 7% of
+    /// its instructions (BENCHMARKS.md).
+    Own,
+    /// Any other (a replay's recorded command lines, the tests'), freed as usual.
+    Again,
+}
+
 /// The command line without its help texts, to read one with: clap copies every text it is
 /// given, which was most of what building the definition cost at each start, and a command
 /// line that is read without error reads the same without them. One that is not (an error,
@@ -837,18 +848,24 @@ fn options_before_ids(mut args: Vec<OsString>) -> Vec<OsString> {
 
 impl Cli {
     /// Parses the arguments (the program name first).
-    pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    pub fn try_parse_from<I, T>(args: I, reading: Reading) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
         let args = options_before_ids(args.into_iter().map(Into::into).collect());
-        let mut m = match parsing_command().try_get_matches_from(&args) {
+        let mut definition = parsing_command();
+        let mut m = match definition.try_get_matches_from_mut(&args) {
             Ok(m) => m,
             // The error, or the help or version asked for, as the whole definition gives it.
             Err(_) => command().try_get_matches_from(&args)?,
         };
-        Ok(Cli::from_matches(&mut m))
+        let cli = Cli::from_matches(&mut m);
+        if reading == Reading::Own {
+            std::mem::forget(definition);
+            std::mem::forget(m);
+        }
+        Ok(cli)
     }
 
     fn from_matches(m: &mut ArgMatches) -> Cli {

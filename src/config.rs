@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind};
+use crate::cli::{BackoffKind, ClassifyArgs, Cli, FlakyArgs, FlakyMode, JitterKind, Reading};
 pub use crate::cli::{ColorWhen, LogFormat, StdinMode};
 use crate::policy::lock::LockSpec;
 use crate::policy::quota::QuotaSpec;
@@ -168,19 +168,20 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    parse_in(args, now, Charset::of_locale(|name| std::env::var_os(name)))
+    let charset = Charset::of_locale(|name| std::env::var_os(name));
+    parse_in(args, now, charset, Reading::Again)
 }
 
-/// Parses the arguments (the program name first). `now` is the time the run starts, used to
-/// turn `--deadline` into time since start; `charset` is the character set of what the run
-/// prints, usage errors included.
-pub fn parse_in<I, T>(args: I, now: SystemTime, charset: Charset) -> ParseOutcome
+/// Parses the arguments (the program name first) as `reading` says. `now` is the time the run
+/// starts, used to turn `--deadline` into time since start; `charset` is the character set of
+/// what the run prints, usage errors included.
+pub fn parse_in<I, T>(args: I, now: SystemTime, charset: Charset, reading: Reading) -> ParseOutcome
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    match Cli::try_parse_from(&args) {
+    match Cli::try_parse_from(&args, reading) {
         // The words after `--forget FILE` are ids, not a command: a short one is told as such.
         Ok(cli) => {
             match hint::for_command(&args, &cli.command).filter(|_| cli.records.forget.is_none()) {
@@ -1038,7 +1039,7 @@ mod tests {
                 .chain([OsString::from_vec(value.to_vec()), OsString::from("x")])
                 .collect::<Vec<_>>()
         };
-        let error = |charset| match parse_in(args(b"\xc3\xa9\xff"), now, charset) {
+        let error = |charset| match parse_in(args(b"\xc3\xa9\xff"), now, charset, Reading::Again) {
             ParseOutcome::Usage(e) => e.0,
             other => panic!("{other:?}"),
         };

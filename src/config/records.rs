@@ -225,7 +225,11 @@ mod tests {
     #[test]
     fn a_mistake_in_a_url_with_a_password_is_told_without_the_password() {
         let cli = |value: &str| {
-            Cli::try_parse_from(["retry", "--dead-letter", value, "--", "true"]).unwrap()
+            Cli::try_parse_from(
+                ["retry", "--dead-letter", value, "--", "true"],
+                crate::cli::Reading::Again,
+            )
+            .unwrap()
         };
         let e = no_url_as_a_path(&cli("redis://:sekret-pass@h/a b")).unwrap_err();
         assert!(e.contains("contains ' '"), "{e}");
