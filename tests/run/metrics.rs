@@ -301,9 +301,9 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
         cmd.env("XDG_RUNTIME_DIR", &dir)
             .arg("--metrics")
             .arg(&file)
-            .args([
-                "--label", "nightly", "--lock", "nightly", "-n", "1", "-q", "--",
-            ])
+            .arg("--lock")
+            .arg(dir.join("nightly.lock"))
+            .args(["--label", "nightly", "-n", "1", "-q", "--"])
             .args(command);
         cmd
     };
@@ -325,14 +325,9 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
         .env("XDG_RUNTIME_DIR", &dir)
         .arg("--metrics")
         .arg(&file)
-        .args([
-            "--label",
-            "nightly",
-            "--lock",
-            "nightly",
-            "--lock-wait",
-            "10s",
-        ])
+        .arg("--lock")
+        .arg(dir.join("nightly.lock"))
+        .args(["--label", "nightly", "--lock-wait", "10s"])
         .args(["-q", "--", "true"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
