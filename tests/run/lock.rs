@@ -776,3 +776,33 @@ fn the_lock_is_taken_before_the_stagger_and_kept_through_the_last_hook() {
     );
     assert_eq!(next("span"), Some(0));
 }
+
+/// A lock path that is the file of another option would have that file's text replaced by the
+/// lock's record: a usage error, before anything is written.
+#[test]
+fn a_lock_path_that_is_another_options_file_is_a_usage_error() {
+    let dir = runtime_dir("lock-same");
+    let history = dir.join("history.jsonl");
+    std::fs::write(&history, "").unwrap();
+    let metrics = dir.join("retry.prom");
+    let mut metrics_lock = metrics.clone().into_os_string();
+    metrics_lock.push(".lock");
+    for (option, file, lock) in [
+        ("--history", &history, dir.join("./history.jsonl")),
+        ("--metrics", &metrics, PathBuf::from(metrics_lock)),
+    ] {
+        let out = output_bounded(
+            retry_std()
+                .arg(option)
+                .arg(file)
+                .arg("--lock")
+                .arg(&lock)
+                .args(["--", "echo", "ran"]),
+            TEST_LIMIT,
+        );
+        let line = usage_error_of(&out, &lock.display().to_string());
+        assert!(line.contains("--lock") && line.contains(option), "{line}");
+        assert_eq!(stdout_of(&out), "");
+    }
+    assert_eq!(std::fs::read_to_string(&history).unwrap(), "");
+}
