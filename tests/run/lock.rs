@@ -806,3 +806,27 @@ fn a_lock_path_that_is_another_options_file_is_a_usage_error() {
     }
     assert_eq!(std::fs::read_to_string(&history).unwrap(), "");
 }
+
+/// Under GitHub with `-q`, a run turned away still ends with its `::warning`, in place of its
+/// gave-up line, as a run that gives up keeps its `::error`: `-q` leaves out only a success's.
+#[test]
+fn a_quiet_run_turned_away_under_github_keeps_its_warning() {
+    let dir = temp_dir("lock-quiet");
+    let runtime = runtime_dir("lock-quiet-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "quiet", &ready);
+    let out = output_bounded(
+        locked(&runtime, "quiet")
+            .env("GITHUB_ACTIONS", "true")
+            .args(["-q", "--", "true"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.starts_with("::warning title=retry"), "{log}");
+    assert!(log.contains("is taken by pid"), "{log}");
+}
