@@ -372,7 +372,11 @@ The lock is taken before the first try (and before --stagger's wait) and kept un
             records are written; the kernel releases it however retry ends, and no try or hook \
             inherits it. A run that finds it taken runs nothing, writes no dead letter and exits 75 \
             (reason locked), naming the holder's host, pid and run id. Each try gets \
-            RETRY_FENCING_TOKEN, higher for every grant of the lock. NAME: letters, digits, . _ -.",
+            RETRY_FENCING_TOKEN, higher for every grant of the lock. NAME (letters, digits, . _ -) \
+            is the file ~/.local/state/retry/locks/NAME.lock, with the home directory of the \
+            password database, whatever the environment: a cron job and a login shell share it. \
+            A NAME with a / is the lock file's path, as flock FILE takes one: made 0600, and \
+            refused when it is a link, not a regular file, or another user's.",
         )
         .value_parser(parse_lock)
         .conflicts_with(id::SIMULATE)

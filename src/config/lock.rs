@@ -1,10 +1,11 @@
 //! `--lock` and `--lock-wait` (docs/processes.md#one-run-at-a-time): the lock a run takes, and
 //! the rule that a wait needs a lock to wait for.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::Cli;
-use crate::policy::lock::LockSpec;
+use crate::policy::lock::{LockSpec, is_path};
 
 /// The lock the options name, if any; `--lock-wait` without `--lock` is a usage error.
 pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
@@ -13,6 +14,9 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
             "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
         ));
     }
+    if let Some(name) = cli.lock.as_ref().filter(|name| is_path(&name.0)) {
+        beside_another(cli, Path::new(&name.0))?;
+    }
     Ok(cli.lock.as_ref().map(|name| LockSpec {
         name: name.0.clone(),
         wait: cli
@@ -20,4 +24,26 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
             .as_ref()
             .map_or(Duration::ZERO, |(wait, _)| *wait),
     }))
+}
+
+/// The usage error of a lock path that is the file of another option (the same file by
+/// another path too), or the lock file of `--metrics`: the lock's record would replace the
+/// file's text, or the run would wait on its own lock.
+fn beside_another(cli: &Cli, path: &Path) -> Result<(), String> {
+    let metrics_lock = cli.metrics.as_ref().map(|metrics| {
+        let mut name = metrics.clone().into_os_string();
+        name.push(".lock");
+        PathBuf::from(name)
+    });
+    let others = [
+        ("--log-file", &cli.log_file),
+        ("--dead-letter", &cli.dead_letter),
+        ("--history", &cli.flaky.history),
+        ("--replay", &cli.replay),
+        ("--junit", &cli.junit),
+        ("--metrics", &cli.metrics),
+        ("--metrics's lock file", &metrics_lock),
+    ];
+    let then = "the lock's record would take its place";
+    super::junit::same_file_as("--lock", path, &others, then)
 }

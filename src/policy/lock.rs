@@ -1,5 +1,6 @@
 //! `--lock NAME` as values (docs/processes.md#one-run-at-a-time): the name, checked as a file
-//! name; who holds a lock, as its file says; and that file's text, written and read back.
+//! name or taken as a lock file's path; who holds a lock, as its file says; and that file's
+//! text, written and read back.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +11,8 @@ use crate::redis_url::check_name;
 /// `--lock NAME` and `--lock-wait`: at most one run holding NAME at a time on this machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockSpec {
-    /// Letters, digits, `.`, `_` and `-`, as a quota's name: a file name in the store.
+    /// Letters, digits, `.`, `_` and `-`, as a quota's name: a file name in the user's lock
+    /// directory; or, with a `/`, the lock file's path ([`is_path`]).
     pub name: String,
     /// `--lock-wait`: how long a run waits for the lock before it is turned away.
     pub wait: Duration,
@@ -27,9 +29,24 @@ impl FromStr for LockName {
         if s.contains("://") {
             return Err("a lock on Redis is not available yet: give a name (letters, digits, '.', '_' and '-') for a lock on this machine".into());
         }
-        check_name(s)?;
+        if is_path(s) {
+            if s.ends_with('/') || s.ends_with("/.") || s.ends_with("/..") {
+                return Err(format!(
+                    "'{s}' names a directory: give the lock file's path, or a name \
+                     (letters, digits, '.', '_' and '-')"
+                ));
+            }
+        } else {
+            check_name(s)?;
+        }
         Ok(LockName(s.to_string()))
     }
+}
+
+/// Whether `--lock` was given a lock file's path (a name with a `/`, as `flock FILE` takes
+/// one) rather than a name in the user's lock directory.
+pub fn is_path(name: &str) -> bool {
+    name.contains('/')
 }
 
 impl fmt::Display for LockName {
@@ -122,8 +139,23 @@ mod tests {
     #[test]
     fn a_name_must_be_a_file_name() {
         assert!("nightly-backup.1".parse::<LockName>().is_ok());
-        for bad in ["", "a/b", "..", ".hidden", "a b", "redis://h/n"] {
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "a b",
+            "redis://h/n",
+            "/tmp/",
+            "a/.",
+            "a/..",
+        ] {
             assert!(bad.parse::<LockName>().is_err(), "{bad}");
+        }
+        for path in ["a/b", "./job.lock", "/var/lock/job"] {
+            assert!(
+                path.parse::<LockName>().is_ok_and(|n| is_path(&n.0)),
+                "{path}"
+            );
         }
     }
 

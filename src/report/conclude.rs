@@ -38,7 +38,7 @@ impl Event {
             Event::GaveUp {
                 why: GiveUp::Locked(_),
                 ..
-            } => Some(Level::Warning),
+            } => Some(Level::TurnedAway),
             Event::GaveUp { .. } => (!self.reader_gone()).then_some(Level::Error),
             _ => None,
         }

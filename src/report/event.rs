@@ -349,14 +349,18 @@ impl NotStarted {
 /// How a run's end is announced: a flaky success warns, giving up is an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
+    /// A success after failed tries: `-q` announces no success.
     Warning,
+    /// A run that `--lock` turned away: a warning too, which `-q` keeps, as it keeps every line
+    /// of a run that gave up.
+    TurnedAway,
     Error,
 }
 
 impl Level {
     pub fn word(self) -> &'static str {
         match self {
-            Level::Warning => "warning",
+            Level::Warning | Level::TurnedAway => "warning",
             Level::Error => "error",
         }
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use crate::exit::ExitStatus;
 use crate::outcome::{RunOutcome, RunVerdict};
 use crate::policy::schedule::GiveUp;
-use crate::report::event::{Ends, Envelope, Warning};
+use crate::report::event::{Ends, Envelope, Event, Warning};
 use crate::report::facts::{RunFacts, Sink};
 use crate::store::metrics::{self, text::RunMetrics};
 use crate::store::record;
@@ -32,6 +32,10 @@ pub struct Metrics {
     /// ends there.
     until: Option<Duration>,
     tries: BTreeMap<&'static str, u64>,
+    /// The quota's tokens at the run's last exchange with its store, if it had one.
+    quota_tokens: Option<f64>,
+    /// The throttle's `p` at the run's last exchange that used it.
+    throttle_p: Option<f64>,
 }
 
 impl Metrics {
@@ -55,6 +59,8 @@ impl Metrics {
             name,
             until,
             tries: BTreeMap::new(),
+            quota_tokens: None,
+            throttle_p: None,
         }
     }
 
@@ -82,6 +88,8 @@ impl Metrics {
             tries: outcome.tries.counted,
             exit_code: i64::from(outcome.status.code()),
             ran_nothing: turned_away || stopped_first,
+            quota_tokens: self.quota_tokens,
+            throttle_p: self.throttle_p,
         }
     }
 
@@ -98,12 +106,23 @@ fn seconds(d: Duration) -> f64 {
 
 impl Sink for Metrics {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
+        // What the quota's store answered, as the JSON log's `quota` events and held tries say.
+        if let Event::Quota {
+            tokens, throttle, ..
+        } = &envelope.event
+        {
+            self.quota_tokens = Some(*tokens);
+            if let Some((_, admission)) = throttle {
+                self.throttle_p = Some(admission.p);
+            }
+        }
         let outcome = match envelope.event.ends() {
             Ends::Try(r) | Ends::TryInterrupted(r) => {
                 self.count(r.verdict.word());
                 return None;
             }
-            Ends::TryHeld(_) => {
+            Ends::TryHeld(held) => {
+                self.throttle_p = Some(held.admission.p);
                 self.count(HELD);
                 return None;
             }

@@ -135,7 +135,7 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     // The lock is looked at, never taken: a dry run turns no run away. A lock file that a run
     // could not use stops it with 125; the dry run too, so that a deploy check sees it.
     let lock = match config.lock.as_ref().map(|spec| {
-        let place = crate::store::run_lock::place(&spec.name, |name| std::env::var_os(name));
+        let place = crate::store::run_lock::place(&spec.name);
         crate::store::run_lock::peek(&place, &spec.name)
             .map_err(|e| format!("error: --lock {}: {e}", spec.name))
     }) {

@@ -208,7 +208,7 @@ pub(crate) fn run_logged(
         lock: config
             .lock
             .as_ref()
-            .map(|spec| crate::store::run_lock::place(&spec.name, |name| std::env::var_os(name))),
+            .map(|spec| crate::store::run_lock::place(&spec.name)),
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(begin.seed)

@@ -22,6 +22,9 @@ pub enum Access {
     Append,
     /// To read it and append to it, created (0600, its missing directories 0700) if missing.
     Create,
+    /// To read it and write it in place (a lock's file), created (0600) if missing; its
+    /// directory must be there, as `flock FILE` wants it.
+    Lock,
 }
 
 /// Opens a file that `retry` keeps records in (docs/decisions.md#dead-letters-and-replay): reached
@@ -48,7 +51,7 @@ pub fn open_in(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result
     // A file that is there is looked at before it is opened: opening a device may act on it.
     match stat::fstatat(dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => check_file_mode(st.st_mode)?,
-        Err(Errno::ENOENT) if access == Access::Create => {}
+        Err(Errno::ENOENT) if matches!(access, Access::Create | Access::Lock) => {}
         Err(e) => return Err(e.into()),
     }
     let file = open_at(dir, name, access)?;
@@ -82,6 +85,7 @@ fn open_at(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result<Fil
     let base = match access {
         Access::Read => base | OFlag::O_RDONLY,
         Access::Append | Access::Create => base | OFlag::O_RDWR | OFlag::O_APPEND,
+        Access::Lock => base | OFlag::O_RDWR,
     };
     let private = Mode::S_IRUSR | Mode::S_IWUSR;
     let open = |flags: OFlag| fcntl::openat(dir, name, flags, private).map(File::from);
@@ -93,7 +97,7 @@ fn open_at(dir: &File, name: &std::ffi::OsStr, access: Access) -> io::Result<Fil
         }
     };
     let file = match access {
-        Access::Create => match open(base | OFlag::O_CREAT | OFlag::O_EXCL) {
+        Access::Create | Access::Lock => match open(base | OFlag::O_CREAT | OFlag::O_EXCL) {
             Ok(file) => {
                 // The umask may have taken bits away: the owner must read and write it.
                 stat::fchmod(&file, private)?;

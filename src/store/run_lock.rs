@@ -1,5 +1,9 @@
-//! The file of `--lock NAME` (docs/processes.md#one-run-at-a-time): `NAME.lock` in the directory
-//! of the local quota store, made and checked as the quota's files are (`file::PrivateFile`).
+//! The file of `--lock NAME` (docs/processes.md#one-run-at-a-time): `NAME.lock` in the user's
+//! lock directory, `~/.local/state/retry/locks/` with the home directory from the password
+//! database, made and checked as the quota's files are (`file::PrivateFile`); or, for a NAME
+//! with a `/`, that file, opened by the rules of a record file (`open::open_record_file`).
+//! Where a plain NAME's lock lives depends on nothing in the environment: a cron job and the
+//! same command run from a login shell lock the same file (docs/decisions.md says why).
 //!
 //! A run holds the lock as a `flock` on its open file from before its first try to after its
 //! records are written. The lock belongs to the open file: it goes when the file is closed,
@@ -10,23 +14,138 @@
 //! The holder writes who it is into the file (host, pid, run id, since when) and the fencing
 //! token of its grant, one more than the last; a run turned away reads them back.
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::policy::lock::{LockHolder, LockRecord, RECORD_MAX};
-use crate::store::file::{PrivateFile, StoreError, store_dir};
-use crate::store::open::euid;
+use crate::policy::lock::{LockHolder, LockRecord, RECORD_MAX, is_path};
+use crate::store::file::{PrivateFile, StoreError};
+use crate::store::open::{Access, euid, open_record_file, open_way};
 
-/// The place of the lock `name` for the effective user: beside the local quota store's files.
-pub fn place(name: &str, var: impl Fn(&str) -> Option<OsString>) -> PrivateFile {
-    PrivateFile::new(store_dir(var, euid()), format!("{name}.lock"))
+/// The user's lock directory, below the home directory.
+const LOCK_DIR: &str = ".local/state/retry/locks";
+
+/// What a user whose plain NAME cannot have its lock directory can do instead.
+const GIVE_A_PATH: &str =
+    "give --lock the path of a lock file in a directory of yours instead (a NAME with a '/')";
+
+/// Where the lock of `--lock NAME` is.
+#[derive(Clone, Debug)]
+pub enum LockPlace {
+    /// A plain NAME: `NAME.lock` in the user's lock directory.
+    Home(PrivateFile),
+    /// A NAME with a `/`: the lock file's path.
+    Path(PathBuf),
+    /// A plain NAME of a user with no usable home directory: the lock directory it would have
+    /// had (`~/...` when the home is not known), and why.
+    NoHome { dir: PathBuf, why: String },
+}
+
+/// The place of the lock `name` for the effective user: the file `name` names when it has a
+/// `/`, else `name.lock` in the lock directory below the home directory that the password
+/// database gives (never `$HOME`, which cron and `sudo` set otherwise than a login does).
+pub fn place(name: &str) -> LockPlace {
+    if is_path(name) {
+        return LockPlace::Path(PathBuf::from(name));
+    }
+    match home() {
+        Ok(home) => LockPlace::Home(PrivateFile::new(
+            home.join(LOCK_DIR),
+            format!("{name}.lock"),
+        )),
+        Err((home, why)) => LockPlace::NoHome {
+            dir: home.unwrap_or_else(|| PathBuf::from("~")).join(LOCK_DIR),
+            why,
+        },
+    }
+}
+
+/// The effective user's home directory from the password database (`getpwuid_r`): an absolute
+/// path to a directory; else the home it names, if any, and why it cannot be used.
+fn home() -> Result<PathBuf, (Option<PathBuf>, String)> {
+    let uid = euid();
+    let user = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) => user,
+        Ok(None) => {
+            return Err((
+                None,
+                format!("uid {uid} has no entry in the password database"),
+            ));
+        }
+        Err(e) => {
+            return Err((
+                None,
+                format!("the password database cannot be read for uid {uid}: {e}"),
+            ));
+        }
+    };
+    let home = user.dir;
+    let why = match std::fs::metadata(&home) {
+        _ if !home.is_absolute() => "is not an absolute path".to_string(),
+        Ok(meta) if meta.is_dir() => return Ok(home),
+        Ok(_) => "is not a directory".to_string(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "does not exist".to_string(),
+        Err(e) => format!("cannot be used: {e}"),
+    };
+    let why = format!(
+        "the home directory of uid {uid} in the password database, '{}', {why}",
+        home.display()
+    );
+    Err((Some(home), why))
+}
+
+impl LockPlace {
+    /// The lock's file.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            LockPlace::Home(file) => file.path(),
+            LockPlace::Path(path) => path.clone(),
+            LockPlace::NoHome { dir, .. } => dir.clone(),
+        }
+    }
+
+    /// Opens the lock's file, made if missing with `create` (a plain NAME's directories too,
+    /// 0700); `None` when it is not there and `create` is not set.
+    fn open(&self, create: bool) -> Result<Option<File>, StoreError> {
+        match self {
+            LockPlace::Home(file) => {
+                let ways = file.dir().parent().unwrap_or(Path::new("/"));
+                if create {
+                    open_way(ways, true).map_err(|e| no_dir(file.dir(), &e.to_string()))?;
+                } else if std::fs::symlink_metadata(file.dir()).is_err() {
+                    return Ok(None);
+                }
+                file.open(create)
+            }
+            LockPlace::Path(path) => {
+                let access = if create { Access::Lock } else { Access::Read };
+                match open_record_file(path, access) {
+                    Ok(file) => Ok(Some(file)),
+                    Err(e) if !create && e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(source) => Err(StoreError::Io {
+                        action: "open",
+                        path: path.clone(),
+                        source,
+                    }),
+                }
+            }
+            LockPlace::NoHome { dir, why } => Err(no_dir(dir, why)),
+        }
+    }
+}
+
+/// The lock directory `dir` of a plain NAME cannot be made or opened, for the reason `why`.
+fn no_dir(dir: &Path, why: &str) -> StoreError {
+    StoreError::Io {
+        action: "make the lock directory",
+        path: dir.to_path_buf(),
+        source: io::Error::other(format!("{why}; {GIVE_A_PATH}")),
+    }
 }
 
 /// Why a lock file whose fencing token is not a number is not used.
@@ -47,7 +166,7 @@ pub struct LockFile {
 
 impl LockFile {
     /// Opens the lock `name` at `place`, made if missing.
-    pub fn open(place: &PrivateFile, name: &str) -> Result<LockFile, StoreError> {
+    pub fn open(place: &LockPlace, name: &str) -> Result<LockFile, StoreError> {
         let missing = || StoreError::Io {
             action: "open",
             path: place.path(),
@@ -145,7 +264,7 @@ impl LockFile {
 /// Whether the lock `name` at `place` is taken now, for the dry run, without taking it or making
 /// anything: `None` when it is free (or its file not made yet), else who holds it. Read from
 /// `/proc/locks`; where that cannot be read, a shared lock is tried for an instant.
-pub fn peek(place: &PrivateFile, name: &str) -> Result<Option<LockHolder>, StoreError> {
+pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreError> {
     let Some(file) = place.open(false)? else {
         return Ok(None);
     };
@@ -204,7 +323,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("retry-lock-unit-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let place = PrivateFile::new(dir.join("retry"), "job.lock".into());
+        let place = LockPlace::Home(PrivateFile::new(dir.join("retry"), "job.lock".into()));
         assert_eq!(peek(&place, "job").unwrap(), None);
         let first = LockFile::open(&place, "job").unwrap();
         assert_eq!(first.try_take(&holder(1)).unwrap(), Some(1));
@@ -229,7 +348,7 @@ mod tests {
         assert_eq!(token, 2);
         let meta = std::fs::metadata(place.path()).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
-        let dir_meta = std::fs::metadata(place.dir()).unwrap();
+        let dir_meta = std::fs::metadata(dir.join("retry")).unwrap();
         assert_eq!(dir_meta.mode() & 0o777, 0o700);
         drop(second);
         let _ = std::fs::remove_dir_all(&dir);
@@ -240,7 +359,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("retry-lock-token-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let place = PrivateFile::new(dir.join("retry"), "job.lock".into());
+        let place = LockPlace::Path(dir.join("job.lock"));
         let file = LockFile::open(&place, "job").unwrap();
         for text in ["token=abc\n", &format!("token={}\n", u64::MAX)] {
             std::fs::write(place.path(), text).unwrap();

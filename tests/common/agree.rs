@@ -50,6 +50,14 @@ static ON_TLS: [AtomicUsize; 4] = [
     AtomicUsize::new(0),
 ];
 
+/// The checks of cases with `--lock`: its lock free, held (the run turned away), held a while
+/// (the run waits for it).
+static LOCKS: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
 /// The seed of `cargo test`'s cases: of the first 60 seeds, the one whose first 220 cases
 /// reach each of the twelve disagreements the checker found in `retry` of December 2026
 /// (a change to the generator draws other cases: pick the seed again).
@@ -222,6 +230,23 @@ impl Tls {
     }
 }
 
+/// `--lock ./lk`, and whether another process has the lock as the run starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lock {
+    /// The test holds the lock when the run starts: without `wait`, the run is turned away
+    /// (75, reason `locked`, no try).
+    pub held: bool,
+    /// `--lock-wait 5s`: the holder lets go after [`LOCK_HOLD`], and the run gets the lock.
+    pub wait: bool,
+}
+
+/// How long the test holds the lock of a case that waits for it.
+pub const LOCK_HOLD: Duration = Duration::from_millis(150);
+
+/// The lock file's record of the test as its holder, as `retry` writes its own.
+const LOCK_RECORD: &str =
+    "token=7\nhost=agree\npid=1\nrun_id=agree-holder\nsince=2026-01-01T00:00:00Z\n";
+
 /// An option that makes a usage error, added to a valid case: the one line of the error must
 /// name `names`.
 #[derive(Clone, Debug, PartialEq)]
@@ -264,6 +289,8 @@ pub struct Case {
     pub replay: Option<Replay>,
     /// The stores on the `redis-server` with TLS.
     pub tls: Tls,
+    /// `--lock ./lk` and the contention for it.
+    pub lock: Option<Lock>,
     pub github: bool,
     pub log: Log,
     pub quiet: bool,
@@ -278,7 +305,28 @@ pub struct Case {
 pub fn generate(seed: u64, index: u64) -> Case {
     let mut case = draw(seed, index);
     draw_tls(&mut case);
+    draw_lock(&mut case);
     case
+}
+
+/// Whether `case` takes a lock, and whether it finds it held: about one case in seven, a third
+/// of them finding it free, a third turned away, a third waiting for it. Drawn from a stream
+/// of its own, as [`draw_tls`]'s, so that the other draws stay the cases they were. A run that
+/// a signal is to stop in a phase it reaches only after its first try is never turned away.
+fn draw_lock(case: &mut Case) {
+    let mut l = Rng::new(
+        (case.seed ^ 0x10C6_10C6_10C6_10C6).wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ case.index,
+    );
+    l.next();
+    if !l.chance(15) {
+        return;
+    }
+    let (held, wait) = match l.below(3) {
+        0 => (false, false),
+        1 if case.interrupt.is_none() => (true, false),
+        _ => (true, true),
+    };
+    case.lock = Some(Lock { held, wait });
 }
 
 /// Which of the stores of `case` go on the server with TLS: about a third of the quotas and of
@@ -446,6 +494,7 @@ fn draw(seed: u64, index: u64) -> Case {
         dead_letter,
         replay: None,
         tls: Tls::default(),
+        lock: None,
         github: r.chance(35),
         log: r.pick(&[
             Log::Human,
@@ -544,6 +593,7 @@ impl Case {
             dead_letter: false,
             replay: None,
             tls: Tls::default(),
+            lock: None,
             github: false,
             log: Log::Human,
             quiet: false,
@@ -870,6 +920,12 @@ impl Case {
                 false => push(&["--dead-letter", "dl"]),
             }
         }
+        if let Some(lock) = self.lock {
+            push(&["--lock", "./lk"]);
+            if lock.wait {
+                push(&["--lock-wait", "5s"]);
+            }
+        }
         match self.log {
             Log::Human => {}
             Log::HumanFile => push(&["--log-file", "log"]),
@@ -998,6 +1054,14 @@ impl Case {
         if let Some(prep) = self.prepare_shell() {
             s += &prep;
             s += " && ";
+        }
+        if let Some(Lock { held: true, wait }) = self.lock {
+            let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
+            let _ = write!(
+                s,
+                "printf '{}' >lk && chmod 600 lk && {{ flock lk sh -c ':>held; sleep {hold}' & }} && until [ -e held ]; do sleep 0.002; done && ",
+                LOCK_RECORD.replace('\n', "\\n")
+            );
         }
         let mut env = String::from("XDG_RUNTIME_DIR=$PWD ");
         env += &self.tls_shell_env();
@@ -1501,6 +1565,13 @@ struct Facts {
 }
 
 impl Facts {
+    /// Whether `--lock` turned the run away: it ran nothing, another run having the lock.
+    fn locked(&self) -> bool {
+        self.reason
+            .as_ref()
+            .is_some_and(|r| r.as_deref() == Some("locked"))
+    }
+
     /// Each field that both say and on which they differ, in words.
     fn differences(&self, truth: &Facts) -> Vec<String> {
         let mut out = Vec::new();
@@ -1987,6 +2058,22 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
     let mut f = Findings::default();
     let args = case.args_in(&stores);
     let env = case.env(&dir, &stores, "go", "sum");
+    // The lock held by another: let go after a while for a run that waits for it, else kept
+    // until the run has ended.
+    if let Some(lock) = case.lock {
+        LOCKS[usize::from(lock.held) + usize::from(lock.wait)].fetch_add(1, Ordering::Relaxed);
+    }
+    let holder = case.lock.filter(|l| l.held).map(|_| hold_lock(&dir));
+    let (holder, letting_go) = match (holder, case.lock.is_some_and(|l| l.wait)) {
+        (Some(file), true) => (
+            None,
+            Some(std::thread::spawn(move || {
+                std::thread::sleep(LOCK_HOLD);
+                drop(file);
+            })),
+        ),
+        (held, _) => (held, None),
+    };
     let ran = run_retry(
         &dir,
         &args,
@@ -1995,6 +2082,10 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         case.interrupt,
         ("out", "err"),
     );
+    drop(holder);
+    if let Some(thread) = letting_go {
+        let _ = thread.join();
+    }
     let direct = check_direct(case, &dir, &stores, &ran, &mut f);
     if let (Some(replay), Some(direct)) = (&case.replay, direct) {
         check_replays(case, replay, &dir, &stores, &direct, &mut f);
@@ -2008,6 +2099,28 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         }
     }
     f.0
+}
+
+/// Takes the lock of `--lock ./lk` in `dir` as another run would, its record in the file: the
+/// lock is held while the returned file is open.
+fn hold_lock(dir: &Path) -> File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dir.join("lk"))
+        .expect("the lock file");
+    file.write_all(LOCK_RECORD.as_bytes()).unwrap();
+    #[allow(deprecated)]
+    nix::fcntl::flock(
+        std::os::fd::AsRawFd::as_raw_fd(&file),
+        nix::fcntl::FlockArg::LockExclusive,
+    )
+    .expect("the lock");
+    file
 }
 
 /// The history's view of the tries, its verdicts worked out from the case: a success is exit
@@ -2452,6 +2565,23 @@ fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
     let Some(outcome) = outcome else {
         return f.fail("metrics", format!("not one run counted:\n{text}"));
     };
+    // A run that `--lock` turned away is counted apart, and leaves the job's last figures as
+    // they were: none, in a file of its own (docs/dashboards.md). Without a record that says
+    // why the run ended, its 75 and the file's own word tell it.
+    let unknown = truth.reason.is_none() && code == 75 && outcome == "locked";
+    if truth.locked() || unknown {
+        let last: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("retry_last_") || l.starts_with("retry_tries_total"))
+            .collect();
+        if outcome != "locked" || !last.is_empty() {
+            f.fail(
+                "metrics",
+                format!("a run turned away counted as {outcome}, with {last:?}"),
+            );
+        }
+        return;
+    }
     let agrees = match (outcome.as_str(), truth.outcome.as_deref()) {
         (_, None) => true,
         // A repeat's end is in the words of the step outputs, which the JSON log's repeat_end
@@ -2895,8 +3025,17 @@ fn check_json_run(
         let lines = hooks(give_up_log);
         // A hook runs only after a try that ran and failed (docs/log.md#hooks): never after a held try,
         // nor after a success of a --consecutive streak that the tries or the budget cut.
+        // Nor for a run that `--lock` turned away: it ran nothing (docs/processes.md).
         let last_failed = tries.last().is_none_or(|t| t.failed());
-        let gave_up = event == "give_up" && end["reason"] != "interrupted" && last_failed;
+        let locked = end["reason"] == "locked";
+        if locked && !lines.is_empty() {
+            f.fail(
+                "hooks",
+                format!("{tag}the run was turned away by --lock, and --on-give-up ran"),
+            );
+        }
+        let gave_up =
+            event == "give_up" && end["reason"] != "interrupted" && !locked && last_failed;
         if event == "give_up" && !last_failed && !lines.is_empty() {
             f.fail(
                 "hooks",
@@ -3079,6 +3218,17 @@ fn check_junit(
                 format!("JUnit {name}={attr:?}, but {count} such elements"),
             );
         }
+    }
+    // A run turned away is one skipped case, not a failure (docs/ci.md#junit-reports).
+    if truth.locked() {
+        let skipped = report.cases.iter().map(|c| c.skipped).collect::<Vec<_>>();
+        if skipped != [1] || total(|c| c.failures) + total(|c| c.errors) > 0 {
+            f.fail(
+                invariant,
+                format!("a run turned away has JUnit cases {:?}", report.cases),
+            );
+        }
+        return;
     }
     if case.repeat.is_some() {
         if let Some((v, true)) = views {
@@ -3268,6 +3418,8 @@ fn check_annotation(
     // What kind the docs ask for, if they settle it.
     let want: Option<Option<&str>> = match truth.outcome.as_deref() {
         _ if reader_gone => None,
+        // Turned away by `--lock`: it ran nothing, and the job is being run (docs/ci.md).
+        _ if truth.locked() => Some(Some("warning")),
         Some("success") if tries == Some(1) => Some(None),
         Some("success") if failed.is_some_and(|n| n > 0) => {
             Some((!case.quiet).then_some("warning"))
@@ -4132,6 +4284,11 @@ impl Report {
                 "; {n} cases ran without, for want of a redis-server with TLS"
             ),
         };
+        let [free, away, waited] = LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let _ = writeln!(
+            s,
+            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it"
+        );
         let _ = writeln!(s, "  slowest: {}", slowest.join(", "));
         if let Some(k) = self.plan.only {
             let _ = writeln!(s, "  case {k}: {}", generate(self.plan.seed, k).shell());

@@ -1,19 +1,63 @@
 //! `--lock NAME` (docs/processes.md#one-run-at-a-time): one run at a time holding a name on this
 //! machine, turned away with 75 and reason `locked`, the lock freed however its holder ends, and
-//! a fencing token that grows with every grant.
+//! a fencing token that grows with every grant. A plain NAME's lock is in the home directory
+//! that the password database gives, whatever the environment; a NAME with a `/` is a path.
 
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// `retry` with its lock store in `runtime`, the test's own.
+/// `retry` with the lock `name` at `runtime/name.lock`, a path in the test's own directory.
 fn locked(runtime: &Path, name: &str) -> std::process::Command {
     let mut cmd = retry_std();
-    cmd.env("XDG_RUNTIME_DIR", runtime)
-        .args(["--lock", name, "-n", "1"]);
+    cmd.arg("--lock")
+        .arg(runtime.join(format!("{name}.lock")))
+        .arg("-n")
+        .arg("1");
     cmd
+}
+
+/// `retry` run with `home` in the place of the user's home directory: in a mount namespace of
+/// its own, `home` is bound over the directory that the password database gives (the
+/// environment's `HOME` is not what `retry` reads). `None`, said loudly, where a mount
+/// namespace cannot be made (not root).
+fn at_home(test: &str, home: &Path) -> Option<std::process::Command> {
+    let can = euid() == 0 && on_path("unshare") && on_path("mount");
+    if !have_package(test, "root, unshare and mount", "util-linux", can) {
+        return None;
+    }
+    let real = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(euid()))
+        .ok()
+        .flatten()
+        .expect("the test's user in the password database")
+        .dir;
+    let base = retry_std();
+    let mut cmd = std::process::Command::new("unshare");
+    for (name, value) in base.get_envs() {
+        match value {
+            Some(value) => cmd.env(name, value),
+            None => cmd.env_remove(name),
+        };
+    }
+    cmd.args(["--mount", "--", "sh", "-c"])
+        .arg("mount --bind \"$0\" \"$1\" && shift && exec \"$@\"")
+        .arg(home)
+        .arg(real)
+        .arg(base.get_program());
+    Some(cmd)
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// The lock file of the plain NAME `name` below the home directory `home`.
+fn home_lock(home: &Path, name: &str) -> PathBuf {
+    home.join(".local/state/retry/locks")
+        .join(format!("{name}.lock"))
 }
 
 /// A run that holds the lock `name` until it is killed: its try writes its pid to `ready`,
@@ -188,7 +232,7 @@ fn each_grant_of_the_lock_gives_the_tries_a_higher_fencing_token() {
 #[test]
 fn a_lock_name_that_cannot_be_a_file_name_is_a_usage_error() {
     let runtime = runtime_dir("lock-bad-rt");
-    for bad in ["a/b", "..", ""] {
+    for bad in ["..", "", "a b", "dir/"] {
         let out = output_bounded(
             retry_std()
                 .env("XDG_RUNTIME_DIR", &runtime)
@@ -218,15 +262,18 @@ fn a_lock_name_that_cannot_be_a_file_name_is_a_usage_error() {
 
 #[test]
 fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
-    use std::os::unix::fs::PermissionsExt;
+    let test = "a_lock_directory_that_others_may_enter_stops_the_run_before_any_try";
     let dir = temp_dir("lock-unsafe");
-    let runtime = runtime_dir("lock-unsafe-rt");
-    let store = runtime.join("retry");
-    std::fs::create_dir(&store).unwrap();
-    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = runtime_dir("lock-unsafe-home");
+    let locks = home_lock(&home, "unsafe").parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&locks).unwrap();
+    std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o755)).unwrap();
     let ran = dir.join("ran");
+    let Some(mut run) = at_home(test, &home) else {
+        return;
+    };
     let out = output_bounded(
-        locked(&runtime, "unsafe").args(["--", "touch"]).arg(&ran),
+        run.args(["--lock", "unsafe", "--", "touch"]).arg(&ran),
         TEST_LIMIT,
     );
     let log = stderr_of(&out);
@@ -238,8 +285,9 @@ fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
     );
     assert_eq!(log.lines().count(), 1, "{log}");
     // The dry run stops as the run would, so that a deploy check sees it.
+    let mut dry = at_home(test, &home).unwrap();
     let dry = output_bounded(
-        locked(&runtime, "unsafe").args(["--dry-run", "--", "true"]),
+        dry.args(["--lock", "unsafe", "--dry-run", "--", "true"]),
         TEST_LIMIT,
     );
     let line = stderr_of(&dry);
@@ -247,6 +295,214 @@ fn a_lock_directory_that_others_may_enter_stops_the_run_before_any_try() {
     assert!(
         line.contains("--lock unsafe") && line.contains("0755"),
         "{line}"
+    );
+}
+
+/// A cron job (no `XDG_RUNTIME_DIR`, its own `TMPDIR` and `HOME`) and a login shell's run of the
+/// same command lock one file: the lock of a plain NAME does not follow the environment.
+#[test]
+fn runs_in_different_environments_share_a_plain_names_lock() {
+    let test = "runs_in_different_environments_share_a_plain_names_lock";
+    let dir = temp_dir("lock-env");
+    let home = runtime_dir("lock-env-home");
+    let (runtime, tmp) = (runtime_dir("lock-env-rt"), runtime_dir("lock-env-tmp"));
+    let ready = dir.join("ready");
+    let script = format!("echo $$ > '{}'; exec sleep 20", ready.display());
+    let Some(mut dry) = at_home(test, &home) else {
+        return;
+    };
+    // A dry run looks at the lock and makes nothing.
+    let free = output_bounded(
+        dry.args(["--lock", "nightly", "--dry-run", "--", "true"]),
+        TEST_LIMIT,
+    );
+    assert!(stdout_of(&free).contains("'nightly', taken before the first try: free now"));
+    assert_eq!(
+        std::fs::read_dir(&home).unwrap().count(),
+        0,
+        "the dry run made files"
+    );
+    let mut login = at_home(test, &home).unwrap();
+    let mut holding = login
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("TMPDIR", &runtime)
+        .env("HOME", &runtime)
+        .args(["--lock", "nightly", "-n", "1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holder");
+    let started = wait_until(STEP_LIMIT, || {
+        std::fs::read_to_string(&ready).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let mut cron = at_home(test, &home).unwrap();
+    let out = output_bounded(
+        cron.env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .env("HOME", &tmp)
+            .args(["--lock", "nightly", "--", "echo", "ran"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert!(started, "the holder's try never started");
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{log}");
+    assert_eq!(stdout_of(&out), "", "the command ran beside the holder");
+    assert!(log.contains(&format!("pid {}", holding.id())), "{log}");
+    // The file and the directories made for it are the user's own.
+    let lock = home_lock(&home, "nightly");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&lock), 0o600);
+    for made in [
+        ".local",
+        ".local/state",
+        ".local/state/retry",
+        ".local/state/retry/locks",
+    ] {
+        assert_eq!(mode(&home.join(made)), 0o700, "{made}");
+    }
+    for other in [&runtime, &tmp] {
+        let kept: Vec<_> = std::fs::read_dir(other).unwrap().collect();
+        assert!(kept.is_empty(), "{kept:?} in {}", other.display());
+    }
+}
+
+/// A NAME with a `/` is the lock file's path, as `flock FILE` takes one: made 0600, and
+/// shared by every run that names it, whatever their environments.
+#[test]
+fn a_name_with_a_slash_is_the_lock_files_path() {
+    let dir = runtime_dir("lock-path");
+    let lock = dir.join("job.lock");
+    let ready = dir.join("ready");
+    let script = format!("echo $$ > '{}'; exec sleep 20", ready.display());
+    let mut holding = retry_std()
+        .env("XDG_RUNTIME_DIR", &dir)
+        .arg("--lock")
+        .arg(&lock)
+        .args(["-n", "1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holder");
+    let started = wait_until(STEP_LIMIT, || {
+        std::fs::read_to_string(&ready).is_ok_and(|s| s.ends_with('\n'))
+    });
+    // The same file by a relative path, from another directory and another environment.
+    let turned = output_bounded(
+        retry_std()
+            .current_dir(&dir)
+            .env_remove("XDG_RUNTIME_DIR")
+            .args(["--lock", "./job.lock", "--", "echo", "ran"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert!(started, "the holder's try never started");
+    assert_eq!(turned.status.code(), Some(75), "{}", stderr_of(&turned));
+    assert_eq!(stdout_of(&turned), "");
+    let mode = std::fs::metadata(&lock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let next = output_bounded(
+        retry_std()
+            .arg("--lock")
+            .arg(&lock)
+            .args(["--", "sh", "-c", "echo $RETRY_FENCING_TOKEN"]),
+        TEST_LIMIT,
+    );
+    assert_eq!(next.status.code(), Some(0), "{}", stderr_of(&next));
+    assert_eq!(stdout_of(&next), "2\n");
+}
+
+/// A lock path that is a symbolic link, another user's file, a directory or a FIFO is refused
+/// in one line with 125 before anything runs; so is a plain NAME of a user whose home
+/// directory is not there, with the way out named.
+#[test]
+fn a_lock_path_that_cannot_be_trusted_is_refused_before_anything_runs() {
+    let dir = runtime_dir("lock-refused");
+    let target = dir.join("target");
+    std::fs::write(&target, "").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.join("link.lock");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let directory = dir.join("dir.lock");
+    std::fs::create_dir(&directory).unwrap();
+    let fifo = dir.join("fifo.lock");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut refused = vec![
+        (link, "symbolic link"),
+        (directory, "a directory"),
+        (fifo, "a FIFO"),
+    ];
+    if let Some(other) = other_user() {
+        let theirs = dir.join("theirs.lock");
+        std::fs::write(&theirs, "").unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(other), None).unwrap();
+        refused.push((theirs, "owned by uid"));
+    }
+    let ran = dir.join("ran");
+    for (path, why) in refused {
+        let out = output_bounded(
+            retry_std()
+                .arg("--lock")
+                .arg(&path)
+                .args(["--", "touch"])
+                .arg(&ran),
+            TEST_LIMIT,
+        );
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{}: {log}", path.display());
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains(&format!("--lock {}", path.display())), "{log}");
+        assert!(log.contains(why), "{log}");
+        assert!(!ran.exists(), "the command ran with {}", path.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "",
+        "the link's target was written"
+    );
+}
+
+/// A user whose home directory is not there cannot have a plain NAME's lock: one line names
+/// the directory and the way out, and nothing runs.
+#[test]
+fn a_plain_name_of_a_user_without_a_home_is_refused_naming_the_way_out() {
+    let test = "a_plain_name_of_a_user_without_a_home_is_refused_naming_the_way_out";
+    let Some(other) = other_user() else {
+        return;
+    };
+    if !have_package(test, "setpriv", "util-linux", on_path("setpriv")) {
+        return;
+    }
+    let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other))
+        .ok()
+        .flatten()
+        .expect("the other user in the password database")
+        .dir;
+    assert!(!home.exists(), "{} has a home directory", home.display());
+    let out = output_bounded(
+        std::process::Command::new("setpriv")
+            .args([format!("--reuid={other}"), format!("--regid={other}")])
+            .arg("--clear-groups")
+            .arg(retry_std().get_program())
+            .args(["--lock", "nightly", "--", "echo", "ran"]),
+        TEST_LIMIT,
+    );
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{log}");
+    assert_eq!(stdout_of(&out), "", "the command ran");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    let dir = home.join(".local/state/retry/locks");
+    assert!(log.contains(&format!("'{}'", dir.display())), "{log}");
+    assert!(
+        log.contains("does not exist") && log.contains("a NAME with a '/'"),
+        "{log}"
     );
 }
 
@@ -301,10 +557,10 @@ fn a_dry_run_says_whether_the_lock_is_taken_now_and_takes_nothing() {
     };
     let free = dry(&runtime);
     assert!(
-        free.contains("'dry', taken before the first try: free now"),
+        free.contains("dry.lock', taken before the first try: free now"),
         "{free}"
     );
-    assert!(!runtime.join("retry").join("dry.lock").exists());
+    assert!(!runtime.join("dry.lock").exists());
     let ready = dir.join("ready");
     let mut holding = holder(&runtime, "dry", &ready);
     let taken = dry(&runtime);
@@ -519,4 +775,58 @@ fn the_lock_is_taken_before_the_stagger_and_kept_through_the_last_hook() {
         "a run got the lock during --on-give-up"
     );
     assert_eq!(next("span"), Some(0));
+}
+
+/// A lock path that is the file of another option would have that file's text replaced by the
+/// lock's record: a usage error, before anything is written.
+#[test]
+fn a_lock_path_that_is_another_options_file_is_a_usage_error() {
+    let dir = runtime_dir("lock-same");
+    let history = dir.join("history.jsonl");
+    std::fs::write(&history, "").unwrap();
+    let metrics = dir.join("retry.prom");
+    let mut metrics_lock = metrics.clone().into_os_string();
+    metrics_lock.push(".lock");
+    for (option, file, lock) in [
+        ("--history", &history, dir.join("./history.jsonl")),
+        ("--metrics", &metrics, PathBuf::from(metrics_lock)),
+    ] {
+        let out = output_bounded(
+            retry_std()
+                .arg(option)
+                .arg(file)
+                .arg("--lock")
+                .arg(&lock)
+                .args(["--", "echo", "ran"]),
+            TEST_LIMIT,
+        );
+        let line = usage_error_of(&out, &lock.display().to_string());
+        assert!(line.contains("--lock") && line.contains(option), "{line}");
+        assert_eq!(stdout_of(&out), "");
+    }
+    assert_eq!(std::fs::read_to_string(&history).unwrap(), "");
+}
+
+/// Under GitHub with `-q`, a run turned away still ends with its `::warning`, in place of its
+/// gave-up line, as a run that gives up keeps its `::error`: `-q` leaves out only a success's.
+#[test]
+fn a_quiet_run_turned_away_under_github_keeps_its_warning() {
+    let dir = temp_dir("lock-quiet");
+    let runtime = runtime_dir("lock-quiet-rt");
+    let ready = dir.join("ready");
+    let mut holding = holder(&runtime, "quiet", &ready);
+    let out = output_bounded(
+        locked(&runtime, "quiet")
+            .env("GITHUB_ACTIONS", "true")
+            .args(["-q", "--", "true"]),
+        TEST_LIMIT,
+    );
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.starts_with("::warning title=retry"), "{log}");
+    assert!(log.contains("is taken by pid"), "{log}");
 }

@@ -301,9 +301,9 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
         cmd.env("XDG_RUNTIME_DIR", &dir)
             .arg("--metrics")
             .arg(&file)
-            .args([
-                "--label", "nightly", "--lock", "nightly", "-n", "1", "-q", "--",
-            ])
+            .arg("--lock")
+            .arg(dir.join("nightly.lock"))
+            .args(["--label", "nightly", "-n", "1", "-q", "--"])
             .args(command);
         cmd
     };
@@ -325,14 +325,9 @@ fn a_run_the_lock_turned_away_is_counted_apart_and_leaves_the_jobs_last_figures(
         .env("XDG_RUNTIME_DIR", &dir)
         .arg("--metrics")
         .arg(&file)
-        .args([
-            "--label",
-            "nightly",
-            "--lock",
-            "nightly",
-            "--lock-wait",
-            "10s",
-        ])
+        .arg("--lock")
+        .arg(dir.join("nightly.lock"))
+        .args(["--label", "nightly", "--lock-wait", "10s"])
         .args(["-q", "--", "true"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -493,4 +488,78 @@ fn the_way_may_go_through_a_system_accounts_directory_but_not_another_users() {
         "{stderr}"
     );
     assert!(!file.exists());
+}
+
+/// A job that uses a quota and a throttle has their state as gauges, the last its run learned
+/// (as its JSON log's last `quota` event says); a job that uses neither has none.
+#[test]
+fn a_quota_and_a_throttle_leave_their_tokens_and_p_as_gauges_of_the_job() {
+    let test = "a_quota_and_a_throttle_leave_their_tokens_and_p_as_gauges_of_the_job";
+    let dir = common::runtime_dir("metrics-quota");
+    let file = dir.join("retry.prom");
+    let run = |label: &str, options: &[&str], exit: &str| {
+        let out = output_bounded(
+            retry_std()
+                .env("XDG_RUNTIME_DIR", &dir)
+                .arg("--metrics")
+                .arg(&file)
+                .args([
+                    "--label",
+                    label,
+                    "-n",
+                    "3",
+                    "-d",
+                    "1ms",
+                    "--log-format",
+                    "json",
+                ])
+                .args(options)
+                .args(["--", "sh", "-c", exit]),
+            common::STEP_LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        stderr_of(&out)
+    };
+    run("plain", &[], "exit 1");
+    let log = run(
+        "shared",
+        &["--quota", "q:cap=5,floor=0/s", "--throttle", "2"],
+        "exit 1",
+    );
+    let text = std::fs::read_to_string(&file).expect("the metrics file");
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = |field: &str| {
+        events
+            .iter()
+            .rev()
+            .find_map(|e| e[field].as_f64())
+            .unwrap_or_else(|| panic!("no {field} in {log}"))
+    };
+    let tokens = gauge(&text, "retry_quota_tokens", "shared").expect(&text);
+    let p = gauge(&text, "retry_throttle_hold_back_probability", "shared").expect(&text);
+    assert!((tokens - last("tokens")).abs() < 0.001, "{log}\n{text}");
+    assert!(
+        (p - last("p")).abs() < 0.01 && p > 0.0 && p <= 1.0,
+        "{log}\n{text}"
+    );
+    assert!(tokens < 5.0, "the retries took no token: {text}");
+    for name in ["retry_quota_tokens", "retry_throttle_hold_back_probability"] {
+        assert_eq!(gauge(&text, name, "plain"), None, "{text}");
+        assert_eq!(text.matches(&format!("# TYPE {name} gauge\n")).count(), 1);
+    }
+    if common::have_package(test, "promtool", "prometheus", common::on_path("promtool")) {
+        let out = output_bounded(
+            Command::new("promtool")
+                .args(["check", "metrics"])
+                .stdin(std::fs::File::open(&file).unwrap()),
+            common::STEP_LIMIT,
+        );
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool check metrics: {out:?}"
+        );
+    }
 }

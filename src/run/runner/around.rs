@@ -35,7 +35,7 @@ pub struct Surroundings {
     /// The lease a replay holds on this run, renewed while it runs.
     pub keeper: Option<crate::run::keep::Kept>,
     /// Where the file of `--lock` is, if the run has one.
-    pub lock: Option<crate::store::file::PrivateFile>,
+    pub lock: Option<crate::store::run_lock::LockPlace>,
 }
 
 /// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed

@@ -14,8 +14,7 @@ use crate::report::log::Log;
 use crate::run::clock::Moment;
 use crate::run::signals::Signals;
 use crate::run::stdio::RunIo;
-use crate::store::file::PrivateFile;
-use crate::store::run_lock::LockFile;
+use crate::store::run_lock::{LockFile, LockPlace};
 
 /// A run under way: its options, its log, and what it has come to so far.
 pub struct Runner<'c> {
@@ -40,7 +39,7 @@ pub struct Runner<'c> {
     /// The next try, when `--throttle` held it back: the figures it was held on.
     pub(super) next_held: Option<Admission>,
     /// Where the file of `--lock` is, until the lock is taken.
-    pub(super) lock_place: Option<PrivateFile>,
+    pub(super) lock_place: Option<LockPlace>,
     /// The lock of `--lock` once taken: last, so that it is let go after everything else of
     /// the run.
     pub(super) lock: Option<LockFile>,

@@ -24,6 +24,10 @@ pub struct RunMetrics {
     /// The run ran no command: `--lock` turned it away, or a signal stopped it before its first
     /// try. It is counted, and the job's gauges stay those of its last run that ran.
     pub ran_nothing: bool,
+    /// With `--quota`, the tokens the quota held at the run's last exchange with its store.
+    pub quota_tokens: Option<f64>,
+    /// With `--throttle`, its `p` at that exchange: the probability of holding a try back.
+    pub throttle_p: Option<f64>,
 }
 
 /// The gauges of one job: what its last run was.
@@ -34,6 +38,8 @@ pub struct Gauges {
     pub last_duration: Option<f64>,
     pub last_tries: Option<f64>,
     pub last_exit_code: Option<f64>,
+    pub quota_tokens: Option<f64>,
+    pub throttle_p: Option<f64>,
 }
 
 /// Every series of the file.
@@ -89,6 +95,17 @@ const LAST_EXIT_CODE: Family = Family {
     help: "The exit status of the job's last run.",
 };
 
+const QUOTA_TOKENS: Family = Family {
+    name: "retry_quota_tokens",
+    kind: "gauge",
+    help: "The tokens the job's shared retry quota held when its last run that used it last asked.",
+};
+const THROTTLE_P: Family = Family {
+    name: "retry_throttle_hold_back_probability",
+    kind: "gauge",
+    help: "The probability that the job's throttle held a try back, when its last run that used it last asked.",
+};
+
 /// A gauge's family and its field in [`Gauges`].
 struct Gauge {
     family: Family,
@@ -96,7 +113,7 @@ struct Gauge {
     set: fn(&mut Gauges) -> &mut Option<f64>,
 }
 
-const GAUGES: [Gauge; 5] = [
+const GAUGES: [Gauge; 7] = [
     Gauge {
         family: LAST_RUN,
         get: |g| g.last_run,
@@ -122,12 +139,23 @@ const GAUGES: [Gauge; 5] = [
         get: |g| g.last_exit_code,
         set: |g| &mut g.last_exit_code,
     },
+    Gauge {
+        family: QUOTA_TOKENS,
+        get: |g| g.quota_tokens,
+        set: |g| &mut g.quota_tokens,
+    },
+    Gauge {
+        family: THROTTLE_P,
+        get: |g| g.throttle_p,
+        set: |g| &mut g.throttle_p,
+    },
 ];
 
 impl Metrics {
     /// Adds one run: its counts to the counters, its gauges in place of the job's, but for the
     /// last success, which a run that failed leaves as it was, and but for a run that ran no
-    /// command, which leaves them all.
+    /// command, which leaves them all. The quota's tokens and the throttle's `p` are the last
+    /// a run learned: a run that did not ask the quota's store leaves them.
     pub fn add(&mut self, run: &RunMetrics) {
         let runs = self
             .runs
@@ -152,6 +180,12 @@ impl Metrics {
         gauges.last_duration = Some(run.duration_seconds);
         gauges.last_tries = Some(run.tries as f64);
         gauges.last_exit_code = Some(run.exit_code as f64);
+        if let Some(tokens) = run.quota_tokens {
+            gauges.quota_tokens = Some(tokens);
+        }
+        if let Some(p) = run.throttle_p {
+            gauges.throttle_p = Some(p);
+        }
     }
 
     /// The file's text: each family's `HELP` and `TYPE` once, then its samples, in the order of
@@ -360,7 +394,30 @@ mod tests {
             tries: tries.iter().map(|(_, n)| n).sum(),
             exit_code: if outcome == "success" { 0 } else { 1 },
             ran_nothing: outcome == "locked",
+            quota_tokens: None,
+            throttle_p: None,
         }
+    }
+
+    #[test]
+    fn the_quotas_tokens_and_the_throttles_p_are_the_last_a_run_learned() {
+        let mut metrics = Metrics::default();
+        metrics.add(&run("plain", "success", &[("success", 1)], 1.0));
+        assert!(!metrics.render().contains("retry_quota_tokens"));
+        let mut shared = run("shared", "success", &[("success", 1)], 2.0);
+        (shared.quota_tokens, shared.throttle_p) = (Some(7.5), Some(0.25));
+        metrics.add(&shared);
+        let text = metrics.render();
+        assert!(
+            text.contains("retry_quota_tokens{job=\"shared\"} 7.5\n"),
+            "{text}"
+        );
+        assert!(text.contains("retry_throttle_hold_back_probability{job=\"shared\"} 0.25\n"));
+        assert!(
+            !text.contains("retry_quota_tokens{job=\"plain\"}"),
+            "{text}"
+        );
+        assert_eq!(Metrics::parse(&text), Ok(metrics));
     }
 
     #[test]
