@@ -13,8 +13,9 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
             "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
         ));
     }
-    Ok(cli.lock.as_ref().map(|name| LockSpec {
-        name: name.0.clone(),
+    Ok(cli.lock.as_ref().map(|lock| LockSpec {
+        name: lock.name.clone(),
+        lease: lock.lease.clone(),
         wait: cli
             .lock_wait
             .as_ref()

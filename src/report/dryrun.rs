@@ -45,6 +45,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
             "the tries running out before --consecutive successes in a row".into()
         }
         GiveUp::Locked(holder) => crate::report::words::lock_taken(holder),
+        GiveUp::LockLost(why) | GiveUp::LockUnreachable(why) => why.clone(),
     }
 }
 

@@ -7,6 +7,7 @@ mod env;
 mod hooks;
 mod job_control;
 mod launch;
+mod lease;
 mod lock;
 mod quota;
 mod run_end;
