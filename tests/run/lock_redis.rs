@@ -146,6 +146,20 @@ fn a_holder_killed_with_sigkill_frees_the_lease_within_its_length_and_leaves_no_
     let mut holder = holder(&url, &dir, &token, &[]);
     let (_, try_pid) = token_and_pid(&token);
     assert_eq!(one_run(&url), Some(75), "the lease is held");
+    // The dry run looks at the lease without taking it, and names its holder.
+    let dry = retry_std()
+        .args(["--dry-run", "-n", "1", "--lock", &url, "--", "true"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&dry);
+    assert!(
+        text.contains(&format!("is taken by pid {}", holder.id())),
+        "{text}"
+    );
+    assert!(
+        text.contains("a lease of 600ms, renewed every 200ms"),
+        "{text}"
+    );
     holder.kill().unwrap();
     let killed = Instant::now();
     let _ = holder.wait();
@@ -234,6 +248,7 @@ fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
     drop(server);
     let Some(_server) = Server::start_on_with("lock-redis-restart", port, &[]) else {
         let _ = a.kill();
+        let _ = a.wait();
         return;
     };
     let restarted = Instant::now();

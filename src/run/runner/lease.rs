@@ -97,6 +97,22 @@ impl Drop for HeldLease {
     }
 }
 
+/// Who holds the lease of `at` now, for the dry run, and why Redis could not be asked if it
+/// could not (the run would not start); `Err` with the line to exit 125 with when Redis refused
+/// the credentials.
+pub fn peek_lease(at: &LeaseSpec) -> Result<(Option<LockHolder>, Option<String>), String> {
+    let given = crate::store::redis::Settings::from_env(|n| std::env::var_os(n), None);
+    let owner = crate::store::fleet::consumer_name();
+    let mut lease = LockLease::open(&at.address, given.credentials, owner);
+    match lease.peek(EXCHANGE_DEADLINE) {
+        Ok(holder) => Ok((holder, None)),
+        Err(e) if e.kind == FleetErrorKind::Refused => {
+            Err(format!("error: --lock {}: {e}", at.address))
+        }
+        Err(e) => Ok((None, Some(e.to_string()))),
+    }
+}
+
 impl Runner<'_> {
     /// Takes the lease of `--lock redis://…`: as `take_lock` does the lock of a file.
     pub(super) fn take_lease(&mut self, spec: &LockSpec, at: &LeaseSpec) -> Result<Waited, End> {
