@@ -313,6 +313,8 @@ fn credentials_refused_are_a_misconfiguration_and_the_password_is_never_shown() 
     assert!(out.stdout.is_empty());
     let err = stderr_of(&out);
     assert!(err.contains("WRONGPASS"), "{err}");
+    // A password in the URL is there for every user's `ps` to read: said once.
+    assert_eq!(err.matches("RETRY_REDIS_PASSWORD").count(), 1, "{err}");
     for piece in password.as_bytes().windows(8) {
         let piece = std::str::from_utf8(piece).unwrap();
         assert!(!err.contains(piece), "{piece} in {err}");

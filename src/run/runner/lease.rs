@@ -116,6 +116,12 @@ pub fn peek_lease(at: &LeaseSpec) -> Result<(Option<LockHolder>, Option<String>)
 impl Runner<'_> {
     /// Takes the lease of `--lock redis://…`: as `take_lock` does the lock of a file.
     pub(super) fn take_lease(&mut self, spec: &LockSpec, at: &LeaseSpec) -> Result<Waited, End> {
+        if at.address.password().is_some() {
+            self.log.warn(crate::report::event::Warning::PasswordInUrl {
+                option: "--lock",
+                variable: crate::store::redis::PASSWORD_VAR,
+            });
+        }
         let given = crate::store::redis::Settings::from_env(|n| std::env::var_os(n), None);
         let owner = crate::store::fleet::consumer_name();
         let mut lease = LockLease::open(&at.address, given.credentials, owner);
