@@ -29,7 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--deadline', '--deadline', [CompletionResultType]::ParameterName, 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)')
             [CompletionResult]::new('--quota', '--quota', [CompletionResultType]::ParameterName, 'Share a retry quota with every run that names it: without a token, no retry')
             [CompletionResult]::new('--throttle', '--throttle', [CompletionResultType]::ParameterName, 'Hold tries back, first ones included, while the runs of --quota mostly fail')
-            [CompletionResult]::new('--lock', '--lock', [CompletionResultType]::ParameterName, 'Run only while no other run holds the lock NAME on this machine')
+            [CompletionResult]::new('--lock', '--lock', [CompletionResultType]::ParameterName, 'Run only while no other run holds the lock NAME on this machine, or on the fleet')
             [CompletionResult]::new('--lock-wait', '--lock-wait', [CompletionResultType]::ParameterName, 'Wait up to this long for --lock''s lock before being turned away (default 0)')
             [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Stop a try that runs longer than this; 0 means no timeout')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Stop a try that runs longer than this; 0 means no timeout')

@@ -26,7 +26,7 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --deadline 'Absolute end of the run, in RFC 3339 (2026-01-15T08:05:00+07:00)'
             cand --quota 'Share a retry quota with every run that names it: without a token, no retry'
             cand --throttle 'Hold tries back, first ones included, while the runs of --quota mostly fail'
-            cand --lock 'Run only while no other run holds the lock NAME on this machine'
+            cand --lock 'Run only while no other run holds the lock NAME on this machine, or on the fleet'
             cand --lock-wait 'Wait up to this long for --lock''s lock before being turned away (default 0)'
             cand -t 'Stop a try that runs longer than this; 0 means no timeout'
             cand --timeout 'Stop a try that runs longer than this; 0 means no timeout'

@@ -121,7 +121,8 @@ Exit status: 0 when a try succeeded; the last try's status when giving up; 124 w
     is not found; 128+N when the last try was killed by signal N; 1 when a try's output could \
     not be written, when the last try exited 0 but was not ready (--until-output), when \
     --consecutive saw too few successes in a row, or when a --replay left runs pending; 75 when \
-    --throttle held back every try, none having run, or when --lock turned the run away. When \
+    --throttle held back every try, none having run, or when --lock turned the run away, lost its \
+    lease or could not reach its Redis. When \
     retry itself is interrupted, it dies of the same signal.";
 
 /// The parsed flags, before the cross-field checks of [`crate::config`].
@@ -155,7 +156,7 @@ pub struct Cli {
     pub quota: Option<QuotaSpec>,
     /// `--throttle`: admission control through the quota's store.
     pub throttle: Option<ThrottleSpec>,
-    /// `--lock`: one run at a time holding this name on this machine.
+    /// `--lock`: one run at a time holding this name on this machine, or on the fleet.
     pub lock: Option<LockName>,
     /// `--lock-wait`, and the text it was given as: an error about it quotes what was written.
     pub lock_wait: Option<(Duration, String)>,
@@ -366,7 +367,7 @@ Over the last 2 minutes the quota's store counts the tries of the runs that use 
             id::LOCK,
             "NAME",
             TRIES,
-            "Run only while no other run holds the lock NAME on this machine
+            "Run only while no other run holds the lock NAME on this machine, or on the fleet
 
 The lock is taken before the first try (and before --stagger's wait) and kept until the run's \
             records are written; the kernel releases it however retry ends, and no try or hook \
@@ -376,7 +377,13 @@ The lock is taken before the first try (and before --stagger's wait) and kept un
             is the file ~/.local/state/retry/locks/NAME.lock, with the home directory of the \
             password database, whatever the environment: a cron job and a login shell share it. \
             A NAME with a / is the lock file's path, as flock FILE takes one: made 0600, and \
-            refused when it is a link, not a regular file, or another user's.",
+            refused when it is a link, not a regular file, or another user's.
+
+redis://…/NAME[:lease=DURATION] (any form --quota takes) is a lock for the fleet: a lease \
+            by the server's clock (30s unless lease= says otherwise), renewed every third of it \
+            while the run lives. A run whose lease is lost stops its try as a timeout does and \
+            exits 75 (reason lock_lost); a Redis that cannot be reached at the start leaves the \
+            run unstarted, 75 (reason lock_unreachable).",
         )
         .value_parser(parse_lock)
         .conflicts_with(id::SIMULATE)

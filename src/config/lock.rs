@@ -14,11 +14,16 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
             "'--lock-wait {written}' needs --lock NAME: it is how long a run waits for that lock"
         ));
     }
-    if let Some(name) = cli.lock.as_ref().filter(|name| is_path(&name.0)) {
-        beside_another(cli, Path::new(&name.0))?;
+    if let Some(lock) = cli
+        .lock
+        .as_ref()
+        .filter(|lock| lock.lease.is_none() && is_path(&lock.name))
+    {
+        beside_another(cli, Path::new(&lock.name))?;
     }
-    Ok(cli.lock.as_ref().map(|name| LockSpec {
-        name: name.0.clone(),
+    Ok(cli.lock.as_ref().map(|lock| LockSpec {
+        name: lock.name.clone(),
+        lease: lock.lease.clone(),
         wait: cli
             .lock_wait
             .as_ref()

@@ -1,14 +1,17 @@
-//! `--lock NAME` as values (docs/processes.md#one-run-at-a-time): the name, checked as a file
-//! name or taken as a lock file's path; who holds a lock, as its file says; and that file's
-//! text, written and read back.
+//! `--lock NAME` and `--lock redis://…/NAME[:lease=DURATION]` as values
+//! (docs/processes.md#one-run-at-a-time): the name, checked as a file name or taken as a lock
+//! file's path; the lease of a fleet's lock; who holds a lock, as its file or lease says; and
+//! that file's text, written and read back.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::redis_url::check_name;
+use crate::redis_url::{RedisAddress, check_name, is_redis_url};
+use crate::store::lease;
 
-/// `--lock NAME` and `--lock-wait`: at most one run holding NAME at a time on this machine.
+/// `--lock NAME` and `--lock-wait`: at most one run holding NAME at a time, on this machine or,
+/// with a Redis URL, on the fleet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockSpec {
     /// Letters, digits, `.`, `_` and `-`, as a quota's name: a file name in the user's lock
@@ -16,18 +19,45 @@ pub struct LockSpec {
     pub name: String,
     /// `--lock-wait`: how long a run waits for the lock before it is turned away.
     pub wait: Duration,
+    /// The fleet's lease, when `--lock` gave a Redis URL.
+    pub lease: Option<LeaseSpec>,
 }
 
-/// A lock's name, as `--lock` is given it.
+/// A lock on the fleet's Redis: where, and how long each grant or renewal of its lease lasts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LockName(pub String);
+pub struct LeaseSpec {
+    pub address: RedisAddress,
+    pub length: Duration,
+}
+
+/// The shortest lease a lock takes: renewed every third of it, a shorter one would be renewed
+/// more often than an exchange with Redis may take.
+pub const SHORTEST_LEASE: Duration = Duration::from_millis(300);
+
+/// A lock, as `--lock` is given it: its name, and its lease when it is the fleet's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockName {
+    pub name: String,
+    pub lease: Option<LeaseSpec>,
+}
 
 impl FromStr for LockName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<LockName, String> {
+        if is_redis_url(s) {
+            let (address, params) = crate::redis_url::parse(s)?;
+            let length = lease_length(params)?;
+            return Ok(LockName {
+                name: address.name().to_string(),
+                lease: Some(LeaseSpec { address, length }),
+            });
+        }
         if s.contains("://") {
-            return Err("a lock on Redis is not available yet: give a name (letters, digits, '.', '_' and '-') for a lock on this machine".into());
+            return Err(format!(
+                "a lock is a NAME on this machine or {} on the fleet's Redis",
+                crate::redis_url::FORMS
+            ));
         }
         if is_path(s) {
             if s.ends_with('/') || s.ends_with("/.") || s.ends_with("/..") {
@@ -39,7 +69,10 @@ impl FromStr for LockName {
         } else {
             check_name(s)?;
         }
-        Ok(LockName(s.to_string()))
+        Ok(LockName {
+            name: s.to_string(),
+            lease: None,
+        })
     }
 }
 
@@ -49,9 +82,44 @@ pub fn is_path(name: &str) -> bool {
     name.contains('/')
 }
 
+/// The lease's length that the parameters after the name give (`lease=DURATION`), or the
+/// default one.
+fn lease_length(params: Option<&str>) -> Result<Duration, String> {
+    let Some(params) = params else {
+        return Ok(lease::DEFAULT_LENGTH);
+    };
+    let mut length = None;
+    for item in params.split(',') {
+        let item = item.trim();
+        match item.split_once('=') {
+            Some(("lease", value)) if length.is_none() => {
+                let parsed = crate::duration::parse_duration(value.trim())
+                    .ok()
+                    .filter(|d| *d >= SHORTEST_LEASE && *d <= Duration::from_secs(86_400));
+                length = Some(parsed.ok_or_else(|| {
+                    format!(
+                        "lease={}: a lock's lease is a duration from 300ms to 1d, such as 30s",
+                        value.trim()
+                    )
+                })?);
+            }
+            Some(("lease", _)) => return Err("lease= is given twice".into()),
+            _ => {
+                return Err(format!(
+                    "unknown parameter '{item}': a lock on Redis takes lease=DURATION"
+                ));
+            }
+        }
+    }
+    length.ok_or_else(|| "no parameters after ':' (lease=DURATION)".into())
+}
+
 impl fmt::Display for LockName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match &self.lease {
+            None => f.write_str(&self.name),
+            Some(lease) => write!(f, "{}", lease.address.hidden()),
+        }
     }
 }
 
@@ -144,7 +212,7 @@ mod tests {
             "..",
             ".hidden",
             "a b",
-            "redis://h/n",
+            "ftp://h/n",
             "/tmp/",
             "a/.",
             "a/..",
@@ -153,9 +221,31 @@ mod tests {
         }
         for path in ["a/b", "./job.lock", "/var/lock/job"] {
             assert!(
-                path.parse::<LockName>().is_ok_and(|n| is_path(&n.0)),
+                path.parse::<LockName>()
+                    .is_ok_and(|n| is_path(&n.name) && n.lease.is_none()),
                 "{path}"
             );
+        }
+    }
+
+    #[test]
+    fn a_lock_on_redis_takes_a_lease_and_nothing_else() {
+        let lock: LockName = "redis://h/job".parse().unwrap();
+        assert_eq!(lock.name, "job");
+        assert_eq!(lock.lease.unwrap().length, lease::DEFAULT_LENGTH);
+        let lock: LockName = "redis://h/job:lease=600ms".parse().unwrap();
+        assert_eq!(lock.lease.unwrap().length, Duration::from_millis(600));
+        for bad in [
+            "redis://h/job:lease=0",
+            "redis://h/job:lease=abc",
+            "redis://h/job:lease=100ms",
+            "redis://h/job:lease=2d",
+            "redis://h/job:ttl=5s",
+            "redis://h/job:lease=1s,lease=2s",
+            "redis://h/job:",
+            "redis://h/j b",
+        ] {
+            assert!(bad.parse::<LockName>().is_err(), "{bad}");
         }
     }
 

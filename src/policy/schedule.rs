@@ -67,6 +67,12 @@ pub enum GiveUp {
     /// Another run had the lock of `--lock` (for all of `--lock-wait`): no try ran
     /// (docs/processes.md#one-run-at-a-time).
     Locked(Box<LockHolder>),
+    /// The lease of `--lock redis://…` was lost while the run held it (a renewal refused, or
+    /// impossible until it lapsed), for the reason given: the try under way was stopped.
+    LockLost(String),
+    /// The Redis of `--lock redis://…` could not be reached when the run started, for the
+    /// reason given: no try ran (the lock fails closed).
+    LockUnreachable(String),
 }
 
 impl GiveUp {
@@ -82,6 +88,8 @@ impl GiveUp {
             GiveUp::Held => "held",
             GiveUp::Consecutive => "consecutive",
             GiveUp::Locked(_) => "locked",
+            GiveUp::LockLost(_) => "lock_lost",
+            GiveUp::LockUnreachable(_) => "lock_unreachable",
         }
     }
 }

@@ -45,6 +45,7 @@ fn stop_reason(why: &GiveUp, attempt: u64) -> String {
             "the tries running out before --consecutive successes in a row".into()
         }
         GiveUp::Locked(holder) => crate::report::words::lock_taken(holder),
+        GiveUp::LockLost(why) | GiveUp::LockUnreachable(why) => why.clone(),
     }
 }
 
@@ -110,6 +111,8 @@ pub type LockNow = Option<LockHolder>;
 pub struct Now<'a> {
     pub quota: Option<&'a QuotaNow>,
     pub lock: Option<&'a LockNow>,
+    /// Why the Redis of `--lock redis://…` could not be asked, when it could not.
+    pub lock_error: Option<&'a str>,
 }
 
 /// Prints the plan as a table, or as JSON lines with `--log-format json`, with the state of
@@ -467,12 +470,25 @@ fn lock_line(config: &Config, now: &Now<'_>) -> Option<String> {
         false => format!(", waiting up to {} for it (--lock-wait)", hms(spec.wait)),
     };
     let state = match now.lock {
+        _ if now.lock_error.is_some() => format!(
+            "{}: the run would not start (lock_unreachable)",
+            now.lock_error.unwrap_or_default()
+        ),
         Some(None) => "free now".to_string(),
         Some(Some(holder)) => format!("{} now", words::lock_taken(holder)),
         None => "not looked at".to_string(),
     };
+    let place = match &spec.lease {
+        None => String::new(),
+        Some(lease) => format!(
+            " on {} (a lease of {}, renewed every {})",
+            lease.address,
+            hms(lease.length),
+            hms(crate::store::lease::renew_every(lease.length))
+        ),
+    };
     Some(format!(
-        "'{}', taken before the first try{wait}: {state}",
+        "'{}'{place}, taken before the first try{wait}: {state}",
         printable(&spec.name)
     ))
 }
@@ -507,6 +523,14 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Obj {
         header = header
             .str("lock", &spec.name)
             .num("lock_wait_ms", millis(spec.wait));
+        if let Some(lease) = &spec.lease {
+            let url = lease.address.to_string();
+            header = header.str("lock_url", &url);
+            header = header.num("lock_lease_ms", millis(lease.length));
+        }
+        if let Some(why) = now.lock_error {
+            header = header.str("lock_unreachable", why);
+        }
         match now.lock {
             Some(None) => header = header.bool("lock_taken", false),
             Some(Some(holder)) => {

@@ -468,6 +468,7 @@ fn gave_up(event: &Event, facts: &At<'_>) -> Obj {
                 .str("holder_run_id", &holder.run_id)
                 .str("holder_since", &holder.since);
         }
+        GiveUp::LockLost(why) | GiveUp::LockUnreachable(why) => obj = obj.str("detail", why),
         _ => {}
     }
     obj

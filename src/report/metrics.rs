@@ -70,13 +70,25 @@ impl Metrics {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let turned_away = matches!(outcome.verdict, RunVerdict::GaveUp(GiveUp::Locked(_)));
+        // The lock's Redis could not be reached: the run did not start.
+        let unreachable = matches!(
+            outcome.verdict,
+            RunVerdict::GaveUp(GiveUp::LockUnreachable(_))
+        );
         // A signal before the first try (while the run waited for the lock or its stagger):
         // the job's command did not run either.
         let stopped_first =
             matches!(outcome.verdict, RunVerdict::Interrupted { .. }) && outcome.tries.ran == 0;
         RunMetrics {
             job: facts.run_label.clone().unwrap_or_else(|| self.name.clone()),
-            outcome: if turned_away { LOCKED } else { outcome.word() }.to_string(),
+            outcome: match &outcome.verdict {
+                _ if turned_away => LOCKED,
+                RunVerdict::GaveUp(why @ (GiveUp::LockLost(_) | GiveUp::LockUnreachable(_))) => {
+                    why.word()
+                }
+                _ => outcome.word(),
+            }
+            .to_string(),
             tries_by_result: self
                 .tries
                 .iter()
@@ -87,7 +99,7 @@ impl Metrics {
             duration_seconds: seconds(outcome.elapsed),
             tries: outcome.tries.counted,
             exit_code: i64::from(outcome.status.code()),
-            ran_nothing: turned_away || stopped_first,
+            ran_nothing: turned_away || unreachable || stopped_first,
             quota_tokens: self.quota_tokens,
             throttle_p: self.throttle_p,
         }

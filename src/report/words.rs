@@ -420,6 +420,7 @@ pub fn give_up_reason(why: &GiveUp, signal: Option<Signal>) -> String {
         (None, GiveUp::Held) => "the last try was held back by --throttle".into(),
         (None, GiveUp::Consecutive) => "too few successful tries in a row for --consecutive".into(),
         (None, GiveUp::Locked(holder)) => lock_taken(holder),
+        (None, GiveUp::LockLost(why) | GiveUp::LockUnreachable(why)) => printable(why),
     }
 }
 
@@ -455,8 +456,10 @@ pub fn gave_up_cause(
     streak: u64,
     consecutive: Option<u64>,
 ) -> String {
-    if let (None, GiveUp::Locked(holder)) = (signal, why) {
-        return lock_taken(holder);
+    match (signal, why) {
+        (None, GiveUp::Locked(holder)) => return lock_taken(holder),
+        (None, GiveUp::LockLost(why) | GiveUp::LockUnreachable(why)) => return printable(why),
+        _ => {}
     }
     match (signal, last) {
         (Some(s), _) => format!("interrupted by {s}"),

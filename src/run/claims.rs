@@ -6,32 +6,22 @@
 use std::time::Duration;
 
 use crate::run::clock::Moment;
-use crate::run::keep::Keep;
+use crate::run::keep::{Keep, Renewal};
 use crate::run::watchdog::Watchdog;
 use crate::store::deadletter::Pending;
 use crate::store::fleet::{Claim, Fleet, Settle, Settled};
-use crate::store::lease;
 
 /// The claims of one replay.
 pub struct Claims {
     fleet: Fleet,
     owner: String,
-    length: Duration,
     /// The runs claimed: run id and fencing token, the one under way last.
     claimed: Vec<(String, u64)>,
-    /// When the leases were last granted or renewed, on the run's clock, sent before the
-    /// server's time was read: each lapses no earlier than this and its length.
-    renewed: Moment,
-    /// When a renewal that failed is tried again.
-    retry_at: Option<Moment>,
-    /// Why the leases were lost, once they were.
-    lost: Option<String>,
+    /// When the leases are renewed together, and whether they were lost.
+    renewal: Renewal,
     /// What stops the try under way if the replay dies without warning.
     watchdog: Option<Watchdog>,
 }
-
-/// Ends a lease before it lapses by the server's clock: the margin kept for a slow exchange.
-const MARGIN: Duration = Duration::from_secs(1);
 
 impl Claims {
     pub fn new(
@@ -43,11 +33,8 @@ impl Claims {
         Claims {
             fleet,
             owner,
-            length,
             claimed: Vec::new(),
-            renewed: Moment::now(),
-            retry_at: None,
-            lost: None,
+            renewal: Renewal::new(length, Moment::now()),
             watchdog,
         }
     }
@@ -57,12 +44,12 @@ impl Claims {
         let asked = Moment::now();
         let claim = self
             .fleet
-            .claim(&p.record.id, &self.owner, self.length, p.attempts)
+            .claim(&p.record.id, &self.owner, self.renewal.length(), p.attempts)
             .map_err(|e| e.to_string())?;
         if let Claim::Granted { token, .. } = &claim {
             // Renewed together from now on: the new lease lapses last.
             if self.claimed.is_empty() {
-                self.renewed = asked;
+                self.renewal.renewed(asked);
             }
             self.claimed.push((p.record.id.clone(), *token));
         }
@@ -108,50 +95,37 @@ impl Claims {
 
     /// Why the claims were lost, if they were.
     pub fn lost(&self) -> Option<&str> {
-        self.lost.as_deref()
+        self.renewal.lost()
     }
 }
 
 impl Keep for Claims {
     fn due(&self) -> Option<Moment> {
-        if self.lost.is_some() || self.claimed.is_empty() {
+        if self.claimed.is_empty() {
             return None;
         }
-        let every = lease::renew_every(self.length);
-        let due = self.renewed.checked_add(every).unwrap_or_else(Moment::now);
-        Some(self.retry_at.map_or(due, |at| at.min(due)))
+        self.renewal.due()
     }
 
     fn renew(&mut self) -> Result<(), String> {
-        if let Some(why) = &self.lost {
-            return Err(why.clone());
+        if let Some(why) = self.renewal.lost() {
+            return Err(why.to_string());
         }
         let asked = Moment::now();
-        let lapses = self.renewed.checked_add(self.length.saturating_sub(MARGIN));
-        match self.fleet.renew(&self.owner, self.length, &self.claimed) {
+        let length = self.renewal.length();
+        match self.fleet.renew(&self.owner, length, &self.claimed) {
             Ok(still) => {
                 if let Some(k) = still.iter().position(|mine| !mine) {
                     let why = format!(
                         "run {} is held by another replay now: this replay's lease lapsed and was granted to it",
                         self.claimed[k].0
                     );
-                    self.lost = Some(why.clone());
-                    return Err(why);
+                    return Err(self.renewal.lose(why));
                 }
-                self.renewed = asked;
-                self.retry_at = None;
+                self.renewal.renewed(asked);
                 Ok(())
             }
-            Err(e) if lapses.is_none_or(|at| Moment::now() >= at) => {
-                let why = format!("it could not be renewed before it lapsed: {e}");
-                self.lost = Some(why.clone());
-                Err(why)
-            }
-            Err(_) => {
-                // Time is left before the lease lapses: try again in a moment.
-                self.retry_at = Moment::now().checked_add(Duration::from_millis(500));
-                Ok(())
-            }
+            Err(e) => self.renewal.failed(e),
         }
     }
 

@@ -134,10 +134,17 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     };
     // The lock is looked at, never taken: a dry run turns no run away. A lock file that a run
     // could not use stops it with 125; the dry run too, so that a deploy check sees it.
-    let lock = match config.lock.as_ref().map(|spec| {
-        let place = crate::store::run_lock::place(&spec.name);
-        crate::store::run_lock::peek(&place, &spec.name)
-            .map_err(|e| format!("error: --lock {}: {e}", spec.name))
+    let mut lock_error = None;
+    let lock = match config.lock.as_ref().map(|spec| match &spec.lease {
+        Some(at) => runner::peek_lease(at).map(|(holder, why)| {
+            lock_error = why;
+            holder
+        }),
+        None => {
+            let place = crate::store::run_lock::place(&spec.name);
+            crate::store::run_lock::peek(&place, &spec.name)
+                .map_err(|e| format!("error: --lock {}: {e}", spec.name))
+        }
     }) {
         Some(Err(line)) => {
             eprintln!("retry: {}", crate::report::printable(&line));
@@ -149,6 +156,7 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     let now = dryrun::Now {
         quota: quota.as_ref(),
         lock: lock.as_ref(),
+        lock_error: lock_error.as_deref(),
     };
     match dryrun::print_with(config, seed, json, &now, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,

@@ -19,6 +19,7 @@ pub mod history;
 pub mod lease;
 pub mod lines;
 pub mod lock;
+pub mod lock_lease;
 pub mod metrics;
 pub mod open;
 pub mod pick;

@@ -32,6 +32,7 @@ mod herd;
 mod hooks_ci;
 mod junit;
 mod lock;
+mod lock_redis;
 mod metrics;
 mod nemesis;
 mod one_file;

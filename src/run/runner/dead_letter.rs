@@ -32,7 +32,11 @@ impl Recorder {
         let RunVerdict::GaveUp(why) = &outcome.verdict else {
             return;
         };
-        if matches!(why, GiveUp::Input | GiveUp::Locked(_)) {
+        let lock = matches!(
+            why,
+            GiveUp::Locked(_) | GiveUp::LockLost(_) | GiveUp::LockUnreachable(_)
+        );
+        if lock || *why == GiveUp::Input {
             return;
         }
         let code = u64::try_from(outcome.status.code()).unwrap_or_default();

@@ -30,6 +30,11 @@ impl Runner<'_> {
     /// a lock file it must not use).
     pub(super) fn take_lock(&mut self) -> Result<Waited, End> {
         let config = self.config;
+        if let Some(spec) = &config.lock {
+            if let Some(at) = &spec.lease {
+                return self.take_lease(spec, at);
+            }
+        }
         let (Some(spec), Some(place)) = (&config.lock, self.lock_place.take()) else {
             return Ok(Waited::No);
         };
@@ -63,7 +68,7 @@ impl Runner<'_> {
             }
             let waited = waiting.elapsed();
             if waited >= wait {
-                return Err(self.turned_away(file.holder()));
+                return Err(self.turned_away(GiveUp::Locked(Box::new(file.holder()))));
             }
             if let Some(signal) = self.watch.sleep(&mut self.log, POLL.min(wait - waited), 1) {
                 return Err(self.interrupted(0, signal, During::Start));
@@ -71,10 +76,9 @@ impl Runner<'_> {
         }
     }
 
-    /// Another run holds the lock: the command does not run, no hook runs, and the run ends
-    /// with 75 and reason `locked`, naming the holder.
-    fn turned_away(&mut self, holder: LockHolder) -> End {
-        let why = GiveUp::Locked(Box::new(holder));
+    /// Another run holds the lock (`why` is `Locked`, naming the holder), or its Redis could
+    /// not be reached: the command does not run, no hook runs, and the run ends with 75.
+    pub(super) fn turned_away(&mut self, why: GiveUp) -> End {
         self.state.end_at(0);
         self.log.emit(Event::GaveUp {
             tries: 0,

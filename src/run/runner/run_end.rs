@@ -182,6 +182,10 @@ impl Runner<'_> {
     }
 
     pub(super) fn interrupted(&mut self, attempt: u64, signal: Signal, during: During) -> End {
+        // Not a signal that reached `retry`: the lease of `--lock` was lost.
+        if let Some(why) = self.watch.lease_lost() {
+            return self.lease_lost(attempt, why.to_string());
+        }
         self.state.end_at(attempt);
         let verdict = match self.state.repeat() {
             // A repeat ends as a repeat, cut short by the signal: its summary says so.

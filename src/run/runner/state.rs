@@ -43,6 +43,8 @@ pub struct Runner<'c> {
     /// The lock of `--lock` once taken: last, so that it is let go after everything else of
     /// the run.
     pub(super) lock: Option<LockFile>,
+    /// The lease of `--lock redis://…` once granted, let go when the runner is dropped.
+    pub(super) lease: Option<crate::run::keep::Kept>,
 }
 
 impl<'c> Runner<'c> {
@@ -72,6 +74,7 @@ impl<'c> Runner<'c> {
             next_held: None,
             lock_place: around.lock,
             lock: None,
+            lease: None,
         }
     }
 

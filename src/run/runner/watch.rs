@@ -61,6 +61,11 @@ pub struct Watch {
     /// A lease renewed while the runner waits, whatever it waits for; once it is lost, the
     /// run stops as on the stop signal.
     keeper: Option<Kept>,
+    /// The lease of `--lock redis://…`, renewed the same way, and the signal that stops the
+    /// try once it is lost (`--signal`, as a timeout stops it).
+    lease: Option<(Kept, Signal)>,
+    /// Why the lease of `--lock` was lost, once it was.
+    lease_lost: Option<String>,
 }
 
 impl Watch {
@@ -81,6 +86,29 @@ impl Watch {
             countdown: false,
             status_shown: false,
             keeper,
+            lease: None,
+            lease_lost: None,
+        }
+    }
+
+    /// Renews `lease` (`--lock`'s) while the run waits from now on; once it is lost, the try
+    /// under way is stopped with `signal`.
+    pub fn hold_lease(&mut self, lease: Kept, signal: Signal) {
+        self.lease = Some((lease, signal));
+    }
+
+    /// Why the lease of `--lock` was lost, if it was.
+    pub fn lease_lost(&self) -> Option<&str> {
+        self.lease_lost.as_deref()
+    }
+
+    /// When the next renewal of what the run keeps is due.
+    fn due(&self) -> Option<Moment> {
+        let keeper = self.keeper.as_ref().and_then(|k| k.borrow().due());
+        let lease = self.lease.as_ref().and_then(|(k, _)| k.borrow().due());
+        match (keeper, lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -117,7 +145,7 @@ impl Watch {
                 (Some(until), Some(scan)) => Some(until.min(scan)),
                 (until, scan) => until.or(scan),
             };
-            let due = self.keeper.as_ref().and_then(|k| k.borrow().due());
+            let due = self.due();
             let wake = match (wake, due) {
                 (Some(wake), Some(due)) => Some(wake.min(due)),
                 (wake, due) => wake.or(due),
@@ -167,11 +195,21 @@ impl Watch {
     /// Renews the lease that the run keeps: the stop signal when it is lost, once (the run
     /// then stops as if `retry` had received it, and says why first).
     fn renew(&mut self, log: &mut Log) -> Option<Signal> {
-        let keeper = self.keeper.as_ref()?;
-        let why = keeper.borrow_mut().renew().err()?;
-        let signal = Signal::TERM;
-        log.warn(Warning::ClaimLost { why, signal });
-        Some(signal)
+        let is_due = |k: &Kept| k.borrow().due().is_some_and(|due| Moment::now() >= due);
+        if let Some(keeper) = self.keeper.as_ref().filter(|k| is_due(k)) {
+            if let Err(why) = keeper.borrow_mut().renew() {
+                let signal = Signal::TERM;
+                log.warn(Warning::ClaimLost { why, signal });
+                return Some(signal);
+            }
+        }
+        if let Some((lease, signal)) = self.lease.as_ref().filter(|(k, _)| is_due(k)) {
+            if let Err(why) = lease.borrow_mut().renew() {
+                self.lease_lost = Some(why);
+                return Some(*signal);
+            }
+        }
+        None
     }
 
     /// A try started in process group `group`, or ended (`None`): the lease's keeper makes
@@ -179,6 +217,9 @@ impl Watch {
     pub fn guard(&mut self, group: Option<i32>) {
         if let Some(keeper) = &self.keeper {
             keeper.borrow_mut().guard(group);
+        }
+        if let Some((lease, _)) = &self.lease {
+            lease.borrow_mut().guard(group);
         }
     }
 

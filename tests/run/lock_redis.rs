@@ -1,0 +1,343 @@
+//! `--lock redis://…/NAME` (docs/processes.md#one-run-at-a-time): one run at a time on a fleet,
+//! against a real `redis-server`: runs of several hosts never run the command twice at once, a
+//! killed holder's lease lapses within its length, a holder stopped past its lease loses it to
+//! a run with a higher fencing token and ends with `lock_lost` in every record, and so does one
+//! whose Redis restarted empty.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::redis_server::{Server, closed_port};
+use crate::common::*;
+
+/// The binary, started on another host (a UTS namespace named `name`) when `other` is true.
+fn on_host(other: bool, name: &str) -> Command {
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    if !other {
+        let mut cmd = retry_std();
+        cmd.stdin(Stdio::null());
+        return cmd;
+    }
+    let mut cmd = Command::new("unshare");
+    let script = format!("hostname {name} && exec \"$0\" \"$@\"");
+    cmd.args(["-u", "sh", "-c", &script, &me])
+        .env_remove("RETRY_RUN_ID")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Whether runs can be started on other hosts (UTS namespaces, as root), said loudly if not.
+fn other_hosts(test: &str) -> bool {
+    have_package(
+        test,
+        "root, for UTS namespaces (unshare -u) that are other hosts",
+        "root",
+        euid() == 0
+            && Command::new("unshare")
+                .args(["-u", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    )
+}
+
+/// A run holding the lock `url` while its try sleeps: the try writes its fencing token to
+/// `token`, then its pid. Returns once the try has started.
+fn holder(url: &str, dir: &Path, token: &Path, extra: &[&str]) -> Child {
+    let script = format!(
+        "echo $RETRY_FENCING_TOKEN > '{0}'; echo $$ >> '{0}'; exec sleep 20",
+        token.display()
+    );
+    let child = retry_std()
+        .current_dir(dir)
+        .args(["-n", "1", "--log-format", "json", "--lock", url])
+        .args(extra)
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the holder");
+    assert!(
+        wait_until(STEP_LIMIT, || std::fs::read_to_string(token)
+            .is_ok_and(|s| s.lines().count() == 2)),
+        "the holder's try never started"
+    );
+    child
+}
+
+/// The token and the pid that [`holder`]'s try wrote.
+fn token_and_pid(file: &Path) -> (u64, u32) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines = text.lines().map(|l| l.trim().parse::<u64>().unwrap());
+    (lines.next().unwrap(), lines.next().unwrap() as u32)
+}
+
+/// Whether the process `pid` is gone (or a zombie no one reaped yet).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// One run of `true` under the lock: its status.
+fn one_run(url: &str) -> Option<i32> {
+    retry_std()
+        .args(["-n", "1", "--lock", url, "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .code()
+}
+
+#[test]
+fn fifty_runs_at_once_from_four_hosts_never_run_the_command_twice_at_once() {
+    let Some(server) = Server::start("lock-redis-fifty", &[]) else {
+        return;
+    };
+    let url = format!("{}:lease=5s", server.url("fifty"));
+    let dir = temp_dir("lock-redis-fifty");
+    let hosts = other_hosts("fifty_runs_at_once_from_four_hosts");
+    // The command checks by itself that it runs alone: a marker made and removed around it.
+    let script = "mkdir marker || exit 99; echo $RETRY_FENCING_TOKEN >> ran; sleep 0.05; \
+                  rmdir marker";
+    let mut runs: Vec<Child> = (0..50)
+        .map(|k| {
+            on_host(hosts && k % 4 != 0, &format!("host-{}", k % 4))
+                .current_dir(&dir)
+                .args(["-n", "1", "--lock", &url, "--lock-wait"])
+                .arg(if k % 2 == 0 { "0" } else { "10s" })
+                .args(["--", "sh", "-c", script])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start a run")
+        })
+        .collect();
+    let (mut ran, mut locked) = (0, 0);
+    for run in &mut runs {
+        match wait_bounded(run, TEST_LIMIT).code() {
+            Some(0) => ran += 1,
+            Some(75) => locked += 1,
+            other => panic!("a run ended with {other:?}: not the command's status nor 75"),
+        }
+    }
+    assert_eq!(ran + locked, 50);
+    assert!(ran >= 25, "every run that waited ran: {ran}");
+    let text = std::fs::read_to_string(dir.join("ran")).unwrap();
+    let tokens: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), ran, "{text}");
+    // One grant after another: each holder's token is higher than the one before it.
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{text}");
+}
+
+#[test]
+fn a_holder_killed_with_sigkill_frees_the_lease_within_its_length_and_leaves_no_try() {
+    let Some(server) = Server::start("lock-redis-kill", &[]) else {
+        return;
+    };
+    let url = format!("{}:lease=600ms", server.url("killed"));
+    let dir = temp_dir("lock-redis-kill");
+    let token = dir.join("token");
+    let mut holder = holder(&url, &dir, &token, &[]);
+    let (_, try_pid) = token_and_pid(&token);
+    assert_eq!(one_run(&url), Some(75), "the lease is held");
+    // The dry run looks at the lease without taking it, and names its holder.
+    let dry = retry_std()
+        .args(["--dry-run", "-n", "1", "--lock", &url, "--", "true"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&dry);
+    assert!(
+        text.contains(&format!("is taken by pid {}", holder.id())),
+        "{text}"
+    );
+    assert!(
+        text.contains("a lease of 600ms, renewed every 200ms"),
+        "{text}"
+    );
+    holder.kill().unwrap();
+    let killed = Instant::now();
+    let _ = holder.wait();
+    assert!(
+        wait_until(STEP_LIMIT, || one_run(&url) == Some(0)),
+        "the lease was never free"
+    );
+    // The lease lapses 600 ms after its last renewal at the latest; a run takes a moment.
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_millis(600) + Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(
+        wait_until(STEP_LIMIT, || gone(try_pid)),
+        "the killed holder's try ran on"
+    );
+}
+
+#[test]
+fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock_lost() {
+    let Some(server) = Server::start("lock-redis-stop", &[]) else {
+        return;
+    };
+    let url = format!("{}:lease=600ms", server.url("stopped"));
+    let dir = temp_dir("lock-redis-stop");
+    let (token, other) = (dir.join("token"), dir.join("other"));
+    let records = [
+        "--history",
+        "history",
+        "--junit",
+        "junit.xml",
+        "--metrics",
+        "m.prom",
+    ];
+    let mut a = holder(&url, &dir, &token, &records);
+    let (first, try_pid) = token_and_pid(&token);
+    send(a.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(900));
+    let script = format!("echo $RETRY_FENCING_TOKEN > '{}'", other.display());
+    let b = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(b.status.code(), Some(0), "{}", stderr_of(&b));
+    let second: u64 = std::fs::read_to_string(&other)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(second > first, "{second} after {first}");
+    let continued = Instant::now();
+    send(a.id(), nix::libc::SIGCONT);
+    let status = wait_bounded(&mut a, STEP_LIMIT);
+    let took = continued.elapsed();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(status.code(), Some(75));
+    assert!(gone(try_pid), "the lost holder's try runs on");
+    let mut err = String::new();
+    std::io::Read::read_to_string(a.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let give_up = json_lines(&err)
+        .into_iter()
+        .find(|e| e["event"] == "give_up")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(give_up["reason"], "lock_lost", "{err}");
+    assert_eq!(give_up["exit_code"], 75, "{err}");
+    let history = std::fs::read_to_string(dir.join("history")).unwrap();
+    assert!(history.contains(r#""reason":"lock_lost""#), "{history}");
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains(r#"type="lock_lost""#), "{junit}");
+    let metrics = std::fs::read_to_string(dir.join("m.prom")).unwrap();
+    assert!(metrics.contains(r#"outcome="lock_lost""#), "{metrics}");
+}
+
+#[test]
+fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
+    let Some(server) = Server::start("lock-redis-restart", &[]) else {
+        return;
+    };
+    let port = server.port;
+    let url = format!("{}:lease=900ms", server.url("restarted"));
+    let dir = temp_dir("lock-redis-restart");
+    let token = dir.join("token");
+    let mut a = holder(&url, &dir, &token, &[]);
+    drop(server);
+    let Some(_server) = Server::start_on_with("lock-redis-restart", port, &[]) else {
+        let _ = a.kill();
+        let _ = a.wait();
+        return;
+    };
+    let restarted = Instant::now();
+    let status = wait_bounded(&mut a, STEP_LIMIT);
+    assert!(restarted.elapsed() < Duration::from_secs(3));
+    assert_eq!(status.code(), Some(75));
+    let mut err = String::new();
+    std::io::Read::read_to_string(a.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains(r#""reason":"lock_lost""#), "{err}");
+    // The new server counts fencing tokens from 1 again: a resource keeps the highest it saw.
+    assert_eq!(one_run(&url), Some(0));
+}
+
+#[test]
+fn a_redis_that_cannot_be_reached_or_answers_late_leaves_the_run_unstarted_within_its_budget() {
+    let (_closed, port) = closed_port();
+    let url = format!("redis://127.0.0.1:{port}/job");
+    let out = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "sh", "-c", "echo ran"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr_of(&out).contains("could not be taken"),
+        "{}",
+        stderr_of(&out)
+    );
+    // A server that takes the connection and never answers holds no run past its budget.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "redis://127.0.0.1:{}/job",
+        silent.local_addr().unwrap().port()
+    );
+    let started = Instant::now();
+    let out = retry_std()
+        .args(["-n", "1", "--budget", "500ms", "--log-format", "json"])
+        .args(["--lock", &url, "--", "sh", "-c", "echo ran"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains(r#""reason":"lock_unreachable""#));
+}
+
+#[test]
+fn credentials_refused_are_a_misconfiguration_and_the_password_is_never_shown() {
+    let Some(server) = Server::start("lock-redis-auth", &["--requirepass", "right-one"]) else {
+        return;
+    };
+    let password = "wr0ng-Secret-Passw0rd";
+    let url = format!("redis://:{password}@127.0.0.1:{}/job", server.port);
+    let out = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "sh", "-c", "echo ran"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr_of(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr_of(&out);
+    assert!(err.contains("WRONGPASS"), "{err}");
+    // A password in the URL is there for every user's `ps` to read: said once.
+    assert_eq!(err.matches("RETRY_REDIS_PASSWORD").count(), 1, "{err}");
+    for piece in password.as_bytes().windows(8) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!err.contains(piece), "{piece} in {err}");
+    }
+}
+
+#[test]
+fn bad_values_of_a_lock_on_redis_are_one_line_naming_the_option() {
+    for bad in [
+        "redis://h/job:lease=0",
+        "redis://h/job:lease=abc",
+        "redis://h/job:ttl=5s",
+        "redis://h/j%00b",
+        "redis://h/j\u{7}b",
+    ] {
+        let out = retry_std()
+            .args(["-n", "1", "--lock", bad, "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{bad}");
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+        assert!(err.contains("--lock"), "{bad}: {err}");
+    }
+}
