@@ -24,6 +24,19 @@ pub const MOST_ANSWER: u64 = 16 * 1024;
 /// connection, within its deadline.
 pub const MOST_TRIES: u32 = 3;
 
+/// The most a request of a run's report (a push, a ping) may take, the tries again included.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+
+/// The least it is given when the run's budget ends sooner: what a request to a server near by
+/// needs, so that a run that used up its budget still reports how it ended.
+pub const LEAST_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The time a request of a run's report is given, when `left` of the run's budget is left (if
+/// it has one): what is left, but at least [`LEAST_DEADLINE`] and at most [`DEADLINE`].
+pub fn within(left: Option<Duration>) -> Duration {
+    left.unwrap_or(DEADLINE).clamp(LEAST_DEADLINE, DEADLINE)
+}
+
 /// The method of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -234,6 +247,26 @@ impl Pending {
         self.answer
             .recv_timeout(left)
             .unwrap_or(Err(HttpError::Timeout(self.within)))
+    }
+
+    /// The answer, then `next` sent: both within `within` from now, so that the request
+    /// before, still unanswered, and the next one cost no more together.
+    pub fn then(
+        self,
+        next: &Request,
+        within: Duration,
+    ) -> (Result<Answer, HttpError>, Result<Answer, HttpError>) {
+        let deadline = Instant::now() + within;
+        let before = self.wait(deadline);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let after = match left.is_zero() {
+            true => Err(HttpError::Timeout(within)),
+            false => deliver(next, left).map_err(|e| match e {
+                HttpError::Timeout(_) => HttpError::Timeout(within),
+                other => other,
+            }),
+        };
+        (before, after)
     }
 }
 

@@ -519,6 +519,15 @@ pub enum Warning {
     HistoryNotWritten { path: PathBuf, why: String },
     /// The run's metrics could not be merged into `--metrics`.
     MetricsNotWritten { path: PathBuf, why: String },
+    /// The run could not be reported to a URL outside (`--pushgateway`, `--ping`): `what`
+    /// could not be sent to `option`'s URL, shown as it may be printed (`http::shown` for a
+    /// ping's), for `why`.
+    NotReported {
+        option: &'static str,
+        what: &'static str,
+        url: String,
+        why: String,
+    },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
