@@ -110,7 +110,7 @@ fn group(job: &str) -> String {
         false if job.is_empty() => "job@base64/=".to_string(),
         false => format!(
             "job@base64/{}",
-            base64(job.as_bytes()).replace(['+', '/'], "_")
+            base64(job.as_bytes()).replace('+', "-").replace('/', "_")
         ),
     }
 }
@@ -179,6 +179,9 @@ mod tests {
         assert_eq!(group(""), "job@base64/=");
         // What the Pushgateway's README gives for "/var/tmp".
         assert_eq!(group("/var/tmp"), "job@base64/L3Zhci90bXA=");
+        // The URL-safe alphabet (RFC 4648, section 5): `-` and `_` for `+` and `/`.
+        assert_eq!(group("??>"), "job@base64/Pz8-");
+        assert_eq!(group("???"), "job@base64/Pz8_");
         assert_eq!(base64(b"ab?"), "YWI/");
         assert_eq!(base64(b"a"), "YQ==");
     }

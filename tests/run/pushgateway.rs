@@ -121,6 +121,17 @@ fn a_failed_run_never_erases_the_last_success_a_real_pushgateway_holds() {
     assert!(last_run > success, "{held}");
     // No counter: the Pushgateway would hold one run's counts, not a total.
     assert!(!held.contains("retry_runs_total"), "{held}");
+    // A job whose name a URL's path cannot hold is its own group all the same.
+    let mut cmd = retry_std();
+    cmd.args(["-n", "1", "-q", "--label", "a/b ??>", "--pushgateway", &url]);
+    let out = output_bounded(cmd.args(["--", "true"]), common::TEST_LIMIT);
+    assert_eq!(stderr_of(&out), "");
+    let held = get(port, "/metrics").expect("the Pushgateway's metrics");
+    assert_eq!(
+        sample(&held, "retry_last_tries", "a/b ??>"),
+        Some(1.0),
+        "{held}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
