@@ -1,11 +1,11 @@
 //! `--ping URL` (docs/dashboards.md#pings) through the real binary, against a receiver of the
 //! test's own: a run that gives up pings its start and its failure with its exit status and
 //! the tail of its output, one that succeeds its start and its success, each with the run's
-//! id, and a run without `--ping` nothing; a receiver that hangs or answers 500, or whose
-//! certificate is not trusted, costs the run no more than the deadline and one warning; the
-//! URL's path (its secret) is printed nowhere.
+//! id, and a run without `--ping` nothing; an HTTPS receiver whose certificate the trusted
+//! roots hold is pinged; one that hangs or answers 500, or whose certificate is not trusted,
+//! costs the run no more than the deadline and one warning; the URL's path (its secret) is
+//! printed nowhere.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::receiver::{Answer, Receiver};
@@ -128,47 +128,96 @@ fn a_receiver_that_answers_500_is_tried_again_within_the_deadline_then_warned_ab
     );
 }
 
-/// `openssl s_server` on a port of its own, with a certificate of the tests' CA, which the
-/// system does not trust; killed when dropped.
-struct TlsReceiver(std::process::Child);
+/// An HTTPS receiver of the test's own (rustls's, showing the tests' good certificate, issued
+/// by the tests' CA, for 127.0.0.1): it answers every request 200 and closes, for the step
+/// limit at most. Its port, and the paths it read.
+fn https_receiver(pki: &common::tls::Pki) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::{Arc, Mutex};
 
-impl Drop for TlsReceiver {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let certs = CertificateDer::pem_file_iter(pki.path("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(pki.path("server.key")).unwrap();
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let (config, seen) = (config.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let _ = tcp.set_read_timeout(Some(common::STEP_LIMIT));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = BufReader::new(rustls::StreamOwned::new(conn, tcp));
+                let mut line = String::new();
+                if tls.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                loop {
+                    let mut header = String::new();
+                    if tls.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                seen.lock().unwrap().push(path);
+                let tls = tls.get_mut();
+                let _ = tls.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nOK",
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (port, paths)
 }
 
 #[test]
-fn an_https_receiver_whose_certificate_is_not_trusted_is_refused_with_one_line() {
-    let test = "ping::an_https_receiver_whose_certificate_is_not_trusted_is_refused_with_one_line";
+fn an_https_receiver_is_verified_against_the_trusted_roots_and_refused_with_one_line_otherwise() {
+    let test = "ping::an_https_receiver_is_verified_against_the_trusted_roots_and_refused_with_one_line_otherwise";
     let Some(pki) = common::tls::Pki::get(test) else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let server = Command::new("openssl")
-        .args(["s_server", "-quiet", "-www", "-accept"])
-        .arg(port.to_string())
-        .arg("-cert")
-        .arg(pki.path("server.pem"))
-        .arg("-key")
-        .arg(pki.path("server.key"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start openssl s_server");
-    let _server = TlsReceiver(server);
-    assert!(common::wait_until(common::STEP_LIMIT, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    }));
+    let (port, paths) = https_receiver(pki);
     let url = format!("https://127.0.0.1:{port}/{KEY}");
-    // The system's roots only: a bundle named in the environment of the test is not read.
-    let warning = costs_at_most_the_deadline(&url, &[("SSL_CERT_DIR", "/nonexistent")]);
+    // The tests' CA as the system's roots, as OpenSSL reads SSL_CERT_FILE.
+    let ca = pki.ca();
+    let out = output_bounded(
+        retry_std()
+            .env("SSL_CERT_FILE", &ca)
+            .env("SSL_CERT_DIR", "/nonexistent")
+            .args(["-n", "1", "-q", "--ping", &url, "--", "true"]),
+        common::TEST_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr_of(&out), "");
+    let got = paths.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].starts_with(&format!("/{KEY}/start?rid=")), "{got:?}");
+    assert!(got[1].starts_with(&format!("/{KEY}?rid=")), "{got:?}");
+    // Roots that do not hold the tests' CA (a certificate of another name, as the one root).
+    let other = pki.path("other.pem");
+    let other = other.to_str().unwrap();
+    let warning = costs_at_most_the_deadline(
+        &url,
+        &[("SSL_CERT_FILE", other), ("SSL_CERT_DIR", "/nonexistent")],
+    );
     assert!(warning.contains("unknown authority"), "{warning}");
+    assert_eq!(paths.lock().unwrap().len(), 2);
 }
 
 #[test]
