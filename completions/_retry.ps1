@@ -65,6 +65,8 @@ Register-ArgumentCompleter -Native -CommandName 'retry' -ScriptBlock {
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries')
             [CompletionResult]::new('--junit', '--junit', [CompletionResultType]::ParameterName, 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read')
             [CompletionResult]::new('--metrics', '--metrics', [CompletionResultType]::ParameterName, 'When the run ends, merge its metrics into FILE, for node_exporter''s textfile collector')
+            [CompletionResult]::new('--pushgateway', '--pushgateway', [CompletionResultType]::ParameterName, 'When the run ends, push its metrics to the Prometheus Pushgateway at URL')
+            [CompletionResult]::new('--ping', '--ping', [CompletionResultType]::ParameterName, 'Ping URL when the command first starts and when the run ends: a dead man''s switch')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never')
             [CompletionResult]::new('--only', '--only', [CompletionResultType]::ParameterName, 'With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again')
             [CompletionResult]::new('--only-label', '--only-label', [CompletionResultType]::ParameterName, 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)')

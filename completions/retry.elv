@@ -62,6 +62,8 @@ set edit:completion:arg-completer[retry] = {|@words|
             cand --label 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
             cand --junit 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read'
             cand --metrics 'When the run ends, merge its metrics into FILE, for node_exporter''s textfile collector'
+            cand --pushgateway 'When the run ends, push its metrics to the Prometheus Pushgateway at URL'
+            cand --ping 'Ping URL when the command first starts and when the run ends: a dead man''s switch'
             cand --color 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
             cand --only 'With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again'
             cand --only-label 'With --replay, run only the pending runs whose --label matches this shell pattern (nightly-*)'

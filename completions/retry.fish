@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
+    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --pushgateway --ping --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -86,6 +86,8 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l log-file -r -F -d 
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l label -x -d 'Name this run in the log (retry[NAME]: ...), the JSON log, CI annotations and summaries'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l junit -r -F -d 'When the run ends, write a JUnit XML report of it to FILE, for the CI to read'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l metrics -r -F -d 'When the run ends, merge its metrics into FILE, for node_exporter\'s textfile collector'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l pushgateway -x -d 'When the run ends, push its metrics to the Prometheus Pushgateway at URL'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l ping -x -d 'Ping URL when the command first starts and when the run ends: a dead man\'s switch'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l color -x -a 'auto\\t always\\t never\\t' -d 'Colour the log: auto (when stderr is a terminal and NO_COLOR is unset), always, never'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l dry-run -d 'Print the schedule the options give, and run nothing'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l only -x -d 'With --replay, run only the pending run with this id (a unique prefix of 8 or more characters will do); may be given again'

@@ -70,6 +70,8 @@ pub mod id {
     pub const LABEL: &str = "label";
     pub const JUNIT: &str = "junit";
     pub const METRICS: &str = "metrics";
+    pub const PUSHGATEWAY: &str = "pushgateway";
+    pub const PING: &str = "ping";
     pub const COLOR: &str = "color";
     pub const DRY_RUN: &str = "dry-run";
     pub const KEEP_GOING: &str = "keep-going";
@@ -175,6 +177,10 @@ pub struct Cli {
     pub junit: Option<PathBuf>,
     /// `--metrics`: the Prometheus textfile the run's metrics are merged into.
     pub metrics: Option<PathBuf>,
+    /// `--pushgateway`: the Prometheus Pushgateway the run's metrics are pushed to, as given.
+    pub pushgateway: Option<OsString>,
+    /// `--ping`: the URL the run's start and end are pinged to, as given (a secret).
+    pub ping: Option<OsString>,
     pub color: ColorWhen,
     pub dry_run: bool,
     pub dead_letter: Option<PathBuf>,
@@ -758,6 +764,42 @@ Prometheus's text format: the counters retry_runs_total{job,outcome} and \
         .value_parser(ValueParser::path_buf())
         .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
         option(
+            id::PUSHGATEWAY,
+            "URL",
+            OUTPUT,
+            "When the run ends, push its metrics to the Prometheus Pushgateway at URL
+
+The gauges of --metrics (last run, last success, duration, tries, exit code), POSTed to \
+            URL/metrics/job/JOB, JOB being the --label, else the command's name: a POST replaces \
+            only the metrics it carries, and a run that failed carries no \
+            retry_last_success_timestamp_seconds, so the last success stays. http:// or \
+            https:// (the server's certificate verified against the system's trusted roots); a \
+            user and password for basic authentication from RETRY_PUSHGATEWAY_USER and \
+            RETRY_PUSHGATEWAY_PASSWORD, never the URL. The push has 2s (less when the run's \
+            budget ends sooner, never under 500ms), tried again on 429 and 5xx; one that fails is \
+            a warning, and changes nothing else.",
+        )
+        .value_parser(ValueParser::os_string())
+        .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
+        option(
+            id::PING,
+            "URL",
+            OUTPUT,
+            "Ping URL when the command first starts and when the run ends: a dead man's switch
+
+In the scheme of healthchecks.io: URL/start when the first try starts, URL when the run \
+            succeeds, URL/STATUS (the exit status) with the last 10 KB of the last try's output \
+            when it fails; each with ?rid=RUN_ID. A cronitor.link URL gets Cronitor's \
+            ?state=run, complete or fail instead. A run that runs no command (turned away by \
+            --lock) pings nothing. The URL is a secret: it is never printed but for its scheme \
+            and host, nor kept in a dead letter. The start is pinged while the command runs; the \
+            end has 2s (less when the run's budget ends sooner, never under 500ms), the start's \
+            answer included, tried again on 429 and 5xx. A ping that fails is a warning, and \
+            changes nothing else.",
+        )
+        .value_parser(ValueParser::os_string())
+        .conflicts_with_all([id::DRY_RUN, id::SIMULATE, id::STATS]),
+        option(
             id::COLOR,
             "WHEN",
             OUTPUT,
@@ -916,6 +958,8 @@ impl Cli {
             label: one(m, id::LABEL),
             junit: one(m, id::JUNIT),
             metrics: one(m, id::METRICS),
+            pushgateway: one(m, id::PUSHGATEWAY),
+            ping: one(m, id::PING),
             stagger: with_text(m, id::STAGGER),
             quota: one(m, id::QUOTA),
             throttle: one(m, id::THROTTLE),

@@ -21,9 +21,11 @@ use crate::text::{Charset, printable, quote, unprintable};
 mod hint;
 mod junit;
 mod lock;
+mod outside;
 mod records;
 mod simulation;
 
+pub use outside::Outside;
 pub use records::Picks;
 pub use simulation::Simulation;
 
@@ -130,6 +132,8 @@ pub struct Config {
     /// `--metrics`: the Prometheus textfile the run's metrics are merged into
     /// (docs/dashboards.md#metrics).
     pub metrics: Option<PathBuf>,
+    /// `--pushgateway` and `--ping` (docs/dashboards.md): where the run is reported to.
+    pub outside: Outside,
     /// `--flaky`: what a run that succeeded after a failed try exits with
     /// (docs/flaky.md#failing-a-flaky-run).
     pub flaky: Flaky,
@@ -273,7 +277,7 @@ fn one_line(e: &clap::Error, hint: Option<String>) -> String {
     }
     match hint {
         Some(hint) => format!("{line} ({hint})"),
-        None => line + &suggestions(e),
+        None => line + &hint::suggestions(e),
     }
 }
 
@@ -297,28 +301,6 @@ fn rendered(e: &clap::Error) -> String {
         }
     }
     e.render().to_string()
-}
-
-/// Clap's suggestions (`did you mean --timeout?`), or a pointer to `--help` for an unknown
-/// option without one. Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make
-/// retry run `-x` as the command: left out.
-fn suggestions(e: &clap::Error) -> String {
-    use clap::error::{ContextKind, ContextValue};
-    let mut out = String::new();
-    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
-        let suggestions = match e.get(kind) {
-            Some(ContextValue::String(s)) => vec![s.clone()],
-            Some(ContextValue::Strings(v)) => v.clone(),
-            _ => Vec::new(),
-        };
-        if !suggestions.is_empty() {
-            out += &format!(" (did you mean {}?)", suggestions.join(" or "));
-        }
-    }
-    if e.kind() == clap::error::ErrorKind::UnknownArgument && out.is_empty() {
-        out += " (retry --help lists the options)";
-    }
-    out
 }
 
 impl Config {
@@ -383,6 +365,7 @@ impl Config {
             history: cli.flaky.history,
             junit: cli.junit,
             metrics: cli.metrics,
+            outside: Outside::of(cli.pushgateway, cli.ping).map_err(UsageError)?,
             flaky: flaky(cli.flaky.flaky),
             repeat,
             stdin: cli.stdin,

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod exit;
+pub mod http;
 pub mod json;
 pub mod outcome;
 pub mod policy;

@@ -201,6 +201,28 @@ fn value_of(args: &[OsString], long: &str, short: char) -> Option<String> {
     })
 }
 
+/// Clap's suggestions (`did you mean --timeout?`), or a pointer to `--help` for an unknown
+/// option without one. Clap's other tips ("to pass '-x' as a value, use '-- -x'") would make
+/// retry run `-x` as the command: left out.
+pub(super) fn suggestions(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut out = String::new();
+    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
+        let suggestions = match e.get(kind) {
+            Some(ContextValue::String(s)) => vec![s.clone()],
+            Some(ContextValue::Strings(v)) => v.clone(),
+            _ => Vec::new(),
+        };
+        if !suggestions.is_empty() {
+            out += &format!(" (did you mean {}?)", suggestions.join(" or "));
+        }
+    }
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && out.is_empty() {
+        out += " (retry --help lists the options)";
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

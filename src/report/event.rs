@@ -46,8 +46,8 @@ pub enum Event {
     Stagger { delay: Duration, most: Duration },
     /// Try `attempt` starts: its output follows.
     TryStarted { attempt: u64 },
-    /// The output of try `attempt` has gone out (or the try could not start); with `--junit`,
-    /// its last bytes.
+    /// The output of try `attempt` has gone out (or the try could not start); with `--junit`
+    /// or `--ping`, its last bytes.
     TryOutputDone {
         attempt: u64,
         output: Option<OutputTail>,
@@ -318,8 +318,8 @@ pub struct HeldReport {
     pub decision: Decision,
 }
 
-/// The last bytes a try wrote, both streams in the order they came (`--junit` keeps them), and
-/// whether more came before them.
+/// The last bytes a try wrote, both streams in the order they came (`--junit` and `--ping` keep
+/// them), and whether more came before them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutputTail {
     pub bytes: Vec<u8>,
@@ -523,6 +523,15 @@ pub enum Warning {
     HistoryNotWritten { path: PathBuf, why: String },
     /// The run's metrics could not be merged into `--metrics`.
     MetricsNotWritten { path: PathBuf, why: String },
+    /// The run could not be reported to a URL outside (`--pushgateway`, `--ping`): `what`
+    /// could not be sent to `option`'s URL, shown as it may be printed (`http::shown` for a
+    /// ping's), for `why`.
+    NotReported {
+        option: &'static str,
+        what: &'static str,
+        url: String,
+        why: String,
+    },
     /// The run's step outputs could not be appended to `GITHUB_OUTPUT`.
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.

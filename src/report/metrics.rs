@@ -26,11 +26,27 @@ const LOCKED: &str = "locked";
 /// Merges the run's metrics into `--metrics` when it ends.
 pub struct Metrics {
     path: PathBuf,
-    /// The command's name, the job when the run has no `--label`.
-    name: String,
     /// The end of the run's budget, from its start, if it has one: the wait for the lock
     /// ends there.
     until: Option<Duration>,
+    count: RunCount,
+}
+
+impl Metrics {
+    pub fn new(path: PathBuf, command: &[OsString], until: Option<Duration>) -> Metrics {
+        Metrics {
+            path,
+            until,
+            count: RunCount::new(command),
+        }
+    }
+}
+
+/// What a sink of the run's metrics (`--metrics`, `--pushgateway`) counts as the run goes: the
+/// tries by result, and the job's name.
+pub struct RunCount {
+    /// The command's name, the job when the run has no `--label`.
+    name: String,
     tries: BTreeMap<&'static str, u64>,
     /// The quota's tokens at the run's last exchange with its store, if it had one.
     quota_tokens: Option<f64>,
@@ -38,8 +54,8 @@ pub struct Metrics {
     throttle_p: Option<f64>,
 }
 
-impl Metrics {
-    pub fn new(path: PathBuf, command: &[OsString], until: Option<Duration>) -> Metrics {
+impl RunCount {
+    pub fn new(command: &[OsString]) -> RunCount {
         let name = command
             .first()
             .map(|first| {
@@ -54,18 +70,41 @@ impl Metrics {
                 )
             })
             .unwrap_or_default();
-        Metrics {
-            path,
+        RunCount {
             name,
-            until,
             tries: BTreeMap::new(),
             quota_tokens: None,
             throttle_p: None,
         }
     }
 
-    /// What the run that ended as `outcome`, at `at`, adds to the file.
-    fn run(&self, outcome: &RunOutcome, at: SystemTime, facts: &RunFacts) -> RunMetrics {
+    /// Counts the try that `event` ends; the run's outcome when it ends the run.
+    pub fn take<'a>(&mut self, event: &'a Event) -> Option<&'a RunOutcome> {
+        // What the quota's store answered, as the JSON log's `quota` events and held tries say.
+        if let Event::Quota {
+            tokens, throttle, ..
+        } = event
+        {
+            self.quota_tokens = Some(*tokens);
+            if let Some((_, admission)) = throttle {
+                self.throttle_p = Some(admission.p);
+            }
+        }
+        match event.ends() {
+            Ends::Try(r) | Ends::TryInterrupted(r) => self.count(r.verdict.word()),
+            Ends::TryHeld(held) => {
+                self.throttle_p = Some(held.admission.p);
+                self.count(HELD);
+            }
+            Ends::Run(outcome) => return Some(outcome),
+            // A replay's runs each count themselves; the replay adds nothing.
+            Ends::Replay { .. } | Ends::Neither => {}
+        }
+        None
+    }
+
+    /// What the run that ended as `outcome`, at `at`, adds to the job's metrics.
+    pub fn run(&self, outcome: &RunOutcome, at: SystemTime, facts: &RunFacts) -> RunMetrics {
         let at = at
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
@@ -118,31 +157,8 @@ fn seconds(d: Duration) -> f64 {
 
 impl Sink for Metrics {
     fn take(&mut self, envelope: &Envelope, facts: &RunFacts) -> Option<Warning> {
-        // What the quota's store answered, as the JSON log's `quota` events and held tries say.
-        if let Event::Quota {
-            tokens, throttle, ..
-        } = &envelope.event
-        {
-            self.quota_tokens = Some(*tokens);
-            if let Some((_, admission)) = throttle {
-                self.throttle_p = Some(admission.p);
-            }
-        }
-        let outcome = match envelope.event.ends() {
-            Ends::Try(r) | Ends::TryInterrupted(r) => {
-                self.count(r.verdict.word());
-                return None;
-            }
-            Ends::TryHeld(held) => {
-                self.throttle_p = Some(held.admission.p);
-                self.count(HELD);
-                return None;
-            }
-            Ends::Run(outcome) => outcome,
-            // A replay's runs each count themselves; the replay adds nothing.
-            Ends::Replay { .. } | Ends::Neither => return None,
-        };
-        let run = self.run(outcome, envelope.stamp.at, facts);
+        let outcome = self.count.take(&envelope.event)?;
+        let run = self.count.run(outcome, envelope.stamp.at, facts);
         let left = self
             .until
             .map(|end| end.saturating_sub(envelope.stamp.elapsed));
@@ -162,8 +178,7 @@ mod tests {
     #[test]
     fn a_job_without_a_label_is_named_by_its_commands_basename_never_its_arguments() {
         let command = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
-        let name =
-            |words: &[&str]| Metrics::new(PathBuf::from("m.prom"), &command(words), None).name;
+        let name = |words: &[&str]| RunCount::new(&command(words)).name;
         assert_eq!(name(&["/usr/local/bin/backup", "--full"]), "backup");
         assert_eq!(name(&["./sync-orders"]), "sync-orders");
         assert_eq!(name(&["make", "deploy"]), "make");

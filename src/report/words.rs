@@ -280,6 +280,12 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::SummaryNotWritten { .. }
         | Warning::JunitNotWritten { .. }) => file_warning_text(w),
         Warning::EnvFile(note) => env_file_text(note),
+        Warning::NotReported {
+            option,
+            what,
+            url,
+            why,
+        } => format!("cannot send {what} to {option} '{url}': {why}"),
     }
 }
 

@@ -48,7 +48,7 @@ use crate::report::log::Log;
 use crate::store::deadletter::{self, DeadLetter, Record};
 use crate::store::quota::unix_ms;
 use crate::store::shared;
-use setup::{Start, open_log, run_id, run_logged, with_history, with_metrics};
+use setup::{Start, open_log, run_id, run_logged, with_history, with_metrics, with_outside};
 
 /// Runs `retry` with these arguments (the program name first) and returns how it should end.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitStatus {
@@ -329,7 +329,7 @@ fn real_run(
     if let Some(path) = &config.junit {
         log = log.with_sink(Box::new(Junit::to_file(path)));
     }
-    log = with_metrics(config, log);
+    log = with_outside(config, with_metrics(config, log));
     let signals = match signals::Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
@@ -448,10 +448,15 @@ fn recorded_bound(config: &Config, args: &[OsString]) -> Vec<OsString> {
         .limit
         .filter(|l| l.source == crate::policy::LimitSource::Deadline);
     let Some(limit) = limit else {
-        return crate::argv::recorded_options(args, &["dead-letter", id::DEADLINE, "junit"]);
+        return crate::argv::recorded_options(
+            args,
+            &["dead-letter", id::DEADLINE, "junit", id::PING],
+        );
     };
-    let mut options =
-        crate::argv::recorded_options(args, &["dead-letter", id::DEADLINE, id::BUDGET, "junit"]);
+    let mut options = crate::argv::recorded_options(
+        args,
+        &["dead-letter", id::DEADLINE, id::BUDGET, "junit", id::PING],
+    );
     // At least a millisecond, the finest the recorded form keeps: 0 would mean no budget.
     let budget = limit.at.max(Duration::from_millis(1));
     options.push(format!("--{}={}", id::BUDGET, crate::duration::hms(budget)).into());

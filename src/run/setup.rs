@@ -17,6 +17,8 @@ use crate::report::junit::{Junit, ReplayCases};
 use crate::report::log::{Log, use_color};
 use crate::report::metrics::Metrics;
 use crate::report::out::Out;
+use crate::report::ping::Ping;
+use crate::report::pushgateway::Pushgateway;
 use crate::run::clock::{self, Moment};
 use crate::run::random;
 use crate::run::runner::{self, RunEnd};
@@ -251,7 +253,7 @@ pub(crate) fn run_again(
         },
         None => log,
     };
-    let log = with_metrics(config, log);
+    let log = with_outside(config, with_metrics(config, log));
     let begin = Start {
         seed: config.seed.unwrap_or_else(random::random_u64),
         start,
@@ -318,4 +320,20 @@ pub(crate) fn with_metrics(config: &Config, log: Log) -> Log {
         }
         None => log,
     }
+}
+
+/// The log, with the sinks of `--pushgateway` and `--ping` added after the others: what the
+/// world outside is told of the run comes after its records (docs/dashboards.md). Nothing is
+/// sent now: a URL that cannot be reached is a warning, and never changes the run.
+pub(crate) fn with_outside(config: &Config, mut log: Log) -> Log {
+    let until = config.policy.limit.map(|limit| limit.at);
+    if let Some(url) = &config.outside.pushgateway {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let sink = Pushgateway::new(url.clone(), &config.command, until, &var);
+        log = log.with_sink(Box::new(sink));
+    }
+    if let Some(url) = &config.outside.ping {
+        log = log.with_sink(Box::new(Ping::new(url.clone(), until)));
+    }
+    log
 }

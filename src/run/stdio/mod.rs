@@ -141,8 +141,9 @@ impl RunIo {
         let mut shared = None;
         let mut same_place =
             || *shared.get_or_insert_with(|| same_file(io::stdout().as_fd(), io::stderr().as_fd()));
-        // The report shows what each try wrote: its output passes through retry.
-        let keep_tail = config.junit.is_some();
+        // The report shows what each try wrote, and a failure's ping the end of it: its output
+        // passes through retry.
+        let keep_tail = config.junit.is_some() || config.outside.ping.is_some();
         let layout = match config.output_on_failure {
             true => Layout::WithholdAll,
             false => Layout::new(

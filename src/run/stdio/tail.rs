@@ -1,6 +1,6 @@
-//! The last bytes a try wrote, kept for the `--junit` report (docs/ci.md#junit-reports): both
-//! of its streams in the order `retry` read them, at most [`TAIL_MOST`] bytes whatever the try
-//! writes, in a ring that never grows past it.
+//! The last bytes a try wrote, kept for the `--junit` report (docs/ci.md#junit-reports) and a
+//! failure's `--ping` (docs/dashboards.md#pings): both of its streams in the order `retry` read
+//! them, at most [`TAIL_MOST`] bytes whatever the try writes, in a ring that never grows past it.
 
 use crate::report::event::OutputTail;
 
