@@ -245,6 +245,10 @@ pub fn warning_text(w: &Warning) -> String {
             format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
         }
         Warning::Stdio(text) => text.clone(),
+        Warning::TracesNotSent { to, why } => {
+            format!("the run's spans were not sent to {to}: {why}")
+        }
+        Warning::TracesSetting { variable, why } => format!("{variable}: {why}"),
         Warning::Flaky {
             attempt,
             of,

@@ -49,5 +49,6 @@ mod run;
 mod sentinel;
 mod signals;
 mod stdio;
+mod traces;
 mod twins;
 mod until_output;
