@@ -6,6 +6,7 @@
 //!
 //! A run with neither `TRACEPARENT` nor an endpoint reads four variables and nothing more.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -130,11 +131,24 @@ fn export(
             ),
         });
     }
-    if let Err(bad) = crate::http::check_url(&url) {
-        return Err(Note {
-            variable,
-            why: format!("{bad}: no spans are sent"),
-        });
+    match crate::http::check_url(&url) {
+        Ok(()) => {}
+        // Not seen in the process list here, but kept out of every URL `retry` sends to.
+        Err(crate::http::BadUrl::Credentials) => {
+            return Err(Note {
+                variable,
+                why: "the URL holds a user or password, which retry never sends in a URL: \
+                      put them in OTEL_EXPORTER_OTLP_HEADERS (Authorization=Basic%20...); no \
+                      spans are sent"
+                    .into(),
+            });
+        }
+        Err(bad) => {
+            return Err(Note {
+                variable,
+                why: format!("{bad}: no spans are sent"),
+            });
+        }
     }
     let (headers, mut note) = headers(set);
     let (within, timeout_note) = within(set);
@@ -171,7 +185,9 @@ fn first_of(
 /// name; an entry that is not `NAME=VALUE` with a name HTTP takes is left out, with a note
 /// that names its place, never its value.
 fn headers(set: &dyn Fn(&str) -> Option<OsString>) -> (Vec<(String, String)>, Option<Note>) {
-    let mut headers: Vec<(String, String)> = Vec::new();
+    // By name, so that many entries cost no more than their count: a variable can hold
+    // tens of thousands.
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
     let mut note = None;
     for variable in [
         "OTEL_EXPORTER_OTLP_HEADERS",
@@ -191,11 +207,10 @@ fn headers(set: &dyn Fn(&str) -> Option<OsString>) -> (Vec<(String, String)>, Op
                 }));
                 continue;
             }
-            headers.retain(|(n, _)| *n != name);
-            headers.push((name, value));
+            headers.insert(name, value);
         }
     }
-    (headers, note)
+    (headers.into_iter().collect(), note)
 }
 
 /// The export's deadline: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or `OTEL_EXPORTER_OTLP_TIMEOUT`,
@@ -245,19 +260,18 @@ fn resource(set: &dyn Fn(&str) -> Option<OsString>) -> Vec<(String, String)> {
                 .map(|(_, v)| v.clone())
         })
         .unwrap_or_else(|| "retry".to_string());
+    let mut seen = BTreeSet::from(["service.name".to_string()]);
     let mut out = vec![("service.name".to_string(), service)];
-    for (key, value) in given {
-        if !key.is_empty() && !out.iter().any(|(k, _)| *k == key) {
-            out.push((key, value));
-        }
-    }
-    for (key, value) in [
+    let ours = [
         ("telemetry.sdk.name", "retry"),
         ("telemetry.sdk.language", "rust"),
         ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
-    ] {
-        if !out.iter().any(|(k, _)| k == key) {
-            out.push((key.to_string(), value.to_string()));
+    ];
+    let ours = ours.map(|(k, v)| (k.to_string(), v.to_string()));
+    // The first of a key given twice, as the `service.name` of the variable is taken.
+    for (key, value) in given.into_iter().chain(ours) {
+        if !key.is_empty() && seen.insert(key.clone()) {
+            out.push((key, value));
         }
     }
     out
@@ -446,6 +460,21 @@ mod tests {
         };
         assert_eq!(e.within, DEFAULT_WITHIN);
         assert_eq!(note.variable, "OTEL_EXPORTER_OTLP_TIMEOUT");
+    }
+
+    #[test]
+    fn many_headers_and_resource_attributes_are_read_in_linear_time() {
+        let many: String = (0..30_000).map(|i| format!("k{i}=v,")).collect();
+        let started = std::time::Instant::now();
+        let e = export_of(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", &many),
+            ("OTEL_RESOURCE_ATTRIBUTES", &many),
+        ]);
+        assert_eq!(e.headers.len(), 30_000);
+        assert_eq!(e.resource.len(), 30_004);
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 
     #[test]
