@@ -164,7 +164,11 @@ fn a_run_that_fails_twice_exports_its_span_and_one_per_try_in_the_callers_trace(
         ("TRACESTATE", "vendor=abc"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
     ]);
-    cmd.args(["-n", "4", "-d", "10ms", "-q"])
+    let hook = format!(
+        "echo \"$TRACEPARENT\" > '{}/hook.'$RETRY_ATTEMPT",
+        dir.display()
+    );
+    cmd.args(["-n", "4", "-d", "10ms", "-q", "--on-retry", &hook])
         .args(tries_writing_env(&dir, 3));
     let out = output_bounded(&mut cmd, common::TEST_LIMIT);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -210,6 +214,9 @@ fn a_run_that_fails_twice_exports_its_span_and_one_per_try_in_the_callers_trace(
     assert!(time(&spans[1], "startTimeUnixNano") >= time(run, "startTimeUnixNano"));
     assert!(time(&spans[2], "startTimeUnixNano") >= time(&spans[1], "endTimeUnixNano"));
     assert!(time(&spans[3], "endTimeUnixNano") <= time(run, "endTimeUnixNano"));
+    // A hook is part of the run, not of the try before it.
+    let hook = std::fs::read_to_string(dir.join("hook.1")).unwrap();
+    assert_eq!(hook.trim_end(), format!("00-{GIVEN_TRACE}-{run_span}-01"));
     // TRACESTATE reaches the tries as it was.
     let env = std::fs::read_to_string(dir.join("env.1")).unwrap();
     assert!(env.contains("TRACESTATE=vendor=abc\n"), "{env}");
@@ -409,4 +416,41 @@ fn a_disabled_sdk_exporter_none_or_another_protocol_sends_nothing() {
         let _ = std::fs::remove_dir_all(dir);
     }
     assert_eq!(receiver.requests(), Vec::new());
+}
+
+#[test]
+fn a_signal_during_the_export_ends_the_run_by_the_exports_deadline_of_that_signal() {
+    let receiver = Receiver::start(0);
+    let mut cmd = retry_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "1500"),
+    ]);
+    let mut child = cmd
+        .args(["-n", "1", "--", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sent = common::wait_until(common::STEP_LIMIT, || !receiver.requests().is_empty());
+    assert!(sent, "no request came");
+    let signalled = Instant::now();
+    common::send(child.id(), nix::libc::SIGTERM);
+    let status = common::wait_bounded(&mut child, common::TEST_LIMIT);
+    let took = signalled.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("spans were not sent"), "{log}");
+    assert!(
+        log.contains("received SIGTERM while writing the run's reports"),
+        "{log}"
+    );
 }
