@@ -90,7 +90,7 @@ impl RunEnv {
         let mut env = self.common(attempt);
         if let Some(trace) = &self.trace {
             let parent = trace.borrow_mut().for_try(attempt);
-            env.push((TRACEPARENT.into(), parent));
+            set_traceparent(&mut env, parent);
         }
         env
     }
@@ -117,7 +117,7 @@ impl RunEnv {
     pub fn for_hook(&self, attempt: u64, vars: &HookVars<'_>) -> Vec<EnvVar> {
         let mut env = self.common(attempt);
         if let Some(trace) = &self.trace {
-            env.push((TRACEPARENT.into(), trace.borrow().for_run()));
+            set_traceparent(&mut env, trace.borrow().for_run());
         }
         env.push(("RETRY_EXIT_CODE".into(), vars.exit_code.to_string()));
         env.push(("RETRY_DELAY_MS".into(), millis(vars.delay).to_string()));
@@ -131,6 +131,13 @@ impl RunEnv {
     pub fn hand_on(&mut self, text: &[u8]) -> Vec<EnvFileNote> {
         hand_on(&mut self.handed, text)
     }
+}
+
+/// Sets `TRACEPARENT` in `env` to `value`, over what a hook's `RETRY_ENV_FILE` set: the span
+/// exported is the one the try is told.
+fn set_traceparent(env: &mut Vec<EnvVar>, value: String) {
+    env.retain(|(name, _)| name != TRACEPARENT);
+    env.push((TRACEPARENT.into(), value));
 }
 
 #[cfg(test)]
@@ -175,5 +182,35 @@ mod tests {
             ]
         );
         assert_eq!(names(&run.for_try(3))[0], "RETRY_ATTEMPT=3");
+    }
+
+    #[test]
+    fn the_runs_trace_sets_traceparent_over_what_a_hook_set() {
+        use crate::report::traces::context::{Draw, RunTrace};
+        let mut run = env();
+        assert!(run.hand_on(b"TRACEPARENT=mine\n").is_empty());
+        assert!(names(&run.for_try(1)).contains(&"TRACEPARENT=mine".to_string()));
+        let draw: Draw = Box::new(|| [7; 8]);
+        let trace = std::rc::Rc::new(std::cell::RefCell::new(RunTrace::new(None, draw)));
+        let run = RunEnv {
+            trace: Some(trace),
+            ..run
+        };
+        let told: Vec<String> = names(&run.for_try(1))
+            .into_iter()
+            .filter(|v| v.starts_with("TRACEPARENT="))
+            .collect();
+        let own = format!("TRACEPARENT=00-{}-{}-01", "07".repeat(16), "07".repeat(8));
+        assert_eq!(told, std::slice::from_ref(&own));
+        let vars = HookVars {
+            exit_code: 1,
+            delay: Duration::ZERO,
+            env_file: None,
+        };
+        let hook: Vec<String> = names(&run.for_hook(1, &vars))
+            .into_iter()
+            .filter(|v| v.starts_with("TRACEPARENT="))
+            .collect();
+        assert_eq!(hook, [own]);
     }
 }
