@@ -106,7 +106,10 @@ impl Traces {
             start,
             end,
             attributes,
-            error: failed.then(|| format!("{}: {reason}", outcome.word())),
+            error: failed.then(|| match reason == outcome.word() {
+                true => reason.to_string(),
+                false => format!("{}: {reason}", outcome.word()),
+            }),
         }];
         for (attempt, started, report) in &self.tries {
             // A try that never reached its start drew no span.

@@ -240,6 +240,7 @@ fn a_run_that_gives_up_exports_its_status_and_the_failure() {
         Some("gave_up")
     );
     assert_eq!(run["status"]["code"], 2);
+    assert_eq!(run["status"]["message"], "gave_up: tries");
     assert!(run.get("parentSpanId").is_none(), "{run}");
     let last = &spans[2];
     assert_eq!(attribute(last, "error.type").as_deref(), Some("7"));
@@ -453,4 +454,24 @@ fn a_signal_during_the_export_ends_the_run_by_the_exports_deadline_of_that_signa
         log.contains("received SIGTERM while writing the run's reports"),
         "{log}"
     );
+}
+
+#[test]
+fn a_caller_that_does_not_sample_gets_its_trace_passed_on_and_nothing_sent() {
+    let dir = common::temp_dir("traces-unsampled");
+    let receiver = Receiver::start(200);
+    let given = GIVEN.replace("-01", "-00");
+    let mut cmd = retry_with(&[
+        ("TRACEPARENT", &given),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
+    ]);
+    cmd.args(["-n", "1", "-q"]).args(tries_writing_env(&dir, 1));
+    let out = output_bounded(&mut cmd, common::TEST_LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stderr_of(&out), "");
+    let told = traceparent_of(&dir, 1).unwrap();
+    assert!(told.starts_with(&format!("00-{GIVEN_TRACE}-")), "{told}");
+    assert!(told.ends_with("-00") && told != given, "{told}");
+    assert_eq!(receiver.requests(), Vec::new());
+    let _ = std::fs::remove_dir_all(dir);
 }
