@@ -50,17 +50,16 @@ impl Traces {
         command: &[OsString],
     ) -> Traces {
         let first = command.first().map(OsString::as_os_str).unwrap_or_default();
-        let name = Path::new(first)
-            .file_name()
-            .unwrap_or(first)
-            .to_string_lossy()
-            .into_owned();
+        // Escaped as a log line is, as `--metrics` names a job: a control or invisible
+        // character in a file name would otherwise reach every view of the trace.
+        let printable = |s: &std::ffi::OsStr| crate::text::printable(&s.to_string_lossy());
+        let name = printable(Path::new(first).file_name().unwrap_or(first));
         Traces {
             trace,
             export,
             note,
             trace_state,
-            command: first.to_string_lossy().into_owned(),
+            command: printable(first),
             name,
             tries: Vec::new(),
         }
@@ -286,6 +285,20 @@ impl Sink for Traces {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_commands_name_is_escaped_as_the_log_escapes_it() {
+        let draw: context::Draw = Box::new(|| [1; 8]);
+        let trace = std::rc::Rc::new(std::cell::RefCell::new(context::RunTrace::new(None, draw)));
+        let command = [
+            OsString::from("/tmp/a\u{202e}b\rc"),
+            OsString::from("secret"),
+        ];
+        let sink = Traces::new(trace, None, None, None, &command);
+        assert_eq!(sink.name, crate::text::printable("a\u{202e}b\rc"));
+        assert!(!sink.name.contains('\u{202e}') && !sink.command.contains('\r'));
+        assert!(sink.command.starts_with("/tmp/a"));
+    }
 
     #[test]
     fn an_answer_that_echoes_a_header_value_is_reported_by_its_status_only() {
