@@ -536,6 +536,10 @@ pub enum Warning {
     OutputsNotWritten { path: PathBuf, why: String },
     /// The tries could not be appended to the job summary.
     SummaryNotWritten { path: PathBuf, why: String },
+    /// The run's spans were not taken by the OTLP endpoint `to` (shown without its path).
+    TracesNotSent { to: String, why: String },
+    /// An OpenTelemetry setting, `variable`, is not followed, for `why`.
+    TracesSetting { variable: &'static str, why: String },
     /// What `RETRY_ENV_FILE` came to (docs/log.md#variables-for-the-next-tries): a line
     /// refused, a file too large, or one that could not be made or read.
     EnvFile(EnvFileNote),

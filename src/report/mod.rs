@@ -24,6 +24,7 @@ pub mod replay;
 pub mod simulate;
 pub mod stats;
 pub mod tally;
+pub mod traces;
 pub mod words;
 
 pub use crate::text::{printable, unprintable};

@@ -245,6 +245,9 @@ pub fn warning_text(w: &Warning) -> String {
             format!("processes of pid {pid} still exist {settle:?} after SIGKILL")
         }
         Warning::Stdio(text) => text.clone(),
+        w @ (Warning::TracesNotSent { .. }
+        | Warning::TracesSetting { .. }
+        | Warning::NotReported { .. }) => outside_warning_text(w),
         Warning::Flaky {
             attempt,
             of,
@@ -280,12 +283,23 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::SummaryNotWritten { .. }
         | Warning::JunitNotWritten { .. }) => file_warning_text(w),
         Warning::EnvFile(note) => env_file_text(note),
+    }
+}
+
+/// A warning about what the world outside is told (`--pushgateway`, `--ping`, traces).
+fn outside_warning_text(w: &Warning) -> String {
+    match w {
+        Warning::TracesNotSent { to, why } => {
+            format!("the run's spans were not sent to {to}: {why}")
+        }
+        Warning::TracesSetting { variable, why } => format!("{variable}: {why}"),
         Warning::NotReported {
             option,
             what,
             url,
             why,
         } => format!("cannot send {what} to {option} '{url}': {why}"),
+        other => warning_text(other),
     }
 }
 

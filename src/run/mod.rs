@@ -26,6 +26,7 @@ pub mod spool;
 pub mod startup;
 pub mod stderr;
 pub mod stdio;
+pub mod trace;
 pub mod watchdog;
 pub mod withheld;
 

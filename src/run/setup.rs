@@ -170,10 +170,11 @@ fn open_quota(
 /// Runs the command of `config` to its end, its log open and `retry`'s signals caught.
 pub(crate) fn run_logged(
     config: &Config,
-    mut log: Log,
+    log: Log,
     signals: signals::Signals,
     begin: Start,
 ) -> RunEnd {
+    let (mut log, trace) = crate::run::trace::attach(config, log);
     let countdown = io::stderr().is_terminal()
         && config.log.file.is_none()
         && !config.log.quiet
@@ -211,6 +212,7 @@ pub(crate) fn run_logged(
             .lock
             .as_ref()
             .map(|spec| crate::store::run_lock::place(&spec.name)),
+        trace,
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);
     runner.run(begin.seed)

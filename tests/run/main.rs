@@ -52,5 +52,6 @@ mod run;
 mod sentinel;
 mod signals;
 mod stdio;
+mod traces;
 mod twins;
 mod until_output;

@@ -36,6 +36,9 @@ pub struct Surroundings {
     pub keeper: Option<crate::run::keep::Kept>,
     /// Where the file of `--lock` is, if the run has one.
     pub lock: Option<crate::store::run_lock::LockPlace>,
+    /// The run's trace, when `TRACEPARENT` or an OTLP endpoint asks for one: each try is
+    /// told its span (docs/dashboards.md#traces).
+    pub trace: Option<crate::report::traces::context::SharedTrace>,
 }
 
 /// How a run ended: its outcome, as `RunEnded` carried it to every record and never changed

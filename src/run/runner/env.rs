@@ -7,7 +7,11 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::duration::millis;
 use crate::report::event::EnvFileNote;
+use crate::report::traces::context::SharedTrace;
 use crate::run::envfile::{EnvVar, hand_on};
+
+/// W3C Trace Context's variable, as OpenTelemetry's environment carriers name it.
+const TRACEPARENT: &str = "TRACEPARENT";
 
 /// What every try and hook of a run is told, and what the hooks set for the later ones.
 pub struct RunEnv {
@@ -24,6 +28,9 @@ pub struct RunEnv {
     fencing_token: Option<u64>,
     /// What the hooks' `RETRY_ENV_FILE` set, in the order first set.
     handed: Vec<EnvVar>,
+    /// The run's trace, if it has one: `TRACEPARENT` names the try's span for a try, the
+    /// run's for a hook.
+    trace: Option<SharedTrace>,
 }
 
 /// What a hook is told besides what a try is.
@@ -56,7 +63,14 @@ impl RunEnv {
             deadline_ms,
             fencing_token,
             handed: Vec::new(),
+            trace: None,
         }
+    }
+
+    /// The environment with `TRACEPARENT` set from `trace`, when the run has one.
+    pub fn with_trace(mut self, trace: Option<SharedTrace>) -> RunEnv {
+        self.trace = trace;
+        self
     }
 
     /// The run's id, `RETRY_RUN_ID`.
@@ -70,8 +84,19 @@ impl RunEnv {
         self.fencing_token = Some(token);
     }
 
-    /// The variables of try `attempt`, over `retry`'s own environment.
+    /// The variables of try `attempt`, over `retry`'s own environment: its span's
+    /// `TRACEPARENT` among them, drawn now, when the run has a trace.
     pub fn for_try(&self, attempt: u64) -> Vec<EnvVar> {
+        let mut env = self.common(attempt);
+        if let Some(trace) = &self.trace {
+            let parent = trace.borrow_mut().for_try(attempt);
+            set_traceparent(&mut env, parent);
+        }
+        env
+    }
+
+    /// What a try and a hook after it are both told.
+    fn common(&self, attempt: u64) -> Vec<EnvVar> {
         let mut env: Vec<EnvVar> = vec![
             ("RETRY_ATTEMPT".into(), attempt.to_string()),
             ("RETRY_MAX_TRIES".into(), self.max_tries.to_string()),
@@ -87,9 +112,13 @@ impl RunEnv {
         env
     }
 
-    /// The variables of a hook after try `attempt`: those of the try, and what the hook is told.
+    /// The variables of a hook after try `attempt`: those of the try, and what the hook is told;
+    /// a hook is no part of a try, so its `TRACEPARENT` names the run's span.
     pub fn for_hook(&self, attempt: u64, vars: &HookVars<'_>) -> Vec<EnvVar> {
-        let mut env = self.for_try(attempt);
+        let mut env = self.common(attempt);
+        if let Some(trace) = &self.trace {
+            set_traceparent(&mut env, trace.borrow().for_run());
+        }
         env.push(("RETRY_EXIT_CODE".into(), vars.exit_code.to_string()));
         env.push(("RETRY_DELAY_MS".into(), millis(vars.delay).to_string()));
         if let Some(path) = vars.env_file {
@@ -104,6 +133,13 @@ impl RunEnv {
     }
 }
 
+/// Sets `TRACEPARENT` in `env` to `value`, over what a hook's `RETRY_ENV_FILE` set: the span
+/// exported is the one the try is told.
+fn set_traceparent(env: &mut Vec<EnvVar>, value: String) {
+    env.retain(|(name, _)| name != TRACEPARENT);
+    env.push((TRACEPARENT.into(), value));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +151,7 @@ mod tests {
             deadline_ms: Some(42),
             fencing_token: None,
             handed: Vec::new(),
+            trace: None,
         }
     }
 
@@ -145,5 +182,35 @@ mod tests {
             ]
         );
         assert_eq!(names(&run.for_try(3))[0], "RETRY_ATTEMPT=3");
+    }
+
+    #[test]
+    fn the_runs_trace_sets_traceparent_over_what_a_hook_set() {
+        use crate::report::traces::context::{Draw, RunTrace};
+        let mut run = env();
+        assert!(run.hand_on(b"TRACEPARENT=mine\n").is_empty());
+        assert!(names(&run.for_try(1)).contains(&"TRACEPARENT=mine".to_string()));
+        let draw: Draw = Box::new(|| [7; 8]);
+        let trace = std::rc::Rc::new(std::cell::RefCell::new(RunTrace::new(None, draw)));
+        let run = RunEnv {
+            trace: Some(trace),
+            ..run
+        };
+        let told: Vec<String> = names(&run.for_try(1))
+            .into_iter()
+            .filter(|v| v.starts_with("TRACEPARENT="))
+            .collect();
+        let own = format!("TRACEPARENT=00-{}-{}-01", "07".repeat(16), "07".repeat(8));
+        assert_eq!(told, std::slice::from_ref(&own));
+        let vars = HookVars {
+            exit_code: 1,
+            delay: Duration::ZERO,
+            env_file: None,
+        };
+        let hook: Vec<String> = names(&run.for_hook(1, &vars))
+            .into_iter()
+            .filter(|v| v.starts_with("TRACEPARENT="))
+            .collect();
+        assert_eq!(hook, [own]);
     }
 }

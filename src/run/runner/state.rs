@@ -58,7 +58,8 @@ impl<'c> Runner<'c> {
     ) -> Runner<'c> {
         // The fencing token of a replay's claim on this run.
         let token = around.keeper.as_ref().and_then(|k| k.borrow().token());
-        let env = RunEnv::new(config, around.run_id, around.wall_start, token);
+        let env =
+            RunEnv::new(config, around.run_id, around.wall_start, token).with_trace(around.trace);
         let job = JobControl::new(around.terminal);
         Runner {
             config,
