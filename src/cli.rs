@@ -788,8 +788,8 @@ The gauges of --metrics (last run, last success, duration, tries, exit code), PO
             "Ping URL when the command first starts and when the run ends: a dead man's switch
 
 In the scheme of healthchecks.io: URL/start when the first try starts, URL when the run \
-            succeeds, URL/STATUS (the exit status) with the last 10 KB of the last try's output \
-            when it fails; each with ?rid=RUN_ID. A cronitor.link URL gets Cronitor's \
+            succeeds, URL/fail when it fails, its body a line with the exit status and the reason, \
+            then the last 10 KB of the last try's output; each with ?rid=RUN_ID. A cronitor.link URL gets Cronitor's \
             ?state=run, complete or fail instead. A run that runs no command (turned away by \
             --lock) pings nothing. The URL is a secret: it is never printed but for its scheme \
             and host, nor kept in a dead letter. The start is pinged while the command runs; the \

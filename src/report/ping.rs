@@ -1,8 +1,8 @@
 //! `--ping URL` as a sink of the run's events (docs/dashboards.md#pings): a dead man's switch
 //! in healthchecks.io's scheme. When the first try starts, `URL/start` is sent on a thread of
-//! its own while the command runs; when the run ends, `URL` for a success, or `URL/STATUS`
-//! (the exit status) with the tail of the last try's output for a failure, each with
-//! `?rid=RUN_ID`. A `cronitor.link` URL gets Cronitor's `?state=run`, `complete` or `fail`
+//! its own while the command runs; when the run ends, `URL` for a success, or `URL/fail` for a
+//! failure, its body a line with the exit status and why the run ended and then the tail of the
+//! last try's output, each with `?rid=RUN_ID`. A `cronitor.link` URL gets Cronitor's `?state=run`, `complete` or `fail`
 //! instead. A run that ran no command pings nothing. The URL is a secret: a warning shows it as
 //! `http::shown` does. A ping that fails is a warning, and changes nothing else.
 
@@ -22,11 +22,12 @@ pub const PING_TAIL_MOST: usize = 10_000;
 const CRONITOR_MOST: usize = 1_000;
 
 /// What a ping says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Says {
     Start,
     Success,
-    Failure(i32),
+    /// The run's exit status, and the line that says it with why the run ended.
+    Failure(i32, String),
 }
 
 /// Pings `--ping` when the command starts and when the run ends.
@@ -59,15 +60,15 @@ impl Ping {
         };
         let path = path.trim_end_matches('/');
         let rid = encode(run_id);
-        let tail = match says {
-            Says::Failure(_) => self.tail_bytes(),
+        let tail = match &says {
+            Says::Failure(..) => self.tail_bytes(),
             _ => Vec::new(),
         };
         if cronitor(&self.url) {
-            let state = match says {
+            let state = match &says {
                 Says::Start => "run".to_string(),
                 Says::Success => "complete&status_code=0".to_string(),
-                Says::Failure(code) => {
+                Says::Failure(code, _) => {
                     let cut = &tail[tail.len().saturating_sub(CRONITOR_MOST)..];
                     let message = encode(&String::from_utf8_lossy(cut));
                     format!("fail&status_code={code}&message={message}")
@@ -80,10 +81,10 @@ impl Ping {
                 body: Vec::new(),
             };
         }
-        let end = match says {
-            Says::Start => "/start".to_string(),
-            Says::Success => String::new(),
-            Says::Failure(code) => format!("/{code}"),
+        let (end, body) = match says {
+            Says::Start => ("/start", Vec::new()),
+            Says::Success => ("", Vec::new()),
+            Says::Failure(_, line) => ("/fail", [line.into_bytes(), tail].concat()),
         };
         Request {
             method: Method::Post,
@@ -92,7 +93,7 @@ impl Ping {
                 "content-type".to_string(),
                 "text/plain; charset=utf-8".to_string(),
             )],
-            body: tail,
+            body,
         }
     }
 
@@ -120,7 +121,7 @@ impl Ping {
         let start = self.start.take()?;
         let says = match outcome.status {
             ExitStatus::Success => Says::Success,
-            status => Says::Failure(status.code()),
+            status => Says::Failure(status.code(), failure_line(outcome)),
         };
         let left = self.until.map(|end| end.saturating_sub(elapsed));
         let request = self.request(says, &facts.run_id);
@@ -138,6 +139,19 @@ impl Ping {
             why: e.to_string(),
         })
     }
+}
+
+/// The first line of a failure's body: the run's exit status and why it ended, in the words
+/// and order of the step outputs (docs/ci.md#step-outputs), so that the check's log shows the
+/// status that healthchecks.io's `/fail` does not carry.
+fn failure_line(outcome: &RunOutcome) -> String {
+    format!(
+        "exit_code={} outcome={} reason={} tries={}\n",
+        outcome.status.code(),
+        outcome.word(),
+        outcome.reason().unwrap_or(""),
+        outcome.tries.counted,
+    )
 }
 
 /// Whether `url` is Cronitor's, whose pings take their state in the query.
@@ -222,9 +236,16 @@ mod tests {
             bytes: b"disk full\n".to_vec(),
             cut: false,
         });
-        let failed = ping.request(Says::Failure(3), RID);
-        assert_eq!(failed.url, format!("https://hc-ping.com/KEY/3?rid={RID}"));
-        assert_eq!(failed.body, b"disk full\n");
+        let line = "exit_code=3 outcome=gave_up reason=tries tries=2\n".to_string();
+        let failed = ping.request(Says::Failure(3, line), RID);
+        assert_eq!(
+            failed.url,
+            format!("https://hc-ping.com/KEY/fail?rid={RID}")
+        );
+        assert_eq!(
+            failed.body,
+            b"exit_code=3 outcome=gave_up reason=tries tries=2\ndisk full\n"
+        );
         let slug = Ping::new("https://hc-ping.com/PK/nightly?create=1".into(), None);
         assert_eq!(
             slug.request(Says::Start, RID).url,
@@ -235,7 +256,7 @@ mod tests {
     #[test]
     fn cronitor_gets_its_state_in_the_query() {
         let mut ping = Ping::new("https://cronitor.link/p/KEY/nightly".into(), None);
-        let url = |p: &Ping, s| p.request(s, "r1").url;
+        let url = |p: &Ping, s: Says| p.request(s, "r1").url;
         assert_eq!(
             url(&ping, Says::Start),
             "https://cronitor.link/p/KEY/nightly?state=run&series=r1"
@@ -245,7 +266,7 @@ mod tests {
             cut: false,
         });
         assert_eq!(
-            url(&ping, Says::Failure(1)),
+            url(&ping, Says::Failure(1, "exit_code=1\n".into())),
             "https://cronitor.link/p/KEY/nightly?state=fail&status_code=1&message=\
              no%20space%3A%20%2Fvar%20%E2%82%AC&series=r1"
         );

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
+use super::receiver::{Answer, Receiver};
 use super::{retry_std, send, temp_dir};
 
 /// How many replays of each kind ran: of the same tries, of a fixed command, of those from a
@@ -57,6 +58,17 @@ static LOCKS: [AtomicUsize; 3] = [
     AtomicUsize::new(0),
     AtomicUsize::new(0),
 ];
+
+/// The checks of cases with `--ping`: those whose run ran a try (a start and an end pinged),
+/// and those that ran none (nothing pinged).
+static PINGS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// The receiver of every case's `--ping`, on a port of its own: each case pings a path of its
+/// own, `/p/NAME` with the name of its stores.
+fn ping_receiver() -> &'static Receiver {
+    static RECEIVER: std::sync::OnceLock<Receiver> = std::sync::OnceLock::new();
+    RECEIVER.get_or_init(|| Receiver::start(Answer::Status(200)))
+}
 
 /// The seed of `cargo test`'s cases: of the first 60 seeds, the one whose first 220 cases
 /// reach each of the twelve disagreements the checker found in `retry` of December 2026
@@ -291,6 +303,8 @@ pub struct Case {
     pub tls: Tls,
     /// `--lock ./lk` and the contention for it.
     pub lock: Option<Lock>,
+    /// `--ping URL` to the test's receiver.
+    pub ping: bool,
     pub github: bool,
     pub log: Log,
     pub quiet: bool,
@@ -306,7 +320,18 @@ pub fn generate(seed: u64, index: u64) -> Case {
     let mut case = draw(seed, index);
     draw_tls(&mut case);
     draw_lock(&mut case);
+    draw_ping(&mut case);
     case
+}
+
+/// Whether `case` pings the test's receiver: about one case in four, drawn from a stream of
+/// its own, as [`draw_tls`]'s, so that the other draws stay the cases they were.
+fn draw_ping(case: &mut Case) {
+    let mut p = Rng::new(
+        (case.seed ^ 0x9146_9146_9146_9146).wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ case.index,
+    );
+    p.next();
+    case.ping = p.chance(25);
 }
 
 /// Whether `case` takes a lock, and whether it finds it held: about one case in seven, a third
@@ -495,6 +520,7 @@ fn draw(seed: u64, index: u64) -> Case {
         replay: None,
         tls: Tls::default(),
         lock: None,
+        ping: false,
         github: r.chance(35),
         log: r.pick(&[
             Log::Human,
@@ -594,6 +620,7 @@ impl Case {
             replay: None,
             tls: Tls::default(),
             lock: None,
+            ping: false,
             github: false,
             log: Log::Human,
             quiet: false,
@@ -721,13 +748,16 @@ fn add_interrupt(case: &mut Case, r: &mut Rng) {
 }
 
 /// Where the stores of one check of a case are on the server with TLS: its port, its CA
-/// bundle, and the name of the case's stores there. In the reproduction line, the shell
-/// variables that stand for them (`${TLS_PORT}`, `$CA`).
+/// bundle, and the name of the case's stores there; and the receiver of its pings. In the
+/// reproduction line, the shell variables that stand for them (`${TLS_PORT}`, `$CA`,
+/// `${PING_URL}`).
 #[derive(Clone, Debug)]
 pub struct Stores {
     pub port: String,
     pub ca: String,
     pub name: String,
+    /// The receiver's URL, without the case's path.
+    pub pings: String,
 }
 
 impl Stores {
@@ -737,7 +767,13 @@ impl Stores {
             port: "${TLS_PORT}".into(),
             ca: "$CA".into(),
             name: format!("agree-{:x}-{}", case.seed, case.index),
+            pings: "${PING_URL}".into(),
         }
+    }
+
+    /// The path of the case's pings on the receiver.
+    pub fn ping_path(&self) -> String {
+        format!("/p/{}", self.name)
     }
 
     /// The case's store on the server with TLS.
@@ -799,7 +835,8 @@ impl Case {
         // One line appended per run, in one write: a try killed at any moment leaves the count
         // of the runs before it whole (a rewrite of the file could be cut between its truncation
         // and its write).
-        let mut s = String::from("k=$(($(wc -l 2>/dev/null <n||echo 0)+1));echo $k >>n;");
+        let mut s =
+            String::from("k=$(($(wc -l 2>/dev/null <n||echo 0)+1));echo $k $RETRY_RUN_ID >>n;");
         if self.replay.is_some() {
             s += "if [ -e ok ];then r=$(cat ok);echo $((r-1)) >ok;[ $r -le 0 ]&&{ echo READY;exit 0;};exit 1;fi;";
         }
@@ -919,6 +956,9 @@ impl Case {
                 true => push(&["--dead-letter", &stores.url()]),
                 false => push(&["--dead-letter", "dl"]),
             }
+        }
+        if self.ping {
+            push(&["--ping", &format!("{}{}", stores.pings, stores.ping_path())]);
         }
         if let Some(lock) = self.lock {
             push(&["--lock", "./lk"]);
@@ -1072,10 +1112,12 @@ impl Case {
         let words: Vec<String> = self
             .args()
             .iter()
-            .map(|a| match a.contains("${TLS_PORT}") {
-                true => format!("\"{a}\""),
-                false => quote(a),
-            })
+            .map(
+                |a| match a.contains("${TLS_PORT}") || a.contains("${PING_URL}") {
+                    true => format!("\"{a}\""),
+                    false => quote(a),
+                },
+            )
             .collect();
         let redirect = match self.stdout {
             Stdout::Own => "</dev/null >out 2>err",
@@ -1419,6 +1461,10 @@ pub const INVARIANTS: &[(&str, &str)] = &[
     (
         "metrics",
         "the --metrics file counts one run, with the exit status, the outcome and the tries",
+    ),
+    (
+        "pings",
+        "--ping got a start and an end agreeing with the run, or nothing when no try ran",
     ),
     (
         "junit",
@@ -2022,6 +2068,10 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
             case.index,
             CHECKS.fetch_add(1, Ordering::Relaxed)
         ),
+        pings: match case.ping {
+            true => ping_receiver().url(""),
+            false => String::new(),
+        },
     };
     // Without a server with TLS, the case runs as it would without it (said once, loudly).
     let without_tls;
@@ -2356,6 +2406,22 @@ fn check_direct(
         }
     }
 
+    // The pings: a start and an end for a run that ran a try, nothing for one that ran none.
+    if case.ping {
+        let rid = read(dir, "n").and_then(|t| {
+            let first = t.lines().next()?.split(' ').nth(1)?.to_string();
+            (!first.is_empty()).then_some(first)
+        });
+        let pinged = Pinged {
+            count,
+            ran_tries,
+            rid,
+            code,
+            status,
+        };
+        check_pings(case, dir, stores, &pinged, &truth, f);
+    }
+
     // The step outputs.
     if case.github {
         let text = read(dir, "go").unwrap_or_default();
@@ -2582,16 +2648,7 @@ fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
         }
         return;
     }
-    let agrees = match (outcome.as_str(), truth.outcome.as_deref()) {
-        (_, None) => true,
-        // A repeat's end is in the words of the step outputs, which the JSON log's repeat_end
-        // does not use.
-        (o, Some("repeat")) => ["success", "gave_up", "failed", "interrupted"].contains(&o),
-        ("flaky", Some(t)) => t == "flaky-fail",
-        ("gave_up", Some(t)) => t == "gave_up" || t == "error",
-        (o, Some(t)) => o == t,
-    };
-    if !agrees {
+    if !outcome_agrees(&outcome, truth) {
         f.fail(
             "metrics",
             format!("outcome {outcome}, but {:?}", truth.outcome),
@@ -2627,6 +2684,138 @@ fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
         f.fail(
             "metrics",
             format!("exit status {code}, and a last success time: {success}"),
+        );
+    }
+}
+
+/// Whether `word`, an outcome in the step outputs' words, is the outcome `truth` tells.
+fn outcome_agrees(word: &str, truth: &Facts) -> bool {
+    match (word, truth.outcome.as_deref()) {
+        (_, None) => true,
+        // A repeat's end is in the words of the step outputs, which the JSON log's repeat_end
+        // does not use.
+        (o, Some("repeat")) => ["success", "gave_up", "failed", "interrupted"].contains(&o),
+        ("flaky", Some(t)) => t == "flaky-fail",
+        ("gave_up", Some(t)) => t == "gave_up" || t == "error",
+        (o, Some(t)) => o == t,
+    }
+}
+
+/// What the pings of a run are held to: the command's own count of its runs and the run id it
+/// was given, the tries the records say ran, and how `retry` ended.
+struct Pinged {
+    count: u64,
+    ran_tries: Option<u64>,
+    rid: Option<String>,
+    code: i64,
+    status: Status,
+}
+
+/// The pings of one run against its other records (docs/dashboards.md#pings): a run that ran
+/// a try pings `/start?rid=ID` and then, `retry` having ended by itself, `?rid=ID` for 0 or
+/// `/fail?rid=ID` with a first line in the step outputs' words; a run that ran no try pings
+/// nothing. ID is the run id the command was given.
+fn check_pings(
+    case: &Case,
+    dir: &Path,
+    stores: &Stores,
+    pinged: &Pinged,
+    truth: &Facts,
+    f: &mut Findings,
+) {
+    let base = stores.ping_path();
+    let got: Vec<super::receiver::Received> = ping_receiver()
+        .got()
+        .into_iter()
+        .filter(|r| {
+            let path = r.path.split('?').next().unwrap_or("");
+            path == base || path.strip_prefix(&base).is_some_and(|p| p.starts_with('/'))
+        })
+        .collect();
+    let seen: Vec<String> = got
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let ran = match (pinged.count, pinged.ran_tries) {
+        (1.., _) => Some(true),
+        (0, Some(n)) => Some(n > 0),
+        (0, None) => None,
+    };
+    PINGS[usize::from(ran == Some(false))].fetch_add(1, Ordering::Relaxed);
+    if ran == Some(false) || (ran.is_none() && got.is_empty()) {
+        if !got.is_empty() {
+            f.fail("pings", format!("no try ran, and yet pinged {seen:?}"));
+        }
+        return;
+    }
+    let Some(start) = got.first() else {
+        return f.fail("pings", "a try ran, and nothing was pinged".to_string());
+    };
+    let rid = start
+        .path
+        .strip_prefix(&format!("{base}/start?rid="))
+        .unwrap_or("");
+    if start.method != "POST" || rid.is_empty() || !start.body.is_empty() {
+        return f.fail(
+            "pings",
+            format!("the first ping is not the start: {seen:?}"),
+        );
+    }
+    if pinged.rid.as_deref().is_some_and(|id| id != rid) {
+        f.fail(
+            "pings",
+            format!(
+                "the start pinged rid={rid}, the command was given {:?}",
+                pinged.rid
+            ),
+        );
+    }
+    // `retry` killed by a signal (its reader gone) pings no end.
+    let ended_itself = matches!(pinged.status, Status::Code(_));
+    let ends = &got[1..];
+    let end = match (ends, ended_itself) {
+        ([], false) => return,
+        ([end], _) => end,
+        _ => return f.fail("pings", format!("not one start and one end: {seen:?}")),
+    };
+    let code = pinged.code;
+    let want = match code {
+        0 => format!("{base}?rid={rid}"),
+        _ => format!("{base}/fail?rid={rid}"),
+    };
+    if end.method != "POST" || end.path != want {
+        return f.fail(
+            "pings",
+            format!("exit status {code}, and the end pinged {seen:?}"),
+        );
+    }
+    if code == 0 {
+        return;
+    }
+    let body = String::from_utf8_lossy(&end.body);
+    let line = body.lines().next().unwrap_or("");
+    let said = step_outputs(&line.replace(' ', "\n"));
+    // The step outputs, where the case writes them, are the very words of the line.
+    if case.github {
+        let outputs = step_outputs(&read(dir, "go").unwrap_or_default());
+        let keys = ["exit_code", "outcome", "reason", "tries"];
+        if outputs.len() == 5 && keys.iter().any(|k| said.get(*k) != outputs.get(*k)) {
+            return f.fail(
+                "pings",
+                format!("the failure's line {line:?}, the step outputs {outputs:?}"),
+            );
+        }
+    }
+    let number = |k: &str| said.get(k).and_then(|v| v.parse::<i64>().ok());
+    let outcome = said.get("outcome").map_or("", |o| o.as_str());
+    let tries_differ = matches!(
+        (truth.tries, number("tries"), truth.outcome.as_deref()),
+        (Some(t), Some(n), Some(o)) if o != "repeat" && t as i64 != n
+    );
+    if number("exit_code") != Some(code) || !outcome_agrees(outcome, truth) || tries_differ {
+        f.fail(
+            "pings",
+            format!("exit status {code} ({truth:?}), the failure's line {line:?}"),
         );
     }
 }
@@ -4289,6 +4478,11 @@ impl Report {
             s,
             "  --lock: {free} found it free, {away} were turned away, {waited} waited for it"
         );
+        let [pinged, silent] = PINGS.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let _ = writeln!(
+            s,
+            "  --ping: {pinged} ran a try and pinged, {silent} ran none and pinged nothing"
+        );
         let _ = writeln!(s, "  slowest: {}", slowest.join(", "));
         if let Some(k) = self.plan.only {
             let _ = writeln!(s, "  case {k}: {}", generate(self.plan.seed, k).shell());
@@ -4528,6 +4722,7 @@ fn changes(len: usize) -> Vec<Change> {
         Box::new(|d| d.junit = false),
         Box::new(|d| d.history = false),
         Box::new(|d| d.metrics = false),
+        Box::new(|d| d.ping = false),
         Box::new(|d| {
             d.dead_letter = false;
             d.replay = None;

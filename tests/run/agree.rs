@@ -14,7 +14,9 @@
 //! fifth of those with a dead letter, keep it on one `redis-server` with TLS
 //! (`rediss://localhost:PORT/NAME`, the tests' CA in `RETRY_REDIS_CA`), drawn apart from the rest
 //! of the case: the same seed gives the same cases either way. Their reproduction lines name that server's port `${TLS_PORT}` and its CA bundle
-//! `$CA` (and a plain server's port `${REDIS_PORT}`): set them to run the line again. Without
+//! `$CA` (and a plain server's port `${REDIS_PORT}`), and a case that pings names the receiver
+//! `${PING_URL}` (any HTTP server that answers, `http://127.0.0.1:9` to ping nothing): set them
+//! to run the line again. Without
 //! `openssl` or a `redis-server` built with TLS, those cases keep their stores where the others
 //! do, said once on stderr; under CI (`CI` set) or with RETRY_REQUIRE_REDIS=1 that is a failure.
 
@@ -44,6 +46,7 @@ fn the_checker_finds_nothing_in_plain_runs() {
         c.dead_letter = true;
         c.on_retry = true;
         c.on_give_up = true;
+        c.ping = true;
         c.log = log;
         c.stdout = stdout;
         c

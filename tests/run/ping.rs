@@ -1,5 +1,5 @@
 //! `--ping URL` (docs/dashboards.md#pings) through the real binary, against a receiver of the
-//! test's own: a run that gives up pings its start and its failure with its exit status and
+//! test's own: a run that gives up pings its start and `/fail`, its body the exit status and
 //! the tail of its output, one that succeeds its start and its success, each with the run's
 //! id, and a run without `--ping` nothing; an HTTPS receiver whose certificate the trusted
 //! roots hold is pinged; one that hangs or answers 500, or whose certificate is not trusted,
@@ -22,7 +22,7 @@ fn run(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn a_run_that_gives_up_pings_its_start_then_its_status_with_the_tail_of_its_output() {
+fn a_run_that_gives_up_pings_its_start_then_fail_with_its_status_and_the_tail_of_its_output() {
     let receiver = Receiver::start(Answer::Status(200));
     let url = receiver.url(&format!("/{KEY}"));
     let script = "echo \"id=$RETRY_RUN_ID try $RETRY_ATTEMPT\"; echo oops >&2; exit 3";
@@ -43,14 +43,14 @@ fn a_run_that_gives_up_pings_its_start_then_its_status_with_the_tail_of_its_outp
         paths,
         [
             format!("/{KEY}/start?rid={id}"),
-            format!("/{KEY}/3?rid={id}")
+            format!("/{KEY}/fail?rid={id}")
         ],
         "{got:?}"
     );
-    // The last try's output, both streams.
+    // The exit status and why the run ended, then the last try's output, both streams.
     assert_eq!(
         String::from_utf8_lossy(&got[1].body),
-        format!("id={id} try 2\noops\n")
+        format!("exit_code=3 outcome=gave_up reason=tries tries=2\nid={id} try 2\noops\n")
     );
     assert!(got[0].body.is_empty());
 }
@@ -123,7 +123,8 @@ fn a_receiver_that_answers_500_is_tried_again_within_the_deadline_then_warned_ab
     let starts = got.iter().filter(|r| r.path.contains("/start?")).count();
     assert!((2..=3).contains(&starts), "{got:?}");
     assert!(
-        got.iter().any(|r| r.path.contains(&format!("/{KEY}/4?"))),
+        got.iter()
+            .any(|r| r.path.contains(&format!("/{KEY}/fail?"))),
         "{got:?}"
     );
 }
