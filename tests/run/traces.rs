@@ -269,7 +269,10 @@ fn without_a_valid_traceparent_an_exporting_run_starts_a_trace_of_its_own() {
     for (i, given) in malformed.iter().enumerate() {
         let dir = common::temp_dir(&format!("traces-own-{i}"));
         let endpoint = format!("{}/v1/traces", receiver.url);
-        let mut vars = vec![("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.as_str())];
+        let mut vars = vec![
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.as_str()),
+            ("TRACESTATE", "vendor=abc"),
+        ];
         if let Some(given) = given {
             vars.push(("TRACEPARENT", given));
         }
@@ -284,6 +287,13 @@ fn without_a_valid_traceparent_an_exporting_run_starts_a_trace_of_its_own() {
         assert_ne!(parts[1], GIVEN_TRACE, "{given:?}");
         assert_ne!(parts[1], "0".repeat(32), "{given:?}");
         assert_eq!(parts[3], "01", "{given:?}");
+        // The caller's TRACESTATE is of a trace the try is not in: it is given it empty.
+        let env = std::fs::read_to_string(dir.join("env.1")).unwrap();
+        let state: Vec<&str> = env
+            .lines()
+            .filter(|l| l.starts_with("TRACESTATE="))
+            .collect();
+        assert_eq!(state, ["TRACESTATE="], "{given:?}");
         traces.push(parts[1].to_string());
         let _ = std::fs::remove_dir_all(dir);
     }

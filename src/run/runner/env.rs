@@ -10,8 +10,9 @@ use crate::report::event::EnvFileNote;
 use crate::report::traces::context::SharedTrace;
 use crate::run::envfile::{EnvVar, hand_on};
 
-/// W3C Trace Context's variable, as OpenTelemetry's environment carriers name it.
+/// W3C Trace Context's variables, as OpenTelemetry's environment carriers name them.
 const TRACEPARENT: &str = "TRACEPARENT";
+const TRACESTATE: &str = "TRACESTATE";
 
 /// What every try and hook of a run is told, and what the hooks set for the later ones.
 pub struct RunEnv {
@@ -31,6 +32,10 @@ pub struct RunEnv {
     /// The run's trace, if it has one: `TRACEPARENT` names the try's span for a try, the
     /// run's for a hook.
     trace: Option<SharedTrace>,
+    /// The run's trace is its own (no valid `TRACEPARENT` was given) and `retry`'s environment
+    /// has a `TRACESTATE`: that state is of a trace the children are not in, and W3C Trace
+    /// Context discards it with a refused parent, so they are given it empty.
+    foreign_state: bool,
 }
 
 /// What a hook is told besides what a try is.
@@ -64,11 +69,14 @@ impl RunEnv {
             fencing_token,
             handed: Vec::new(),
             trace: None,
+            foreign_state: false,
         }
     }
 
     /// The environment with `TRACEPARENT` set from `trace`, when the run has one.
     pub fn with_trace(mut self, trace: Option<SharedTrace>) -> RunEnv {
+        self.foreign_state = trace.as_ref().is_some_and(|t| t.borrow().parent.is_none())
+            && std::env::var_os(TRACESTATE).is_some_and(|v| !v.is_empty());
         self.trace = trace;
         self
     }
@@ -90,7 +98,7 @@ impl RunEnv {
         let mut env = self.common(attempt);
         if let Some(trace) = &self.trace {
             let parent = trace.borrow_mut().for_try(attempt);
-            set_traceparent(&mut env, parent);
+            set_traceparent(&mut env, parent, self.foreign_state);
         }
         env
     }
@@ -117,7 +125,7 @@ impl RunEnv {
     pub fn for_hook(&self, attempt: u64, vars: &HookVars<'_>) -> Vec<EnvVar> {
         let mut env = self.common(attempt);
         if let Some(trace) = &self.trace {
-            set_traceparent(&mut env, trace.borrow().for_run());
+            set_traceparent(&mut env, trace.borrow().for_run(), self.foreign_state);
         }
         env.push(("RETRY_EXIT_CODE".into(), vars.exit_code.to_string()));
         env.push(("RETRY_DELAY_MS".into(), millis(vars.delay).to_string()));
@@ -134,10 +142,13 @@ impl RunEnv {
 }
 
 /// Sets `TRACEPARENT` in `env` to `value`, over what a hook's `RETRY_ENV_FILE` set: the span
-/// exported is the one the try is told.
-fn set_traceparent(env: &mut Vec<EnvVar>, value: String) {
-    env.retain(|(name, _)| name != TRACEPARENT);
+/// exported is the one the try is told; and `TRACESTATE` empty when `clear_state`.
+fn set_traceparent(env: &mut Vec<EnvVar>, value: String, clear_state: bool) {
+    env.retain(|(name, _)| name != TRACEPARENT && (!clear_state || name != TRACESTATE));
     env.push((TRACEPARENT.into(), value));
+    if clear_state {
+        env.push((TRACESTATE.into(), String::new()));
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +163,7 @@ mod tests {
             fencing_token: None,
             handed: Vec::new(),
             trace: None,
+            foreign_state: false,
         }
     }
 
