@@ -4,6 +4,8 @@
 //! 100 ms while they write never fails to read it, and its last scrape shows the counters; a
 //! failed run keeps an earlier run's last success time; a file that is not `retry`'s is left
 //! as it is, with one warning and the run's own exit status.
+//! The alerting rule the page gives pages after 26 hours without a success (`promtool test
+//! rules`).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -563,4 +565,59 @@ fn a_quota_and_a_throttle_leave_their_tokens_and_p_as_gauges_of_the_job() {
             "promtool check metrics: {out:?}"
         );
     }
+}
+
+/// The alerting rule of docs/dashboards.md, as it is written there, is a rule Prometheus
+/// loads, and pages for the job that has not succeeded for 26 hours and not before:
+/// `promtool test rules` evaluates it over a last success at time 0, after 25 and 27 hours.
+#[test]
+fn the_docs_alert_rule_pages_after_26_hours_without_a_success_and_not_before() {
+    let test = "the_docs_alert_rule_pages_after_26_hours_without_a_success_and_not_before";
+    if !common::have_package(test, "promtool", "prometheus", common::on_path("promtool")) {
+        return;
+    }
+    let page = include_str!("../../docs/dashboards.md");
+    let rule: String = page
+        .split("## An alert")
+        .nth(1)
+        .and_then(|rest| rest.split("```yaml\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("the alert's yaml block in docs/dashboards.md")
+        .to_string();
+    let dir = common::temp_dir("metrics-alert-rule");
+    std::fs::write(dir.join("rules.yml"), &rule).unwrap();
+    std::fs::write(
+        dir.join("test.yml"),
+        r#"rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1h
+    input_series:
+      - series: 'retry_last_success_timestamp_seconds{job="nightly"}'
+        values: '0x30'
+    alert_rule_test:
+      - eval_time: 25h
+        alertname: NightlyNotSucceeding
+        exp_alerts: []
+      - eval_time: 27h
+        alertname: NightlyNotSucceeding
+        exp_alerts:
+          - exp_labels: {severity: page, job: nightly}
+            exp_annotations: {summary: "The nightly job has not succeeded for 26 hours"}
+"#,
+    )
+    .unwrap();
+    let out = output_bounded(
+        Command::new("promtool")
+            .args(["test", "rules", "test.yml"])
+            .current_dir(&dir),
+        common::STEP_LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "promtool test rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
