@@ -40,6 +40,7 @@ pub fn merge(path: &Path, run: &RunMetrics, wait: Duration) -> io::Result<()> {
         io::Error::new(e.kind(), format!("its lock file '{shown}': {e}"))
     })?;
     lock(&locked, FlockArg::LockExclusiveNonblock, wait)?;
+    remove_left_behind(&dir, name);
     let mut metrics = read(&dir, name)?;
     metrics.add(run);
     replace(&dir, name, metrics.render().as_bytes())
@@ -105,6 +106,37 @@ fn replace(dir: &File, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
         let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
     }
     done
+}
+
+/// Removes the new files of `name` that runs killed while they wrote left behind: each is
+/// made only under the lock, which the caller holds, so none is being written now. Only the
+/// names [`create_beside`] gives are looked at; a directory that cannot be listed is left as
+/// it is.
+fn remove_left_behind(dir: &File, name: &OsStr) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return;
+    };
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(name.as_bytes());
+    prefix.push(b'.');
+    for entry in entries.flatten() {
+        let found = entry.file_name();
+        let left = found
+            .as_bytes()
+            .strip_prefix(prefix.as_slice())
+            .and_then(|rest| rest.strip_suffix(b".tmp"))
+            .and_then(|rest| {
+                let dash = rest.iter().position(|&b| b == b'-')?;
+                let (pid, k) = (&rest[..dash], &rest[dash + 1..]);
+                let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+                (digits(pid) && digits(k)).then_some(())
+            });
+        if left.is_some() {
+            let _ = unlinkat(dir, found.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+    }
 }
 
 /// A new file beside `name` that no other process has opened, named so that the textfile

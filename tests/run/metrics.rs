@@ -255,6 +255,44 @@ fn gauge(text: &str, name: &str, job: &str) -> Option<f64> {
         .map(|v| v.parse().expect("a number"))
 }
 
+/// A run killed while it wrote its new file left it beside the file, under a name of its pid;
+/// the next run, holding the lock under which alone such files are made, removes it, and
+/// leaves every other name alone.
+#[test]
+fn a_new_file_that_a_killed_run_left_is_removed_by_the_next_run() {
+    let dir = common::temp_dir("metrics-left");
+    let file = dir.join("m.prom");
+    let left = [".m.prom.4194303-0.tmp", ".m.prom.77-3.tmp"];
+    let kept = [
+        ".m.prom.1.77-0.tmp",
+        ".m.prom.x-0.tmp",
+        "m.prom.77-0.tmp",
+        ".other.prom.77-0.tmp",
+    ];
+    for name in left.iter().chain(&kept) {
+        std::fs::write(dir.join(name), "half of a fil").unwrap();
+    }
+    let out = output_bounded(
+        retry_std()
+            .arg("--metrics")
+            .arg(&file)
+            .args(["-n", "1", "-q", "--", "true"]),
+        common::STEP_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stderr_of(&out), "");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = kept.iter().map(|n| n.to_string()).collect();
+    want.extend(["m.prom".to_string(), "m.prom.lock".to_string()]);
+    want.sort();
+    assert_eq!(names, want);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_failed_run_keeps_the_last_success_time_of_an_earlier_run_of_the_job() {
     let dir = common::temp_dir("metrics-success");
