@@ -42,6 +42,23 @@ impl Metrics {
     }
 }
 
+/// The job's name of a command named `name`: escaped as a log line is, since a control or
+/// invisible character in a file name would otherwise reach every dashboard that shows the
+/// job, and each byte that is not UTF-8 as `\xHH`, so that two names that differ only there
+/// stay two jobs (a label is UTF-8, and U+FFFD in their place would make them one).
+fn job_name(name: &std::ffi::OsStr) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in name.as_bytes().utf8_chunks() {
+        out.push_str(&crate::text::printable(chunk.valid()));
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 /// What a sink of the run's metrics (`--metrics`, `--pushgateway`) counts as the run goes: the
 /// tries by result, and the job's name.
 pub struct RunCount {
@@ -60,14 +77,7 @@ impl RunCount {
             .first()
             .map(|first| {
                 let first = Path::new(first);
-                // Escaped as a log line is: a control or invisible character in a file name
-                // would otherwise reach every dashboard that shows the job.
-                crate::text::printable(
-                    &first
-                        .file_name()
-                        .unwrap_or(first.as_os_str())
-                        .to_string_lossy(),
-                )
+                job_name(first.file_name().unwrap_or(first.as_os_str()))
             })
             .unwrap_or_default();
         RunCount {
@@ -185,5 +195,17 @@ mod tests {
         // What `--label` refuses cannot come in through the command's name either.
         assert_eq!(name(&["./a\rb"]), "a\\rb");
         assert!(!name(&["./x\u{202e}y"]).contains('\u{202e}'));
+    }
+
+    #[test]
+    fn commands_whose_names_differ_only_in_bytes_that_are_not_utf8_are_two_jobs() {
+        use std::os::unix::ffi::OsStringExt;
+        let name = |bytes: &[u8]| {
+            let command = [OsString::from_vec(bytes.to_vec())];
+            RunCount::new(&command).name
+        };
+        assert_eq!(name(b"./job\xfe"), "job\\xfe");
+        assert_eq!(name(b"/bin/job\xff\xfe-\xc3\xa9"), "job\\xff\\xfe-\u{e9}");
+        assert_ne!(name(b"job\xfe"), name(b"job\xff"));
     }
 }
