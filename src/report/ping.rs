@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::exit::ExitStatus;
-use crate::http::{self, Method, Pending, Request};
+use crate::http::{self, HttpError, Method, Pending, Request};
 use crate::outcome::RunOutcome;
 use crate::report::event::{Envelope, Event, OutputTail, Warning};
 use crate::report::facts::{RunFacts, Sink};
@@ -136,7 +136,7 @@ impl Ping {
             option: "--ping",
             what,
             url: http::shown(&self.url),
-            why: e.to_string(),
+            why: without_secret(e, &self.url).to_string(),
         })
     }
 }
@@ -152,6 +152,32 @@ fn failure_line(outcome: &RunOutcome) -> String {
         outcome.reason().unwrap_or(""),
         outcome.tries.counted,
     )
+}
+
+/// `e`, with the server's answer left out when it repeats a piece of the URL's path or query
+/// (the check's secret): a web server's page for a missing file names the path it was asked
+/// for. A piece is any 8 bytes in a row of them, or all of them when they are shorter.
+fn without_secret(e: HttpError, url: &str) -> HttpError {
+    let HttpError::Status { status, said } = e else {
+        return e;
+    };
+    let after_host = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|at| &rest[at..]))
+        .unwrap_or("");
+    let secret = after_host.split('#').next().unwrap_or("").as_bytes();
+    let piece = secret.len().min(8);
+    let repeats = piece >= 2
+        && secret
+            .windows(piece)
+            .any(|w| said.as_bytes().windows(piece).any(|s| s == w));
+    match repeats {
+        true => HttpError::Status {
+            status,
+            said: "(its answer is not shown: it repeats a part of the URL)".to_string(),
+        },
+        false => HttpError::Status { status, said },
+    }
 }
 
 /// Whether `url` is Cronitor's, whose pings take their state in the query.
@@ -270,6 +296,31 @@ mod tests {
             "https://cronitor.link/p/KEY/nightly?state=fail&status_code=1&message=\
              no%20space%3A%20%2Fvar%20%E2%82%AC&series=r1"
         );
+    }
+
+    #[test]
+    fn an_answer_that_repeats_a_piece_of_the_urls_path_is_left_out() {
+        let echo = |said: &str| HttpError::Status {
+            status: 404,
+            said: said.to_string(),
+        };
+        let url = "https://hc-ping.com/5e3c7f0a-91d2-4c1b?create=1#x";
+        for said in [
+            "The requested URL /5e3c7f0a-91d2-4c1b/fail was not found",
+            "no check 91d2-4c1b",
+        ] {
+            let shown = without_secret(echo(said), url).to_string();
+            assert_eq!(
+                shown,
+                "the server answered 404: (its answer is not shown: it repeats a part of the URL)"
+            );
+        }
+        assert_eq!(
+            without_secret(echo("rate limited"), url).to_string(),
+            "the server answered 404: rate limited"
+        );
+        let timeout = HttpError::Timeout(Duration::from_secs(2));
+        assert_eq!(without_secret(timeout.clone(), url), timeout);
     }
 
     #[test]

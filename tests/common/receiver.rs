@@ -14,6 +14,9 @@ pub enum Answer {
     Status(u16),
     /// Never: it reads the request and keeps the connection open.
     Hang,
+    /// With this status and a body that repeats the request's path, as a web server's page
+    /// for a missing file does (`The requested URL /… was not found on this server.`).
+    Echo(u16),
 }
 
 /// One request as the receiver read it.
@@ -106,7 +109,7 @@ fn serve(conn: TcpStream, answer: Answer, seen: &Mutex<Vec<Received>>) {
         }
         seen.lock().unwrap().push(Received {
             method,
-            path,
+            path: path.clone(),
             headers,
             body,
         });
@@ -118,15 +121,25 @@ fn serve(conn: TcpStream, answer: Answer, seen: &Mutex<Vec<Received>>) {
                 return;
             }
             Answer::Status(status) => {
-                let said = format!("{status}");
-                let reply = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{said}",
-                    said.len()
-                );
-                if writer.write_all(reply.as_bytes()).is_err() {
+                if reply(&mut writer, status, &status.to_string()).is_err() {
+                    return;
+                }
+            }
+            Answer::Echo(status) => {
+                let said = format!("The requested URL {path} was not found on this server.");
+                if reply(&mut writer, status, &said).is_err() {
                     return;
                 }
             }
         }
     }
+}
+
+/// Answers `status` with `said` as the body.
+fn reply(writer: &mut TcpStream, status: u16, said: &str) -> std::io::Result<()> {
+    let reply = format!(
+        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{said}",
+        said.len()
+    );
+    writer.write_all(reply.as_bytes())
 }

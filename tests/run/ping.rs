@@ -257,6 +257,24 @@ fn the_secret_of_a_ping_url_is_printed_nowhere() {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         assert!(!text.contains(&KEY[..8]), "{file}: {text}");
     }
+    // A server whose answer repeats the path it was asked for (a web server's page for a
+    // missing file) is not shown repeating it.
+    let echoing = Receiver::start(Answer::Echo(404));
+    let out = run(&[
+        "-n",
+        "1",
+        "--ping",
+        &echoing.url(&format!("/{KEY}")),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let said = stderr_of(&out);
+    assert!(said.contains("answered 404"), "{said}");
+    assert!(
+        !said.contains(&KEY[..8]) && !said.contains(&KEY[16..]),
+        "{said}"
+    );
     // A URL refused keeps its secret too.
     let bad = format!("htps://hc-ping.com/{KEY}");
     let out = run(&["--ping", &bad, "--", "true"]);
