@@ -29,6 +29,8 @@ pub mod id {
     pub const THROTTLE: &str = "throttle";
     pub const LOCK: &str = "lock";
     pub const LOCK_WAIT: &str = "lock-wait";
+    pub const ONCE: &str = "once";
+    pub const ONCE_FOR: &str = "once-for";
     pub const CONSECUTIVE: &str = "consecutive";
     pub const TIMEOUT: &str = "timeout";
     pub const SIGNAL: &str = "signal";
@@ -162,6 +164,10 @@ pub struct Cli {
     pub lock: Option<LockName>,
     /// `--lock-wait`, and the text it was given as: an error about it quotes what was written.
     pub lock_wait: Option<(Duration, String)>,
+    /// `--once`: the job of this key runs once, on this machine or on the fleet.
+    pub once: Option<LockName>,
+    /// `--once-for`, and the text it was given as.
+    pub once_for: Option<(Duration, String)>,
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -401,6 +407,32 @@ redis://…/NAME[:lease=DURATION] (any form --quota takes) is a lock for the fle
             "Wait up to this long for --lock's lock before being turned away (default 0)
 
 The wait counts against the budget and never goes past it.",
+        )
+        .value_parser(parse_duration)
+        .allow_hyphen_values(true),
+        option(
+            id::ONCE,
+            "KEY",
+            TRIES,
+            "Run the command once for KEY: not again once a run of it succeeded
+
+Before the first try KEY is looked up. Done within --once-for: the command does not run, and \
+            retry exits 0, saying when, on which host and by which run it was done. Being run by \
+            another run now: turned away as by a held --lock (75, reason locked). Otherwise the run \
+            claims KEY, runs, and marks KEY done when it succeeds; a run that gives up lets go \
+            of it, and the next run runs the command. KEY is bound to the command line: the same \
+            KEY with another command exits 125 while it is claimed or done. KEY is named and kept \
+            as --lock's NAME is: ~/.local/state/retry/once/KEY.once, or a path with a /; \
+            redis://…/KEY[:lease=DURATION] keeps it for the fleet. Not with --lock.",
+        )
+        .value_parser(parse_lock)
+        .conflicts_with_all([id::LOCK, id::SIMULATE])
+        .allow_hyphen_values(true),
+        option(
+            id::ONCE_FOR,
+            "DURATION",
+            TRIES,
+            "How long --once's KEY stays done after the run that did it (default 24h)",
         )
         .value_parser(parse_duration)
         .allow_hyphen_values(true),
@@ -965,6 +997,8 @@ impl Cli {
             throttle: one(m, id::THROTTLE),
             lock: one(m, id::LOCK),
             lock_wait: with_text(m, id::LOCK_WAIT),
+            once: one(m, id::ONCE),
+            once_for: with_text(m, id::ONCE_FOR),
             color: given(m, id::COLOR),
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),

@@ -34,6 +34,36 @@ pub struct HeldLease {
     /// What stops the try under way if `retry` dies without warning: another run may hold
     /// the lease within its length, and must not meet this run's try.
     watchdog: Option<Watchdog>,
+    /// `--once`: the key was marked done, which let go of the claim.
+    settled: bool,
+}
+
+impl HeldLease {
+    /// Marks the `--once` key claimed done by `me`, for the command of digest `command`, kept
+    /// `kept`: `Err` with why when it could not be (the claim lost, Redis not reached).
+    pub fn mark_done(
+        &mut self,
+        me: &LockHolder,
+        command: &str,
+        kept: Duration,
+    ) -> Result<(), String> {
+        if let Some(why) = self.renewal.lost() {
+            return Err(why.to_string());
+        }
+        let within = self.within();
+        match self.lease.mark_done(self.token, me, command, kept, within) {
+            Ok(true) => {
+                self.settled = true;
+                Ok(())
+            }
+            Ok(false) => Err(format!(
+                "its claim lapsed and another run holds it now, or Redis lost it (token {} is \
+                 no longer the holder's)",
+                self.token
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }
 
 impl HeldLease {
@@ -91,7 +121,7 @@ impl Keep for HeldLease {
 impl Drop for HeldLease {
     /// Lets go of the lease, unless it was lost: briefly, since a lease not let go lapses.
     fn drop(&mut self) {
-        if self.renewal.lost().is_none() {
+        if self.renewal.lost().is_none() && !self.settled {
             let _ = self.lease.release(self.token, DEADLINE);
         }
     }
@@ -149,6 +179,7 @@ impl Runner<'_> {
                     });
                 }
                 Ok(Taken::Held(holder)) => holder,
+                Ok(Taken::Done(_)) => LockHolder::default(),
                 Err(e) => return Err(self.lease_failed(&at.address.to_string(), e)),
             };
             first_look_failed = true;
@@ -164,7 +195,7 @@ impl Runner<'_> {
 
     /// The lease is this run's, with `token`: each try gets the token, and the runner's loop
     /// renews the lease from now on.
-    fn hold(&mut self, lease: LockLease, token: u64, renewal: Renewal) {
+    pub(super) fn hold(&mut self, lease: LockLease, token: u64, renewal: Renewal) {
         self.env.set_fencing_token(token);
         let held = HeldLease {
             lease,
@@ -172,19 +203,22 @@ impl Runner<'_> {
             renewal,
             run_end: self.run_end(),
             watchdog: Watchdog::start().ok(),
+            settled: false,
         };
-        let kept: crate::run::keep::Kept = Rc::new(RefCell::new(held));
-        self.watch.hold_lease(kept.clone(), self.config.signal);
-        self.lease = Some(kept);
+        let held = Rc::new(RefCell::new(held));
+        let kept: crate::run::keep::Kept = held.clone();
+        self.watch.hold_lease(kept, self.config.signal);
+        self.lease = Some(held);
     }
 
     /// The lease could not be asked for: credentials refused are a misconfiguration (125);
     /// anything else leaves the run unstarted, with reason `lock_unreachable` (the lock fails
     /// closed).
-    fn lease_failed(&mut self, url: &str, e: FleetError) -> End {
+    pub(super) fn lease_failed(&mut self, url: &str, e: FleetError) -> End {
         if e.kind == FleetErrorKind::Refused {
+            let option = self.config.lock.as_ref().map_or("--lock", |s| s.option());
             self.log.emit(Event::Error(Failure::Internal(format!(
-                "--lock {url}: {e}"
+                "{option} {url}: {e}"
             ))));
             return End::internal();
         }

@@ -9,6 +9,7 @@ mod job_control;
 mod launch;
 mod lease;
 mod lock;
+mod once;
 mod quota;
 mod run_end;
 mod state;
