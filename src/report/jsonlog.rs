@@ -429,18 +429,18 @@ fn try_object(r: &TryReport, facts: &At<'_>) -> Obj {
     obj
 }
 
-/// `{"event":"done_before","key":…,"done_at":…,"host":…,"pid":…,"run_id":…}`: the `--once`
-/// key was done by that run, and the command does not run.
+/// `{"event":"done_before","key":…,"done_at":…,"done_host":…,"done_pid":…,"done_run_id":…}`:
+/// the `--once` key was done by that run, and the command does not run.
 fn done_before(key: &str, done: &crate::policy::lock::DoneBefore, facts: &At<'_>) -> Obj {
     let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(done.at_ms);
     let mut obj = head("done_before", facts)
         .str("key", key)
         .str("done_at", &humantime::format_rfc3339_millis(at).to_string())
-        .str("host", &done.by.host);
+        .str("done_host", &done.by.host);
     if let Some(pid) = done.by.pid {
-        obj = obj.num("pid", u64::from(pid));
+        obj = obj.num("done_pid", u64::from(pid));
     }
-    obj.str("run_id", &done.by.run_id)
+    obj.str("done_run_id", &done.by.run_id)
         .str("detail", &crate::report::words::done_before(key, done))
 }
 

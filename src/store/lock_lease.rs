@@ -73,6 +73,16 @@ redis.call('HDEL', KEYS[1], 'lease', 'holder')
 return 1
 "#;
 
+/// What a run of `--once`'s key would find: `{'done', record}`, `{'held', holder}`, or `{}`.
+const PEEK_ONCE_BODY: &str = r#"
+local done = redis.call('GET', KEYS[3])
+if done then return {'done', done} end
+if lease_live(KEYS[1], 'lease', now_ms()) then
+  return {'held', redis.call('HGET', KEYS[1], 'holder') or ''}
+end
+return {}
+"#;
+
 /// What asking for the lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Taken {
@@ -274,6 +284,18 @@ impl LockLease {
         let reply = self.script(PEEK_BODY, &[], within)?;
         let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
         Ok(words.first().map(|holder| self.holder(holder)))
+    }
+
+    /// What a run of the `--once` key would find now, for the dry run: `None` when it is free.
+    pub fn peek_once(&mut self, within: Duration) -> Result<Option<Taken>, FleetError> {
+        let reply = self.script(PEEK_ONCE_BODY, &[], within)?;
+        let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
+        match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            [] => Ok(None),
+            ["done", record] => Ok(Some(Taken::Done(LockRecord::decode(&self.name, record)))),
+            ["held", holder] => Ok(Some(Taken::Held(self.holder(holder)))),
+            _ => Err(self.odd(&reply)),
+        }
     }
 
     /// The holder that the field `holder` names.

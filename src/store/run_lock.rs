@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::policy::lock::{LockHolder, LockRecord, LockSpec, RECORD_MAX, is_path};
+use crate::policy::lock::{DoneBefore, LockHolder, LockRecord, LockSpec, RECORD_MAX, is_path};
 use crate::store::file::{PrivateFile, StoreError};
 use crate::store::open::{Access, euid, open_record_file, open_way};
 
@@ -176,7 +176,7 @@ pub enum OnceTaken {
     /// Another run holds it now.
     Held(LockHolder),
     /// A run marked the key done, recently enough.
-    Done(crate::policy::lock::DoneBefore),
+    Done(DoneBefore),
     /// The key is bound to the command of this digest, not the one asked for.
     Other(String),
 }
@@ -385,6 +385,28 @@ pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreEr
         },
     };
     Ok(taken.then(|| lock.holder()))
+}
+
+/// What a run of `--once`'s key `name` at `place` would find now, for the dry run, without
+/// taking or making anything: the run that did it, when it was done at or after `since_ms`;
+/// else who holds it, if anyone.
+pub fn peek_once(
+    place: &LockPlace,
+    name: &str,
+    since_ms: u64,
+) -> Result<(Option<LockHolder>, Option<DoneBefore>), StoreError> {
+    let Some(file) = place.open(false)? else {
+        return Ok((None, None));
+    };
+    let lock = LockFile {
+        file,
+        name: name.to_string(),
+        path: place.path(),
+    };
+    if let Some(done) = lock.record()?.done_since(since_ms) {
+        return Ok((None, Some(done)));
+    }
+    Ok((peek(place, name)?, None))
 }
 
 /// Whether `/proc/locks` (`table`) lists a granted `flock` on the file of device `dev` and

@@ -143,6 +143,27 @@ pub fn peek_lease(at: &LeaseSpec) -> Result<(Option<LockHolder>, Option<String>)
     }
 }
 
+/// What a run of `--once redis://…` would find now, for the dry run, as `peek_lease` says
+/// who holds a lock: the run that did it when it is done, else who holds it.
+pub fn peek_once_lease(at: &LeaseSpec) -> Result<(OncePeek, Option<String>), String> {
+    let given = crate::store::redis::Settings::from_env(|n| std::env::var_os(n), None);
+    let owner = crate::store::fleet::consumer_name();
+    let mut lease = LockLease::open_once(&at.address, given.credentials, owner);
+    match lease.peek_once(EXCHANGE_DEADLINE) {
+        Ok(None) => Ok(((None, None), None)),
+        Ok(Some(Taken::Held(holder))) => Ok(((Some(holder), None), None)),
+        Ok(Some(Taken::Done(record))) => Ok(((None, Some(super::once::done_of(&record))), None)),
+        Ok(Some(Taken::Granted(_))) => Ok(((None, None), None)),
+        Err(e) if e.kind == FleetErrorKind::Refused => {
+            Err(format!("error: --once {}: {e}", at.address))
+        }
+        Err(e) => Ok(((None, None), Some(e.to_string()))),
+    }
+}
+
+/// Who holds a `--once` key now, and the run that did it when it is done.
+pub type OncePeek = (Option<LockHolder>, Option<crate::policy::lock::DoneBefore>);
+
 impl Runner<'_> {
     /// Takes the lease of `--lock redis://…`: as `take_lock` does the lock of a file.
     pub(super) fn take_lease(&mut self, spec: &LockSpec, at: &LeaseSpec) -> Result<Waited, End> {

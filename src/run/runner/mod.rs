@@ -32,7 +32,7 @@ use crate::run::process::Child;
 use crate::run::random::LazyRng;
 use crate::run::stdio::TryIo;
 pub use around::{OuterRun, RunEnd, Surroundings};
-pub use lease::peek_lease;
+pub use lease::{OncePeek, peek_lease, peek_once_lease};
 pub use quota::SharedQuota;
 use quota::{Admit, held_report};
 use run_end::End;

@@ -167,7 +167,7 @@ fn epoch_ms_of(within: Duration) -> u64 {
 }
 
 /// The done record that Redis keeps, as the run it names did it.
-fn done_of(record: &LockRecord) -> DoneBefore {
+pub(super) fn done_of(record: &LockRecord) -> DoneBefore {
     DoneBefore {
         by: record.holder.clone(),
         at_ms: record.done_ms.unwrap_or(0),
