@@ -35,6 +35,7 @@ mod lock;
 mod lock_redis;
 mod metrics;
 mod nemesis;
+mod once;
 mod one_file;
 mod output;
 mod output_on_failure;
