@@ -36,6 +36,7 @@ mod lock_redis;
 mod metrics;
 mod nemesis;
 mod once;
+mod once_redis;
 mod one_file;
 mod output;
 mod output_on_failure;
