@@ -404,7 +404,7 @@ redis://…/NAME[:lease=DURATION] (any form --quota takes) is a lock for the fle
             id::LOCK_WAIT,
             "DURATION",
             TRIES,
-            "Wait up to this long for --lock's lock before being turned away (default 0)
+            "Wait up to this long for the lock, then be turned away (default 0)
 
 The wait counts against the budget and never goes past it.",
         )
@@ -432,9 +432,12 @@ Before the first try KEY is looked up. Done within --once-for: the command does 
             id::ONCE_FOR,
             "DURATION",
             TRIES,
-            "How long --once's KEY stays done after the run that did it (default 24h)",
+            "How long --once's KEY stays done (default 24h)
+
+A run finding KEY done longer ago than this runs the command again, and binds KEY anew.",
         )
         .value_parser(parse_duration)
+        .hide_short_help(true)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,

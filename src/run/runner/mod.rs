@@ -4,6 +4,7 @@
 mod around;
 mod dead_letter;
 mod env;
+mod held;
 mod hooks;
 mod job_control;
 mod launch;

@@ -13,7 +13,7 @@ use super::state::Runner;
 use crate::exit::ExitStatus;
 use crate::outcome::RunVerdict;
 use crate::policy::GiveUp;
-use crate::policy::lock::{DoneBefore, LeaseSpec, LockHolder, LockRecord, LockSpec, OnceSpec};
+use crate::policy::lock::{DoneBefore, LeaseSpec, LockHolder, LockSpec, OnceSpec};
 use crate::report::event::{Event, Failure, Warning};
 use crate::run::clock::Moment;
 use crate::run::keep::Renewal;
@@ -97,7 +97,10 @@ impl Runner<'_> {
                 Ok(())
             }
             Taken::Held(holder) => Err(self.turned_away(GiveUp::Locked(Box::new(holder)))),
-            Taken::Done(record) => Err(self.done_before(&spec.name, done_of(&record))),
+            Taken::Done(record) => {
+                let done = record.done_since(0).unwrap_or_default();
+                Err(self.done_before(&spec.name, done))
+            }
         }
     }
 
@@ -164,12 +167,4 @@ impl Runner<'_> {
 /// `within` in milliseconds.
 fn epoch_ms_of(within: Duration) -> u64 {
     u64::try_from(within.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The done record that Redis keeps, as the run it names did it.
-pub(super) fn done_of(record: &LockRecord) -> DoneBefore {
-    DoneBefore {
-        by: record.holder.clone(),
-        at_ms: record.done_ms.unwrap_or(0),
-    }
 }
