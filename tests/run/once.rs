@@ -291,11 +291,15 @@ fn every_record_of_a_run_done_before_says_done_before() {
             .arg(&junit)
             .arg("--log-file")
             .arg(&log)
-            .args(["--", "sh", "-c", JOB]),
+            .args(["--metrics", "m.prom", "--", "sh", "-c", JOB]),
         TEST_LIMIT,
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let by = ran(&dir).remove(0);
+    // Counted as a run that ran nothing: the job's last figures are not its.
+    let metrics = std::fs::read_to_string(dir.join("m.prom")).unwrap();
+    assert!(metrics.contains("outcome=\"done_before\"} 1"), "{metrics}");
+    assert!(!metrics.contains("retry_last_"), "{metrics}");
     let lines = json_file(&log);
     let done = event(&lines, "done_before");
     assert_eq!(done["done_run_id"], by.as_str());
