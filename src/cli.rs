@@ -120,13 +120,13 @@ Signals: INT, TERM, HUP, QUIT and every other signal that would end retry are pa
     signal. USR1 and USR2 are passed on and the run goes on. Signals ignored when retry starts \
     stay ignored, in retry and in every try.
 
-Exit status: 0 when a try succeeded; the last try's status when giving up; 124 when the last try \
+Exit status: 0 when a try succeeded, or --once's KEY was done; the last try's status when giving up; 124 when the last try \
     timed out; 125 for retry's own errors; 126 when the command cannot be executed; 127 when it \
     is not found; 128+N when the last try was killed by signal N; 1 when a try's output could \
     not be written, when the last try exited 0 but was not ready (--until-output), when \
     --consecutive saw too few successes in a row, or when a --replay left runs pending; 75 when \
-    --throttle held back every try, none having run, or when --lock turned the run away, lost its \
-    lease or could not reach its Redis. When \
+    --throttle held back every try, none having run, or when --lock (or --once's KEY) turned the \
+    run away, lost its lease or could not reach its Redis. When \
     retry itself is interrupted, it dies of the same signal.";
 
 /// The parsed flags, before the cross-field checks of [`crate::config`].

@@ -35,7 +35,7 @@ const ONCE_DIR: &str = ".local/state/retry/once";
 
 /// What a user whose plain NAME cannot have its lock directory can do instead.
 const GIVE_A_PATH: &str =
-    "give --lock the path of a lock file in a directory of yours instead (a NAME with a '/')";
+    "the path of a lock file in a directory of yours instead (a NAME with a '/')";
 
 /// Where the lock of `--lock NAME` is.
 #[derive(Clone, Debug)]
@@ -157,7 +157,13 @@ fn no_dir(dir: &Path, why: &str) -> StoreError {
     StoreError::Io {
         action: "make the lock directory",
         path: dir.to_path_buf(),
-        source: io::Error::other(format!("{why}; {GIVE_A_PATH}")),
+        source: io::Error::other(format!(
+            "{why}; give {} {GIVE_A_PATH}",
+            match dir.ends_with(ONCE_DIR) {
+                true => "--once",
+                false => "--lock",
+            }
+        )),
     }
 }
 
@@ -470,6 +476,57 @@ mod tests {
         assert_eq!(meta.mode() & 0o777, 0o600);
         let dir_meta = std::fs::metadata(dir.join("retry")).unwrap();
         assert_eq!(dir_meta.mode() & 0o777, 0o700);
+        drop(second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_once_key_is_granted_held_done_or_another_commands_and_free_once_given_up_or_expired() {
+        let dir = std::env::temp_dir().join(format!("retry-once-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let place = LockPlace::Path(dir.join("job.once"));
+        let first = LockFile::open(&place, "job").unwrap();
+        assert_eq!(
+            first.try_take_once(&holder(1), "aa", 0).unwrap(),
+            OnceTaken::Granted(1)
+        );
+        let second = LockFile::open(&place, "job").unwrap();
+        assert_eq!(
+            second.try_take_once(&holder(2), "aa", 0).unwrap(),
+            OnceTaken::Held(holder(1))
+        );
+        assert_eq!(
+            second.try_take_once(&holder(2), "bb", 0).unwrap(),
+            OnceTaken::Other("aa".into())
+        );
+        first.mark_done(&holder(1), 1, "aa", 5000).unwrap();
+        // A key done is done to every run, the holder's lock let go yet or not.
+        let by = DoneBefore {
+            by: holder(1),
+            at_ms: 5000,
+        };
+        assert_eq!(
+            second.try_take_once(&holder(2), "aa", 5000).unwrap(),
+            OnceTaken::Done(by)
+        );
+        assert_eq!(
+            second.try_take_once(&holder(2), "bb", 5000).unwrap(),
+            OnceTaken::Other("aa".into())
+        );
+        drop(first);
+        // Done longer ago than the period: free, for any command, once the lock is let go (as
+        // above, when the last copy of the descriptor is closed, soon).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let taken = loop {
+            match second.try_take_once(&holder(2), "bb", 5001).unwrap() {
+                OnceTaken::Held(_) if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                found => break found,
+            }
+        };
+        assert_eq!(taken, OnceTaken::Granted(2));
         drop(second);
         let _ = std::fs::remove_dir_all(&dir);
     }
