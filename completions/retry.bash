@@ -28,7 +28,7 @@ _retry() {
 
     # Where the wrapped command starts: after --, or at the first word that is neither an
     # option nor the value of one. A value is the rest of its word (-n3, --tries=3) or the next.
-    local takes_value=' -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --pushgateway --ping --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every '
+    local takes_value=' -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait --once --once-for -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --pushgateway --ping --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every '
     local start=-1 option=
     for ((i = 1; i < cword; i++)); do
         w=${words[i]} option=
@@ -82,7 +82,7 @@ _retry() {
             COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
         fi
     elif [[ $w == -* ]]; then
-        COMPREPLY=($(compgen -W '-n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --buffer-stdout --output-on-failure --on-retry --on-give-up --dead-letter --replay -q --quiet -v --verbose --log-format --log-file --label --junit --metrics --pushgateway --ping --color --dry-run --only --only-label --any-host --all --forget --prune --older-than --flaky --repeat --keep-going --history --stats --since --simulate --clients --model --outage --capacity --latency --every --compare -h --help -V --version' -- "$cur"))
+        COMPREPLY=($(compgen -W '-n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait --once --once-for -t --timeout -s --signal -k --kill-after --foreground -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --buffer-stdout --output-on-failure --on-retry --on-give-up --dead-letter --replay -q --quiet -v --verbose --log-format --log-file --label --junit --metrics --pushgateway --ping --color --dry-run --only --only-label --any-host --all --forget --prune --older-than --flaky --repeat --keep-going --history --stats --since --simulate --clients --model --outage --capacity --latency --every --compare -h --help -V --version' -- "$cur"))
     else
         _retry_command "${first[cword]}"
     fi

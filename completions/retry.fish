@@ -7,7 +7,7 @@
 # word that is neither an option nor the value of one), prints how many words before the command
 # __fish_complete_subcommand is to skip, retry included; otherwise fails.
 function __retry_command_skip
-    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --pushgateway --ping --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
+    set -l takes_value -n --tries --consecutive -B --budget --deadline --quota --throttle --lock --lock-wait --once --once-for -t --timeout -s --signal -k --kill-after -d --delay --backoff --factor -m --max-delay --delay-from-output --delays -j --jitter --seed --stagger --retry-on --stop-on --success-on --retry-if-output --stop-if-output --until-output --stdin --on-retry --on-give-up --dead-letter --replay --log-format --log-file --label --junit --metrics --pushgateway --ping --color --only --only-label --forget --prune --older-than --flaky --repeat --history --stats --since --clients --model --outage --capacity --latency --every
     set -l words (commandline -opc)
     set -e words[1]
     set -l skip 1
@@ -52,7 +52,9 @@ complete -c retry -n 'not __retry_command_skip >/dev/null' -l deadline -x -d 'Ab
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l quota -x -d 'Share a retry quota with every run that names it: without a token, no retry'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l throttle -x -d 'Hold tries back, first ones included, while the runs of --quota mostly fail'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -l lock -x -d 'Run only while no other run holds the lock NAME on this machine, or on the fleet'
-complete -c retry -n 'not __retry_command_skip >/dev/null' -l lock-wait -x -d 'Wait up to this long for --lock\'s lock before being turned away (default 0)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l lock-wait -x -d 'Wait up to this long for the lock, then be turned away (default 0)'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l once -x -d 'Run the command once for KEY: not again once a run of it succeeded'
+complete -c retry -n 'not __retry_command_skip >/dev/null' -l once-for -x -d 'How long --once\'s KEY stays done (default 24h)'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s t -l timeout -x -d 'Stop a try that runs longer than this; 0 means no timeout'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s s -l signal -x -a 'HUP\\t INT\\t QUIT\\t ILL\\t TRAP\\t ABRT\\t BUS\\t FPE\\t KILL\\t USR1\\t SEGV\\t USR2\\t PIPE\\t ALRM\\t TERM\\t STKFLT\\t CHLD\\t CONT\\t STOP\\t TSTP\\t TTIN\\t TTOU\\t URG\\t XCPU\\t XFSZ\\t VTALRM\\t PROF\\t WINCH\\t IO\\t PWR\\t SYS\\t RTMIN\\t RTMIN+1\\t RTMIN+2\\t RTMIN+3\\t RTMIN+4\\t RTMIN+5\\t RTMIN+6\\t RTMIN+7\\t RTMIN+8\\t RTMIN+9\\t RTMIN+10\\t RTMIN+11\\t RTMIN+12\\t RTMIN+13\\t RTMIN+14\\t RTMIN+15\\t RTMAX-14\\t RTMAX-13\\t RTMAX-12\\t RTMAX-11\\t RTMAX-10\\t RTMAX-9\\t RTMAX-8\\t RTMAX-7\\t RTMAX-6\\t RTMAX-5\\t RTMAX-4\\t RTMAX-3\\t RTMAX-2\\t RTMAX-1\\t RTMAX\\t' -d 'Signal sent to the try\'s process group on timeout: a name, with or without SIG, or a number'
 complete -c retry -n 'not __retry_command_skip >/dev/null' -s k -l kill-after -x -d 'Grace period between that signal and SIGKILL; 0 kills at once'

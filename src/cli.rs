@@ -29,6 +29,8 @@ pub mod id {
     pub const THROTTLE: &str = "throttle";
     pub const LOCK: &str = "lock";
     pub const LOCK_WAIT: &str = "lock-wait";
+    pub const ONCE: &str = "once";
+    pub const ONCE_FOR: &str = "once-for";
     pub const CONSECUTIVE: &str = "consecutive";
     pub const TIMEOUT: &str = "timeout";
     pub const SIGNAL: &str = "signal";
@@ -118,13 +120,13 @@ Signals: INT, TERM, HUP, QUIT and every other signal that would end retry are pa
     signal. USR1 and USR2 are passed on and the run goes on. Signals ignored when retry starts \
     stay ignored, in retry and in every try.
 
-Exit status: 0 when a try succeeded; the last try's status when giving up; 124 when the last try \
+Exit status: 0 when a try succeeded, or --once's KEY was done; the last try's status when giving up; 124 when the last try \
     timed out; 125 for retry's own errors; 126 when the command cannot be executed; 127 when it \
     is not found; 128+N when the last try was killed by signal N; 1 when a try's output could \
     not be written, when the last try exited 0 but was not ready (--until-output), when \
     --consecutive saw too few successes in a row, or when a --replay left runs pending; 75 when \
-    --throttle held back every try, none having run, or when --lock turned the run away, lost its \
-    lease or could not reach its Redis. When \
+    --throttle held back every try, none having run, or when --lock (or --once's KEY) turned the \
+    run away, lost its lease or could not reach its Redis. When \
     retry itself is interrupted, it dies of the same signal.";
 
 /// The parsed flags, before the cross-field checks of [`crate::config`].
@@ -162,6 +164,10 @@ pub struct Cli {
     pub lock: Option<LockName>,
     /// `--lock-wait`, and the text it was given as: an error about it quotes what was written.
     pub lock_wait: Option<(Duration, String)>,
+    /// `--once`: the job of this key runs once, on this machine or on the fleet.
+    pub once: Option<LockName>,
+    /// `--once-for`, and the text it was given as.
+    pub once_for: Option<(Duration, String)>,
     pub classify: ClassifyArgs,
     pub stdin: StdinMode,
     pub buffer_stdout: bool,
@@ -398,11 +404,40 @@ redis://…/NAME[:lease=DURATION] (any form --quota takes) is a lock for the fle
             id::LOCK_WAIT,
             "DURATION",
             TRIES,
-            "Wait up to this long for --lock's lock before being turned away (default 0)
+            "Wait up to this long for the lock, then be turned away (default 0)
 
 The wait counts against the budget and never goes past it.",
         )
         .value_parser(parse_duration)
+        .allow_hyphen_values(true),
+        option(
+            id::ONCE,
+            "KEY",
+            TRIES,
+            "Run the command once for KEY: not again once a run of it succeeded
+
+Before the first try KEY is looked up. Done within --once-for: the command does not run, and \
+            retry exits 0, saying when, on which host and by which run it was done. Being run by \
+            another run now: turned away as by a held --lock (75, reason locked). Otherwise the run \
+            claims KEY, runs, and marks KEY done when it succeeds; a run that gives up lets go \
+            of it, and the next run runs the command. KEY is bound to the command line: the same \
+            KEY with another command exits 125 while it is claimed or done. KEY is named and kept \
+            as --lock's NAME is: ~/.local/state/retry/once/KEY.once, or a path with a /; \
+            redis://…/KEY[:lease=DURATION] keeps it for the fleet. Not with --lock.",
+        )
+        .value_parser(parse_lock)
+        .conflicts_with_all([id::LOCK, id::SIMULATE])
+        .allow_hyphen_values(true),
+        option(
+            id::ONCE_FOR,
+            "DURATION",
+            TRIES,
+            "How long --once's KEY stays done (default 24h)
+
+A run finding KEY done longer ago than this runs the command again, and binds KEY anew.",
+        )
+        .value_parser(parse_duration)
+        .hide_short_help(true)
         .allow_hyphen_values(true),
         option(
             id::TIMEOUT,
@@ -965,6 +1000,8 @@ impl Cli {
             throttle: one(m, id::THROTTLE),
             lock: one(m, id::LOCK),
             lock_wait: with_text(m, id::LOCK_WAIT),
+            once: one(m, id::ONCE),
+            once_for: with_text(m, id::ONCE_FOR),
             color: given(m, id::COLOR),
             dry_run: m.get_flag(id::DRY_RUN),
             dead_letter: one(m, id::DEAD_LETTER),

@@ -21,6 +21,7 @@ use crate::text::{Charset, printable, quote, unprintable};
 mod hint;
 mod junit;
 mod lock;
+mod once;
 mod outside;
 mod records;
 mod simulation;
@@ -311,7 +312,7 @@ impl Config {
         let log = LogConfig::of(&mut cli);
         let repeat = repeat(&cli);
         let waits = wait_policy(&cli)?;
-        let lock = lock::lock(&cli).map_err(UsageError)?;
+        let lock = once::lock_or_once(&cli).map_err(UsageError)?;
         let classifier = classifier(cli.classify)?;
         // 0 is no limit, as with `timeout 0`: a limit of nothing would stop every try at once.
         let budget = cli.budget.filter(|b| !b.is_zero());

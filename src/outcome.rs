@@ -65,6 +65,8 @@ pub enum RunVerdict {
     OutputFailed,
     /// `retry` itself failed during the run.
     Internal,
+    /// `--once`'s key was done, by the run this names: the command did not run.
+    DoneBefore(Box<crate::policy::lock::DoneBefore>),
 }
 
 /// A run's outcome: made once, read by every record.
@@ -106,11 +108,15 @@ impl RunOutcome {
         )
     }
 
-    /// The word of the step outputs' `outcome` (docs/ci.md#step-outputs): `success` exactly
-    /// when the status is 0, `flaky` for a late success that `--flaky fail` failed, `failed`
-    /// for a repeat with a failed try, `interrupted`, `gave_up`.
+    /// The word of the step outputs' `outcome` (docs/ci.md#step-outputs): `success` when a
+    /// try succeeded and the status is 0, `flaky` for a late success that `--flaky fail`
+    /// failed, `failed` for a repeat with a failed try, `interrupted`, `locked` for a run that
+    /// a held lock (or `--once` key) turned away, `done_before` for a run whose `--once` key
+    /// was done, `gave_up`.
     pub fn word(&self) -> &'static str {
         match &self.verdict {
+            RunVerdict::GaveUp(GiveUp::Locked(_)) => "locked",
+            RunVerdict::DoneBefore(_) => "done_before",
             RunVerdict::Succeeded | RunVerdict::Flaky { failed: false } => "success",
             RunVerdict::Flaky { failed: true } => "flaky",
             RunVerdict::Interrupted { .. } => "interrupted",
@@ -138,6 +144,7 @@ impl RunOutcome {
             RunVerdict::Interrupted { .. } => Some(GiveUp::Interrupted.word()),
             RunVerdict::OutputFailed => Some("output"),
             RunVerdict::Internal => Some("internal"),
+            RunVerdict::DoneBefore(_) => None,
         }
     }
 
@@ -161,6 +168,15 @@ impl RunOutcome {
             } => Some(signal),
             _ => None,
         }
+    }
+
+    /// Whether the run ended before any try ran because a lock or a `--once` key turned it
+    /// away, or its key was done: the records tell it apart from a run that ran.
+    pub fn did_not_run(&self) -> bool {
+        matches!(
+            self.verdict,
+            RunVerdict::DoneBefore(_) | RunVerdict::GaveUp(GiveUp::Locked(_))
+        )
     }
 
     /// Whether the run's output withheld by `--output-on-failure` is played back in full: after

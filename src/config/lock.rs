@@ -28,6 +28,7 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
             .lock_wait
             .as_ref()
             .map_or(Duration::ZERO, |(wait, _)| *wait),
+        once: None,
     }))
 }
 

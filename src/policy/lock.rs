@@ -21,6 +21,41 @@ pub struct LockSpec {
     pub wait: Duration,
     /// The fleet's lease, when `--lock` gave a Redis URL.
     pub lease: Option<LeaseSpec>,
+    /// `--once KEY`: the lock is the claim on KEY, which a run that succeeds marks done.
+    pub once: Option<OnceSpec>,
+}
+
+/// `--once KEY` and `--once-for`: the job of KEY runs once; a run that finds KEY done within
+/// `within` does not run the command, one that finds it claimed is turned away as by a held
+/// lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnceSpec {
+    /// `--once-for`: how long KEY stays done.
+    pub within: Duration,
+    /// The digest of the command line KEY is bound to (SHA-256, in hexadecimal).
+    pub command: String,
+}
+
+impl LockSpec {
+    /// The option that named the lock, for its messages.
+    pub fn option(&self) -> &'static str {
+        if self.once.is_some() {
+            "--once"
+        } else {
+            "--lock"
+        }
+    }
+}
+
+/// `--once-for` when not given: a day, as long as payment APIs keep an idempotency key.
+pub const DEFAULT_ONCE_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// The run that made a `--once` KEY done: who (host, pid, run id), and when (`since`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DoneBefore {
+    pub by: LockHolder,
+    /// When it was made done, in milliseconds since the epoch.
+    pub at_ms: u64,
 }
 
 /// A lock on the fleet's Redis: where, and how long each grant or renewal of its lease lasts.
@@ -144,23 +179,44 @@ pub struct LockRecord {
     /// The file's token is there but not a number: written by hand, or by another program.
     pub token_damaged: bool,
     pub holder: LockHolder,
+    /// `--once`: the digest of the command line the key is bound to; empty for `--lock`.
+    pub command: String,
+    /// `--once`: when the holder marked the key done, in milliseconds since the epoch.
+    pub done_ms: Option<u64>,
 }
 
 /// The longest text a lock's file is read to: a record is a few hundred bytes.
 pub const RECORD_MAX: usize = 1024;
 
 impl LockRecord {
-    /// The file's text: one `key=value` a line, the fencing token first.
+    /// The file's text: one `key=value` a line, the fencing token first; `--once`'s command
+    /// and done time last, when there are any.
     pub fn encode(&self) -> String {
         let h = &self.holder;
         let pid = h.pid.map_or_else(String::new, |p| p.to_string());
-        format!(
+        let mut text = format!(
             "token={}\nhost={}\npid={pid}\nrun_id={}\nsince={}\n",
             self.token,
             one_line(&h.host),
             one_line(&h.run_id),
             one_line(&h.since)
-        )
+        );
+        if !self.command.is_empty() {
+            text.push_str(&format!("command={}\n", one_line(&self.command)));
+        }
+        if let Some(ms) = self.done_ms {
+            text.push_str(&format!("done_ms={ms}\n"));
+        }
+        text
+    }
+
+    /// The key's done record, when the holder marked it done at or after `since_ms`.
+    pub fn done_since(&self, since_ms: u64) -> Option<DoneBefore> {
+        let at_ms = self.done_ms.filter(|ms| *ms >= since_ms)?;
+        Some(DoneBefore {
+            by: self.holder.clone(),
+            at_ms,
+        })
     }
 
     /// The record in `text`, as far as it can be read: lines cut short or unknown are passed
@@ -188,6 +244,8 @@ impl LockRecord {
                 "pid" => record.holder.pid = value.parse().ok(),
                 "run_id" => record.holder.run_id = value.to_string(),
                 "since" => record.holder.since = value.to_string(),
+                "command" => record.command = value.to_string(),
+                "done_ms" => record.done_ms = value.parse().ok(),
                 _ => {}
             }
         }
@@ -261,6 +319,7 @@ mod tests {
                 run_id: "abc".into(),
                 since: "2026-01-01T00:00:00Z".into(),
             },
+            ..LockRecord::default()
         };
         let text = record.encode();
         let mut back = LockRecord::decode("n", &text);
@@ -272,5 +331,13 @@ mod tests {
         assert_eq!((partial.token, partial.holder.pid), (41, Some(77)));
         assert_eq!(partial.holder.run_id, "");
         assert_eq!(LockRecord::decode("n", "garbage").token, 0);
+        let once = LockRecord {
+            command: "ab12".into(),
+            done_ms: Some(5000),
+            ..record
+        };
+        let back = LockRecord::decode("n", &once.encode());
+        assert_eq!((back.command.as_str(), back.done_ms), ("ab12", Some(5000)));
+        assert!(back.done_since(5000).is_some() && back.done_since(5001).is_none());
     }
 }

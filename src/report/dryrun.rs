@@ -113,6 +113,8 @@ pub struct Now<'a> {
     pub lock: Option<&'a LockNow>,
     /// Why the Redis of `--lock redis://…` could not be asked, when it could not.
     pub lock_error: Option<&'a str>,
+    /// The run that did `--once`'s key, when it is done.
+    pub once_done: Option<&'a crate::policy::lock::DoneBefore>,
 }
 
 /// Prints the plan as a table, or as JSON lines with `--log-format json`, with the state of
@@ -310,7 +312,8 @@ fn header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Header {
         .field_if("stagger", stagger)
         .field_if("quota", quota_line)
         .field_if("throttle", throttle)
-        .field_if("lock", lock_line(config, now));
+        .field_if("lock", lock_line(config, now).filter(|_| !once(config)))
+        .field_if("once", lock_line(config, now).filter(|_| once(config)));
     if plan.random {
         header = header.seed(seed, "waits");
     }
@@ -465,6 +468,9 @@ fn print_json(
 /// it now.
 fn lock_line(config: &Config, now: &Now<'_>) -> Option<String> {
     let spec = config.lock.as_ref()?;
+    if let Some(once) = &spec.once {
+        return Some(once_line(&spec.name, once, now));
+    }
     let wait = match spec.wait.is_zero() {
         true => String::new(),
         false => format!(", waiting up to {} for it (--lock-wait)", hms(spec.wait)),
@@ -491,6 +497,41 @@ fn lock_line(config: &Config, now: &Now<'_>) -> Option<String> {
         "'{}'{place}, taken before the first try{wait}: {state}",
         printable(&spec.name)
     ))
+}
+
+/// Whether the run's lock is `--once`'s claim on its key.
+fn once(config: &Config) -> bool {
+    config.lock.as_ref().is_some_and(|spec| spec.once.is_some())
+}
+
+/// What the dry run says of `--once`: what a run would do with its key now.
+fn once_line(key: &str, once: &crate::policy::lock::OnceSpec, now: &Now<'_>) -> String {
+    if let (Some(done), None) = (now.once_done, now.lock_error) {
+        return format!(
+            "{}: the run would exit 0 (done_before)",
+            words::done_before(key, done)
+        );
+    }
+    let state = match (now.once_done, now.lock) {
+        _ if now.lock_error.is_some() => format!(
+            "{}: the run would not start (lock_unreachable)",
+            now.lock_error.unwrap_or_default()
+        ),
+        (Some(_), _) => String::new(),
+        (None, Some(Some(holder))) => format!(
+            "{} now: the run would be turned away (locked)",
+            words::lock_taken(holder)
+        ),
+        (None, Some(None)) => format!(
+            "not done: the run would claim it, run, and mark it done for {} when it succeeds",
+            hms(once.within)
+        ),
+        (None, None) => "not looked at".to_string(),
+    };
+    format!(
+        "'{}', looked up before the first try: {state}",
+        printable(key)
+    )
 }
 
 /// The `plan_start` event.
@@ -520,6 +561,13 @@ fn json_header(config: &Config, seed: u64, plan: &Plan, now: &Now<'_>) -> Obj {
         }
     }
     if let Some(spec) = &config.lock {
+        header = match &spec.once {
+            Some(once) => header
+                .str("once", &spec.name)
+                .num("once_for_ms", millis(once.within))
+                .bool("once_done", now.once_done.is_some()),
+            None => header,
+        };
         header = header
             .str("lock", &spec.name)
             .num("lock_wait_ms", millis(spec.wait));

@@ -138,6 +138,11 @@ pub enum Event {
         /// try failed).
         streak: u64,
     },
+    /// `--once`'s `key` was done by the run `done` names: the command does not run.
+    DoneBefore {
+        key: String,
+        done: Box<crate::policy::lock::DoneBefore>,
+    },
     /// The run has ended, as `outcome` says: the last event of a run, after its hooks and the
     /// playback of withheld output, which every record of the run reads.
     RunEnded(Box<RunOutcome>),
@@ -237,6 +242,7 @@ impl Event {
             // These tell of a run's end in words, for the log; its records read the outcome.
             Event::Succeeded { .. }
             | Event::GaveUp { .. }
+            | Event::DoneBefore { .. }
             | Event::RepeatEnded { .. }
             | Event::Concluded { .. }
             | Event::Start { .. }
@@ -516,6 +522,9 @@ pub enum Warning {
         /// The tries that ran and failed before it.
         failed: u64,
     },
+    /// `--once`'s `key` could not be marked done after the run succeeded, for `why`: the next
+    /// run will run the command again.
+    NotMarkedDone { key: String, why: String },
     /// The `--history` file holds `bytes`, more than `--stats` reads: the run is recorded all
     /// the same.
     HistoryTooLarge { path: PathBuf, bytes: u64 },

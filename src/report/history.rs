@@ -56,6 +56,7 @@ impl History {
             RunVerdict::Succeeded | RunVerdict::Flaky { .. } => Ending::Success,
             RunVerdict::Repeated { .. } => Ending::Repeat,
             RunVerdict::Interrupted { .. } => Ending::Interrupted,
+            RunVerdict::DoneBefore(_) => Ending::DoneBefore,
             RunVerdict::GaveUp(_) | RunVerdict::OutputFailed | RunVerdict::Internal => {
                 Ending::GaveUp
             }

@@ -231,6 +231,7 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::Error(failure) => Some(format!("error: {}", failure_text(failure)).into()),
         Event::Warning(w) => Some(format!("warning: {}", warning_text(w)).into()),
         Event::GaveUp { .. } => Some(gave_up(event, facts)),
+        Event::DoneBefore { key, done } => run(&|| crate::report::words::done_before(key, done)),
         Event::RepeatEnded { count, why, .. } => {
             // A repeat in which no try ran to its end failed too: -q keeps its line.
             let failed =

@@ -178,6 +178,7 @@ pub fn object(event: &Event, facts: &At<'_>) -> Option<Obj> {
             .num("attempt", *attempt)
             .str("during", during.word()),
         Event::GaveUp { .. } => gave_up(event, facts),
+        Event::DoneBefore { key, done } => done_before(key, done, facts),
         Event::DeadLettered { path } => {
             head("dead_letter", facts).str("file", &path.to_string_lossy())
         }
@@ -426,6 +427,21 @@ fn try_object(r: &TryReport, facts: &At<'_>) -> Obj {
         obj = obj.str("error", &not_started(why, r.outcome, charset));
     }
     obj
+}
+
+/// `{"event":"done_before","key":…,"done_at":…,"done_host":…,"done_pid":…,"done_run_id":…}`:
+/// the `--once` key was done by that run, and the command does not run.
+fn done_before(key: &str, done: &crate::policy::lock::DoneBefore, facts: &At<'_>) -> Obj {
+    let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(done.at_ms);
+    let mut obj = head("done_before", facts)
+        .str("key", key)
+        .str("done_at", &humantime::format_rfc3339_millis(at).to_string())
+        .str("done_host", &done.by.host);
+    if let Some(pid) = done.by.pid {
+        obj = obj.num("done_pid", u64::from(pid));
+    }
+    obj.str("done_run_id", &done.by.run_id)
+        .str("detail", &crate::report::words::done_before(key, done))
 }
 
 fn gave_up(event: &Event, facts: &At<'_>) -> Obj {

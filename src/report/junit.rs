@@ -337,6 +337,12 @@ impl Junit {
                 self.repeat_ended(facts, count, why);
                 return None;
             }
+            // A run whose `--once` key was done ran nothing: the job is not failed, it was
+            // done earlier.
+            Event::DoneBefore { key, done } => {
+                let why = crate::report::words::done_before(key, done);
+                run_case(facts, envelope.stamp.elapsed, CaseEnd::Skipped(why))
+            }
             Event::Error(f) => self.error(facts, f, envelope.stamp.elapsed),
             Event::TryStarted { attempt } => {
                 self.attempt = *attempt;

@@ -126,6 +126,8 @@ impl RunCount {
         );
         // A signal before the first try (while the run waited for the lock or its stagger):
         // the job's command did not run either.
+        // `--once`'s key was done: the command did not run.
+        let done_before = matches!(outcome.verdict, RunVerdict::DoneBefore(_));
         let stopped_first =
             matches!(outcome.verdict, RunVerdict::Interrupted { .. }) && outcome.tries.ran == 0;
         RunMetrics {
@@ -148,7 +150,7 @@ impl RunCount {
             duration_seconds: seconds(outcome.elapsed),
             tries: outcome.tries.counted,
             exit_code: i64::from(outcome.status.code()),
-            ran_nothing: turned_away || unreachable || stopped_first,
+            ran_nothing: turned_away || unreachable || stopped_first || done_before,
             quota_tokens: self.quota_tokens,
             throttle_p: self.throttle_p,
         }

@@ -226,6 +226,7 @@ impl Sink for Ping {
             | Event::RepeatEnded { .. }
             | Event::Received { .. }
             | Event::GaveUp { .. }
+            | Event::DoneBefore { .. }
             | Event::DeadLettered { .. }
             | Event::Countdown { .. }
             | Event::StatusCleared

@@ -115,6 +115,8 @@ pub struct Summary {
     pub repeat_runs: u64,
     /// The runs that `--lock` turned away, which ran nothing: left out of the rows.
     pub turned_away: u64,
+    /// The runs whose `--once` key was done, which ran nothing: left out of the rows.
+    pub done_before: u64,
     /// When the earliest and the latest run in the rows ended.
     pub first: Option<SystemTime>,
     pub last: Option<SystemTime>,
@@ -159,6 +161,7 @@ struct Gathered<'a> {
     commands: HashMap<(String, Option<&'a str>), Group<'a>>,
     repeat_runs: u64,
     turned_away: u64,
+    done_before: u64,
     first: Option<SystemTime>,
     last: Option<SystemTime>,
 }
@@ -172,6 +175,10 @@ impl<'a> Gathered<'a> {
         }
         if entry.ending == Ending::GaveUp && entry.reason.as_deref() == Some("locked") {
             self.turned_away += 1;
+            return;
+        }
+        if entry.ending == Ending::DoneBefore {
+            self.done_before += 1;
             return;
         }
         self.first = Some(self.first.map_or(at, |t| t.min(at)));
@@ -204,6 +211,7 @@ impl<'a> Gathered<'a> {
             rows,
             repeat_runs: self.repeat_runs,
             turned_away: self.turned_away,
+            done_before: self.done_before,
             first: self.first,
             last: self.last,
             cutoff,
@@ -237,7 +245,7 @@ impl<'a> Group<'a> {
             Ending::Success if entry.failed.map_or(entry.tries == 1, |f| f == 0) => {
                 self.first_try += 1
             }
-            Ending::Success | Ending::Repeat => {}
+            Ending::Success | Ending::Repeat | Ending::DoneBefore => {}
             Ending::GaveUp => self.gave_up += 1,
             Ending::Interrupted => self.interrupted += 1,
         }
@@ -277,7 +285,7 @@ fn failed_a_try(entry: &Entry) -> bool {
         Ending::GaveUp => entry.tries > 0,
         // Every try before the last failed, when the line does not count them.
         Ending::Interrupted => entry.failed.map_or(entry.tries > 1, |f| f > 0),
-        Ending::Repeat => false,
+        Ending::Repeat | Ending::DoneBefore => false,
     }
 }
 
@@ -385,6 +393,9 @@ fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String
     if let Some(note) = turned_away_note(summary.turned_away) {
         lines.push(format!("  {note}"));
     }
+    if let Some(note) = done_before_note(summary.done_before) {
+        lines.push(format!("  {note}"));
+    }
     if summary.rows.iter().any(|r| r.by == By::Command) {
         lines.push("  $ marks a command line: the runs that had no --label".into());
     }
@@ -415,6 +426,18 @@ fn turned_away_note(turned_away: u64) -> Option<String> {
     ))
 }
 
+/// What the runs of `--once` whose key was done and that were left out were, if any.
+fn done_before_note(done_before: u64) -> Option<String> {
+    let runs = match done_before {
+        0 => return None,
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    Some(format!(
+        "{runs} of --once left out: the key was done before, they ran nothing"
+    ))
+}
+
 /// The one line for a file, or a window, with no run in it.
 fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> String {
     let window = match (summary.cutoff, since) {
@@ -426,6 +449,7 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
     let repeats = repeat_note(summary.repeat_runs)
         .into_iter()
         .chain(turned_away_note(summary.turned_away))
+        .chain(done_before_note(summary.done_before))
         .map(|note| format!("; {note}"))
         .collect::<String>();
     format!(
@@ -636,6 +660,7 @@ fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
         .num("rows", summary.rows.len() as u64)
         .num("repeat_runs", summary.repeat_runs)
         .num("turned_away", summary.turned_away)
+        .num("done_before", summary.done_before)
         .num("damaged", damaged.len() as u64)
         .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
         .raw("since", &time_json(summary.since()))
@@ -895,7 +920,7 @@ mod tests {
         );
         assert_eq!(
             json.last().unwrap(),
-            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"turned_away":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"turned_away":0,"done_before":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
         );
         r.damaged = (1..=12)
             .map(|line| Damaged {
@@ -963,7 +988,7 @@ mod tests {
         assert_eq!(
             output(&reading(Vec::new()), &json),
             [
-                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"turned_away":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"turned_away":0,"done_before":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
             ]
         );
     }

@@ -269,6 +269,7 @@ impl Sink for Traces {
             | Event::RepeatEnded { .. }
             | Event::Received { .. }
             | Event::GaveUp { .. }
+            | Event::DoneBefore { .. }
             | Event::DeadLettered { .. }
             | Event::Countdown { .. }
             | Event::StatusCleared

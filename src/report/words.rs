@@ -4,7 +4,7 @@
 
 use crate::duration::hms;
 use crate::exit::ExitStatus;
-use crate::policy::lock::LockHolder;
+use crate::policy::lock::{DoneBefore, LockHolder};
 use crate::policy::throttle::{Admission, Figures};
 use crate::policy::{Form, GiveUp, Outcome, Signal};
 use crate::report::event::{
@@ -157,6 +157,10 @@ fn file_warning_text(w: &Warning) -> String {
             path.display(),
             file.display()
         ),
+        Warning::NotMarkedDone { key, why } => format!(
+            "--once {}: the run succeeded but the key could not be marked done: {why}; the next run will run the command again",
+            printable(key)
+        ),
         Warning::ClaimLapsed { id, owner } => format!(
             "run {id} was held by the replay {owner}, whose claim lapsed without being let go: that replay died, or was stopped or cut off from Redis, and a try it started may still run"
         ),
@@ -274,6 +278,7 @@ pub fn warning_text(w: &Warning) -> String {
         | Warning::ReplaySkipped { .. }
         | Warning::ReplayForgotten { .. }
         | Warning::ClaimLapsed { .. }
+        | Warning::NotMarkedDone { .. }
         | Warning::DeadLetterKeptNotMoved { .. }
         | Warning::HistoryTooLarge { .. }
         | Warning::HistoryNotWritten { .. }
@@ -464,6 +469,28 @@ pub fn lock_taken(holder: &LockHolder) -> String {
         text += &format!(" ({})", about.join(", "));
     }
     text
+}
+
+/// Why a run of `--once`'s `key` did not run the command: `'nightly' was done at
+/// 2026-01-01T00:00:00.000Z on web-1 by run 01J… (pid 42); the command does not run again`.
+pub fn done_before(key: &str, done: &DoneBefore) -> String {
+    let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(done.at_ms);
+    let by = &done.by;
+    let mut text = format!(
+        "'{}' was done at {}",
+        printable(key),
+        humantime::format_rfc3339_millis(at)
+    );
+    if !by.host.is_empty() {
+        text += &format!(" on {}", printable(&by.host));
+    }
+    if !by.run_id.is_empty() {
+        text += &format!(" by run {}", printable(&by.run_id));
+    }
+    if let Some(pid) = by.pid {
+        text += &format!(" (pid {pid})");
+    }
+    text + "; the command does not run again"
 }
 
 /// What the last line of a run that gave up says it gave up on, after `gave up after N tries in

@@ -40,6 +40,7 @@ use clock::Moment;
 
 use crate::config::{self, Config, Mode, ParseOutcome};
 use crate::exit::ExitStatus;
+use crate::policy::lock::DoneBefore;
 use crate::policy::quota::QuotaSpec;
 use crate::policy::throttle::ThrottleSpec;
 use crate::report::dryrun;
@@ -135,29 +136,18 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
     };
     // The lock is looked at, never taken: a dry run turns no run away. A lock file that a run
     // could not use stops it with 125; the dry run too, so that a deploy check sees it.
-    let mut lock_error = None;
-    let lock = match config.lock.as_ref().map(|spec| match &spec.lease {
-        Some(at) => runner::peek_lease(at).map(|(holder, why)| {
-            lock_error = why;
-            holder
-        }),
-        None => {
-            let place = crate::store::run_lock::place(&spec.name);
-            crate::store::run_lock::peek(&place, &spec.name)
-                .map_err(|e| format!("error: --lock {}: {e}", spec.name))
-        }
-    }) {
-        Some(Err(line)) => {
+    let (lock, once_done, lock_error) = match look_at_lock(config) {
+        Err(line) => {
             eprintln!("retry: {}", crate::report::printable(&line));
             return ExitStatus::Usage;
         }
-        Some(Ok(holder)) => Some(holder),
-        None => None,
+        Ok(found) => found,
     };
     let now = dryrun::Now {
         quota: quota.as_ref(),
         lock: lock.as_ref(),
         lock_error: lock_error.as_deref(),
+        once_done: once_done.as_ref(),
     };
     match dryrun::print_with(config, seed, json, &now, &mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitStatus::Success,
@@ -166,6 +156,38 @@ fn dry_run(config: &Config, seed: u64) -> ExitStatus {
         Err(e) => {
             eprintln!("retry: cannot write the schedule: {e}");
             ExitStatus::Usage
+        }
+    }
+}
+
+/// Who holds the lock, the run that did `--once`'s key, why a Redis could not be asked.
+type LookedAt = (Option<dryrun::LockNow>, Option<DoneBefore>, Option<String>);
+
+/// What the dry run says of `--lock` or `--once`, looked at, never taken: who holds it (`None`
+/// when there is nothing to look at), the run that did `--once`'s key when it is done, and why
+/// a Redis could not be asked; `Err` with the line to exit 125 with when a run could not use it.
+fn look_at_lock(config: &Config) -> Result<LookedAt, String> {
+    let Some(spec) = config.lock.as_ref() else {
+        return Ok((None, None, None));
+    };
+    let since = |once: &crate::policy::lock::OnceSpec| {
+        let within = u64::try_from(once.within.as_millis()).unwrap_or(u64::MAX);
+        unix_ms(SystemTime::now()).saturating_sub(within)
+    };
+    match (&spec.lease, &spec.once) {
+        (Some(at), None) => runner::peek_lease(at).map(|(holder, why)| (Some(holder), None, why)),
+        (Some(at), Some(_)) => {
+            runner::peek_once_lease(at).map(|((holder, done), why)| (Some(holder), done, why))
+        }
+        (None, once) => {
+            let place = crate::store::run_lock::place_of(spec);
+            let peeked = match once {
+                Some(once) => crate::store::run_lock::peek_once(&place, &spec.name, since(once)),
+                None => crate::store::run_lock::peek(&place, &spec.name).map(|h| (h, None)),
+            };
+            peeked
+                .map(|(holder, done)| (Some(holder), done, None))
+                .map_err(|e| format!("error: {} {}: {e}", spec.option(), spec.name))
         }
     }
 }

@@ -208,10 +208,7 @@ pub(crate) fn run_logged(
         }),
         dead_letter: begin.dead_letter,
         keeper: begin.keeper,
-        lock: config
-            .lock
-            .as_ref()
-            .map(|spec| crate::store::run_lock::place(&spec.name)),
+        lock: config.lock.as_ref().map(crate::store::run_lock::place_of),
         trace,
     };
     let runner = runner::Runner::new(config, log, signals, stdio, around).with_countdown(countdown);

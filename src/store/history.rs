@@ -55,6 +55,8 @@ pub enum Ending {
     Interrupted,
     /// A run of `--repeat`, which tries again to reproduce a flake rather than to succeed.
     Repeat,
+    /// `--once`'s key was done: the command did not run.
+    DoneBefore,
 }
 
 impl Ending {
@@ -65,6 +67,7 @@ impl Ending {
             Ending::GaveUp => "gave_up",
             Ending::Interrupted => "interrupted",
             Ending::Repeat => "repeat",
+            Ending::DoneBefore => "done_before",
         }
     }
 
@@ -75,6 +78,7 @@ impl Ending {
             Ending::GaveUp,
             Ending::Interrupted,
             Ending::Repeat,
+            Ending::DoneBefore,
         ]
         .into_iter()
         .find(|e| e.word() == word)

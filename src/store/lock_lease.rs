@@ -56,6 +56,33 @@ end
 return {}
 "#;
 
+/// Claims `--once`'s key for ARGV[1] as TAKE_BODY grants a lock, unless the key is done
+/// (KEYS[3] holds its done record): `{'done', record}`.
+const TAKE_ONCE_BODY: &str = r#"
+local done = redis.call('GET', KEYS[3])
+if done then return {'done', done} end
+"#;
+
+/// Marks `--once`'s key done for ARGV[4] ms, with ARGV[3] (who did it) and the server's time,
+/// and lets go of the claim of ARGV[1] with token ARGV[2]: 1, or 0 when it is not theirs.
+const DONE_BODY: &str = r#"
+if not lease_mine(KEYS[1], 'lease', ARGV[1], tonumber(ARGV[2])) then return 0 end
+local record = ARGV[3] .. 'done_ms=' .. tostring(now_ms()) .. '\n'
+redis.call('SET', KEYS[3], record, 'PX', tonumber(ARGV[4]))
+redis.call('HDEL', KEYS[1], 'lease', 'holder')
+return 1
+"#;
+
+/// What a run of `--once`'s key would find: `{'done', record}`, `{'held', holder}`, or `{}`.
+const PEEK_ONCE_BODY: &str = r#"
+local done = redis.call('GET', KEYS[3])
+if done then return {'done', done} end
+if lease_live(KEYS[1], 'lease', now_ms()) then
+  return {'held', redis.call('HGET', KEYS[1], 'holder') or ''}
+end
+return {}
+"#;
+
 /// What asking for the lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Taken {
@@ -63,14 +90,20 @@ pub enum Taken {
     Granted(u64),
     /// Another run holds it.
     Held(LockHolder),
+    /// `--once`: the key was marked done, as this record says.
+    Done(LockRecord),
 }
 
 /// The lock NAME on one Redis server (or cluster), for one owner.
 pub struct LockLease {
     server: Server,
+    /// `lock`, or `once` for the claim on a `--once` key.
+    kind: &'static str,
     name: String,
     owner: String,
     node: Option<Node>,
+    /// The digest of the command line the holder last heard of holds the key with.
+    last_command: String,
 }
 
 impl LockLease {
@@ -79,9 +112,20 @@ impl LockLease {
     pub fn open(address: &RedisAddress, given: Credentials, owner: String) -> LockLease {
         LockLease {
             server: Server::new(address, given),
+            kind: "lock",
             name: address.name().to_string(),
             owner,
             node: None,
+            last_command: String::new(),
+        }
+    }
+
+    /// The claim on the `--once` key of `address`: the hash `retry:once:{KEY}` and its
+    /// fencing tokens as a lock's, and the key's done record in `retry:once:{KEY}:done`.
+    pub fn open_once(address: &RedisAddress, given: Credentials, owner: String) -> LockLease {
+        LockLease {
+            kind: "once",
+            ..LockLease::open(address, given, owner)
         }
     }
 
@@ -90,11 +134,31 @@ impl LockLease {
         &self.name
     }
 
-    fn keys(&self) -> [String; 2] {
-        [
-            format!("retry:lock:{{{}}}", self.name),
-            format!("retry:lock:{{{}}}:fence", self.name),
-        ]
+    /// The lease's hash, its fencing tokens, and, for `--once`, the key's done record.
+    fn keys(&self) -> Vec<String> {
+        let hash = format!("retry:{}:{{{}}}", self.kind, self.name);
+        let mut keys = vec![format!("{hash}:fence")];
+        if self.kind == "once" {
+            keys.push(format!("{hash}:done"));
+        }
+        keys.insert(0, hash);
+        keys
+    }
+
+    /// The holder's own lines of `me`, without the token (the lease's) and the time (the
+    /// server's); with the digest of the command line under `--once`.
+    fn lines_of(me: &LockHolder, command: &str) -> String {
+        let record = LockRecord {
+            holder: me.clone(),
+            command: command.to_string(),
+            ..LockRecord::default()
+        };
+        record
+            .encode()
+            .lines()
+            .filter(|l| !l.starts_with("token=") && !l.starts_with("since="))
+            .map(|l| format!("{l}\n"))
+            .collect()
     }
 
     /// Asks for the lease, for `length`, as `me`, within `within`.
@@ -104,29 +168,86 @@ impl LockLease {
         length: Duration,
         within: Duration,
     ) -> Result<Taken, FleetError> {
-        let record = LockRecord {
-            holder: me.clone(),
-            ..LockRecord::default()
+        self.take_as(me, "", length, within)
+    }
+
+    /// Asks for the claim on the `--once` key, for `length`, as `me`, for the command of
+    /// digest `command`, within `within`; or learns that the key is done. The holder's record
+    /// says which command holds it.
+    pub fn take_once(
+        &mut self,
+        me: &LockHolder,
+        command: &str,
+        length: Duration,
+        within: Duration,
+    ) -> Result<(Taken, String), FleetError> {
+        let taken = self.take_as(me, command, length, within)?;
+        let theirs = match &taken {
+            Taken::Held(_) | Taken::Granted(_) => self.last_command.clone(),
+            Taken::Done(record) => record.command.clone(),
         };
-        // The holder's own lines, without the token (the lease's) and the time (the server's).
-        let text: String = record
-            .encode()
-            .lines()
-            .filter(|l| !l.starts_with("token=") && !l.starts_with("since="))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        Ok((taken, theirs))
+    }
+
+    fn take_as(
+        &mut self,
+        me: &LockHolder,
+        command: &str,
+        length: Duration,
+        within: Duration,
+    ) -> Result<Taken, FleetError> {
+        let text = LockLease::lines_of(me, command);
         let ms = length.as_millis().max(1).to_string();
         let owner = self.owner.clone();
         let args: [&[u8]; 3] = [owner.as_bytes(), ms.as_bytes(), text.as_bytes()];
-        let reply = self.script(TAKE_BODY, &args, within)?;
+        let body = match self.kind {
+            "once" => format!("{TAKE_ONCE_BODY}{TAKE_BODY}"),
+            _ => TAKE_BODY.to_string(),
+        };
+        let reply = self.script(&body, &args, within)?;
         let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
         match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-            ["ok", token] => token
-                .parse()
-                .map(Taken::Granted)
-                .map_err(|_| self.odd(&reply)),
-            ["held", holder] => Ok(Taken::Held(self.holder(holder))),
+            ["ok", token] => {
+                self.last_command = command.to_string();
+                token
+                    .parse()
+                    .map(Taken::Granted)
+                    .map_err(|_| self.odd(&reply))
+            }
+            ["held", holder] => {
+                self.last_command = LockRecord::decode(&self.name, holder).command;
+                Ok(Taken::Held(self.holder(holder)))
+            }
+            ["done", record] if self.kind == "once" => {
+                Ok(Taken::Done(LockRecord::decode(&self.name, record)))
+            }
             _ => Err(self.odd(&reply)),
+        }
+    }
+
+    /// Marks the `--once` key that this owner claims with `token` done by `me` for the
+    /// command of digest `command`, kept `kept`, within `within`: whether the claim was still
+    /// this owner's (when it was not, nothing is marked).
+    pub fn mark_done(
+        &mut self,
+        token: u64,
+        me: &LockHolder,
+        command: &str,
+        kept: Duration,
+        within: Duration,
+    ) -> Result<bool, FleetError> {
+        let text = LockLease::lines_of(me, command);
+        let (token, ms) = (token.to_string(), kept.as_millis().max(1).to_string());
+        let owner = self.owner.clone();
+        let args: [&[u8]; 4] = [
+            owner.as_bytes(),
+            token.as_bytes(),
+            text.as_bytes(),
+            ms.as_bytes(),
+        ];
+        match self.script(DONE_BODY, &args, within)? {
+            Reply::Int(n) => Ok(n == 1),
+            other => Err(self.odd(&other)),
         }
     }
 
@@ -165,6 +286,18 @@ impl LockLease {
         Ok(words.first().map(|holder| self.holder(holder)))
     }
 
+    /// What a run of the `--once` key would find now, for the dry run: `None` when it is free.
+    pub fn peek_once(&mut self, within: Duration) -> Result<Option<Taken>, FleetError> {
+        let reply = self.script(PEEK_ONCE_BODY, &[], within)?;
+        let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
+        match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            [] => Ok(None),
+            ["done", record] => Ok(Some(Taken::Done(LockRecord::decode(&self.name, record)))),
+            ["held", holder] => Ok(Some(Taken::Held(self.holder(holder)))),
+            _ => Err(self.odd(&reply)),
+        }
+    }
+
     /// The holder that the field `holder` names.
     fn holder(&self, text: &str) -> LockHolder {
         let mut holder = LockRecord::decode(&self.name, text).holder;
@@ -190,7 +323,8 @@ impl LockLease {
     ) -> Result<Reply, FleetError> {
         let script = format!("{LEASE_LUA}{body}");
         let keys = self.keys();
-        let mut words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"2"];
+        let count = keys.len().to_string();
+        let mut words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), count.as_bytes()];
         words.extend(keys.iter().map(|k| k.as_bytes()));
         words.extend_from_slice(args);
         let deadline = Deadline::within(within.min(EXCHANGE_DEADLINE));

@@ -23,16 +23,19 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{self, FlockArg};
 
-use crate::policy::lock::{LockHolder, LockRecord, RECORD_MAX, is_path};
+use crate::policy::lock::{DoneBefore, LockHolder, LockRecord, LockSpec, RECORD_MAX, is_path};
 use crate::store::file::{PrivateFile, StoreError};
 use crate::store::open::{Access, euid, open_record_file, open_way};
 
 /// The user's lock directory, below the home directory.
 const LOCK_DIR: &str = ".local/state/retry/locks";
 
+/// The user's directory of `--once` keys, below the home directory.
+const ONCE_DIR: &str = ".local/state/retry/once";
+
 /// What a user whose plain NAME cannot have its lock directory can do instead.
 const GIVE_A_PATH: &str =
-    "give --lock the path of a lock file in a directory of yours instead (a NAME with a '/')";
+    "the path of a lock file in a directory of yours instead (a NAME with a '/')";
 
 /// Where the lock of `--lock NAME` is.
 #[derive(Clone, Debug)]
@@ -50,16 +53,26 @@ pub enum LockPlace {
 /// `/`, else `name.lock` in the lock directory below the home directory that the password
 /// database gives (never `$HOME`, which cron and `sudo` set otherwise than a login does).
 pub fn place(name: &str) -> LockPlace {
+    place_in(name, LOCK_DIR, "lock")
+}
+
+/// The place of `--lock`'s lock or of `--once`'s key, as `spec` is one or the other: a plain
+/// KEY of `--once` is `KEY.once` in `~/.local/state/retry/once/`.
+pub fn place_of(spec: &LockSpec) -> LockPlace {
+    match spec.once {
+        Some(_) => place_in(&spec.name, ONCE_DIR, "once"),
+        None => place(&spec.name),
+    }
+}
+
+fn place_in(name: &str, dir: &str, ext: &str) -> LockPlace {
     if is_path(name) {
         return LockPlace::Path(PathBuf::from(name));
     }
     match home() {
-        Ok(home) => LockPlace::Home(PrivateFile::new(
-            home.join(LOCK_DIR),
-            format!("{name}.lock"),
-        )),
+        Ok(home) => LockPlace::Home(PrivateFile::new(home.join(dir), format!("{name}.{ext}"))),
         Err((home, why)) => LockPlace::NoHome {
-            dir: home.unwrap_or_else(|| PathBuf::from("~")).join(LOCK_DIR),
+            dir: home.unwrap_or_else(|| PathBuf::from("~")).join(dir),
             why,
         },
     }
@@ -144,7 +157,13 @@ fn no_dir(dir: &Path, why: &str) -> StoreError {
     StoreError::Io {
         action: "make the lock directory",
         path: dir.to_path_buf(),
-        source: io::Error::other(format!("{why}; {GIVE_A_PATH}")),
+        source: io::Error::other(format!(
+            "{why}; give {} {GIVE_A_PATH}",
+            match dir.ends_with(ONCE_DIR) {
+                true => "--once",
+                false => "--lock",
+            }
+        )),
     }
 }
 
@@ -154,6 +173,19 @@ const BAD_TOKEN: &str = "its fencing token is not a number; remove the file to c
 /// Why a lock file whose fencing token is at its largest is not used.
 const LAST_TOKEN: &str =
     "its fencing token is at its largest value; remove the file to count from 1 again";
+
+/// What asking for a `--once` key's claim came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OnceTaken {
+    /// The claim is this process's, with this fencing token.
+    Granted(u64),
+    /// Another run holds it now.
+    Held(LockHolder),
+    /// A run marked the key done, recently enough.
+    Done(DoneBefore),
+    /// The key is bound to the command of this digest, not the one asked for.
+    Other(String),
+}
 
 /// A lock's file, open; the lock is this process's from a grant of [`LockFile::try_take`] until
 /// this is dropped.
@@ -183,29 +215,102 @@ impl LockFile {
     /// Takes the lock without blocking: the grant's fencing token, one more than the last one
     /// the file holds, written with `me` into the file; `None` when another process holds it.
     pub fn try_take(&self, me: &LockHolder) -> Result<Option<u64>, StoreError> {
+        if !self.try_flock()? {
+            return Ok(None);
+        }
+        let last = self.record()?;
+        self.grant(&last, me, "").map(Some)
+    }
+
+    /// Takes the claim on a `--once` key without blocking, for the command of digest
+    /// `command`: granted (the lock is this process's, with its token) unless another
+    /// process holds it, or the key was marked done at or after `since_ms`, or the key is
+    /// bound to another command (held now, or done since then). Only a grant keeps the lock.
+    pub fn try_take_once(
+        &self,
+        me: &LockHolder,
+        command: &str,
+        since_ms: u64,
+    ) -> Result<OnceTaken, StoreError> {
+        let taken = self.try_flock()?;
+        let last = self.record()?;
+        // Another run that holds the file of a key done may be only looking, as this one is.
+        let done = last.done_since(since_ms);
+        // A key given up, or done too long ago, is bound to no command any more.
+        let kept = done.is_some() || !taken;
+        let found = match (done, last.command.as_str()) {
+            (_, theirs) if kept && !theirs.is_empty() && theirs != command => {
+                OnceTaken::Other(theirs.to_string())
+            }
+            (Some(done), _) => OnceTaken::Done(done),
+            (None, _) if !taken => OnceTaken::Held(last.holder),
+            (None, _) => return self.grant(&last, me, command).map(OnceTaken::Granted),
+        };
+        if taken {
+            self.unlock();
+        }
+        Ok(found)
+    }
+
+    /// Marks the `--once` key that this process holds with `token` done by `me` at `at_ms`.
+    pub fn mark_done(
+        &self,
+        me: &LockHolder,
+        token: u64,
+        command: &str,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.write(&LockRecord {
+            token,
+            token_damaged: false,
+            holder: me.clone(),
+            command: command.to_string(),
+            done_ms: Some(at_ms),
+        })
+    }
+
+    /// Takes the `flock` without blocking: whether it is this process's now.
+    fn try_flock(&self) -> Result<bool, StoreError> {
         loop {
             #[allow(deprecated)]
             match fcntl::flock(self.file.as_raw_fd(), FlockArg::LockExclusiveNonblock) {
-                Ok(()) => break,
+                Ok(()) => return Ok(true),
                 Err(Errno::EINTR) => continue,
-                Err(Errno::EWOULDBLOCK) => return Ok(None),
+                Err(Errno::EWOULDBLOCK) => return Ok(false),
                 Err(e) => return Err(self.failed("lock", io::Error::from(e))),
             }
         }
+    }
+
+    /// Lets go of the `flock` taken but not granted.
+    fn unlock(&self) {
+        #[allow(deprecated)]
+        let _ = fcntl::flock(self.file.as_raw_fd(), FlockArg::Unlock);
+    }
+
+    /// Grants the lock, held now, whose file read `last`, to `me` (for `command` under
+    /// `--once`): the grant's token, written with them into the file.
+    fn grant(&self, last: &LockRecord, me: &LockHolder, command: &str) -> Result<u64, StoreError> {
         // The file is whole here, under the lock: a token that is not a number, or is at its
         // largest, cannot give a grant a higher one than the last, and a resource that checks
         // tokens would take the next holder for a stale one, or a stale one for the next.
-        let last = self.record()?;
         let token = match (last.token_damaged, last.token.checked_add(1)) {
             (false, Some(token)) => token,
             (true, _) => return Err(self.failed("use", io::Error::other(BAD_TOKEN))),
             (false, None) => return Err(self.failed("use", io::Error::other(LAST_TOKEN))),
         };
-        let record = LockRecord {
+        self.write(&LockRecord {
             token,
             token_damaged: false,
             holder: me.clone(),
-        };
+            command: command.to_string(),
+            done_ms: None,
+        })?;
+        Ok(token)
+    }
+
+    /// Writes `record` over the file's text, under the lock.
+    fn write(&self, record: &LockRecord) -> Result<(), StoreError> {
         let text = record.encode();
         // One write at offset 0, then the rest cut: a reader sees whole lines of one record.
         match self.file.write_at(text.as_bytes(), 0) {
@@ -218,8 +323,7 @@ impl LockFile {
         }
         self.file
             .set_len(text.len() as u64)
-            .map_err(|e| self.failed("truncate", e))?;
-        Ok(Some(token))
+            .map_err(|e| self.failed("truncate", e))
     }
 
     /// Who holds the lock, as the file says.
@@ -289,6 +393,28 @@ pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreEr
     Ok(taken.then(|| lock.holder()))
 }
 
+/// What a run of `--once`'s key `name` at `place` would find now, for the dry run, without
+/// taking or making anything: the run that did it, when it was done at or after `since_ms`;
+/// else who holds it, if anyone.
+pub fn peek_once(
+    place: &LockPlace,
+    name: &str,
+    since_ms: u64,
+) -> Result<(Option<LockHolder>, Option<DoneBefore>), StoreError> {
+    let Some(file) = place.open(false)? else {
+        return Ok((None, None));
+    };
+    let lock = LockFile {
+        file,
+        name: name.to_string(),
+        path: place.path(),
+    };
+    if let Some(done) = lock.record()?.done_since(since_ms) {
+        return Ok((None, Some(done)));
+    }
+    Ok((peek(place, name)?, None))
+}
+
 /// Whether `/proc/locks` (`table`) lists a granted `flock` on the file of device `dev` and
 /// inode `ino`. Its lines read `1: FLOCK  ADVISORY  WRITE 4242 00:1f:1234 0 EOF`, with the
 /// device's major and minor numbers in hexadecimal; a waiter's line has `->` after the number.
@@ -350,6 +476,57 @@ mod tests {
         assert_eq!(meta.mode() & 0o777, 0o600);
         let dir_meta = std::fs::metadata(dir.join("retry")).unwrap();
         assert_eq!(dir_meta.mode() & 0o777, 0o700);
+        drop(second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_once_key_is_granted_held_done_or_another_commands_and_free_once_given_up_or_expired() {
+        let dir = std::env::temp_dir().join(format!("retry-once-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let place = LockPlace::Path(dir.join("job.once"));
+        let first = LockFile::open(&place, "job").unwrap();
+        assert_eq!(
+            first.try_take_once(&holder(1), "aa", 0).unwrap(),
+            OnceTaken::Granted(1)
+        );
+        let second = LockFile::open(&place, "job").unwrap();
+        assert_eq!(
+            second.try_take_once(&holder(2), "aa", 0).unwrap(),
+            OnceTaken::Held(holder(1))
+        );
+        assert_eq!(
+            second.try_take_once(&holder(2), "bb", 0).unwrap(),
+            OnceTaken::Other("aa".into())
+        );
+        first.mark_done(&holder(1), 1, "aa", 5000).unwrap();
+        // A key done is done to every run, the holder's lock let go yet or not.
+        let by = DoneBefore {
+            by: holder(1),
+            at_ms: 5000,
+        };
+        assert_eq!(
+            second.try_take_once(&holder(2), "aa", 5000).unwrap(),
+            OnceTaken::Done(by)
+        );
+        assert_eq!(
+            second.try_take_once(&holder(2), "bb", 5000).unwrap(),
+            OnceTaken::Other("aa".into())
+        );
+        drop(first);
+        // Done longer ago than the period: free, for any command, once the lock is let go (as
+        // above, when the last copy of the descriptor is closed, soon).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let taken = loop {
+            match second.try_take_once(&holder(2), "bb", 5001).unwrap() {
+                OnceTaken::Held(_) if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                found => break found,
+            }
+        };
+        assert_eq!(taken, OnceTaken::Granted(2));
         drop(second);
         let _ = std::fs::remove_dir_all(&dir);
     }

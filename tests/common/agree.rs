@@ -70,6 +70,13 @@ fn ping_receiver() -> &'static Receiver {
     RECEIVER.get_or_init(|| Receiver::start(Answer::Status(200)))
 }
 
+/// The checks of cases with `--once`: its key free, claimed by another run (turned away), done.
+static ONCES: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
 /// The seed of `cargo test`'s cases: of the first 60 seeds, the one whose first 220 cases
 /// reach each of the twelve disagreements the checker found in `retry` of December 2026
 /// (a change to the generator draws other cases: pick the seed again).
@@ -250,6 +257,29 @@ pub struct Lock {
     pub held: bool,
     /// `--lock-wait 5s`: the holder lets go after [`LOCK_HOLD`], and the run gets the lock.
     pub wait: bool,
+    /// `--once ./lk` in the place of `--lock ./lk`: the key claimed as the lock is taken.
+    pub once: bool,
+    /// With `once`: the key is done, for this command, by an earlier run; the run ends with 0,
+    /// outcome `done_before`, and no try.
+    pub done: bool,
+}
+
+/// The record of a `--once` key done by an earlier run of the command `script`, at `ms`.
+fn done_record(script: &str, ms: &str) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for word in ["sh", "-c", script] {
+        digest.update(word.as_bytes());
+        digest.update(&[0]);
+    }
+    let hex: String = digest
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "token=3\nhost=agree\npid=1\nrun_id=agree-done\nsince=2026-01-01T00:00:00Z\ncommand={hex}\ndone_ms={ms}\n"
+    )
 }
 
 /// How long the test holds the lock of a case that waits for it.
@@ -321,6 +351,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
     draw_tls(&mut case);
     draw_lock(&mut case);
     draw_ping(&mut case);
+    draw_once(&mut case);
     case
 }
 
@@ -351,7 +382,41 @@ fn draw_lock(case: &mut Case) {
         1 if case.interrupt.is_none() => (true, false),
         _ => (true, true),
     };
-    case.lock = Some(Lock { held, wait });
+    case.lock = Some(Lock {
+        held,
+        wait,
+        once: false,
+        done: false,
+    });
+}
+
+/// Whether `case`, with no lock, claims a `--once` key, and what it finds: about one case in
+/// seven of those without a lock, a replay, a repeat or a misuse, a third finding it free, a
+/// third claimed by another run (turned away), a third done (nothing runs). Drawn from a
+/// stream of its own, as [`draw_lock`]'s. A run that a signal is to stop finds it free.
+fn draw_once(case: &mut Case) {
+    let mut o = Rng::new(
+        (case.seed ^ 0x0AC3_0AC3_0AC3_0AC3).wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ case.index,
+    );
+    o.next();
+    let alone = case.lock.is_none()
+        && case.replay.is_none()
+        && case.repeat.is_none()
+        && case.misuse.is_none();
+    if !o.chance(15) || !alone {
+        return;
+    }
+    let (held, done) = match o.below(3) {
+        1 if case.interrupt.is_none() => (true, false),
+        2 if case.interrupt.is_none() => (false, true),
+        _ => (false, false),
+    };
+    case.lock = Some(Lock {
+        held,
+        wait: false,
+        once: true,
+        done,
+    });
 }
 
 /// Which of the stores of `case` go on the server with TLS: about a third of the quotas and of
@@ -961,7 +1026,7 @@ impl Case {
             push(&["--ping", &format!("{}{}", stores.pings, stores.ping_path())]);
         }
         if let Some(lock) = self.lock {
-            push(&["--lock", "./lk"]);
+            push(&[if lock.once { "--once" } else { "--lock" }, "./lk"]);
             if lock.wait {
                 push(&["--lock-wait", "5s"]);
             }
@@ -1095,7 +1160,14 @@ impl Case {
             s += &prep;
             s += " && ";
         }
-        if let Some(Lock { held: true, wait }) = self.lock {
+        if let Some(Lock { done: true, .. }) = self.lock {
+            let record = done_record(&self.script(), "$(date +%s000)").replace('\n', "\\n");
+            let _ = write!(s, "printf \"{record}\" >lk && chmod 600 lk && ");
+        }
+        if let Some(Lock {
+            held: true, wait, ..
+        }) = self.lock
+        {
             let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
             let _ = write!(
                 s,
@@ -1611,6 +1683,11 @@ struct Facts {
 }
 
 impl Facts {
+    /// Whether `--once`'s key was done by an earlier run: nothing ran, and the run exits 0.
+    fn done_before(&self) -> bool {
+        self.outcome.as_deref() == Some("done_before")
+    }
+
     /// Whether `--lock` turned the run away: it ran nothing, another run having the lock.
     fn locked(&self) -> bool {
         self.reason
@@ -1700,7 +1777,7 @@ fn json_run(events: &[Value]) -> JsonRun {
                 verdict: e["verdict"].as_str().unwrap_or("").to_string(),
                 cut: e.get("limit").is_some(),
             }),
-            "success" | "give_up" | "repeat_end" => {
+            "success" | "give_up" | "repeat_end" | "done_before" => {
                 run.ends += 1;
                 run.end = Some(e.clone());
             }
@@ -1725,6 +1802,14 @@ fn json_facts(run: &JsonRun) -> Option<Facts> {
     };
     let status = end["exit_code"].as_i64();
     Some(match end["event"].as_str().unwrap_or("") {
+        // `--once`'s key was done: nothing ran, and the run exits 0 (docs/processes.md).
+        "done_before" => Facts {
+            outcome: Some("done_before".into()),
+            reason: Some(None),
+            status: Some(0),
+            tries: Some(0),
+            flaky: Some(false),
+        },
         "success" => Facts {
             outcome: Some(
                 if status == Some(0) {
@@ -2111,7 +2196,25 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
     // The lock held by another: let go after a while for a run that waits for it, else kept
     // until the run has ended.
     if let Some(lock) = case.lock {
-        LOCKS[usize::from(lock.held) + usize::from(lock.wait)].fetch_add(1, Ordering::Relaxed);
+        match lock.once {
+            true => &ONCES[usize::from(lock.held) + 2 * usize::from(lock.done)],
+            false => &LOCKS[usize::from(lock.held) + usize::from(lock.wait)],
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+    if case.lock.is_some_and(|l| l.done) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap();
+        let record = done_record(&case.script(), &now.as_millis().to_string());
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join("lk"))
+            .expect("the key's file");
+        file.write_all(record.as_bytes()).unwrap();
     }
     let holder = case.lock.filter(|l| l.held).map(|_| hold_lock(&dir));
     let (holder, letting_go) = match (holder, case.lock.is_some_and(|l| l.wait)) {
@@ -2400,7 +2503,7 @@ fn check_direct(
     // The metrics file: one run (a replay's runs add theirs).
     if case.metrics && case.replay.is_none() {
         match read(dir, "m.prom") {
-            Some(text) => check_metrics(&text, &truth, code, f),
+            Some(text) => check_metrics(case, &text, &truth, code, f),
             None if warned(stream, &log_text, "m.prom") => {}
             None => f.fail("metrics", "--metrics m.prom was not written".to_string()),
         }
@@ -2587,7 +2690,9 @@ fn check_direct(
     // No try finished: no success.
     if let Some((v, _)) = &views {
         let finished = v.iter().any(|t| t.succeeded());
-        let says_success = code == 0 && case.repeat.is_none();
+        // A run whose `--once` key was done ran nothing, and says so (docs/processes.md).
+        let done = truth.done_before() && v.is_empty();
+        let says_success = code == 0 && case.repeat.is_none() && !done;
         if says_success && !finished {
             f.fail(
                 "no-try-finished",
@@ -2610,7 +2715,7 @@ fn check_direct(
 /// Whether a warning in the log names `file` (a record that could not be written).
 /// The `--metrics` file of one run against the truth: one run counted, its outcome in the step
 /// outputs' words, its exit status, its tries (those that ran and those held back).
-fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
+fn check_metrics(case: &Case, text: &str, truth: &Facts, code: i64, f: &mut Findings) {
     let samples = |name: &str| -> Vec<(String, f64)> {
         text.lines()
             .filter_map(|l| l.strip_prefix(name))
@@ -2635,6 +2740,19 @@ fn check_metrics(text: &str, truth: &Facts, code: i64, f: &mut Findings) {
     // they were: none, in a file of its own (docs/dashboards.md). Without a record that says
     // why the run ended, its 75 and the file's own word tell it.
     let unknown = truth.reason.is_none() && code == 75 && outcome == "locked";
+    // So is a run whose `--once` key was done: it ran nothing either. Without a record that
+    // says so, the case's own key, written done before the run, tells it.
+    let found_done = truth.outcome.is_none() && case.lock.is_some_and(|l| l.done);
+    if truth.done_before() || found_done {
+        let last = text.lines().any(|l| l.starts_with("retry_last_"));
+        if outcome != "done_before" || last {
+            f.fail(
+                "metrics",
+                format!("a run done before counted as {outcome}:\n{text}"),
+            );
+        }
+        return;
+    }
     if truth.locked() || unknown {
         let last: Vec<&str> = text
             .lines()
@@ -3288,7 +3406,11 @@ fn check_outputs(
             )),
         );
     }
-    if (outcome == "success") != (exit == Some(0)) {
+    // Without a record that says so, the case's own key, written done before the run, tells it.
+    let done =
+        truth.done_before() || (truth.outcome.is_none() && case.lock.is_some_and(|l| l.done));
+    let ran_nothing_ok = outcome == "done_before" && done;
+    if (outcome == "success" || ran_nothing_ok) != (exit == Some(0)) {
         f.fail(
             invariant,
             say(format!(
@@ -3304,6 +3426,8 @@ fn check_outputs(
             let why = end["reason"].as_str().unwrap_or("");
             let want = match (why, code) {
                 ("interrupted", _) => "interrupted",
+                // Turned away by `--lock`: the repeat ran nothing (docs/ci.md#step-outputs).
+                ("locked", _) => "locked",
                 (_, 0) => "success",
                 _ if end["tries"] == 0 => "gave_up",
                 _ => "failed",
@@ -3327,6 +3451,9 @@ fn check_outputs(
     let want_outcome = match truth.outcome.as_deref() {
         Some("success") => Some("success"),
         Some("flaky-fail") => Some("flaky"),
+        // Turned away by a lock, the run ran nothing (docs/ci.md#step-outputs).
+        Some("gave_up") if truth.locked() => Some("locked"),
+        Some("done_before") => Some("done_before"),
         Some("gave_up") => Some("gave_up"),
         Some("interrupted") => Some("interrupted"),
         _ => None,
@@ -3408,8 +3535,9 @@ fn check_junit(
             );
         }
     }
-    // A run turned away is one skipped case, not a failure (docs/ci.md#junit-reports).
-    if truth.locked() {
+    // A run turned away, or whose `--once` key was done, is one skipped case, not a failure
+    // (docs/ci.md#junit-reports).
+    if truth.locked() || truth.done_before() {
         let skipped = report.cases.iter().map(|c| c.skipped).collect::<Vec<_>>();
         if skipped != [1] || total(|c| c.failures) + total(|c| c.errors) > 0 {
             f.fail(
@@ -4482,6 +4610,11 @@ impl Report {
         let _ = writeln!(
             s,
             "  --ping: {pinged} ran a try and pinged, {silent} ran none and pinged nothing"
+        );
+        let [free, away, done] = ONCES.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let _ = writeln!(
+            s,
+            "  --once: {free} found the key free, {away} were turned away, {done} found it done"
         );
         let _ = writeln!(s, "  slowest: {}", slowest.join(", "));
         if let Some(k) = self.plan.only {

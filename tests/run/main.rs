@@ -35,6 +35,8 @@ mod lock;
 mod lock_redis;
 mod metrics;
 mod nemesis;
+mod once;
+mod once_redis;
 mod one_file;
 mod output;
 mod output_on_failure;

@@ -7,8 +7,8 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
+use super::held::HeldLease;
 use super::lock::{POLL, Waited};
 use super::run_end::End;
 use super::state::Runner;
@@ -18,84 +18,9 @@ use crate::policy::GiveUp;
 use crate::policy::lock::{LeaseSpec, LockHolder, LockSpec};
 use crate::report::event::{During, Event, Failure};
 use crate::run::clock::Moment;
-use crate::run::keep::{Keep, Renewal};
-use crate::run::watchdog::Watchdog;
+use crate::run::keep::Renewal;
 use crate::store::fleet::{FleetError, FleetErrorKind};
 use crate::store::lock_lease::{EXCHANGE_DEADLINE, LockLease, Taken};
-use crate::store::redis::DEADLINE;
-
-/// The lease of `--lock` once granted: renewed while the run lives, let go when dropped.
-pub struct HeldLease {
-    lease: LockLease,
-    token: u64,
-    renewal: Renewal,
-    /// The end of the run's budget: no renewal waits past it.
-    run_end: Option<Moment>,
-    /// What stops the try under way if `retry` dies without warning: another run may hold
-    /// the lease within its length, and must not meet this run's try.
-    watchdog: Option<Watchdog>,
-}
-
-impl HeldLease {
-    /// How long an exchange may take now: until the lease may lapse, but never less than a
-    /// quota's decision may take (a lease that lapsed and that no one took is still this
-    /// run's), nor past the end of the budget.
-    fn within(&self) -> Duration {
-        let within = self.renewal.time_left().clamp(DEADLINE, EXCHANGE_DEADLINE);
-        self.run_end.map_or(within, |end| {
-            within.min(end.saturating_duration_since(Moment::now()))
-        })
-    }
-}
-
-impl Keep for HeldLease {
-    fn due(&self) -> Option<Moment> {
-        self.renewal.due()
-    }
-
-    fn renew(&mut self) -> Result<(), String> {
-        if let Some(why) = self.renewal.lost() {
-            return Err(why.to_string());
-        }
-        let asked = Moment::now();
-        let (length, within) = (self.renewal.length(), self.within());
-        let name = self.lease.name().to_string();
-        match self.lease.renew(self.token, length, within) {
-            Ok(true) => {
-                self.renewal.renewed(asked);
-                Ok(())
-            }
-            Ok(false) => Err(self.renewal.lose(format!(
-                "the lock '{name}' was lost: its lease lapsed and another run holds it now, \
-                 or Redis lost it (token {} is no longer the holder's)",
-                self.token
-            ))),
-            Err(e) => self
-                .renewal
-                .failed(e)
-                .map_err(|why| format!("the lock '{name}' was lost: {why}")),
-        }
-    }
-
-    fn token(&self) -> Option<u64> {
-        Some(self.token)
-    }
-
-    fn guard(&mut self, group: Option<i32>) {
-        if let Some(watchdog) = &self.watchdog {
-            watchdog.guard(group);
-        }
-    }
-}
-
-impl Drop for HeldLease {
-    /// Lets go of the lease, unless it was lost: briefly, since a lease not let go lapses.
-    fn drop(&mut self) {
-        if self.renewal.lost().is_none() {
-            let _ = self.lease.release(self.token, DEADLINE);
-        }
-    }
-}
 
 /// Who holds the lease of `at` now, for the dry run, and why Redis could not be asked if it
 /// could not (the run would not start); `Err` with the line to exit 125 with when Redis refused
@@ -112,6 +37,27 @@ pub fn peek_lease(at: &LeaseSpec) -> Result<(Option<LockHolder>, Option<String>)
         Err(e) => Ok((None, Some(e.to_string()))),
     }
 }
+
+/// What a run of `--once redis://…` would find now, for the dry run, as `peek_lease` says
+/// who holds a lock: the run that did it when it is done, else who holds it.
+pub fn peek_once_lease(at: &LeaseSpec) -> Result<(OncePeek, Option<String>), String> {
+    let given = crate::store::redis::Settings::from_env(|n| std::env::var_os(n), None);
+    let owner = crate::store::fleet::consumer_name();
+    let mut lease = LockLease::open_once(&at.address, given.credentials, owner);
+    match lease.peek_once(EXCHANGE_DEADLINE) {
+        Ok(None) => Ok(((None, None), None)),
+        Ok(Some(Taken::Held(holder))) => Ok(((Some(holder), None), None)),
+        Ok(Some(Taken::Done(record))) => Ok(((None, record.done_since(0)), None)),
+        Ok(Some(Taken::Granted(_))) => Ok(((None, None), None)),
+        Err(e) if e.kind == FleetErrorKind::Refused => {
+            Err(format!("error: --once {}: {e}", at.address))
+        }
+        Err(e) => Ok(((None, None), Some(e.to_string()))),
+    }
+}
+
+/// Who holds a `--once` key now, and the run that did it when it is done.
+pub type OncePeek = (Option<LockHolder>, Option<crate::policy::lock::DoneBefore>);
 
 impl Runner<'_> {
     /// Takes the lease of `--lock redis://…`: as `take_lock` does the lock of a file.
@@ -149,6 +95,7 @@ impl Runner<'_> {
                     });
                 }
                 Ok(Taken::Held(holder)) => holder,
+                Ok(Taken::Done(_)) => LockHolder::default(),
                 Err(e) => return Err(self.lease_failed(&at.address.to_string(), e)),
             };
             first_look_failed = true;
@@ -164,27 +111,23 @@ impl Runner<'_> {
 
     /// The lease is this run's, with `token`: each try gets the token, and the runner's loop
     /// renews the lease from now on.
-    fn hold(&mut self, lease: LockLease, token: u64, renewal: Renewal) {
+    pub(super) fn hold(&mut self, lease: LockLease, token: u64, renewal: Renewal) {
         self.env.set_fencing_token(token);
-        let held = HeldLease {
-            lease,
-            token,
-            renewal,
-            run_end: self.run_end(),
-            watchdog: Watchdog::start().ok(),
-        };
-        let kept: crate::run::keep::Kept = Rc::new(RefCell::new(held));
-        self.watch.hold_lease(kept.clone(), self.config.signal);
-        self.lease = Some(kept);
+        let held = HeldLease::new(lease, token, renewal, self.run_end());
+        let held = Rc::new(RefCell::new(held));
+        let kept: crate::run::keep::Kept = held.clone();
+        self.watch.hold_lease(kept, self.config.signal);
+        self.lease = Some(held);
     }
 
     /// The lease could not be asked for: credentials refused are a misconfiguration (125);
     /// anything else leaves the run unstarted, with reason `lock_unreachable` (the lock fails
     /// closed).
-    fn lease_failed(&mut self, url: &str, e: FleetError) -> End {
+    pub(super) fn lease_failed(&mut self, url: &str, e: FleetError) -> End {
         if e.kind == FleetErrorKind::Refused {
+            let option = self.config.lock.as_ref().map_or("--lock", |s| s.option());
             self.log.emit(Event::Error(Failure::Internal(format!(
-                "--lock {url}: {e}"
+                "{option} {url}: {e}"
             ))));
             return End::internal();
         }

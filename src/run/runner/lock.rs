@@ -31,6 +31,9 @@ impl Runner<'_> {
     pub(super) fn take_lock(&mut self) -> Result<Waited, End> {
         let config = self.config;
         if let Some(spec) = &config.lock {
+            if let Some(once) = &spec.once {
+                return self.take_once(spec, once).map(|()| Waited::No);
+            }
             if let Some(at) = &spec.lease {
                 return self.take_lease(spec, at);
             }
@@ -96,9 +99,14 @@ impl Runner<'_> {
     }
 
     /// The lock's file cannot be used: the run does not start (the lock fails closed).
-    fn lock_failed(&mut self, spec: &LockSpec, e: &crate::store::file::StoreError) -> End {
+    pub(super) fn lock_failed(
+        &mut self,
+        spec: &LockSpec,
+        e: &crate::store::file::StoreError,
+    ) -> End {
         self.log.emit(Event::Error(Failure::Internal(format!(
-            "--lock {}: {e}",
+            "{} {}: {e}",
+            spec.option(),
             spec.name
         ))));
         End::internal()

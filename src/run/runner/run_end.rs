@@ -35,6 +35,7 @@ impl Runner<'_> {
     /// the outcome in the event every record reads.
     pub fn run(mut self, seed: u64) -> RunEnd {
         let end = self.run_loop(seed);
+        self.settle_once(&end);
         let outcome = self.outcome(end);
         // The end is announced as it is known, among what --output-on-failure withholds.
         self.log.conclude(&outcome);

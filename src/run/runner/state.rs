@@ -44,7 +44,9 @@ pub struct Runner<'c> {
     /// the run.
     pub(super) lock: Option<LockFile>,
     /// The lease of `--lock redis://…` once granted, let go when the runner is dropped.
-    pub(super) lease: Option<crate::run::keep::Kept>,
+    pub(super) lease: Option<std::rc::Rc<std::cell::RefCell<super::held::HeldLease>>>,
+    /// `--once`: who claimed the key, and the grant's token, to mark it done with.
+    pub(super) once_claim: Option<(u64, crate::policy::lock::LockHolder)>,
 }
 
 impl<'c> Runner<'c> {
@@ -76,6 +78,7 @@ impl<'c> Runner<'c> {
             lock_place: around.lock,
             lock: None,
             lease: None,
+            once_claim: None,
         }
     }
 
