@@ -367,7 +367,9 @@ impl LockFile {
 
 /// Whether the lock `name` at `place` is taken now, for the dry run, without taking it or making
 /// anything: `None` when it is free (or its file not made yet), else who holds it. Read from
-/// `/proc/locks`; where that cannot be read, a shared lock is tried for an instant.
+/// `/proc/locks`; where that does not list it, a shared lock is tried for an instant. The kernel
+/// writes the table a page at a time, and a line can be missed when locks listed before it go
+/// between two pages: the table alone would call a held lock free.
 pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreError> {
     let Some(file) = place.open(false)? else {
         return Ok(None);
@@ -381,15 +383,15 @@ pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreEr
         .file
         .metadata()
         .map_err(|e| lock.failed("inspect", e))?;
-    let taken = match std::fs::read_to_string("/proc/locks") {
-        Ok(table) => flocked_in(&table, meta.dev(), meta.ino()),
-        #[allow(deprecated)]
-        Err(_) => match fcntl::flock(lock.file.as_raw_fd(), FlockArg::LockSharedNonblock) {
+    let listed = std::fs::read_to_string("/proc/locks")
+        .is_ok_and(|table| flocked_in(&table, meta.dev(), meta.ino()));
+    #[allow(deprecated)]
+    let taken = listed
+        || match fcntl::flock(lock.file.as_raw_fd(), FlockArg::LockSharedNonblock) {
             Ok(()) => false,
             Err(Errno::EWOULDBLOCK) => true,
             Err(e) => return Err(lock.failed("lock", io::Error::from(e))),
-        },
-    };
+        };
     Ok(taken.then(|| lock.holder()))
 }
 
