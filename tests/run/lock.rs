@@ -4,6 +4,7 @@
 //! that the password database gives, whatever the environment; a NAME with a `/` is a path.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -829,4 +830,118 @@ fn a_quiet_run_turned_away_under_github_keeps_its_warning() {
     assert_eq!(log.lines().count(), 1, "{log}");
     assert!(log.starts_with("::warning title=retry"), "{log}");
     assert!(log.contains("is taken by pid"), "{log}");
+}
+
+/// A lock file that a run of `retry` let go of and that another program holds now
+/// (`flock FILE …`) is not said to be held by that run: the file keeps only its token, and the
+/// turned-away run names the pid the kernel lists as the holder.
+#[test]
+fn a_lock_file_held_by_another_program_does_not_name_the_run_that_held_it_before() {
+    if !have_package(
+        "a_lock_file_held_by_another_program_does_not_name_the_run_that_held_it_before",
+        "flock(1)",
+        "util-linux",
+        on_path("flock"),
+    ) {
+        return;
+    }
+    let dir = temp_dir("lock-stale");
+    let runtime = runtime_dir("lock-stale-rt");
+    let id_file = dir.join("id");
+    let script = format!("echo \"$RETRY_RUN_ID\" > '{}'", id_file.display());
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--", "sh", "-c", &script]),
+        TEST_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let old_id = std::fs::read_to_string(&id_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!old_id.is_empty());
+    let ready = dir.join("ready");
+    let hold = format!("echo held > '{}'; exec sleep 5", ready.display());
+    let mut flock = std::process::Command::new("flock")
+        .arg(runtime.join("stale.lock"))
+        .args(["sh", "-c", &hold])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start flock");
+    assert!(
+        wait_until(STEP_LIMIT, || ready.exists()),
+        "flock never took the lock"
+    );
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--log-format", "json", "--", "true"]),
+        TEST_LIMIT,
+    );
+    // The sleep holds the lock too: the whole group goes.
+    send(flock.id(), nix::libc::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(flock.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    wait_bounded(&mut flock, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(
+        !err.contains(&old_id),
+        "the run that let go is named:\n{err}"
+    );
+    let lines = json_lines(&err);
+    let give_up = event(&lines, "give_up");
+    assert_eq!(give_up["reason"], "locked", "{give_up}");
+    assert_eq!(give_up["holder_run_id"], "", "{give_up}");
+    if std::fs::read_to_string("/proc/locks").is_err() {
+        return;
+    }
+    assert_eq!(give_up["holder_pid"], flock.id(), "{give_up}");
+    let free = || {
+        std::process::Command::new("flock")
+            .args(["-n"])
+            .arg(runtime.join("stale.lock"))
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(wait_until(STEP_LIMIT, free), "flock's group kept the lock");
+    // A run killed with SIGKILL cannot cut its details: the kernel's table is what tells.
+    let started = dir.join("started");
+    let mut killed = holder(&runtime, "stale", &started);
+    send(killed.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut killed, STEP_LIMIT);
+    kill_try(&started);
+    let _ = std::fs::remove_file(&ready);
+    let mut flock = std::process::Command::new("flock")
+        .arg(runtime.join("stale.lock"))
+        .args(["sh", "-c", &hold])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start flock");
+    assert!(
+        wait_until(STEP_LIMIT, || ready.exists()),
+        "flock never took the lock"
+    );
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--log-format", "json", "--", "true"]),
+        TEST_LIMIT,
+    );
+    // The sleep holds the lock too: the whole group goes.
+    send(flock.id(), nix::libc::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(flock.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    wait_bounded(&mut flock, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    assert_eq!(give_up["holder_pid"], flock.id(), "{give_up}");
+    assert_eq!(give_up["holder_run_id"], "", "{give_up}");
 }
