@@ -227,12 +227,19 @@ fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock
         .unwrap_or_else(|| panic!("{err}"));
     assert_eq!(give_up["reason"], "lock_lost", "{err}");
     assert_eq!(give_up["exit_code"], 75, "{err}");
+    let tried = json_lines(&err)
+        .into_iter()
+        .find(|e| e["event"] == "try")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(tried["verdict"], "lock_lost", "{err}");
     let history = std::fs::read_to_string(dir.join("history")).unwrap();
     assert!(history.contains(r#""reason":"lock_lost""#), "{history}");
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(junit.contains(r#"type="lock_lost""#), "{junit}");
     let metrics = std::fs::read_to_string(dir.join("m.prom")).unwrap();
     assert!(metrics.contains(r#"outcome="lock_lost""#), "{metrics}");
+    assert!(metrics.contains(r#"result="lock_lost""#), "{metrics}");
+    assert!(!metrics.contains(r#"result="interrupted""#), "{metrics}");
 }
 
 #[test]
