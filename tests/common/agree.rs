@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use super::{retry_std, send, temp_dir};
+use super::{STEP_LIMIT, retry_std, send, temp_dir, wait_bounded, wait_until};
 
 /// How many replays of each kind ran: of the same tries, of a fixed command, of those from a
 /// pruned file and of those from Redis.
@@ -51,8 +51,11 @@ static ON_TLS: [AtomicUsize; 4] = [
 ];
 
 /// The checks of cases with `--lock`: its lock free, held (the run turned away), held a while
-/// (the run waits for it).
-static LOCKS: [AtomicUsize; 3] = [
+/// (the run waits for it); of those, the locks on Redis, and the cases that drew one and ran
+/// with a lock file, for want of a `redis-server`.
+static LOCKS: [AtomicUsize; 5] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
@@ -230,7 +233,8 @@ impl Tls {
     }
 }
 
-/// `--lock ./lk`, and whether another process has the lock as the run starts.
+/// `--lock ./lk` or `--lock redis://…/NAME`, and whether another process has the lock as the
+/// run starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lock {
     /// The test holds the lock when the run starts: without `wait`, the run is turned away
@@ -238,6 +242,10 @@ pub struct Lock {
     pub held: bool,
     /// `--lock-wait 5s`: the holder lets go after [`LOCK_HOLD`], and the run gets the lock.
     pub wait: bool,
+    /// The lock is a lease on the agreement test's `redis-server`
+    /// (`redis://127.0.0.1:PORT/NAME`), and its holder another run of `retry` with the same
+    /// lock, whose try waits until the test lets it end.
+    pub redis: bool,
 }
 
 /// How long the test holds the lock of a case that waits for it.
@@ -326,7 +334,8 @@ fn draw_lock(case: &mut Case) {
         1 if case.interrupt.is_none() => (true, false),
         _ => (true, true),
     };
-    case.lock = Some(Lock { held, wait });
+    let redis = l.chance(40);
+    case.lock = Some(Lock { held, wait, redis });
 }
 
 /// Which of the stores of `case` go on the server with TLS: about a third of the quotas and of
@@ -728,6 +737,8 @@ pub struct Stores {
     pub port: String,
     pub ca: String,
     pub name: String,
+    /// The port of the plain `redis-server`, for a lock on Redis.
+    pub redis_port: String,
 }
 
 impl Stores {
@@ -737,12 +748,18 @@ impl Stores {
             port: "${TLS_PORT}".into(),
             ca: "$CA".into(),
             name: format!("agree-{:x}-{}", case.seed, case.index),
+            redis_port: "${REDIS_PORT}".into(),
         }
     }
 
     /// The case's store on the server with TLS.
     pub fn url(&self) -> String {
         format!("rediss://localhost:{}/{}", self.port, self.name)
+    }
+
+    /// The case's lock on the plain server.
+    pub fn lock_url(&self) -> String {
+        format!("redis://127.0.0.1:{}/{}", self.redis_port, self.name)
     }
 }
 
@@ -921,7 +938,10 @@ impl Case {
             }
         }
         if let Some(lock) = self.lock {
-            push(&["--lock", "./lk"]);
+            match lock.redis {
+                true => push(&["--lock", &stores.lock_url()]),
+                false => push(&["--lock", "./lk"]),
+            }
             if lock.wait {
                 push(&["--lock-wait", "5s"]);
             }
@@ -1055,13 +1075,32 @@ impl Case {
             s += &prep;
             s += " && ";
         }
-        if let Some(Lock { held: true, wait }) = self.lock {
-            let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
-            let _ = write!(
-                s,
-                "printf '{}' >lk && chmod 600 lk && {{ flock lk sh -c ':>held; sleep {hold}' & }} && until [ -e held ]; do sleep 0.002; done && ",
-                LOCK_RECORD.replace('\n', "\\n")
-            );
+        match self.lock {
+            Some(Lock {
+                held: true,
+                wait,
+                redis: false,
+            }) => {
+                let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
+                let _ = write!(
+                    s,
+                    "printf '{}' >lk && chmod 600 lk && {{ flock lk sh -c ':>held; sleep {hold}' & }} && until [ -e held ]; do sleep 0.002; done && ",
+                    LOCK_RECORD.replace('\n', "\\n")
+                );
+            }
+            Some(Lock {
+                held: true,
+                wait,
+                redis: true,
+            }) => {
+                let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
+                let url = Stores::shell(self).lock_url();
+                let _ = write!(
+                    s,
+                    "{{ XDG_RUNTIME_DIR=$PWD retry -n 1 --lock \"{url}\" -- sh -c ':>{LEASE_HELD}; sleep {hold}' </dev/null >/dev/null 2>&1 & }} && until [ -e {LEASE_HELD} ]; do sleep 0.002; done && "
+                );
+            }
+            _ => {}
         }
         let mut env = String::from("XDG_RUNTIME_DIR=$PWD ");
         env += &self.tls_shell_env();
@@ -1072,10 +1111,12 @@ impl Case {
         let words: Vec<String> = self
             .args()
             .iter()
-            .map(|a| match a.contains("${TLS_PORT}") {
-                true => format!("\"{a}\""),
-                false => quote(a),
-            })
+            .map(
+                |a| match a.contains("${TLS_PORT}") || a.contains("${REDIS_PORT}") {
+                    true => format!("\"{a}\""),
+                    false => quote(a),
+                },
+            )
             .collect();
         let redirect = match self.stdout {
             Stdout::Own => "</dev/null >out 2>err",
@@ -2022,6 +2063,30 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
             case.index,
             CHECKS.fetch_add(1, Ordering::Relaxed)
         ),
+        redis_port: String::new(),
+    };
+    // Without a `redis-server`, a lock on Redis is a lock file (said once, loudly).
+    let lock_local;
+    let case = match case.lock.filter(|l| l.redis) {
+        None => case,
+        Some(lock) => match agree_redis() {
+            Some(port) => {
+                stores.redis_port = port.to_string();
+                LOCKS[3].fetch_add(1, Ordering::Relaxed);
+                case
+            }
+            None => {
+                LOCKS[4].fetch_add(1, Ordering::Relaxed);
+                lock_local = Case {
+                    lock: Some(Lock {
+                        redis: false,
+                        ..lock
+                    }),
+                    ..case.clone()
+                };
+                &lock_local
+            }
+        },
     };
     // Without a server with TLS, the case runs as it would without it (said once, loudly).
     let without_tls;
@@ -2063,13 +2128,16 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
     if let Some(lock) = case.lock {
         LOCKS[usize::from(lock.held) + usize::from(lock.wait)].fetch_add(1, Ordering::Relaxed);
     }
-    let holder = case.lock.filter(|l| l.held).map(|_| hold_lock(&dir));
+    let holder = case.lock.filter(|l| l.held).map(|l| match l.redis {
+        false => Holder::File(hold_lock(&dir)),
+        true => Holder::Run(hold_lease(&dir, &stores.lock_url())),
+    });
     let (holder, letting_go) = match (holder, case.lock.is_some_and(|l| l.wait)) {
-        (Some(file), true) => (
+        (Some(holder), true) => (
             None,
             Some(std::thread::spawn(move || {
                 std::thread::sleep(LOCK_HOLD);
-                drop(file);
+                holder.let_go();
             })),
         ),
         (held, _) => (held, None),
@@ -2082,7 +2150,9 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         case.interrupt,
         ("out", "err"),
     );
-    drop(holder);
+    if let Some(holder) = holder {
+        holder.let_go();
+    }
     if let Some(thread) = letting_go {
         let _ = thread.join();
     }
@@ -2099,6 +2169,55 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         }
     }
     f.0
+}
+
+/// Another holder of the case's lock: the lock file, held open; or another run of `retry`
+/// holding the lease, its try waiting for [`LEASE_GO`].
+enum Holder {
+    File(File),
+    Run(Option<(std::process::Child, std::path::PathBuf)>),
+}
+
+/// The file the try of a run holding a lease on Redis makes once it holds it, and the one it
+/// waits for to end.
+const LEASE_HELD: &str = "lease-held";
+const LEASE_GO: &str = "lease-go";
+
+impl Holder {
+    /// Lets go of the lock: closes the file, or lets the holding run end, and waits for it
+    /// (it lets go of the lease after its records are written, as it ends).
+    fn let_go(self) {
+        match self {
+            Holder::File(file) => drop(file),
+            Holder::Run(None) => {}
+            Holder::Run(Some((mut child, dir))) => {
+                let _ = File::create(dir.join(LEASE_GO));
+                let _ = wait_bounded(&mut child, STEP_LIMIT);
+            }
+        }
+    }
+}
+
+/// Takes the lease `url` as another run of `retry` in `dir` does: returns once that run's try
+/// holds it; `None` when its try never started (the case then finds the lock free, which its
+/// checks see).
+fn hold_lease(dir: &Path, url: &str) -> Option<(std::process::Child, std::path::PathBuf)> {
+    let script = format!(":>{LEASE_HELD}; while [ ! -e {LEASE_GO} ]; do sleep 0.005; done");
+    let mut child = retry_std()
+        .current_dir(dir)
+        .env("XDG_RUNTIME_DIR", dir)
+        .args(["-n", "1", "--lock", url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the lease's holder");
+    if wait_until(STEP_LIMIT, || dir.join(LEASE_HELD).exists()) {
+        return Some((child, dir.to_path_buf()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 /// Takes the lock of `--lock ./lk` in `dir` as another run would, its record in the file: the
@@ -4284,11 +4403,16 @@ impl Report {
                 "; {n} cases ran without, for want of a redis-server with TLS"
             ),
         };
-        let [free, away, waited] = LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
-        let _ = writeln!(
+        let [free, away, waited, redis, local] =
+            LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let _ = write!(
             s,
-            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it"
+            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it; {redis} on Redis"
         );
+        let _ = match local {
+            0 => writeln!(s),
+            n => writeln!(s, "; {n} on a file, for want of a redis-server"),
+        };
         let _ = writeln!(s, "  slowest: {}", slowest.join(", "));
         if let Some(k) = self.plan.only {
             let _ = writeln!(s, "  case {k}: {}", generate(self.plan.seed, k).shell());

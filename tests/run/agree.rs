@@ -17,6 +17,11 @@
 //! `$CA` (and a plain server's port `${REDIS_PORT}`): set them to run the line again. Without
 //! `openssl` or a `redis-server` built with TLS, those cases keep their stores where the others
 //! do, said once on stderr; under CI (`CI` set) or with RETRY_REQUIRE_REDIS=1 that is a failure.
+//!
+//! About one case in seven takes `--lock`, finding it free, held (turned away) or held a while
+//! (waiting for it); two in five of those lock `redis://127.0.0.1:${REDIS_PORT}/NAME`, held by
+//! another run of `retry` with the same lock, and the rest a lock file held with `flock`.
+//! Without a `redis-server`, the cases on Redis lock a file.
 
 use crate::common::agree;
 
