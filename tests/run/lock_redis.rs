@@ -42,13 +42,19 @@ fn other_hosts(test: &str) -> bool {
 }
 
 /// A run holding the lock `url` while its try sleeps: the try writes its fencing token to
-/// `token`, then its pid. Returns once the try has started.
-fn holder(url: &str, dir: &Path, token: &Path, extra: &[&str]) -> Child {
+/// `token`, then its pid. Returns once the try has started. With `github`, it runs as a step
+/// of GitHub Actions, writing its step outputs to `dir/go`.
+fn holder(url: &str, dir: &Path, token: &Path, extra: &[&str], github: bool) -> Child {
     let script = format!(
         "echo $RETRY_FENCING_TOKEN > '{0}'; echo $$ >> '{0}'; exec sleep 20",
         token.display()
     );
-    let child = retry_std()
+    let mut cmd = retry_std();
+    if github {
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", dir.join("go"));
+    }
+    let child = cmd
         .current_dir(dir)
         .args(["-n", "1", "--log-format", "json", "--lock", url])
         .args(extra)
@@ -143,7 +149,7 @@ fn a_holder_killed_with_sigkill_frees_the_lease_within_its_length_and_leaves_no_
     let url = format!("{}:lease=600ms", server.url("killed"));
     let dir = temp_dir("lock-redis-kill");
     let token = dir.join("token");
-    let mut holder = holder(&url, &dir, &token, &[]);
+    let mut holder = holder(&url, &dir, &token, &[], false);
     let (_, try_pid) = token_and_pid(&token);
     assert_eq!(one_run(&url), Some(75), "the lease is held");
     // The dry run looks at the lease without taking it, and names its holder.
@@ -195,7 +201,7 @@ fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock
         "--metrics",
         "m.prom",
     ];
-    let mut a = holder(&url, &dir, &token, &records);
+    let mut a = holder(&url, &dir, &token, &records, true);
     let (first, try_pid) = token_and_pid(&token);
     send(a.id(), nix::libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(900));
@@ -240,6 +246,22 @@ fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock
     assert!(metrics.contains(r#"outcome="lock_lost""#), "{metrics}");
     assert!(metrics.contains(r#"result="lock_lost""#), "{metrics}");
     assert!(!metrics.contains(r#"result="interrupted""#), "{metrics}");
+    let outputs = std::fs::read_to_string(dir.join("go")).unwrap();
+    for line in ["exit_code=75", "reason=lock_lost", "tries=1"] {
+        assert!(outputs.lines().any(|l| l == line), "{line}: {outputs}");
+    }
+    let stats = retry_std()
+        .current_dir(&dir)
+        .args(["--stats", "history", "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(stats.status.code(), Some(0), "{}", stderr_of(&stats));
+    let rows = json_lines(&stdout_of(&stats));
+    let end = event(&rows, "stats_end");
+    assert_eq!(end["runs"], 1, "{rows:?}");
+    let row = event(&rows, "stats_row");
+    assert_eq!(row["gave_up_pct"], 100, "{rows:?}");
+    assert_eq!(row["interrupted"], 0, "{rows:?}");
 }
 
 #[test]
@@ -251,7 +273,7 @@ fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
     let url = format!("{}:lease=900ms", server.url("restarted"));
     let dir = temp_dir("lock-redis-restart");
     let token = dir.join("token");
-    let mut a = holder(&url, &dir, &token, &[]);
+    let mut a = holder(&url, &dir, &token, &[], false);
     drop(server);
     let Some(_server) = Server::start_on_with("lock-redis-restart", port, &[]) else {
         let _ = a.kill();
