@@ -51,9 +51,10 @@ static ON_TLS: [AtomicUsize; 4] = [
 ];
 
 /// The checks of cases with `--lock`: its lock free, held (the run turned away), held a while
-/// (the run waits for it); of those, the locks on Redis, and the cases that drew one and ran
-/// with a lock file, for want of a `redis-server`.
-static LOCKS: [AtomicUsize; 5] = [
+/// (the run waits for it); of those, the locks on Redis, the cases that drew one and ran
+/// with a lock file, for want of a `redis-server`, and the runs that lost their lease.
+static LOCKS: [AtomicUsize; 6] = [
+    AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
@@ -246,6 +247,10 @@ pub struct Lock {
     /// (`redis://127.0.0.1:PORT/NAME`), and its holder another run of `retry` with the same
     /// lock, whose try waits until the test lets it end.
     pub redis: bool,
+    /// The run loses its lease on Redis while its marking try runs: the test deletes the lease
+    /// once the try has made `m` (the lease lasts 300ms, renewed every 100ms), and the run
+    /// stops the try and ends with 75, reason `lock_lost`.
+    pub lost: bool,
 }
 
 /// How long the test holds the lock of a case that waits for it.
@@ -335,7 +340,17 @@ fn draw_lock(case: &mut Case) {
         _ => (true, true),
     };
     let redis = l.chance(40);
-    case.lock = Some(Lock { held, wait, redis });
+    // Half the runs on Redis that a signal was to stop during a try lose the lease instead.
+    let lost = redis && matches!(case.interrupt, Some((Phase::Try(_), _))) && l.chance(50);
+    if lost {
+        case.interrupt = None;
+    }
+    case.lock = Some(Lock {
+        held,
+        wait,
+        redis,
+        lost,
+    });
 }
 
 /// Which of the stores of `case` go on the server with TLS: about a third of the quotas and of
@@ -761,6 +776,11 @@ impl Stores {
     pub fn lock_url(&self) -> String {
         format!("redis://127.0.0.1:{}/{}", self.redis_port, self.name)
     }
+
+    /// The hash of the case's lock on the plain server.
+    pub fn lock_key(&self) -> String {
+        format!("retry:lock:{{{}}}", self.name)
+    }
 }
 
 impl Try {
@@ -938,9 +958,10 @@ impl Case {
             }
         }
         if let Some(lock) = self.lock {
-            match lock.redis {
-                true => push(&["--lock", &stores.lock_url()]),
-                false => push(&["--lock", "./lk"]),
+            match (lock.redis, lock.lost) {
+                (true, true) => push(&["--lock", &format!("{}:lease=300ms", stores.lock_url())]),
+                (true, false) => push(&["--lock", &stores.lock_url()]),
+                (false, _) => push(&["--lock", "./lk"]),
             }
             if lock.wait {
                 push(&["--lock-wait", "5s"]);
@@ -1010,7 +1031,12 @@ impl Case {
         let hangs_end = self.timeout_ms.is_some()
             || self.budget_ms.is_some()
             || self.plan.iter().all(|t| t.end != End::Hang);
+        let lost = self.lock.is_some_and(|l| l.lost);
         let marks_fit = match self.interrupt {
+            None if lost => {
+                !self.plan.iter().any(|t| t.wmark)
+                    && self.plan.iter().filter(|t| t.end == End::Mark).count() == 1
+            }
             None => self.plan.iter().all(|t| t.end != End::Mark && !t.wmark),
             Some((Phase::Try(k), _)) => k <= len && self.plan[k as usize - 1].end == End::Mark,
             Some((Phase::Wait, _)) => self.plan[0].wmark,
@@ -1028,6 +1054,7 @@ impl Case {
             && (!self.tls.dead_letter || self.dead_letter)
             && (!self.tls.replay
                 || (self.replay.as_ref().is_some_and(|r| r.redis) && !self.tls.dead_letter))
+            && (!lost || (self.lock.is_some_and(|l| l.redis) && self.interrupt.is_none()))
     }
 
     /// The shell commands that make the case's store before it runs.
@@ -1080,6 +1107,7 @@ impl Case {
                 held: true,
                 wait,
                 redis: false,
+                ..
             }) => {
                 let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
                 let _ = write!(
@@ -1092,6 +1120,7 @@ impl Case {
                 held: true,
                 wait,
                 redis: true,
+                ..
             }) => {
                 let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
                 let url = Stores::shell(self).lock_url();
@@ -1126,6 +1155,13 @@ impl Case {
         };
         let run = format!("{env}retry {} {redirect}", words.join(" "));
         match self.interrupt {
+            None if self.lock.is_some_and(|l| l.lost) => {
+                let key = Stores::shell(self).lock_key();
+                let _ = write!(
+                    s,
+                    "{run} & p=$!; until [ -e m ]; do sleep 0.002; done; redis-cli -p \"${{REDIS_PORT}}\" DEL '{key}' >/dev/null; wait $p; echo \"status $?\""
+                );
+            }
             None => {
                 s += &run;
                 s += match self.stdout {
@@ -1302,6 +1338,20 @@ fn run_retry(
     interrupt: Option<(Phase, i32)>,
     names: (&str, &str),
 ) -> Ran {
+    run_retry_losing(dir, args, env, stdout, interrupt, names, None)
+}
+
+/// [`run_retry`], deleting the key `lose` of the server at its port once the try that marks
+/// has made `m`: the run's lease on Redis is gone.
+fn run_retry_losing(
+    dir: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    stdout: Stdout,
+    interrupt: Option<(Phase, i32)>,
+    names: (&str, &str),
+    lose: Option<(u16, String)>,
+) -> Ran {
     let (out_name, err_name) = names;
     let mut cmd = retry_std();
     cmd.current_dir(dir).args(args).stdin(Stdio::null());
@@ -1349,6 +1399,7 @@ fn run_retry(
     });
     let started = Instant::now();
     let mut signalled = false;
+    let mut lost = false;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break match status.signal() {
@@ -1365,6 +1416,12 @@ fn run_retry(
                 std::thread::sleep(Duration::from_millis(settle));
                 send(child.id(), signal);
                 signalled = true;
+            }
+        }
+        if let Some((port, key)) = lose.as_ref().filter(|_| !lost) {
+            if dir.join("m").exists() {
+                super::redis_server::cli(*port, &["DEL", key]);
+                lost = true;
             }
         }
         if started.elapsed() > HUNG {
@@ -2080,6 +2137,7 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
                 lock_local = Case {
                     lock: Some(Lock {
                         redis: false,
+                        lost: false,
                         ..lock
                     }),
                     ..case.clone()
@@ -2142,13 +2200,21 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
         ),
         (held, _) => (held, None),
     };
-    let ran = run_retry(
+    let lose = case
+        .lock
+        .filter(|l| l.lost)
+        .and_then(|_| Some((stores.redis_port.parse().ok()?, stores.lock_key())));
+    if lose.is_some() {
+        LOCKS[5].fetch_add(1, Ordering::Relaxed);
+    }
+    let ran = run_retry_losing(
         &dir,
         &args,
         &env,
         case.stdout,
         case.interrupt,
         ("out", "err"),
+        lose,
     );
     if let Some(holder) = holder {
         holder.let_go();
@@ -2886,6 +2952,29 @@ fn check_json_run(
             .join(" ")
     };
     let inv_status = "status=tries";
+    // A try that `retry` stopped when the lease of `--lock` was lost says `lock_lost`, as the
+    // run's end does, never `interrupted`; no other try says it.
+    let lost = end["reason"] == "lock_lost";
+    let last = tries.len();
+    for (k, t) in tries.iter().enumerate() {
+        let wrong = match t.verdict.as_str() {
+            "lock_lost" => !lost || k + 1 != last,
+            "interrupted" => lost && k + 1 == last,
+            _ => false,
+        };
+        if wrong {
+            f.fail(
+                "json",
+                format!(
+                    "{tag}try {} has verdict {} in a run that ended with reason {}: {}",
+                    t.attempt,
+                    t.verdict,
+                    end["reason"],
+                    outcomes()
+                ),
+            );
+        }
+    }
     match event {
         "success" => {
             let flaky_fail = case.flaky == Some("fail") && !failed.is_empty();
@@ -3578,8 +3667,11 @@ fn check_annotation(
             ),
         );
     }
+    // A lost lock's cause has words after a colon of its own (why it was lost), which the
+    // count of the failures after the cause cannot tell from a list.
+    let lost = truth.reason.as_ref().and_then(Option::as_deref) == Some("lock_lost");
     if let (Some(n), Some(m), Some((_, true))) = (a.failed, failed, views) {
-        if n != m && truth.outcome.as_deref() != Some("interrupted") {
+        if n != m && truth.outcome.as_deref() != Some("interrupted") && !lost {
             f.fail(
                 "annotation",
                 format!(
@@ -4403,11 +4495,11 @@ impl Report {
                 "; {n} cases ran without, for want of a redis-server with TLS"
             ),
         };
-        let [free, away, waited, redis, local] =
+        let [free, away, waited, redis, local, lost] =
             LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
         let _ = write!(
             s,
-            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it; {redis} on Redis"
+            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it; {redis} on Redis, {lost} of them lost it"
         );
         let _ = match local {
             0 => writeln!(s),
