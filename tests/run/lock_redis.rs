@@ -370,3 +370,67 @@ fn bad_values_of_a_lock_on_redis_are_one_line_naming_the_option() {
         assert!(err.contains("--lock"), "{bad}: {err}");
     }
 }
+
+/// The holder renews its lease while its try runs: past two of its lengths another run is
+/// still turned away. A holder that lost it (stopped past its lease, another run holding it
+/// now) never lets go of the new holder's lease: the release checks the owner.
+#[test]
+fn a_lease_is_renewed_while_the_try_runs_and_a_lost_holder_never_lets_go_of_the_next_ones() {
+    let Some(server) = Server::start("lock-redis-renew", &[]) else {
+        return;
+    };
+    let url = format!("{}:lease=600ms", server.url("renewed"));
+    let dir = temp_dir("lock-redis-renew");
+    let token = dir.join("token");
+    let mut a = holder(&url, &dir, &token, &[], false);
+    std::thread::sleep(Duration::from_millis(1300));
+    assert_eq!(
+        one_run(&url),
+        Some(75),
+        "the lease lapsed while its try ran"
+    );
+    send(a.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(900));
+    let (b_id, go) = (dir.join("b-id"), dir.join("go"));
+    let script = format!(
+        "echo $RETRY_RUN_ID > '{0}.new' && mv '{0}.new' '{0}'; while [ ! -e '{1}' ]; do sleep 0.01; done",
+        b_id.display(),
+        go.display()
+    );
+    let mut b = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(STEP_LIMIT, || b_id.exists()),
+        "the next run never got the lease"
+    );
+    send(a.id(), nix::libc::SIGCONT);
+    assert_eq!(wait_bounded(&mut a, STEP_LIMIT).code(), Some(75));
+    let out = retry_std()
+        .args([
+            "-n",
+            "1",
+            "--log-format",
+            "json",
+            "--lock",
+            &url,
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    std::fs::write(&go, "").unwrap();
+    let b_status = wait_bounded(&mut b, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "the lost holder let go: {err}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    let b_run = std::fs::read_to_string(&b_id).unwrap();
+    assert_eq!(give_up["holder_run_id"], b_run.trim(), "{give_up}");
+    assert_eq!(b_status.code(), Some(0));
+    assert_eq!(one_run(&url), Some(0));
+}
