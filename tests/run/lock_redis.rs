@@ -434,3 +434,35 @@ fn a_lease_is_renewed_while_the_try_runs_and_a_lost_holder_never_lets_go_of_the_
     assert_eq!(b_status.code(), Some(0));
     assert_eq!(one_run(&url), Some(0));
 }
+
+/// `--lock-wait` on a lease held by another run waits for it, asking again, but never past the
+/// budget: the run is turned away with 75 when the budget ends, naming the holder.
+#[test]
+fn the_wait_for_a_held_lease_ends_with_the_budget() {
+    let Some(server) = Server::start("lock-redis-wait", &[]) else {
+        return;
+    };
+    let url = server.url("waited");
+    let dir = temp_dir("lock-redis-wait");
+    let token = dir.join("token");
+    let mut a = holder(&url, &dir, &token, &[], false);
+    let started = Instant::now();
+    let out = retry_std()
+        .args(["-n", "1", "--budget", "700ms", "--lock-wait", "30s"])
+        .args(["--log-format", "json", "--lock", &url, "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let (_, try_pid) = token_and_pid(&token);
+    send(a.id(), nix::libc::SIGKILL);
+    let _ = a.wait();
+    send(try_pid, nix::libc::SIGKILL);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(took >= Duration::from_millis(600), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    assert_eq!(give_up["reason"], "locked", "{give_up}");
+    assert_eq!(give_up["holder_pid"], a.id(), "{give_up}");
+}
