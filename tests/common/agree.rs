@@ -2298,7 +2298,9 @@ fn hold_lock(dir: &Path) -> File {
         .mode(0o600)
         .open(dir.join("lk"))
         .expect("the lock file");
-    file.write_all(LOCK_RECORD.as_bytes()).unwrap();
+    // The pid the kernel lists as the holder, so that `retry` trusts the record and names it.
+    let record = LOCK_RECORD.replace("pid=1\n", &format!("pid={}\n", std::process::id()));
+    file.write_all(record.as_bytes()).unwrap();
     #[allow(deprecated)]
     nix::fcntl::flock(
         std::os::fd::AsRawFd::as_raw_fd(&file),
@@ -2974,6 +2976,20 @@ fn check_json_run(
                 ),
             );
         }
+    }
+    // A run turned away names the holder: the test's record in the lock file, or the run
+    // holding the lease.
+    let want_holder = match case.lock {
+        Some(Lock { redis: false, .. }) => Some("agree-holder"),
+        _ => None,
+    };
+    let holder = end["holder_run_id"].as_str().unwrap_or("");
+    let named = !holder.is_empty() && want_holder.is_none_or(|w| w == holder);
+    if end["reason"] == "locked" && !named {
+        f.fail(
+            "json",
+            format!("{tag}the run was turned away by --lock naming holder run '{holder}'"),
+        );
     }
     match event {
         "success" => {
