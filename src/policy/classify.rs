@@ -143,16 +143,20 @@ pub enum Verdict {
     Permanent(Reason),
     /// Ctrl-C reached the command (signal INT or exit 130): stop at once.
     Interrupted,
+    /// `retry` stopped the try because the lease of `--lock` was lost: the run ends.
+    LockLost,
 }
 
 impl Verdict {
-    /// The word used in logs: `success`, `transient`, `permanent`, `interrupted`.
+    /// The word used in logs: `success`, `transient`, `permanent`, `interrupted`,
+    /// `lock_lost`.
     pub fn word(&self) -> &'static str {
         match self {
             Verdict::Success(_) => "success",
             Verdict::Transient(_) => "transient",
             Verdict::Permanent(_) => "permanent",
             Verdict::Interrupted => "interrupted",
+            Verdict::LockLost => "lock_lost",
         }
     }
 
@@ -161,7 +165,7 @@ impl Verdict {
             Verdict::Success(r) | Verdict::Transient(r) | Verdict::Permanent(r) => {
                 (*r != Reason::Default).then_some(r)
             }
-            Verdict::Interrupted => None,
+            Verdict::Interrupted | Verdict::LockLost => None,
         }
     }
 }

@@ -263,6 +263,8 @@ impl<'p> Schedule<'p> {
         let decision = match verdict {
             Verdict::Success(_) => self.after_success(now),
             Verdict::Interrupted => Decision::GiveUp(GiveUp::Interrupted),
+            // No classifier says it: the runner gives it to a try it stopped, with why.
+            Verdict::LockLost => Decision::GiveUp(GiveUp::LockLost(String::new())),
             Verdict::Permanent(_) => Decision::GiveUp(GiveUp::Permanent),
             Verdict::Transient(_) => self.after_transient_failure_asked(now, output.requested, rng),
         };

@@ -217,12 +217,13 @@ pub enum Counted {
 }
 
 /// How a try that ran counts for the throttle: accepted when the dependency answered (a success,
-/// a permanent failure), refused when it failed transiently; not at all when interrupted.
+/// a permanent failure), refused when it failed transiently; not at all when interrupted or
+/// stopped for a lost lock.
 pub fn counted(verdict: &Verdict) -> Option<Counted> {
     match verdict {
         Verdict::Success(_) | Verdict::Permanent(_) => Some(Counted::Accepted),
         Verdict::Transient(_) => Some(Counted::Refused),
-        Verdict::Interrupted => None,
+        Verdict::Interrupted | Verdict::LockLost => None,
     }
 }
 

@@ -12,8 +12,13 @@
 //! open, waiting, would lock a file nobody else sees.
 //!
 //! The holder writes who it is into the file (host, pid, run id, since when) and the fencing
-//! token of its grant, one more than the last; a run turned away reads them back.
+//! token of its grant, one more than the last; a run turned away reads them back. The holder
+//! cuts the file back to its token before it lets go, and a reader trusts the details only when
+//! the kernel's table of locks names the pid they name: a lock file held by another program
+//! (`flock FILE …`), or by a run killed before it let go, is not said to be held by a run that
+//! ended.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -194,6 +199,8 @@ pub struct LockFile {
     file: File,
     name: String,
     path: PathBuf,
+    /// The fencing token of this process's grant, while it holds the lock.
+    granted: Cell<Option<u64>>,
 }
 
 impl LockFile {
@@ -209,6 +216,7 @@ impl LockFile {
             file,
             name: name.to_string(),
             path: place.path(),
+            granted: Cell::new(None),
         })
     }
 
@@ -266,7 +274,10 @@ impl LockFile {
             holder: me.clone(),
             command: command.to_string(),
             done_ms: Some(at_ms),
-        })
+        })?;
+        // The record of a key done stays whole when the claim goes: it says who did it.
+        self.granted.set(None);
+        Ok(())
     }
 
     /// Takes the `flock` without blocking: whether it is this process's now.
@@ -306,6 +317,7 @@ impl LockFile {
             command: command.to_string(),
             done_ms: None,
         })?;
+        self.granted.set(Some(token));
         Ok(token)
     }
 
@@ -326,14 +338,39 @@ impl LockFile {
             .map_err(|e| self.failed("truncate", e))
     }
 
-    /// Who holds the lock, as the file says.
+    /// Who holds the lock, as the file says, when the kernel's table of locks says that the
+    /// pid the file names holds it; else only the pid the table names (a process that is no
+    /// run of `retry`, or one that has not written its details yet), or nothing when the
+    /// table names none in this pid namespace. Where the table cannot be read, the file.
     pub fn holder(&self) -> LockHolder {
-        self.record()
+        let unknown = || LockHolder {
+            name: self.name.clone(),
+            ..LockHolder::default()
+        };
+        let written = self
+            .record()
             .map(|r| r.holder)
-            .unwrap_or_else(|_| LockHolder {
-                name: self.name.clone(),
-                ..LockHolder::default()
-            })
+            .unwrap_or_else(|_| unknown());
+        let Some(pids) = self.flockers() else {
+            return written;
+        };
+        match pids.first() {
+            // Let go meanwhile: the file is all there is to say.
+            None => written,
+            Some(_) if written.pid.is_some_and(|pid| pids.contains(&pid)) => written,
+            Some(&pid) => LockHolder {
+                pid: (pid > 0).then_some(pid),
+                ..unknown()
+            },
+        }
+    }
+
+    /// The pids that hold a `flock` on the lock's file, as `/proc/locks` lists them; `None`
+    /// when it cannot be read.
+    fn flockers(&self) -> Option<Vec<u32>> {
+        let meta = self.file.metadata().ok()?;
+        let table = std::fs::read_to_string("/proc/locks").ok()?;
+        Some(flock_pids(&table, meta.dev(), meta.ino()))
     }
 
     /// The lock's file.
@@ -365,6 +402,17 @@ impl LockFile {
     }
 }
 
+impl Drop for LockFile {
+    /// Cuts the file back to its token line before the lock goes with the file: whoever holds
+    /// the lock next without writing its details (another program) is not taken for this run.
+    /// The token line is the record's first, so one truncation leaves it whole.
+    fn drop(&mut self) {
+        if let Some(token) = self.granted.take() {
+            let _ = self.file.set_len(format!("token={token}\n").len() as u64);
+        }
+    }
+}
+
 /// Whether the lock `name` at `place` is taken now, for the dry run, without taking it or making
 /// anything: `None` when it is free (or its file not made yet), else who holds it. Read from
 /// `/proc/locks`; where that does not list it, a shared lock is tried for an instant. The kernel
@@ -378,6 +426,7 @@ pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreEr
         file,
         name: name.to_string(),
         path: place.path(),
+        granted: Cell::new(None),
     };
     let meta = lock
         .file
@@ -410,6 +459,7 @@ pub fn peek_once(
         file,
         name: name.to_string(),
         path: place.path(),
+        granted: Cell::new(None),
     };
     if let Some(done) = lock.record()?.done_since(since_ms) {
         return Ok((None, Some(done)));
@@ -418,18 +468,34 @@ pub fn peek_once(
 }
 
 /// Whether `/proc/locks` (`table`) lists a granted `flock` on the file of device `dev` and
-/// inode `ino`. Its lines read `1: FLOCK  ADVISORY  WRITE 4242 00:1f:1234 0 EOF`, with the
-/// device's major and minor numbers in hexadecimal; a waiter's line has `->` after the number.
+/// inode `ino`.
 fn flocked_in(table: &str, dev: u64, ino: u64) -> bool {
+    !flock_pids(table, dev, ino).is_empty()
+}
+
+/// The pids of the granted `flock`s that `/proc/locks` (`table`) lists on the file of device
+/// `dev` and inode `ino`. Its lines read `1: FLOCK  ADVISORY  WRITE 4242 00:1f:1234 0 EOF`,
+/// with the device's major and minor numbers in hexadecimal; a waiter's line has `->` after
+/// the number. A holder outside this pid namespace is listed with pid 0 (or -1).
+fn flock_pids(table: &str, dev: u64, ino: u64) -> Vec<u32> {
     let want = format!(
         "{:02x}:{:02x}:{ino}",
         nix::libc::major(dev),
         nix::libc::minor(dev)
     );
-    table.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&want.as_str())
-    })
+    table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let ours = fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&want.as_str());
+            ours.then(|| {
+                fields
+                    .get(4)
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .unwrap_or(0)
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -453,13 +519,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let place = LockPlace::Home(PrivateFile::new(dir.join("retry"), "job.lock".into()));
         assert_eq!(peek(&place, "job").unwrap(), None);
+        // The kernel's table of locks names this process as the holder: so must the file.
+        let me = holder(std::process::id());
         let first = LockFile::open(&place, "job").unwrap();
-        assert_eq!(first.try_take(&holder(1)).unwrap(), Some(1));
+        assert_eq!(first.try_take(&me).unwrap(), Some(1));
         let second = LockFile::open(&place, "job").unwrap();
         assert_eq!(second.try_take(&holder(2)).unwrap(), None);
-        assert_eq!(second.holder(), holder(1));
-        assert_eq!(peek(&place, "job").unwrap(), Some(holder(1)));
+        assert_eq!(second.holder(), me);
+        assert_eq!(peek(&place, "job").unwrap(), Some(me));
         drop(first);
+        // Let go, the file keeps the token only.
+        assert_eq!(std::fs::read_to_string(place.path()).unwrap(), "token=1\n");
         // Other tests' threads fork children at any moment, and a child between its fork and
         // its exec holds a copy of every descriptor open then: the lock goes when the last
         // copy is closed, soon.
@@ -559,5 +629,6 @@ mod tests {
         assert!(flocked_in(table, dev, 1234));
         assert!(!flocked_in(table, dev, 99));
         assert!(!flocked_in(table, dev, 12));
+        assert_eq!(flock_pids(table, dev, 1234), [4242]);
     }
 }

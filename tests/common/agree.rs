@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use super::receiver::{Answer, Receiver};
-use super::{retry_std, send, temp_dir};
+use super::{STEP_LIMIT, retry_std, send, temp_dir, wait_bounded, wait_until};
 
 /// How many replays of each kind ran: of the same tries, of a fixed command, of those from a
 /// pruned file and of those from Redis.
@@ -52,8 +52,12 @@ static ON_TLS: [AtomicUsize; 4] = [
 ];
 
 /// The checks of cases with `--lock`: its lock free, held (the run turned away), held a while
-/// (the run waits for it).
-static LOCKS: [AtomicUsize; 3] = [
+/// (the run waits for it); of those, the locks on Redis, the cases that drew one and ran
+/// with a lock file, for want of a `redis-server`, and the runs that lost their lease.
+static LOCKS: [AtomicUsize; 6] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
     AtomicUsize::new(0),
@@ -249,7 +253,8 @@ impl Tls {
     }
 }
 
-/// `--lock ./lk`, and whether another process has the lock as the run starts.
+/// `--lock ./lk` or `--lock redis://…/NAME`, and whether another process has the lock as the
+/// run starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lock {
     /// The test holds the lock when the run starts: without `wait`, the run is turned away
@@ -262,6 +267,14 @@ pub struct Lock {
     /// With `once`: the key is done, for this command, by an earlier run; the run ends with 0,
     /// outcome `done_before`, and no try.
     pub done: bool,
+    /// The lock is a lease on the agreement test's `redis-server`
+    /// (`redis://127.0.0.1:PORT/NAME`), and its holder another run of `retry` with the same
+    /// lock, whose try waits until the test lets it end.
+    pub redis: bool,
+    /// The run loses its lease on Redis while its marking try runs: the test deletes the lease
+    /// once the try has made `m` (the lease lasts 300ms, renewed every 100ms), and the run
+    /// stops the try and ends with 75, reason `lock_lost`.
+    pub lost: bool,
 }
 
 /// The record of a `--once` key done by an earlier run of the command `script`, at `ms`.
@@ -382,9 +395,17 @@ fn draw_lock(case: &mut Case) {
         1 if case.interrupt.is_none() => (true, false),
         _ => (true, true),
     };
+    let redis = l.chance(40);
+    // Half the runs on Redis that a signal was to stop during a try lose the lease instead.
+    let lost = redis && matches!(case.interrupt, Some((Phase::Try(_), _))) && l.chance(50);
+    if lost {
+        case.interrupt = None;
+    }
     case.lock = Some(Lock {
         held,
         wait,
+        redis,
+        lost,
         once: false,
         done: false,
     });
@@ -416,6 +437,8 @@ fn draw_once(case: &mut Case) {
         wait: false,
         once: true,
         done,
+        redis: false,
+        lost: false,
     });
 }
 
@@ -823,6 +846,8 @@ pub struct Stores {
     pub name: String,
     /// The receiver's URL, without the case's path.
     pub pings: String,
+    /// The port of the plain `redis-server`, for a lock on Redis.
+    pub redis_port: String,
 }
 
 impl Stores {
@@ -833,6 +858,7 @@ impl Stores {
             ca: "$CA".into(),
             name: format!("agree-{:x}-{}", case.seed, case.index),
             pings: "${PING_URL}".into(),
+            redis_port: "${REDIS_PORT}".into(),
         }
     }
 
@@ -844,6 +870,16 @@ impl Stores {
     /// The case's store on the server with TLS.
     pub fn url(&self) -> String {
         format!("rediss://localhost:{}/{}", self.port, self.name)
+    }
+
+    /// The case's lock on the plain server.
+    pub fn lock_url(&self) -> String {
+        format!("redis://127.0.0.1:{}/{}", self.redis_port, self.name)
+    }
+
+    /// The hash of the case's lock on the plain server.
+    pub fn lock_key(&self) -> String {
+        format!("retry:lock:{{{}}}", self.name)
     }
 }
 
@@ -1026,7 +1062,11 @@ impl Case {
             push(&["--ping", &format!("{}{}", stores.pings, stores.ping_path())]);
         }
         if let Some(lock) = self.lock {
-            push(&[if lock.once { "--once" } else { "--lock" }, "./lk"]);
+            match (lock.redis, lock.lost) {
+                (true, true) => push(&["--lock", &format!("{}:lease=300ms", stores.lock_url())]),
+                (true, false) => push(&["--lock", &stores.lock_url()]),
+                (false, _) => push(&[if lock.once { "--once" } else { "--lock" }, "./lk"]),
+            }
             if lock.wait {
                 push(&["--lock-wait", "5s"]);
             }
@@ -1095,7 +1135,12 @@ impl Case {
         let hangs_end = self.timeout_ms.is_some()
             || self.budget_ms.is_some()
             || self.plan.iter().all(|t| t.end != End::Hang);
+        let lost = self.lock.is_some_and(|l| l.lost);
         let marks_fit = match self.interrupt {
+            None if lost => {
+                !self.plan.iter().any(|t| t.wmark)
+                    && self.plan.iter().filter(|t| t.end == End::Mark).count() == 1
+            }
             None => self.plan.iter().all(|t| t.end != End::Mark && !t.wmark),
             Some((Phase::Try(k), _)) => k <= len && self.plan[k as usize - 1].end == End::Mark,
             Some((Phase::Wait, _)) => self.plan[0].wmark,
@@ -1113,6 +1158,7 @@ impl Case {
             && (!self.tls.dead_letter || self.dead_letter)
             && (!self.tls.replay
                 || (self.replay.as_ref().is_some_and(|r| r.redis) && !self.tls.dead_letter))
+            && (!lost || (self.lock.is_some_and(|l| l.redis) && self.interrupt.is_none()))
     }
 
     /// The shell commands that make the case's store before it runs.
@@ -1164,16 +1210,34 @@ impl Case {
             let record = done_record(&self.script(), "$(date +%s000)").replace('\n', "\\n");
             let _ = write!(s, "printf \"{record}\" >lk && chmod 600 lk && ");
         }
-        if let Some(Lock {
-            held: true, wait, ..
-        }) = self.lock
-        {
-            let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
-            let _ = write!(
-                s,
-                "printf '{}' >lk && chmod 600 lk && {{ flock lk sh -c ':>held; sleep {hold}' & }} && until [ -e held ]; do sleep 0.002; done && ",
-                LOCK_RECORD.replace('\n', "\\n")
-            );
+        match self.lock {
+            Some(Lock {
+                held: true,
+                wait,
+                redis: false,
+                ..
+            }) => {
+                let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
+                let _ = write!(
+                    s,
+                    "printf '{}' >lk && chmod 600 lk && {{ flock lk sh -c ':>held; sleep {hold}' & }} && until [ -e held ]; do sleep 0.002; done && ",
+                    LOCK_RECORD.replace('\n', "\\n")
+                );
+            }
+            Some(Lock {
+                held: true,
+                wait,
+                redis: true,
+                ..
+            }) => {
+                let hold = if wait { LOCK_HOLD.as_secs_f64() } else { 3.0 };
+                let url = Stores::shell(self).lock_url();
+                let _ = write!(
+                    s,
+                    "{{ XDG_RUNTIME_DIR=$PWD retry -n 1 --lock \"{url}\" -- sh -c ':>{LEASE_HELD}; sleep {hold}' </dev/null >/dev/null 2>&1 & }} && until [ -e {LEASE_HELD} ]; do sleep 0.002; done && "
+                );
+            }
+            _ => {}
         }
         let mut env = String::from("XDG_RUNTIME_DIR=$PWD ");
         env += &self.tls_shell_env();
@@ -1184,12 +1248,15 @@ impl Case {
         let words: Vec<String> = self
             .args()
             .iter()
-            .map(
-                |a| match a.contains("${TLS_PORT}") || a.contains("${PING_URL}") {
+            .map(|a| {
+                match a.contains("${TLS_PORT}")
+                    || a.contains("${REDIS_PORT}")
+                    || a.contains("${PING_URL}")
+                {
                     true => format!("\"{a}\""),
                     false => quote(a),
-                },
-            )
+                }
+            })
             .collect();
         let redirect = match self.stdout {
             Stdout::Own => "</dev/null >out 2>err",
@@ -1199,6 +1266,13 @@ impl Case {
         };
         let run = format!("{env}retry {} {redirect}", words.join(" "));
         match self.interrupt {
+            None if self.lock.is_some_and(|l| l.lost) => {
+                let key = Stores::shell(self).lock_key();
+                let _ = write!(
+                    s,
+                    "{run} & p=$!; until [ -e m ]; do sleep 0.002; done; redis-cli -p \"${{REDIS_PORT}}\" DEL '{key}' >/dev/null; wait $p; echo \"status $?\""
+                );
+            }
             None => {
                 s += &run;
                 s += match self.stdout {
@@ -1375,6 +1449,20 @@ fn run_retry(
     interrupt: Option<(Phase, i32)>,
     names: (&str, &str),
 ) -> Ran {
+    run_retry_losing(dir, args, env, stdout, interrupt, names, None)
+}
+
+/// [`run_retry`], deleting the key `lose` of the server at its port once the try that marks
+/// has made `m`: the run's lease on Redis is gone.
+fn run_retry_losing(
+    dir: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    stdout: Stdout,
+    interrupt: Option<(Phase, i32)>,
+    names: (&str, &str),
+    lose: Option<(u16, String)>,
+) -> Ran {
     let (out_name, err_name) = names;
     let mut cmd = retry_std();
     cmd.current_dir(dir).args(args).stdin(Stdio::null());
@@ -1422,6 +1510,7 @@ fn run_retry(
     });
     let started = Instant::now();
     let mut signalled = false;
+    let mut lost = false;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break match status.signal() {
@@ -1438,6 +1527,12 @@ fn run_retry(
                 std::thread::sleep(Duration::from_millis(settle));
                 send(child.id(), signal);
                 signalled = true;
+            }
+        }
+        if let Some((port, key)) = lose.as_ref().filter(|_| !lost) {
+            if dir.join("m").exists() {
+                super::redis_server::cli(*port, &["DEL", key]);
+                lost = true;
             }
         }
         if started.elapsed() > HUNG {
@@ -2157,6 +2252,31 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
             true => ping_receiver().url(""),
             false => String::new(),
         },
+        redis_port: String::new(),
+    };
+    // Without a `redis-server`, a lock on Redis is a lock file (said once, loudly).
+    let lock_local;
+    let case = match case.lock.filter(|l| l.redis) {
+        None => case,
+        Some(lock) => match agree_redis() {
+            Some(port) => {
+                stores.redis_port = port.to_string();
+                LOCKS[3].fetch_add(1, Ordering::Relaxed);
+                case
+            }
+            None => {
+                LOCKS[4].fetch_add(1, Ordering::Relaxed);
+                lock_local = Case {
+                    lock: Some(Lock {
+                        redis: false,
+                        lost: false,
+                        ..lock
+                    }),
+                    ..case.clone()
+                };
+                &lock_local
+            }
+        },
     };
     // Without a server with TLS, the case runs as it would without it (said once, loudly).
     let without_tls;
@@ -2216,26 +2336,39 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
             .expect("the key's file");
         file.write_all(record.as_bytes()).unwrap();
     }
-    let holder = case.lock.filter(|l| l.held).map(|_| hold_lock(&dir));
+    let holder = case.lock.filter(|l| l.held).map(|l| match l.redis {
+        false => Holder::File(hold_lock(&dir)),
+        true => Holder::Run(hold_lease(&dir, &stores.lock_url())),
+    });
     let (holder, letting_go) = match (holder, case.lock.is_some_and(|l| l.wait)) {
-        (Some(file), true) => (
+        (Some(holder), true) => (
             None,
             Some(std::thread::spawn(move || {
                 std::thread::sleep(LOCK_HOLD);
-                drop(file);
+                holder.let_go();
             })),
         ),
         (held, _) => (held, None),
     };
-    let ran = run_retry(
+    let lose = case
+        .lock
+        .filter(|l| l.lost)
+        .and_then(|_| Some((stores.redis_port.parse().ok()?, stores.lock_key())));
+    if lose.is_some() {
+        LOCKS[5].fetch_add(1, Ordering::Relaxed);
+    }
+    let ran = run_retry_losing(
         &dir,
         &args,
         &env,
         case.stdout,
         case.interrupt,
         ("out", "err"),
+        lose,
     );
-    drop(holder);
+    if let Some(holder) = holder {
+        holder.let_go();
+    }
     if let Some(thread) = letting_go {
         let _ = thread.join();
     }
@@ -2254,6 +2387,55 @@ fn check_case_in(case: &Case, keep: bool) -> Vec<Finding> {
     f.0
 }
 
+/// Another holder of the case's lock: the lock file, held open; or another run of `retry`
+/// holding the lease, its try waiting for [`LEASE_GO`].
+enum Holder {
+    File(File),
+    Run(Option<(std::process::Child, std::path::PathBuf)>),
+}
+
+/// The file the try of a run holding a lease on Redis makes once it holds it, and the one it
+/// waits for to end.
+const LEASE_HELD: &str = "lease-held";
+const LEASE_GO: &str = "lease-go";
+
+impl Holder {
+    /// Lets go of the lock: closes the file, or lets the holding run end, and waits for it
+    /// (it lets go of the lease after its records are written, as it ends).
+    fn let_go(self) {
+        match self {
+            Holder::File(file) => drop(file),
+            Holder::Run(None) => {}
+            Holder::Run(Some((mut child, dir))) => {
+                let _ = File::create(dir.join(LEASE_GO));
+                let _ = wait_bounded(&mut child, STEP_LIMIT);
+            }
+        }
+    }
+}
+
+/// Takes the lease `url` as another run of `retry` in `dir` does: returns once that run's try
+/// holds it; `None` when its try never started (the case then finds the lock free, which its
+/// checks see).
+fn hold_lease(dir: &Path, url: &str) -> Option<(std::process::Child, std::path::PathBuf)> {
+    let script = format!(":>{LEASE_HELD}; while [ ! -e {LEASE_GO} ]; do sleep 0.005; done");
+    let mut child = retry_std()
+        .current_dir(dir)
+        .env("XDG_RUNTIME_DIR", dir)
+        .args(["-n", "1", "--lock", url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the lease's holder");
+    if wait_until(STEP_LIMIT, || dir.join(LEASE_HELD).exists()) {
+        return Some((child, dir.to_path_buf()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 /// Takes the lock of `--lock ./lk` in `dir` as another run would, its record in the file: the
 /// lock is held while the returned file is open.
 fn hold_lock(dir: &Path) -> File {
@@ -2266,7 +2448,9 @@ fn hold_lock(dir: &Path) -> File {
         .mode(0o600)
         .open(dir.join("lk"))
         .expect("the lock file");
-    file.write_all(LOCK_RECORD.as_bytes()).unwrap();
+    // The pid the kernel lists as the holder, so that `retry` trusts the record and names it.
+    let record = LOCK_RECORD.replace("pid=1\n", &format!("pid={}\n", std::process::id()));
+    file.write_all(record.as_bytes()).unwrap();
     #[allow(deprecated)]
     nix::fcntl::flock(
         std::os::fd::AsRawFd::as_raw_fd(&file),
@@ -3074,6 +3258,43 @@ fn check_json_run(
             .join(" ")
     };
     let inv_status = "status=tries";
+    // A try that `retry` stopped when the lease of `--lock` was lost says `lock_lost`, as the
+    // run's end does, never `interrupted`; no other try says it.
+    let lost = end["reason"] == "lock_lost";
+    let last = tries.len();
+    for (k, t) in tries.iter().enumerate() {
+        let wrong = match t.verdict.as_str() {
+            "lock_lost" => !lost || k + 1 != last,
+            "interrupted" => lost && k + 1 == last,
+            _ => false,
+        };
+        if wrong {
+            f.fail(
+                "json",
+                format!(
+                    "{tag}try {} has verdict {} in a run that ended with reason {}: {}",
+                    t.attempt,
+                    t.verdict,
+                    end["reason"],
+                    outcomes()
+                ),
+            );
+        }
+    }
+    // A run turned away names the holder: the test's record in the lock file, or the run
+    // holding the lease.
+    let want_holder = match case.lock {
+        Some(Lock { redis: false, .. }) => Some("agree-holder"),
+        _ => None,
+    };
+    let holder = end["holder_run_id"].as_str().unwrap_or("");
+    let named = !holder.is_empty() && want_holder.is_none_or(|w| w == holder);
+    if end["reason"] == "locked" && !named {
+        f.fail(
+            "json",
+            format!("{tag}the run was turned away by --lock naming holder run '{holder}'"),
+        );
+    }
     match event {
         "success" => {
             let flaky_fail = case.flaky == Some("fail") && !failed.is_empty();
@@ -3776,8 +3997,11 @@ fn check_annotation(
             ),
         );
     }
+    // A lost lock's cause has words after a colon of its own (why it was lost), which the
+    // count of the failures after the cause cannot tell from a list.
+    let lost = truth.reason.as_ref().and_then(Option::as_deref) == Some("lock_lost");
     if let (Some(n), Some(m), Some((_, true))) = (a.failed, failed, views) {
-        if n != m && truth.outcome.as_deref() != Some("interrupted") {
+        if n != m && truth.outcome.as_deref() != Some("interrupted") && !lost {
             f.fail(
                 "annotation",
                 format!(
@@ -4601,11 +4825,16 @@ impl Report {
                 "; {n} cases ran without, for want of a redis-server with TLS"
             ),
         };
-        let [free, away, waited] = LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
-        let _ = writeln!(
+        let [free, away, waited, redis, local, lost] =
+            LOCKS.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let _ = write!(
             s,
-            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it"
+            "  --lock: {free} found it free, {away} were turned away, {waited} waited for it; {redis} on Redis, {lost} of them lost it"
         );
+        let _ = match local {
+            0 => writeln!(s),
+            n => writeln!(s, "; {n} on a file, for want of a redis-server"),
+        };
         let [pinged, silent] = PINGS.each_ref().map(|n| n.load(Ordering::Relaxed));
         let _ = writeln!(
             s,

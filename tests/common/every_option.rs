@@ -2,20 +2,25 @@
 //! that a test has started, each with a short policy, and each checked by what the server then
 //! holds: a token the quota took and a try the throttle counted (as the dry run reads them), the
 //! runs the dead letters and the history hold (as the listing and `--stats` read them), the run
-//! a replay resolves, the run a forget drops and what a prune drops. One set of servers a form
-//! of URL serves every option, so that the test of each form stays short.
+//! a replay resolves, the run a forget drops and what a prune drops; and `--lock`, held by one
+//! run while another is turned away naming it, with a higher fencing token for the next. One set
+//! of servers a form of URL serves every option, so that the test of each form stays short.
 
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{event, json_lines, stderr_of, stdout_of};
+use crate::common::{STEP_LIMIT, event, json_lines, stderr_of, stdout_of, wait_until};
 
 /// Runs `--quota`, `--throttle`, `--dead-letter`, `--history`, `--replay` (listing and running),
-/// `--forget`, `--prune` and `--stats` against the store `url`, which nothing else of the test
+/// `--forget`, `--prune`, `--stats` and `--lock` against the store `url`, which nothing else of the test
 /// uses, through `retry`: `retry` in `dir` with the test's environment (the user and password
 /// in it, not in the URL, so that a replay's runs have them too) and these arguments. Returns
 /// every output, for the caller to look for the password in.
-pub fn every_option(dir: &Path, url: &str, retry: &dyn Fn(&[&str]) -> Output) -> Vec<Output> {
+pub fn every_option(
+    dir: &Path,
+    url: &str,
+    retry: &(dyn Fn(&[&str]) -> Output + Sync),
+) -> Vec<Output> {
     let mut outputs = Vec::new();
     let mut check = |out: Output, code: i32, what: &str| -> String {
         let err = stderr_of(&out);
@@ -135,5 +140,74 @@ pub fn every_option(dir: &Path, url: &str, retry: &dyn Fn(&[&str]) -> Output) ->
         said.contains("dropped 1 resolved, 1 forgotten") && said.contains("dropped 3 runs"),
         "{url}: {said}"
     );
+    outputs.extend(lock(dir, url, retry));
     outputs
+}
+
+/// `--lock url`: a run holds it while its try waits for a file; another run is turned away
+/// with 75, naming the holder's run; once the holder has let go, the next run gets the lock
+/// with a higher fencing token.
+fn lock(dir: &Path, url: &str, retry: &(dyn Fn(&[&str]) -> Output + Sync)) -> Vec<Output> {
+    let (held, go, next) = (
+        dir.join("lock-held"),
+        dir.join("lock-go"),
+        dir.join("lock-next"),
+    );
+    for file in [&held, &go, &next] {
+        let _ = std::fs::remove_file(file);
+    }
+    let hold = format!(
+        "echo \"$RETRY_FENCING_TOKEN $RETRY_RUN_ID\" > '{0}.new' && mv '{0}.new' '{0}'; \
+         while [ ! -e '{1}' ]; do sleep 0.02; done",
+        held.display(),
+        go.display()
+    );
+    let (holder, away) = std::thread::scope(|scope| {
+        let holder = scope.spawn(|| retry(&["-n", "1", "--lock", url, "--", "sh", "-c", &hold]));
+        let started = wait_until(STEP_LIMIT, || held.exists());
+        let away = started.then(|| {
+            retry(&[
+                "-n",
+                "1",
+                "--lock",
+                url,
+                "--log-format",
+                "json",
+                "--",
+                "true",
+            ])
+        });
+        std::fs::write(&go, "").unwrap();
+        (holder.join().unwrap(), away)
+    });
+    let err = stderr_of(&holder);
+    assert_eq!(holder.status.code(), Some(0), "{url}: --lock holder: {err}");
+    assert!(!err.contains("warning"), "{url}: --lock holder: {err}");
+    let away = away.unwrap_or_else(|| panic!("{url}: --lock: the holder's try never started"));
+    let text = std::fs::read_to_string(&held).unwrap();
+    let (token, run_id) = text.trim().split_once(' ').unwrap();
+    let token: u64 = token.parse().unwrap();
+    let err = stderr_of(&away);
+    assert_eq!(
+        away.status.code(),
+        Some(75),
+        "{url}: --lock turned away: {err}"
+    );
+    let lines = json_lines(&err);
+    let give_up = event(&lines, "give_up");
+    assert_eq!(give_up["reason"], "locked", "{url}: {give_up}");
+    assert_eq!(give_up["holder_run_id"], run_id, "{url}: {give_up}");
+    assert!(give_up["holder_pid"].is_u64(), "{url}: {give_up}");
+    let mark = format!("echo $RETRY_FENCING_TOKEN > '{}'", next.display());
+    let after = retry(&["-n", "1", "--lock", url, "--", "sh", "-c", &mark]);
+    let err = stderr_of(&after);
+    assert_eq!(after.status.code(), Some(0), "{url}: --lock after: {err}");
+    assert!(!err.contains("warning"), "{url}: --lock after: {err}");
+    let then: u64 = std::fs::read_to_string(&next)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(then > token, "{url}: token {then} after {token}");
+    vec![holder, away, after]
 }

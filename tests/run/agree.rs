@@ -19,6 +19,13 @@
 //! to run the line again. Without
 //! `openssl` or a `redis-server` built with TLS, those cases keep their stores where the others
 //! do, said once on stderr; under CI (`CI` set) or with RETRY_REQUIRE_REDIS=1 that is a failure.
+//!
+//! About one case in seven takes `--lock`, finding it free, held (turned away) or held a while
+//! (waiting for it); two in five of those lock `redis://127.0.0.1:${REDIS_PORT}/NAME`, held by
+//! another run of `retry` with the same lock, and the rest a lock file held with `flock`. Half
+//! the runs on Redis that a signal was to stop during a try lose their lease there instead (the
+//! test deletes it, `redis-cli DEL` in the reproduction line) and end with `lock_lost`.
+//! Without a `redis-server`, the cases on Redis lock a file.
 
 use crate::common::agree;
 
@@ -173,6 +180,52 @@ fn the_disagreements_once_found_stay_fixed() {
         let findings = agree::check_case(case);
         if !findings.is_empty() {
             failed.push(format!("{name}: {findings:?}\n  {}", case.shell()));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A run that loses its lease on Redis while a try runs: every record says `lock_lost`, no
+/// hook meant for failures runs and no dead letter is written
+/// (docs/processes.md#a-lock-for-the-fleet).
+#[test]
+fn every_record_of_a_run_that_lost_its_lease_agrees() {
+    use agree::{Case, End, Lock, Log, Stdout, Try};
+    let marks = Try {
+        end: End::Mark,
+        ..Try::exit(0)
+    };
+    let plans = [
+        vec![marks.clone()],
+        vec![Try::exit(1), marks.clone(), Try::exit(0)],
+    ];
+    let mut failed = Vec::new();
+    for plan in plans {
+        for (log, stdout) in [
+            (Log::JsonFile, Stdout::Own),
+            (Log::Human, Stdout::WithStderr),
+        ] {
+            let mut c = Case::plain(plan.clone());
+            c.junit = true;
+            c.history = true;
+            c.github = true;
+            c.dead_letter = true;
+            c.on_retry = true;
+            c.on_give_up = true;
+            c.log = log;
+            c.stdout = stdout;
+            c.lock = Some(Lock {
+                held: false,
+                wait: false,
+                redis: true,
+                lost: true,
+                once: false,
+                done: false,
+            });
+            let findings = agree::check_case(&c);
+            if !findings.is_empty() {
+                failed.push(format!("{findings:?}\n  {}", c.shell()));
+            }
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));

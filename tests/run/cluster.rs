@@ -243,6 +243,10 @@ fn every_option_is_followed_from_a_node_that_holds_none_of_its_keys(cluster: &Cl
     every_option(&dir, &url, &run);
     let quota = format!("retry:quota:{name}");
     assert_eq!(cli(cluster.owner(&quota).port, &["EXISTS", &quota]), ["1"]);
+    // The lock's fencing counter too, on its node, which is not the one named.
+    let fence = format!("retry:lock:{{{name}}}:fence");
+    assert_ne!(cluster.owner(&fence).port, named.port);
+    assert_eq!(cli(cluster.owner(&fence).port, &["EXISTS", &fence]), ["1"]);
 }
 
 fn dead_letters_on_any_node_are_followed_to_the_node_of_their_stream(cluster: &Cluster) {

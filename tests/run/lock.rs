@@ -4,6 +4,7 @@
 //! that the password database gives, whatever the environment; a NAME with a `/` is a path.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -829,4 +830,228 @@ fn a_quiet_run_turned_away_under_github_keeps_its_warning() {
     assert_eq!(log.lines().count(), 1, "{log}");
     assert!(log.starts_with("::warning title=retry"), "{log}");
     assert!(log.contains("is taken by pid"), "{log}");
+}
+
+/// A lock file that a run of `retry` let go of and that another program holds now
+/// (`flock FILE …`) is not said to be held by that run: the file keeps only its token, and the
+/// turned-away run names the pid the kernel lists as the holder.
+#[test]
+fn a_lock_file_held_by_another_program_does_not_name_the_run_that_held_it_before() {
+    if !have_package(
+        "a_lock_file_held_by_another_program_does_not_name_the_run_that_held_it_before",
+        "flock(1)",
+        "util-linux",
+        on_path("flock"),
+    ) {
+        return;
+    }
+    let dir = temp_dir("lock-stale");
+    let runtime = runtime_dir("lock-stale-rt");
+    let id_file = dir.join("id");
+    let script = format!("echo \"$RETRY_RUN_ID\" > '{}'", id_file.display());
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--", "sh", "-c", &script]),
+        TEST_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let old_id = std::fs::read_to_string(&id_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!old_id.is_empty());
+    let ready = dir.join("ready");
+    let hold = format!("echo held > '{}'; exec sleep 5", ready.display());
+    let mut flock = std::process::Command::new("flock")
+        .arg(runtime.join("stale.lock"))
+        .args(["sh", "-c", &hold])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start flock");
+    assert!(
+        wait_until(STEP_LIMIT, || ready.exists()),
+        "flock never took the lock"
+    );
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--log-format", "json", "--", "true"]),
+        TEST_LIMIT,
+    );
+    // The sleep holds the lock too: the whole group goes.
+    send(flock.id(), nix::libc::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(flock.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    wait_bounded(&mut flock, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(
+        !err.contains(&old_id),
+        "the run that let go is named:\n{err}"
+    );
+    let lines = json_lines(&err);
+    let give_up = event(&lines, "give_up");
+    assert_eq!(give_up["reason"], "locked", "{give_up}");
+    assert_eq!(give_up["holder_run_id"], "", "{give_up}");
+    if std::fs::read_to_string("/proc/locks").is_err() {
+        return;
+    }
+    assert_eq!(give_up["holder_pid"], flock.id(), "{give_up}");
+    let free = || {
+        std::process::Command::new("flock")
+            .args(["-n"])
+            .arg(runtime.join("stale.lock"))
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(wait_until(STEP_LIMIT, free), "flock's group kept the lock");
+    // A run killed with SIGKILL cannot cut its details: the kernel's table is what tells.
+    let started = dir.join("started");
+    let mut killed = holder(&runtime, "stale", &started);
+    send(killed.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut killed, STEP_LIMIT);
+    kill_try(&started);
+    let _ = std::fs::remove_file(&ready);
+    let mut flock = std::process::Command::new("flock")
+        .arg(runtime.join("stale.lock"))
+        .args(["sh", "-c", &hold])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start flock");
+    assert!(
+        wait_until(STEP_LIMIT, || ready.exists()),
+        "flock never took the lock"
+    );
+    let out = output_bounded(
+        locked(&runtime, "stale").args(["--log-format", "json", "--", "true"]),
+        TEST_LIMIT,
+    );
+    // The sleep holds the lock too: the whole group goes.
+    send(flock.id(), nix::libc::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(flock.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    wait_bounded(&mut flock, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    assert_eq!(give_up["holder_pid"], flock.id(), "{give_up}");
+    assert_eq!(give_up["holder_run_id"], "", "{give_up}");
+}
+
+/// Fifty runs started at once on one lock, half of them waiting for it and half not: the
+/// command, which checks with a marker of its own that it runs alone, never runs twice at once;
+/// every run ends with the command's status or 75, and the counts add up.
+#[test]
+fn fifty_runs_at_once_on_one_lock_never_run_the_command_twice_at_once() {
+    let dir = temp_dir("lock-fifty");
+    let runtime = runtime_dir("lock-fifty-rt");
+    let script = "mkdir marker || exit 99; echo $RETRY_FENCING_TOKEN >> ran; sleep 0.02; \
+                  rmdir marker";
+    let mut runs: Vec<Child> = (0..50)
+        .map(|k| {
+            locked(&runtime, "fifty")
+                .current_dir(&dir)
+                .arg("--lock-wait")
+                .arg(if k % 2 == 0 { "0" } else { "30s" })
+                .args(["--", "sh", "-c", script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start a run")
+        })
+        .collect();
+    let (mut ran, mut locked) = (0, 0);
+    for run in &mut runs {
+        match wait_bounded(run, TEST_LIMIT).code() {
+            Some(0) => ran += 1,
+            Some(75) => locked += 1,
+            other => panic!("a run ended with {other:?}: not the command's status nor 75"),
+        }
+    }
+    assert_eq!(ran + locked, 50);
+    assert!(ran >= 25, "every run that waited ran: {ran}");
+    let text = std::fs::read_to_string(dir.join("ran")).unwrap();
+    let tokens: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), ran, "{text}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "each holder's token is higher than the one before: {text}"
+    );
+}
+
+/// Another local user can neither take nor break a lock: the lock file is the holder's, 0600,
+/// in a directory others may read but not write, so another user's run cannot open it (125,
+/// nothing run), `flock` cannot lock it, and it cannot be removed; the holder keeps the lock.
+#[test]
+fn another_user_can_neither_take_nor_break_a_lock() {
+    let test = "another_user_can_neither_take_nor_break_a_lock";
+    let Some(other) = other_user() else {
+        return;
+    };
+    if !have_package(test, "setpriv and flock", "util-linux", on_path("setpriv"))
+        || !on_path("flock")
+    {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::env::temp_dir().join(format!("retry-lock-other-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ready = dir.join("ready");
+    let mut holding = holder(&dir, "shared", &ready);
+    let lock = dir.join("shared.lock");
+    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
+    let as_other = |program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args([format!("--reuid={other}"), format!("--regid={other}")])
+            .arg("--clear-groups")
+            .arg(program)
+            .args(args);
+        output_bounded(&mut cmd, TEST_LIMIT)
+    };
+    let retry = retry_std().get_program().to_owned();
+    let out = as_other(
+        &retry,
+        &[
+            "--lock".as_ref(),
+            lock.as_os_str(),
+            "--".as_ref(),
+            "echo".as_ref(),
+            "ran".as_ref(),
+        ],
+    );
+    let log = stderr_of(&out);
+    let outcome = (out.status.code(), stdout_of(&out), log.lines().count());
+    assert_eq!(outcome, (Some(125), String::new(), 1), "{log}");
+    assert!(log.contains(&format!("--lock {}", lock.display())), "{log}");
+    let flocked = as_other(
+        "flock".as_ref(),
+        &["-n".as_ref(), lock.as_os_str(), "true".as_ref()],
+    );
+    assert!(
+        !flocked.status.success(),
+        "flock took the lock as another user"
+    );
+    let removed = as_other("rm".as_ref(), &["-f".as_ref(), lock.as_os_str()]);
+    assert!(
+        !removed.status.success(),
+        "another user removed the lock file"
+    );
+    // The holder has it still.
+    let out = output_bounded(locked(&dir, "shared").args(["--", "true"]), TEST_LIMIT);
+    send(holding.id(), nix::libc::SIGKILL);
+    wait_bounded(&mut holding, STEP_LIMIT);
+    kill_try(&ready);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -42,13 +42,19 @@ fn other_hosts(test: &str) -> bool {
 }
 
 /// A run holding the lock `url` while its try sleeps: the try writes its fencing token to
-/// `token`, then its pid. Returns once the try has started.
-fn holder(url: &str, dir: &Path, token: &Path, extra: &[&str]) -> Child {
+/// `token`, then its pid. Returns once the try has started. With `github`, it runs as a step
+/// of GitHub Actions, writing its step outputs to `dir/go`.
+fn holder(url: &str, dir: &Path, token: &Path, extra: &[&str], github: bool) -> Child {
     let script = format!(
         "echo $RETRY_FENCING_TOKEN > '{0}'; echo $$ >> '{0}'; exec sleep 20",
         token.display()
     );
-    let child = retry_std()
+    let mut cmd = retry_std();
+    if github {
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", dir.join("go"));
+    }
+    let child = cmd
         .current_dir(dir)
         .args(["-n", "1", "--log-format", "json", "--lock", url])
         .args(extra)
@@ -143,7 +149,7 @@ fn a_holder_killed_with_sigkill_frees_the_lease_within_its_length_and_leaves_no_
     let url = format!("{}:lease=600ms", server.url("killed"));
     let dir = temp_dir("lock-redis-kill");
     let token = dir.join("token");
-    let mut holder = holder(&url, &dir, &token, &[]);
+    let mut holder = holder(&url, &dir, &token, &[], false);
     let (_, try_pid) = token_and_pid(&token);
     assert_eq!(one_run(&url), Some(75), "the lease is held");
     // The dry run looks at the lease without taking it, and names its holder.
@@ -195,7 +201,7 @@ fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock
         "--metrics",
         "m.prom",
     ];
-    let mut a = holder(&url, &dir, &token, &records);
+    let mut a = holder(&url, &dir, &token, &records, true);
     let (first, try_pid) = token_and_pid(&token);
     send(a.id(), nix::libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(900));
@@ -227,12 +233,35 @@ fn a_holder_stopped_past_its_lease_loses_it_to_a_higher_token_and_ends_with_lock
         .unwrap_or_else(|| panic!("{err}"));
     assert_eq!(give_up["reason"], "lock_lost", "{err}");
     assert_eq!(give_up["exit_code"], 75, "{err}");
+    let tried = json_lines(&err)
+        .into_iter()
+        .find(|e| e["event"] == "try")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(tried["verdict"], "lock_lost", "{err}");
     let history = std::fs::read_to_string(dir.join("history")).unwrap();
     assert!(history.contains(r#""reason":"lock_lost""#), "{history}");
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(junit.contains(r#"type="lock_lost""#), "{junit}");
     let metrics = std::fs::read_to_string(dir.join("m.prom")).unwrap();
     assert!(metrics.contains(r#"outcome="lock_lost""#), "{metrics}");
+    assert!(metrics.contains(r#"result="lock_lost""#), "{metrics}");
+    assert!(!metrics.contains(r#"result="interrupted""#), "{metrics}");
+    let outputs = std::fs::read_to_string(dir.join("go")).unwrap();
+    for line in ["exit_code=75", "reason=lock_lost", "tries=1"] {
+        assert!(outputs.lines().any(|l| l == line), "{line}: {outputs}");
+    }
+    let stats = retry_std()
+        .current_dir(&dir)
+        .args(["--stats", "history", "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(stats.status.code(), Some(0), "{}", stderr_of(&stats));
+    let rows = json_lines(&stdout_of(&stats));
+    let end = event(&rows, "stats_end");
+    assert_eq!(end["runs"], 1, "{rows:?}");
+    let row = event(&rows, "stats_row");
+    assert_eq!(row["gave_up_pct"], 100, "{rows:?}");
+    assert_eq!(row["interrupted"], 0, "{rows:?}");
 }
 
 #[test]
@@ -244,7 +273,7 @@ fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
     let url = format!("{}:lease=900ms", server.url("restarted"));
     let dir = temp_dir("lock-redis-restart");
     let token = dir.join("token");
-    let mut a = holder(&url, &dir, &token, &[]);
+    let mut a = holder(&url, &dir, &token, &[], false);
     drop(server);
     let Some(_server) = Server::start_on_with("lock-redis-restart", port, &[]) else {
         let _ = a.kill();
@@ -340,4 +369,100 @@ fn bad_values_of_a_lock_on_redis_are_one_line_naming_the_option() {
         assert_eq!(err.lines().count(), 1, "{bad}: {err}");
         assert!(err.contains("--lock"), "{bad}: {err}");
     }
+}
+
+/// The holder renews its lease while its try runs: past two of its lengths another run is
+/// still turned away. A holder that lost it (stopped past its lease, another run holding it
+/// now) never lets go of the new holder's lease: the release checks the owner.
+#[test]
+fn a_lease_is_renewed_while_the_try_runs_and_a_lost_holder_never_lets_go_of_the_next_ones() {
+    let Some(server) = Server::start("lock-redis-renew", &[]) else {
+        return;
+    };
+    let url = format!("{}:lease=600ms", server.url("renewed"));
+    let dir = temp_dir("lock-redis-renew");
+    let token = dir.join("token");
+    let mut a = holder(&url, &dir, &token, &[], false);
+    std::thread::sleep(Duration::from_millis(1300));
+    assert_eq!(
+        one_run(&url),
+        Some(75),
+        "the lease lapsed while its try ran"
+    );
+    send(a.id(), nix::libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(900));
+    let (b_id, go) = (dir.join("b-id"), dir.join("go"));
+    let script = format!(
+        "echo $RETRY_RUN_ID > '{0}.new' && mv '{0}.new' '{0}'; while [ ! -e '{1}' ]; do sleep 0.01; done",
+        b_id.display(),
+        go.display()
+    );
+    let mut b = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(STEP_LIMIT, || b_id.exists()),
+        "the next run never got the lease"
+    );
+    send(a.id(), nix::libc::SIGCONT);
+    assert_eq!(wait_bounded(&mut a, STEP_LIMIT).code(), Some(75));
+    let out = retry_std()
+        .args([
+            "-n",
+            "1",
+            "--log-format",
+            "json",
+            "--lock",
+            &url,
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    std::fs::write(&go, "").unwrap();
+    let b_status = wait_bounded(&mut b, STEP_LIMIT);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "the lost holder let go: {err}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    let b_run = std::fs::read_to_string(&b_id).unwrap();
+    assert_eq!(give_up["holder_run_id"], b_run.trim(), "{give_up}");
+    assert_eq!(b_status.code(), Some(0));
+    assert_eq!(one_run(&url), Some(0));
+}
+
+/// `--lock-wait` on a lease held by another run waits for it, asking again, but never past the
+/// budget: the run is turned away with 75 when the budget ends, naming the holder.
+#[test]
+fn the_wait_for_a_held_lease_ends_with_the_budget() {
+    let Some(server) = Server::start("lock-redis-wait", &[]) else {
+        return;
+    };
+    let url = server.url("waited");
+    let dir = temp_dir("lock-redis-wait");
+    let token = dir.join("token");
+    let mut a = holder(&url, &dir, &token, &[], false);
+    let started = Instant::now();
+    let out = retry_std()
+        .args(["-n", "1", "--budget", "700ms", "--lock-wait", "30s"])
+        .args(["--log-format", "json", "--lock", &url, "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let (_, try_pid) = token_and_pid(&token);
+    send(a.id(), nix::libc::SIGKILL);
+    let _ = a.wait();
+    send(try_pid, nix::libc::SIGKILL);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(took >= Duration::from_millis(600), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let give_up = event(&json_lines(&err), "give_up").clone();
+    assert_eq!(give_up["reason"], "locked", "{give_up}");
+    assert_eq!(give_up["holder_pid"], a.id(), "{give_up}");
 }

@@ -82,27 +82,39 @@ impl Runner<'_> {
             run_id: self.env.run_id().to_string(),
             since: String::new(),
         };
-        let mut first_look_failed = false;
+        // Who held the lease at the last look, while the run waits for it.
+        let mut last_holder: Option<LockHolder> = None;
+        let spent = || budget_left().is_some_and(|left| left.is_zero());
         loop {
+            // The budget ended while the run waited: it was turned away by the holder, not by
+            // a Redis that could not answer in no time.
+            if let Some(holder) = last_holder.take_if(|_| spent()) {
+                return Err(self.turned_away(GiveUp::Locked(Box::new(holder))));
+            }
             let asked = Moment::now();
             let within = budget_left().map_or(EXCHANGE_DEADLINE, |l| l.min(EXCHANGE_DEADLINE));
             let holder = match lease.take(&me, at.length, within) {
                 Ok(Taken::Granted(token)) => {
                     self.hold(lease, token, Renewal::new(at.length, asked));
-                    return Ok(match first_look_failed {
-                        true => Waited::Yes,
-                        false => Waited::No,
+                    return Ok(match last_holder {
+                        Some(_) => Waited::Yes,
+                        None => Waited::No,
                     });
                 }
                 Ok(Taken::Held(holder)) => holder,
                 Ok(Taken::Done(_)) => LockHolder::default(),
+                // The budget ended during the exchange of a run that waits: as above.
+                Err(_) if last_holder.is_some() && spent() => {
+                    let holder = last_holder.take().unwrap_or_default();
+                    return Err(self.turned_away(GiveUp::Locked(Box::new(holder))));
+                }
                 Err(e) => return Err(self.lease_failed(&at.address.to_string(), e)),
             };
-            first_look_failed = true;
             let waited = waiting.elapsed();
             if waited >= wait {
                 return Err(self.turned_away(GiveUp::Locked(Box::new(holder))));
             }
+            last_holder = Some(holder);
             if let Some(signal) = self.watch.sleep(&mut self.log, POLL.min(wait - waited), 1) {
                 return Err(self.interrupted(0, signal, During::Start));
             }

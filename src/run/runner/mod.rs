@@ -341,16 +341,17 @@ impl<'c> Runner<'c> {
         });
         if let Some(ended) = ended {
             self.state.stopped(ended.outcome);
-            let decision = Decision::GiveUp(GiveUp::Interrupted);
+            // Not a signal that reached `retry`: the lease of `--lock` was lost, and the try
+            // says so as every record of the run does.
+            let (verdict, decision) = match self.watch.lease_lost() {
+                Some(why) => (
+                    Verdict::LockLost,
+                    Decision::GiveUp(GiveUp::LockLost(why.to_string())),
+                ),
+                None => (Verdict::Interrupted, Decision::GiveUp(GiveUp::Interrupted)),
+            };
             let took = t.start.elapsed();
-            let report = ended.report(
-                t.attempt,
-                t.start,
-                took,
-                Verdict::Interrupted,
-                decision,
-                None,
-            );
+            let report = ended.report(t.attempt, t.start, took, verdict, decision, None);
             self.log.emit(Event::TryInterrupted(report));
             if let Some(left) = ended.leftovers {
                 self.log.emit(Event::Leftovers {
