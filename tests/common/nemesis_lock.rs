@@ -13,6 +13,8 @@
 //! - two tries ran at once only when the earlier one's run lost the lease (`lock_lost`) or was
 //!   stopped or killed by the nemesis, and then the later one has the higher token, unless the
 //!   server lost its data between their grants;
+//! - a holder stopped past its lease while another run took it, whose try still ran a lease
+//!   after it was continued, ended `lock_lost`;
 //! - every run ended with its command's status, or 75 with `locked`, `lock_lost` or
 //!   `lock_unreachable`, as its JSON log says; a run turned away ran no try, one that lost the
 //!   lease had one;
@@ -57,19 +59,21 @@ impl LockPlan {
 
 /// The try of run K (its directory and K as arguments): it writes twice to the resource, each
 /// time under the resource's own lock, reading the highest token the resource accepted and
-/// refusing a lower one; between the two it takes a tenth of a second or more. It notes when
+/// refusing a lower one (the resource's state is its log, one line appended by each write,
+/// so that a try killed midway leaves it whole); between the two it takes from a tenth of a second to more than the
+/// lease. It notes when
 /// it began and finished, and exits 3 for every fourth run, 0 for the others.
 const TRY: &str = r#"d="$1"; k="$2"; t="$RETRY_FENCING_TOKEN"
 echo "begin $k $t $(date +%s%3N)" >> "$d/tries"
 write() {
   exec 8>>"$d/resource.lock"; flock 8
-  hi=$(cat "$d/highest" 2>/dev/null || echo 0)
-  if [ "$t" -lt "$hi" ]; then echo "refused $k $t $1 $hi" >> "$d/resource"
-  else echo "$t" > "$d/highest"; echo "accepted $k $t $1 $hi" >> "$d/resource"; fi
+  hi=$(awk '$1 == "accepted" && $3 > m { m = $3 } END { print m + 0 }' "$d/resource" 2>/dev/null)
+  if [ "$t" -lt "${hi:-0}" ]; then echo "refused $k $t $1 $hi" >> "$d/resource"
+  else echo "accepted $k $t $1 $hi" >> "$d/resource"; fi
   exec 8>&-
 }
 write start
-sleep 0.1$((k % 10))
+sleep 0.$((k % 4 + 1))
 write end
 echo "finish $k $t $(date +%s%3N)" >> "$d/tries"
 exit $((k % 4 == 3 ? 3 : 0))
@@ -107,7 +111,7 @@ pub fn run_lock(plan: &LockPlan, retry: &Path) -> Option<Report> {
         lease: plan.lease,
         runs: Mutex::new(BTreeMap::new()),
         faults: Mutex::new(Faults::new()),
-        stopped: Mutex::new(BTreeSet::new()),
+        stopped: Mutex::new(BTreeMap::new()),
         killed: Mutex::new(BTreeSet::new()),
         losses: Mutex::new(Vec::new()),
         launched: AtomicBool::new(false),
@@ -151,8 +155,9 @@ struct World {
     lease: Duration,
     runs: Mutex<BTreeMap<usize, Run>>,
     faults: Mutex<Faults>,
-    /// The runs the nemesis stopped past their lease, and those it killed.
-    stopped: Mutex<BTreeSet<usize>>,
+    /// The runs the nemesis stopped past their lease (when, and when it continued them), and
+    /// those it killed.
+    stopped: Mutex<BTreeMap<usize, (u64, u64)>>,
     killed: Mutex<BTreeSet<usize>>,
     /// When the server lost its data: from just before it was shut down to when it answered
     /// again, in ms since the epoch.
@@ -281,11 +286,12 @@ impl World {
         match kind {
             "stop holder past its lease" => {
                 if let Some((k, pid)) = holder() {
-                    self.stopped.lock().unwrap().insert(k);
+                    let from = now_ms();
                     crate::common::send(pid, nix::libc::SIGSTOP);
                     self.count(kind);
                     std::thread::sleep(self.lease + rng.millis(100, 400));
                     crate::common::send(pid, nix::libc::SIGCONT);
+                    self.stopped.lock().unwrap().insert(k, (from, now_ms()));
                 }
             }
             "kill holder" => {
@@ -373,7 +379,7 @@ impl World {
         let stopped = self.stopped.lock().unwrap().clone();
         let killed = self.killed.lock().unwrap().clone();
         let losses = self.losses.lock().unwrap().clone();
-        let faulted = |k: usize| stopped.contains(&k) || killed.contains(&k);
+        let faulted = |k: usize| stopped.contains_key(&k) || killed.contains(&k);
         // What the tries wrote: when each began and finished, with its token.
         let text = std::fs::read_to_string(self.dir.join("tries")).unwrap_or_default();
         let mut tries: Vec<Try> = Vec::new();
@@ -495,6 +501,22 @@ impl World {
                 }
             }
         }
+        // A holder stopped past its lease, which another run took meanwhile, learns it within a
+        // renewal once continued: its try may not run on for a lease.
+        let lease_ms = self.lease.as_millis() as u64;
+        for (k, (from, to)) in &stopped {
+            let taken = tries
+                .iter()
+                .any(|b| b.k != *k && *from < b.began && b.began < *to);
+            let ran_on = finished.get(k).is_some_and(|at| *at > to + lease_ms);
+            let ended = ending.get(k);
+            if taken && ran_on && !killed.contains(k) && ended.is_none_or(|r| r != "lock_lost") {
+                violations.push(format!(
+                    "run {k} was stopped past its lease ({from}..{to}) and another run took it, its try ran on to {:?}, and it ended {ended:?}",
+                    finished.get(k)
+                ));
+            }
+        }
         // Tokens increase in the order the tries began, between two losses of the data (a try
         // that began while the server was down and up again is of neither side); a run stopped
         // by the nemesis may begin its try late. After a loss the counter starts from 1 again.
@@ -505,7 +527,7 @@ impl World {
         };
         let ordered: Vec<&Try> = by_start
             .iter()
-            .filter(|t| !in_loss(t.began) && !stopped.contains(&t.k))
+            .filter(|t| !in_loss(t.began) && !stopped.contains_key(&t.k))
             .collect();
         for w in ordered.windows(2) {
             let (a, b) = (w[0], w[1]);
@@ -516,14 +538,42 @@ impl World {
                 ));
             }
         }
-        for (from, _) in &losses {
+        for (from, to) in &losses {
+            // The counter went back: the lowest token after the loss is no higher than the
+            // highest before it, unless it is no higher than the grants of the moment the
+            // server came back, and of holders killed before their try began, allow.
+            let previous = losses.iter().map(|l| l.0).filter(|l| l < from).max();
+            let next = losses.iter().map(|l| l.0).filter(|l| l > from).min();
+            let before = tries
+                .iter()
+                .filter(|t| t.began < *from && previous.is_none_or(|p| t.began > p))
+                .map(|t| t.token)
+                .max();
+            let lowest = tries
+                .iter()
+                .filter(|t| t.began > *from && next.is_none_or(|n| t.began < n))
+                .filter(|t| !in_loss(t.began))
+                .map(|t| (t.token, t.k))
+                .min();
+            let window = tries
+                .iter()
+                .filter(|t| *from <= t.began && t.began <= to + 50)
+                .count();
+            let allow = (1 + window + killed.len()) as u64;
+            if let (Some(before), Some((lowest, k))) = (before, lowest)
+                && lowest > before
+                && lowest > allow
+            {
+                violations.push(format!(
+                    "run {k} began after the server lost its data with token {lowest}, above the highest before the loss ({before}): the counter did not start again"
+                ));
+            }
             // Each run takes the lock at most once: the grants after the loss are no more than
             // the runs that had not ended when it came.
             let after = runs
                 .values()
                 .filter(|r| r.ended.is_none_or(|(_, at)| at > *from))
                 .count() as u64;
-            let next = losses.iter().map(|l| l.0).filter(|l| l > from).min();
             for t in tries.iter().filter(|t| {
                 t.began > *from && next.is_none_or(|n| t.began < n) && !in_loss(t.began)
             }) {

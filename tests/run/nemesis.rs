@@ -68,9 +68,9 @@ fn replays_and_prunes_on_a_file_killed_at_random_run_each_run_once_at_a_time() {
 #[test]
 fn runs_of_a_fleets_lock_under_faults_overlap_only_when_one_lost_it_and_fencing_holds() {
     let retry = assert_cmd::cargo::cargo_bin("retry");
-    // Seed 15 applies every kind of fault: a holder stopped past its lease and one killed, the
-    // server restarted empty, from its snapshot, and unreachable.
-    for seed in seeds(&[15]) {
+    // Seed 5 applies a holder stopped past its lease and one killed, the server restarted
+    // empty and from its snapshot, paused, its connections killed, and an idle timeout.
+    for seed in seeds(&[5]) {
         let Some(report) = run_lock(&LockPlan::new(seed), &retry) else {
             return;
         };
