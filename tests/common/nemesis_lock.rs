@@ -476,8 +476,11 @@ impl World {
                 ending.insert(*k, reason);
             }
         }
-        // The data the server held was lost between `a` and `b` (ms).
-        let lost_between = |a: u64, b: u64| losses.iter().any(|(from, _)| a <= *from && *from < b);
+        // The data the server held was lost between the grants of tries that began at `a` and
+        // `b` (ms): one that began before the server was back may have been granted before the
+        // loss, its try beginning a moment later.
+        let lost_between =
+            |a: u64, b: u64| losses.iter().any(|(from, to)| a <= to + 50 && *from < b);
         // Two tries at once only when the earlier one's run lost the lease, or was stopped or
         // killed; and then the later one has the higher token, but across a loss of the data.
         let mut by_start = tries.clone();
