@@ -6,7 +6,11 @@
 //!
 //!     cargo bench --bench nemesis -- --schedules 300 --seed 1000
 //!
-//! `--threads N` runs that many schedules at once (2 by default).
+//! `--threads N` runs that many schedules at once (2 by default). `--lock` runs the schedules of
+//! `--lock redis://…` instead (tests/common/nemesis_lock.rs): runs of a fleet's lock and their
+//! fencing tokens under the faults a lease meets.
+//!
+//!     cargo bench --bench nemesis -- --lock --schedules 300 --seed 1000
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -16,9 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use common::nemesis::{Plan, Store, run};
+use common::nemesis_lock::{LockPlan, run_lock};
 
 fn main() {
     let (mut schedules, mut first, mut threads) = (300u64, 1000u64, 2usize);
+    let lock = std::env::args().any(|a| a == "--lock");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().and_then(|v| v.parse::<u64>().ok());
@@ -58,14 +64,23 @@ fn main() {
                         *n - 1
                     };
                     let seed = first + k;
-                    // Two schedules of three on Redis, one on a file.
+                    // Two schedules of three on Redis, one on a file; or the lock's.
                     let store = if k % 3 == 2 {
                         Store::File
                     } else {
                         Store::Redis
                     };
-                    let Some(report) = run(&Plan::new(seed, store), &retry) else {
+                    let report = match lock {
+                        true => run_lock(&LockPlan::new(seed), &retry),
+                        false => run(&Plan::new(seed, store), &retry),
+                    };
+                    let Some(report) = report else {
                         return;
+                    };
+                    let mode = if lock {
+                        "--lock".to_string()
+                    } else {
+                        format!("{store:?}")
                     };
                     let mut t = totals.lock().unwrap();
                     for (kind, n) in &report.faults {
@@ -78,7 +93,7 @@ fn main() {
                         failures
                             .lock()
                             .unwrap()
-                            .push(format!("seed {seed} ({store:?}): {v}"));
+                            .push(format!("seed {seed} ({mode}): {v}"));
                     }
                 }
             })
@@ -90,7 +105,8 @@ fn main() {
     let (faults, runs, tries, done) = totals.lock().unwrap().clone();
     let failures = failures.lock().unwrap();
     println!(
-        "nemesis: {done} schedules (seeds {first}..{}), {runs} runs, {tries} tries, {:.0} s",
+        "nemesis{}: {done} schedules (seeds {first}..{}), {runs} runs, {tries} tries, {:.0} s",
+        if lock { " --lock" } else { "" },
         first + schedules,
         started.elapsed().as_secs_f64()
     );

@@ -5,6 +5,7 @@
 pub mod agree;
 pub mod every_option;
 pub mod nemesis;
+pub mod nemesis_lock;
 pub mod receiver;
 pub mod redis_server;
 pub mod sentinel;

@@ -875,7 +875,7 @@ struct Stored {
     attempts: u64,
 }
 
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -961,7 +961,7 @@ fn redis_out(port: u16, args: &[&str]) -> String {
 }
 
 /// `redis-cli` on 127.0.0.1:`port`, bounded: what it printed, or `None`.
-fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+pub fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
     let mut child = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)

@@ -1,10 +1,12 @@
 //! Exactly once under faults (docs/dead-letters.md#what-is-promised-under-faults): the nemesis
-//! test of `tests/common/nemesis.rs` on a few fixed seeds, on a fleet's Redis and on a file.
+//! test of `tests/common/nemesis.rs` on a few fixed seeds, on a fleet's Redis and on a file; and
+//! that of `tests/common/nemesis_lock.rs`, of `--lock redis://…` and its fencing tokens.
 //! `cargo bench --bench nemesis` runs hundreds of schedules. To run one seed again:
 //! `RETRY_NEMESIS_SEED=S cargo test --test run nemesis::`.
 
 use crate::common;
 use common::nemesis::{Plan, Store, run};
+use common::nemesis_lock::{LockPlan, run_lock};
 
 fn seeds(fixed: &[u64]) -> Vec<u64> {
     match std::env::var("RETRY_NEMESIS_SEED")
@@ -61,6 +63,38 @@ fn replays_forgets_and_prunes_on_a_fleets_redis_under_faults_run_each_run_once_a
 #[test]
 fn replays_and_prunes_on_a_file_killed_at_random_run_each_run_once_at_a_time() {
     schedules(Store::File, &[1]);
+}
+
+#[test]
+fn runs_of_a_fleets_lock_under_faults_overlap_only_when_one_lost_it_and_fencing_holds() {
+    let retry = assert_cmd::cargo::cargo_bin("retry");
+    // Seed 5 applies a holder stopped past its lease and one killed, the server restarted
+    // empty and from its snapshot, paused, its connections killed, and an idle timeout.
+    for seed in seeds(&[5]) {
+        let Some(report) = run_lock(&LockPlan::new(seed), &retry) else {
+            return;
+        };
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed} (--lock; faults {:?}; {} runs, {} tries): {} violations:\n{}",
+            report.faults,
+            report.runs,
+            report.tries,
+            report.violations.len(),
+            report.violations.join("\n")
+        );
+        assert!(report.tries > 0, "seed {seed}: no try ran");
+        if std::env::var_os("RETRY_NEMESIS_SHOW").is_some() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "seed {seed} --lock: {} runs, {} tries, faults {:?}",
+                report.runs,
+                report.tries,
+                report.faults
+            );
+        }
+    }
 }
 
 /// Found by the nemesis (seed 1002 on a file, and others): a replay of a file killed with
