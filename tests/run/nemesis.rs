@@ -66,6 +66,7 @@ fn replays_and_prunes_on_a_file_killed_at_random_run_each_run_once_at_a_time() {
 }
 
 #[test]
+#[ignore = "18 runs of a lease under faults load both cores for 3 s: run with --ignored, as .ci/run does"]
 fn runs_of_a_fleets_lock_under_faults_overlap_only_when_one_lost_it_and_fencing_holds() {
     let retry = assert_cmd::cargo::cargo_bin("retry");
     // Seed 5 applies a holder stopped past its lease and one killed, the server restarted
