@@ -565,3 +565,33 @@ pub fn expect_panic<R>(f: impl FnOnce() -> R) -> Option<String> {
             .unwrap_or_default(),
     )
 }
+
+/// The binary, started on another host (a UTS namespace named `name`) when `other` is true.
+pub fn on_host(other: bool, name: &str) -> std::process::Command {
+    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
+    if !other {
+        let mut cmd = retry_std();
+        cmd.stdin(std::process::Stdio::null());
+        return cmd;
+    }
+    let mut cmd = std::process::Command::new("unshare");
+    let script = format!("hostname {name} && exec \"$0\" \"$@\"");
+    cmd.args(["-u", "sh", "-c", &script, &me])
+        .env_remove("RETRY_RUN_ID")
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Whether runs can be started on other hosts (UTS namespaces, as root), said loudly if not.
+pub fn other_hosts(test: &str) -> bool {
+    have_package(
+        test,
+        "root, for UTS namespaces (unshare -u) that are other hosts",
+        "root",
+        euid() == 0
+            && std::process::Command::new("unshare")
+                .args(["-u", "true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+    )
+}

@@ -5,41 +5,11 @@
 //! whose Redis restarted empty.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::redis_server::{Server, closed_port};
 use crate::common::*;
-
-/// The binary, started on another host (a UTS namespace named `name`) when `other` is true.
-fn on_host(other: bool, name: &str) -> Command {
-    let me = assert_cmd::cargo::cargo_bin("retry").display().to_string();
-    if !other {
-        let mut cmd = retry_std();
-        cmd.stdin(Stdio::null());
-        return cmd;
-    }
-    let mut cmd = Command::new("unshare");
-    let script = format!("hostname {name} && exec \"$0\" \"$@\"");
-    cmd.args(["-u", "sh", "-c", &script, &me])
-        .env_remove("RETRY_RUN_ID")
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Whether runs can be started on other hosts (UTS namespaces, as root), said loudly if not.
-fn other_hosts(test: &str) -> bool {
-    have_package(
-        test,
-        "root, for UTS namespaces (unshare -u) that are other hosts",
-        "root",
-        euid() == 0
-            && Command::new("unshare")
-                .args(["-u", "true"])
-                .status()
-                .is_ok_and(|s| s.success()),
-    )
-}
 
 /// A run holding the lock `url` while its try sleeps: the try writes its fencing token to
 /// `token`, then its pid. Returns once the try has started. With `github`, it runs as a step
