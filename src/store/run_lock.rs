@@ -588,11 +588,12 @@ mod tests {
         );
         drop(first);
         // Done longer ago than the period: free, for any command, once the lock is let go (as
-        // above, when the last copy of the descriptor is closed, soon).
+        // above, when the last copy of the descriptor is closed, soon). Until then the key is
+        // still held by a run of "aa", and another command is told so.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let taken = loop {
             match second.try_take_once(&holder(2), "bb", 5001).unwrap() {
-                OnceTaken::Held(_) if std::time::Instant::now() < until => {
+                OnceTaken::Held(_) | OnceTaken::Other(_) if std::time::Instant::now() < until => {
                     std::thread::sleep(std::time::Duration::from_millis(5))
                 }
                 found => break found,
