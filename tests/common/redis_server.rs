@@ -119,7 +119,63 @@ impl Server {
         Server::try_start_on(test, extra, free_port())
     }
 
+    /// Starts a server whose clock of the time of day is `seconds` ahead of this machine's
+    /// (behind, when negative): a library put before the C library's clock calls shifts them
+    /// (libfaketime cannot: it deadlocks with the server's jemalloc). Its monotonic clock is
+    /// left alone. Returns `None` as [`Server::start`] does, and when no C compiler builds the
+    /// library, saying so loudly (failing under RETRY_REQUIRE_REDIS=1).
+    pub fn start_with_clock_shifted(test: &str, seconds: i64) -> Option<Server> {
+        let dir = crate::common::temp_dir(&format!("clock-shift-{test}"));
+        let source = dir.join("clock_shift.c");
+        let library = dir.join("clock_shift.so");
+        std::fs::write(&source, CLOCK_SHIFT_C).expect("write the clock's library");
+        let built = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&library)
+            .arg(&source)
+            .stdin(Stdio::null())
+            .output();
+        let why = match built {
+            Ok(out) if out.status.success() => {
+                let preload = library
+                    .to_str()
+                    .expect("a library path in UTF-8")
+                    .to_string();
+                let shift = seconds.to_string();
+                let env = [("LD_PRELOAD", preload.as_str()), ("CLOCK_SHIFT_S", &shift)];
+                let mut why = String::new();
+                for _ in 0..3 {
+                    match Server::try_start_env(test, &[], free_port(), &env) {
+                        Ok(server) => return Some(server),
+                        Err(e) => why = e,
+                    }
+                }
+                why
+            }
+            Ok(out) => format!("cc failed: {}", String::from_utf8_lossy(&out.stderr)),
+            Err(e) => format!("cannot run cc: {e}"),
+        };
+        if std::env::var_os("RETRY_REQUIRE_REDIS").is_some_and(|v| v == "1") {
+            panic!("a redis-server with its clock shifted could not be started: {why}");
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: a redis-server with its clock shifted could not be started: {test} did \
+             not run ({why})"
+        );
+        None
+    }
+
     fn try_start_on(test: &str, extra: &[&str], port: u16) -> Result<Server, String> {
+        Server::try_start_env(test, extra, port, &[])
+    }
+
+    fn try_start_env(
+        test: &str,
+        extra: &[&str],
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Result<Server, String> {
         let dir = crate::common::temp_dir(&format!("redis-{test}"));
         let log = dir.join("redis.log");
         let port_arg = port.to_string();
@@ -139,6 +195,7 @@ impl Server {
         let mut command = Command::new("redis-server");
         let child = command
             .args(&args)
+            .envs(env.iter().copied())
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).map_err(|e| e.to_string())?)
@@ -202,6 +259,47 @@ impl Server {
         format!("redis://127.0.0.1:{}/{name}", self.port)
     }
 }
+
+/// The library that shifts a server's clock of the time of day by `CLOCK_SHIFT_S` seconds. It
+/// asks the kernel itself, so that it needs nothing that could call back into a clock (as
+/// `dlsym` and a `malloc` that reads the time would).
+const CLOCK_SHIFT_C: &str = r#"
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long shift(void) {
+    const char *s = getenv("CLOCK_SHIFT_S");
+    return s ? atoll(s) : 0;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    long r = syscall(SYS_clock_gettime, id, ts);
+    if (r == 0 && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE)) ts->tv_sec += shift();
+    return (int)r;
+}
+
+int gettimeofday(struct timeval *tv, void *tz) {
+    struct timespec ts;
+    (void)tz;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
+    if (tv) {
+        tv->tv_sec = ts.tv_sec;
+        tv->tv_usec = ts.tv_nsec / 1000;
+    }
+    return 0;
+}
+
+time_t time(time_t *t) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return (time_t)-1;
+    if (t) *t = ts.tv_sec;
+    return ts.tv_sec;
+}
+"#;
 
 /// A stream to PING a server on.
 trait ReadWrite: Read + Write {}

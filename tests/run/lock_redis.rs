@@ -2,13 +2,13 @@
 //! against a real `redis-server`: runs of several hosts never run the command twice at once, a
 //! killed holder's lease lapses within its length, a holder stopped past its lease loses it to
 //! a run with a higher fencing token and ends with `lock_lost` in every record, and so does one
-//! whose Redis restarted empty.
+//! whose Redis restarted empty; and the server's clock, not the runs', times the lease.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::redis_server::{Server, closed_port};
+use crate::common::redis_server::{Server, cli, closed_port};
 use crate::common::*;
 
 /// A run holding the lock `url` while its try sleeps: the try writes its fencing token to
@@ -435,4 +435,102 @@ fn the_wait_for_a_held_lease_ends_with_the_budget() {
     let give_up = event(&json_lines(&err), "give_up").clone();
     assert_eq!(give_up["reason"], "locked", "{give_up}");
     assert_eq!(give_up["holder_pid"], a.id(), "{give_up}");
+}
+
+/// The time written after `word ` in `text` (`since 2026-…Z`, `done at 2026-…Z`), in seconds
+/// since the epoch.
+fn stamp_after(text: &str, word: &str) -> i64 {
+    let at = text
+        .split(&format!("{word} "))
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ')', ';']).next())
+        .unwrap_or_else(|| panic!("no '{word}' time in: {text}"));
+    let time = humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{at}: {e}"));
+    time.duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The lease and the mark of a key done are the server's to time, whatever this machine's
+/// clock says: with the server's clock an hour ahead of the runs' or an hour behind, renewals
+/// keep a held lease held past several lengths, a killed holder's lease lapses within its
+/// length, and the holder's since and a key's done time are the server's times.
+#[test]
+fn the_servers_clock_decides_the_lease_an_hour_ahead_of_the_runs_or_behind() {
+    std::thread::scope(|scope| {
+        for shift in [3600, -3600] {
+            scope.spawn(move || the_lease_keeps_to_a_server_shifted_by(shift));
+        }
+    });
+}
+
+fn the_lease_keeps_to_a_server_shifted_by(shift: i64) {
+    let name = format!("lock-redis-clock{shift}");
+    let Some(server) = Server::start_with_clock_shifted(&name, shift) else {
+        return;
+    };
+    let server_now = || {
+        cli(server.port, &["TIME"])[0]
+            .parse::<i64>()
+            .expect("TIME's seconds")
+    };
+    let here_now = || {
+        let now = std::time::SystemTime::now();
+        now.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+    };
+    assert!(
+        (server_now() - here_now() - shift).abs() < 60,
+        "the server's clock is not shifted"
+    );
+    let url = format!("{}:lease=600ms", server.url("shifted"));
+    let dir = temp_dir(&name);
+    let token = dir.join("token");
+    let mut holder = holder(&url, &dir, &token, &[], false);
+    // Three lengths later, the renewals have kept the lease held.
+    std::thread::sleep(Duration::from_millis(1800));
+    let turned = retry_std()
+        .args(["-n", "1", "--lock", &url, "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(turned.status.code(), Some(75), "{}", stderr_of(&turned));
+    let since = stamp_after(&stderr_of(&turned), "since");
+    assert!(
+        (since - server_now()).abs() < 60,
+        "since {since}, the server's time {}",
+        server_now()
+    );
+    holder.kill().unwrap();
+    let killed = Instant::now();
+    let _ = holder.wait();
+    assert!(
+        wait_until(STEP_LIMIT, || one_run(&url) == Some(0)),
+        "the lease was never free"
+    );
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_millis(600) + Duration::from_secs(3),
+        "{took:?}"
+    );
+    // A key done: marked with the server's time, and done to the next run.
+    let once = server.url("nightly");
+    let run = |count: &Path| {
+        let script = format!("echo x >> '{}'", count.display());
+        retry_std()
+            .args(["-n", "1", "--once", &once, "--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let count = dir.join("count");
+    assert_eq!(run(&count).status.code(), Some(0));
+    let again = run(&count);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "x\n");
+    let done = stamp_after(&stderr_of(&again), "done at");
+    assert!(
+        (done - server_now()).abs() < 60,
+        "done at {done}, the server's time {}",
+        server_now()
+    );
 }
