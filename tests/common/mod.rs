@@ -172,6 +172,16 @@ pub fn runtime_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Held by each test that moves tens of megabytes through pipes and files (past the 32 MiB that
+/// retry keeps in memory), so that they run one at a time: side by side they cost the kernel
+/// more than their sum, and the rest of the tests wait on it (BENCHMARKS.md, "The test
+/// suite's time").
+pub fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static BIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A big test that failed while holding it leaves it poisoned; the next may still run.
+    BIG.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Polls `ready` until it holds (true) or `limit` has passed (false).
 ///
 /// The pause between polls starts at 5 ms and doubles up to 40 ms: what is soon ready is seen

@@ -388,6 +388,7 @@ fn size(path: &Path) -> u64 {
 
 #[test]
 fn what_is_held_goes_to_a_temporary_file_and_memory_stays_bounded() {
+    let _big = common::one_big_at_a_time();
     // Two tries of 23.8 MB each on standard error and 1 MB on standard output: 49.6 MB held,
     // then passed on; retry's peak memory, read while it runs, stays far below it (about 10 MiB,
     // of which 4 MiB per stretch held in memory).

@@ -53,6 +53,7 @@ fn sh(script: &str) -> std::process::Output {
 
 #[test]
 fn every_try_reads_the_same_piped_input_and_the_same_file() {
+    let _big = common::one_big_at_a_time();
     let dir = common::temp_dir("replay");
     // Past the 32 MiB of the recording kept in memory.
     let file = random_file(&dir, 40_000_000);
@@ -434,6 +435,7 @@ fn a_timeout_does_not_wait_for_a_grandchild_holding_the_pipe() {
 
 #[test]
 fn when_no_temporary_file_can_be_made_nothing_is_lost() {
+    let _big = common::one_big_at_a_time();
     // Past 32 MiB retry spills to a temporary file; with nowhere to put one, it keeps the rest
     // in memory and says so.
     let out = retry()
@@ -457,6 +459,7 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
 
 #[test]
 fn held_output_past_the_memory_part_arrives_byte_exact_in_a_pipe_a_file_and_on_stderr() {
+    let _big = common::one_big_at_a_time();
     // Past 32 MiB, held output moves from the try's pipe to a temporary file and back out
     // without passing through retry (splice and sendfile on Linux): every byte must survive,
     // in order, whatever the destination.
@@ -582,6 +585,7 @@ fn anchors_in_output_patterns_mean_the_start_and_end_of_a_long_line() {
 
 #[test]
 fn without_a_temporary_file_recording_stops_at_the_memory_cap_and_gives_up_with_125() {
+    let _big = common::one_big_at_a_time();
     // 200 MB through a TMPDIR that does not exist: past the cap the try still gets every byte,
     // retry's memory stays bounded, and no second try runs on part of the input.
     let mut child = common::retry_std()
@@ -933,6 +937,7 @@ fn killed_while_spilled(name: &str, args: &[&str], stdin: Stdio) {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_run_killed_with_sigkill_while_spilled_leaves_no_temporary_file() {
+    let _big = common::one_big_at_a_time();
     // Held output past the 32 MiB kept in memory, then a try that waits to be killed.
     killed_while_spilled(
         "spool-held",
