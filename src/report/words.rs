@@ -471,6 +471,15 @@ pub fn lock_taken(holder: &LockHolder) -> String {
     text
 }
 
+/// Why a run of `--once`'s `key` is a usage error: the key is bound to another command line.
+/// Not yet made printable: the line that carries it is.
+pub fn once_bound_elsewhere(key: &str) -> String {
+    format!(
+        "--once {key}: the key is bound to another command line, which holds it or ran with it \
+         within --once-for; give this command a key of its own"
+    )
+}
+
 /// Why a run of `--once`'s `key` did not run the command: `'nightly' was done at
 /// 2026-01-01T00:00:00.000Z on web-1 by run 01J… (pid 42); the command does not run again`.
 pub fn done_before(key: &str, done: &DoneBefore) -> String {

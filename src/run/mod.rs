@@ -174,20 +174,38 @@ fn look_at_lock(config: &Config) -> Result<LookedAt, String> {
         let within = u64::try_from(once.within.as_millis()).unwrap_or(u64::MAX);
         unix_ms(SystemTime::now()).saturating_sub(within)
     };
+    // A key bound to another command line makes a run a usage error: the dry run too.
+    let bound_here = |bound: &str| {
+        let theirs = spec
+            .once
+            .as_ref()
+            .filter(|o| !bound.is_empty() && o.command != bound);
+        match theirs {
+            Some(_) => Err(format!(
+                "error: {}",
+                crate::report::words::once_bound_elsewhere(&spec.name)
+            )),
+            None => Ok(()),
+        }
+    };
     match (&spec.lease, &spec.once) {
         (Some(at), None) => runner::peek_lease(at).map(|(holder, why)| (Some(holder), None, why)),
         (Some(at), Some(_)) => {
-            runner::peek_once_lease(at).map(|((holder, done), why)| (Some(holder), done, why))
+            let ((holder, done, bound), why) = runner::peek_once_lease(at)?;
+            bound_here(&bound)?;
+            Ok((Some(holder), done, why))
         }
         (None, once) => {
             let place = crate::store::run_lock::place_of(spec);
             let peeked = match once {
                 Some(once) => crate::store::run_lock::peek_once(&place, &spec.name, since(once)),
-                None => crate::store::run_lock::peek(&place, &spec.name).map(|h| (h, None)),
+                None => crate::store::run_lock::peek(&place, &spec.name)
+                    .map(|h| (h, None, String::new())),
             };
-            peeked
-                .map(|(holder, done)| (Some(holder), done, None))
-                .map_err(|e| format!("error: {} {}: {e}", spec.option(), spec.name))
+            let (holder, done, bound) =
+                peeked.map_err(|e| format!("error: {} {}: {e}", spec.option(), spec.name))?;
+            bound_here(&bound)?;
+            Ok((Some(holder), done, None))
         }
     }
 }

@@ -286,14 +286,22 @@ impl LockLease {
         Ok(words.first().map(|holder| self.holder(holder)))
     }
 
-    /// What a run of the `--once` key would find now, for the dry run: `None` when it is free.
-    pub fn peek_once(&mut self, within: Duration) -> Result<Option<Taken>, FleetError> {
+    /// What a run of the `--once` key would find now, for the dry run: `None` when it is free,
+    /// else what it found and the digest of the command that the key is bound to.
+    pub fn peek_once(&mut self, within: Duration) -> Result<Option<(Taken, String)>, FleetError> {
         let reply = self.script(PEEK_ONCE_BODY, &[], within)?;
         let words = texts(&reply).ok_or_else(|| self.odd(&reply))?;
         match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
             [] => Ok(None),
-            ["done", record] => Ok(Some(Taken::Done(LockRecord::decode(&self.name, record)))),
-            ["held", holder] => Ok(Some(Taken::Held(self.holder(holder)))),
+            ["done", record] => {
+                let record = LockRecord::decode(&self.name, record);
+                let command = record.command.clone();
+                Ok(Some((Taken::Done(record), command)))
+            }
+            ["held", holder] => {
+                let command = LockRecord::decode(&self.name, holder).command;
+                Ok(Some((Taken::Held(self.holder(holder)), command)))
+            }
             _ => Err(self.odd(&reply)),
         }
     }

@@ -446,14 +446,15 @@ pub fn peek(place: &LockPlace, name: &str) -> Result<Option<LockHolder>, StoreEr
 
 /// What a run of `--once`'s key `name` at `place` would find now, for the dry run, without
 /// taking or making anything: the run that did it, when it was done at or after `since_ms`;
-/// else who holds it, if anyone.
+/// else who holds it, if anyone; and the digest of the command that the key is bound to while
+/// it is done or held (empty when it is free).
 pub fn peek_once(
     place: &LockPlace,
     name: &str,
     since_ms: u64,
-) -> Result<(Option<LockHolder>, Option<DoneBefore>), StoreError> {
+) -> Result<(Option<LockHolder>, Option<DoneBefore>, String), StoreError> {
     let Some(file) = place.open(false)? else {
-        return Ok((None, None));
+        return Ok((None, None, String::new()));
     };
     let lock = LockFile {
         file,
@@ -461,10 +462,14 @@ pub fn peek_once(
         path: place.path(),
         granted: Cell::new(None),
     };
-    if let Some(done) = lock.record()?.done_since(since_ms) {
-        return Ok((None, Some(done)));
+    let record = lock.record()?;
+    if let Some(done) = record.done_since(since_ms) {
+        return Ok((None, Some(done), record.command));
     }
-    Ok((peek(place, name)?, None))
+    match peek(place, name)? {
+        Some(holder) => Ok((Some(holder), None, record.command)),
+        None => Ok((None, None, String::new())),
+    }
 }
 
 /// Whether `/proc/locks` (`table`) lists a granted `flock` on the file of device `dev` and

@@ -179,7 +179,8 @@ pub fn runtime_dir(name: &str) -> PathBuf {
 pub fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static BIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A big test that failed while holding it leaves it poisoned; the next may still run.
-    BIG.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    BIG.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Polls `ready` until it holds (true) or `limit` has passed (false).

@@ -92,6 +92,44 @@ fn the_same_key_with_another_command_is_a_usage_error_while_it_is_kept() {
         "{log}"
     );
     assert!(!dir.join("other").exists(), "the other command ran");
+    // The dry run says what the run would do: the same line and 125 for the other command,
+    // done before for this one.
+    let plan = output_bounded(
+        once(&dir).args(["--dry-run", "--", "touch", "other"]),
+        TEST_LIMIT,
+    );
+    assert_eq!(plan.status.code(), Some(125), "{}", stdout_of(&plan));
+    assert_eq!(stderr_of(&plan), log);
+    let plan = output_bounded(
+        once(&dir).args(["--dry-run", "--", "sh", "-c", JOB]),
+        TEST_LIMIT,
+    );
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr_of(&plan));
+    assert!(
+        stdout_of(&plan).contains("(done_before)"),
+        "{}",
+        stdout_of(&plan)
+    );
+    // Held by a run of one command, the key is another's usage error too, run or planned.
+    let held = runtime_dir("once-other-held");
+    let mut holding = once(&held)
+        .args(["--", "sh", "-c", "echo $$ > ready; exec sleep 20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(STEP_LIMIT, || held.join("ready").exists()));
+    for dry in [&["--dry-run"][..], &[]] {
+        let other = output_bounded(once(&held).args(dry).args(["--", "true"]), TEST_LIMIT);
+        let log = stderr_of(&other);
+        assert_eq!(other.status.code(), Some(125), "{dry:?}: {log}");
+        assert!(
+            log.contains("bound to another command line"),
+            "{dry:?}: {log}"
+        );
+    }
+    let _ = holding.kill();
+    let _ = holding.wait();
 }
 
 #[test]

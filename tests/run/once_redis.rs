@@ -119,4 +119,25 @@ fn a_give_up_lets_go_of_the_key_and_a_key_done_is_kept_for_once_for() {
     assert_eq!(log.lines().count(), 1, "{log}");
     assert!(log.contains("--once nightly"), "{log}");
     assert!(!dir.join("other").exists());
+    // The dry run says the same, and done before for the key's own command.
+    let dry = |words: &[&str]| {
+        output_bounded(
+            retry_std()
+                .current_dir(&dir)
+                .args(["--dry-run", "-n", "1", "--once", &url, "--"])
+                .args(words)
+                .stdin(Stdio::null()),
+            TEST_LIMIT,
+        )
+    };
+    let plan = dry(&["touch", "other"]);
+    assert_eq!(plan.status.code(), Some(125), "{}", stdout_of(&plan));
+    assert_eq!(stderr_of(&plan), log);
+    let plan = dry(&job);
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr_of(&plan));
+    assert!(
+        stdout_of(&plan).contains("(done_before)"),
+        "{}",
+        stdout_of(&plan)
+    );
 }

@@ -45,19 +45,23 @@ pub fn peek_once_lease(at: &LeaseSpec) -> Result<(OncePeek, Option<String>), Str
     let owner = crate::store::fleet::consumer_name();
     let mut lease = LockLease::open_once(&at.address, given.credentials, owner);
     match lease.peek_once(EXCHANGE_DEADLINE) {
-        Ok(None) => Ok(((None, None), None)),
-        Ok(Some(Taken::Held(holder))) => Ok(((Some(holder), None), None)),
-        Ok(Some(Taken::Done(record))) => Ok(((None, record.done_since(0)), None)),
-        Ok(Some(Taken::Granted(_))) => Ok(((None, None), None)),
+        Ok(None) | Ok(Some((Taken::Granted(_), _))) => Ok(((None, None, String::new()), None)),
+        Ok(Some((Taken::Held(holder), bound))) => Ok(((Some(holder), None, bound), None)),
+        Ok(Some((Taken::Done(record), bound))) => Ok(((None, record.done_since(0), bound), None)),
         Err(e) if e.kind == FleetErrorKind::Refused => {
             Err(format!("error: --once {}: {e}", at.address))
         }
-        Err(e) => Ok(((None, None), Some(e.to_string()))),
+        Err(e) => Ok(((None, None, String::new()), Some(e.to_string()))),
     }
 }
 
-/// Who holds a `--once` key now, and the run that did it when it is done.
-pub type OncePeek = (Option<LockHolder>, Option<crate::policy::lock::DoneBefore>);
+/// Who holds a `--once` key now, the run that did it when it is done, and the digest of the
+/// command that the key is bound to while it is held or done (empty when it is free).
+pub type OncePeek = (
+    Option<LockHolder>,
+    Option<crate::policy::lock::DoneBefore>,
+    String,
+);
 
 impl Runner<'_> {
     /// Takes the lease of `--lock redis://…`: as `take_lock` does the lock of a file.

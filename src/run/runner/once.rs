@@ -121,10 +121,9 @@ impl Runner<'_> {
     /// The key is bound to another command line: a usage error, as an idempotency key reused
     /// for another request is refused.
     fn another_command(&mut self, key: &str) -> End {
-        self.log.emit(Event::Error(Failure::Internal(format!(
-            "--once {key}: the key is bound to another command line, which holds it or ran \
-             with it within --once-for; give this command a key of its own"
-        ))));
+        self.log.emit(Event::Error(Failure::Internal(
+            crate::report::words::once_bound_elsewhere(key),
+        )));
         End::internal()
     }
 
