@@ -417,3 +417,32 @@ fn a_run_turned_away_by_a_held_key_says_locked_in_its_step_outputs() {
     // Held by another command line: not this command's key.
     assert_eq!(other.status.code(), Some(125), "{}", stderr_of(&other));
 }
+
+#[test]
+fn a_repeat_whose_tries_all_succeeded_marks_the_key_done_and_one_with_a_failure_does_not() {
+    let dir = runtime_dir("once-repeat");
+    let repeat = |dir: &Path| {
+        let mut cmd = retry_std();
+        cmd.current_dir(dir)
+            .arg("--once")
+            .arg(key(dir))
+            .args(["--repeat", "2", "--", "sh", "-c", JOB])
+            .stdin(Stdio::null());
+        output_bounded(&mut cmd, TEST_LIMIT)
+    };
+    // Without `ok` the first try fails: the repeat ends with it, and the key stays free.
+    let failed = repeat(&dir);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr_of(&failed));
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let passed = repeat(&dir);
+    assert_eq!(passed.status.code(), Some(0), "{}", stderr_of(&passed));
+    assert_eq!(ran(&dir).len(), 3);
+    let again = repeat(&dir);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    assert!(
+        stderr_of(&again).contains("was done at"),
+        "{}",
+        stderr_of(&again)
+    );
+    assert_eq!(ran(&dir).len(), 3, "a repeat ran again under a key done");
+}

@@ -140,9 +140,12 @@ impl Runner<'_> {
         ) else {
             return;
         };
+        // A `--repeat` whose every try succeeded did the work as surely as one success.
         let succeeded = matches!(
             end.verdict,
-            RunVerdict::Succeeded | RunVerdict::Flaky { failed: false }
+            RunVerdict::Succeeded
+                | RunVerdict::Flaky { failed: false }
+                | RunVerdict::Repeated { failed: 0, .. }
         );
         if !succeeded || end.status != ExitStatus::Success {
             return;
