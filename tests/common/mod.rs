@@ -174,8 +174,8 @@ pub fn runtime_dir(name: &str) -> PathBuf {
 
 /// Held by each test that moves tens of megabytes through pipes and files (past the 32 MiB that
 /// retry keeps in memory), so that they run one at a time: side by side they cost the kernel
-/// more than their sum, and the rest of the tests wait on it (BENCHMARKS.md, "The test
-/// suite's time").
+/// more than their sum (BENCHMARKS.md, "The test suite's time"). They are marked `#[ignore]`
+/// and run by `.ci/run` with the failovers.
 pub fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static BIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A big test that failed while holding it leaves it poisoned; the next may still run.

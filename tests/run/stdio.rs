@@ -52,6 +52,7 @@ fn sh(script: &str) -> std::process::Output {
 }
 
 #[test]
+#[ignore = "tens of megabytes, side by side with the rest too costly for cargo test: run with --ignored, as .ci/run does"]
 fn every_try_reads_the_same_piped_input_and_the_same_file() {
     let _big = common::one_big_at_a_time();
     let dir = common::temp_dir("replay");
@@ -434,6 +435,7 @@ fn a_timeout_does_not_wait_for_a_grandchild_holding_the_pipe() {
 }
 
 #[test]
+#[ignore = "tens of megabytes, side by side with the rest too costly for cargo test: run with --ignored, as .ci/run does"]
 fn when_no_temporary_file_can_be_made_nothing_is_lost() {
     let _big = common::one_big_at_a_time();
     // Past 32 MiB retry spills to a temporary file; with nowhere to put one, it keeps the rest
@@ -458,6 +460,7 @@ fn when_no_temporary_file_can_be_made_nothing_is_lost() {
 }
 
 #[test]
+#[ignore = "tens of megabytes, side by side with the rest too costly for cargo test: run with --ignored, as .ci/run does"]
 fn held_output_past_the_memory_part_arrives_byte_exact_in_a_pipe_a_file_and_on_stderr() {
     let _big = common::one_big_at_a_time();
     // Past 32 MiB, held output moves from the try's pipe to a temporary file and back out
@@ -584,6 +587,7 @@ fn anchors_in_output_patterns_mean_the_start_and_end_of_a_long_line() {
 }
 
 #[test]
+#[ignore = "tens of megabytes, side by side with the rest too costly for cargo test: run with --ignored, as .ci/run does"]
 fn without_a_temporary_file_recording_stops_at_the_memory_cap_and_gives_up_with_125() {
     let _big = common::one_big_at_a_time();
     // 200 MB through a TMPDIR that does not exist: past the cap the try still gets every byte,
@@ -936,6 +940,7 @@ fn killed_while_spilled(name: &str, args: &[&str], stdin: Stdio) {
 
 #[cfg(target_os = "linux")]
 #[test]
+#[ignore = "tens of megabytes, side by side with the rest too costly for cargo test: run with --ignored, as .ci/run does"]
 fn a_run_killed_with_sigkill_while_spilled_leaves_no_temporary_file() {
     let _big = common::one_big_at_a_time();
     // Held output past the 32 MiB kept in memory, then a try that waits to be killed.
