@@ -521,7 +521,10 @@ pub fn gave_up_cause(
         (Some(s), _) => format!("interrupted by {s}"),
         (None, None) if *why == GiveUp::Held => "every try was held back by --throttle".into(),
         (None, Some(outcome)) if *why == GiveUp::Held => {
-            format!("the last try was held back by --throttle; the last that ran: {outcome}")
+            // The last try that ran, in the words of a give-up right after it: an exit 0 that
+            // was not ready, or that a streak needed more of, gives 1, not 0.
+            let ran = gave_up_cause(None, Some(outcome), &GiveUp::Tries, streak, consecutive);
+            format!("the last try was held back by --throttle; the last that ran: {ran}")
         }
         // The last try succeeded, in a streak that something else cut short.
         (None, Some(outcome)) if streak > 0 => match (why, consecutive) {

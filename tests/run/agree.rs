@@ -112,6 +112,15 @@ fn the_disagreements_once_found_stay_fixed() {
     c.quota = Some("q");
     c.throttle = Some(("2", 1000));
     cases.push(("held tries", c));
+    // The last line of a run whose tries after a not-ready one were held back said "the last
+    // that ran: exit 0" where the run exited 1.
+    let mut c = Case::plain(vec![not_ready.clone(), Try::exit(1), Try::exit(3)]);
+    c.until_output = true;
+    c.quota = Some("q");
+    c.throttle = Some(("2", 2));
+    c.history = true;
+    c.log = Log::HumanFile;
+    cases.push(("held tries after a not-ready one", c));
     // A not-ready try gave its hook RETRY_EXIT_CODE=0.
     let mut c = all(Case::plain(vec![not_ready.clone(), ready.clone()]));
     c.until_output = true;
