@@ -1055,3 +1055,51 @@ fn another_user_can_neither_take_nor_break_a_lock() {
     assert_eq!(out.status.code(), Some(75), "{}", stderr_of(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `cmd` with its files limited to `limit` bytes: past it a write is cut short, then fails
+/// (EFBIG), as on a full disk.
+fn on_a_full_disk(cmd: &mut std::process::Command, limit: u64) -> &mut std::process::Command {
+    // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{Resource, setrlimit};
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
+            setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
+            Ok(())
+        })
+    }
+}
+
+/// A grant whose fencing token cannot be written could give the next run the same token: the
+/// lock fails closed, as one that cannot be made does, whether its file is new or not.
+#[test]
+fn a_lock_whose_token_cannot_be_written_runs_nothing_and_exits_125_naming_it() {
+    let dir = temp_dir("lock-full");
+    let runtime = runtime_dir("lock-full-rt");
+    let ran = dir.join("ran");
+    for (file, before) in [("new", None), ("kept", Some("token=7\n"))] {
+        let path = runtime.join(format!("{file}.lock"));
+        if let Some(text) = before {
+            let run = output_bounded(locked(&runtime, file).arg("--").arg("true"), TEST_LIMIT);
+            assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+            std::fs::write(&path, text).unwrap();
+        }
+        let out = output_bounded(
+            on_a_full_disk(locked(&runtime, file).arg("--").arg("touch").arg(&ran), 0),
+            TEST_LIMIT,
+        );
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{file}: {log}");
+        assert_eq!(log.lines().count(), 1, "{file}: {log}");
+        assert!(
+            log.contains(&format!("--lock {}", path.display())) && log.contains("cannot write"),
+            "{file}: {log}"
+        );
+        assert!(!ran.exists(), "{file}: the command ran");
+        // The token is the last one granted still: the next grant is one higher.
+        if let Some(text) = before {
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
+    }
+}

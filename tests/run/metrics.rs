@@ -659,3 +659,50 @@ tests:
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// On a full disk (files limited to 100 bytes: the new file is written in part, then not at
+/// all) the run keeps its exit status, warns once, and leaves the file as the last run wrote it,
+/// with no part of a new one beside it.
+#[test]
+fn a_full_disk_leaves_the_file_as_it_was_and_the_runs_status_alone() {
+    use std::os::unix::process::CommandExt;
+    let dir = common::temp_dir("metrics-full");
+    let file = dir.join("m.prom");
+    let run = |limit: Option<u64>| {
+        let mut cmd = retry_std();
+        cmd.arg("--metrics")
+            .arg(&file)
+            .args(["-n", "1", "-q", "--", "sh", "-c", "exit 3"]);
+        if let Some(limit) = limit {
+            // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the
+            // parent.
+            unsafe {
+                cmd.pre_exec(move || {
+                    use nix::sys::resource::{Resource, setrlimit};
+                    use nix::sys::signal::{SigHandler, Signal, signal};
+                    signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
+                    setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
+                    Ok(())
+                });
+            }
+        }
+        output_bounded(&mut cmd, common::STEP_LIMIT)
+    };
+    assert_eq!(run(None).status.code(), Some(3));
+    let before = std::fs::read_to_string(&file).unwrap();
+    assert!(before.len() > 100, "{before}");
+    let out = run(Some(100));
+    let log = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("--metrics"), "{log}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["m.prom", "m.prom.lock"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
