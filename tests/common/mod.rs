@@ -172,6 +172,22 @@ pub fn runtime_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// `cmd` with each file it writes limited to `limit` bytes: past it a write is cut short, then
+/// fails (EFBIG), as on a full disk.
+pub fn on_a_full_disk(cmd: &mut std::process::Command, limit: u64) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{Resource, setrlimit};
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
+            setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
+            Ok(())
+        })
+    }
+}
+
 /// Held by each test that moves tens of megabytes through pipes and files (past the 32 MiB that
 /// retry keeps in memory), so that they run one at a time: side by side they cost the kernel
 /// more than their sum (BENCHMARKS.md, "The test suite's time"). They are marked `#[ignore]`

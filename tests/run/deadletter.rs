@@ -982,7 +982,6 @@ fn a_replay_takes_its_hold_before_it_reads_the_file() {
 
 #[test]
 fn a_write_cut_short_by_a_full_disk_is_taken_back_and_the_file_stays_replayable() {
-    use std::os::unix::process::CommandExt;
     let base = common::temp_dir("dl-full");
     let file = base.join("dead.jsonl");
     assert_eq!(give_up(&base, &file, &["-n", "1"], "exit 3"), 3);
@@ -995,17 +994,7 @@ fn a_write_cut_short_by_a_full_disk_is_taken_back_and_the_file_stays_replayable(
         .arg(&file)
         .args(["-n", "1", "--", "sh", "-c", "exit 3"])
         .stderr(Stdio::piped());
-    // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::sys::resource::{Resource, setrlimit};
-            use nix::sys::signal::{SigHandler, Signal, signal};
-            // Past the limit a write is cut short, then fails with EFBIG, as on a full disk.
-            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
-            setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
-            Ok(())
-        });
-    }
+    common::on_a_full_disk(&mut cmd, limit);
     let out = cmd.spawn().unwrap().wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{log}");

@@ -1056,21 +1056,6 @@ fn another_user_can_neither_take_nor_break_a_lock() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `cmd` with its files limited to `limit` bytes: past it a write is cut short, then fails
-/// (EFBIG), as on a full disk.
-fn on_a_full_disk(cmd: &mut std::process::Command, limit: u64) -> &mut std::process::Command {
-    // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::sys::resource::{Resource, setrlimit};
-            use nix::sys::signal::{SigHandler, Signal, signal};
-            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
-            setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
-            Ok(())
-        })
-    }
-}
-
 /// A grant whose fencing token cannot be written could give the next run the same token: the
 /// lock fails closed, as one that cannot be made does, whether its file is new or not.
 #[test]

@@ -58,6 +58,24 @@ fn gone(pid: u32) -> bool {
     })
 }
 
+/// Kills `holder`, whose lease on `url` is 600 ms long, and checks that a run gets the lease
+/// within its length, and a moment for the run.
+fn kill_and_see_the_lease_lapse(holder: &mut Child, url: &str) {
+    holder.kill().unwrap();
+    let killed = Instant::now();
+    let _ = holder.wait();
+    assert!(
+        wait_until(STEP_LIMIT, || one_run(url) == Some(0)),
+        "the lease was never free"
+    );
+    // The lease lapses 600 ms after its last renewal at the latest; a run takes a moment.
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_millis(600) + Duration::from_secs(3),
+        "{took:?}"
+    );
+}
+
 /// One run of `true` under the lock: its status.
 fn one_run(url: &str) -> Option<i32> {
     retry_std()
@@ -136,19 +154,7 @@ fn a_holder_killed_with_sigkill_frees_the_lease_within_its_length_and_leaves_no_
         text.contains("a lease of 600ms, renewed every 200ms"),
         "{text}"
     );
-    holder.kill().unwrap();
-    let killed = Instant::now();
-    let _ = holder.wait();
-    assert!(
-        wait_until(STEP_LIMIT, || one_run(&url) == Some(0)),
-        "the lease was never free"
-    );
-    // The lease lapses 600 ms after its last renewal at the latest; a run takes a moment.
-    let took = killed.elapsed();
-    assert!(
-        took < Duration::from_millis(600) + Duration::from_secs(3),
-        "{took:?}"
-    );
+    kill_and_see_the_lease_lapse(&mut holder, &url);
     assert!(
         wait_until(STEP_LIMIT, || gone(try_pid)),
         "the killed holder's try ran on"
@@ -500,18 +506,7 @@ fn the_lease_keeps_to_a_server_shifted_by(shift: i64) {
         "since {since}, the server's time {}",
         server_now()
     );
-    holder.kill().unwrap();
-    let killed = Instant::now();
-    let _ = holder.wait();
-    assert!(
-        wait_until(STEP_LIMIT, || one_run(&url) == Some(0)),
-        "the lease was never free"
-    );
-    let took = killed.elapsed();
-    assert!(
-        took < Duration::from_millis(600) + Duration::from_secs(3),
-        "{took:?}"
-    );
+    kill_and_see_the_lease_lapse(&mut holder, &url);
     // A key done: marked with the server's time, and done to the next run.
     let once = server.url("nightly");
     let run = |count: &Path| {

@@ -665,7 +665,6 @@ tests:
 /// with no part of a new one beside it.
 #[test]
 fn a_full_disk_leaves_the_file_as_it_was_and_the_runs_status_alone() {
-    use std::os::unix::process::CommandExt;
     let dir = common::temp_dir("metrics-full");
     let file = dir.join("m.prom");
     let run = |limit: Option<u64>| {
@@ -674,17 +673,7 @@ fn a_full_disk_leaves_the_file_as_it_was_and_the_runs_status_alone() {
             .arg(&file)
             .args(["-n", "1", "-q", "--", "sh", "-c", "exit 3"]);
         if let Some(limit) = limit {
-            // SAFETY: setrlimit and signal are async-signal-safe and touch no memory of the
-            // parent.
-            unsafe {
-                cmd.pre_exec(move || {
-                    use nix::sys::resource::{Resource, setrlimit};
-                    use nix::sys::signal::{SigHandler, Signal, signal};
-                    signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
-                    setrlimit(Resource::RLIMIT_FSIZE, limit, limit)?;
-                    Ok(())
-                });
-            }
+            common::on_a_full_disk(&mut cmd, limit);
         }
         output_bounded(&mut cmd, common::STEP_LIMIT)
     };
