@@ -142,9 +142,17 @@ impl LockPlace {
             }
             LockPlace::Path(path) => {
                 let access = if create { Access::Lock } else { Access::Read };
+                // Not there: a file that a run would make, unless its directory is missing too,
+                // which a run does not make (the dry run then fails as the run would).
+                let dir_there = || {
+                    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+                    std::fs::symlink_metadata(dir.unwrap_or(Path::new("."))).is_ok()
+                };
                 match open_record_file(path, access) {
                     Ok(file) => Ok(Some(file)),
-                    Err(e) if !create && e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) if !create && e.kind() == io::ErrorKind::NotFound && dir_there() => {
+                        Ok(None)
+                    }
                     Err(source) => Err(StoreError::Io {
                         action: "open",
                         path: path.clone(),

@@ -1088,3 +1088,46 @@ fn a_lock_whose_token_cannot_be_written_runs_nothing_and_exits_125_naming_it() {
         }
     }
 }
+
+/// A lock file or key file in a directory that is not there: the run stops with 125, as
+/// `flock` does, and the dry run, which a crontab line is checked with, says the same.
+#[test]
+fn a_lock_or_key_in_a_missing_directory_is_the_same_error_in_the_dry_run_and_the_run() {
+    let dir = runtime_dir("lock-nodir");
+    let ran = dir.join("ran");
+    for (option, file) in [("--lock", "x.lock"), ("--once", "k.once")] {
+        let path = dir.join("nodir").join(file);
+        let mut lines = Vec::new();
+        for dry in [&["--dry-run"][..], &[]] {
+            let out = output_bounded(
+                retry_std()
+                    .arg(option)
+                    .arg(&path)
+                    .args(dry)
+                    .args(["--", "touch"])
+                    .arg(&ran),
+                TEST_LIMIT,
+            );
+            let log = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{option} {dry:?}: {log}");
+            assert!(
+                log.contains(&format!("{option} {}", path.display())),
+                "{log}"
+            );
+            lines.push(log);
+        }
+        assert_eq!(lines[0], lines[1], "{option}");
+        assert!(!ran.exists(), "{option}: the command ran");
+        // A file that is not there in a directory that is: free, and the dry run says so.
+        let there = dir.join(file);
+        let out = output_bounded(
+            retry_std()
+                .arg(option)
+                .arg(&there)
+                .args(["--dry-run", "--", "true"]),
+            TEST_LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(0), "{option}: {}", stderr_of(&out));
+        assert!(!there.exists(), "{option}: the dry run made the file");
+    }
+}
