@@ -1300,7 +1300,7 @@ The exit status is then that of the first failed try, 0 when none failed.",
             "Append one JSON line for every run, whatever its end, for --stats to read
 
 The line holds the run's id, the time (ts), the --label, the command, the tries, the outcome \
-            (success, gave_up, interrupted, or repeat), the give-up reason, the exit status \
+            (success, gave_up, interrupted, repeat, or done_before), the give-up reason, the exit status \
             (exit_code), whether it was flaky, the duration (duration_ms) and how each try ended \
             (try_outcomes). FILE may be a Redis URL, as --quota takes it: the fleet's history, a \
             Redis Stream capped at about a million runs, each with its host. FILE follows the rules of --dead-letter: created for its owner only, \
