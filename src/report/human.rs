@@ -287,6 +287,10 @@ pub fn line(event: &Event, facts: &RunFacts) -> Option<Line> {
         Event::DeadLettered { path } => {
             detail(&|| format!("recorded in --dead-letter '{}'", path.to_string_lossy()))
         }
+        // A try stopped because the lease of `--lock` was lost has no signal's line to tell it.
+        Event::TryInterrupted(r) if r.verdict == Verdict::LockLost => {
+            (!quiet).then(|| try_line(r, facts))
+        }
         // The try's line says the wait, and the sink writes the start, the countdown and
         // its clearing itself; an interrupted try is told by the signal's line.
         Event::Start { .. }

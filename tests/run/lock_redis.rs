@@ -249,7 +249,7 @@ fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
     let url = format!("{}:lease=900ms", server.url("restarted"));
     let dir = temp_dir("lock-redis-restart");
     let token = dir.join("token");
-    let mut a = holder(&url, &dir, &token, &[], false);
+    let mut a = holder(&url, &dir, &token, &["--log-format", "human"], false);
     drop(server);
     let Some(_server) = Server::start_on_with("lock-redis-restart", port, &[]) else {
         let _ = a.kill();
@@ -262,7 +262,22 @@ fn a_holder_whose_redis_restarted_empty_learns_it_at_its_next_renewal() {
     assert_eq!(status.code(), Some(75));
     let mut err = String::new();
     std::io::Read::read_to_string(a.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(err.contains(r#""reason":"lock_lost""#), "{err}");
+    // The human log tells the try that the loss stopped, as it tells a try a timeout stopped,
+    // and the give-up.
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("retry: try 1/1 was killed by SIGTERM after")
+            && lines[0].contains("(lock_lost); giving up: the lock 'restarted' was lost"),
+        "{err}"
+    );
+    assert!(
+        lines.last().unwrap().contains("gave up after 1 try in")
+            && lines
+                .last()
+                .unwrap()
+                .contains("the lock 'restarted' was lost"),
+        "{err}"
+    );
     // The new server counts fencing tokens from 1 again: a resource keeps the highest it saw.
     assert_eq!(one_run(&url), Some(0));
 }
