@@ -402,40 +402,51 @@ fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String
     lines
 }
 
-/// What the runs of `--repeat` left out were, if there were any.
-fn repeat_note(repeat_runs: u64) -> Option<String> {
-    let runs = match repeat_runs {
-        0 => return None,
-        1 => "1 run".to_string(),
-        n => format!("{n} runs"),
-    };
-    Some(format!(
-        "{runs} of --repeat left out: they reproduce a flake, they retry nothing"
-    ))
+/// What `n` runs left out of the rows were, if there were any: `what` names them, and `why`
+/// says why, in the singular and the plural.
+fn left_out_note(n: u64, what: &str, why: (&str, &str)) -> Option<String> {
+    match n {
+        0 => None,
+        1 => Some(format!("1 run {what} left out: {}", why.0)),
+        n => Some(format!("{n} runs {what} left out: {}", why.1)),
+    }
 }
 
-/// What the runs that `--lock` turned away and that were left out were, if there were any.
+/// What the runs of `--repeat` left out were, if there were any.
+fn repeat_note(repeat_runs: u64) -> Option<String> {
+    left_out_note(
+        repeat_runs,
+        "of --repeat",
+        (
+            "it reproduces a flake, it retries nothing",
+            "they reproduce a flake, they retry nothing",
+        ),
+    )
+}
+
+/// What the runs that a held `--lock` or `--once` key turned away and that were left out were,
+/// if there were any.
 fn turned_away_note(turned_away: u64) -> Option<String> {
-    let runs = match turned_away {
-        0 => return None,
-        1 => "1 run".to_string(),
-        n => format!("{n} runs"),
-    };
-    Some(format!(
-        "{runs} turned away by --lock left out: another run had the lock, they ran nothing"
-    ))
+    left_out_note(
+        turned_away,
+        "turned away by --lock or --once",
+        (
+            "another run held the lock or key, it ran nothing",
+            "another run held the lock or key, they ran nothing",
+        ),
+    )
 }
 
 /// What the runs of `--once` whose key was done and that were left out were, if any.
 fn done_before_note(done_before: u64) -> Option<String> {
-    let runs = match done_before {
-        0 => return None,
-        1 => "1 run".to_string(),
-        n => format!("{n} runs"),
-    };
-    Some(format!(
-        "{runs} of --once left out: the key was done before, they ran nothing"
-    ))
+    left_out_note(
+        done_before,
+        "of --once",
+        (
+            "its key was done before, it ran nothing",
+            "the key was done before, they ran nothing",
+        ),
+    )
 }
 
 /// The one line for a file, or a window, with no run in it.
@@ -458,11 +469,15 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
     )
 }
 
-/// `3 damaged lines skipped: 12, 40, 41 (line 12: not JSON: ...)`, when there are any.
+/// `3 damaged lines skipped: 12, 40, 41 (line 12: not JSON: ...)`, or `1 damaged line skipped:
+/// line 12: not JSON: ...`, when there are any.
 fn damaged_line(damaged: &[Damaged]) -> Option<String> {
     let first = damaged.first()?;
     let count = match damaged.len() {
-        1 => "1 damaged line".to_string(),
+        1 => {
+            let why = format!("1 damaged line skipped: line {}: {}", first.line, first.why);
+            return Some(printable(&why));
+        }
         n => format!("{n} damaged lines"),
     };
     let mut numbers: Vec<String> = damaged
@@ -674,6 +689,31 @@ mod tests {
     use crate::policy::Outcome;
 
     const NOW: &str = "2026-03-01T12:00:00Z";
+
+    #[test]
+    fn a_note_of_one_run_or_one_damaged_line_is_in_the_singular() {
+        assert_eq!(
+            done_before_note(1).unwrap(),
+            "1 run of --once left out: its key was done before, it ran nothing"
+        );
+        assert_eq!(
+            repeat_note(3).unwrap(),
+            "3 runs of --repeat left out: they reproduce a flake, they retry nothing"
+        );
+        assert_eq!(turned_away_note(0), None);
+        let damaged = |line| Damaged {
+            line,
+            why: "not JSON".into(),
+        };
+        assert_eq!(
+            damaged_line(&[damaged(4)]).unwrap(),
+            "1 damaged line skipped: line 4: not JSON"
+        );
+        assert_eq!(
+            damaged_line(&[damaged(4), damaged(7)]).unwrap(),
+            "2 damaged lines skipped: 4, 7 (line 4: not JSON)"
+        );
+    }
 
     fn now() -> SystemTime {
         parse_time(NOW).unwrap()
@@ -946,7 +986,7 @@ mod tests {
         let lines = output(&reading(entries), &options());
         assert_eq!(
             lines[1],
-            "  2 runs turned away by --lock left out: another run had the lock, they ran nothing"
+            "  2 runs turned away by --lock or --once left out: another run held the lock or key, they ran nothing"
         );
     }
 
