@@ -117,6 +117,9 @@ pub struct Summary {
     pub turned_away: u64,
     /// The runs whose `--once` key was done, which ran nothing: left out of the rows.
     pub done_before: u64,
+    /// The runs that gave up before any try ran (the lock's Redis out of reach, a `--once`
+    /// key bound to another command): left out of the rows, as they ran nothing.
+    pub not_started: u64,
     /// When the earliest and the latest run in the rows ended.
     pub first: Option<SystemTime>,
     pub last: Option<SystemTime>,
@@ -162,6 +165,7 @@ struct Gathered<'a> {
     repeat_runs: u64,
     turned_away: u64,
     done_before: u64,
+    not_started: u64,
     first: Option<SystemTime>,
     last: Option<SystemTime>,
 }
@@ -179,6 +183,11 @@ impl<'a> Gathered<'a> {
         }
         if entry.ending == Ending::DoneBefore {
             self.done_before += 1;
+            return;
+        }
+        // No try ran, and none was held back: the run stopped before its command.
+        if entry.ending == Ending::GaveUp && entry.try_outcomes.is_empty() && entry.tries == 0 {
+            self.not_started += 1;
             return;
         }
         self.first = Some(self.first.map_or(at, |t| t.min(at)));
@@ -212,6 +221,7 @@ impl<'a> Gathered<'a> {
             repeat_runs: self.repeat_runs,
             turned_away: self.turned_away,
             done_before: self.done_before,
+            not_started: self.not_started,
             first: self.first,
             last: self.last,
             cutoff,
@@ -387,15 +397,7 @@ fn header(shown: &str, summary: &Summary, since: Option<Duration>) -> Vec<String
         "retry: stats of {shown}: {}",
         runs_kept(summary, since)
     )];
-    if let Some(note) = repeat_note(summary.repeat_runs) {
-        lines.push(format!("  {note}"));
-    }
-    if let Some(note) = turned_away_note(summary.turned_away) {
-        lines.push(format!("  {note}"));
-    }
-    if let Some(note) = done_before_note(summary.done_before) {
-        lines.push(format!("  {note}"));
-    }
+    lines.extend(left_out_notes(summary).map(|note| format!("  {note}")));
     if summary.rows.iter().any(|r| r.by == By::Command) {
         lines.push("  $ marks a command line: the runs that had no --label".into());
     }
@@ -412,41 +414,45 @@ fn left_out_note(n: u64, what: &str, why: (&str, &str)) -> Option<String> {
     }
 }
 
-/// What the runs of `--repeat` left out were, if there were any.
-fn repeat_note(repeat_runs: u64) -> Option<String> {
-    left_out_note(
-        repeat_runs,
-        "of --repeat",
+/// What the runs left out of the rows were, one note for each kind there is: what they are, and
+/// why they are left out.
+fn left_out_notes(summary: &Summary) -> impl Iterator<Item = String> {
+    [
         (
-            "it reproduces a flake, it retries nothing",
-            "they reproduce a flake, they retry nothing",
+            summary.repeat_runs,
+            "of --repeat",
+            (
+                "it reproduces a flake, it retries nothing",
+                "they reproduce a flake, they retry nothing",
+            ),
         ),
-    )
-}
-
-/// What the runs that a held `--lock` or `--once` key turned away and that were left out were,
-/// if there were any.
-fn turned_away_note(turned_away: u64) -> Option<String> {
-    left_out_note(
-        turned_away,
-        "turned away by --lock or --once",
         (
-            "another run held the lock or key, it ran nothing",
-            "another run held the lock or key, they ran nothing",
+            summary.turned_away,
+            "turned away by --lock or --once",
+            (
+                "another run held the lock or key, it ran nothing",
+                "another run held the lock or key, they ran nothing",
+            ),
         ),
-    )
-}
-
-/// What the runs of `--once` whose key was done and that were left out were, if any.
-fn done_before_note(done_before: u64) -> Option<String> {
-    left_out_note(
-        done_before,
-        "of --once",
         (
-            "its key was done before, it ran nothing",
-            "the key was done before, they ran nothing",
+            summary.done_before,
+            "of --once",
+            (
+                "its key was done before, it ran nothing",
+                "the key was done before, they ran nothing",
+            ),
         ),
-    )
+        (
+            summary.not_started,
+            "that gave up before a try",
+            (
+                "its lock could not be taken or retry failed, it ran nothing",
+                "their lock could not be taken or retry failed, they ran nothing",
+            ),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(n, what, why)| left_out_note(n, what, why))
 }
 
 /// The one line for a file, or a window, with no run in it.
@@ -457,10 +463,7 @@ fn nothing_line(shown: &str, summary: &Summary, since: Option<Duration>) -> Stri
         }
         _ => String::new(),
     };
-    let repeats = repeat_note(summary.repeat_runs)
-        .into_iter()
-        .chain(turned_away_note(summary.turned_away))
-        .chain(done_before_note(summary.done_before))
+    let repeats = left_out_notes(summary)
         .map(|note| format!("; {note}"))
         .collect::<String>();
     format!(
@@ -676,6 +679,7 @@ fn end_json(file: &Path, summary: &Summary, damaged: &[Damaged]) -> Obj {
         .num("repeat_runs", summary.repeat_runs)
         .num("turned_away", summary.turned_away)
         .num("done_before", summary.done_before)
+        .num("not_started", summary.not_started)
         .num("damaged", damaged.len() as u64)
         .raw("damaged_lines", &format!("[{}]", numbers.join(",")))
         .raw("since", &time_json(summary.since()))
@@ -692,15 +696,19 @@ mod tests {
 
     #[test]
     fn a_note_of_one_run_or_one_damaged_line_is_in_the_singular() {
+        let summary = Summary {
+            done_before: 1,
+            repeat_runs: 3,
+            ..Summary::default()
+        };
+        let notes: Vec<String> = left_out_notes(&summary).collect();
         assert_eq!(
-            done_before_note(1).unwrap(),
-            "1 run of --once left out: its key was done before, it ran nothing"
+            notes,
+            [
+                "3 runs of --repeat left out: they reproduce a flake, they retry nothing",
+                "1 run of --once left out: its key was done before, it ran nothing",
+            ]
         );
-        assert_eq!(
-            repeat_note(3).unwrap(),
-            "3 runs of --repeat left out: they reproduce a flake, they retry nothing"
-        );
-        assert_eq!(turned_away_note(0), None);
         let damaged = |line| Damaged {
             line,
             why: "not JSON".into(),
@@ -960,7 +968,7 @@ mod tests {
         );
         assert_eq!(
             json.last().unwrap(),
-            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"turned_away":0,"done_before":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
+            r#"{"event":"stats_end","file":"h.jsonl","runs":1,"rows":1,"repeat_runs":0,"turned_away":0,"done_before":0,"not_started":0,"damaged":3,"damaged_lines":[12,40,41],"since":"2026-03-01T11:00:00.000Z","until":"2026-03-01T11:00:00.000Z","made":"2026-03-01T12:00:00.000Z"}"#
         );
         r.damaged = (1..=12)
             .map(|line| Damaged {
@@ -972,6 +980,23 @@ mod tests {
         assert_eq!(
             lines.last().unwrap(),
             "12 damaged lines skipped: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, … (line 1: x\\e[2J)"
+        );
+    }
+
+    #[test]
+    fn runs_that_gave_up_before_any_try_are_left_out_of_the_rows_and_counted() {
+        let mut unreachable = run(Some("x"), Ending::GaveUp, 0, 0, hour(1));
+        unreachable.reason = Some("lock_unreachable".into());
+        unreachable.try_outcomes.clear();
+        let entries = vec![ok("x", 1), unreachable];
+        let summary = summarise(&entries, None, now());
+        assert_eq!((summary.runs, summary.not_started), (1, 1));
+        assert_eq!(summary.rows[0].gave_up, 0);
+        let lines = output(&reading(entries), &options());
+        assert_eq!(
+            lines[1],
+            "  1 run that gave up before a try left out: its lock could not be taken or retry \
+             failed, it ran nothing"
         );
     }
 
@@ -1028,7 +1053,7 @@ mod tests {
         assert_eq!(
             output(&reading(Vec::new()), &json),
             [
-                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"turned_away":0,"done_before":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
+                r#"{"event":"stats_end","file":"h.jsonl","runs":0,"rows":0,"repeat_runs":0,"turned_away":0,"done_before":0,"not_started":0,"damaged":0,"damaged_lines":[],"since":null,"until":null,"made":"2026-03-01T12:00:00.000Z"}"#
             ]
         );
     }
