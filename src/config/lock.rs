@@ -19,7 +19,7 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
         .as_ref()
         .filter(|lock| lock.lease.is_none() && is_path(&lock.name))
     {
-        beside_another(cli, Path::new(&lock.name))?;
+        beside_another(cli, "--lock", Path::new(&lock.name), "the lock's")?;
     }
     Ok(cli.lock.as_ref().map(|lock| LockSpec {
         name: lock.name.clone(),
@@ -32,10 +32,15 @@ pub fn lock(cli: &Cli) -> Result<Option<LockSpec>, String> {
     }))
 }
 
-/// The usage error of a lock path that is the file of another option (the same file by
-/// another path too), or the lock file of `--metrics`: the lock's record would replace the
-/// file's text, or the run would wait on its own lock.
-fn beside_another(cli: &Cli, path: &Path) -> Result<(), String> {
+/// The usage error of a lock path of `option` (`--lock`, `--once`) that is the file of another
+/// option (the same file by another path too), or the lock file of `--metrics`: `whose` record
+/// would replace the file's text, or the run would wait on its own lock.
+pub(super) fn beside_another(
+    cli: &Cli,
+    option: &str,
+    path: &Path,
+    whose: &str,
+) -> Result<(), String> {
     let metrics_lock = cli.metrics.as_ref().map(|metrics| {
         let mut name = metrics.clone().into_os_string();
         name.push(".lock");
@@ -50,6 +55,6 @@ fn beside_another(cli: &Cli, path: &Path) -> Result<(), String> {
         ("--metrics", &cli.metrics),
         ("--metrics's lock file", &metrics_lock),
     ];
-    let then = "the lock's record would take its place";
-    super::junit::same_file_as("--lock", path, &others, then)
+    let then = format!("{whose} record would take its place");
+    super::junit::same_file_as(option, path, &others, &then)
 }

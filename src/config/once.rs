@@ -36,16 +36,7 @@ pub fn lock_or_once(cli: &Cli) -> Result<Option<LockSpec>, String> {
         None => DEFAULT_ONCE_FOR,
     };
     if key.lease.is_none() && is_path(&key.name) {
-        let others = [
-            ("--log-file", &cli.log_file),
-            ("--dead-letter", &cli.dead_letter),
-            ("--history", &cli.flaky.history),
-            ("--replay", &cli.replay),
-            ("--junit", &cli.junit),
-            ("--metrics", &cli.metrics),
-        ];
-        let then = "the key's record would take its place";
-        super::junit::same_file_as("--once", Path::new(&key.name), &others, then)?;
+        super::lock::beside_another(cli, "--once", Path::new(&key.name), "the key's")?;
     }
     Ok(Some(LockSpec {
         name: key.name.clone(),

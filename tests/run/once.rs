@@ -446,3 +446,40 @@ fn a_repeat_whose_tries_all_succeeded_marks_the_key_done_and_one_with_a_failure_
     );
     assert_eq!(ran(&dir).len(), 3, "a repeat ran again under a key done");
 }
+
+/// A key file or lock file that is `--metrics`'s lock file: the run would wait on its own lock
+/// and lose its metrics, so it is a usage error before anything runs, for `--once` as for
+/// `--lock`.
+#[test]
+fn a_key_or_lock_on_the_metrics_lock_file_is_a_usage_error() {
+    let dir = runtime_dir("once-metrics-lock");
+    let ran = dir.join("ran");
+    for option in ["--once", "--lock"] {
+        let out = output_bounded(
+            retry_std()
+                .current_dir(&dir)
+                .args([
+                    option,
+                    "./m.prom.lock",
+                    "--metrics",
+                    "m.prom",
+                    "-n",
+                    "1",
+                    "--",
+                ])
+                .arg("touch")
+                .arg(&ran)
+                .stdin(Stdio::null()),
+            TEST_LIMIT,
+        );
+        let log = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{option}: {log}");
+        assert_eq!(log.lines().count(), 1, "{option}: {log}");
+        assert!(
+            log.contains(&format!("{option} './m.prom.lock'"))
+                && log.contains("--metrics's lock file"),
+            "{option}: {log}"
+        );
+        assert!(!ran.exists(), "{option}: the command ran");
+    }
+}
