@@ -79,13 +79,7 @@ impl Runner<'_> {
         let budget_left = || run_end.map(|end| end.saturating_duration_since(Moment::now()));
         let wait = budget_left().map_or(spec.wait, |left| left.min(spec.wait));
         let waiting = Moment::now();
-        let me = LockHolder {
-            name: spec.name.clone(),
-            host: crate::store::fleet::host_name(),
-            pid: Some(std::process::id()),
-            run_id: self.env.run_id().to_string(),
-            since: String::new(),
-        };
+        let me = self.holder_of(spec, String::new());
         // Who held the lease at the last look, while the run waits for it.
         let mut last_holder: Option<LockHolder> = None;
         let spent = || budget_left().is_some_and(|left| left.is_zero());

@@ -25,6 +25,18 @@ pub(super) enum Waited {
 }
 
 impl Runner<'_> {
+    /// This run as the holder of the lock `spec` names, since `since` (RFC 3339; empty where
+    /// the store writes its own time).
+    pub(super) fn holder_of(&self, spec: &LockSpec, since: String) -> LockHolder {
+        LockHolder {
+            name: spec.name.clone(),
+            host: crate::store::fleet::host_name(),
+            pid: Some(std::process::id()),
+            run_id: self.env.run_id().to_string(),
+            since,
+        }
+    }
+
     /// Takes the lock of `--lock`, if the run has one, and says whether the run waited for it:
     /// `Err` with the run's end when it does not get it (turned away, a signal while it waits,
     /// a lock file it must not use).
@@ -49,13 +61,8 @@ impl Runner<'_> {
         let waiting = Moment::now();
         let mut first_look_failed = false;
         loop {
-            let me = LockHolder {
-                name: spec.name.clone(),
-                host: crate::store::fleet::host_name(),
-                pid: Some(std::process::id()),
-                run_id: self.env.run_id().to_string(),
-                since: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            };
+            let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+            let me = self.holder_of(spec, now);
             match file.try_take(&me) {
                 Ok(Some(token)) => {
                     self.env.set_fencing_token(token);

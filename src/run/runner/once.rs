@@ -31,13 +31,8 @@ impl Runner<'_> {
     /// command, else `Err` with the run's end (done before, claimed by another run, bound to
     /// another command, the key's store not usable).
     pub(super) fn take_once(&mut self, spec: &LockSpec, once: &OnceSpec) -> Result<(), End> {
-        let me = LockHolder {
-            name: spec.name.clone(),
-            host: crate::store::fleet::host_name(),
-            pid: Some(std::process::id()),
-            run_id: self.env.run_id().to_string(),
-            since: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-        };
+        let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let me = self.holder_of(spec, now);
         if let Some(at) = &spec.lease {
             return self.claim_on_redis(spec, once, at, me);
         }
